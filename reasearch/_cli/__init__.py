@@ -1,0 +1,1 @@
+"""Subcommand modules of the reasearch CLI."""

@@ -1,0 +1,63 @@
+"""The ``reasearch`` command. Each subcommand group lives in ``reasearch._cli.<name>``.
+
+Exit codes: 0 success; 1 the work ran but did not succeed (e.g. a candidate failed, a check found a
+problem); 2 bad input or configuration (one-line error, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from reasearch.errors import ReasearchError
+
+# One line per subcommand module; each defines add_parser(subparsers) and sets a `func(args) -> int`.
+_COMMAND_MODULES = (
+    "reasearch._cli.sandbox",
+    "reasearch._cli.tasks",
+    "reasearch._cli.bench",
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reasearch",
+        description="An optimizer that is a single tool-using LLM agent, on a fast sandboxed evaluator engine.",
+    )
+    from reasearch import __version__
+
+    parser.add_argument("--version", action="version", version=f"reasearch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).add_parser(sub)
+    return parser
+
+
+def error(message: str) -> None:
+    """One line on stderr, no traceback."""
+    print(f"reasearch: error: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ReasearchError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    except FileNotFoundError as exc:
+        error(f"no such file: {exc.filename}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        error("interrupted")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

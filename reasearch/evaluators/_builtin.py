@@ -1,0 +1,12 @@
+"""Registrations of the built-in tasks. Each task module owns a ``register_all()``; listed here once."""
+
+from __future__ import annotations
+
+import importlib
+
+# One line per task module; each defines register_all() which calls registry.register(...).
+_TASK_MODULES = (
+)
+
+for _name in _TASK_MODULES:
+    importlib.import_module(_name).register_all()

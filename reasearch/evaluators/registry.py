@@ -1,0 +1,156 @@
+"""One registry of versioned task ids with lazy entry points (in the manner of Gymnasium's).
+
+Ids look like ``circle_packing/n26-v1``. A *family* registers a pattern such as
+``arc_agi_2/{task_id}-v1``: its fields become constructor keyword arguments, and an optional
+``enumerate`` callable lists the concrete ids.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from reasearch.errors import ConfigError, UnknownTaskError
+from reasearch.evaluators.base import Task
+
+__all__ = ["TaskEntry", "register", "make", "list_tasks", "registered_entry", "unregister"]
+
+_ID = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_.{}\-]+-v\d+$")
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """A registered id (or id pattern) and how to build it."""
+
+    id: str
+    entry_point: str  # "package.module:ClassName"
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    enumerate: Callable[[], Iterable[Mapping[str, Any]]] | None = None  # families only
+    summary: str = ""
+
+    @property
+    def is_family(self) -> bool:
+        return "{" in self.id
+
+    def _regex(self) -> re.Pattern[str]:
+        parts = re.split(r"(\{[a-z_]+\})", self.id)
+        rx = "".join(f"(?P<{p[1:-1]}>[^/]+?)" if p.startswith("{") else re.escape(p) for p in parts)
+        return re.compile(f"^{rx}$")
+
+    def match(self, task_id: str) -> dict[str, str] | None:
+        m = self._regex().match(task_id)
+        return m.groupdict() if m else None
+
+    def load(self) -> type[Task]:
+        module, _, attr = self.entry_point.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+        if not (isinstance(cls, type) and issubclass(cls, Task)):
+            raise TypeError(f"{self.entry_point} is not a Task subclass")
+        return cls
+
+
+_REGISTRY: dict[str, TaskEntry] = {}
+_BUILTINS_LOADED = False
+
+
+def register(
+    task_id: str,
+    entry_point: str,
+    *,
+    kwargs: Mapping[str, Any] | None = None,
+    enumerate: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
+    summary: str = "",
+    overwrite: bool = False,
+) -> None:
+    """Registers a task id (or a ``{field}`` pattern) with a lazy ``"module:Class"`` entry point.
+
+    Args:
+        task_id: ``namespace/name-vN``; a pattern may hold ``{field}`` parts.
+        entry_point: ``"package.module:ClassName"``, imported on first ``make``.
+        kwargs: constructor keyword arguments for this id.
+        enumerate: for patterns, a callable yielding the field values of every concrete id.
+        summary: one line shown by ``reasearch tasks``.
+        overwrite: replace an existing registration instead of raising.
+    """
+    if not _ID.match(task_id):
+        raise ConfigError(f"task id {task_id!r} must look like 'namespace/name-vN'")
+    if task_id in _REGISTRY and not overwrite:
+        raise ConfigError(f"task id {task_id!r} is already registered (pass overwrite=True to replace it)")
+    _REGISTRY[task_id] = TaskEntry(task_id, entry_point, dict(kwargs or {}), enumerate, summary)
+
+
+def unregister(task_id: str) -> None:
+    _REGISTRY.pop(task_id, None)
+
+
+def _load_builtins() -> None:
+    global _BUILTINS_LOADED
+    if not _BUILTINS_LOADED:
+        _BUILTINS_LOADED = True
+        importlib.import_module("reasearch.evaluators._builtin")
+
+
+def registered_entry(task_id: str) -> tuple[TaskEntry, dict[str, Any]]:
+    """The entry for ``task_id`` and the keyword arguments it implies."""
+    _load_builtins()
+    entry = _REGISTRY.get(task_id)
+    if entry is not None and not entry.is_family:
+        return entry, dict(entry.kwargs)
+    for entry in _REGISTRY.values():
+        if entry.is_family:
+            fields = entry.match(task_id)
+            if fields is not None:
+                return entry, {**entry.kwargs, **fields}
+    raise UnknownTaskError(_unknown_message(task_id))
+
+
+def _unknown_message(task_id: str) -> str:
+    known = list_tasks(include_families=False, expand=True)
+    close = difflib.get_close_matches(task_id, known, n=3, cutoff=0.6)
+    msg = f"unknown task id {task_id!r}."
+    if close:
+        msg += " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+    else:
+        msg += " `reasearch tasks` lists the registered ids."
+    return msg
+
+
+def make(task_id: str, **params: Any) -> Task:
+    """Builds the task registered under ``task_id``.
+
+    Args:
+        task_id: e.g. ``"circle_packing/n26-v1"``.
+        **params: constructor keyword arguments overriding the registered ones.
+
+    Raises:
+        UnknownTaskError: no such id (the message suggests close matches).
+        ConfigError: a parameter the task does not take.
+    """
+    entry, kwargs = registered_entry(task_id)
+    cls = entry.load()
+    kwargs.update(params)
+    try:
+        task = cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{task_id}: {exc}") from None
+    if task.spec.id != task_id:
+        raise ConfigError(f"parameters {params} change the task's id to {task.spec.id!r}; make that id instead")
+    return task
+
+
+def list_tasks(*, include_families: bool = True, expand: bool = True) -> list[str]:
+    """Registered ids, sorted. Families are expanded through their ``enumerate`` callable."""
+    _load_builtins()
+    ids: list[str] = []
+    for entry in _REGISTRY.values():
+        if not entry.is_family:
+            ids.append(entry.id)
+            continue
+        if include_families:
+            ids.append(entry.id)
+        if expand and entry.enumerate is not None:
+            ids.extend(entry.id.format(**fields) for fields in entry.enumerate())
+    return sorted(dict.fromkeys(ids))

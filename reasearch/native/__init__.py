@@ -1,0 +1,2 @@
+"""native."""
+from __future__ import annotations
