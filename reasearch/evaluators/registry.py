@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -18,7 +19,7 @@ from reasearch.evaluators.base import Task
 
 __all__ = ["TaskEntry", "register", "make", "list_tasks", "registered_entry", "unregister"]
 
-_ID = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_.{}\-]+-v\d+$")
+_ID = re.compile(r"^[a-z0-9_]+/(?:[A-Za-z0-9_.{}\-]+-)?v\d+$")  # name-vN, or a bare vN (eplb/v1)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class TaskEntry:
 
 _REGISTRY: dict[str, TaskEntry] = {}
 _BUILTINS_LOADED = False
+_BUILTINS_LOCK = threading.RLock()
 
 
 def register(
@@ -76,7 +78,7 @@ def register(
         overwrite: replace an existing registration instead of raising.
     """
     if not _ID.match(task_id):
-        raise ConfigError(f"task id {task_id!r} must look like 'namespace/name-vN'")
+        raise ConfigError(f"task id {task_id!r} must look like 'namespace/name-vN' (or 'namespace/vN')")
     if task_id in _REGISTRY and not overwrite:
         raise ConfigError(f"task id {task_id!r} is already registered (pass overwrite=True to replace it)")
     _REGISTRY[task_id] = TaskEntry(task_id, entry_point, dict(kwargs or {}), enumerate, summary)
@@ -88,9 +90,14 @@ def unregister(task_id: str) -> None:
 
 def _load_builtins() -> None:
     global _BUILTINS_LOADED
-    if not _BUILTINS_LOADED:
-        _BUILTINS_LOADED = True
-        importlib.import_module("reasearch.evaluators._builtin")
+    if _BUILTINS_LOADED:
+        return
+    # Threads (an executor's first requests) race here: the others wait until every built-in is
+    # registered. The import's own lock makes a re-entrant call from a task module see a no-op.
+    with _BUILTINS_LOCK:
+        if not _BUILTINS_LOADED:
+            importlib.import_module("reasearch.evaluators._builtin")
+            _BUILTINS_LOADED = True
 
 
 def registered_entry(task_id: str) -> tuple[TaskEntry, dict[str, Any]]:
@@ -118,7 +125,7 @@ def _unknown_message(task_id: str) -> str:
     return msg
 
 
-def make(task_id: str, **params: Any) -> Task:
+def make(task_id: str, /, **params: Any) -> Task:  # positional-only: a family field may be named task_id
     """Builds the task registered under ``task_id``.
 
     Args:

@@ -49,8 +49,8 @@ class TaskSpec:
     def __post_init__(self) -> None:
         if self.direction not in ("maximize", "minimize"):
             raise ValueError(f"direction must be 'maximize' or 'minimize', not {self.direction!r}")
-        if not self.id.endswith(f"-v{self.version}"):
-            raise ValueError(f"task id {self.id!r} must end with -v{self.version}")
+        if not (self.id.endswith(f"-v{self.version}") or self.id.endswith(f"/v{self.version}")):
+            raise ValueError(f"task id {self.id!r} must end with -v{self.version} (or be 'namespace/v{self.version}')")
         object.__setattr__(self, "entry_aliases", tuple(self.entry_aliases))
         object.__setattr__(self, "params", dict(self.params))
 

@@ -1,0 +1,151 @@
+"""``reasearch bench`` section ``geometry``: LP radii, the minimum-area kernel and the geometry tasks.
+
+Figures, measured side by side in one run:
+* ``optimal_radii`` at n=26 (HiGHS, one reused model, strict repair included) vs
+  ``scipy.optimize.linprog(method="highs")`` on the same centers;
+* the minimum-triangle-area kernel (Cython; numba beside it) vs a vectorised NumPy reference at n=15
+  and n=100;
+* ``evaluate()`` of the circle-packing seed end to end on the warm pool, and the pool's overhead over
+  the Heilbronn seed's own compute time (its run() timed inside a sandbox child, never in this process);
+* each geometry task's seed score (evaluated now) next to its best known value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reasearch._bench import BenchRow, median, time_calls
+
+__all__ = ["run"]
+
+SECTION = "geometry"
+PEER_EVALUATE_MS = 110.0  # a peer's circle-packing evaluator, end to end, on this machine class
+
+# Appended to a seed program: its run() timed inside the same sandbox, to split evaluate() time into the
+# candidate's own compute and the engine's overhead (a benchmark of our own seed, not a score).
+_TIMED_ENTRY = """
+
+def _bench_timed_run():
+    import time as _t
+    t0 = _t.perf_counter()
+    run()
+    return _t.perf_counter() - t0
+"""
+
+
+def _per_call_us(fn, *, inner: int, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    """Median microseconds per call of ``fn`` (timed in batches of ``inner`` calls)."""
+
+    def batch() -> None:
+        for _ in range(inner):
+            fn()
+
+    return median(time_calls(batch, repeat=repeat)) / inner * 1e6
+
+
+def _own_compute_s(pool, source: str, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    """Median seconds of the seed's run() alone, timed inside a sandbox child of the same pool."""
+    from reasearch.evaluators.protocol import RunRequest
+
+    req = RunRequest(source=source + _TIMED_ENTRY, entry=("_bench_timed_run",))
+    times = []
+    for _ in range(repeat):
+        out = pool.run(req)
+        if out.status.value != "OK":
+            raise RuntimeError(f"timing the seed failed: {out.status} {out.error[:300]}")
+        times.append(float(out.value))
+    return median(times)
+
+
+def run(quick: bool) -> list[BenchRow]:
+    """Measures the kernels and the tasks; ``quick`` uses fewer repetitions."""
+    from reasearch.native import geometry
+    from reasearch.native.lp import optimal_radii, optimal_radii_scipy
+
+    rows: list[BenchRow] = []
+    repeat = 3 if quick else 7
+    rng = np.random.default_rng(0)
+
+    centers = rng.uniform(0.05, 0.95, size=(26, 2))
+    highs_ms = _per_call_us(lambda: optimal_radii(centers), inner=20 if quick else 100, repeat=repeat) / 1e3
+    scipy_ms = _per_call_us(lambda: optimal_radii_scipy(centers), inner=5 if quick else 30, repeat=repeat) / 1e3
+    rows.append(BenchRow(
+        SECTION, "LP radii n=26", highs_ms, "ms",
+        reference="linprog", reference_value=scipy_ms, ratio=scipy_ms / highs_ms,
+        goal="<= 1 ms", met=highs_ms <= 1.0, note="HiGHS, reused model, strict repair included",
+    ))
+
+    geometry.warmup("triangles")
+    for n, inner in ((15, 2000), (100, 20)):
+        pts = rng.uniform(size=(n, 2))
+        k = inner // 10 if quick else inner
+        cy = _per_call_us(lambda p=pts: geometry.min_triangle_area(p), inner=k, repeat=repeat)
+        nb = _per_call_us(lambda p=pts: geometry.min_triangle_area_numba(p), inner=k, repeat=repeat)
+        ref = _per_call_us(lambda p=pts: geometry.min_triangle_area_numpy(p), inner=max(k // 20, 2), repeat=repeat)
+        rows.append(BenchRow(
+            SECTION, f"min area n={n} Cython", cy, "us",
+            reference="NumPy", reference_value=ref, ratio=ref / cy, goal=">= 20x", met=ref / cy >= 20,
+        ))
+        rows.append(BenchRow(
+            SECTION, f"min area n={n} numba", nb, "us",
+            reference="NumPy", reference_value=ref, ratio=ref / nb, goal=">= 20x", met=ref / nb >= 20,
+        ))
+
+    rows.extend(_task_rows(quick))
+    return rows
+
+
+def _task_rows(quick: bool) -> list[BenchRow]:
+    import reasearch
+    from reasearch.engine import default_pool
+
+    rows: list[BenchRow] = []
+    pool = default_pool()
+
+    cp = reasearch.make("circle_packing/n26-v1")
+    source = cp.seed_program()
+    first = cp.evaluate(source, seed=0, executor=pool)  # warms the harness in a worker
+    if not first.ok:
+        raise RuntimeError(f"the circle-packing seed failed in the benchmark: {first.status} {first.feedback[:300]}")
+    e2e_ms = median(time_calls(lambda: cp.evaluate(source, seed=0, executor=pool),
+                               repeat=10 if quick else 40, warmup=3)) * 1e3
+    mode = first.provenance.sandbox_mode if first.provenance else "?"
+    # The pool's floor: a trivial candidate with no harness, same pool, same moment.
+    from reasearch.evaluators.protocol import RunRequest
+
+    trivial = RunRequest(source="def run():\n    return 1\n")
+    floor_ms = median(time_calls(lambda: pool.run(trivial), repeat=10 if quick else 40, warmup=3)) * 1e3
+    rows.append(BenchRow(
+        SECTION, "evaluate() circle_packing/n26 seed", e2e_ms, "ms",
+        reference="peer", reference_value=PEER_EVALUATE_MS, ratio=PEER_EVALUATE_MS / e2e_ms,
+        goal="<= 10 ms", met=e2e_ms <= 10.0, note=f"end to end, sandbox={mode}; a trivial run on this pool: {floor_ms:.1f} ms; a peer's evaluator: ~110 ms",
+    ))
+
+    hb = reasearch.make("heilbronn/n13-v1")
+    hsrc = hb.seed_program()
+    res = hb.evaluate(hsrc, seed=0, executor=pool)
+    if not res.ok:
+        raise RuntimeError(f"the Heilbronn seed failed in the benchmark: {res.status} {res.feedback[:300]}")
+    hb_ms = median(time_calls(lambda: hb.evaluate(hsrc, seed=0, executor=pool), repeat=3 if quick else 9,
+                              warmup=1)) * 1e3
+    own_ms = _own_compute_s(pool, hsrc, 3 if quick else 9) * 1e3
+    overhead = hb_ms - own_ms
+    rows.append(BenchRow(
+        SECTION, "evaluate() overhead, heilbronn/n13 seed", overhead, "ms",
+        reference="own run()", reference_value=own_ms,
+        goal="<= 20 ms", met=overhead <= 20.0, note=(f"evaluate() {hb_ms:.1f} ms minus the seed's run() timed in the same sandbox; "
+              f"a trivial run on this pool: {floor_ms:.1f} ms; sandbox={mode}"),
+    ))
+
+    for task_id in [f"circle_packing/n{n}-v1" for n in range(23, 33)] + [f"heilbronn/n{n}-v1" for n in range(11, 16)]:
+        task = reasearch.make(task_id)
+        got = task.evaluate(task.seed_program(), seed=0, executor=pool)
+        spec = task.spec
+        value = got.score if got.ok and got.score is not None else float("nan")
+        rows.append(BenchRow(
+            SECTION, f"seed {task_id}", float(value), "score",
+            reference="best", reference_value=spec.best_known, ratio=got.normalized_score,
+            goal="= recorded", met=got.ok and got.score == spec.seed_score,
+            note=spec.best_known_source,
+        ))
+    return rows

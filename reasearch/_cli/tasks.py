@@ -1,0 +1,187 @@
+"""``reasearch tasks`` (the registered ids) and ``reasearch eval TASK_ID FILE`` (one sandboxed evaluation)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from reasearch.errors import ConfigError
+from reasearch.evaluators.registry import list_tasks, make, registered_entry
+from reasearch.evaluators.result import EvalResult, Status
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tasks", help="list the registered task ids and their best known scores",
+        description="List the registered task ids, with direction, best known and seed score.",
+    )
+    p.add_argument("filter", nargs="?", default="", help="show only ids containing this text")
+    p.add_argument("--all", action="store_true", help="list every id of each family (e.g. each ARC task)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run_tasks)
+
+    e = sub.add_parser("eval", help="evaluate a candidate program on a task (in the sandbox)",
+                       description="Evaluate one candidate program on a task, in the sandbox, and print the result. "
+                                   "Exit 0 if the candidate scored, 1 if it failed (any status but OK), 2 on bad input.")
+    e.add_argument("task_id", metavar="TASK_ID", help="e.g. circle_packing/n26-v1 (see `reasearch tasks`)")
+    e.add_argument("file", metavar="FILE", help="the candidate's Python source file")
+    e.add_argument("--seed", type=int, default=0, help="seed handed to the task and the candidate (default 0)")
+    e.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="task constructor parameter (repeatable); VALUE is parsed as JSON when it can be")
+    e.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    e.add_argument("--png", metavar="PATH", help="also draw the solution to this PNG (tasks that can draw)")
+    e.set_defaults(func=run_eval)
+
+
+# ------------------------------------------------------------------------------------------ tasks
+
+
+def _row(task_id: str) -> dict[str, Any]:
+    """One listing row: spec facts of a concrete id (building the task is cheap: constructors only store)."""
+    entry, _ = registered_entry(task_id)
+    spec = make(task_id).spec
+    return {
+        "id": task_id,
+        "direction": spec.direction,
+        "best_known": spec.best_known,
+        "best_known_source": spec.best_known_source,
+        "seed_score": spec.seed_score,
+        "summary": entry.summary,
+    }
+
+
+def _listing(filter_text: str, expand: bool) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for task_id in list_tasks(include_families=True, expand=False):
+        if "{" in task_id:
+            entry, _ = registered_entry(task_id)
+            members = [task_id.format(**f) for f in entry.enumerate()] if entry.enumerate else []
+            if expand:
+                rows.extend({"id": m, "family": task_id, "summary": entry.summary} for m in members)
+            else:
+                rows.append({"id": task_id, "family_size": len(members), "summary": entry.summary})
+        else:
+            rows.append(_row(task_id))
+    return [r for r in rows if filter_text in r["id"]]
+
+
+def _num(x: float | None, digits: int = 12) -> str:
+    return "" if x is None else f"{x:.{digits}g}"
+
+
+def run_tasks(args: argparse.Namespace) -> int:
+    rows = _listing(args.filter, args.all)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    table = Table(title=f"registered tasks ({len(rows)})")
+    table.add_column("id", no_wrap=True)
+    for col in ("direction", "best known", "seed score", "summary"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        if "family_size" in r:
+            summary = f"{r['summary']} ({r['family_size']} ids; --all lists them)"
+            table.add_row(r["id"], "", "", "", summary)
+        else:
+            table.add_row(r["id"], r.get("direction", ""), _num(r.get("best_known")), _num(r.get("seed_score")),
+                          r["summary"])
+    Console().print(table)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------- eval
+
+
+def _parse_params(items: list[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise ConfigError(f"bad parameter {item!r}: write -p key=value")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        params[key.strip()] = value
+    return params
+
+
+def _read_source(path: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"no such candidate file: {path}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _scalar_metrics(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The metrics that fit in a table cell (numbers, strings, booleans); nested data stays in --json."""
+    out = []
+    for key, value in metrics.items():
+        if isinstance(value, bool) or value is None or isinstance(value, int):
+            out.append((key, str(value)))
+        elif isinstance(value, float):
+            out.append((key, _num(value) if math.isfinite(value) else str(value)))
+        elif isinstance(value, str):
+            out.append((key, value))
+    return out
+
+
+def result_table(task_id: str, result: EvalResult, best_known: float | None) -> Table:
+    """The standard summary table of one evaluation."""
+    colour = "green" if result.ok else "red"
+    table = Table(title=f"{task_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    table.add_row("status", Text(result.status.value, style=colour))
+    if result.ok:
+        table.add_row("score", _num(result.score))
+        table.add_row("normalized", _num(result.normalized_score, 6))
+    if best_known is not None:
+        table.add_row("best known", _num(best_known))
+    table.add_row("wall / cpu", f"{result.wall_s * 1e3:.1f} ms / {result.cpu_s * 1e3:.1f} ms")
+    if result.provenance is not None:
+        table.add_row("sandbox", result.provenance.sandbox_mode)
+        table.add_row("seed", str(result.provenance.seed))
+    for key, value in _scalar_metrics(result.metrics):
+        table.add_row(key, value)
+    table.add_row("feedback", result.feedback)
+    return table
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    params = _parse_params(args.param)
+    task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
+    source = _read_source(args.file)
+    result = task.evaluate(source, seed=args.seed)
+    if args.json:
+        print(result.to_json(indent=2))
+    else:
+        console = Console()
+        console.print(result_table(task.spec.id, result, task.spec.best_known))
+        render_table = getattr(task, "render_table", None)
+        if callable(render_table):
+            console.print(render_table(result))
+    if args.png:
+        render_png = getattr(task, "render_png", None)
+        if not callable(render_png):
+            print(f"reasearch: note: {task.spec.id} cannot draw its results; no PNG written", file=sys.stderr)
+        elif result.ok:
+            written = render_png(result, args.png)
+            print(f"wrote {written}", file=sys.stderr)
+        else:
+            print(f"reasearch: note: a {result.status} result has no solution to draw; no PNG written", file=sys.stderr)
+    return EXIT_OK if result.status is Status.OK else EXIT_FAILED

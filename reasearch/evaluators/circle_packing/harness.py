@@ -1,0 +1,40 @@
+"""Runs inside the sandbox: calls the candidate and hands back its centers and radii as plain arrays.
+
+Nothing here is trusted with the score: the parent validates shapes and constraints and recomputes the
+sum of radii from these arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from reasearch.evaluators._entry_call import as_float_array, call_entry
+
+__all__ = ["run_candidate", "warmup"]
+
+
+def run_candidate(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Calls the entry point; accepts ``(centers, radii, ...)`` or ``{"centers": ..., "radii": ...}``."""
+    out = call_entry(entry, payload)
+    if isinstance(out, Mapping) and "centers" in out and "radii" in out:
+        centers, radii = out["centers"], out["radii"]
+    elif isinstance(out, (tuple, list)) and len(out) >= 2:
+        centers, radii = out[0], out[1]
+    else:
+        raise TypeError(
+            f"{getattr(entry, '__name__', 'the entry point')}() must return (centers, radii) "
+            f"(a tuple whose first two items are an (n, 2) and an (n,) array), got {type(out).__name__}"
+        )
+    return {"centers": as_float_array(centers, "centers"), "radii": as_float_array(radii, "radii")}
+
+
+def warmup() -> None:
+    """Loads HiGHS and the numba kernels once per worker, so candidates calling them pay nothing."""
+    import numpy as np
+
+    from reasearch.native.geometry import warmup as geometry_warmup
+    from reasearch.native.lp import optimal_radii
+
+    geometry_warmup("packing")
+    optimal_radii(np.array([[0.25, 0.25], [0.75, 0.75], [0.25, 0.75]]))

@@ -1,0 +1,200 @@
+"""``CirclePackingTask``: n circles in the unit square, maximize the sum of radii (strict validity)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reasearch.evaluators.base import Task
+from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.spec import TaskSpec
+from reasearch.native.geometry import ViolationKind, packing_violation
+
+__all__ = ["BEST_KNOWN", "SEED_SCORES", "SIZES", "CirclePackingTask"]
+
+SIZES = range(23, 33)
+
+# Packomania csqv snapshot of 2026-08-09 (TASKS.md); AlphaEvolve reported 2.6358627564 (n=26) and
+# 2.9379445262 (n=32).
+BEST_KNOWN: dict[int, float] = {
+    23: 2.478013611963,
+    24: 2.530311586971,
+    25: 2.587275055266,
+    26: 2.635983084918,
+    27: 2.685978684198,
+    28: 2.737739985536,
+    29: 2.790344154631,
+    30: 2.842668747462,
+    31: 2.889969851933,
+    32: 2.939572771205,
+}
+
+# Scores of seed.py.txt (equal radii on a ceil(sqrt(n))-wide grid), checked by check_task.
+SEED_SCORES: dict[int, float] = {
+    23: 2.2999999977,
+    24: 2.3999999976,
+    25: 2.4999999975000002,
+    26: 2.1666666645,
+    27: 2.2499999977500003,
+    28: 2.333333331,
+    29: 2.41666666425,
+    30: 2.4999999975000002,
+    31: 2.58333333075,
+    32: 2.666666664,
+}
+
+_ENTRY_ALIASES = ("run_packing", "construct_packing")
+
+
+def _parse(data: Any, n: int) -> tuple[np.ndarray, np.ndarray] | str:
+    """The candidate's centers and radii as float64 arrays, or the reason they are unusable."""
+    if not isinstance(data, Mapping) or "centers" not in data or "radii" not in data:
+        return "the answer must hold 'centers' and 'radii' (return (centers, radii) from run())"
+    arrays = []
+    for key, shape in (("centers", (n, 2)), ("radii", (n,))):
+        try:
+            raw = np.asarray(data[key])
+        except (TypeError, ValueError) as exc:
+            return f"{key} is not an array of numbers: {exc}"
+        if raw.dtype.kind not in "iuf":
+            return f"{key} must be numbers, got dtype {raw.dtype}"
+        if raw.shape != shape:
+            return f"{key} must have shape {shape}, got {raw.shape}"
+        arrays.append(np.ascontiguousarray(raw, dtype=np.float64))
+    return arrays[0], arrays[1]
+
+
+class CirclePackingTask(Task):
+    """Pack ``n`` disjoint circles into the unit square, maximizing the sum of their radii.
+
+    Validity has no tolerance: every radius finite and ``>= 0``, ``r_i <= x_i``, ``r_i <= y_i``,
+    ``x_i + r_i <= 1``, ``y_i + r_i <= 1`` and ``r_i + r_j <= |c_i - c_j|`` for every pair, in float64.
+    The score is the sum of radii, recomputed from the raw arrays; ``normalized_score`` divides it by
+    the best known sum. Feedback names the worst violation and gives ``lp_sum``, the optimal sum of
+    radii for the candidate's own centers (an LP solved with HiGHS).
+
+    Args:
+        n: number of circles (23..32 are registered).
+        time_limit_s: wall-time limit of one evaluation.
+        memory_mb: address-space limit of one evaluation.
+    """
+
+    harness = "reasearch.evaluators.circle_packing.harness:run_candidate"
+
+    def __init__(self, n: int = 26, *, time_limit_s: float = 60.0, memory_mb: int = 2048) -> None:
+        self.n = n
+        self.time_limit_s = time_limit_s
+        self.memory_mb = memory_mb
+
+    def _make_spec(self) -> TaskSpec:
+        n = int(self.n)
+        if n < 2:
+            raise ValueError(f"n must be at least 2, got {n}")
+        return TaskSpec(
+            id=f"circle_packing/n{n}-v1",
+            version=1,
+            direction="maximize",
+            time_limit_s=float(self.time_limit_s),
+            memory_mb=int(self.memory_mb),
+            best_known=BEST_KNOWN.get(n),
+            best_known_source="Packomania csqv snapshot 2026-08-09" if n in BEST_KNOWN else "",
+            entry_point="run",
+            entry_aliases=_ENTRY_ALIASES,
+            deterministic=True,
+            seed_score=SEED_SCORES.get(n),
+            seed_score_rtol=1e-12,
+            params={"n": n, "time_limit_s": float(self.time_limit_s), "memory_mb": int(self.memory_mb)},
+        )
+
+    def describe(self) -> str:
+        n = int(self.n)
+        best = BEST_KNOWN.get(n)
+        best_line = f"Best known sum for n={n}: {best:.12f} (Packomania).\n" if best else ""
+        return (
+            f"Circle packing in the unit square, n={n} circles.\n"
+            "Write a Python module defining `run()` (aliases accepted: `run_packing`, `construct_packing`) "
+            f"that returns `(centers, radii)`: centers an ({n}, 2) array, radii an ({n},) array "
+            "(a tuple with more items is fine; only the first two are read). If `run` takes a `seed` "
+            "argument, it receives the evaluation seed.\n"
+            "Valid iff every value is finite, r_i >= 0, r_i <= x_i, r_i <= y_i, x_i + r_i <= 1, "
+            "y_i + r_i <= 1 and r_i + r_j <= |c_i - c_j| for every pair, checked in float64 with NO "
+            "tolerance (touching circles computed with rounding error are rejected).\n"
+            "Score: the sum of radii, recomputed by the evaluator (maximize).\n"
+            + best_line
+            + "Feedback: the worst violated constraint and `lp_sum`, the best sum of radii for your own "
+            "centers. The same LP is available to your program: "
+            "`from reasearch.native.lp import optimal_radii` (or from reasearch.evaluators.circle_packing); "
+            "`optimal_radii(centers)` returns radii that pass the strict check (~1 ms).\n"
+            f"Limits: {self.time_limit_s:g} s wall time, {self.memory_mb} MB memory; NumPy, SciPy and "
+            "numba are available, no network."
+        )
+
+    def evaluator_hash(self) -> str:
+        """The base hash (task and harness modules) extended with the geometry kernels' sources."""
+        from reasearch.native.geometry import kernel_source_hash
+
+        return hashlib.sha256((super().evaluator_hash() + kernel_source_hash()).encode()).hexdigest()[:16]
+
+    def seed_program(self) -> str:
+        text = resources.files(__package__).joinpath("seed.py.txt").read_text(encoding="utf-8")
+        return text.replace("__N__", str(int(self.n)))
+
+    def render_png(self, result: EvalResult | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+        """Draws the solution of an OK result (or raw answer data) to a PNG (see :func:`render_packing`)."""
+        from reasearch.evaluators.circle_packing.render import render_packing
+
+        return render_packing(result, path)
+
+    def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
+        n = int(self.n)
+        parsed = _parse(data, n)
+        if isinstance(parsed, str):
+            return self.invalid(parsed)
+        centers, radii = parsed
+        violation = packing_violation(centers, radii)
+        lp_sum = _lp_sum(centers)
+        metrics: dict[str, Any] = {"n": n, "violations": violation.count, "lp_sum": lp_sum}
+        lp_text = "" if lp_sum is None else f" The optimal radii for your centers sum to lp_sum={lp_sum:.12f}."
+        if not violation.valid:
+            metrics["worst_violation"] = violation.kind.name.lower()
+            metrics["worst_violation_amount"] = violation.amount
+            if violation.kind is not ViolationKind.NONFINITE:
+                metrics["sum_radii"] = math.fsum(radii.tolist())
+            return self.invalid(f"Invalid packing: {violation.describe()}.{lp_text}", metrics=metrics)
+        score = math.fsum(radii.tolist())
+        metrics["sum_radii"] = score
+        if lp_sum is not None:
+            metrics["lp_gap"] = lp_sum - score
+        best = self.spec.best_known
+        rel = f" ({score / best:.6f} of the best known {best:.12f})" if best else ""
+        feedback = f"Valid packing of {n} circles; sum of radii {score:.12f}{rel}.{lp_text}"
+        if lp_sum is not None and lp_sum - score > 1e-9:
+            feedback += f" Re-optimizing the radii alone would gain {lp_sum - score:.3g}."
+        return self.result(
+            score,
+            metrics=metrics,
+            feedback=feedback,
+            solution={"centers": centers.tolist(), "radii": radii.tolist()},
+        )
+
+
+def _lp_sum(centers: np.ndarray) -> float | None:
+    """Optimal sum of radii for these centers; None when some center lies outside the square.
+
+    Feedback only: a solver failure on adversarial centers costs the agent this hint, never the score.
+    """
+    if not np.all(np.isfinite(centers)) or np.any(centers < 0.0) or np.any(centers > 1.0):
+        return None
+    from reasearch.native.lp import LPError, optimal_radii
+
+    try:
+        return math.fsum(optimal_radii(centers).tolist())
+    except LPError:
+        return None

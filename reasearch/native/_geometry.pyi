@@ -1,0 +1,9 @@
+"""Type stub of the Cython kernels in ``_geometry.pyx`` (see :mod:`reasearch.native.geometry`).
+
+Arguments are typed ``object``: anything exposing a C-contiguous float64 buffer of the right shape is
+accepted; anything else raises ``ValueError`` or ``TypeError`` (the wrappers then convert and retry).
+"""
+
+def min_triangle(p: object) -> tuple[float, int, int, int]: ...
+def min_triangle_area(p: object) -> float: ...
+def packing_violation(c: object, r: object) -> tuple[int, int, int, float, int]: ...

@@ -1,0 +1,51 @@
+"""Every registered task passes ``check_task`` in the real sandbox (one test per id).
+
+Families with many ids (ARC: one id per task) contribute their first few ids, so the suite stays fast
+while every task class and registration is still exercised.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+import reasearch
+from reasearch.evaluators.registry import registered_entry
+
+FAMILY_SAMPLE = 3
+
+# Known slow checks, with the reason (they still run by default; `-m "not slow"` leaves them out).
+SLOW: dict[str, str] = {
+    "arc_agi_2/training-v1": "evaluates all 1,000 training tasks, seed program twice (~90 s on 2 busy cores)",
+    "arc_agi_2/eval-v1": "evaluates all 120 evaluation tasks, seed program twice",
+}
+
+
+def _ids_to_check() -> list[str]:
+    by_entry: dict[str, list[str]] = defaultdict(list)
+    for task_id in reasearch.list_tasks(include_families=False, expand=True):
+        entry, _ = registered_entry(task_id)
+        by_entry[entry.id].append(task_id)
+    ids: list[str] = []
+    for pattern, members in by_entry.items():
+        ids.extend(members[:FAMILY_SAMPLE] if "{" in pattern else members)
+    return sorted(ids)
+
+
+IDS = _ids_to_check()
+PARAMS = [pytest.param(i, marks=pytest.mark.slow) if i in SLOW else i for i in IDS]
+
+
+def test_the_sample_covers_every_registration() -> None:
+    patterns = {registered_entry(i)[0].id for i in IDS}
+    registered = set(reasearch.list_tasks(include_families=True, expand=False))
+    assert patterns == registered
+    assert "circle_packing/n26-v1" in IDS and "heilbronn/n15-v1" in IDS
+
+
+@pytest.mark.parametrize("task_id", PARAMS)
+def test_task_conforms(task_id: str) -> None:
+    report = reasearch.check_task(reasearch.make(task_id), raise_on_failure=False)
+    assert report.failed == {}, f"{task_id} failed: {report.failed}"
+    assert report.seed_result is not None and report.seed_result.ok

@@ -1,0 +1,115 @@
+"""The task registry: versioned ids, lazy entry points, families, "did you mean" hints, parameters."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+import reasearch
+from reasearch.errors import ConfigError, UnknownTaskError
+from reasearch.evaluators import registry
+from reasearch.evaluators.circle_packing.task import CirclePackingTask
+
+
+@pytest.fixture
+def scratch_ids() -> Iterator[list[str]]:
+    """Ids registered by a test; removed afterwards so the global registry stays as it was."""
+    ids: list[str] = []
+    yield ids
+    for task_id in ids:
+        registry.unregister(task_id)
+
+
+def test_make_builds_the_registered_task() -> None:
+    task = reasearch.make("circle_packing/n26-v1")
+    assert isinstance(task, CirclePackingTask)
+    assert task.n == 26 and task.id == "circle_packing/n26-v1" and task.spec.version == 1
+
+
+def test_unknown_id_suggests_close_ids() -> None:
+    with pytest.raises(UnknownTaskError) as info:
+        reasearch.make("circle_packing/n26-v2")
+    assert str(info.value).startswith("unknown task id 'circle_packing/n26-v2'. Did you mean 'circle_packing/n26-v1'")
+    with pytest.raises(UnknownTaskError, match="`reasearch tasks` lists the registered ids"):
+        reasearch.make("zzz/qqqqqqqqqqqq-v9")
+    assert isinstance(info.value, KeyError)  # callers catching KeyError keep working
+
+
+def test_parameters_override_and_validate() -> None:
+    task = reasearch.make("heilbronn/n12-v1", time_limit_s=5.0)
+    assert task.spec.time_limit_s == 5.0 and task.limits().wall_s == 5.0
+    with pytest.raises(ConfigError, match="change the task's id"):
+        reasearch.make("circle_packing/n26-v1", n=27)
+    with pytest.raises(ConfigError, match="unexpected keyword argument 'bogus'"):
+        reasearch.make("circle_packing/n26-v1", bogus=1)
+
+
+def test_made_tasks_pickle_with_their_parameters() -> None:
+    task = reasearch.make("circle_packing/n30-v1", time_limit_s=7.0)
+    clone = pickle.loads(pickle.dumps(task))
+    assert clone.get_params() == {"n": 30, "time_limit_s": 7.0, "memory_mb": 2048}
+    assert clone.spec == task.spec
+    assert repr(clone) == "CirclePackingTask(n=30, time_limit_s=7.0, memory_mb=2048)"
+
+
+def test_register_validates_ids_and_refuses_duplicates(scratch_ids: list[str]) -> None:
+    with pytest.raises(ConfigError, match="namespace/name-vN"):
+        reasearch.register("no-namespace-v1", "reasearch.evaluators.testing:ToyTask")
+    with pytest.raises(ConfigError, match="namespace/name-vN"):
+        reasearch.register("toy/unversioned", "reasearch.evaluators.testing:ToyTask")
+    scratch_ids.append("toy/quadratic-d2-v1")
+    reasearch.register("toy/quadratic-d2-v1", "reasearch.evaluators.testing:ToyTask", kwargs={"dim": 2})
+    with pytest.raises(ConfigError, match="already registered"):
+        reasearch.register("toy/quadratic-d2-v1", "reasearch.evaluators.testing:ToyTask", kwargs={"dim": 2})
+    reasearch.register("toy/quadratic-d2-v1", "reasearch.evaluators.testing:ToyTask", kwargs={"dim": 2},
+                       overwrite=True)
+    assert reasearch.make("toy/quadratic-d2-v1").spec.id == "toy/quadratic-d2-v1"
+
+
+def test_entry_points_are_lazy(scratch_ids: list[str]) -> None:
+    scratch_ids.append("ghost/never-v1")
+    reasearch.register("ghost/never-v1", "reasearch_no_such_module:Ghost")  # not imported here
+    assert "ghost/never-v1" in reasearch.list_tasks()
+    with pytest.raises(ModuleNotFoundError, match="reasearch_no_such_module"):
+        reasearch.make("ghost/never-v1")
+    scratch_ids.append("ghost/not-a-task-v1")
+    reasearch.register("ghost/not-a-task-v1", "reasearch.errors:ConfigError")
+    with pytest.raises(TypeError, match="not a Task subclass"):
+        reasearch.make("ghost/not-a-task-v1")
+
+
+def test_families_expand_and_match(scratch_ids: list[str]) -> None:
+    pattern = "toy/quadratic-d{dim}-v1"
+    scratch_ids.append(pattern)
+    reasearch.register(pattern, "reasearch.evaluators.testing:ToyTask", enumerate=lambda: [{"dim": "3"}, {"dim": "5"}])
+    ids = reasearch.list_tasks()
+    assert pattern in ids and "toy/quadratic-d3-v1" in ids and "toy/quadratic-d5-v1" in ids
+    assert pattern not in reasearch.list_tasks(include_families=False)
+    assert "toy/quadratic-d3-v1" not in reasearch.list_tasks(expand=False)
+    task = reasearch.make("toy/quadratic-d7-v1")  # matches the pattern without being enumerated
+    assert task.spec.id == "toy/quadratic-d7-v1" and task.spec.seed_score == -7 * 9.0
+
+
+def test_list_is_sorted_and_has_every_geometry_id() -> None:
+    ids = reasearch.list_tasks()
+    assert ids == sorted(ids) and len(ids) == len(set(ids))
+    for n in range(23, 33):
+        assert f"circle_packing/n{n}-v1" in ids
+    for n in range(11, 16):
+        assert f"heilbronn/n{n}-v1" in ids
+
+
+def test_listing_imports_no_task_module() -> None:
+    code = (
+        "import sys, reasearch\n"
+        "reasearch.list_tasks()\n"
+        "heavy = [m for m in ('reasearch.evaluators.circle_packing.task', 'reasearch.evaluators.heilbronn.task',"
+        " 'reasearch.native.lp', 'highspy', 'numba') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,94 @@
+"""``reasearch tasks`` and ``reasearch eval``: listings, results, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reasearch import cli
+from reasearch.evaluators.circle_packing.task import SEED_SCORES, CirclePackingTask
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    """Runs ``reasearch`` through ``cli.main`` (with only the tasks commands), returning (code, out, err)."""
+    monkeypatch.setattr(cli, "_COMMAND_MODULES", ("reasearch._cli.tasks",))
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def _run(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+@pytest.fixture
+def seed_file(tmp_path: Path) -> Path:
+    path = tmp_path / "seed.py"
+    path.write_text(CirclePackingTask(n=26).seed_program())
+    return path
+
+
+def test_tasks_table(run) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("tasks")
+    assert code == 0
+    assert "circle_packing/n26-v1" in out and "2.63598308492" in out
+    assert "heilbronn/n15-v1" in out and "0.0212105410055" in out
+    assert "arc_agi_2/{task_id}-v1" in out and "--all lists them" in out
+
+
+def test_tasks_json_filter_and_all(run) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("tasks", "heilbronn", "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["id"] for r in rows] == [f"heilbronn/n{n}-v1" for n in range(11, 16)]
+    assert rows[0]["best_known"] == 1 / 27 and rows[0]["best_known_source"] == "Goldberg 1972"
+    code, out, _ = run("tasks", "circle_packing/n26", "--json")
+    (row,) = json.loads(out)
+    assert row["seed_score"] == SEED_SCORES[26] and row["direction"] == "maximize"
+    code, out, _ = run("tasks", "arc_agi_2/", "--json", "--all")
+    ids = [r["id"] for r in json.loads(out)]
+    assert len(ids) > 1000 and all("{" not in i for i in ids)
+
+
+def test_eval_json_ok(run, seed_file: Path) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("eval", "circle_packing/n26-v1", str(seed_file), "--json", "--seed", "3")
+    res = json.loads(out)
+    assert code == 0 and res["status"] == "OK" and res["score"] == SEED_SCORES[26]
+    assert res["provenance"]["seed"] == 3 and res["provenance"]["task_id"] == "circle_packing/n26-v1"
+
+
+def test_eval_table_and_png(run, seed_file: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    png = tmp_path / "packing.png"
+    code, out, err = run("eval", "circle_packing/n26-v1", str(seed_file), "--png", str(png), "-p", "time_limit_s=20")
+    assert code == 0
+    assert "OK" in out and "lp_sum" in out and "2.1666666645" in out
+    assert png.read_bytes()[:4] == b"\x89PNG" and "wrote" in err
+
+
+def test_candidate_failures_exit_1_with_their_status(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.py"
+    bad.write_text("def run(:\n    pass\n")
+    code, out, _ = run("eval", "heilbronn/n12-v1", str(bad), "--json")
+    assert code == 1 and json.loads(out)["status"] == "CRASH" and json.loads(out)["score"] is None
+    invalid = tmp_path / "invalid.py"
+    invalid.write_text("def run():\n    return [[2.0, 0.5]] * 12\n")
+    code, out, _ = run("eval", "heilbronn/n12-v1", str(invalid))
+    assert code == 1 and "INVALID" in out and "outside" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (("eval", "circle_packing/n26-v2", "{file}"), "Did you mean 'circle_packing/n26-v1'"),
+        (("eval", "circle_packing/n26-v1", "{file}", "-p", "bogus=1"), "unexpected keyword argument 'bogus'"),
+        (("eval", "circle_packing/n26-v1", "{file}", "-p", "novalue"), "write -p key=value"),
+        (("eval", "circle_packing/n26-v1", "/nonexistent/cand.py"), "no such candidate file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(run, seed_file: Path, argv: tuple[str, ...], needle: str) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run(*(a.format(file=seed_file) for a in argv))
+    assert code == 2 and out == ""
+    assert needle in err and "Traceback" not in err and err.count("\n") == 1
