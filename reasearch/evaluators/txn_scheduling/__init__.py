@@ -1,0 +1,33 @@
+"""Transaction scheduling (``txn_scheduling/v1``): the published task, with a compiled, exact simulator.
+
+``Workload`` is the published simulator API (``num_txns``, ``txns``, ``get_opt_seq_cost``) plus an
+incremental one (``new_state``, ``peek``, ``extend``, ``peek_all``), backed by
+:mod:`reasearch.native._txn`.
+"""
+
+from __future__ import annotations
+
+from reasearch.evaluators.txn_scheduling.task import BEST_KNOWN_TOTAL, SEED_SCORE, TxnSchedulingTask, adrs_score
+from reasearch.evaluators.txn_scheduling.workload import (
+    WORKLOAD_NAMES,
+    TxnState,
+    Workload,
+    load_workloads,
+    workload_texts,
+)
+
+__all__ = [
+    "TxnSchedulingTask", "Workload", "TxnState", "WORKLOAD_NAMES", "load_workloads", "workload_texts",
+    "adrs_score", "BEST_KNOWN_TOTAL", "SEED_SCORE", "register_all",
+]
+
+
+def register_all() -> None:
+    """Registers ``txn_scheduling/v1``."""
+    from reasearch.evaluators.registry import register
+
+    register(
+        "txn_scheduling/v1",
+        "reasearch.evaluators.txn_scheduling.task:TxnSchedulingTask",
+        summary="order 3 x 100 transactions to minimize the total makespan (published cost model, compiled)",
+    )
