@@ -1,0 +1,192 @@
+"""``reasearch runs``, ``reasearch show RUN`` and ``reasearch export RUN --json``: read a run store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from reasearch.errors import StoreError
+from reasearch.engine.ledger import Budget, Unit
+from reasearch.engine.run import Run
+from reasearch.engine.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_store
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--run-dir", type=Path, metavar="DIR",
+                   help=f"run directory holding {STORE_FILENAME} (default: $REASEARCH_STORE or ./{DEFAULT_RUN_DIR})")
+    g.add_argument("--store", metavar="URL", help="store URL: postgresql://... or sqlite:///path")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list the runs in a run store",
+                       description="List the runs in a run store: task, state, best score, budget.")
+    _store_args(p)
+    p.add_argument("--json", action="store_true", help="print the runs as JSON")
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("show", help="summary of one run: budget, best candidate, ledger",
+                       description="Show one run: its status, budget used and left, best candidate and ledger.")
+    p.add_argument("run", metavar="RUN", help="run id (a unique prefix is enough)")
+    _store_args(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("export", help="dump everything stored about one run",
+                       description="Export one run (record, status, candidates, evaluations, ledger, events).")
+    p.add_argument("run", metavar="RUN", help="run id (a unique prefix is enough)")
+    _store_args(p)
+    p.add_argument("--json", action="store_true", required=True, help="export as JSON (the only format)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=cmd_export)
+
+
+def _open(args: argparse.Namespace) -> Store:
+    """The store named on the command line; a missing SQLite store is an error, never created by a reader."""
+    if args.store:
+        target: str | Path = args.store
+    else:
+        target = args.run_dir or Path(os.environ.get("REASEARCH_STORE", str(DEFAULT_RUN_DIR)))
+    text = str(target)
+    if "://" not in text:
+        path = Path(text)
+        file = path if path.suffix in (".sqlite", ".db", ".sqlite3") else path / STORE_FILENAME
+        if not file.exists():
+            raise StoreError(f"no run store at {file}; pass --run-dir DIR or --store URL")
+    elif text.startswith("sqlite:///") and not Path(text[len("sqlite:///"):]).exists():
+        raise StoreError(f"no run store at {text[len('sqlite:///'):]}")
+    return open_store(target)
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.10g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.4e}"
+
+
+def _age(seconds: float) -> str:
+    """``42 s``, ``7 min``, ``3.5 h``, ``2.0 d``: how long ago a run last wrote (a dead driver stops writing)."""
+    seconds = max(seconds, 0.0)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def _budget_text(used: dict[Unit, float], caps: dict[Unit, float]) -> str:
+    parts = [f"{u.value} {used.get(u, 0.0):g}/{cap:g}" for u, cap in caps.items()]
+    parts += [f"{u.value} {v:g}" for u, v in used.items() if u not in caps and v]
+    return ", ".join(parts) or "-"
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        rows: list[dict[str, Any]] = []
+        for rec in store.list_runs():
+            run = Run(store, rec)
+            st = run.status()
+            rows.append({"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": rec.state.value,
+                         "best_score": st.best_score, "evaluations": st.evaluations,
+                         "budget": _budget_text(dict(st.used), dict(st.caps)),
+                         "used": {u.value: v for u, v in st.used.items() if v},
+                         "caps": {u.value: v for u, v in st.caps.items()},
+                         "created_at": rec.created_at, "updated_at": rec.updated_at})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(title=f"runs in {store.display_url}")
+    for col in ("run", "task", "seed", "state", "best", "evals", "budget used/cap", "last write"):
+        table.add_column(col)
+    now = time.time()
+    for r in rows:
+        table.add_row(r["id"], r["task_id"], str(r["seed"]), r["state"], _fmt(r["best_score"]), str(r["evaluations"]),
+                      r["budget"], _age(now - r["updated_at"]) + " ago")
+    Console().print(table)
+    return 0
+
+
+def _summary(run: Run) -> dict[str, Any]:
+    st = run.status()
+    best = run.best()
+    ledger = run.store.ledger(run.id)
+    totals: dict[str, dict[str, float]] = {}
+    for e in ledger:
+        t = totals.setdefault(e.unit.value, {"entries": 0, "amount": 0.0})
+        t["entries"] += 1
+        t["amount"] += e.amount
+    rec = run.store.get_run(run.id)
+    return {
+        "run": rec.to_dict(),
+        "status": st.to_dict(),
+        "best": None if best is None else {"candidate_id": best[0], "result": best[1].to_dict(),
+                                           "source": run.candidate_source(best[0])},
+        "ledger": totals,
+    }
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        run = Run.open(store, args.run)
+        data = _summary(run)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    console = Console()
+    r, st = data["run"], data["status"]
+    console.print(f"[bold]run {r['id']}[/bold]  task {r['task_id']}  seed {r['seed']}  state {r['state']}"
+                  + (f"  ({r['reason']})" if r["reason"] else ""))
+    table = Table(title="budget")
+    for col in ("unit", "used", "cap", "left"):
+        table.add_column(col)
+    caps = Budget.from_dict(r["budget"]).units()
+    for unit in Unit:
+        used = st["used"][unit.value]
+        if unit in caps or used:
+            left = st["left"][unit.value]
+            table.add_row(unit.value, f"{used:g}", "-" if unit not in caps else f"{caps[unit]:g}",
+                          "-" if left is None else f"{left:g}")
+    console.print(table)
+    by_status = ", ".join(f"{k} {v}" for k, v in sorted(st["by_status"].items())) or "none"
+    console.print(f"evaluations: {st['evaluations']} ({by_status}; cached {st['cached']}); "
+                  f"since last improvement: {st['since_improvement']}; last step: {st['last_step']}")
+    ledger = ", ".join(f"{u}: {t['amount']:g} in {t['entries']} entries" for u, t in data["ledger"].items())
+    console.print(f"ledger: {ledger or 'empty'}")
+    best = data["best"]
+    if best is None:
+        console.print("best: none (no evaluation scored OK)")
+    else:
+        console.print(f"best: {_fmt(best['result']['score'])} (candidate {best['candidate_id'][:12]}, "
+                      f"step {st['best_step']})")
+        console.print(best["source"], markup=False, highlight=False)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        run = Run.open(store, args.run)
+        data = _summary(run)
+        data["candidates"] = [c.to_dict() for c in store.candidates(run.id)]
+        data["evaluations"] = [e.to_dict() for e in store.evaluations(run.id)]
+        data["ledger_entries"] = [e.to_dict() for e in store.ledger(run.id)]
+        data["events"] = [e.to_dict() for e in store.events(run.id)]
+    text = json.dumps(data, indent=2)
+    if args.output:
+        args.output.write_text(text + "\n")
+        print(f"wrote run {data['run']['id']} to {args.output}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+__all__ = ["add_parser", "cmd_runs", "cmd_show", "cmd_export"]

@@ -1,0 +1,359 @@
+"""Executors: where evaluations run. ``LocalExecutor`` (the warm sandbox pool) and ``RayExecutor`` (a cluster).
+
+Both implement :class:`Executor`: ``submit(EvalRequest) -> Future[EvalResult]``, ``map(requests)``
+with a progress bar, ``parallelism`` and ``close()``. The executor is a deployment choice, never a
+code path of the tasks (ARCHITECTURE invariant 7): both end in the same call,
+``task.evaluate(source, seed=..., executor=<a SandboxPool>)``, so they give identical results; a Ray
+node runs candidates in its own warm sandbox pool, and a node without nsjail says so in each result's
+provenance (``sandbox_mode``).
+
+Concurrency is explicit: the parallelism you ask for is the parallelism you get (no silent cap), and
+``parallelism`` reports the effective figure.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import logging
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from reasearch.errors import ConfigError, UnknownTaskError
+from reasearch.evaluators.base import Task
+from reasearch.evaluators.protocol import SandboxRunner
+from reasearch.evaluators.registry import make
+from reasearch.evaluators.result import EvalResult
+
+__all__ = ["EvalRequest", "Executor", "LocalExecutor", "RayExecutor", "resolve_task", "task_entry_of"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRequest:
+    """One evaluation: which task (id and parameters), which candidate source, under which seed.
+
+    Attributes:
+        task_id: a registry id, e.g. ``circle_packing/n26-v1``.
+        task_params: constructor keyword arguments of the task.
+        source: the candidate program's source text.
+        seed: passed to the task's harness and recorded in provenance.
+        task_entry: ``"module:Class"`` to build a task that is not in the registry (test tasks);
+            empty for registered ids.
+    """
+
+    task_id: str
+    task_params: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+    seed: int | None = 0
+    task_entry: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "task_params": dict(self.task_params), "source": self.source,
+                "seed": self.seed, "task_entry": self.task_entry}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EvalRequest:
+        return cls(d["task_id"], dict(d.get("task_params") or {}), d["source"], d.get("seed"), d.get("task_entry", ""))
+
+
+def task_entry_of(task: Task) -> str:
+    """``"module:Class"`` of a task instance."""
+    cls = type(task)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def resolve_task(task_id: str, params: Mapping[str, Any] | None = None, entry: str = "") -> Task:
+    """Builds a task: from the registry, or (for ids it does not hold) from a ``"module:Class"`` entry.
+
+    Raises:
+        UnknownTaskError: the id is not registered and no entry point was given.
+        ConfigError: the entry point builds a task with another id.
+    """
+    params = dict(params or {})
+    try:
+        return make(task_id, **params)
+    except UnknownTaskError:
+        if not entry:
+            raise
+    module, _, attr = entry.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise ConfigError(f"{entry} is not a Task subclass")
+    task = cls(**params)
+    if task.spec.id != task_id:
+        raise ConfigError(f"{entry}({params}) builds task {task.spec.id!r}, not {task_id!r}")
+    return task
+
+
+class _TaskCache:
+    """Task instances per thread: tasks may hold solver models that are not thread-safe."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def get(self, req: EvalRequest) -> Task:
+        cache: dict[str, Task] = self._local.__dict__.setdefault("tasks", {})
+        key = json.dumps([req.task_id, req.task_params, req.task_entry], sort_keys=True, default=str)
+        task = cache.get(key)
+        if task is None:
+            task = cache[key] = resolve_task(req.task_id, req.task_params, req.task_entry)
+        return task
+
+
+class Executor(ABC):
+    """Runs evaluation requests somewhere; every implementation gives the same results for the same requests."""
+
+    @property
+    @abstractmethod
+    def parallelism(self) -> int:
+        """How many evaluations run at once (the effective figure, never silently capped)."""
+
+    @abstractmethod
+    def submit(self, request: EvalRequest) -> Future[EvalResult]:
+        """Starts one evaluation; the future holds its result (or the engine error that stopped it)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Releases workers (idempotent)."""
+
+    def evaluate(self, request: EvalRequest) -> EvalResult:
+        """Submits one request and waits for its result."""
+        return self.submit(request).result()
+
+    def map(self, requests: Sequence[EvalRequest], *, progress: bool = True) -> list[EvalResult]:
+        """Evaluates many requests at once; results in the order of ``requests``.
+
+        Args:
+            requests: what to evaluate.
+            progress: show a rich progress bar (on stderr) while they run.
+        """
+        futures = [self.submit(r) for r in requests]
+        if progress and futures:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            with Progress(console=Console(stderr=True), transient=True) as bar:
+                job = bar.add_task(f"evaluating ({type(self).__name__}, parallelism {self.parallelism})",
+                                   total=len(futures))
+                for _ in as_completed(futures):
+                    bar.advance(job)
+        return [f.result() for f in futures]
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _new_pool(workers: int) -> SandboxRunner:
+    """A warm sandbox pool with ``workers`` workers (the engine package is resolved at call time)."""
+    engine = importlib.import_module("reasearch.engine")
+    return engine.SandboxPool(engine.SandboxConfig(workers=workers))
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class LocalExecutor(Executor):
+    """Evaluations on this machine: ``parallelism`` threads over a warm sandbox pool of as many workers.
+
+    Args:
+        parallelism: evaluations at once (default: the given pool's workers, else the CPUs this
+            process may use). Honoured as given, also above the CPU count (then evaluations share
+            cores; a warning says so); with a given pool of fewer workers, the pool's worker count is
+            what runs at once, and ``parallelism`` reports that (with a warning).
+        pool: a sandbox runner to use instead of starting one (not closed by ``close()``).
+    """
+
+    def __init__(self, parallelism: int | None = None, *, pool: SandboxRunner | None = None) -> None:
+        if parallelism is not None and int(parallelism) < 1:
+            raise ConfigError(f"parallelism must be >= 1, not {parallelism}")
+        pool_workers = getattr(pool, "workers", None) if pool is not None else None
+        if parallelism is None:
+            parallelism = pool_workers if isinstance(pool_workers, int) else _cpu_count()
+        self._parallelism = int(parallelism)
+        if isinstance(pool_workers, int) and pool_workers < self._parallelism:
+            # Threads beyond the pool's workers would only queue: report what really runs at once.
+            log.warning("LocalExecutor parallelism %d exceeds the given pool's %d workers: %d evaluations run at once",
+                        self._parallelism, pool_workers, pool_workers)
+            self._parallelism = pool_workers
+        if self._parallelism > _cpu_count():
+            log.warning("LocalExecutor parallelism %d exceeds the %d CPUs available: evaluations will share cores "
+                        "(timed scores get noisier)", self._parallelism, _cpu_count())
+        self._pool = pool
+        self._owns_pool = pool is None
+        self._pool_lock = threading.Lock()
+        self._threads = ThreadPoolExecutor(max_workers=self._parallelism, thread_name_prefix="reasearch-eval")
+        self._tasks = _TaskCache()
+        self._closed = False
+
+    @property
+    def parallelism(self) -> int:
+        return self._parallelism
+
+    @property
+    def pool(self) -> SandboxRunner:
+        """The sandbox pool (started on first use)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = _new_pool(self._parallelism)
+            return self._pool
+
+    def _run(self, request: EvalRequest) -> EvalResult:
+        task = self._tasks.get(request)
+        return task.evaluate(request.source, seed=request.seed, executor=self.pool)
+
+    def submit(self, request: EvalRequest) -> Future[EvalResult]:
+        if self._closed:
+            raise ConfigError("this LocalExecutor is closed; create a new one")
+        return self._threads.submit(self._run, request)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._threads.shutdown(wait=True)
+        if self._owns_pool and self._pool is not None:
+            self._pool.close()  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"LocalExecutor(parallelism={self._parallelism})"
+
+
+# ---------------------------------------------------------------- Ray
+# State of one Ray worker process: a warm sandbox pool of one worker (a Ray task holds one CPU) and
+# its task instances. Ray reuses worker processes, so the pool stays warm across tasks.
+_RAY_WORKER_POOL: SandboxRunner | None = None
+_RAY_WORKER_TASKS = _TaskCache()
+
+
+def _ray_worker_pool() -> SandboxRunner:
+    global _RAY_WORKER_POOL
+    if _RAY_WORKER_POOL is None:
+        _RAY_WORKER_POOL = _new_pool(1)
+        atexit.register(_RAY_WORKER_POOL.close)  # type: ignore[attr-defined]
+    return _RAY_WORKER_POOL
+
+
+def ray_evaluate(request: dict[str, Any]) -> dict[str, Any]:
+    """Body of the Ray task: the same call as ``LocalExecutor``; plain data in and out (no pickled results)."""
+    req = EvalRequest.from_dict(request)
+    task = _RAY_WORKER_TASKS.get(req)
+    return task.evaluate(req.source, seed=req.seed, executor=_ray_worker_pool()).to_dict()
+
+
+def _direct_children() -> set[int]:
+    """Pids of this process's direct children."""
+    from reasearch.engine._procs import process_table
+
+    me = os.getpid()
+    return {pid for pid, row in process_table().items() if row[0] == me}
+
+
+def _reap_adopted(pids: set[int], *, wait_s: float) -> None:
+    """Reaps those of ``pids`` that exit as children of this process (adopted as a subreaper); waits
+    up to ``wait_s`` for the rest to exit or be reaped by their own parent. Nothing else is reaped,
+    so no ``Popen`` of other code loses its exit status."""
+    pending = set(pids)
+    deadline = time.monotonic() + wait_s
+    while pending and time.monotonic() < deadline:
+        for pid in list(pending):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not (yet) our child: gone, or still under its own parent
+                if not os.path.exists(f"/proc/{pid}"):
+                    pending.discard(pid)
+                continue
+            if done:
+                pending.discard(pid)
+        time.sleep(0.01)
+    if pending:
+        log.warning("%d Ray processes were still alive %.0f s after shutdown: %s", len(pending), wait_s, sorted(pending))
+
+
+class RayExecutor(Executor):
+    """Evaluations as Ray tasks (needs the ``ray`` extra).
+
+    Connects to a running cluster (``address="auto"``, or ``RAY_ADDRESS``) and, when none is found,
+    starts a local Ray with ``num_cpus`` CPUs. Each Ray task takes one CPU and runs the candidate in
+    its node's warm sandbox pool.
+
+    Args:
+        address: a Ray address; ``"auto"`` finds a running cluster; None always starts a local one.
+        num_cpus: CPUs of a locally started Ray (default: all).
+    """
+
+    def __init__(self, address: str | None = "auto", *, num_cpus: int | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("RayExecutor needs Ray: pip install 'reasearch[ray]'") from None
+        self._ray = ray
+        self._owns_ray = False
+        self._ray_children: set[int] = set()
+        if not ray.is_initialized():
+            before = _direct_children()
+            started = False
+            if address is not None:
+                try:
+                    ray.init(address=address, log_to_driver=False)
+                    started = True
+                except ConnectionError:
+                    log.info("no running Ray cluster at %r: starting a local Ray", address)
+            if not started:
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            self._owns_ray = True
+            self._ray_children = _direct_children() - before
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(ray_evaluate)
+        self._closed = False
+
+    @property
+    def parallelism(self) -> int:
+        return max(int(self._ray.cluster_resources().get("CPU", 1)), 1)
+
+    def submit(self, request: EvalRequest) -> Future[EvalResult]:
+        if self._closed:
+            raise ConfigError("this RayExecutor is closed; create a new one")
+        ray_future = self._remote.remote(request.to_dict()).future()
+        out: Future[EvalResult] = Future()
+
+        def done(f: Future[dict[str, Any]]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+            else:
+                out.set_result(EvalResult.from_dict(f.result()))
+
+        ray_future.add_done_callback(done)
+        return out
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_ray:
+            # Ray's workers are grandchildren; when this process is a child subreaper (the sandbox
+            # pool makes it one) they come back to it at shutdown and must be reaped here, or they
+            # stay zombies. Ray's direct children are its own to reap.
+            from reasearch.engine._procs import descendants_of, process_table
+
+            table = process_table()
+            adopted = {d for c in self._ray_children for d in descendants_of(c, table)}
+            self._ray.shutdown()
+            _reap_adopted(adopted - self._ray_children, wait_s=10.0)
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(parallelism={self.parallelism if not self._closed else 'closed'})"

@@ -1,0 +1,443 @@
+"""The Run API: one optimization run over a store, a budget and an executor.
+
+A :class:`Run` is the only door through which a driver (the agent, a sweep, a user's own loop)
+evaluates candidates and spends budget. Every method that writes is keyed by a ``step`` the caller
+owns, and is idempotent on it, so a driver that was killed (``kill -9``) and reopened with
+:meth:`Run.open` can replay its steps: a step already recorded returns its stored result without
+running or debiting anything (ARCHITECTURE invariants 4 and 5).
+
+Example::
+
+    store = open_store("runs")
+    run = Run.create(store, task_id="circle_packing/n26-v1", budget=Budget.from_dict({"evaluations": 50}))
+    result = run.evaluate(run.task.seed_program(), step=0, note="seed")
+    print(run.status())
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from reasearch.engine.cache import EvalCache, cache_key
+from reasearch.engine.executor import (
+    EvalRequest,
+    Executor,
+    LocalExecutor,
+    resolve_task,
+    task_entry_of,
+)
+from reasearch.engine.ledger import Budget, LedgerEntry, Unit, refusal_message
+from reasearch.engine.store import (
+    CandidateRecord,
+    EvaluationRecord,
+    Event,
+    RunRecord,
+    RunState,
+    Store,
+    new_run_id,
+)
+from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.evaluators.result import EvalResult, Status
+
+__all__ = ["Run", "RunStatus", "RunState", "Event"]
+
+_EVALUATE_NOTE = "evaluate"  # ledger note of an evaluation's own debit
+
+
+def _units(costs: Mapping[Any, Any]) -> dict[Unit, float]:
+    """Costs keyed by :class:`Unit`, each a finite amount >= 0."""
+    out: dict[Unit, float] = {}
+    for key, value in costs.items():
+        amount = float(value)
+        if not (amount >= 0 and amount != float("inf")):
+            raise ConfigError(f"an evaluation cost must be a finite amount >= 0, not {key}={value!r}")
+        out[Unit(key)] = amount
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RunStatus:
+    """A summary of a run (what ``reasearch show`` prints and the agent's state snapshot reads).
+
+    Attributes:
+        run_id: the run.
+        task_id: its task.
+        state: running, finished, failed or interrupted.
+        used: budget spent per unit (units never debited are 0).
+        left: budget left per unit (None: uncapped).
+        caps: the run's caps.
+        best_score: the best ``OK`` score so far (task direction), or None.
+        best_candidate: the candidate id that scored it.
+        best_step: the step where it was first reached.
+        evaluations: how many evaluations are recorded (cached and refused included).
+        by_status: evaluations per status value.
+        cached: evaluations served from the cache.
+        since_improvement: evaluations recorded after the one that set the best score (all of them
+            when nothing scored yet).
+        last_step: the highest step written (-1 for a fresh run).
+    """
+
+    run_id: str
+    task_id: str
+    state: RunState
+    used: Mapping[Unit, float]
+    left: Mapping[Unit, float | None]
+    caps: Mapping[Unit, float]
+    best_score: float | None
+    best_candidate: str | None
+    best_step: int | None
+    evaluations: int
+    by_status: Mapping[str, int]
+    cached: int
+    since_improvement: int
+    last_step: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "task_id": self.task_id, "state": self.state.value,
+            "used": {u.value: v for u, v in self.used.items()},
+            "left": {u.value: v for u, v in self.left.items()},
+            "caps": {u.value: v for u, v in self.caps.items()},
+            "best_score": self.best_score, "best_candidate": self.best_candidate, "best_step": self.best_step,
+            "evaluations": self.evaluations, "by_status": dict(self.by_status), "cached": self.cached,
+            "since_improvement": self.since_improvement, "last_step": self.last_step,
+        }
+
+
+class Run:
+    """One optimization run: its task, seed, budget and everything recorded about it in a store.
+
+    Build with :meth:`create` (a new run) or :meth:`open` (resume or inspect). Thread-safe: several
+    threads may call :meth:`evaluate` at once (each with its own step); in-flight evaluations count
+    against the budget, so concurrent callers cannot overspend a cap.
+    """
+
+    def __init__(self, store: Store, record: RunRecord, *, executor: Executor | None = None) -> None:
+        self.store = store
+        self._record = record
+        self.id: str = record.id
+        self.task_id: str = record.task_id
+        self.task_params: dict[str, Any] = dict(record.task_params)
+        self.seed: int = record.seed
+        self.config: dict[str, Any] = dict(record.config)
+        self.budget = Budget.from_dict(record.budget)
+        self._executor = executor
+        self._owns_executor = False
+        self._task: Task | None = None
+        self._lock = threading.Lock()
+        self._inflight: Counter[Unit] = Counter()
+        self._cache = EvalCache(store)
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def create(
+        cls,
+        store: Store,
+        *,
+        task_id: str | None = None,
+        task_params: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        budget: Budget | Mapping[str, float],
+        config: Mapping[str, Any] | None = None,
+        executor: Executor | None = None,
+        task: Task | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """Creates a run and stores it (state ``running``).
+
+        Args:
+            store: where the run is recorded.
+            task_id: a registry id (e.g. ``circle_packing/n26-v1``).
+            task_params: the task's constructor keyword arguments.
+            seed: the run's seed (default seed of its evaluations).
+            budget: caps per unit (a :class:`Budget` or a mapping such as ``{"evaluations": 50}``).
+            config: the driver's configuration, stored as plain JSON.
+            executor: where evaluations run (default: a ``LocalExecutor`` over the process-wide pool).
+            task: a task instance instead of ``task_id``/``task_params`` (for tasks outside the
+                registry; the run records its ``module:Class`` so :meth:`open` can rebuild it).
+            run_id: an explicit id (default: a new sortable unique id).
+
+        Raises:
+            UnknownTaskError: ``task_id`` is not registered (and no ``task`` was given).
+            ConfigError: bad budget or parameters.
+        """
+        if task is not None:
+            if task_id is not None and task_id != task.spec.id:
+                raise ConfigError(f"task_id {task_id!r} does not match the task instance's id {task.spec.id!r}")
+            if task_params:
+                raise ConfigError("pass task_params or a task instance (whose parameters are its own), not both")
+            task_id, params, entry = task.spec.id, dict(task.get_params()), task_entry_of(task)
+        else:
+            if task_id is None:
+                raise ConfigError("Run.create needs task_id (or a task instance)")
+            params, entry = dict(task_params or {}), ""
+            task = resolve_task(task_id, params)
+        if not isinstance(budget, Budget):
+            budget = Budget.from_dict(budget)
+        now = time.time()
+        record = RunRecord(
+            id=run_id or new_run_id(), task_id=task_id, task_params=params, task_entry=entry, seed=int(seed),
+            config=dict(config or {}), budget=budget.to_dict(), state=RunState.RUNNING, created_at=now, updated_at=now)
+        store.create_run(record)
+        run = cls(store, store.get_run(record.id), executor=executor)
+        run._task = task
+        return run
+
+    @classmethod
+    def open(cls, store: Store, run_id: str, *, executor: Executor | None = None, resume: bool = False) -> Run:
+        """Reopens a stored run; ``run_id`` may be a unique prefix.
+
+        Args:
+            store: the store holding the run.
+            run_id: its id (or a unique prefix).
+            executor: where new evaluations run.
+            resume: mark the run ``running`` again (a driver is about to continue it); without it the
+                run's state is left as stored (inspection, or a replay that only reads).
+        """
+        run = cls(store, store.get_run(run_id), executor=executor)
+        if resume and run._record.state is not RunState.RUNNING:
+            was = run._record
+            store.set_run_state(run.id, RunState.RUNNING, final_candidate=None,
+                                reason=f"resumed; was {was.state.value}" + (f": {was.reason}" if was.reason else ""))
+        return run
+
+    # ------------------------------------------------------------ parts
+    @property
+    def task(self) -> Task:
+        """The run's task, built once from its id and parameters."""
+        if self._task is None:
+            self._task = resolve_task(self.task_id, self.task_params, self._record.task_entry)
+        return self._task
+
+    @property
+    def executor(self) -> Executor:
+        """Where evaluations run; default: a ``LocalExecutor`` over the process-wide sandbox pool."""
+        if self._executor is None:
+            import reasearch.engine as engine
+
+            self._executor = LocalExecutor(pool=engine.default_pool())
+            self._owns_executor = True
+        return self._executor
+
+    @property
+    def state(self) -> RunState:
+        return self.store.get_run(self.id).state
+
+    def evaluation_estimate(self) -> dict[Unit, float]:
+        """What one evaluation of this task is expected to cost, checked against the caps before it runs.
+
+        A task declares it with ``budget_estimate() -> {unit: amount}`` (e.g. a prompt task:
+        ``{"student_calls": 500}``); default ``{"evaluations": 1}``.
+        """
+        estimate = getattr(self.task, "budget_estimate", None)
+        return _units(estimate() if callable(estimate) else {Unit.EVALUATIONS: 1.0})
+
+    def evaluation_costs(self, result: EvalResult, estimate: Mapping[Unit, float]) -> dict[Unit, float]:
+        """What one finished evaluation cost, debited atomically with its result.
+
+        A task declares it with ``evaluation_costs(result) -> {unit: amount}`` from what the trusted
+        side measured (e.g. a training task: ``{"experiments": 1, "gpu_seconds": ...}``); default: the
+        estimate.
+        """
+        costs = getattr(self.task, "evaluation_costs", None)
+        return _units(costs(result)) if callable(costs) else dict(estimate)
+
+    # ------------------------------------------------------------ candidates and evaluations
+    def add_candidate(self, source: str, *, parent: str | None = None, note: str = "") -> str:
+        """Stores a candidate (once: the same source gives the same id) and returns its id (SHA-256 of the source)."""
+        if not isinstance(source, str):
+            raise TypeError(f"source must be str, not {type(source).__name__}")
+        cid = candidate_sha256(source)
+        self.store.add_candidate(CandidateRecord(self.id, cid, source, parent, note, time.time()))
+        return cid
+
+    def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
+                 seed: int | None = None) -> EvalResult:
+        """Evaluates a candidate as step ``step`` of this run, at most once per step.
+
+        In order: a step already recorded returns its stored result (resume never re-spends); a cache
+        hit returns the cached result (``cached=True``, no debit); when the evaluation's expected cost
+        (:meth:`evaluation_estimate`, default one ``evaluations`` unit) does not fit under a cap the
+        result is ``REFUSED`` and nothing runs; otherwise the executor runs it, and candidate,
+        evaluation and its debits (:meth:`evaluation_costs`) are stored in one transaction.
+
+        Args:
+            source: the candidate's source text.
+            step: the driver's step number (unique per evaluation of this run).
+            parent: the id of the candidate this one was derived from.
+            note: what produced it (stored with the candidate).
+            seed: evaluation seed (default: the run's seed).
+
+        Raises:
+            ConfigError: ``step`` was already used for another candidate (the driver diverged on replay).
+            SandboxError: the engine itself failed (nothing is recorded or debited then).
+        """
+        if not isinstance(source, str):
+            raise TypeError(f"source must be str, not {type(source).__name__}")
+        step = int(step)
+        cid = candidate_sha256(source)
+        existing = self.store.get_evaluation(self.id, step)
+        if existing is not None:
+            return self._replayed(existing, cid, step)
+        seed = self.seed if seed is None else int(seed)
+        candidate = CandidateRecord(self.id, cid, source, parent, note, time.time())
+        task = self.task
+        key = cache_key(task, cid, seed)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return self._record_result(step, candidate, seed, hit, debits=(), key=None)
+        estimate = self.evaluation_estimate()
+        with self._lock:
+            usage = self.store.usage(self.id)
+            for unit, amount in estimate.items():
+                used = usage.get(unit, 0.0) + self._inflight[unit]
+                if not self.budget.allows(unit, used, amount):
+                    cap = self.budget.cap(unit)
+                    assert cap is not None
+                    refused = EvalResult.failure(
+                        Status.REFUSED, refusal_message(unit, used, cap),
+                        metrics={"unit": unit.value, "used": used, "cap": cap, "left": max(cap - used, 0.0),
+                                 "needed": amount},
+                        provenance=task.provenance(source, seed=seed, sandbox_mode="not run"))
+                    return self._record_result(step, candidate, seed, refused, debits=(), key=None)
+            self._inflight.update(estimate)  # reserved until recorded: concurrent callers see it
+        try:
+            request = EvalRequest(self.task_id, self.task_params, source, seed, self._record.task_entry)
+            result = self.executor.submit(request).result()
+            now = time.time()
+            debits = [LedgerEntry(self.id, step, unit, amount, _EVALUATE_NOTE, now)
+                      for unit, amount in self.evaluation_costs(result, estimate).items()]
+            return self._record_result(step, candidate, seed, result, debits=debits,
+                                       key=key if EvalCache.storable(result) else None)
+        finally:
+            with self._lock:
+                self._inflight.subtract(estimate)
+
+    def _record_result(self, step: int, candidate: CandidateRecord, seed: int, result: EvalResult,
+                       *, debits: Sequence[LedgerEntry], key: str | None) -> EvalResult:
+        record = EvaluationRecord(self.id, step, candidate.id, seed, result, time.time())
+        stored, _ = self.store.record_evaluation(record, candidate, debit=debits, cache_key=key)
+        if stored.candidate_id != candidate.id:  # another process recorded this step first, with another candidate
+            raise ConfigError(f"step {step} of run {self.id} was recorded for candidate {stored.candidate_id[:12]}, "
+                              f"not {candidate.id[:12]}: each evaluation needs its own step")
+        return stored.result
+
+    def _replayed(self, existing: EvaluationRecord, cid: str, step: int) -> EvalResult:
+        if existing.candidate_id != cid:
+            raise ConfigError(
+                f"step {step} of run {self.id} already evaluated candidate {existing.candidate_id[:12]}, not "
+                f"{cid[:12]}: a resumed driver must replay the same candidates at the same steps")
+        return existing.result
+
+    # ------------------------------------------------------------ ledger and events
+    def debit(self, unit: Unit | str, amount: float, *, step: int, note: str = "") -> None:
+        """Debits ``amount`` of ``unit`` (tokens, dollars, ...) at ``step``; replaying the same
+        ``(step, unit, note)`` does not debit twice."""
+        unit = Unit(unit)
+        amount = float(amount)
+        if not amount >= 0 or amount == float("inf"):
+            raise ConfigError(f"a debit must be a finite amount >= 0, not {amount!r}")
+        if note == _EVALUATE_NOTE:
+            raise ConfigError(f"the note {_EVALUATE_NOTE!r} is reserved for evaluations' own debits")
+        self.store.debit(LedgerEntry(self.id, int(step), unit, amount, note, time.time()))
+
+    def log_event(self, step: int, kind: str, payload: Mapping[str, Any]) -> None:
+        """Appends an event; idempotent per ``(step, kind)``. Write it BEFORE acting on it."""
+        if not kind:
+            raise ConfigError("an event needs a kind")
+        self.store.log_event(self.id, int(step), kind, payload)
+
+    def events(self, *, kind: str | None = None) -> list[Event]:
+        """The run's events in the order logged (optionally of one kind)."""
+        return self.store.events(self.id, kind=kind)
+
+    def last_step(self) -> int:
+        """The highest step written (event, evaluation or debit); -1 for a fresh run."""
+        return self.store.last_step(self.id)
+
+    def used(self) -> dict[Unit, float]:
+        """Budget spent per unit (every unit listed)."""
+        usage = self.store.usage(self.id)
+        return {u: usage.get(u, 0.0) for u in Unit}
+
+    def remaining(self) -> dict[Unit, float | None]:
+        """Budget left per unit; None for an uncapped unit."""
+        usage = self.store.usage(self.id)
+        return {u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit}
+
+    # ------------------------------------------------------------ summaries
+    def _best_of(self, evaluations: list[EvaluationRecord]) -> tuple[EvaluationRecord | None, int]:
+        """The best OK evaluation (first to reach the best score) and how many came after it."""
+        spec = self.task.spec
+        best: EvaluationRecord | None = None
+        since = 0
+        for ev in evaluations:
+            res = ev.result
+            if res.status is Status.OK and res.score is not None and spec.is_better(
+                    res.score, None if best is None else best.result.score):
+                best, since = ev, 0
+            else:
+                since += 1
+        return best, since
+
+    def best(self) -> tuple[str, EvalResult] | None:
+        """``(candidate id, result)`` of the best ``OK`` evaluation so far, or None."""
+        best, _ = self._best_of(self.store.evaluations(self.id))
+        return None if best is None else (best.candidate_id, best.result)
+
+    def evaluations(self) -> list[EvaluationRecord]:
+        """Every recorded evaluation, by step."""
+        return self.store.evaluations(self.id)
+
+    def status(self) -> RunStatus:
+        """Budget used and left per unit, best score and candidate, evaluations by status, stagnation."""
+        evaluations = self.store.evaluations(self.id)
+        best, since = self._best_of(evaluations)
+        usage = self.store.usage(self.id)
+        return RunStatus(
+            run_id=self.id, task_id=self.task_id, state=self.state,
+            used={u: usage.get(u, 0.0) for u in Unit},
+            left={u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit},
+            caps=self.budget.units(),
+            best_score=None if best is None else best.result.score,
+            best_candidate=None if best is None else best.candidate_id,
+            best_step=None if best is None else best.step,
+            evaluations=len(evaluations),
+            by_status=dict(Counter(ev.result.status.value for ev in evaluations)),
+            cached=sum(1 for ev in evaluations if ev.result.cached),
+            since_improvement=since,
+            last_step=self.store.last_step(self.id),
+        )
+
+    def candidate_source(self, candidate_id: str) -> str:
+        """The source of one of this run's candidates."""
+        rec = self.store.get_candidate(self.id, candidate_id)
+        if rec is None:
+            raise StoreError(f"run {self.id} has no candidate {candidate_id!r}")
+        return rec.source
+
+    def finish(self, *, state: RunState | str = RunState.FINISHED, final_candidate: str | None = None,
+               reason: str = "") -> None:
+        """Marks the run finished (or failed / interrupted) and releases an executor it started."""
+        state = RunState(state)
+        if state is RunState.RUNNING:
+            raise ConfigError("finish() needs an end state: finished, failed or interrupted")
+        if final_candidate is not None and self.store.get_candidate(self.id, final_candidate) is None:
+            raise StoreError(f"final candidate {final_candidate!r} is not a candidate of run {self.id}")
+        self.store.set_run_state(self.id, state, final_candidate=final_candidate, reason=reason)
+        self.close()
+
+    def close(self) -> None:
+        """Releases the executor this run started (the store stays open: the caller owns it)."""
+        if self._owns_executor and self._executor is not None:
+            self._executor.close()
+            self._executor = None
+            self._owns_executor = False
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id!r}, task_id={self.task_id!r}, store={self.store!r})"

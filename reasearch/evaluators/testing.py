@@ -1,0 +1,109 @@
+"""Small real tasks for tests of the engine and of drivers (not in the registry: construct them directly).
+
+:class:`ToyTask` asks for a vector ``x`` of ``dim`` numbers and scores ``-sum((x - target)**2)``
+(maximize; 0 is the optimum). Its candidates run in the sandbox like any task's, its scoring is
+exact, and it imports nothing heavy, so a test can evaluate many candidates in little time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+from reasearch.evaluators.base import Task
+from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.spec import TaskSpec
+
+__all__ = ["ToyTask", "ToyTrainingTask", "toy_harness", "toy_candidate"]
+
+
+def toy_harness(entry: Callable[..., Any], payload: Mapping[str, Any]) -> Any:
+    """Runs inside the sandbox: calls ``run()``, or ``run(seed=...)`` when it takes a seed."""
+    import inspect
+
+    params = inspect.signature(entry).parameters
+    if "seed" in params:
+        return entry(seed=payload.get("seed"))
+    return entry()
+
+
+def toy_candidate(values: list[float], *, sleep_s: float = 0.0) -> str:
+    """Source of a candidate whose ``run()`` returns ``values`` (after sleeping ``sleep_s``)."""
+    lines = ["import time", "", "", "def run():"]
+    if sleep_s > 0:
+        lines.append(f"    time.sleep({float(sleep_s)!r})")
+    lines.append(f"    return {[float(v) for v in values]!r}")
+    return "\n".join(lines) + "\n"
+
+
+class ToyTask(Task):
+    """Maximize ``-sum((x - target)**2)`` over a returned vector ``x`` of length ``dim``.
+
+    Args:
+        dim: length of the vector.
+        target: the optimum's coordinate (every coordinate).
+        deterministic: False declares the task nondeterministic (then it is never cached), as a
+            timed task would.
+        time_limit_s: wall limit of one evaluation.
+    """
+
+    harness = "reasearch.evaluators.testing:toy_harness"
+
+    def __init__(self, dim: int = 4, target: float = 3.0, deterministic: bool = True, time_limit_s: float = 10.0) -> None:
+        self.dim = dim
+        self.target = target
+        self.deterministic = deterministic
+        self.time_limit_s = time_limit_s
+
+    def _make_spec(self) -> TaskSpec:
+        if int(self.dim) < 1:
+            raise ValueError(f"dim must be >= 1, not {self.dim}")
+        suffix = "" if self.deterministic else "-nondet"
+        return TaskSpec(
+            id=f"toy/quadratic-d{int(self.dim)}{suffix}-v1",
+            version=1,
+            direction="maximize",
+            time_limit_s=float(self.time_limit_s),
+            memory_mb=512,
+            entry_point="run",
+            deterministic=bool(self.deterministic),
+            seed_score=-float(self.dim) * float(self.target) ** 2,
+            seed_score_rtol=0.0,
+            params=self.get_params(),
+        )
+
+    def describe(self) -> str:
+        return (f"Define run() returning a list of {self.dim} numbers x. Score: -sum((x_i - {self.target})^2), "
+                "to maximize; 0 is the optimum.")
+
+    def seed_program(self) -> str:
+        return toy_candidate([0.0] * int(self.dim))
+
+    def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
+        if not isinstance(data, list) or len(data) != int(self.dim):
+            return self.invalid(f"run() must return a list of {self.dim} numbers, got {type(data).__name__}"
+                                + (f" of length {len(data)}" if isinstance(data, list) else ""))
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in data):
+            return self.invalid("every entry must be a finite number")
+        score = -math.fsum((float(v) - float(self.target)) ** 2 for v in data)
+        return self.result(score, metrics={"distance": math.sqrt(-score)}, solution={"x": [float(v) for v in data]},
+                           feedback=f"distance to the optimum: {math.sqrt(-score):.6g}")
+
+
+class ToyTrainingTask(ToyTask):
+    """:class:`ToyTask` priced like a training task: each evaluation costs one experiment plus
+    GPU-seconds equal to its wall time as the trusted side measured it (a stand-in for a training
+    run's lease on a GPU slot). Declares ``budget_estimate`` and ``evaluation_costs``, the hooks
+    through which a task tells the run ledger what its evaluations cost."""
+
+    def _make_spec(self) -> TaskSpec:
+        spec = ToyTask._make_spec(self)
+        return TaskSpec(**{**spec.to_dict(), "id": spec.id.replace("toy/quadratic", "toy/training")})
+
+    def budget_estimate(self) -> dict[str, float]:
+        """Checked against the caps before an evaluation runs."""
+        return {"experiments": 1.0, "gpu_seconds": 0.0}
+
+    def evaluation_costs(self, result: EvalResult) -> dict[str, float]:
+        """Debited with the result, in the same transaction."""
+        return {"experiments": 1.0, "gpu_seconds": float(result.wall_s)}

@@ -1,0 +1,95 @@
+"""The evaluation cache: zero cost and ``cached=True`` for repeats; never for nondeterministic tasks or flaky statuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine.cache import cache_key
+from reasearch.engine.executor import LocalExecutor
+from reasearch.engine.ledger import Unit
+from reasearch.engine.run import Run
+from reasearch.engine.store import Store, open_store
+from reasearch.evaluators.base import candidate_sha256
+from reasearch.evaluators.result import Status
+from reasearch.evaluators.testing import ToyTask, toy_candidate
+
+GOOD = toy_candidate([1.0, 2.0, 3.0, 4.0])  # score -(4 + 1 + 0 + 1) = -6
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[LocalExecutor]:
+    with SandboxPool(SandboxConfig(workers=2)) as pool, LocalExecutor(2, pool=pool) as ex:
+        yield ex
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with open_store(tmp_path) as s:
+        yield s
+
+
+def test_cache_key_covers_task_params_candidate_and_seed() -> None:
+    h = candidate_sha256(GOOD)
+    base = cache_key(ToyTask(), h, 0)
+    assert base is not None and len(base) == 64
+    assert cache_key(ToyTask(), h, 0) == base
+    assert cache_key(ToyTask(), h, 1) != base
+    assert cache_key(ToyTask(), h, None) != base
+    assert cache_key(ToyTask(target=2.0), h, 0) != base  # same id, other parameters
+    assert cache_key(ToyTask(dim=5), h, 0) != base
+    assert cache_key(ToyTask(), candidate_sha256(GOOD + "\n"), 0) != base
+    assert cache_key(ToyTask(deterministic=False), h, 0) is None
+
+
+def test_repeat_is_served_free_and_marked(store: Store, executor: LocalExecutor) -> None:
+    run = Run.create(store, task=ToyTask(), budget={"evaluations": 10}, executor=executor)
+    first = run.evaluate(GOOD, step=0)
+    second = run.evaluate(GOOD, step=1)
+    assert first.status is Status.OK and first.score == -6.0 and not first.cached
+    assert second.cached and second.score == -6.0
+    assert second.with_(cached=False) == first  # the same result, timings and provenance included
+    assert run.used()[Unit.EVALUATIONS] == 1.0
+    assert [e.step for e in store.ledger(run.id)] == [0]
+    assert run.status().cached == 1
+    # the cached flag survives the store: a replay of step 1 still says cached
+    assert Run.open(store, run.id, executor=executor).evaluate(GOOD, step=1).cached
+
+
+def test_other_seed_is_a_miss(store: Store, executor: LocalExecutor) -> None:
+    run = Run.create(store, task=ToyTask(), budget={}, executor=executor)
+    run.evaluate(GOOD, step=0, seed=0)
+    r = run.evaluate(GOOD, step=1, seed=1)
+    assert not r.cached and r.provenance is not None and r.provenance.seed == 1
+    assert run.used()[Unit.EVALUATIONS] == 2.0
+
+
+def test_cache_is_shared_by_runs_of_one_store(store: Store, executor: LocalExecutor) -> None:
+    a = Run.create(store, task=ToyTask(), budget={}, executor=executor, seed=5)
+    b = Run.create(store, task=ToyTask(), budget={}, executor=executor, seed=5)
+    a.evaluate(GOOD, step=0)
+    hit = b.evaluate(GOOD, step=0)
+    assert hit.cached and b.used()[Unit.EVALUATIONS] == 0.0
+
+
+def test_nondeterministic_task_is_never_cached(store: Store, executor: LocalExecutor) -> None:
+    run = Run.create(store, task=ToyTask(deterministic=False), budget={}, executor=executor)
+    results = [run.evaluate(GOOD, step=i) for i in range(3)]
+    assert [r.cached for r in results] == [False] * 3
+    assert run.used()[Unit.EVALUATIONS] == 3.0
+    assert store._one("SELECT COUNT(*) FROM eval_cache")[0] == 0  # type: ignore[attr-defined,index]
+
+
+def test_crash_is_not_cached_but_invalid_is(store: Store, executor: LocalExecutor) -> None:
+    run = Run.create(store, task=ToyTask(), budget={}, executor=executor)
+    crash = "def run():\n    raise ValueError('nope')\n"
+    invalid = "def run():\n    return [1.0]\n"
+    r = [run.evaluate(crash, step=0), run.evaluate(crash, step=1), run.evaluate(invalid, step=2),
+         run.evaluate(invalid, step=3)]
+    assert [x.status for x in r] == [Status.CRASH, Status.CRASH, Status.INVALID, Status.INVALID]
+    assert [x.cached for x in r] == [False, False, False, True]
+    assert "ValueError: nope" in r[0].feedback
+    assert run.used()[Unit.EVALUATIONS] == 3.0

@@ -1,0 +1,415 @@
+"""The shared store test case (Optuna's pattern): every test runs against every backend.
+
+SQLite always; PostgreSQL when ``REASEARCH_TEST_POSTGRES_URL`` is set (``.ci/postgres.sh`` starts
+one). Under ``CI=true`` a missing URL is a failure, never a silent SQLite-only run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from reasearch.engine.ledger import LedgerEntry, Unit
+from reasearch.engine.store import (
+    SCHEMA_VERSION,
+    CandidateRecord,
+    EvaluationRecord,
+    PostgresStore,
+    RunRecord,
+    RunState,
+    SQLiteStore,
+    Store,
+    open_store,
+)
+from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.result import EvalResult, Provenance, Status
+
+PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+BACKENDS = ["sqlite"] + (["postgres"] if PG_URL or IN_CI else [])
+
+
+def _pg_schema_url(schema: str) -> str:
+    sep = "&" if "?" in PG_URL else "?"
+    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty store URL of the requested backend (a new schema per test on PostgreSQL)."""
+    backend = request.param
+    if backend == "sqlite":
+        yield str(tmp_path / "run-dir")
+        return
+    if not PG_URL:
+        pytest.fail("CI=true but REASEARCH_TEST_POSTGRES_URL is not set: run .ci/postgres.sh and export its URL")
+    import psycopg
+
+    schema = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield _pg_schema_url(schema)
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    s = open_store(store_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+backends = pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+
+
+def _run(run_id: str = "r1", **kw: object) -> RunRecord:
+    base = dict(id=run_id, task_id="toy/quadratic-d4-v1", task_params={"dim": 4}, seed=7, config={"model": "x"},
+                budget={"evaluations": 5.0}, state=RunState.RUNNING, created_at=1.0, updated_at=1.0,
+                task_entry="reasearch.evaluators.testing:ToyTask")
+    base.update(kw)
+    return RunRecord(**base)  # type: ignore[arg-type]
+
+
+def _result(score: float | None, status: Status = Status.OK, cand: str = "c" * 64) -> EvalResult:
+    prov = Provenance("toy/quadratic-d4-v1", 1, "eh", cand, 7, "nsjail", {"python": "3.11"}, {"dim": 4})
+    if status is Status.OK:
+        return EvalResult(Status.OK, score, None, {"distance": 1.5, "arr": [1, 2]}, "fine", 0.01, 0.02, prov,
+                          {"x": [1.0, 2.0]})
+    return EvalResult.failure(status, "boom", wall_s=0.5, provenance=prov)
+
+
+def _cand(cid: str, run_id: str = "r1", source: str | None = None) -> CandidateRecord:
+    return CandidateRecord(run_id, cid, source or f"# {cid}\n", None, "note", 2.0)
+
+
+@backends
+def test_runs_roundtrip_prefix_and_state(store: Store) -> None:
+    store.create_run(_run("20260101-000000-aaaa"))
+    store.create_run(_run("20260101-000000-bbbb", seed=9))
+    got = store.get_run("20260101-000000-aaaa")
+    assert got == _run("20260101-000000-aaaa")
+    assert store.get_run("20260101-000000-b").seed == 9  # unique prefix
+    with pytest.raises(StoreError, match="ambiguous"):
+        store.get_run("20260101")
+    with pytest.raises(StoreError, match="no run"):
+        store.get_run("nope")
+    with pytest.raises(StoreError, match="no run"):
+        store.get_run("2026%")  # a LIKE wildcard is a literal character
+    with pytest.raises(StoreError, match="already exists"):
+        store.create_run(_run("20260101-000000-aaaa"))
+    store.set_run_state("20260101-000000-aaaa", RunState.FINISHED, final_candidate="abc", reason="budget spent")
+    done = store.get_run("20260101-000000-aaaa")
+    assert (done.state, done.final_candidate, done.reason) == (RunState.FINISHED, "abc", "budget spent")
+    assert [r.id for r in store.list_runs()] == ["20260101-000000-aaaa", "20260101-000000-bbbb"]
+
+
+@backends
+def test_candidates_dedup_and_order(store: Store) -> None:
+    store.create_run(_run())
+    assert store.add_candidate(_cand("b")) is True
+    assert store.add_candidate(_cand("a")) is True
+    assert store.add_candidate(CandidateRecord("r1", "b", "# other\n", "a", "second", 3.0)) is False
+    assert [c.id for c in store.candidates("r1")] == ["b", "a"]
+    assert store.get_candidate("r1", "b") == _cand("b")  # the first write stands
+    assert store.get_candidate("r1", "zzz") is None
+
+
+@backends
+def test_record_evaluation_is_one_idempotent_transaction(store: Store) -> None:
+    store.create_run(_run())
+    ev = EvaluationRecord("r1", 3, "c1", 7, _result(-2.5), 5.0)
+    debit = LedgerEntry("r1", 3, Unit.EVALUATIONS, 1.0, "evaluate", 5.0)
+    rec, new = store.record_evaluation(ev, _cand("c1"), debit=debit, cache_key="k1")
+    assert new and rec == ev
+    # the same step again (a replay, even with another result): nothing changes, no second debit
+    again, new2 = store.record_evaluation(EvaluationRecord("r1", 3, "c1", 7, _result(-1.0), 6.0), _cand("c1"),
+                                          debit=LedgerEntry("r1", 3, Unit.EVALUATIONS, 1.0, "evaluate", 6.0))
+    assert not new2 and again.result.score == -2.5
+    assert store.usage("r1") == {Unit.EVALUATIONS: 1.0}
+    assert store.get_evaluation("r1", 3) == ev
+    assert store.get_evaluation("r1", 4) is None
+    # the full EvalResult survives as plain JSON
+    assert store.get_evaluation("r1", 3).result.to_dict() == _result(-2.5).to_dict()  # type: ignore[union-attr]
+    assert store.cache_get("k1").to_dict() == _result(-2.5).to_dict()  # type: ignore[union-attr]
+    assert store.cache_get("k2") is None
+    assert [c.id for c in store.candidates("r1")] == ["c1"]
+
+
+@backends
+def test_failed_transaction_leaves_nothing(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash between writing the evaluation and its debit records neither."""
+    store.create_run(_run())
+    assert isinstance(store, (SQLiteStore, PostgresStore))
+
+    def crash(entry: LedgerEntry) -> bool:
+        raise RuntimeError("crash inside the transaction")
+
+    monkeypatch.setattr(store, "_insert_debit", crash)
+    with pytest.raises(RuntimeError):
+        store.record_evaluation(EvaluationRecord("r1", 0, "c1", 7, _result(1.0), 1.0), _cand("c1"),
+                                debit=LedgerEntry("r1", 0, Unit.EVALUATIONS, 1.0, "evaluate", 1.0), cache_key="k")
+    monkeypatch.undo()
+    assert store.get_evaluation("r1", 0) is None
+    assert store.candidates("r1") == []
+    assert store.usage("r1") == {}
+    assert store.cache_get("k") is None
+    # and the store still works afterwards
+    _, new = store.record_evaluation(EvaluationRecord("r1", 0, "c1", 7, _result(1.0), 1.0), _cand("c1"))
+    assert new
+
+
+@backends
+def test_ledger_idempotent_per_step_unit_note(store: Store) -> None:
+    store.create_run(_run())
+    assert store.debit(LedgerEntry("r1", 1, Unit.TOKENS, 1200, "turn", 1.0))
+    assert not store.debit(LedgerEntry("r1", 1, Unit.TOKENS, 1200, "turn", 2.0))
+    assert store.debit(LedgerEntry("r1", 1, Unit.TOKENS, 300, "compaction", 2.0))
+    assert store.debit(LedgerEntry("r1", 2, Unit.TOKENS, 100, "turn", 3.0))
+    assert store.debit(LedgerEntry("r1", 2, Unit.DOLLARS, 0.125, "turn", 3.0))
+    assert store.usage("r1") == {Unit.TOKENS: 1600.0, Unit.DOLLARS: 0.125}
+    assert [(e.step, e.unit, e.amount, e.note) for e in store.ledger("r1")] == [
+        (1, Unit.TOKENS, 1200.0, "turn"), (1, Unit.TOKENS, 300.0, "compaction"),
+        (2, Unit.TOKENS, 100.0, "turn"), (2, Unit.DOLLARS, 0.125, "turn")]
+
+
+@backends
+def test_events_append_only_idempotent_and_last_step(store: Store) -> None:
+    store.create_run(_run())
+    store.create_run(_run("r2"))
+    assert store.last_step("r1") == -1
+    assert store.log_event("r1", 0, "model_turn", {"text": "hi", "nan": float("nan"), "t": (1, 2)})
+    assert not store.log_event("r1", 0, "model_turn", {"text": "changed"})
+    assert store.log_event("r1", 0, "tool_call", {"name": "evaluate"})
+    assert store.log_event("r1", 1, "model_turn", {"text": "again"})
+    assert store.log_event("r2", 9, "model_turn", {})
+    evs = store.events("r1")
+    assert [(e.step, e.kind) for e in evs] == [(0, "model_turn"), (0, "tool_call"), (1, "model_turn")]
+    assert evs[0].payload == {"text": "hi", "nan": None, "t": [1, 2]}
+    assert [e.step for e in store.events("r1", kind="model_turn")] == [0, 1]
+    assert store.last_step("r1") == 1
+    store.debit(LedgerEntry("r1", 4, Unit.TOKENS, 1, "turn", 1.0))
+    assert store.last_step("r1") == 4
+    store.record_evaluation(EvaluationRecord("r1", 6, "c", 0, _result(1.0), 1.0), _cand("c"))
+    assert store.last_step("r1") == 6
+    with pytest.raises(StoreError, match="plain data"):
+        store.log_event("r1", 7, "bad", {"obj": object()})
+
+
+@backends
+def test_schema_version_newer_is_a_clear_error(store_url: str) -> None:
+    s = open_store(store_url)
+    assert isinstance(s, (SQLiteStore, PostgresStore)) and s.schema_version() == SCHEMA_VERSION
+    s.create_run(_run())
+    with s._tx():
+        s._exec("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION + 1), "schema_version"))
+    s.close()
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
+        open_store(store_url)
+    # nothing was overwritten: the run and the newer version are still there
+    with _RawReader(store_url) as check:
+        assert check.count_runs() == 1
+        assert check.version() == SCHEMA_VERSION + 1
+
+
+class _RawReader:
+    """Reads a store without going through its version check."""
+
+    def __init__(self, url: str) -> None:
+        if url.startswith("postgres"):
+            import psycopg
+
+            self.conn = psycopg.connect(url, autocommit=True)
+        else:
+            import sqlite3
+
+            self.conn = sqlite3.connect(Path(url) / "store.sqlite")
+
+    def count_runs(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+
+    def version(self) -> int:
+        return int(self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+
+    def __enter__(self) -> _RawReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+
+@backends
+def test_concurrent_writers_never_duplicate_a_step(store_url: str) -> None:
+    """Two connections race to record the same steps: each step is recorded (and debited) exactly once."""
+    a, b = open_store(store_url), open_store(store_url)
+    a.create_run(_run())
+    wins: list[int] = []
+    lock = threading.Lock()
+
+    def writer(s: Store, score: float) -> None:
+        for step in range(25):
+            _, new = s.record_evaluation(EvaluationRecord("r1", step, "c", 0, _result(score), 1.0), _cand("c"),
+                                         debit=LedgerEntry("r1", step, Unit.EVALUATIONS, 1.0, "evaluate", 1.0))
+            if new:
+                with lock:
+                    wins.append(step)
+
+    threads = [threading.Thread(target=writer, args=(s, x)) for s, x in ((a, 1.0), (b, 2.0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == list(range(25))
+    assert a.usage("r1") == {Unit.EVALUATIONS: 25.0}
+    assert len(a.evaluations("r1")) == 25
+    a.close()
+    b.close()
+
+
+def test_open_store_resolves_urls(tmp_path: Path) -> None:
+    s = open_store(tmp_path / "runs")
+    assert isinstance(s, SQLiteStore) and s.path == tmp_path / "runs" / "store.sqlite"
+    s.close()
+    s = open_store(tmp_path / "x.sqlite")
+    assert isinstance(s, SQLiteStore) and s.path == tmp_path / "x.sqlite"
+    s.close()
+    s = open_store(f"sqlite:///{tmp_path}/y.db")
+    assert isinstance(s, SQLiteStore) and s.path == tmp_path / "y.db"
+    assert s.url == f"sqlite:///{tmp_path}/y.db"
+    s.close()
+    with pytest.raises(ConfigError, match="unsupported store URL"):
+        open_store("mysql://x")
+    with pytest.raises(StoreError, match="cannot connect"):
+        open_store("postgresql://nobody:secret@127.0.0.1:1/none")
+
+
+def test_sqlite_store_is_wal_and_plain_json(tmp_path: Path) -> None:
+    s = open_store(tmp_path)
+    assert isinstance(s, SQLiteStore)
+    assert s._one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[index]
+    s.create_run(_run())
+    s.record_evaluation(EvaluationRecord("r1", 0, "c", 0, _result(3.0), 1.0), _cand("c"))
+    raw = s._one("SELECT result FROM evaluations")[0]  # type: ignore[index]
+    assert json.loads(raw)["score"] == 3.0 and json.loads(raw)["provenance"]["sandbox_mode"] == "nsjail"
+    s.close()
+
+
+def test_password_is_redacted_in_errors() -> None:
+    with pytest.raises(StoreError) as info:
+        open_store("postgresql://user:hunter2@127.0.0.1:1/db")
+    assert "hunter2" not in str(info.value)
+
+
+# ---------------------------------------------------------------- the Run API on every backend
+@pytest.fixture(scope="module")
+def executor() -> Iterator[object]:
+    from reasearch.engine import SandboxConfig, SandboxPool
+    from reasearch.engine.executor import LocalExecutor
+
+    with SandboxPool(SandboxConfig(workers=2)) as pool, LocalExecutor(2, pool=pool) as ex:
+        yield ex
+
+
+@backends
+def test_run_api_end_to_end(store: Store, executor: object) -> None:
+    from reasearch.engine.run import Run
+    from reasearch.evaluators.testing import ToyTask, toy_candidate
+
+    run = Run.create(store, task=ToyTask(), seed=4, budget={"evaluations": 4, "tokens": 500},
+                     config={"model": "scripted"}, executor=executor)  # type: ignore[arg-type]
+    assert run.last_step() == -1 and run.best() is None
+    assert run.status().since_improvement == 0 and run.status().best_score is None
+    seed = run.task.seed_program()
+    run.log_event(0, "model_turn", {"text": "start"})
+    scores = [run.evaluate(seed, step=0, note="seed").score]
+    cid = run.add_candidate(toy_candidate([2.0] * 4), parent=None, note="by hand")
+    assert cid == run.add_candidate(toy_candidate([2.0] * 4), note="again")  # dedup by content
+    scores.append(run.evaluate(toy_candidate([2.0] * 4), step=1, parent=cid).score)
+    scores.append(run.evaluate(toy_candidate([1.0] * 4), step=2).score)  # worse
+    scores.append(run.evaluate("def run():\n    return 'x'\n", step=3).score)  # INVALID
+    refused = run.evaluate(toy_candidate([3.0] * 4), step=4)
+    run.debit("tokens", 120, step=4, note="turn")
+    assert scores == [-36.0, -4.0, -16.0, None] and refused.status is Status.REFUSED
+
+    st = run.status()
+    assert (st.best_score, st.best_candidate, st.best_step) == (-4.0, cid, 1)
+    assert st.evaluations == 5 and st.by_status == {"OK": 3, "INVALID": 1, "REFUSED": 1}
+    assert st.since_improvement == 3 and st.last_step == 4
+    assert st.used[Unit.EVALUATIONS] == 4.0 and st.left[Unit.EVALUATIONS] == 0.0
+    assert st.used[Unit.TOKENS] == 120.0 and st.left[Unit.TOKENS] == 380.0 and st.left[Unit.DOLLARS] is None
+    assert json.loads(json.dumps(st.to_dict()))["caps"] == {"evaluations": 4.0, "tokens": 500.0}
+    assert run.best() is not None and run.best()[0] == cid  # type: ignore[index]
+    assert run.candidate_source(cid) == toy_candidate([2.0] * 4)
+    assert store.get_candidate(run.id, cid).note == "by hand"  # type: ignore[union-attr]
+    with pytest.raises(StoreError, match="no candidate"):
+        run.candidate_source("0" * 64)
+
+    run.finish(final_candidate=cid, reason="budget spent")
+    again = Run.open(store, run.id[:20], executor=executor)  # type: ignore[arg-type]
+    assert again.id == run.id and again.seed == 4 and again.config == {"model": "scripted"}
+    assert again.state is RunState.FINISHED and again.task.spec.id == "toy/quadratic-d4-v1"
+    assert again.status().to_dict() == {**st.to_dict(), "state": "finished"}
+    assert [e.kind for e in again.events()] == ["model_turn"]
+    with pytest.raises(ConfigError, match="end state"):
+        again.finish(state="running")
+
+
+def test_run_builds_registered_tasks_by_id(tmp_path: Path, executor: object) -> None:
+    from reasearch.engine.run import Run
+    from reasearch.errors import UnknownTaskError
+    from reasearch.evaluators.registry import register, unregister
+    from reasearch.evaluators.testing import ToyTask
+
+    with open_store(tmp_path) as store:
+        with pytest.raises(UnknownTaskError, match="unknown task id"):
+            Run.create(store, task_id="toy/quadratic-d3-v1", task_params={"dim": 3}, budget={})
+        with pytest.raises(ConfigError, match="does not match"):
+            Run.create(store, task_id="toy/quadratic-d3-v1", task=ToyTask(), budget={})
+        register("toy/quadratic-d3-v1", "reasearch.evaluators.testing:ToyTask", kwargs={"dim": 3})
+        try:
+            run = Run.create(store, task_id="toy/quadratic-d3-v1", budget={"evaluations": 1},
+                             executor=executor)  # type: ignore[arg-type]
+            assert store.get_run(run.id).task_entry == ""  # rebuilt through the registry
+            assert run.evaluate(run.task.seed_program(), step=0).score == -27.0
+            reopened = Run.open(store, run.id, executor=executor)  # type: ignore[arg-type]
+            assert reopened.task.spec.id == "toy/quadratic-d3-v1" and reopened.task is not run.task
+            assert reopened.status().best_score == -27.0
+        finally:
+            unregister("toy/quadratic-d3-v1")
+
+
+@backends
+def test_many_processes_open_a_fresh_store_at_once(store_url: str) -> None:
+    """Schema creation is serialized: concurrent first opens all succeed, one schema version row."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from reasearch.engine.store import open_store; s = open_store(sys.argv[1]); "
+            "print(s.schema_version()); s.close()")
+    procs = [subprocess.Popen([sys.executable, "-c", code, store_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [e.decode()[-500:] for _, e in outs]
+    assert [o.decode().strip() for o, _ in outs] == [str(SCHEMA_VERSION)] * 4
+    with open_store(store_url) as s:
+        assert s._one("SELECT COUNT(*) FROM meta")[0] == 1  # type: ignore[attr-defined,index]
+
+
+def test_urls_in_messages_never_show_a_password(tmp_path: Path) -> None:
+    from reasearch.engine.store import _redact
+
+    assert _redact("postgresql://me:s3cret@db.example:5432/runs") == "postgresql://me:***@db.example:5432/runs"
+    assert _redact("postgresql://me@db:5432/runs") == "postgresql://me@db:5432/runs"
+    s = open_store(tmp_path)
+    assert s.display_url == s.url and repr(s).startswith("SQLiteStore('sqlite:///")
+    s.close()
