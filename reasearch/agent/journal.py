@@ -1,0 +1,91 @@
+"""The agent's view of a run: the Run API subset it uses, and a journal that replays recorded steps.
+
+Every step is written to the run's event log before it is acted upon. On resume the loop runs again
+from the start: where the journal holds a step, the recorded model reply or tool result is used
+instead of calling the model or the tool, so nothing is spent twice; past the last recorded step the
+loop continues live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from reasearch.evaluators.base import Task
+from reasearch.evaluators.result import EvalResult
+
+__all__ = ["Journal", "RunLike"]
+
+
+@runtime_checkable
+class RunLike(Protocol):
+    """What the agent needs of :class:`reasearch.engine.Run` (the Run API)."""
+
+    id: str
+    task_id: str
+    config: dict
+    seed: int
+
+    @property
+    def task(self) -> Task: ...
+
+    def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
+                 seed: int | None = None) -> EvalResult: ...
+
+    def add_candidate(self, source: str, *, parent: str | None = None, note: str = "") -> str: ...
+
+    def debit(self, unit: Any, amount: float, *, step: int, note: str = "") -> None: ...
+
+    def log_event(self, step: int, kind: str, payload: Mapping[str, Any]) -> None: ...
+
+    def events(self, *, kind: str | None = None) -> list[Any]: ...
+
+    def remaining(self) -> dict[Any, float | None]: ...
+
+    def best(self) -> tuple[str, EvalResult] | None: ...
+
+    def candidate_source(self, candidate_id: str) -> str: ...
+
+    def finish(self, *, state: str = "finished", final_candidate: str | None = None, reason: str = "") -> None: ...
+
+
+class Journal:
+    """Recorded events by (step, kind), read once when the agent starts; writes go to the run."""
+
+    def __init__(self, run: RunLike) -> None:
+        self.run = run
+        self._events: dict[tuple[int, str], dict[str, Any]] = {}
+        self._kinds: dict[int, list[str]] = {}
+        for e in run.events():
+            self._events[(int(e.step), str(e.kind))] = dict(e.payload)
+            self._kinds.setdefault(int(e.step), []).append(str(e.kind))
+        self.last_recorded = max(self._kinds, default=-1)
+        self._earlier = frozenset(self._kinds)
+
+    def get(self, step: int, kind: str) -> dict[str, Any] | None:
+        """The payload recorded for (step, kind), or None."""
+        return self._events.get((step, kind))
+
+    def reply_kinds(self, role: str) -> list[tuple[int, str]]:
+        """(step, kind) of every recorded model reply of ``role`` (all attempts)."""
+        return [(step, kind) for (step, kind), p in self._events.items()
+                if kind.split(".", 1)[0] in ("model_reply", "edit_reply", "summary") and p.get("role") == role]
+
+    def kinds(self, step: int) -> list[str]:
+        return self._kinds.get(step, [])
+
+    def record(self, step: int, kind: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Writes an event (idempotent per step and kind) and keeps it; returns the payload stored."""
+        known = self._events.get((step, kind))
+        if known is not None:
+            return known
+        payload = dict(payload)
+        self.run.log_event(step, kind, payload)
+        self._events[(step, kind)] = payload
+        self._kinds.setdefault(step, []).append(kind)
+        self.last_recorded = max(self.last_recorded, step)
+        return payload
+
+    def replaying(self, step: int) -> bool:
+        """True while ``step`` was recorded by an earlier session."""
+        return step in self._earlier

@@ -1,0 +1,39 @@
+"""Model clients behind one small protocol: Anthropic, OpenAI-compatible endpoints, scripted replays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reasearch.agent.models.anthropic import NO_KEY_MESSAGE, AnthropicModel
+from reasearch.agent.models.base import PRICES, Model, ModelSpec, Price, RetryPolicy, price_for
+from reasearch.agent.models.openai_compat import OpenAICompatibleModel
+from reasearch.agent.models.scripted import ScriptedModel, call, say
+
+__all__ = [
+    "NO_KEY_MESSAGE",
+    "PRICES",
+    "AnthropicModel",
+    "Model",
+    "ModelSpec",
+    "OpenAICompatibleModel",
+    "Price",
+    "RetryPolicy",
+    "ScriptedModel",
+    "build_model",
+    "call",
+    "price_for",
+    "say",
+]
+
+
+def build_model(spec: ModelSpec, **kwargs: Any) -> Model:
+    """The client a spec describes (``scripted`` loads its script file).
+
+    Raises:
+        ModelError: e.g. no API key for an Anthropic model (the message says how to set one).
+    """
+    if spec.provider == "anthropic":
+        return AnthropicModel(spec, **kwargs)
+    if spec.provider == "openai":
+        return OpenAICompatibleModel(spec, **kwargs)
+    return ScriptedModel.from_file(spec.name, price=spec.price)

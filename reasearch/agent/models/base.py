@@ -1,0 +1,139 @@
+"""The ``Model`` protocol, model specs, prices and the retry policy every client shares."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from reasearch.agent.messages import ModelReply, ModelRequest, Usage
+from reasearch.errors import ConfigError
+
+__all__ = ["PRICES", "Model", "ModelSpec", "Price", "RetryPolicy", "price_for"]
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that answers a :class:`ModelRequest` with a :class:`ModelReply`."""
+
+    @property
+    def name(self) -> str: ...
+
+    def complete(self, request: ModelRequest) -> ModelReply: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Dollars per million tokens."""
+
+    input: float
+    output: float
+    cache_write: float | None = None  # default 1.25 x input (Anthropic's 5-minute cache)
+    cache_read: float | None = None  # default 0.1 x input
+
+    def cost(self, usage: Usage) -> float:
+        cw = self.cache_write if self.cache_write is not None else 1.25 * self.input
+        cr = self.cache_read if self.cache_read is not None else 0.1 * self.input
+        return (usage.input_tokens * self.input + usage.output_tokens * self.output
+                + usage.cache_write_tokens * cw + usage.cache_read_tokens * cr) / 1e6
+
+
+# Public list prices (USD per million tokens), matched by the longest prefix of the model name.
+PRICES: dict[str, Price] = {
+    "claude-opus-4-5": Price(5.0, 25.0),
+    "claude-opus-4-1": Price(15.0, 75.0),
+    "claude-opus-4": Price(15.0, 75.0),
+    "claude-sonnet-4": Price(3.0, 15.0),
+    "claude-3-7-sonnet": Price(3.0, 15.0),
+    "claude-3-5-sonnet": Price(3.0, 15.0),
+    "claude-haiku-4-5": Price(1.0, 5.0),
+    "claude-3-5-haiku": Price(0.8, 4.0),
+    "claude-3-haiku": Price(0.25, 1.25),
+}
+
+
+def price_for(model: str) -> Price | None:
+    """The list price of ``model`` (longest matching prefix), or None when unknown."""
+    best = max((p for p in PRICES if model.startswith(p)), key=len, default=None)
+    return PRICES[best] if best else None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """How to build one model client; stored in the run's config (provenance) and used on resume.
+
+    Attributes:
+        provider: ``anthropic``, ``openai`` (any OpenAI-compatible endpoint) or ``scripted``.
+        name: the model name sent to the provider (for ``scripted``: the script file, or empty).
+        base_url: endpoint override (required for ``openai``; optional for ``anthropic``).
+        max_tokens: output token limit of one reply.
+        temperature: sampling temperature (None: the provider's default).
+        price_in: dollars per million input tokens (overrides the built-in table).
+        price_out: dollars per million output tokens.
+        api_key_env: environment variable holding the key.
+    """
+
+    provider: str = "anthropic"
+    name: str = "claude-sonnet-4-6"
+    base_url: str | None = None
+    max_tokens: int = 8192
+    temperature: float | None = None
+    price_in: float | None = None
+    price_out: float | None = None
+    api_key_env: str = ""
+
+    def __post_init__(self) -> None:
+        if self.provider not in ("anthropic", "openai", "scripted"):
+            raise ConfigError(f"model provider must be anthropic, openai or scripted, not {self.provider!r}")
+        if self.provider == "openai" and not self.base_url:
+            raise ConfigError("an openai-compatible model needs a base URL, e.g. --base-url http://127.0.0.1:11434/v1")
+        if self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be >= 1, not {self.max_tokens}")
+        if (self.price_in is None) != (self.price_out is None):
+            raise ConfigError("give both price_in and price_out, or neither")
+
+    @property
+    def price(self) -> Price | None:
+        if self.price_in is not None and self.price_out is not None:
+            return Price(self.price_in, self.price_out)
+        return price_for(self.name) if self.provider == "anthropic" else None
+
+    @classmethod
+    def parse(cls, text: str, **overrides: Any) -> ModelSpec:
+        """``"claude-sonnet-4-6"``, ``"anthropic/NAME"``, ``"openai/NAME"`` or ``"scripted/FILE"``."""
+        provider, sep, name = text.partition("/")
+        if not sep or provider not in ("anthropic", "openai", "scripted"):
+            provider, name = "anthropic", text
+        return cls(provider=provider, name=name, **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelSpec:
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown model spec keys {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with jitter for overload and rate-limit answers (never for bad requests)."""
+
+    max_attempts: int = 6
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` (``retry-after`` wins when the server gives one)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_delay_s)
+        base = min(self.base_delay_s * 2 ** attempt, self.max_delay_s)
+        return base * (0.5 + random.random() / 2)
+
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})

@@ -1,0 +1,148 @@
+"""``OpenAICompatibleModel``: any ``/v1/chat/completions`` endpoint (vLLM, Ollama, llama.cpp, ...).
+
+Plain ``urllib`` (no extra dependency). Messages are translated from the internal Anthropic shape:
+``tool_use`` blocks become ``tool_calls`` and ``tool_result`` blocks become ``role: tool`` messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.agent.models.base import RETRY_STATUS, ModelSpec, RetryPolicy
+from reasearch.errors import ModelError
+
+__all__ = ["OpenAICompatibleModel", "to_openai_messages"]
+
+_FINISH = {"stop": StopReason.END_TURN, "tool_calls": StopReason.TOOL_USE, "function_call": StopReason.TOOL_USE,
+           "length": StopReason.MAX_TOKENS, "content_filter": StopReason.REFUSAL}
+
+
+def to_openai_messages(system: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Internal (Anthropic-shaped) conversation -> OpenAI chat messages."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, str):
+            out.append({"role": m["role"], "content": content})
+            continue
+        texts = [b["text"] for b in content if b.get("type") == "text"]
+        if m["role"] == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+            calls = [{"id": b["id"], "type": "function",
+                      "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}}
+                     for b in content if b.get("type") == "tool_use"]
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+            continue
+        for b in content:  # tool results first (they answer the previous assistant message)
+            if b.get("type") == "tool_result":
+                text = b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
+                out.append({"role": "tool", "tool_call_id": b["tool_use_id"],
+                            "content": ("ERROR: " + text) if b.get("is_error") else text})
+        if texts:
+            out.append({"role": "user", "content": "\n".join(texts)})
+    return out
+
+
+def _seconds(value: str | None) -> float | None:
+    """A ``retry-after`` header in seconds (None when absent or an HTTP date)."""
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class OpenAICompatibleModel:
+    """A model served behind an OpenAI-compatible chat completions endpoint.
+
+    Args:
+        spec: ``base_url`` (e.g. ``http://127.0.0.1:8000/v1``), model name, token limit, optional prices.
+        api_key: bearer token; default ``$OPENAI_API_KEY`` (or ``spec.api_key_env``); local servers need none.
+        retry: backoff for 429/5xx answers and refused connections.
+        timeout_s: HTTP timeout of one call.
+    """
+
+    def __init__(self, spec: ModelSpec, *, api_key: str | None = None, retry: RetryPolicy | None = None,
+                 timeout_s: float = 600.0) -> None:
+        if not spec.base_url:
+            raise ModelError("an OpenAI-compatible model needs --base-url, e.g. http://127.0.0.1:11434/v1")
+        self.spec = spec
+        self._url = spec.base_url.rstrip("/") + "/chat/completions"
+        self._key = api_key or os.environ.get(spec.api_key_env or "OPENAI_API_KEY", "")
+        self.retry = retry or RetryPolicy()
+        self._timeout = timeout_s
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.spec.name,
+            "messages": to_openai_messages(request.system, request.messages),
+            "max_tokens": request.max_tokens or self.spec.max_tokens,
+        }
+        if request.tools:
+            body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                               "parameters": dict(t.input_schema)}}
+                             for t in request.tools]
+        temperature = request.temperature if request.temperature is not None else self.spec.temperature
+        if temperature is not None:
+            body["temperature"] = temperature
+        return body
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        """One reply; retries overload and rate limits; raises ModelError on anything else."""
+        data = json.dumps(self._body(request)).encode()
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        for attempt in range(self.retry.max_attempts):
+            req = urllib.request.Request(self._url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=self._timeout) as resp:
+                    return self._reply(json.loads(resp.read()))
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:500].decode(errors="replace")
+                if exc.code not in RETRY_STATUS or attempt + 1 == self.retry.max_attempts:
+                    raise ModelError(f"{self._url} answered HTTP {exc.code}: {detail}") from exc
+                self.retry.sleep(self.retry.delay(attempt, _seconds(exc.headers.get("retry-after") if exc.headers else None)))
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                if attempt + 1 == self.retry.max_attempts:
+                    raise ModelError(f"cannot reach {self._url}: {exc}") from exc
+                self.retry.sleep(self.retry.delay(attempt))
+        raise ModelError("unreachable")
+
+    def _reply(self, payload: Mapping[str, Any]) -> ModelReply:
+        try:
+            choice = payload["choices"][0]
+            msg = choice["message"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ModelError(f"{self._url} sent no choices: {str(payload)[:300]}") from exc
+        blocks: list[dict[str, Any]] = []
+        if msg.get("content"):
+            blocks.append({"type": "text", "text": msg["content"]})
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except json.JSONDecodeError:
+                # Arguments cut off or malformed: kept as one string so validation reports it to the model.
+                args = {"__unparsed_arguments__": fn.get("arguments")}
+            blocks.append({"type": "tool_use", "id": call.get("id") or f"call_{len(blocks)}",
+                           "name": fn.get("name", ""), "input": args if isinstance(args, dict) else {"value": args}})
+        u = payload.get("usage") or {}
+        usage = Usage(input_tokens=int(u.get("prompt_tokens", 0) or 0), output_tokens=int(u.get("completion_tokens", 0) or 0))
+        price = self.spec.price
+        stop = _FINISH.get(choice.get("finish_reason") or "", StopReason.OTHER)
+        if stop is StopReason.END_TURN and any(b["type"] == "tool_use" for b in blocks):
+            stop = StopReason.TOOL_USE
+        return ModelReply(tuple(blocks), stop, usage, price.cost(usage) if price else 0.0,
+                          str(payload.get("model") or self.spec.name))

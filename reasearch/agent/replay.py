@@ -1,0 +1,124 @@
+"""``replay_run``: re-runs a run's recorded model replies through the current harness and reports
+where tool results or scores diverge (a regression check of the harness, the tools and the tasks)."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reasearch.agent.config import ROLES, AgentConfig
+from reasearch.agent.loop import Agent
+from reasearch.agent.messages import ModelReply
+from reasearch.agent.models.scripted import ScriptedModel
+from reasearch.engine import Run, Store, open_store
+from reasearch.errors import ModelError
+
+__all__ = ["Divergence", "ReplayReport", "recorded_replies", "replay_run"]
+
+_REPLY_KINDS = ("model_reply", "edit_reply", "summary")
+# Wall times and active time in tool results differ from run to run; they are masked before comparing.
+_TIMING = re.compile(r"\d+\.\d+ s\b|active time [^)]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """One step where the replay differs from the record."""
+
+    step: int
+    what: str  # e.g. "tool_result evaluate", "missing step", "final"
+    recorded: str
+    replayed: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    """Result of a replay: what was compared, and every divergence."""
+
+    run_id: str
+    replay_run_id: str
+    replay_dir: str
+    steps_compared: int
+    tool_results_compared: int
+    evaluations_compared: int
+    divergences: tuple[Divergence, ...] = field(default_factory=tuple)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.divergences and not self.error
+
+
+def _is_reply_kind(kind: str) -> bool:
+    return kind.split(".", 1)[0] in _REPLY_KINDS
+
+
+def recorded_replies(events: list[Any]) -> dict[str, list[ModelReply]]:
+    """The recorded replies of each role, in the order they were received (attempts included)."""
+    rows = []
+    for e in events:
+        if _is_reply_kind(e.kind):
+            p = e.payload
+            rows.append((int(e.step), int(p.get("attempt", 0)), p["role"], ModelReply.from_dict(p["reply"])))
+    out: dict[str, list[ModelReply]] = {role: [] for role in ROLES}
+    for _, _, role, reply in sorted(rows, key=lambda r: (r[0], r[1])):
+        out.setdefault(role, []).append(reply)
+    return out
+
+
+def _norm_result(payload: Mapping[str, Any]) -> str:
+    data = payload.get("data") or {}
+    if "evaluation" in data:
+        ev = data["evaluation"]
+        return f"{ev['status']} score={ev['score']!r} candidate={ev['candidate'][:12]}"
+    return f"{'error' if payload.get('is_error') else 'ok'}: {_TIMING.sub('<time>', str(payload.get('text', '')))}"
+
+
+def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None = None,
+               replay_dir: str | Path | None = None, executor: Any = None, exec_fn: Any = None) -> ReplayReport:
+    """Replays run ``run_id`` into a fresh run (in ``replay_dir``, default a temporary directory).
+
+    The recorded model replies are served by a :class:`ScriptedModel` per role; tools and evaluations
+    run live. Every recorded tool result is compared with the replayed one (evaluations by status,
+    score and candidate; other tools by text, timings masked), and the final choice is compared too.
+    """
+    store = store or open_store(run_dir)
+    original = Run.open(store, run_id)
+    events = original.events()
+    config = AgentConfig.from_dict(dict(original.config.get("agent") or {}))
+    start = next((e.payload for e in events if e.kind == "start"), {})
+    models = {role: ScriptedModel(replies, name=f"replay:{role}") for role, replies in recorded_replies(events).items()}
+    out_dir = Path(replay_dir) if replay_dir else Path(tempfile.mkdtemp(prefix=f"replay-{original.id[:12]}-"))
+    replay_store = open_store(out_dir)
+    twin = Run.create(replay_store, task=original.task, seed=original.seed, budget=original.budget,
+                      config={**original.config, "replay_of": original.id}, executor=executor)
+    agent = Agent(twin, out_dir / twin.id, config=config, models=models, lessons=start.get("lessons_text"),
+                  exec_fn=exec_fn)
+    error = ""
+    try:
+        agent.optimize()
+    except ModelError as exc:  # the replay asked for more replies than were recorded: it went another way
+        error = f"the replay diverged and asked the model for more than the record holds: {exc}"
+    replayed = {(e.step, e.kind): e.payload for e in twin.events()}
+    divergences: list[Divergence] = []
+    tools = evals = 0
+    for e in events:
+        if e.kind in ("tool_result", "final") or _is_reply_kind(e.kind):
+            other = replayed.get((e.step, e.kind))
+            if other is None:
+                divergences.append(Divergence(e.step, f"missing {e.kind}", e.kind, "(not reached)"))
+                continue
+            if e.kind == "tool_result":
+                tools += 1
+                evals += "evaluation" in (e.payload.get("data") or {})
+                a, b = _norm_result(e.payload), _norm_result(other)
+                if a != b:
+                    divergences.append(Divergence(e.step, f"tool_result {e.payload.get('name')}", a[:500], b[:500]))
+            elif e.kind == "final" and (e.payload.get("candidate"), e.payload.get("score")) != (other.get("candidate"), other.get("score")):
+                divergences.append(Divergence(e.step, "final", f"{e.payload.get('candidate')} {e.payload.get('score')}",
+                                              f"{other.get('candidate')} {other.get('score')}"))
+    return ReplayReport(original.id, twin.id, str(out_dir), len({e.step for e in events}), tools, evals,
+                        tuple(divergences), error)

@@ -1,0 +1,170 @@
+"""Tools of program evolution (``get_current_code``, ``edit_code``, ``evaluate``) and of control
+(``get_status``, ``compact``, ``finish``), bound to a running agent."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from reasearch.agent.messages import ModelRequest
+from reasearch.agent.prompts import EDITOR_SYSTEM, editor_request
+from reasearch.agent.snapshot import EvalRecord, fmt_score
+from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
+
+if TYPE_CHECKING:
+    from reasearch.agent.loop import Agent
+
+__all__ = ["CANDIDATE_FILE", "ControlTools", "ProgramTools", "extract_code"]
+
+CANDIDATE_FILE = "candidate.py"
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:\n```|\Z)", re.DOTALL)
+
+
+def extract_code(text: str) -> str | None:
+    """The longest fenced code block of a reply (None when there is none)."""
+    blocks = _FENCE.findall(text)
+    return max(blocks, key=len).rstrip() + "\n" if blocks else None
+
+
+def _diff(old: str, new: str, limit: int = 4000) -> tuple[str, int]:
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=1))
+    changed = sum(1 for ln in lines if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
+    text = "\n".join(lines)
+    return (text if len(text) <= limit else text[:limit] + "\n[diff cut]"), changed
+
+
+class ProgramTools:
+    """Read, rewrite and evaluate the candidate program (``candidate.py`` in the workspace)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    @tool
+    def get_current_code(self) -> str:
+        """Returns the current candidate program (the content of candidate.py)."""
+        return self.agent.workspace.read_text(CANDIDATE_FILE)
+
+    @tool
+    def edit_code(self, instruction: str) -> ToolOutput:
+        """Has the editor model rewrite the whole of candidate.py following an instruction.
+
+        Costs model tokens, never evaluation budget. Returns the diff; evaluate() to score the result.
+
+        Args:
+            instruction: what to change and how, precisely (the editor sees the task and the current code).
+        """
+        if not instruction.strip():
+            raise ToolError("give an instruction: what to change and how")
+        agent = self.agent
+        old = agent.workspace.read_text(CANDIDATE_FILE)
+        request = ModelRequest(EDITOR_SYSTEM, [{"role": "user", "content": [
+            {"type": "text", "text": editor_request(agent.task.describe(), old, instruction)}]}])
+        reply = agent.complete("editor", request, kind="edit_reply")
+        code = extract_code(reply.text)
+        if code is None:
+            raise ToolError("the editor answered without a ```python block; candidate.py is unchanged. "
+                            "Rephrase the instruction, or write the file yourself with write_file")
+        agent.workspace.write_text(CANDIDATE_FILE, code)
+        diff, changed = _diff(old, code)
+        try:
+            compile(code, CANDIDATE_FILE, "exec")
+            syntax = ""
+        except SyntaxError as exc:
+            syntax = f"\nWARNING: the new code has a syntax error (line {exc.lineno}: {exc.msg})."
+        text = f"candidate.py rewritten: {changed} lines changed.{syntax}\n{diff or '(no change)'}"
+        return ToolOutput(text, {"edit": {"lines_changed": changed, "tokens": reply.usage.total}})
+
+    @tool
+    def evaluate(self, code: str | None = None) -> ToolOutput:
+        """Scores a program on the trusted evaluator (one unit of evaluation budget; repeats are free).
+
+        Args:
+            code: the program to evaluate; it also becomes candidate.py. Default: the current candidate.py.
+        """
+        agent = self.agent
+        if code is not None:
+            agent.workspace.write_text(CANDIDATE_FILE, code)
+        source = code if code is not None else agent.workspace.read_text(CANDIDATE_FILE)
+        spec = agent.task.spec
+        before = agent.best_record()
+        cid = agent.run.add_candidate(source, parent=agent.parent, note=f"step {agent.step}")
+        result = agent.run.evaluate(source, step=agent.step, parent=agent.parent, note=f"step {agent.step}")
+        rec = EvalRecord(agent.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
+        lines = [f"evaluation at step {rec.step}: candidate {cid[:12]}", f"status: {rec.status}"]
+        if rec.score is not None:
+            norm = f" (normalized {rec.normalized_score:.6f})" if rec.normalized_score is not None else ""
+            lines.append(f"score: {fmt_score(rec.score)}{norm}" + (" [cached: cost nothing]" if rec.cached else ""))
+            if before is None or spec.is_better(rec.score, before.score):
+                lines.append("NEW BEST" + (f" (previous {fmt_score(before.score)})" if before else ""))
+            else:
+                lines.append(f"not better than the best {fmt_score(before.score)} (candidate {before.candidate[:12]})")
+        metrics = {k: v for k, v in dict(result.metrics).items() if isinstance(v, (int, float, str, bool)) or v is None}
+        if metrics:
+            lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:20]))
+        if result.feedback:
+            lines.append("feedback:\n" + result.feedback[-6000:])
+        return ToolOutput("\n".join(lines), {"evaluation": rec.to_dict()})
+
+
+class ControlTools:
+    """Status, compaction and the final choice."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    @tool
+    def get_status(self) -> str:
+        """Returns the run's status: budget left, best candidates, evaluations by status."""
+        agent = self.agent
+        history = agent.history
+        counts = Counter(r.status for r in history)
+        ok = sorted((r for r in history if r.score is not None), key=lambda r: float(r.score or 0.0),
+                    reverse=agent.task.spec.direction == "maximize")
+        seen: set[str] = set()
+        top = []
+        for r in ok:
+            if r.candidate not in seen:
+                seen.add(r.candidate)
+                top.append(f"  {r.candidate[:12]}  {fmt_score(r.score)}  (step {r.step})")
+        lines = [agent.snapshot_text(include_lessons=False),
+                 "Evaluations by status: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"),
+                 "Best distinct candidates:", *(top[:10] or ["  none yet"])]
+        return "\n".join(lines)
+
+    @tool
+    def compact(self) -> ToolOutput:
+        """Saves the transcript and restarts the context from a summary, the state snapshot and lessons.md.
+
+        Update lessons.md first: it is what survives.
+        """
+        return ToolOutput("the context will be compacted before your next turn", {"compact": True})
+
+    @tool
+    def finish(self, reason: str, candidate_id: str | None = None) -> ToolOutput:
+        """Ends the run with the candidate you choose as the final answer.
+
+        Args:
+            reason: why this candidate, with the whole history in view (recorded in the run).
+            candidate_id: id (or a unique prefix of 6+ characters) of an evaluated candidate that scored OK.
+                Default: the best-scoring one.
+        """
+        agent = self.agent
+        ok = [r for r in agent.history if r.status == "OK" and r.score is not None]
+        if not ok:
+            raise ToolError("no candidate has scored OK yet: evaluate one before finishing")
+        if candidate_id is None:
+            rec = agent.best_record()
+        else:
+            if len(candidate_id) < 6:
+                raise ToolError("give at least 6 characters of the candidate id")
+            matches = {r.candidate for r in ok if r.candidate.startswith(candidate_id)}
+            if len(matches) != 1:
+                known = ", ".join(sorted({r.candidate[:12] for r in ok}))
+                raise ToolError(f"{candidate_id!r} matches {len(matches)} OK candidates; OK candidates: {known}")
+            cid = matches.pop()
+            rec = next(r for r in reversed(ok) if r.candidate == cid)
+        assert rec is not None
+        final: dict[str, Any] = {"candidate": rec.candidate, "reason": reason, "score": rec.score, "step": rec.step}
+        return ToolOutput(f"final candidate {rec.candidate[:12]} (score {fmt_score(rec.score)}); the run ends", {"final": final})

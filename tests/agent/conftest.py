@@ -1,0 +1,33 @@
+"""Shared helpers of the agent tests: a toy task evaluated statically (no code runs), scripted models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reasearch.agent import Agent, AgentConfig, ModelSpec
+from reasearch.agent.testing import MemoryRun, ScriptedModel, StaticRunner
+from reasearch.engine import Budget
+from reasearch.evaluators.testing import ToyTask
+
+
+@pytest.fixture()
+def make_agent(tmp_path: Path) -> Callable[..., tuple[Agent, MemoryRun]]:
+    """Builds an agent on a MemoryRun of a 2-d ToyTask (optimum: [3, 3], score 0)."""
+
+    def build(script: list[Any], *, budget: Mapping[str, float] | None = None, run: MemoryRun | None = None,
+              editor: list[Any] | None = None, summarizer: list[Any] | None = None, exec_fn: Any = None,
+              lessons: str | None = None, root: str = "run", **config: Any) -> tuple[Agent, MemoryRun]:
+        if run is None:
+            run = MemoryRun(ToyTask(dim=2), Budget.from_dict(dict(budget or {"evaluations": 10})), executor=StaticRunner())
+        cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="unused")}, **config)
+        models = {"agent": ScriptedModel(script, name="agent-model")}
+        models["editor"] = ScriptedModel(editor or [], name="editor-model")
+        models["summarizer"] = ScriptedModel(summarizer or [], name="summary-model")
+        agent = Agent(run, tmp_path / root, config=cfg, models=models, exec_fn=exec_fn, lessons=lessons)
+        return agent, run
+
+    return build
