@@ -18,6 +18,8 @@ _COMMAND_MODULES = (
     "reasearch._cli.sandbox",
     "reasearch._cli.tasks",
     "reasearch._cli.bench",
+    "reasearch._cli.runs",
+    "reasearch._cli.agent",
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -14,6 +14,12 @@ __all__ = ["BenchRow", "SECTIONS", "time_calls"]
 
 SECTIONS: tuple[str, ...] = (
     "reasearch._bench.sandbox",
+    "reasearch._bench.geometry",
+    "reasearch._bench.txn",
+    "reasearch._bench.eplb",
+    "reasearch._bench.arc",
+    "reasearch._bench.store",
+    "reasearch._bench.agent",
 )
 
 

@@ -6,6 +6,11 @@ import importlib
 
 # One line per task module; each defines register_all() which calls registry.register(...).
 _TASK_MODULES = (
+    "reasearch.evaluators.arc_agi_2",
+    "reasearch.evaluators.circle_packing",
+    "reasearch.evaluators.eplb",
+    "reasearch.evaluators.heilbronn",
+    "reasearch.evaluators.txn_scheduling",
 )
 
 for _name in _TASK_MODULES:
