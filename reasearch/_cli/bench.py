@@ -32,6 +32,8 @@ def _fmt(x: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     console = Console(stderr=False)
+    if not console.is_terminal:  # a log or pipe: do not fold the table into an 80-column strip
+        console = Console(stderr=False, width=180)
     wanted = [s for s in SECTIONS if not args.section or s.rsplit(".", 1)[1] in args.section]
     if args.section and not wanted:
         from reasearch.errors import ConfigError
