@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from reasearch.evaluators.base import Task
+from reasearch.evaluators._geometry_task import GeometryTask
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import ViolationKind, packing_violation
@@ -71,7 +69,7 @@ def _parse(data: Any, n: int) -> tuple[np.ndarray, np.ndarray] | str:
     return arrays[0], arrays[1]
 
 
-class CirclePackingTask(Task):
+class CirclePackingTask(GeometryTask):
     """Pack ``n`` disjoint circles into the unit square, maximizing the sum of their radii.
 
     Validity has no tolerance: every radius finite and ``>= 0``, ``r_i <= x_i``, ``r_i <= y_i``,
@@ -135,16 +133,6 @@ class CirclePackingTask(Task):
             f"Limits: {self.time_limit_s:g} s wall time, {self.memory_mb} MB memory; NumPy, SciPy and "
             "numba are available, no network."
         )
-
-    def evaluator_hash(self) -> str:
-        """The base hash (task and harness modules) extended with the geometry kernels' sources."""
-        from reasearch.native.geometry import kernel_source_hash
-
-        return hashlib.sha256((super().evaluator_hash() + kernel_source_hash()).encode()).hexdigest()[:16]
-
-    def seed_program(self) -> str:
-        text = resources.files(__package__).joinpath("seed.py.txt").read_text(encoding="utf-8")
-        return text.replace("__N__", str(int(self.n)))
 
     def render_png(self, result: EvalResult | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
         """Draws the solution of an OK result (or raw answer data) to a PNG (see :func:`render_packing`)."""

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from reasearch.evaluators.base import Task
+from reasearch.evaluators._geometry_task import GeometryTask
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import min_triangle_area, smallest_triangles
@@ -63,7 +61,7 @@ def _parse(data: Any, n: int) -> np.ndarray | str:
     return np.ascontiguousarray(raw, dtype=np.float64)
 
 
-class HeilbronnTask(Task):
+class HeilbronnTask(GeometryTask):
     """Place ``n`` points in the unit square so that the smallest triangle they form is as large as possible.
 
     Valid iff every coordinate is finite and inside [0, 1] with no tolerance. The score is the minimum
@@ -123,16 +121,6 @@ class HeilbronnTask(Task):
             f"Limits: {self.time_limit_s:g} s wall time, {self.memory_mb} MB memory; NumPy, SciPy and "
             "numba are available, no network."
         )
-
-    def evaluator_hash(self) -> str:
-        """The base hash (task and harness modules) extended with the geometry kernels' sources."""
-        from reasearch.native.geometry import kernel_source_hash
-
-        return hashlib.sha256((super().evaluator_hash() + kernel_source_hash()).encode()).hexdigest()[:16]
-
-    def seed_program(self) -> str:
-        text = resources.files(__package__).joinpath("seed.py.txt").read_text(encoding="utf-8")
-        return text.replace("__N__", str(int(self.n)))
 
     def render_png(self, result: EvalResult | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
         """Draws the solution of an OK result (or raw answer data) to a PNG (see :func:`render_points`)."""
