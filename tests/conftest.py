@@ -33,21 +33,19 @@ def shared_data() -> Path:
 
 def _children() -> list[tuple[int, str, str]]:
     """(pid, state, command line) of every direct child of this process."""
+    from reasearch.engine._procs import process_table
+
     me = os.getpid()
     out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+    for pid, (ppid, _sid, _uid, state) in process_table().items():
+        if ppid != me:
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if int(fields[1]) == me:
-            out.append((int(name), fields[0].decode(), cmd))
+            cmd = "?"
+        out.append((pid, state, cmd))
     return out
 
 

@@ -22,19 +22,10 @@ def children() -> dict[int, str]:
     """pid -> state of every direct child of this process."""
     import os
 
-    me, out = os.getpid(), {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if int(fields[1]) == me:
-            out[int(name)] = fields[0].decode()
-    return out
+    from reasearch.engine._procs import process_table
+
+    me = os.getpid()
+    return {pid: row[3] for pid, row in process_table().items() if row[0] == me}
 
 
 def reap_orphans(known: set[int], timeout_s: float = 15.0) -> None:
