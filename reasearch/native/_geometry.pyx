@@ -1,5 +1,5 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False, nonecheck=False
-# distutils: extra_compile_args = -ffp-contract=off
+# distutils: extra_compile_args = -ffp-contract=off -O3
 """Compiled geometry kernels used by the trusted scorers (no JIT start-up in the engine's process).
 
 The arithmetic is written in exactly the order of the plain-Python twins in
@@ -8,6 +8,7 @@ bit-identical to them; the property tests hold them equal.
 """
 
 from libc.math cimport sqrt, fabs, isfinite, INFINITY
+from libc.stdlib cimport malloc, free
 
 # Violation kinds, mirrored by reasearch.native.geometry.ViolationKind.
 cdef enum:
@@ -46,25 +47,73 @@ def min_triangle(const double[:, ::1] p):
     return best, bi, bj, bk
 
 
+cdef inline double _min_of(const double* a, Py_ssize_t m, double best) noexcept nogil:
+    """min(best, a[0..m)) ignoring NaN, as ``a < best`` does; four accumulators for the pipeline."""
+    cdef Py_ssize_t k = 0
+    cdef double b0 = best, b1 = best, b2 = best, b3 = best
+    while k + 3 < m:
+        b0 = a[k] if a[k] < b0 else b0
+        b1 = a[k + 1] if a[k + 1] < b1 else b1
+        b2 = a[k + 2] if a[k + 2] < b2 else b2
+        b3 = a[k + 3] if a[k + 3] < b3 else b3
+        k += 4
+    while k < m:
+        b0 = a[k] if a[k] < b0 else b0
+        k += 1
+    b0 = b1 if b1 < b0 else b0
+    b2 = b3 if b3 < b2 else b2
+    return b2 if b2 < b0 else b0
+
+
 def min_triangle_area(const double[:, ::1] p):
-    """The smallest triangle area over all triples (inf when n < 3)."""
+    """The smallest triangle area over all triples (inf when n < 3).
+
+    For n >= 32 the innermost loop writes the areas of one (i, j) row into a buffer (a loop the
+    compiler vectorises) and takes their minimum with four accumulators: the same expression in the
+    same order per triangle, and min ignores order, so the result is bit-identical to the twins.
+    """
     cdef Py_ssize_t n = p.shape[0]
     cdef Py_ssize_t i, j, k
-    cdef double best = INFINITY, a, x1, y1, x2, y2, x3, y3
+    cdef double best = INFINITY, a, x1, y1, x2, y2, x3, y3, d12
+    cdef double *xs
+    cdef double *ys
+    cdef double *buf
     if p.shape[1] != 2:
         raise ValueError(f"expected an (n, 2) array of points, got {p.shape[1]} columns")
+    if n < 32:  # small n: the plain triple loop beats the buffer's set-up
+        for i in range(n):
+            x1 = p[i, 0]
+            y1 = p[i, 1]
+            for j in range(i + 1, n):
+                x2 = p[j, 0]
+                y2 = p[j, 1]
+                for k in range(j + 1, n):
+                    x3 = p[k, 0]
+                    y3 = p[k, 1]
+                    a = fabs(x1 * (y2 - y3) + x2 * (y3 - y1) + x3 * (y1 - y2)) * 0.5
+                    if a < best:
+                        best = a
+        return best
+    xs = <double*>malloc(3 * n * sizeof(double))
+    if xs == NULL:
+        raise MemoryError()
+    ys = xs + n
+    buf = xs + 2 * n
     for i in range(n):
-        x1 = p[i, 0]
-        y1 = p[i, 1]
-        for j in range(i + 1, n):
-            x2 = p[j, 0]
-            y2 = p[j, 1]
-            for k in range(j + 1, n):
-                x3 = p[k, 0]
-                y3 = p[k, 1]
-                a = fabs(x1 * (y2 - y3) + x2 * (y3 - y1) + x3 * (y1 - y2)) * 0.5
-                if a < best:
-                    best = a
+        xs[i] = p[i, 0]
+        ys[i] = p[i, 1]
+    with nogil:
+        for i in range(n):
+            x1 = xs[i]
+            y1 = ys[i]
+            for j in range(i + 1, n):
+                x2 = xs[j]
+                y2 = ys[j]
+                d12 = y1 - y2
+                for k in range(j + 1, n):
+                    buf[k] = fabs(x1 * (y2 - ys[k]) + x2 * (ys[k] - y1) + xs[k] * d12) * 0.5
+                best = _min_of(buf + j + 1, n - j - 1, best)
+    free(xs)
     return best
 
 

@@ -90,9 +90,22 @@ def test_numpy_reference_and_smallest_triangles_agree(p: np.ndarray) -> None:
     assert len(tris) == min(4, math.comb(p.shape[0], 3))
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(32, 44).flatmap(
+    lambda n: st.lists(st.tuples(wild, wild), min_size=n, max_size=n).map(
+        lambda xs: np.array(xs, dtype=np.float64).reshape(-1, 2))))
+def test_buffered_min_area_path_matches_twins(p: np.ndarray) -> None:
+    """n >= 32 takes the Cython kernel's buffered, four-accumulator path: still bit-identical."""
+    expected = g.min_triangle_py(p)[0]
+    got = g.min_triangle_area(p)
+    assert got == expected or (math.isnan(got) and math.isnan(expected))
+    assert g.min_triangle_area_numba(p) == expected or math.isnan(expected)
+
+
 def test_large_n_matches_python() -> None:
     p = np.random.default_rng(0).uniform(size=(60, 2))
     assert g.min_triangle(p) == g.min_triangle_py(p) == g.min_triangle_numba(p)
+    assert g.min_triangle_area(p) == g.min_triangle_py(p)[0]
 
 
 # ------------------------------------------------------------------------------ packing validity
