@@ -84,6 +84,8 @@ class CirclePackingTask(GeometryTask):
         memory_mb: address-space limit of one evaluation.
     """
 
+    seed_package = __package__
+
     harness = "reasearch.evaluators.circle_packing.harness:run_candidate"
 
     def __init__(self, n: int = 26, *, time_limit_s: float = 60.0, memory_mb: int = 2048) -> None:

@@ -75,6 +75,8 @@ class HeilbronnTask(GeometryTask):
         memory_mb: address-space limit of one evaluation.
     """
 
+    seed_package = __package__
+
     harness = "reasearch.evaluators.heilbronn.harness:run_candidate"
 
     def __init__(self, n: int = 12, *, time_limit_s: float = 60.0, memory_mb: int = 2048) -> None:
