@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _fmt(x: float | None) -> str:
     if x is None:
         return ""
+    if x != x:  # NaN: not measured (the row's note says why)
+        return "-"
     return f"{x:.4g}"
 
 
@@ -54,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
         ref = f"{r.reference} {_fmt(r.reference_value)}".strip()
         table.add_row(r.section, r.name, _fmt(r.value), r.unit, ref, _fmt(r.ratio), r.goal, met)
     console.print(table)
+    for r in rows:
+        if r.note:
+            console.print(f"[dim]{r.section} / {r.name}: {r.note}[/dim]")
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in rows], indent=2))
         console.print(f"wrote {len(rows)} figures to {args.json}")
