@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator
 
-import pytest
 
-from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.engine.cache import cache_key
 from reasearch.engine.executor import LocalExecutor
 from reasearch.engine.ledger import Unit
 from reasearch.engine.run import Run
-from reasearch.engine.store import Store, open_store
+from reasearch.engine.store import Store
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 
 GOOD = toy_candidate([1.0, 2.0, 3.0, 4.0])  # score -(4 + 1 + 0 + 1) = -6
-
-
-@pytest.fixture(scope="module")
-def executor() -> Iterator[LocalExecutor]:
-    with SandboxPool(SandboxConfig(workers=2)) as pool, LocalExecutor(2, pool=pool) as ex:
-        yield ex
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with open_store(tmp_path) as s:
-        yield s
 
 
 def test_cache_key_covers_task_params_candidate_and_seed() -> None:

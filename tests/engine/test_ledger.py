@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.engine.executor import EvalRequest, Executor, LocalExecutor
 from reasearch.engine.ledger import Budget, Unit, refusal_message
 from reasearch.engine.run import Run
@@ -19,18 +16,6 @@ from reasearch.engine.store import Store, open_store
 from reasearch.errors import ConfigError, SandboxError
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
-
-
-@pytest.fixture(scope="module")
-def executor() -> Iterator[LocalExecutor]:
-    with SandboxPool(SandboxConfig(workers=2)) as pool, LocalExecutor(2, pool=pool) as ex:
-        yield ex
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with open_store(tmp_path) as s:
-        yield s
 
 
 def test_budget_parsing_and_arithmetic() -> None:

@@ -16,7 +16,6 @@ from typing import Iterator
 
 import pytest
 
-from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.engine._procs import descendants_of
 from reasearch.engine.executor import LocalExecutor
 from reasearch.engine.ledger import Unit
@@ -104,12 +103,6 @@ def _kill_9_tree(proc: subprocess.Popen[bytes]) -> None:
                     pending.discard(pid)
         time.sleep(0.01)
     assert not pending, f"processes of the killed driver still alive: {sorted(pending)}"
-
-
-@pytest.fixture(scope="module")
-def executor() -> Iterator[LocalExecutor]:
-    with SandboxPool(SandboxConfig(workers=2)) as pool, LocalExecutor(2, pool=pool) as ex:
-        yield ex
 
 
 def test_kill_9_at_several_points_then_resume(tmp_path: Path, store_url: str, executor: LocalExecutor) -> None:
