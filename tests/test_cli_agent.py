@@ -9,7 +9,7 @@ import pytest
 
 from reasearch.agent.testing import call, say
 from reasearch.cli import main
-from reasearch.engine import Run, RunState, Unit, open_store
+from reasearch.runs import Run, RunState, Unit, open_store
 from reasearch.evaluators.base import candidate_sha256
 
 IMPROVED = '''import numpy as np

@@ -10,9 +10,9 @@ import pytest
 
 from reasearch.cli import main
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.engine.executor import LocalExecutor
-from reasearch.engine.run import Run
-from reasearch.engine.store import open_store
+from reasearch.runs.executor import LocalExecutor
+from reasearch.runs.run import Run
+from reasearch.runs.store import open_store
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 

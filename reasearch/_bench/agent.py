@@ -55,7 +55,7 @@ def harness_turns(turns: int, *, store: str, workdir: Path) -> list[float]:
     """Seconds of each turn (between successive model calls) of a ``turns``-turn scripted run."""
     from reasearch.agent import Agent, AgentConfig, ModelSpec
     from reasearch.agent.testing import MemoryRun, ScriptedModel, StaticRunner
-    from reasearch.engine import Budget, LocalExecutor, Run, open_store
+    from reasearch.runs import Budget, LocalExecutor, Run, open_store
     from reasearch.evaluators.testing import ToyTask
 
     config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="bench")}, max_turns=turns + 5)

@@ -45,7 +45,7 @@ def _per_call_us(fn, *, inner: int, repeat: int) -> float:  # type: ignore[no-un
 
 def _own_compute_s(pool, source: str, repeat: int) -> float:  # type: ignore[no-untyped-def]
     """Median seconds of the seed's run() alone, timed inside a sandbox child of the same pool."""
-    from reasearch.evaluators.protocol import RunRequest
+    from reasearch.engine.protocol import RunRequest
 
     req = RunRequest(source=source + _TIMED_ENTRY, entry=("_bench_timed_run",))
     times = []
@@ -111,7 +111,7 @@ def _task_rows(quick: bool) -> list[BenchRow]:
                                repeat=10 if quick else 40, warmup=3)) * 1e3
     mode = first.provenance.sandbox_mode if first.provenance else "?"
     # The pool's floor: a trivial candidate with no harness, same pool, same moment.
-    from reasearch.evaluators.protocol import RunRequest
+    from reasearch.engine.protocol import RunRequest
 
     trivial = RunRequest(source="def run():\n    return 1\n")
     floor_ms = median(time_calls(lambda: pool.run(trivial), repeat=10 if quick else 40, warmup=3)) * 1e3

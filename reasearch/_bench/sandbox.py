@@ -34,7 +34,7 @@ TRIVIAL = "def run():\n    return 1\n"
 def _warm_ms(mode: str, repeat: int) -> tuple[float, float, str]:
     """(median ms per trivial evaluation, evaluations/s with one thread per worker, mode) on a 2-worker pool."""
     from reasearch.engine import SandboxConfig, SandboxPool
-    from reasearch.evaluators.protocol import RunRequest
+    from reasearch.engine.protocol import RunRequest
 
     req = RunRequest(source=TRIVIAL)
     with SandboxPool(SandboxConfig(mode=mode, workers=2)) as pool:
@@ -54,7 +54,7 @@ def _warm_ms(mode: str, repeat: int) -> tuple[float, float, str]:
 
 def _fresh_jail_ms(repeat: int) -> float:
     from reasearch.engine import exec_in_sandbox
-    from reasearch.evaluators.protocol import Limits
+    from reasearch.engine.protocol import Limits
 
     with tempfile.TemporaryDirectory(prefix="reasearch-bench-") as d:
         work = Path(d)

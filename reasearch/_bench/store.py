@@ -21,8 +21,8 @@ import uuid
 from pathlib import Path
 
 from reasearch._bench import BenchRow
-from reasearch.engine.ledger import LedgerEntry, Unit
-from reasearch.engine.store import (
+from reasearch.runs.ledger import LedgerEntry, Unit
+from reasearch.runs.store import (
     CandidateRecord, EvaluationRecord, RunRecord, RunState, SQLiteStore, Store, open_store,
 )
 from reasearch.evaluators.base import candidate_sha256
@@ -111,7 +111,7 @@ def _store_rows(quick: bool) -> list[BenchRow]:
 
 def _executor_rows(quick: bool) -> list[BenchRow]:
     from reasearch.engine import SandboxConfig, SandboxPool
-    from reasearch.engine.executor import EvalRequest, LocalExecutor, task_entry_of
+    from reasearch.runs.executor import EvalRequest, LocalExecutor, task_entry_of
     from reasearch.evaluators.testing import ToyTask, toy_candidate
 
     task = ToyTask()
@@ -143,7 +143,7 @@ def _executor_rows(quick: bool) -> list[BenchRow]:
             rows.append(BenchRow(SECTION, "RayExecutor overhead per evaluation", float("nan"), "ms",
                                  note="not measured: ray is not installed (pip install 'reasearch[ray]')"))
             return rows
-        from reasearch.engine.executor import RayExecutor
+        from reasearch.runs.executor import RayExecutor
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ray_ex = RayExecutor(address=None, num_cpus=2)

@@ -181,7 +181,7 @@ def optimize(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     from reasearch.agent import open_agent
-    from reasearch.engine import Run, RunState
+    from reasearch.runs import Run, RunState
 
     console = Console(stderr=True)
     agent = open_agent(args.run_id, run_dir=args.run_dir)

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from reasearch.errors import StoreError
-from reasearch.engine.ledger import Budget, Unit
-from reasearch.engine.run import Run
-from reasearch.engine.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_store
+from reasearch.runs.ledger import Budget, Unit
+from reasearch.runs.run import Run
+from reasearch.runs.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_store
 
 
 def _store_args(p: argparse.ArgumentParser) -> None:

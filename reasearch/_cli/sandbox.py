@@ -88,7 +88,7 @@ def _plain(obj: Any) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     from reasearch.engine import SandboxConfig, SandboxPool
-    from reasearch.evaluators.protocol import Limits, RunRequest
+    from reasearch.engine.protocol import Limits, RunRequest
 
     source = Path(args.file).read_text()
     try:

@@ -44,7 +44,7 @@ from reasearch.agent.snapshot import EvalRecord, render_snapshot
 from reasearch.agent.tools.program import CANDIDATE_FILE, ControlTools, ProgramTools
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Workspace, WorkspaceTools
-from reasearch.engine.ledger import Unit
+from reasearch.runs.ledger import Unit
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
 

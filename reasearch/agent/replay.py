@@ -14,7 +14,7 @@ from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.loop import Agent
 from reasearch.agent.messages import ModelReply
 from reasearch.agent.models.scripted import ScriptedModel
-from reasearch.engine import Run, Store, open_store
+from reasearch.runs import Run, Store, open_store
 from reasearch.errors import ModelError
 
 __all__ = ["Divergence", "ReplayReport", "recorded_replies", "replay_run"]

@@ -10,7 +10,7 @@ from reasearch.agent.config import AgentConfig
 from reasearch.agent.loop import Agent, AgentProgress, AgentResult, require_prices
 from reasearch.agent.models import Model
 from reasearch.agent.tools.workspace import ExecFn
-from reasearch.engine import Budget, Run, Store, Unit, open_store
+from reasearch.runs import Budget, Run, Store, Unit, open_store
 
 __all__ = ["DEFAULT_RUN_DIR", "open_agent", "resume_run", "start_run"]
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from reasearch.agent.messages import ModelReply
 from reasearch.agent.models.scripted import ScriptedModel, call, say
-from reasearch.engine.ledger import Budget, Unit, refusal_message
+from reasearch.runs.ledger import Budget, Unit, refusal_message
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
-from reasearch.evaluators.protocol import RunOutcome, RunRequest
+from reasearch.engine.protocol import RunOutcome, RunRequest
 from reasearch.evaluators.result import EvalResult, Status
 
 __all__ = [

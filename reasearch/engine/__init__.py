@@ -1,9 +1,11 @@
 """The engine: the warm sandbox pool that runs untrusted candidates, and one-off jailed commands.
 
+The bottom layer: it imports nothing from ``reasearch.evaluators``, ``reasearch.runs`` or
+``reasearch.agent`` (an import-linter contract in ``pyproject.toml`` holds it to that).
+
 Quick use::
 
-    from reasearch.engine import default_pool
-    from reasearch.evaluators.protocol import RunRequest
+    from reasearch.engine import RunRequest, default_pool
 
     out = default_pool().run(RunRequest(source="def run():\\n    return 42\\n"))
     assert out.value == 42
@@ -15,10 +17,16 @@ See :mod:`reasearch.engine.sandbox` for how statuses are decided and
 from __future__ import annotations
 
 from reasearch.engine.exec import ExecOutcome, exec_in_sandbox
-from reasearch.engine.executor import EvalRequest, Executor, LocalExecutor, RayExecutor
 from reasearch.engine.isolation import IsolationReport, detect_isolation
-from reasearch.engine.ledger import Budget, Unit
-from reasearch.engine.run import Event, Run, RunStatus
+from reasearch.engine.protocol import (
+    CallOutcome,
+    Limits,
+    RunOutcome,
+    RunRequest,
+    SandboxRunner,
+    SandboxSession,
+    Status,
+)
 from reasearch.engine.sandbox import (
     DEFAULT_PRELOAD,
     PoolSession,
@@ -28,7 +36,6 @@ from reasearch.engine.sandbox import (
     close_default_pool,
     default_pool,
 )
-from reasearch.engine.store import RunState, Store, open_store
 
 __all__ = [
     "SandboxPool",
@@ -42,6 +49,5 @@ __all__ = [
     "IsolationReport",
     "exec_in_sandbox",
     "ExecOutcome",
-    "Run", "RunStatus", "RunState", "Event", "Budget", "Unit", "Store", "open_store",
-    "EvalRequest", "Executor", "LocalExecutor", "RayExecutor",
+    "Status", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner", "SandboxSession",
 ]

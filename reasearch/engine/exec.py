@@ -2,7 +2,7 @@
 
 In nsjail mode each call gets a fresh jail: ``workdir`` bound read-write at its own path (the only
 writable place besides the jail's tmpfs ``/tmp``), the Python runtime and system folders read-only,
-no network, seccomp, and rlimits from :class:`~reasearch.evaluators.protocol.Limits`. ``python3``
+no network, seccomp, and rlimits from :class:`~reasearch.engine.protocol.Limits`. ``python3``
 on the jail's ``PATH`` is the sandbox runtime's interpreter (with NumPy, SciPy, numba, highspy and
 ``reasearch``). The engine measures wall time with its own clock and CPU time from ``wait4``.
 
@@ -30,8 +30,8 @@ from typing import Any
 from reasearch.engine import _procs
 from reasearch.engine.isolation import _THREAD_ENV, JAIL_UID, make_launcher
 from reasearch.errors import ConfigError, SandboxError
-from reasearch.evaluators.protocol import Limits
-from reasearch.evaluators.result import Status
+from reasearch.engine.protocol import Limits
+from reasearch.engine.protocol import Status
 
 __all__ = ["ExecOutcome", "exec_in_sandbox"]
 

@@ -54,8 +54,8 @@ from reasearch.engine._procs import (
     stop_and_wait,
 )
 from reasearch.errors import ConfigError, SandboxError
-from reasearch.evaluators.protocol import CallOutcome, Limits, RunOutcome, RunRequest
-from reasearch.evaluators.result import Status
+from reasearch.engine.protocol import CallOutcome, Limits, RunOutcome, RunRequest
+from reasearch.engine.protocol import Status
 
 __all__ = ["DEFAULT_PRELOAD", "PoolSession", "SandboxConfig", "SandboxMode", "SandboxPool"]
 

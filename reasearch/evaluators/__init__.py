@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.checker import CheckReport, check_task
-from reasearch.evaluators.protocol import CallOutcome, Limits, RunOutcome, RunRequest, SandboxRunner
+from reasearch.engine.protocol import CallOutcome, Limits, RunOutcome, RunRequest, SandboxRunner
 from reasearch.evaluators.registry import list_tasks, make, register
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec

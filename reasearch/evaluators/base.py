@@ -12,7 +12,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from reasearch.evaluators.protocol import RunOutcome, RunRequest, Limits, SandboxRunner
+from reasearch.engine import default_pool
+from reasearch.engine.protocol import Limits, RunOutcome, RunRequest, SandboxRunner
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 
@@ -22,13 +23,8 @@ _FEEDBACK_TAIL = 4000  # characters of traceback/stderr handed to the agent
 
 
 def default_runner() -> SandboxRunner:
-    """The process-wide sandbox pool (started on first use, closed at exit).
-
-    Resolved at call time: the engine sits above the evaluators, so this is the one place an
-    evaluator reaches up, and only when a caller did not pass a runner of its own.
-    """
-    engine = importlib.import_module("reasearch.engine")
-    return engine.default_pool()
+    """The process-wide sandbox pool (started on first use, closed at exit)."""
+    return default_pool()
 
 
 def candidate_sha256(source: str) -> str:

@@ -9,7 +9,7 @@ from typing import Callable
 
 from reasearch.errors import TaskCheckError
 from reasearch.evaluators.base import Task
-from reasearch.evaluators.protocol import SandboxRunner
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 

@@ -1,107 +1,19 @@
-"""What a task asks of a sandbox, and what comes back.
+"""Request and outcome types of the sandbox, re-exported for task authors.
 
-Tasks build a :class:`RunRequest`; anything implementing :class:`SandboxRunner` (the engine's
-``SandboxPool``, ``LocalExecutor``, a Ray worker's pool) runs it inside the sandbox and answers with a
-:class:`RunOutcome`. These types live here, below the engine, so that evaluators never import the
-engine at module import time (dependencies point down: agent -> engine -> evaluators -> native).
-
-Inside the sandbox the worker child:
-  1. writes ``request.source`` to ``<scratch>/candidate.py`` and imports it as module ``candidate``;
-  2. finds the first of ``request.entry`` defined in it (none: ``CRASH`` "no function named ...");
-  3. imports the trusted harness ``request.harness`` (``"package.module:function"``; None means "call the
-     entry point with ``**payload``") and calls ``harness(entry_fn, payload)``;
-  4. sends the harness's return value back as plain data (JSON plus NumPy arrays as ``.npy`` with
-     ``allow_pickle=False``; never pickle).
-The parent measures wall and CPU time itself and decides the status from what it observed.
-
-A *session* (``runner.session(request)``) keeps the child alive after step 3's import: each
-``session.call(payload)`` sends one payload, the child answers ``harness(entry_fn, payload)``, and the
-parent times the round trip (EPLB's ``t_alg``: the candidate never reports its own time).
+They are defined in :mod:`reasearch.engine.protocol` (the engine is the bottom layer); this module keeps
+``from reasearch.evaluators.protocol import RunRequest`` working for tasks written against it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from reasearch.engine.protocol import (
+    CallOutcome,
+    Limits,
+    RunOutcome,
+    RunRequest,
+    SandboxRunner,
+    SandboxSession,
+    Status,
+)
 
-from reasearch.evaluators.result import Status
-
-__all__ = ["Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner", "SandboxSession"]
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Per-evaluation limits, enforced by the sandbox (rlimits in the child, a wall clock in the parent)."""
-
-    wall_s: float = 10.0
-    cpu_s: float | None = None  # default: wall_s + 1
-    memory_mb: int = 1024  # address-space limit (RLIMIT_AS)
-    nproc: int = 32
-    fsize_mb: int = 16
-    nofile: int = 64
-    output_bytes: int = 64 * 1024  # stdout and stderr are each truncated to this
-    result_bytes: int = 64 * 1024 * 1024  # a larger result is refused (CRASH with a message)
-
-    def effective_cpu_s(self) -> float:
-        return self.cpu_s if self.cpu_s is not None else self.wall_s + 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    """One candidate run: the source, which function to call, and the trusted harness around it."""
-
-    source: str
-    entry: Sequence[str] = ("run",)
-    harness: str | None = None
-    payload: Mapping[str, Any] = field(default_factory=dict)
-    limits: Limits = field(default_factory=Limits)
-    files: Mapping[str, bytes] = field(default_factory=dict)  # extra files placed in the scratch dir
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    """What the sandbox observed. ``value`` is set only when ``status`` is ``OK``."""
-
-    status: Status  # OK, TIMEOUT, OOM or CRASH (never INVALID: that is the scorer's call)
-    value: Any
-    wall_s: float
-    cpu_s: float
-    stdout: str = ""
-    stderr: str = ""
-    error: str = ""  # traceback text or the parent's own description of what happened
-    exit_code: int | None = None
-    signal: int | None = None
-    sandbox_mode: str = "process"
-
-
-@dataclass(frozen=True, slots=True)
-class CallOutcome:
-    """One round trip of a session; ``wall_s`` is measured by the parent around request and response."""
-
-    status: Status
-    value: Any
-    wall_s: float
-    error: str = ""
-
-
-@runtime_checkable
-class SandboxSession(Protocol):
-    def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> CallOutcome: ...
-
-    def close(self) -> RunOutcome: ...
-
-    def __enter__(self) -> SandboxSession: ...
-
-    def __exit__(self, *exc: object) -> None: ...
-
-
-@runtime_checkable
-class SandboxRunner(Protocol):
-    """Anything that can run a :class:`RunRequest` in a sandbox (thread-safe)."""
-
-    @property
-    def mode(self) -> str: ...
-
-    def run(self, request: RunRequest) -> RunOutcome: ...
-
-    def session(self, request: RunRequest) -> SandboxSession: ...
+__all__ = ["Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner", "SandboxSession", "Status"]

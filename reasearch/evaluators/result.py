@@ -8,21 +8,11 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
+from reasearch.engine.protocol import Status
+
 __all__ = ["Status", "Provenance", "EvalResult"]
 
 
-class Status(str, enum.Enum):
-    """How an evaluation ended. Only ``OK`` carries a score (failures never earn fitness)."""
-
-    OK = "OK"
-    INVALID = "INVALID"  # the candidate ran, but its answer breaks a constraint
-    TIMEOUT = "TIMEOUT"  # killed at the wall or CPU limit
-    OOM = "OOM"  # ran out of its memory limit
-    CRASH = "CRASH"  # exception, bad exit, signal, garbage result, missing entry point
-    REFUSED = "REFUSED"  # never ran: budget spent or a bad request
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True, slots=True)

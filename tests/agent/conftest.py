@@ -10,7 +10,7 @@ import pytest
 
 from reasearch.agent import Agent, AgentConfig, ModelSpec
 from reasearch.agent.testing import MemoryRun, ScriptedModel, StaticRunner
-from reasearch.engine import Budget
+from reasearch.runs import Budget
 from reasearch.evaluators.testing import ToyTask
 
 

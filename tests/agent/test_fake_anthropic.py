@@ -11,7 +11,7 @@ from agent_helpers import toy_source
 from reasearch.agent import Agent, AgentConfig, AnthropicModel, ModelSpec, RetryPolicy
 from reasearch.agent.messages import ModelReply, StopReason, Usage
 from reasearch.agent.testing import FakeAnthropicServer, MemoryRun, StaticRunner, call, say
-from reasearch.engine import Budget, Unit
+from reasearch.runs import Budget, Unit
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.testing import ToyTask
 

@@ -13,7 +13,7 @@ from agent_helpers import kinds_by_step, toy_source
 from reasearch.agent.messages import ModelReply, StopReason, Usage
 from reasearch.agent.prompts import CONTINUE_MESSAGE, NO_TOOL_NUDGE, RETRY_CUT, RETRY_EMPTY, SUMMARY_REQUEST
 from reasearch.agent.testing import call, say
-from reasearch.engine import Unit
+from reasearch.runs import Unit
 from reasearch.errors import ModelError
 from reasearch.evaluators.base import candidate_sha256
 

@@ -28,7 +28,7 @@ from reasearch.agent.models import (
 )
 from reasearch.agent.models.openai_compat import to_openai_messages
 from reasearch.agent.testing import FakeAnthropicServer
-from reasearch.engine import Unit
+from reasearch.runs import Unit
 from reasearch.errors import ConfigError, ModelError
 
 TOOLS = [ToolSchema("evaluate", "Scores the program.", {"type": "object", "properties": {"code": {"type": "string"}},
@@ -247,7 +247,7 @@ def test_importing_the_agent_does_not_import_the_sdk() -> None:
 def test_openai_compatible_model_drives_a_full_agent_run(chat_server: dict[str, Any], tmp_path: Path) -> None:
     from reasearch.agent import Agent, AgentConfig
     from reasearch.agent.testing import MemoryRun, StaticRunner
-    from reasearch.engine import Budget
+    from reasearch.runs import Budget
     from reasearch.evaluators.testing import ToyTask
 
     def tool_call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reasearch.agent.snapshot import EvalRecord, render_snapshot, since_improvement
-from reasearch.engine import Unit
+from reasearch.runs import Unit
 from reasearch.evaluators.spec import TaskSpec
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from reasearch.agent.tools import ToolError, Workspace, WorkspaceTools, check_command, check_python
-from reasearch.evaluators.protocol import Limits
+from reasearch.engine.protocol import Limits
 from reasearch.evaluators.result import Status
 
 

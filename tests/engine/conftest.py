@@ -10,13 +10,10 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.engine.executor import LocalExecutor
-from reasearch.engine.store import Store, open_store
 from reasearch.engine._procs import descendants_of, process_table
 
 MODES = ("nsjail", "process")
@@ -84,18 +81,3 @@ def _innermost_pid(pid: int) -> int:
     except OSError:
         pass
     return pid
-
-
-@pytest.fixture(scope="module")
-def executor() -> Iterator[LocalExecutor]:
-    """A two-worker LocalExecutor (default isolation) shared by a test module."""
-    with SandboxPool(SandboxConfig(workers=2)) as pool, LocalExecutor(2, pool=pool) as ex:
-        yield ex
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    """A fresh SQLite store in the test's temporary folder (test_store.py overrides it per backend)."""
-    with open_store(tmp_path) as s:
-        yield s
-

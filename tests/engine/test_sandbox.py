@@ -18,7 +18,7 @@ from reasearch.engine import (
     default_pool,
 )
 from reasearch.errors import ConfigError, SandboxError, SandboxUnavailableError
-from reasearch.evaluators.protocol import (
+from reasearch.engine.protocol import (
     Limits,
     RunRequest,
     SandboxRunner,

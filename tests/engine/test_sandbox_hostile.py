@@ -13,7 +13,7 @@ import pytest
 
 from reasearch.engine import SandboxPool
 from reasearch.engine._procs import descendants_of, process_table
-from reasearch.evaluators.protocol import Limits, RunRequest
+from reasearch.engine.protocol import Limits, RunRequest
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import needs_mode, stray_processes
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from reasearch.agent.tools.guard import check_command, check_python
 from reasearch.agent.tools.schema import ToolError, tool
-from reasearch.evaluators.protocol import Limits
+from reasearch.engine.protocol import Limits
 
 __all__ = ["DEFAULT_PROTECTED", "ExecFn", "Workspace", "WorkspaceTools"]
 

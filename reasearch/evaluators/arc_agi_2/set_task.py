@@ -20,7 +20,7 @@ from reasearch.evaluators.arc_agi_2.task import (
     arc_evaluator_hash,
 )
 from reasearch.evaluators.base import Task, default_runner
-from reasearch.evaluators.protocol import SandboxRunner
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 

@@ -17,7 +17,7 @@ from reasearch.evaluators.arc_agi_2._scoring import (
     verdict,
 )
 from reasearch.evaluators.base import Task, _hash_modules, default_runner
-from reasearch.evaluators.protocol import RunRequest, SandboxRunner
+from reasearch.engine.protocol import RunRequest, SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 

@@ -20,7 +20,7 @@ from reasearch.evaluators.eplb.scoring import (
     window_balance,
 )
 from reasearch.evaluators.eplb.trace import SyntheticTrace, load_trace_windows
-from reasearch.evaluators.protocol import SandboxRunner
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.eplb import validate_layout

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
-from reasearch.evaluators.protocol import RunRequest
+from reasearch.engine.protocol import RunRequest
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.txn_scheduling.workload import Workload, load_workloads, workload_texts

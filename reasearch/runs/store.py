@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from reasearch.engine.ledger import LedgerEntry, Unit
+from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.result import EvalResult, Status
 

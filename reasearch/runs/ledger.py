@@ -1,6 +1,6 @@
 """Budget units, caps and the arithmetic of the one ledger (ARCHITECTURE invariant 4).
 
-The ledger itself is a table of the run store (:mod:`reasearch.engine.store`): every debit is a row
+The ledger itself is a table of the run store (:mod:`reasearch.runs.store`): every debit is a row
 keyed by ``(run, step, unit, note)``, so replaying a step never debits twice, and the debit of an
 evaluation is written in the same transaction as its result. This module holds what is independent
 of storage: the units, a run's caps, and how "used / left / refused" are computed and worded.

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.engine.executor import (
+from reasearch.runs.executor import (
     EvalRequest,
     LocalExecutor,
     RayExecutor,
@@ -76,7 +76,7 @@ def test_local_map_in_order_with_progress(local: LocalExecutor, capsys: pytest.C
 
 def test_parallelism_is_explicit_never_capped(caplog: pytest.LogCaptureFixture) -> None:
     too_many = (len(os.sched_getaffinity(0))) + 3
-    with caplog.at_level(logging.WARNING, logger="reasearch.engine.executor"):
+    with caplog.at_level(logging.WARNING, logger="reasearch.runs.executor"):
         ex = LocalExecutor(too_many, pool=None)
     try:
         assert ex.parallelism == too_many
@@ -88,7 +88,7 @@ def test_parallelism_is_explicit_never_capped(caplog: pytest.LogCaptureFixture) 
     pool = SandboxPool(SandboxConfig(workers=1))
     try:
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="reasearch.engine.executor"):
+        with caplog.at_level(logging.WARNING, logger="reasearch.runs.executor"):
             capped = LocalExecutor(2, pool=pool)
         assert capped.parallelism == 1 and "1 evaluations run at once" in caplog.text  # reported, not silent
         default = LocalExecutor(pool=pool)

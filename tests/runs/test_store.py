@@ -15,8 +15,8 @@ from typing import Iterator
 
 import pytest
 
-from reasearch.engine.ledger import LedgerEntry, Unit
-from reasearch.engine.store import (
+from reasearch.runs.ledger import LedgerEntry, Unit
+from reasearch.runs.store import (
     SCHEMA_VERSION,
     CandidateRecord,
     EvaluationRecord,
@@ -314,7 +314,7 @@ def test_password_is_redacted_in_errors() -> None:
 @pytest.fixture(scope="module")
 def executor() -> Iterator[object]:
     from reasearch.engine import SandboxConfig, SandboxPool
-    from reasearch.engine.executor import LocalExecutor
+    from reasearch.runs.executor import LocalExecutor
 
     with SandboxPool(SandboxConfig(workers=2)) as pool, LocalExecutor(2, pool=pool) as ex:
         yield ex
@@ -322,7 +322,7 @@ def executor() -> Iterator[object]:
 
 @backends
 def test_run_api_end_to_end(store: Store, executor: object) -> None:
-    from reasearch.engine.run import Run
+    from reasearch.runs.run import Run
     from reasearch.evaluators.testing import ToyTask, toy_candidate
 
     run = Run.create(store, task=ToyTask(), seed=4, budget={"evaluations": 4, "tokens": 500},
@@ -365,7 +365,7 @@ def test_run_api_end_to_end(store: Store, executor: object) -> None:
 
 
 def test_run_builds_registered_tasks_by_id(tmp_path: Path, executor: object) -> None:
-    from reasearch.engine.run import Run
+    from reasearch.runs.run import Run
     from reasearch.errors import UnknownTaskError
     from reasearch.evaluators.registry import register, unregister
     from reasearch.evaluators.testing import ToyTask
@@ -394,7 +394,7 @@ def test_many_processes_open_a_fresh_store_at_once(store_url: str) -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from reasearch.engine.store import open_store; s = open_store(sys.argv[1]); "
+    code = ("import sys; from reasearch.runs.store import open_store; s = open_store(sys.argv[1]); "
             "print(s.schema_version()); s.close()")
     procs = [subprocess.Popen([sys.executable, "-c", code, store_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for _ in range(4)]
@@ -406,7 +406,7 @@ def test_many_processes_open_a_fresh_store_at_once(store_url: str) -> None:
 
 
 def test_urls_in_messages_never_show_a_password(tmp_path: Path) -> None:
-    from reasearch.engine.store import _redact
+    from reasearch.runs.store import _redact
 
     assert _redact("postgresql://me:s3cret@db.example:5432/runs") == "postgresql://me:***@db.example:5432/runs"
     assert _redact("postgresql://me@db:5432/runs") == "postgresql://me@db:5432/runs"

@@ -25,9 +25,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.errors import ConfigError, UnknownTaskError
 from reasearch.evaluators.base import Task
-from reasearch.evaluators.protocol import SandboxRunner
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.registry import make
 from reasearch.evaluators.result import EvalResult
 
@@ -155,9 +156,8 @@ class Executor(ABC):
 
 
 def _new_pool(workers: int) -> SandboxRunner:
-    """A warm sandbox pool with ``workers`` workers (the engine package is resolved at call time)."""
-    engine = importlib.import_module("reasearch.engine")
-    return engine.SandboxPool(engine.SandboxConfig(workers=workers))
+    """A warm sandbox pool with ``workers`` workers."""
+    return SandboxPool(SandboxConfig(workers=workers))
 
 
 def _cpu_count() -> int:

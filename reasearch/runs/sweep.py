@@ -7,7 +7,7 @@ recorded steps from the store (no evaluation, no debit) and continues with the f
 
 From the shell (this is what the crash test kills and restarts)::
 
-    python -m reasearch.engine.sweep --store runs --run RUN_ID --sources candidates.json
+    python -m reasearch.runs.sweep --store runs --run RUN_ID --sources candidates.json
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from reasearch.engine.run import Run
-from reasearch.engine.store import RunState, open_store
+from reasearch.runs.run import Run
+from reasearch.runs.store import RunState, open_store
 from reasearch.errors import ConfigError, ReasearchError
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import EvalResult
@@ -76,8 +76,8 @@ def run_candidates(run: Run, sources: Sequence[str], *, include_seed: bool = Tru
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m reasearch.engine.sweep``: resume (or continue) a stored run over a JSON list of sources."""
-    p = argparse.ArgumentParser(prog="python -m reasearch.engine.sweep", description=__doc__.split("\n\n")[0])
+    """``python -m reasearch.runs.sweep``: resume (or continue) a stored run over a JSON list of sources."""
+    p = argparse.ArgumentParser(prog="python -m reasearch.runs.sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("--store", required=True, help="run directory or store URL")
     p.add_argument("--run", required=True, help="run id (or a unique prefix)")
     p.add_argument("--sources", required=True, type=Path, help="a JSON file holding a list of candidate sources")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 
 
-from reasearch.engine.cache import cache_key
-from reasearch.engine.executor import LocalExecutor
-from reasearch.engine.ledger import Unit
-from reasearch.engine.run import Run
-from reasearch.engine.store import Store
+from reasearch.runs.cache import cache_key
+from reasearch.runs.executor import LocalExecutor
+from reasearch.runs.ledger import Unit
+from reasearch.runs.run import Run
+from reasearch.runs.store import Store
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reasearch.engine.executor import EvalRequest, Executor, LocalExecutor
-from reasearch.engine.ledger import Budget, Unit, refusal_message
-from reasearch.engine.run import Run
-from reasearch.engine.store import Store, open_store
+from reasearch.runs.executor import EvalRequest, Executor, LocalExecutor
+from reasearch.runs.ledger import Budget, Unit, refusal_message
+from reasearch.runs.run import Run
+from reasearch.runs.store import Store, open_store
 from reasearch.errors import ConfigError, SandboxError
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate

@@ -22,16 +22,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from reasearch.engine.cache import EvalCache, cache_key
-from reasearch.engine.executor import (
+from reasearch.runs.cache import EvalCache, cache_key
+from reasearch.runs.executor import (
     EvalRequest,
     Executor,
     LocalExecutor,
     resolve_task,
     task_entry_of,
 )
-from reasearch.engine.ledger import Budget, LedgerEntry, Unit, refusal_message
-from reasearch.engine.store import (
+from reasearch.runs.ledger import Budget, LedgerEntry, Unit, refusal_message
+from reasearch.runs.store import (
     CandidateRecord,
     EvaluationRecord,
     Event,

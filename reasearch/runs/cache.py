@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from reasearch.engine.store import Store, dumps
+from reasearch.runs.store import Store, dumps
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult, Status
 

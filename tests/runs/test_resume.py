@@ -17,11 +17,11 @@ from typing import Iterator
 import pytest
 
 from reasearch.engine._procs import descendants_of
-from reasearch.engine.executor import LocalExecutor
-from reasearch.engine.ledger import Unit
-from reasearch.engine.run import Run
-from reasearch.engine.store import RunState, open_store
-from reasearch.engine.sweep import run_candidates
+from reasearch.runs.executor import LocalExecutor
+from reasearch.runs.ledger import Unit
+from reasearch.runs.run import Run
+from reasearch.runs.store import RunState, open_store
+from reasearch.runs.sweep import run_candidates
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
@@ -78,7 +78,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 def _sweep(store_url: str, run_id: str, sources_file: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "reasearch.engine.sweep", "--store", store_url, "--run", run_id,
+        [sys.executable, "-m", "reasearch.runs.sweep", "--store", store_url, "--run", run_id,
          "--sources", str(sources_file)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
@@ -206,7 +206,7 @@ def test_open_with_resume_marks_the_run_running(tmp_path: Path, executor: LocalE
 
 
 def test_sweep_command_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from reasearch.engine.sweep import main
+    from reasearch.runs.sweep import main
 
     (tmp_path / "bad.json").write_text('{"not": "a list"}')
     (tmp_path / "ok.json").write_text("[]")
