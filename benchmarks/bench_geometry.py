@@ -23,7 +23,7 @@ import pytest
 import reasearch
 from reasearch._bench.geometry import _TIMED_ENTRY
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.evaluators.protocol import RunRequest
+from reasearch.engine.protocol import RunRequest
 from reasearch.native import geometry
 from reasearch.native.lp import optimal_radii, optimal_radii_scipy
 

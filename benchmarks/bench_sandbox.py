@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from reasearch.engine import SandboxPool, exec_in_sandbox
-from reasearch.evaluators.protocol import Limits, RunRequest
+from reasearch.engine.protocol import Limits, RunRequest
 from reasearch.evaluators.result import Status
 
 TRIVIAL = RunRequest(source="def run():\n    return 1\n")

@@ -21,8 +21,8 @@ import pytest
 
 from reasearch._bench.store import new_bench_run, postgres_url, record_evaluations
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.engine.executor import EvalRequest, LocalExecutor, task_entry_of
-from reasearch.engine.store import SQLiteStore, Store, open_store
+from reasearch.runs.executor import EvalRequest, LocalExecutor, task_entry_of
+from reasearch.runs.store import SQLiteStore, Store, open_store
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 
 BACKENDS = ["sqlite_wal", "sqlite_rollback_full"] + (["postgres"] if postgres_url() else [])
@@ -73,7 +73,7 @@ def test_evaluate_trivial(benchmark, how: str, pool: SandboxPool) -> None:
             result = benchmark(ex.evaluate, REQUEST)
     else:
         pytest.importorskip("ray", reason="the ray extra is not installed")
-        from reasearch.engine.executor import RayExecutor
+        from reasearch.runs.executor import RayExecutor
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ex = RayExecutor(address=None, num_cpus=2)
