@@ -248,7 +248,8 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, store: Store, run_id: str, *, executor: Executor | None = None, resume: bool = False) -> Run:
+    def open(cls, store: Store, run_id: str, *, executor: Executor | None = None, resume: bool = False,
+             takeover: bool = False) -> Run:
         """Reopens a stored run; ``run_id`` may be a unique prefix.
 
         Args:
@@ -257,16 +258,26 @@ class Run:
             executor: where new evaluations run.
             resume: mark the run ``running`` again (a driver is about to continue it); without it the
                 run's state is left as stored (inspection, or a replay that only reads).
+            takeover: with ``resume``, this process replaces every other driver of the run, which is known
+                to be dead (a retried fleet task): their budget reservations are dropped at once instead of
+                expiring, so the resumed driver can redo the step that was in flight.
         """
         run = cls(store, store.get_run(run_id), executor=executor)
         if resume:
-            was = run._record
-            shown = effective_state(store, was)
-            if was.state is not RunState.RUNNING or shown is not RunState.RUNNING:
-                store.set_run_state(run.id, RunState.RUNNING, final_candidate=None,
-                                    reason=f"resumed; was {shown.value}" + (f": {was.reason}" if was.reason else ""))
-            run._start_driving()
+            run.resume(takeover=takeover)
         return run
+
+    def resume(self, *, takeover: bool = False) -> None:
+        """Makes this process a driver of the run: marks it ``running`` (recording what it was) and starts
+        the heartbeat. ``takeover`` also drops the reservations of every other driver (known dead)."""
+        was = self.store.get_run(self.id)
+        shown = effective_state(self.store, was)
+        if was.state is not RunState.RUNNING or shown is not RunState.RUNNING:
+            self.store.set_run_state(self.id, RunState.RUNNING, final_candidate=None,
+                                     reason=f"resumed; was {shown.value}" + (f": {was.reason}" if was.reason else ""))
+        self._start_driving()
+        if takeover:
+            self.store.takeover(self.id, self.driver_id)
 
     def _start_driving(self) -> None:
         """Starts this process's heartbeat on the run (liveness, and the lease on its reservations)."""
@@ -447,9 +458,22 @@ class Run:
         return {u: usage.get(u, 0.0) for u in Unit}
 
     def remaining(self) -> dict[Unit, float | None]:
-        """Budget left per unit; None for an uncapped unit."""
+        """Budget left per unit; None for an uncapped unit. A fleet member also sees the fleet-wide caps."""
         usage = self.store.usage(self.id)
-        return {u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit}
+        return self._with_fleet({u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit})
+
+    def _with_fleet(self, left: dict[Unit, float | None]) -> dict[Unit, float | None]:
+        """``left`` lowered to what the run's fleet has left under its fleet-wide caps (if any)."""
+        fleet = self.config.get("fleet") or {}
+        caps = Budget.from_dict(fleet.get("caps") or {}).units()
+        if not caps:
+            return left
+        used = self.store.fleet_usage(str(fleet["id"]))
+        for unit, cap in caps.items():
+            fleet_left = max(cap - used.get(unit, 0.0), 0.0)
+            own = left.get(unit)
+            left[unit] = fleet_left if own is None else min(own, fleet_left)
+        return left
 
     # ------------------------------------------------------------ summaries
     def _best_of(self, evaluations: list[EvaluationRecord]) -> tuple[EvaluationRecord | None, int]:
@@ -483,7 +507,7 @@ class Run:
         return RunStatus(
             run_id=self.id, task_id=self.task_id, state=self.state,
             used={u: usage.get(u, 0.0) for u in Unit},
-            left={u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit},
+            left=self._with_fleet({u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit}),
             caps=self.budget.units(),
             best_score=None if best is None else best.result.score,
             best_candidate=None if best is None else best.candidate_id,

@@ -37,8 +37,8 @@ __all__ = [
     "open_store", "new_run_id", "dumps", "MEMORY_URL",
 ]
 
-# 2: drivers (liveness heartbeats) and reservations (budget held by in-flight evaluations, shared by
-# every driver of a run). Version 1 stores are migrated in place (two new tables, nothing rewritten).
+# 2: drivers (liveness heartbeats), reservations (budget held by in-flight evaluations, shared by
+# every driver of a run) and fleets. Version 1 stores are migrated in place (new tables, nothing rewritten).
 SCHEMA_VERSION = 2
 MEMORY_URL = "memory://"
 DEFAULT_RUN_DIR = Path("runs")
@@ -328,6 +328,37 @@ class Store(ABC):
     def drivers(self, run_id: str) -> list[DriverRecord]:
         """The run's drivers, oldest first."""
 
+    @abstractmethod
+    def takeover(self, run_id: str, driver_id: str) -> int:
+        """Marks every other driver of the run stopped and drops their reservations (they are known dead:
+        a retried fleet task, an explicit resume); returns how many reservations were dropped."""
+
+    # -- fleets
+    @abstractmethod
+    def create_fleet(self, fleet_id: str, spec: Mapping[str, Any]) -> bool:
+        """Stores a fleet's spec; False (and no change) when the fleet exists."""
+
+    @abstractmethod
+    def get_fleet(self, fleet_id: str) -> dict[str, Any]:
+        """A fleet's stored spec (``StoreError`` when there is none)."""
+
+    @abstractmethod
+    def list_fleets(self) -> list[tuple[str, float]]:
+        """``(fleet id, created_at)`` of every fleet, oldest first."""
+
+    @abstractmethod
+    def add_fleet_member(self, fleet_id: str, member: int, run_id: str) -> str:
+        """Records that member ``member`` of the fleet is run ``run_id``; returns the member's run id
+        (the first one recorded stands)."""
+
+    @abstractmethod
+    def fleet_members(self, fleet_id: str) -> dict[int, str]:
+        """Member index -> run id."""
+
+    @abstractmethod
+    def fleet_usage(self, fleet_id: str) -> dict[Unit, float]:
+        """Total debited per unit over every run of the fleet."""
+
     def paid_for(self, run_id: str, candidate_id: str, seed: int | None) -> bool:
         """True when the run already recorded a reusable (``OK``/``INVALID``) evaluation of this candidate
         under this seed: a repeat within the run costs nothing; a first evaluation is always paid, even
@@ -423,6 +454,17 @@ CREATE TABLE IF NOT EXISTS drivers (
     heartbeat_at {float} NOT NULL,
     stopped INTEGER NOT NULL,
     PRIMARY KEY (run_id, driver_id)
+);
+CREATE TABLE IF NOT EXISTS fleets (
+    id TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    created_at {float} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fleet_members (
+    fleet_id TEXT NOT NULL REFERENCES fleets(id),
+    member INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (fleet_id, member)
 );
 CREATE TABLE IF NOT EXISTS reservations (
     token TEXT NOT NULL,
@@ -721,6 +763,44 @@ class SQLStore(Store):
         rows = self._all("SELECT run_id, driver_id, host, pid, started_at, heartbeat_at, stopped FROM drivers "
                          "WHERE run_id = ? ORDER BY started_at, driver_id", (run_id,))
         return [DriverRecord(r[0], r[1], r[2], int(r[3]), float(r[4]), float(r[5]), bool(r[6])) for r in rows]
+
+    def takeover(self, run_id: str, driver_id: str) -> int:
+        with self._tx():
+            self._exec("UPDATE drivers SET stopped = 1 WHERE run_id = ? AND driver_id <> ?", (run_id, driver_id))
+            cur = self._exec("DELETE FROM reservations WHERE run_id = ? AND driver_id <> ?", (run_id, driver_id))
+            return max(cur.rowcount, 0)
+
+    def create_fleet(self, fleet_id: str, spec: Mapping[str, Any]) -> bool:
+        with self._tx():
+            cur = self._exec("INSERT INTO fleets (id, spec, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                             (fleet_id, dumps(dict(spec)), time.time()))
+            return cur.rowcount == 1
+
+    def get_fleet(self, fleet_id: str) -> dict[str, Any]:
+        row = self._one("SELECT spec FROM fleets WHERE id = ?", (fleet_id,))
+        if row is None:
+            raise StoreError(f"no fleet {fleet_id!r} in {self.display_url}; `reasearch fleet list` lists the fleets")
+        return dict(json.loads(row[0]))
+
+    def list_fleets(self) -> list[tuple[str, float]]:
+        return [(r[0], float(r[1])) for r in self._all("SELECT id, created_at FROM fleets ORDER BY created_at, id")]
+
+    def add_fleet_member(self, fleet_id: str, member: int, run_id: str) -> str:
+        with self._tx():
+            self._exec("INSERT INTO fleet_members (fleet_id, member, run_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                       (fleet_id, int(member), run_id))
+            row = self._exec("SELECT run_id FROM fleet_members WHERE fleet_id = ? AND member = ?",
+                             (fleet_id, int(member))).fetchone()
+        return str(row[0])
+
+    def fleet_members(self, fleet_id: str) -> dict[int, str]:
+        rows = self._all("SELECT member, run_id FROM fleet_members WHERE fleet_id = ? ORDER BY member", (fleet_id,))
+        return {int(m): str(r) for m, r in rows}
+
+    def fleet_usage(self, fleet_id: str) -> dict[Unit, float]:
+        rows = self._all("SELECT l.unit, SUM(l.amount) FROM ledger l JOIN fleet_members f ON f.run_id = l.run_id "
+                         "WHERE f.fleet_id = ? GROUP BY l.unit", (fleet_id,))
+        return {Unit(u): float(t) for u, t in rows}
 
     def paid_for(self, run_id: str, candidate_id: str, seed: int | None) -> bool:
         if seed is None:

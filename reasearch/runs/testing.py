@@ -229,6 +229,35 @@ class StoreTestCase:
         assert len(granted) == 5
         assert store.reserved("r1") == {Unit.EVALUATIONS: 5.0}
 
+    def test_takeover_drops_other_drivers_holds(self, store: Store) -> None:
+        store.create_run(_run())
+        caps = {Unit.EVALUATIONS: 1.0}
+        store.heartbeat("r1", "dead")
+        assert store.reserve("r1", "t", {Unit.EVALUATIONS: 1.0}, caps, driver_id="dead") is None
+        store.heartbeat("r1", "new")
+        assert store.takeover("r1", "new") == 1
+        assert store.reserved("r1") == {}
+        assert {d.driver_id: d.stopped for d in store.drivers("r1")} == {"dead": True, "new": False}
+
+    def test_fleets_members_and_usage(self, store: Store) -> None:
+        store.create_run(_run())
+        store.create_run(_run("r2"))
+        store.create_run(_run("r3"))
+        assert store.create_fleet("f1", {"tasks": ["a"], "caps": {"dollars": 2}})
+        assert not store.create_fleet("f1", {"other": True})  # the first spec stands
+        assert store.get_fleet("f1") == {"tasks": ["a"], "caps": {"dollars": 2}}
+        assert store.add_fleet_member("f1", 0, "r1") == "r1"
+        assert store.add_fleet_member("f1", 1, "r2") == "r2"
+        assert store.add_fleet_member("f1", 1, "r3") == "r2"  # idempotent: a retried launcher finds its run
+        assert store.fleet_members("f1") == {0: "r1", 1: "r2"}
+        store.debit(LedgerEntry("r1", 0, Unit.DOLLARS, 0.5, "turn", 1.0))
+        store.debit(LedgerEntry("r2", 0, Unit.DOLLARS, 0.25, "turn", 1.0))
+        store.debit(LedgerEntry("r3", 0, Unit.DOLLARS, 9.0, "turn", 1.0))  # not a member
+        assert store.fleet_usage("f1") == {Unit.DOLLARS: 0.75}
+        assert [f for f, _ in store.list_fleets()] == ["f1"]
+        with pytest.raises(StoreError, match="no fleet"):
+            store.get_fleet("nope")
+
     def test_unknown_run_is_a_clear_error(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no run"):
             store.get_run("missing")
