@@ -85,10 +85,12 @@ def _prepare_workdir(workdir: Path) -> None:
         raise SandboxError(f"the sandbox uid cannot reach workdir {workdir}: {', '.join(blocked)} is not searchable "
                            "by other users. Put the workdir under a world-searchable folder (e.g. /var/tmp) or "
                            "`chmod o+x` those folders")
-    for dirpath, dirnames, filenames in os.walk(workdir):
-        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-            if os.lstat(name).st_uid != JAIL_UID:
-                os.lchown(name, JAIL_UID, JAIL_UID)
+    # coreutils' chown walks with descriptors (fts): no recursion limit, no PATH_MAX on a deep tree the
+    # previous command left; -P -h: symlinks are changed themselves, never followed.
+    done = subprocess.run(["chown", "-R", "-P", "-h", f"{JAIL_UID}:{JAIL_UID}", "--", str(workdir)],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    if done.returncode != 0:
+        raise SandboxError(f"could not hand workdir {workdir} to the sandbox uid: {done.stderr.strip()[-500:]}")
 
 
 def _resolve(argv: list[str], python: str, path: str) -> list[str]:

@@ -14,7 +14,6 @@ removed, what it grew is cut back) and answered with a tool error.
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 from reasearch.agent._safefs import Root, UnsafePathError, split
 from reasearch.agent.tools.guard import check_command, check_python
 from reasearch.agent.tools.schema import ToolError, tool
+from reasearch.engine.exec import exec_in_sandbox
 from reasearch.engine.protocol import Limits
 from reasearch.errors import ConfigError
 
@@ -139,7 +139,7 @@ class Workspace:
             used = self.fs.usage()
             freed = max(old.st_size, old.st_blocks * 512) if old is not None and old.st_nlink == 1 else 0
             new_bytes = used.bytes - freed + len(data) + 4096
-            new_inodes = used.inodes + (old is None) + len(split(rel))  # parents may be created
+            new_inodes = used.inodes + (len(split(rel)) if old is None else 0)  # missing parents are created
             if new_bytes > self.quota.max_bytes or new_inodes > self.quota.max_inodes:
                 raise ToolError(f"refused: writing {path!r} would take the workspace over its quota "
                                 f"({self.quota.describe()}; it holds {used.bytes / 2**20:.1f} MiB in "
@@ -186,10 +186,6 @@ def _truncate(text: str, limit: int) -> str:
         return text
     half = limit // 2
     return f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
-
-
-def _sandbox_exec() -> ExecFn:
-    return importlib.import_module("reasearch.engine").exec_in_sandbox
 
 
 class WorkspaceTools:
@@ -253,6 +249,8 @@ class WorkspaceTools:
         rel = "" if path.strip() in (".", "./") else ws.resolve(path)
         try:
             st = ws.fs.lstat(rel)
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                raise ToolError(f"refused: {path!r} is a symlink (symlinks in the workspace are never followed)")
             if st is None or not stat.S_ISDIR(st.st_mode):
                 raise ToolError(f"{path!r} is not a directory of the workspace")
             rows: list[str] = []
@@ -278,7 +276,7 @@ class WorkspaceTools:
 
     def _run(self, argv: list[str], timeout_s: float | None) -> str:
         limit = self.timeout_s if timeout_s is None else min(max(float(timeout_s), 1.0), self.timeout_s)
-        run = self._exec or _sandbox_exec()
+        run = self._exec or exec_in_sandbox
         before = self.workspace.snapshot()
         out = run(argv, workdir=self.workspace.root, limits=Limits(wall_s=limit, memory_mb=self.memory_mb),
                   mode=self.sandbox_mode)
