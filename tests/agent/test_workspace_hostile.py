@@ -182,3 +182,39 @@ def test_write_file_is_refused_over_the_quota(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="over its quota"):  # 12 inodes + 5 new ones > 16
         tools.write_file("a/b/c/d/e.txt", "x")
     assert not (ws.root / "b.txt").exists() and not (ws.root / "a").exists()
+
+
+def test_rollback_keeps_what_was_there_and_runs_even_when_the_runner_fails(tmp_path: Path) -> None:
+    from reasearch.agent.tools.workspace import Quota
+
+    ws = Workspace(tmp_path / "ws", quota=Quota(max_bytes=2 << 20, max_inodes=64))
+    (ws.root / "old.txt").write_text("0123456789")
+    (ws.root / "keep").mkdir()
+    (ws.root / "keep" / "a.txt").write_text("a")
+
+    def hostile(argv: list[str], **kw: Any) -> Any:
+        (ws.root / "old.txt").write_text("abcdefghij" * 1000)  # grown in place: cut back to 10 bytes
+        (ws.root / "keep" / "a.txt").write_text("b")  # changed within its size: kept
+        for i in range(100):
+            (ws.root / "keep" / f"new{i}").write_text("x")
+        raise RuntimeError("the runner broke")
+
+    tools = WorkspaceTools(ws, exec_fn=hostile)
+    with pytest.raises(RuntimeError, match="the runner broke"):
+        tools.bash("anything")
+    assert sorted(os.listdir(ws.root / "keep")) == ["a.txt"]
+    assert (ws.root / "keep" / "a.txt").read_text() == "b"
+    assert (ws.root / "old.txt").read_text() == "abcdefghij"
+    assert ws.fs.usage().inodes <= 64
+
+
+def test_the_quota_comes_from_the_agent_config(make_agent: Callable[..., tuple[Agent, MemoryRun]]) -> None:
+    from reasearch.agent import AgentConfig
+    from reasearch.agent.tools.workspace import Quota
+    from reasearch.errors import ConfigError
+
+    agent, _ = make_agent([], workspace_max_mb=5, workspace_max_files=100)
+    assert agent.workspace.quota == Quota(5 << 20, 100)
+    assert AgentConfig.from_dict(agent.config.to_dict()).workspace_max_files == 100  # stored, read back on resume
+    with pytest.raises(ConfigError, match="workspace_max_files"):
+        AgentConfig(workspace_max_files=3)

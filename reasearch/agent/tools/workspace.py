@@ -149,7 +149,7 @@ class Workspace:
             raise ToolError(f"refused: {exc}") from None
         return self.root / rel
 
-    def snapshot(self) -> dict[str, tuple[int, int]]:
+    def manifest(self) -> dict[str, tuple[int, int]]:
         """``{path: (inode, size)}`` of every entry (what :meth:`enforce_quota` rolls back to)."""
         return {e.rel: (e.st.st_ino, e.st.st_size) for e in self.fs.walk()}
 
@@ -277,9 +277,13 @@ class WorkspaceTools:
     def _run(self, argv: list[str], timeout_s: float | None) -> str:
         limit = self.timeout_s if timeout_s is None else min(max(float(timeout_s), 1.0), self.timeout_s)
         run = self._exec or exec_in_sandbox
-        before = self.workspace.snapshot()
-        out = run(argv, workdir=self.workspace.root, limits=Limits(wall_s=limit, memory_mb=self.memory_mb),
-                  mode=self.sandbox_mode)
+        before = self.workspace.manifest()
+        try:
+            out = run(argv, workdir=self.workspace.root, limits=Limits(wall_s=limit, memory_mb=self.memory_mb),
+                      mode=self.sandbox_mode)
+        except BaseException:
+            self.workspace.enforce_quota(before)  # whatever went wrong, nothing over the quota stays
+            raise
         over = self.workspace.enforce_quota(before)
         status = getattr(out.status, "value", out.status)
         parts = [f"[status {status}, exit code {out.exit_code}, {out.wall_s:.2f} s, sandbox={out.sandbox_mode}]"]
