@@ -260,7 +260,10 @@ def _verify(top: Path, *, full: bool, expect: dict[str, str] | None = None) -> s
         expect: SHA-256 that some files must have (the checkout's sources, for the code copy).
     """
     try:
-        st = _check_private(top)
+        try:
+            st = _check_private(top)
+        except SandboxUnavailableError as exc:
+            return str(exc).split(": ", 1)[-1].split(". Nothing under it", 1)[0]
         if stat.S_IMODE(st.st_mode) & 0o055 != 0o055:
             return f"mode {stat.S_IMODE(st.st_mode):o} of the folder"
         mst = os.lstat(top / _MANIFEST)
@@ -346,8 +349,8 @@ def _reuse_or_build(final: Path, build: object, *, full: bool, expect: dict[str,
             os.utime(final, follow_symlinks=False)  # mark as recently used (pruning keeps it)
             return False
         if os.path.islink(final) or os.lstat(final).st_uid != os.geteuid():
-            raise _refuse(final, why)
-        _discard(final)
+            raise _refuse(final, why)  # not something we built: say so rather than delete it
+        _discard(final)  # ours, but changed since we built it: never used, rebuilt from scratch
     work = Path(tempfile.mkdtemp(prefix=final.name + ".build-", dir=final.parent))
     try:
         build(work)  # type: ignore[operator]
@@ -654,8 +657,9 @@ def build_runtime(extra: tuple[str, ...] = ()) -> Runtime:
     ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
     entries = _wanted(extra)
     real_python = Path(sys.executable).resolve()
-    paths = sysconfig.get_paths()
-    stdlib, platstdlib = Path(paths["stdlib"]).resolve(), Path(paths["platstdlib"]).resolve()
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    # Extension modules of the stdlib (``platstdlib`` would name a venv's own lib folder, site-packages and all).
+    dynload = Path(sysconfig.get_config_var("DESTSHARED") or stdlib / "lib-dynload").resolve()
     code = _code_copy()
     hidden = _hidden_host_paths()
     libs: list[Path] = []
@@ -663,12 +667,14 @@ def build_runtime(extra: tuple[str, ...] = ()) -> Runtime:
         libdir = Path(sysconfig.get_config_var("LIBDIR") or Path(sys.base_prefix) / "lib")
         libs = [p.resolve() for p in libdir.glob("libpython*.so*")]
     needed = [real_python, stdlib, *libs, *entries]
+    if dynload.is_dir():
+        needed.append(dynload)
     system = [p for p in SYSTEM_RO if os.path.exists(p)]
     if all(readable_by_others(p) for p in needed) and not any(
             _under(str(p.resolve()), h) for p in needed for h in hidden):
         binds = [str(real_python), str(stdlib)]
-        if platstdlib != stdlib and not _under(str(platstdlib), str(stdlib)) and platstdlib.is_dir():
-            binds.append(str(platstdlib))
+        if not _under(str(dynload), str(stdlib)) and dynload.is_dir():
+            binds.append(str(dynload))
         binds += [str(p) for p in libs]
         binds += [str(e) for e in entries]  # each package on its own: never the whole site-packages
         binds = [b for b in dict.fromkeys(binds) if not any(b != o and _under(b, o) for o in binds)]
