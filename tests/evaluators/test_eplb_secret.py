@@ -97,3 +97,16 @@ def test_short_env_secret_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_secret.ENV_VAR, "short")
     with pytest.raises(ConfigError, match="at least 16"):
         _secret.secret()
+
+
+def test_work_outside_the_timed_calls_is_reported_not_scored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Import-time work is not in t_alg (the spec times the calls); it shows in cpu_beyond_calls_s."""
+    monkeypatch.setenv(_secret.ENV_VAR, SECRET_A)
+    task = reasearch.make("eplb/v1", num_windows=3)
+    burn = "import time as _time\n_t0 = _time.thread_time()\nwhile _time.thread_time() - _t0 < 0.8:\n    pass\n"
+    res = task.evaluate(burn + task.seed_program())
+    assert res.status is Status.OK, res.feedback
+    assert res.metrics["cpu_beyond_calls_s"] >= 0.6, (res.cpu_s, res.metrics["t_alg_per_window_s"])
+    assert sum(res.metrics["t_alg_per_window_s"]) < res.cpu_s
+    plain = task.evaluate(task.seed_program())
+    assert plain.metrics["bal_expert"] == res.metrics["bal_expert"]  # same windows, same placements

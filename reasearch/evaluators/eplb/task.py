@@ -81,8 +81,9 @@ class EplbTask(Task):
 
     What the speed term counts: only the wall time of each call, as the trusted side sees it. Work the
     candidate does outside its calls (at import, or in threads that run on after a call returns) is not
-    in ``t_alg``; it is bounded by the one wall-time limit of the whole session and the memory limit,
-    and the session's total CPU time is reported as ``cpu_s``. It cannot see the window it is scored on
+    in ``t_alg``; it is bounded by the one wall-time limit of the whole session and the memory limit;
+    the session's total CPU time is reported as ``cpu_s``, and the part of it beyond the timed calls'
+    wall time as ``metrics["cpu_beyond_calls_s"]`` (not scored). It cannot see the window it is scored on
     earlier than any other candidate: window ``i + 1`` enters the sandbox only with call ``i + 1``.
 
     With ``weight_type="torch"`` the sandbox must be able to import torch: give the pool
@@ -301,7 +302,11 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             return EvalResult.failure(status, text, wall_s=final.wall_s, cpu_s=final.cpu_s,
                                       metrics={**info, "windows_scored": len(tally.scores)}, provenance=prov)
         result = self._summarize(tally, info, floor)
-        return result.with_(wall_s=final.wall_s, cpu_s=final.cpu_s, provenance=prov)
+        # Not scored (t_alg is the timed calls' wall time, as the spec says); shown so that work moved out
+        # of the calls (at import, between calls, in threads) is visible: session CPU beyond the timed walls.
+        beyond = max(0.0, float(final.cpu_s) - sum(tally.times))
+        return result.with_(wall_s=final.wall_s, cpu_s=final.cpu_s, provenance=prov,
+                            metrics={**result.metrics, "cpu_beyond_calls_s": beyond})
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores raw data: ``{"placements": [answer per window], "t_alg_s": [trusted seconds per call]}``.
