@@ -15,8 +15,9 @@ owned by someone else or writable by group/others, or any content that differs f
 the copy is moved aside, deleted and rebuilt in a fresh folder; it is never used. The code copy is
 re-hashed in full on every use (a few MB), and its sources must hash as the checkout's do now. The
 runtime mirror (about a GB of hard links) is checked by size, mtime and inode per file on reuse (a
-write changes the mtime, a replacement the inode; only our own uid or root could reset them), and
-hashed in full when built.
+write changes the mtime, a replacement the inode; only our own uid or root could reset them), at most
+every few minutes per process while its folder and manifest stay the same objects, and hashed in full
+when built.
 
 Which runtime. If the interpreter, its standard library and the needed packages are readable by
 "other" and none of them lies under a hidden location (below), the jail binds them read-only where they
@@ -341,12 +342,41 @@ def _install(work: Path, final: Path, *, full: bool, expect: dict[str, str] | No
     return final
 
 
+# A mirror (30k entries) takes ~0.5 s to walk; one-shot jails build their runtime on every command. So a
+# process re-walks a mirror it verified at most every _REVERIFY_S seconds, provided the folder and its
+# manifest are still the same objects, ours, with the same modes (checked with lstat every time). Only our
+# own uid (or root) can write below the private root, so the walk guards against our own mistakes and a
+# crash mid-build, and the window changes nothing for other users. The code copy is re-hashed on every use.
+_REVERIFY_S = 300.0
+_verified: dict[Path, tuple[tuple[int, ...], float]] = {}
+
+
+def _identity(top: Path) -> tuple[int, ...]:
+    a, m = os.lstat(top), os.lstat(top / _MANIFEST)
+    return (a.st_ino, a.st_uid, a.st_mode, m.st_ino, m.st_uid, m.st_mode, m.st_mtime_ns, m.st_size)
+
+
+def _recently_verified(final: Path) -> bool:
+    hit = _verified.get(final)
+    if hit is None or time.monotonic() - hit[1] >= _REVERIFY_S:
+        return False
+    try:
+        return _identity(final) == hit[0]
+    except OSError:
+        return False
+
+
 def _reuse_or_build(final: Path, build: object, *, full: bool, expect: dict[str, str] | None = None) -> bool:
     """Uses ``final`` if it verifies; else builds it anew. Returns True when this call built it."""
     if os.path.lexists(final):
+        if not full and _recently_verified(final):
+            os.utime(final, follow_symlinks=False)
+            return False
         why = _verify(final, full=full, expect=expect)
         if why is None:
             os.utime(final, follow_symlinks=False)  # mark as recently used (pruning keeps it)
+            if not full:
+                _verified[final] = (_identity(final), time.monotonic())
             return False
         if os.path.islink(final) or os.lstat(final).st_uid != os.geteuid():
             raise _refuse(final, why)  # not something we built: say so rather than delete it
@@ -358,6 +388,8 @@ def _reuse_or_build(final: Path, build: object, *, full: bool, expect: dict[str,
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+    if not full:
+        _verified[final] = (_identity(final), time.monotonic())
     return True
 
 

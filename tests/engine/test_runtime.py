@@ -33,6 +33,12 @@ ROOT = Path(_runtime.__file__).resolve().parents[1]  # the reasearch package
 FOREIGN_UID = 54321
 
 
+@pytest.fixture(autouse=True)
+def _always_reverify(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every reuse walks the whole tree (a process otherwise re-walks a mirror every few minutes)."""
+    monkeypatch.setattr(_runtime, "_REVERIFY_S", 0.0)
+
+
 @pytest.fixture()
 def base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private base folder for the runtime root (tmp_path's ancestors are root's and not writable by others)."""
@@ -210,6 +216,28 @@ def test_symlink_at_copy_path_is_refused(base: Path, tmp_path: Path) -> None:
     os.symlink(tmp_path / "moved", copy)
     with pytest.raises(SandboxUnavailableError, match="symlink"):
         _copy_dir()
+
+
+def test_recent_verification_is_reused_only_for_the_same_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_runtime, "_REVERIFY_S", 300.0)
+    root = tmp_path / "root"
+    root.mkdir(mode=0o711)
+    final = root / "reasearch-runtime-cache"
+    builds = []
+
+    def build(work: Path) -> None:
+        builds.append(work)
+        (work / "f.py").write_text("X = 1\n")
+
+    assert _runtime._reuse_or_build(final, build, full=False) is True
+    assert _runtime._reuse_or_build(final, build, full=False) is False and len(builds) == 1
+    # the folder replaced by another one (a new object): walked again, found foreign to the manifest
+    shutil.rmtree(final)
+    final.mkdir(mode=0o755)
+    (final / "MANIFEST.json").write_text(json.dumps({"version": 1, "entries": {}}))
+    (final / "planted.py").write_text("")
+    assert _runtime._reuse_or_build(final, build, full=False) is True and len(builds) == 2
+    assert not (final / "planted.py").exists()
 
 
 def test_quick_verification_catches_in_place_writes(tmp_path: Path) -> None:
