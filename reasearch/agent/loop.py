@@ -45,6 +45,7 @@ from reasearch.agent.tools.context import ToolContext, ToolState
 from reasearch.agent.tools.program import CANDIDATE_FILE, ControlTools, ProgramTools
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
+from reasearch.agent.traces import TraceGroup, TraceTools
 from reasearch.runs.ledger import Unit
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
@@ -122,6 +123,9 @@ class Agent:
                           lambda: ToolState(self.step, self.parent, tuple(self.history)),
                           lambda: self.snapshot_text(include_lessons=False))
         self.tools: dict[str, Tool] = tools_of(ws_tools, ProgramTools(ctx), ControlTools(ctx))
+        self.traces = TraceGroup.of(run)  # a trace of a multi-trace fleet: the others' lessons and best
+        if self.traces is not None:
+            self.tools.update(tools_of(TraceTools(self.traces, self.workspace, self._best_score, CANDIDATE_FILE)))
         self.system = agent_system(self.task.describe())
         # Loop state; rebuilt identically when a resumed run replays its journal.
         self.step = -1
@@ -397,6 +401,10 @@ class Agent:
     def best_record(self) -> EvalRecord | None:
         return best_of(self.history, self.task.spec)
 
+    def _best_score(self) -> float | None:
+        best = self.best_record()
+        return None if best is None else best.score
+
     def snapshot_text(self, *, include_lessons: bool = True, notice: str = "") -> str:
         best = self.best_record()
         try:  # the guarded reader: what the snapshot shows of candidate.py is its hash, never host files
@@ -406,6 +414,9 @@ class Agent:
                        else f"candidate {sha[:12]}, not evaluated yet")
         except ToolError as exc:
             current = f"unreadable ({exc})"
+        if self.traces is not None and include_lessons:
+            self.traces.publish(self.step, self.lessons())
+            notice = "\n\n".join(part for part in (self.traces.snapshot_section(), notice) if part)
         return render_snapshot(
             turn=self.turn + 1, max_turns=self.config.max_turns, spec=self.task.spec, remaining=self.run.remaining(),
             best=(best.candidate, best.score, best.normalized_score) if best else None, history=self.history,
