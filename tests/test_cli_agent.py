@@ -57,7 +57,7 @@ def test_optimize_resume_replay(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert run.budget.cap(Unit.EVALUATIONS) == 3 and run.used()[Unit.EVALUATIONS] == 2
     assert run.config["agent"]["models"]["agent"] == {
         "provider": "scripted", "name": str(script), "base_url": None, "max_tokens": 8192, "temperature": None,
-        "price_in": None, "price_out": None, "api_key_env": ""}
+        "price_in": None, "price_out": None, "api_key_env": "", "attempts": 6}
     assert (run_dir / record.id / "workspace" / "lessons.md").read_text() == lessons.read_text()
     assert f"run {record.id}: finished" in out.err and "chosen by agent" in out.err
 
@@ -112,8 +112,9 @@ def test_a_failing_model_interrupts_the_run_and_says_how_to_resume(tmp_path: Pat
     with FakeAnthropicServer([], fail_first=[400]) as server:
         code = main(["optimize", "heilbronn/n11-v1", "--model", "claude-haiku-4-5", "--base-url", server.url,
                      "--run-dir", str(tmp_path), "--quiet"])
-    assert code == 2
+    assert code == 3  # interrupted, resumable (documented in the help's epilog)
     (record,) = open_store(tmp_path).list_runs()
-    assert record.state is RunState.INTERRUPTED
+    assert record.state is RunState.INTERRUPTED and "Anthropic API error 400" in record.reason
     err = capsys.readouterr().err
-    assert "Anthropic API error 400" in err and f"reasearch resume {record.id}" in err
+    (line,) = [ln for ln in err.splitlines() if "interrupted" in ln]
+    assert "Anthropic API error 400" in line and f"reasearch resume {record.id} --run-dir {tmp_path}" in line
