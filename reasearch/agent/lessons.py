@@ -24,7 +24,7 @@ from reasearch.runs import Run, RunState, Store
 __all__ = ["Lesson", "collect_lessons", "lesson_items", "render_library"]
 
 _ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+(.*\S)\s*$")
-_CREDIT = re.compile(r"\s*_\(run [0-9a-f]{6,}[^)]*\)_\s*$")  # the credit a library adds after each item
+_CREDIT = re.compile(r"\s*_\(run [\w.-]+ on [^)]*\)_\s*$")  # the credit a library adds after each item
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +146,7 @@ def render_library(lessons: Sequence[Lesson], task_prefix: str, runs: Sequence[s
         gain = "gain n/a" if lesson.gain is None else f"gain {'+' if lesson.gain >= 0 else ''}{fmt_score(lesson.gain)}"
         where = f"step {lesson.step}" if lesson.step is not None else "final lessons.md"
         also = f", also in {lesson.also_in} other runs" if lesson.also_in else ""
-        lines.append(f"- {lesson.text} _(run {lesson.run_id[:12]} on {lesson.task_id}, {where}, {gain}{also})_")
+        lines.append(f"- {lesson.text} _(run {lesson.run_id} on {lesson.task_id}, {where}, {gain}{also})_")
     lines += ["", "## What worked", "", "## What failed (and why)", "", "## What to try next", ""]
     return "\n".join(lines)
 

@@ -309,6 +309,6 @@ def test_fallback_specs_are_typed_and_need_prices_under_a_dollar_cap() -> None:
 
 # ---------------------------------------------------------------- lessons
 def test_lesson_items_join_continuations_and_drop_library_credits() -> None:
-    text = ("# Lessons\n\n## What worked\n- rows of 5,5,6,5,5\n  beat the hex grid\n* LP radii _(run 0123456789ab on "
-            "t, step 3, gain +0.1, also in 2 other runs)_\n1. third\n## What failed\nplain prose is not an item\n")
+    text = ("# Lessons\n\n## What worked\n- rows of 5,5,6,5,5\n  beat the hex grid\n* LP radii _(run 20261201-102154-82d3d587 on "
+            "t/n1-v1, step 3, gain +0.1, also in 2 other runs)_\n1. third\n## What failed\nplain prose is not an item\n")
     assert lesson_items(text) == ["rows of 5,5,6,5,5 beat the hex grid", "LP radii", "third"]
