@@ -12,7 +12,9 @@ but the ``on_progress`` call; steps replayed on resume are counted, not printed 
 from __future__ import annotations
 
 import math
+import os
 import shlex
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -201,14 +203,36 @@ def _result_of(run: Any, candidate: str) -> Any:
     return ok[-1] if ok else None
 
 
+def _place(root: Path, name: str, write: Any) -> Path:
+    """Writes ``root/name`` through a fresh exclusive temp file renamed over it: whatever the agent left
+    at that name (a symlink out of the workspace, a FIFO) is replaced, never followed."""
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{name}-", suffix=Path(name).suffix)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        target = root / name
+        if target.is_dir() and not target.is_symlink():
+            raise IsADirectoryError(f"{name} is a directory in the workspace")
+        os.replace(tmp, target)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    return root / name
+
+
 def write_final_files(agent: Any, candidate: str | None) -> dict[str, str]:
     """Writes the final candidate to the workspace as ``best_candidate.py`` and, for a task that draws,
-    its picture as ``best_candidate.png``; returns what was written (name -> path) and why a picture
-    is missing (``picture_note``). Never raises for a picture that cannot be drawn."""
+    its picture as ``best_candidate.png``; returns what was written (name -> path) and why something is
+    missing (``candidate_note``, ``picture_note``). Never raises: the run's result stands without them."""
     out: dict[str, str] = {}
     if candidate is None:
         return out
-    out["candidate"] = str(agent.workspace.write_text(FINAL_FILE, agent.run.candidate_source(candidate)))
+    root = Path(agent.workspace.root)
+    try:
+        source = agent.run.candidate_source(candidate)
+        out["candidate"] = str(_place(root, FINAL_FILE, lambda p: p.write_text(source)))
+    except Exception as exc:  # e.g. a directory planted under that name
+        out["candidate_note"] = f"{FINAL_FILE} could not be written: {type(exc).__name__}: {exc}"
     render = getattr(agent.task, "render_png", None)
     if not callable(render):
         return out
@@ -217,8 +241,8 @@ def write_final_files(agent: Any, candidate: str | None) -> dict[str, str]:
         out["picture_note"] = "no stored solution to draw"
         return out
     try:
-        out["picture"] = str(render(result, agent.workspace.root / FINAL_PICTURE))
-    except Exception as exc:  # a picture is a courtesy: the run's result stands without it
+        out["picture"] = str(_place(root, FINAL_PICTURE, lambda p: render(result, p)))
+    except Exception as exc:  # a picture is a courtesy
         out["picture_note"] = f"the picture could not be drawn: {type(exc).__name__}: {exc}"
     return out
 
@@ -260,6 +284,8 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
     files = dict(files or {})
     if "candidate" in files:
         lines.append(f"final candidate: {files['candidate']}")
+    elif "candidate_note" in files:
+        lines.append(f"final candidate: not written ({files['candidate_note']})")
     if "picture" in files:
         lines.append(f"picture: {files['picture']}")
     elif "picture_note" in files:

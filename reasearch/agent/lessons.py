@@ -11,7 +11,9 @@ library lists the lessons with the largest gains first.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,8 @@ from reasearch.runs import Run, RunState, Store
 
 __all__ = ["Lesson", "collect_lessons", "lesson_items", "render_library"]
 
+_MAX_FILE = 256 * 1024
+_MAX_LESSON = 1000  # characters of one lesson kept in a library
 _ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+(.*\S)\s*$")
 _CREDIT = re.compile(r"\s*_\(run [\w.-]+ on [^)]*\)_\s*$")  # the credit a library adds after each item
 
@@ -63,7 +67,23 @@ def lesson_items(text: str) -> list[str]:
             items[-1] += " " + line.strip()
         elif not line.strip() or line.lstrip().startswith("#"):
             continue
-    return [_CREDIT.sub("", i).strip() for i in items if _CREDIT.sub("", i).strip()]
+    out = [_CREDIT.sub("", i).strip() for i in items]
+    return [i if len(i) <= _MAX_LESSON else i[:_MAX_LESSON] + "..." for i in out if i]
+
+
+def _read_plain(path: Path) -> str | None:
+    """A workspace file the agent may have tampered with: a regular file only (no symlink followed, no
+    FIFO waited on), capped at ``_MAX_FILE`` bytes; None when it is anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, _MAX_FILE).decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
 
 
 def _lessons_writes(events: Iterable[Any]) -> list[tuple[int, str]]:
@@ -115,7 +135,9 @@ def collect_lessons(store: Store, task_prefix: str, *, run_dir: str | Path) -> t
         preloaded = {_key(i) for i in lesson_items(str(start.get("lessons_text") or ""))}
         final_file = Path(run_dir) / record.id / "workspace" / LESSONS_FILE
         writes = _lessons_writes(events)
-        final_text = final_file.read_text(errors="replace") if final_file.is_file() else (writes[-1][1] if writes else "")
+        final_text = _read_plain(final_file)
+        if final_text is None:
+            final_text = writes[-1][1] if writes else ""
         marks, first, spec = _gain_by_step(run)
         runs.append(record.id)
         for item in lesson_items(final_text):

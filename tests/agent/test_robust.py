@@ -312,3 +312,62 @@ def test_lesson_items_join_continuations_and_drop_library_credits() -> None:
     text = ("# Lessons\n\n## What worked\n- rows of 5,5,6,5,5\n  beat the hex grid\n* LP radii _(run 20261201-102154-82d3d587 on "
             "t/n1-v1, step 3, gain +0.1, also in 2 other runs)_\n1. third\n## What failed\nplain prose is not an item\n")
     assert lesson_items(text) == ["rows of 5,5,6,5,5 beat the hex grid", "LP radii", "third"]
+
+
+# ---------------------------------------------------------------- hostile leftovers at the final files' names
+def test_final_files_replace_planted_symlinks_instead_of_following_them(tmp_path: Path) -> None:
+    import json
+
+    from reasearch.agent import Agent
+    from reasearch.agent.testing import MemoryRun, ScriptedModel, StaticRunner
+    from reasearch.evaluators.testing import ToyTask
+
+    class DrawingToy(ToyTask):
+        def render_png(self, result: Any, path: Any) -> Path:
+            Path(path).write_bytes(b"\x89PNG fake " + json.dumps(result.solution).encode())
+            return Path(path)
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victims = {name: outside / name for name in ("code.txt", "picture.txt", "tmp.txt")}
+    for v in victims.values():
+        v.write_text("precious")
+    run = MemoryRun(DrawingToy(dim=2), Budget.from_dict({"evaluations": 3}), executor=StaticRunner())
+    script = [say("", call("evaluate", code=BEST)), say("", call("finish", reason="best"))]
+    agent = Agent(run, tmp_path / "run", models={"agent": ScriptedModel(script)},
+                  config=AgentConfig(models={"agent": ModelSpec(provider="scripted", name="")}))
+    ws = agent.workspace.root
+    os.symlink(victims["code.txt"], ws / "best_candidate.py")  # what a jailed `ln -s` would leave
+    os.symlink(victims["picture.txt"], ws / "best_candidate.png")
+    os.symlink(victims["tmp.txt"], ws / ".best_candidate.py.tmp")
+    agent.optimize()
+    assert all(v.read_text() == "precious" for v in victims.values())
+    assert not (ws / "best_candidate.py").is_symlink() and (ws / "best_candidate.py").read_text() == BEST
+    assert (ws / "best_candidate.png").read_bytes() == b'\x89PNG fake {"x": [3.0, 3.0]}'
+    assert agent.final_files["picture"] == str(ws / "best_candidate.png")
+    assert not [p for p in ws.iterdir() if p.name.startswith(".best_candidate-")]  # no temp file left
+
+
+def test_a_directory_at_the_final_name_is_reported_not_raised(make_agent: Any) -> None:
+    agent, _ = make_agent([say("", call("evaluate", code=BEST)), say("", call("finish", reason="best"))])
+    (agent.workspace.root / "best_candidate.py").mkdir()
+    result = agent.optimize()
+    assert result.final_score == 0.0 and "is a directory" in agent.final_files["candidate_note"]
+
+
+def test_lessons_collect_reads_no_symlink_and_waits_on_no_fifo(tmp_path: Path) -> None:
+    from reasearch.agent.lessons import _read_plain
+
+    secret = tmp_path / "secret"
+    secret.write_text("- the root password is hunter2\n")
+    link = tmp_path / "lessons.md"
+    os.symlink(secret, link)
+    assert _read_plain(link) is None
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    assert _read_plain(fifo) is None  # returns at once: no writer is waited for
+    big = tmp_path / "big.md"
+    big.write_text("- " + "x" * 400_000 + "\n")
+    text = _read_plain(big)
+    assert text is not None and len(text) == 256 * 1024
+    assert len(lesson_items(text)[0]) == 1003  # one lesson is capped at 1000 characters (+ "...")
