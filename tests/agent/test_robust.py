@@ -371,3 +371,23 @@ def test_lessons_collect_reads_no_symlink_and_waits_on_no_fifo(tmp_path: Path) -
     text = _read_plain(big)
     assert text is not None and len(text) == 256 * 1024
     assert len(lesson_items(text)[0]) == 1003  # one lesson is capped at 1000 characters (+ "...")
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_an_oversized_answer_is_malformed_not_read_to_the_end(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from misbehaving import RawServer
+
+    import reasearch.agent.models.anthropic as anthropic_mod
+    import reasearch.agent.models.openai_compat as openai_mod
+
+    monkeypatch.setattr(anthropic_mod, "MAX_REPLY_BYTES", 4096)
+    monkeypatch.setattr(openai_mod, "MAX_REPLY_BYTES", 4096)
+    body = b'{"content": [{"type": "text", "text": "' + b"x" * 100_000 + b'"}]}'
+    retry = RetryPolicy(max_attempts=2, sleep=lambda s: None)
+    with RawServer([(200, "application/json", body)]) as server:
+        model: Any = (AnthropicModel(ModelSpec(name="claude-haiku-4-5", base_url=server.url), api_key="k", retry=retry)
+                      if provider == "anthropic" else
+                      OpenAICompatibleModel(ModelSpec(provider="openai", name="q", base_url=server.url + "/v1"), retry=retry))
+        with pytest.raises(ModelError, match="a body over 4,096 bytes"):
+            model.complete(REQUEST)
+    assert server.requests == 2

@@ -9,6 +9,7 @@ from typing import Any
 from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
 from reasearch.agent.models.base import (
     ANTHROPIC_DEFAULT_URL,
+    MAX_REPLY_BYTES,
     RETRY_STATUS,
     MalformedReply,
     ModelSpec,
@@ -112,8 +113,9 @@ class AnthropicModel:
         for attempt in range(self.retry.max_attempts):
             last = attempt + 1 == self.retry.max_attempts
             try:
-                raw = client.messages.with_raw_response.create(**params)
-                return self._reply(raw.http_response.content)
+                with client.messages.with_streaming_response.create(**params) as raw:
+                    body = _read_capped(raw.iter_bytes())
+                return self._reply(body)
             except anthropic.APIStatusError as exc:
                 status = getattr(exc, "status_code", None)
                 if status not in RETRY_STATUS or last:
@@ -167,6 +169,16 @@ class AnthropicModel:
         cost = self._price.cost(usage) if self._price else 0.0
         return ModelReply(tuple(blocks), StopReason.parse(stop if isinstance(stop, str) else None), usage, cost,
                           str(message.get("model") or self.spec.name))
+
+
+def _read_capped(chunks: Any) -> bytes:
+    """The body, refused past ``MAX_REPLY_BYTES`` (an endpoint streaming without end is malformed)."""
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        if len(buf) > MAX_REPLY_BYTES:
+            raise MalformedReply(f"a body over {MAX_REPLY_BYTES:,} bytes")
+    return bytes(buf)
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -145,6 +145,7 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
+MAX_REPLY_BYTES = 32 << 20  # a larger answer is malformed (a reply of max_tokens is far smaller)
 
 
 def endpoint_of(spec: ModelSpec) -> str | None:

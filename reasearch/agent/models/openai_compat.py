@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
-from reasearch.agent.models.base import RETRY_STATUS, MalformedReply, ModelSpec, RetryPolicy, snippet
+from reasearch.agent.models.base import MAX_REPLY_BYTES, RETRY_STATUS, MalformedReply, ModelSpec, RetryPolicy, snippet
 from reasearch.errors import ModelError
 
 __all__ = ["OpenAICompatibleModel", "to_openai_messages"]
@@ -115,7 +115,9 @@ class OpenAICompatibleModel:
             req = urllib.request.Request(self._url, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=self._timeout) as resp:
-                    body = resp.read()
+                    body = resp.read(MAX_REPLY_BYTES + 1)
+                if len(body) > MAX_REPLY_BYTES:
+                    raise MalformedReply(f"a body over {MAX_REPLY_BYTES:,} bytes")
                 return self._reply(body)
             except urllib.error.HTTPError as exc:
                 try:
