@@ -24,9 +24,10 @@ _EXITS = ("exit status: 0 a final candidate was chosen; 1 the run ended without 
 def _model_args(p: argparse.ArgumentParser, *, resume: bool) -> None:
     """The model options, shared by ``optimize`` and ``resume`` (on resume: None = as recorded)."""
     g = p.add_argument_group("models" + (" (default: as recorded in the run; a change is recorded)" if resume else ""))
-    g.add_argument("--model", default=None if resume else "claude-sonnet-4-6",
+    g.add_argument("--model", default=None if resume else "claude-sonnet-4-6", metavar="M[,FALLBACK]",
                    help="agent model: NAME (Anthropic), anthropic/NAME, openai/NAME (with --base-url) or "
-                        "scripted/FILE.json" + ("" if resume else " (default: %(default)s)"))
+                        "scripted/FILE.json; with ',FALLBACK' a second model takes a turn the first fails"
+                        + ("" if resume else " (default: %(default)s)"))
     g.add_argument("--editor-model", metavar="M[,FALLBACK]",
                    help="model of edit_code; with ',FALLBACK' a cheap editor first and, when its edit has no code, "
                         "does not compile, lacks the entry point or does not import, FALLBACK redoes it "

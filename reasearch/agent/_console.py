@@ -87,10 +87,19 @@ class RunConsole:
         self._best: float | None = None
         self._evaluations = 0
         self._last: Any = None
+        self._lessons: str | None = None
+
+    def _read_lessons(self) -> str:
+        try:
+            return str(self.agent.lessons())
+        except Exception:  # a lessons.md the agent turned into something unreadable: nothing to report
+            return ""
 
     # ------------------------------------------------------------ events
     def __call__(self, progress: Any) -> None:
         self._last = progress
+        if self._lessons is None:
+            self._lessons = self._read_lessons()
         for step, kind, payload in self._new_events():
             if self.agent.journal.replaying(step):
                 self._replayed += 1
@@ -100,6 +109,11 @@ class RunConsole:
                 self._say(f"resumed: {self._replayed} recorded events replayed without spending anything")
                 self._said_replay = True
             self._track(step, kind, payload, quiet=False)
+            if kind == "tool_result":  # however it was changed (write_file, bash, python_exec)
+                lessons = self._read_lessons()
+                if lessons != self._lessons:
+                    self._lessons = lessons
+                    self._say(f"[step {step}] lessons.md updated ({len(lessons.splitlines())} lines)")
         if self._live is not None:
             self._live.update(self.panel(progress))
 
@@ -132,10 +146,6 @@ class RunConsole:
                     line += " - new best" + (f" (was {fmt_score(self._best)})" if self._best is not None else "")
                     self._best = rec.score
             line += f"  [candidate {rec.candidate[:12]}]"
-        elif kind == "tool_call" and p.get("name") == "write_file" and \
-                str((p.get("input") or {}).get("path", "")).strip("./") == "lessons.md":
-            content = str((p.get("input") or {}).get("content", ""))
-            line = f"lessons.md updated ({len(content.splitlines())} lines)"
         elif kind == "compaction":
             line = (f"compaction: {p.get('reason')}; ~{p.get('tokens_before')} tokens summarized, "
                     f"transcript {p.get('transcript')}")

@@ -107,12 +107,16 @@ def test_a_cap_that_allows_nothing_is_refused_before_a_run_exists(caps: dict[str
 def test_plain_output_is_one_line_per_event(make_agent: Any) -> None:
     script = [say("", call("evaluate")),
               say("", call("evaluate", code=BETTER)),
-              say("", call("write_file", path="lessons.md", content="# Lessons\n- move both coordinates up\n")),
+              say("", call("bash", command="printf '# Lessons\\n- move both coordinates up\\n' > lessons.md")),
               say("", call("compact")),
               say("", call("evaluate", code=toy_source([0.0, 0.5]))),
               say("", call("get_status")),
               say("", call("finish", reason="better is best"))]
-    agent, _ = make_agent(script, summarizer=[say("summary")], max_turns=6)
+    def exec_fn(argv: list[str], **kw: Any) -> Any:  # a bash that writes lessons.md (no write_file call)
+        (kw["workdir"] / "lessons.md").write_text("# Lessons\n- move both coordinates up\n")
+        return _Out(Status.OK, 0)
+
+    agent, _ = make_agent(script, summarizer=[say("summary")], max_turns=6, exec_fn=exec_fn)
     out = io.StringIO()
     from rich.console import Console
 
