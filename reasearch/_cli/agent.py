@@ -225,6 +225,7 @@ def resume(args: argparse.Namespace) -> int:
                        fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
     console.print(f"resuming run {agent.run.id} ({run.state.value}; {agent.journal.last_recorded + 1} steps recorded)",
                   highlight=False)
+    agent.run.resume()  # this process drives the run now (state running, heartbeat)
     return _run_agent(agent, console, args.quiet, f"reasearch resume {agent.run.id[:12]}", args.run_dir)
 
 

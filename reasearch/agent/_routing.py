@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from reasearch.engine.protocol import Limits
 __all__ = ["FALLBACK", "edit_problem", "fallback_role"]
 
 FALLBACK = ":fallback"  # models[role + FALLBACK] is the role's fallback client
-_CHECK_FILE = ".edit_check.py"  # hidden from list_files; removed after the check
+_CHECK_PREFIX = ".edit-check-"  # hidden from list_files; removed after the check
 _IMPORT_CHECK = (
     "import runpy, sys\n"
     "ns = runpy.run_path({path!r}, run_name='candidate')\n"
@@ -55,9 +57,12 @@ def edit_problem(text: str, entries: Sequence[str], *, workspace: Path | None = 
         return None
     if exec_fn is None:
         from reasearch.engine import exec_in_sandbox as exec_fn  # lazy: the engine is not needed before
-    path = workspace / _CHECK_FILE
+    # An exclusive new file: a name the agent planted (a symlink out of the workspace) is never followed.
+    fd, name = tempfile.mkstemp(dir=workspace, prefix=_CHECK_PREFIX, suffix=".py")
+    path = Path(name)
     try:
-        path.write_text(code)
+        with os.fdopen(fd, "w") as f:
+            f.write(code)
         out = exec_fn(["python3", "-c", _IMPORT_CHECK.format(path=str(path), names=list(entries))], workdir=workspace,
                       limits=Limits(wall_s=timeout_s, memory_mb=memory_mb), mode=sandbox_mode)
     finally:

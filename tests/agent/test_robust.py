@@ -265,7 +265,9 @@ def test_an_edit_that_does_not_import_goes_to_the_fallback(make_agent: Any) -> N
 
     def exec_fn(argv: list[str], **kw: Any) -> _Out:
         seen.append(argv)
-        code = (kw["workdir"] / ".edit_check.py").read_text()
+        (check,) = kw["workdir"].glob(".edit-check-*.py")
+        assert argv[-1].count(str(check)) == 1
+        code = check.read_text()
         return _Out(Status.CRASH, 1, stderr="ModuleNotFoundError: No module named 'nope'") if "nope" in code \
             else _Out(Status.OK, 0)
 
@@ -275,7 +277,7 @@ def test_an_edit_that_does_not_import_goes_to_the_fallback(make_agent: Any) -> N
     fb = next(e.payload for e in run.event_log if e.kind == "fallback.edit_reply")
     assert "does not import (CRASH" in fb["reason"] and "No module named 'nope'" in fb["reason"]
     assert len(seen) == 1 and seen[0][0] == "python3"  # the cheap edit was import-checked; the fallback's is used as is
-    assert not (agent.workspace.root / ".edit_check.py").exists()
+    assert not list(agent.workspace.root.glob(".edit-check-*"))
     assert (agent.workspace.root / "candidate.py").read_text() == BEST
 
 
