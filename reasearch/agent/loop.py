@@ -361,11 +361,12 @@ class Agent:
                 return reply
             rec = self.journal.record(step, f"fallback.{kind}", {
                 "role": role, "from": self.models[role].name, "to": self.models[fallback].name, "reason": problem})
-        else:  # replaying: debit the cheap attempts again exactly as recorded, then the fallback's
-            try:
-                self._complete(role, request, kind=kind, step=step)
-            except ModelError:
-                pass
+        else:  # replaying: the cheap attempts are debited as recorded (never called again), then the fallback's
+            for attempt in range(self.config.max_reply_attempts):
+                key = kind if attempt == 0 else f"{kind}.{attempt}"
+                if (cheap := self.journal.get(step, key)) is None:
+                    break
+                self._debit(step, f"{role}:{key}", ModelReply.from_dict(cheap["reply"]))
         return self._complete(fallback, request, kind=f"{kind}.fallback", step=step)
 
     def _reply_problem(self, kind: str, reply: ModelReply) -> str | None:

@@ -397,3 +397,30 @@ def test_an_oversized_answer_is_malformed_not_read_to_the_end(provider: str, mon
         with pytest.raises(ModelError, match="a body over 4,096 bytes"):
             model.complete(REQUEST)
     assert server.requests == 2
+
+
+def test_a_cheap_model_that_errors_falls_back_and_a_resume_never_calls_it_again(make_agent: Any, tmp_path: Path) -> None:
+    from reasearch.agent import Agent
+    from reasearch.agent.testing import ScriptedModel
+
+    class Down:
+        name = "cheap-down"
+        calls = 0
+
+        def complete(self, request: ModelRequest) -> ModelReply:
+            Down.calls += 1
+            raise ModelError("cannot reach http://127.0.0.1:9/v1/chat/completions: refused")
+
+    agent, run = _fallback_agent(make_agent, [], [say(f"```python\n{BEST}```")], _ok_exec)
+    agent.models["editor"] = Down()
+    assert agent.optimize().final_score == 0.0
+    fb = next(e.payload for e in run.event_log if e.kind == "fallback.edit_reply")
+    assert fb["from"] == "cheap-down" and "no usable reply: cannot reach" in fb["reason"]
+    assert Down.calls == 1
+    run.event_log[:] = [e for e in run.event_log if e.kind != "final"]
+    used = run.used()
+    twin = Agent(run, tmp_path / "run", config=agent.config, exec_fn=_ok_exec,
+                 models={"agent": ScriptedModel([]), "editor": Down(), "summarizer": ScriptedModel([]),
+                         "editor:fallback": ScriptedModel([])})
+    assert twin.optimize().final_score == 0.0
+    assert Down.calls == 1 and run.used() == used  # the resume replayed the fallback without calling anyone
