@@ -59,3 +59,25 @@ class RawServer:
 def always(kind: str) -> RawServer:
     body, ctype = BODIES[kind]
     return RawServer([(200, ctype, body)])
+
+
+class CutServer(RawServer):
+    """Announces a longer body than it sends, then closes the connection (a proxy that died mid-reply)."""
+
+    def __init__(self) -> None:
+        super().__init__([(200, "application/json", b"")])
+        server = self
+
+        class Handler(self._httpd.RequestHandlerClass):  # type: ignore[name-defined,misc]
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                server.requests += 1
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", "5000")
+                self.end_headers()
+                self.wfile.write(b'{"content": [{"type": "text", "text": "cut')
+                self.wfile.flush()
+                self.close_connection = True
+
+        self._httpd.RequestHandlerClass = Handler

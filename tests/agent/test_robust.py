@@ -424,3 +424,18 @@ def test_a_cheap_model_that_errors_falls_back_and_a_resume_never_calls_it_again(
                          "editor:fallback": ScriptedModel([])})
     assert twin.optimize().final_score == 0.0
     assert Down.calls == 1 and run.used() == used  # the resume replayed the fallback without calling anyone
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_connection_cut_mid_body_is_retried_then_a_model_error(provider: str) -> None:
+    from misbehaving import CutServer
+
+    retry = RetryPolicy(max_attempts=2, sleep=lambda s: None)
+    with CutServer() as server:
+        model: Any = (AnthropicModel(ModelSpec(name="claude-haiku-4-5", base_url=server.url), api_key="k", retry=retry)
+                      if provider == "anthropic" else
+                      OpenAICompatibleModel(ModelSpec(provider="openai", name="q", base_url=server.url + "/v1"), retry=retry))
+        with pytest.raises(ModelError) as info:
+            model.complete(REQUEST)
+    assert server.requests == 2
+    assert "peer closed connection" in str(info.value) or "not JSON" in str(info.value)

@@ -114,14 +114,19 @@ class AnthropicModel:
             last = attempt + 1 == self.retry.max_attempts
             try:
                 with client.messages.with_streaming_response.create(**params) as raw:
-                    body = _read_capped(raw.iter_bytes())
+                    try:
+                        body = _read_capped(raw.iter_bytes())
+                    except MalformedReply:
+                        raise
+                    except Exception as exc:  # the SDK does not wrap transport errors met while reading
+                        raise _BrokenBody(f"{type(exc).__name__}: {exc}") from exc
                 return self._reply(body)
             except anthropic.APIStatusError as exc:
                 status = getattr(exc, "status_code", None)
                 if status not in RETRY_STATUS or last:
                     raise ModelError(f"Anthropic API error {status}: {snippet(str(exc.message), 300)}") from exc
                 self.retry.sleep(self.retry.delay(attempt, _retry_after(exc)))
-            except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
+            except (anthropic.APIConnectionError, anthropic.APITimeoutError, _BrokenBody) as exc:
                 if last:
                     raise ModelError(f"cannot reach the Anthropic API at {self.endpoint}: {snippet(str(exc), 300)}") from exc
                 self.retry.sleep(self.retry.delay(attempt))
@@ -169,6 +174,10 @@ class AnthropicModel:
         cost = self._price.cost(usage) if self._price else 0.0
         return ModelReply(tuple(blocks), StopReason.parse(stop if isinstance(stop, str) else None), usage, cost,
                           str(message.get("model") or self.spec.name))
+
+
+class _BrokenBody(Exception):
+    """The connection broke while the body was read (retried like a refused connection)."""
 
 
 def _read_capped(chunks: Any) -> bytes:
