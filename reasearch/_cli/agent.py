@@ -196,7 +196,8 @@ def optimize(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     agent = start_run(args.task_id, budget=budget, config=config, run_dir=args.run_dir, task_params=params,
                       seed=args.seed, models=models, lessons=lessons)
-    console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False)
+    console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False,
+                  soft_wrap=True)
     return _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
 
 
@@ -224,7 +225,7 @@ def resume(args: argparse.Namespace) -> int:
     agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs,
                        fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
     console.print(f"resuming run {agent.run.id} ({run.state.value}; {agent.journal.last_recorded + 1} steps recorded)",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     agent.run.resume()  # this process drives the run now (state running, heartbeat)
     return _run_agent(agent, console, args.quiet, f"reasearch resume {agent.run.id[:12]}", args.run_dir)
 
@@ -246,7 +247,8 @@ def replay(args: argparse.Namespace) -> int:
     else:
         console = Console()
         console.print(f"replayed run {report.run_id} as {report.replay_run_id} in {report.replay_dir}: "
-                      f"{report.tool_results_compared} tool results ({report.evaluations_compared} evaluations) compared")
+                      f"{report.tool_results_compared} tool results ({report.evaluations_compared} evaluations) compared",
+                      soft_wrap=True, highlight=False)
         if report.error:
             console.print(f"[red]{report.error}[/red]")
         for title, rows in ((f"{len(report.divergences)} divergence(s)", report.divergences),
