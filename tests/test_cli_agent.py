@@ -344,3 +344,28 @@ def test_lessons_collect_builds_a_library_that_loads_with_lessons(tmp_path: Path
     again = capsys.readouterr().out
     assert third not in again and again.count("- ") == text.count("- ")  # a preloaded library is not credited again
     assert main(["lessons", "collect", "nothing/", "--run-dir", str(run_dir)]) == 1
+
+
+# ---------------------------------------------------------------- --store and --executor
+@pytest.mark.ray
+def test_optimize_into_a_given_store_on_the_ray_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The run lands in --store (not --run-dir's store); Ray evaluates and the scores equal the local run's."""
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    script = tmp_path / "script.json"
+    replies = [say("", call("evaluate")), say("", call("evaluate", code=IMPROVED)), say("", call("finish", reason="x"))]
+    script.write_text(json.dumps([r.to_dict() for r in replies]))
+    scores = {}
+    for executor in ("local", "ray"):
+        store = tmp_path / f"{executor}.sqlite"
+        assert main(["optimize", "circle_packing/n26-v1", "--model", f"scripted/{script}", "--budget", "3",
+                     "--run-dir", str(tmp_path / "runs"), "--store", f"sqlite:///{store}", "--executor", executor,
+                     "--quiet", "--sandbox", "process"]) == 0, capsys.readouterr().err
+        (record,) = open_store(store).list_runs()
+        scores[executor] = [e.result.score for e in open_store(store).evaluations(record.id)]
+    assert not (tmp_path / "runs" / "store.sqlite").exists()  # nothing went to the default store
+    assert scores["ray"] == scores["local"] and len(scores["local"]) == 2
+    assert main(["optimize", "circle_packing/n26-v1", "--model", f"scripted/{script}", "--executor", "mpi",
+                 "--run-dir", str(tmp_path / "x")]) == 2
+    assert "--executor is local, ray or ray=ADDRESS" in capsys.readouterr().err

@@ -58,6 +58,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-wall", type=float, metavar="S", help="active wall seconds")
     p.add_argument("--compact-at", type=int, default=90_000, metavar="TOKENS", help="compaction threshold (default 90000)")
     p.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
+    p.add_argument("--store", metavar="URL", help="run store (postgresql://... to share one with other machines; "
+                                                   "default: store.sqlite in --run-dir)")
+    p.add_argument("--executor", default="local", metavar="local|ray[=ADDRESS]",
+                   help="where evaluations run: the local warm pool, or Ray (ray=HOST:PORT joins a cluster)")
     p.add_argument("--lessons", metavar="F", help="preload lessons.md from F (an earlier run's, or a library from "
                                                   "`reasearch lessons collect`)")
     p.add_argument("--seed", type=int, default=0, help="the run's seed")
@@ -73,6 +77,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "than the one it recorded unless --base-url says so.")
     r.add_argument("run_id", metavar="RUN", help="run id (or a unique prefix)")
     r.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
+    r.add_argument("--store", metavar="URL", help="the run store the run was started with (default: --run-dir's)")
+    r.add_argument("--executor", default="local", metavar="local|ray[=ADDRESS]", help="where evaluations run")
     _model_args(r, resume=True)
     r.add_argument("--quiet", action="store_true", help="no progress display (the summary is still printed)")
     r.set_defaults(func=resume)
@@ -173,8 +179,20 @@ def _run_agent(agent: Any, console: Console, quiet: bool, title: str, run_dir: s
     return EXIT_OK if result.final_candidate else EXIT_FAILED
 
 
+def _executor(text: str) -> Any:
+    """``local`` (None: the run's default local pool) or a RayExecutor for ``ray`` / ``ray=ADDRESS``."""
+    kind, _, address = text.partition("=")
+    if kind == "local" and not address:
+        return None
+    if kind != "ray":
+        raise ConfigError(f"--executor is local, ray or ray=ADDRESS, not {text!r}")
+    from reasearch.runs import RayExecutor
+
+    return RayExecutor(address=address or None)
+
+
 def optimize(args: argparse.Namespace) -> int:
-    from reasearch.agent import AgentConfig, build_model, start_run
+    from reasearch.agent import AgentConfig, build_model
     from reasearch.agent.session import check_budget
     from reasearch.evaluators import make
     from reasearch.runs import Budget
@@ -194,8 +212,23 @@ def optimize(args: argparse.Namespace) -> int:
     models.update({f"{role}:fallback": build_model(spec) for role, spec in fallbacks.items()})
     lessons = Path(args.lessons).read_text() if args.lessons else None
     console = Console(stderr=True)
+    from reasearch.runs import open_store
+
+    store = open_store(args.store) if args.store else None
+    executor = _executor(args.executor)
+    try:
+        return _optimize(args, console, budget, config, params, models, lessons, store, executor)
+    finally:
+        if executor is not None:  # a Ray executor this command started (and Ray with it) ends with it
+            executor.close()
+
+
+def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, float], config: Any,
+              params: dict[str, Any], models: dict[str, Any], lessons: str | None, store: Any, executor: Any) -> int:
+    from reasearch.agent import start_run
+
     agent = start_run(args.task_id, budget=budget, config=config, run_dir=args.run_dir, task_params=params,
-                      seed=args.seed, models=models, lessons=lessons)
+                      seed=args.seed, models=models, lessons=lessons, store=store, executor=executor)
     console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False,
                   soft_wrap=True)
     return _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
@@ -204,12 +237,11 @@ def optimize(args: argparse.Namespace) -> int:
 def resume(args: argparse.Namespace) -> int:
     from dataclasses import replace as dc_replace
 
-    from reasearch.agent import open_agent
     from reasearch.agent.session import effective_config, open_existing_store
     from reasearch.runs import Run, RunState
 
     console = Console(stderr=True)
-    store = open_existing_store(args.run_dir)  # a mistyped --run-dir is an error, never a new empty store
+    store = open_existing_store(args.store or args.run_dir)  # a mistyped location is an error, never a new store
     run = Run.open(store, args.run_id)
     if run.state is RunState.FINISHED:
         console.print(f"run {run.id} is already finished; nothing to resume", highlight=False)
@@ -222,7 +254,19 @@ def resume(args: argparse.Namespace) -> int:
         model_specs = {role: dc_replace(spec, **overrides) for role, spec in recorded.models.items()}
         model_specs.update(specs)
         fallbacks = {**{role: dc_replace(spec, **overrides) for role, spec in recorded.fallbacks.items()}, **fallbacks}
-    agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs,
+    executor = _executor(args.executor)
+    try:
+        return _resume(args, console, run, store, model_specs, fallbacks, executor)
+    finally:
+        if executor is not None:
+            executor.close()
+
+
+def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, model_specs: Any, fallbacks: Any,
+            executor: Any) -> int:
+    from reasearch.agent import open_agent
+
+    agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs, executor=executor,
                        fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
     console.print(f"resuming run {agent.run.id} ({run.state.value}; {agent.journal.last_recorded + 1} steps recorded)",
                   highlight=False, soft_wrap=True)
