@@ -42,6 +42,7 @@ from reasearch.agent.prompts import (
 )
 from reasearch.agent.snapshot import EvalRecord, render_snapshot
 from reasearch.agent.tools.program import CANDIDATE_FILE, ControlTools, ProgramTools
+from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Workspace, WorkspaceTools
 from reasearch.runs.ledger import Unit
@@ -114,9 +115,13 @@ class Agent:
         self.clock = clock
         ws_tools = WorkspaceTools(self.workspace, exec_fn=exec_fn, timeout_s=self.config.tool_timeout_s,
                                   memory_mb=self.config.tool_memory_mb, sandbox_mode=self.config.sandbox_mode)
-        self.tools: dict[str, Tool] = tools_of(ws_tools, ProgramTools(self), ControlTools(self))
         self.task: Task = run.task
-        self.system = agent_system(self.task.describe())
+        # The domain toolset: program tools, or prompt tools for a task whose candidate is a prompt.
+        self.candidate_file: str = getattr(self.task, "candidate_file", CANDIDATE_FILE)
+        self.domain: Any = PromptTools(self) if is_prompt_task(self.task) else ProgramTools(self)
+        self.tools: dict[str, Tool] = tools_of(ws_tools, self.domain, ControlTools(self))
+        template = getattr(self.domain, "system_template", None)
+        self.system = template.format(task=self.task.describe()) if template else agent_system(self.task.describe())
         # Loop state; rebuilt identically when a resumed run replays its journal.
         self.step = -1
         self.turn = 0
@@ -168,14 +173,14 @@ class Agent:
         self.step = 0
         if self.journal.get(0, "start") is None:
             self.workspace.write_text(TASK_FILE, self.task.describe())
-            self.workspace.write_text(CANDIDATE_FILE, self.task.seed_program())
+            self.workspace.write_text(self.candidate_file, self.task.seed_program())
             self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
                 "task_id": self.task.id, "config": self.config.to_dict(),
                 "models": {role: m.name for role, m in self.models.items()},
                 "lessons_text": self.lessons_preload, "workspace": str(self.workspace.root),
             })
-        self.pending = [text_block(START_MESSAGE)]
+        self.pending = [text_block(getattr(self.domain, "start_message", START_MESSAGE))]
 
     def _decide(self, step: int) -> tuple[str, str | None]:
         """What this step is: ``compact``, ``stop`` or a ``turn`` (a recorded step replays as it was)."""
@@ -324,6 +329,9 @@ class Agent:
             rec["transcript"] = self._save_transcript("final")
             rec = self.journal.record(step, "final", rec)
         self.run.finish(state="finished", final_candidate=rec["candidate"], reason=f"{rec['chosen_by']}: {rec['reason']}")
+        on_finish = getattr(self.domain, "on_finish", None)
+        if on_finish is not None:  # e.g. the trusted side scores a final prompt on the sealed test split
+            on_finish(rec)
         self._progress()
         return AgentResult(self.run.id, "finished", rec["candidate"], rec["score"], rec["chosen_by"], rec["reason"],
                            self.turn, self.step)
@@ -394,7 +402,7 @@ class Agent:
 
     def snapshot_text(self, *, include_lessons: bool = True, notice: str = "") -> str:
         best = self.best_record()
-        src = (self.workspace.root / CANDIDATE_FILE)
+        src = (self.workspace.root / self.candidate_file)
         sha = candidate_sha256(src.read_text()) if src.is_file() else ""
         seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
         current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
@@ -405,7 +413,8 @@ class Agent:
             current=current, lessons=self.lessons() if include_lessons else None,
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
             lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
-            max_wall_s=self.config.max_wall_s, notice=notice)
+            max_wall_s=self.config.max_wall_s,
+            notice="\n".join([*getattr(self.domain, "snapshot_lines", list)(), notice]).strip())
 
     def _save_transcript(self, name: str) -> str:
         self.transcripts.mkdir(parents=True, exist_ok=True)

@@ -237,6 +237,35 @@ class Run:
         estimate = getattr(self.task, "budget_estimate", None)
         return _units(estimate() if callable(estimate) else {Unit.EVALUATIONS: 1.0})
 
+    @property
+    def eval_unit(self) -> Unit:
+        """The unit an evaluation of this task mainly spends (the first of its estimate): the agent
+        stops when it is spent (``student_calls`` for a prompt task)."""
+        return next(iter(self.evaluation_estimate()), Unit.EVALUATIONS)
+
+    def reserve(self, costs: Mapping[Unit | str, float]) -> tuple[Unit, float, float] | None:
+        """Reserves ``costs`` against the caps for work about to run (concurrent callers see it).
+
+        Returns None when reserved (call :meth:`release` once the work is recorded), else
+        ``(unit, used, cap)`` of the first cap it does not fit under (nothing is reserved then).
+        """
+        wanted = _units(costs)
+        with self._lock:
+            usage = self.store.usage(self.id)
+            for unit, amount in wanted.items():
+                used = usage.get(unit, 0.0) + self._inflight[unit]
+                if not self.budget.allows(unit, used, amount):
+                    cap = self.budget.cap(unit)
+                    assert cap is not None
+                    return unit, used, cap
+            self._inflight.update(wanted)
+        return None
+
+    def release(self, costs: Mapping[Unit | str, float]) -> None:
+        """Ends a reservation made by :meth:`reserve` (after its debits are stored, or it failed)."""
+        with self._lock:
+            self._inflight.subtract(_units(costs))
+
     def evaluation_costs(self, result: EvalResult, estimate: Mapping[Unit, float]) -> dict[Unit, float]:
         """What one finished evaluation cost, debited atomically with its result.
 
