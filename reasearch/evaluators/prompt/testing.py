@@ -125,11 +125,12 @@ class FakeStudentServer:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if path.endswith("/chat/completions"):
+        path = path.split("?", 1)[0]
+        if path == "/v1/chat/completions":
             msgs = body.get("messages") or []
             system = "".join(str(m.get("content", "")) for m in msgs if m.get("role") == "system")
             user = "".join(str(m.get("content", "")) for m in msgs if m.get("role") == "user")
-        elif path.endswith("/messages"):
+        elif path == "/v1/messages":
             system = str(body.get("system") or "")
             user = "".join(str(m.get("content", "")) for m in body.get("messages") or [] if m.get("role") == "user")
         else:
@@ -150,7 +151,7 @@ class FakeStudentServer:
                 self.hits[(system, user)] += 1
             text = fake_reply(system, user, self.answers)
             tin, tout = len((system + user).split()), len(text.split())
-            if path.endswith("/messages"):
+            if path == "/v1/messages":
                 return 200, {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": body.get("model", ""),
                              "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
                              "stop_sequence": None, "usage": {"input_tokens": tin, "output_tokens": tout}}
@@ -207,3 +208,36 @@ def gsm8k_answer_key(folder: str | Path) -> dict[str, str]:
                 rec = json.loads(line)
                 key[rec["question"]] = rec["answer"].rsplit("####", 1)[1].strip().replace(",", "")
     return key
+
+
+def write_jsonl_sample(path: str | Path, n: int = 60) -> Path:
+    """A small JSONL file (``question``/``label`` fields, text answers) for ``prompt/jsonl-v1``."""
+    path = Path(path)
+    colours = ["red", "green", "blue", "yellow", "purple", "orange"]
+    with path.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"question": f"Item {i}: what colour is object {i * 7 % 31}?",
+                                 "label": f"{colours[i % len(colours)]} {i}"}) + "\n")
+    return path
+
+
+def conformance_data(gsm8k_folder: str | Path, scratch: str | Path) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Parameters for checking each built-in prompt task offline, and the fake student's answer key.
+
+    GSM8K uses ``gsm8k_folder`` when it holds the data (else a synthetic GSM8K-format folder in
+    ``scratch``); ``prompt/jsonl-v1`` uses a small generated file.
+    """
+    folder = Path(gsm8k_folder)
+    if not ((folder / "train.jsonl").is_file() and (folder / "test.jsonl").is_file()):
+        folder = write_synthetic_gsm8k(Path(scratch) / "gsm8k", n_train=1100, n_test=50)
+    jsonl = write_jsonl_sample(Path(scratch) / "sample.jsonl")
+    answers = gsm8k_answer_key(folder)
+    for line in jsonl.read_text().splitlines():
+        rec = json.loads(line)
+        answers[rec["question"]] = rec["label"]
+    params = {
+        "gsm8k/v1": {"data_dir": str(folder), "concurrency": 16},
+        "prompt/jsonl-v1": {"path": str(jsonl), "input_field": "question", "answer_field": "label",
+                            "n_train": 20, "n_validation": 20},
+    }
+    return params, answers
