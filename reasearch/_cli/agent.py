@@ -163,10 +163,11 @@ def optimize(args: argparse.Namespace) -> int:
     from reasearch._cli.prompt import is_prompt_task, student_params
 
     params = _params(args.param)
-    params.update(student_params(args, "student_base_url"))
     task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
     prompt_task = is_prompt_task(task)
     if prompt_task:
+        params.update(student_params(args, "student_base_url"))
+        task = make(args.task_id, **params)
         task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
     elif args.student:
         raise ConfigError(f"--student is for prompt tasks; {args.task_id} evaluates programs")

@@ -170,8 +170,9 @@ def run_eval(args: argparse.Namespace) -> int:
     from reasearch._cli.prompt import ProgressCaller, is_prompt_task, progress_bar, student_params
 
     params = _parse_params(args.param)
-    params.update(student_params(args))
     task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
+    if is_prompt_task(task) and student_params(args):
+        task = make(args.task_id, **params, **student_params(args))
     source = _read_source(args.file)
     if is_prompt_task(task):
         with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
