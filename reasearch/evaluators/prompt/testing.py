@@ -93,6 +93,7 @@ class FakeStudentServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are written apart: no 40 ms delayed-ACK stall
 
             def log_message(self, *args: Any) -> None:
                 pass
