@@ -28,6 +28,30 @@ from reasearch.runs import Run, Unit, open_store
 from reasearch.runs.students import PromptSession, StudentLedger, score_test
 
 REPO = Path(__file__).resolve().parents[2]
+PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(params=["sqlite"] + (["postgres"] if PG_URL or IN_CI else []))
+def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh store: a run directory, or a new schema of the test PostgreSQL database."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "runs")
+        return
+    if not PG_URL:
+        pytest.fail("CI=true but REASEARCH_TEST_POSTGRES_URL is not set: run .ci/postgres.sh and export its URL")
+    import uuid
+
+    import psycopg
+
+    schema = "students_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +65,7 @@ def server(gsm: Path) -> Iterator[FakeStudentServer]:
         yield srv
 
 
-def _run(store_dir: Path, gsm: Path, srv: FakeStudentServer, cap: float | None = None, **kw: object) -> Run:
+def _run(store_dir: Path | str, gsm: Path, srv: FakeStudentServer, cap: float | None = None, **kw: object) -> Run:
     params = dict(student="openai/fake", base_url=srv.url, data_dir=str(gsm), n_train=40, n_validation=40,
                   concurrency=8, backoff_s=0.01)
     params.update(kw)
@@ -53,8 +77,8 @@ def _student_debits(run: Run) -> list[tuple[int, str, float]]:
     return [(e.step, e.note, e.amount) for e in run.store.ledger(run.id) if e.unit is Unit.STUDENT_CALLS]
 
 
-def test_each_call_is_stored_with_its_debit_and_repeats_are_free(tmp_path: Path, gsm: Path, server: FakeStudentServer) -> None:
-    run = _run(tmp_path / "runs", gsm, server)
+def test_each_call_is_stored_with_its_debit_and_repeats_are_free(store_at: str, gsm: Path, server: FakeStudentServer) -> None:
+    run = _run(store_at, gsm, server)
     session = PromptSession(run)
     _, first = session.validate(GOOD_PROMPT, step=1)
     assert first.status is Status.OK and not first.cached and first.metrics["calls_paid"] == 40
@@ -75,9 +99,9 @@ def test_each_call_is_stored_with_its_debit_and_repeats_are_free(tmp_path: Path,
     assert server.paid_hits() == 42
 
 
-def test_the_cap_refuses_calls_past_it_and_holds_under_concurrency(tmp_path: Path, gsm: Path) -> None:
+def test_the_cap_refuses_calls_past_it_and_holds_under_concurrency(store_at: str, gsm: Path) -> None:
     with FakeStudentServer(gsm8k_answer_key(gsm), latency_s=0.02) as srv:
-        run = _run(tmp_path / "runs", gsm, srv, cap=25, concurrency=16)
+        run = _run(store_at, gsm, srv, cap=25, concurrency=16)
         session = PromptSession(run)
         results: list[object] = []
 
@@ -100,10 +124,10 @@ def test_the_cap_refuses_calls_past_it_and_holds_under_concurrency(tmp_path: Pat
         assert sum(1 for _, _, st in run.store.student_calls(run.id) if st == "OK") == 25
 
 
-def test_a_failed_call_is_recorded_not_debited_and_retried_later(tmp_path: Path, gsm: Path) -> None:
+def test_a_failed_call_is_recorded_not_debited_and_retried_later(store_at: str, gsm: Path) -> None:
     answers = gsm8k_answer_key(gsm)
     with FakeStudentServer(answers, fail_marker="Problem 1", fail_status=500) as srv:
-        run = _run(tmp_path / "runs", gsm, srv, retries=1)
+        run = _run(store_at, gsm, srv, retries=1)
         _, res = PromptSession(run).validate(GOOD_PROMPT, step=1)
         failed = res.metrics["call_failed"]
         assert res.status is Status.CRASH and res.score is None and failed > 0
@@ -117,8 +141,8 @@ def test_a_failed_call_is_recorded_not_debited_and_retried_later(tmp_path: Path,
         assert run.used()[Unit.STUDENT_CALLS] == 40
 
 
-def test_the_trusted_test_pass_is_stored_and_free_when_repeated(tmp_path: Path, gsm: Path, server: FakeStudentServer) -> None:
-    run = _run(tmp_path / "runs", gsm, server, cap=45)
+def test_the_trusted_test_pass_is_stored_and_free_when_repeated(store_at: str, gsm: Path, server: FakeStudentServer) -> None:
+    run = _run(store_at, gsm, server, cap=45)
     session = PromptSession(run)
     cid, val = session.validate(BETTER_PROMPT, step=1)
     run.finish(final_candidate=cid)
