@@ -248,3 +248,64 @@ def test_api_keys_are_never_task_parameters(gsm: Path, server: FakeStudentServer
     task = _task(gsm, server)
     task.evaluate(GOOD_PROMPT)
     assert "sk-secret-value" not in json.dumps(task.spec.to_dict()) and "sk-secret-value" not in os.environ.get("X", "")
+
+
+class _Hostile:
+    """A student endpoint answering each request with the next scripted raw body."""
+
+    def __init__(self, bodies: list[bytes]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import threading
+
+        outer = self
+        self.bodies = list(bodies)
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = outer.bodies.pop(0)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.handle_error = lambda *a: None  # type: ignore[method-assign]  # the client hangs up on purpose
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _completion(content: object, usage: object = None) -> bytes:
+    return json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}],
+                       "usage": usage or {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+
+
+def test_hostile_student_answers_are_statuses_or_capped() -> None:
+    from reasearch.evaluators.prompt import MAX_REPLY_CHARS
+
+    bodies = [b"not json", json.dumps({"choices": []}).encode(), b"x" * (9 * 1024 * 1024),
+              _completion(None), _completion("y" * (MAX_REPLY_CHARS + 10)),
+              _completion("ok", {"prompt_tokens": -5, "completion_tokens": "7"})]
+    srv = _Hostile(bodies)
+    try:
+        client = build_student(StudentSpec("openai", "m", base_url=srv.url, retries=0))
+        req = StudentRequest("openai/m", "s", "u")
+        r1, r2, r3, r4, r5, r6 = (client.complete(req) for _ in range(6))
+    finally:
+        srv.close()
+    assert r1.status is Status.CRASH and "malformed" in r1.error
+    assert r2.status is Status.CRASH and "malformed" in r2.error
+    assert r3.status is Status.CRASH and "larger than" in r3.error
+    assert r4.status is Status.OK and r4.text == ""  # a null content is an empty answer (judged no_answer)
+    assert r5.ok and r5.truncated and len(r5.text) == MAX_REPLY_CHARS
+    assert r6.ok and r6.input_tokens == 0 and r6.output_tokens == 7

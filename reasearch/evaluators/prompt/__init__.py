@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from reasearch.evaluators.prompt._data import Example, Splits
 from reasearch.evaluators.prompt._students import (
+    MAX_REPLY_CHARS,
     DirectCaller,
     StudentCaller,
     StudentClient,
@@ -23,7 +24,7 @@ from reasearch.evaluators.prompt.metrics import METRICS
 from reasearch.evaluators.prompt.task import FAILURE_KINDS, SPLITS, Gsm8kTask, JsonlPromptTask, Judgment, PromptTask
 
 __all__ = [
-    "Example", "Splits", "DirectCaller", "StudentCaller", "StudentClient", "StudentReply", "StudentRequest",
+    "Example", "Splits", "MAX_REPLY_CHARS", "DirectCaller", "StudentCaller", "StudentClient", "StudentReply", "StudentRequest",
     "StudentSpec", "build_student", "map_concurrently", "METRICS", "FAILURE_KINDS", "SPLITS", "Gsm8kTask",
     "JsonlPromptTask", "Judgment", "PromptTask", "register_all",
 ]

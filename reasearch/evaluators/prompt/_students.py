@@ -288,8 +288,8 @@ class OpenAICompatStudent(StudentClient):
             resp = conn.getresponse()
             data = resp.read(_MAX_BODY + 1)
             retry_after = resp.getheader("Retry-After")
-            if resp.getheader("Connection", "").lower() == "close" or resp.will_close:
-                self._drop()
+            if resp.getheader("Connection", "").lower() == "close" or resp.will_close or not resp.isclosed():
+                self._drop()  # closing, or a body left unread (oversized): the connection cannot be reused
         except (TimeoutError, socket.timeout) as exc:
             self._drop()
             raise _Attempt(f"timed out after {self.spec.timeout_s:g} s: {exc}", retry=True, timeout=True) from None
