@@ -156,3 +156,60 @@ def test_the_loop_stops_when_student_calls_are_spent(tmp_path: Path) -> None:
         assert last["wrap_up"] == "the student_calls budget is spent"
         assert agent.run.used()[Unit.STUDENT_CALLS] == 15 + 5  # the test pass is debited, not capped
         assert srv.paid_hits() == 20
+
+
+def test_agent_killed_mid_validation_resumes_without_paying_twice(tmp_path: Path) -> None:
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from reasearch.cli import main
+    from reasearch.runs import Run, RunState, open_store
+
+    path, answers = _data(tmp_path)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([r.to_dict() for r in (say("", call("validate_candidate", prompt=GOOD)),
+                                                        say("", call("finish", reason="validated")))]))
+    run_dir = tmp_path / "runs"
+
+    def stored_ok() -> int:
+        try:
+            with sqlite3.connect(f"file:{run_dir / 'store.sqlite'}?mode=ro", uri=True, timeout=5) as conn:
+                return int(conn.execute("SELECT COUNT(*) FROM student_calls WHERE status = 'OK'").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+
+    with FakeStudentServer(answers, latency_s=0.15) as srv:
+        repo = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+        params = [f"path={path}", "input_field=q", "answer_field=a", "n_train=10", "n_validation=30", "n_test=10",
+                  "concurrency=2"]
+        proc = subprocess.Popen([sys.executable, "-m", "reasearch.cli", "optimize", "prompt/jsonl-v1", "--model",
+                                 f"scripted/{script}", "--student", "openai/fake", "--student-base-url", srv.url,
+                                 "--student-calls", "100", "--run-dir", str(run_dir), "--quiet",
+                                 *[x for p in params for x in ("-p", p)]],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while stored_ok() < 6 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+        stored = stored_ok()
+        assert 6 <= stored < 30
+        time.sleep(0.5)  # calls in flight at the kill reach the server (and die with the driver)
+        lost_in_flight = srv.paid_hits() - stored
+        (record,) = open_store(run_dir).list_runs()
+        assert record.state is RunState.RUNNING
+        assert main(["resume", record.id, "--run-dir", str(run_dir), "--quiet"]) == 0
+        run = Run.open(open_store(run_dir), record.id)
+        final = run.store.get_run(run.id).final_candidate
+        assert run.state is RunState.FINISHED and final is not None and run.candidate_source(final) == GOOD
+        (evaluation,) = run.evaluations()
+        assert evaluation.result.status.value == "OK" and evaluation.result.metrics["calls_cached"] == stored
+        assert run.used()[Unit.STUDENT_CALLS] == 30 + 10  # validation once, then the sealed test pass
+        assert sum(n - 1 for n in srv.hits.values()) == lost_in_flight <= 2  # nothing answered was asked again
+        assert len(run.events(kind="test_result")) == 1
