@@ -4,9 +4,12 @@ output (nor anything sent to the analyst model) ever holds a validation or test 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,14 @@ def _data(tmp_path: Path) -> tuple[Path, dict[str, str]]:
             answers[q] = f"CODE{secrets.token_hex(6).upper()}"
             fh.write(json.dumps({"q": q, "a": answers[q]}) + "\n")
     return path, answers
+
+
+@contextlib.contextmanager
+def _removed(folder: Path) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _hidden_answers(task: Any) -> set[str]:
@@ -213,3 +224,30 @@ def test_agent_killed_mid_validation_resumes_without_paying_twice(tmp_path: Path
         assert run.used()[Unit.STUDENT_CALLS] == 30 + 10  # validation once, then the sealed test pass
         assert sum(n - 1 for n in srv.hits.values()) == lost_in_flight <= 2  # nothing answered was asked again
         assert len(run.events(kind="test_result")) == 1
+
+
+def test_the_sandboxed_shell_cannot_read_the_data(tmp_path: Path) -> None:
+    """The agent's bash/python_exec (nsjail) see neither the data file nor the folders around it."""
+    import tempfile
+
+    from reasearch.agent import AgentConfig
+    from tests.engine.conftest import needs_mode
+
+    needs_mode("nsjail")
+    path, answers = _data(tmp_path)
+    run_dir = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="prompt-agent-"))
+    run_dir.chmod(0o755)
+    with FakeStudentServer(answers) as srv, _removed(run_dir):
+        script = [say("", call("bash", command=f"cat {path}; ls {path.parent}")),
+                  say("", call("python_exec", code=f"print(open({str(path)!r}).read())")),
+                  say("", call("validate_candidate")), say("", call("finish", reason="the seed prompt"))]
+        agent = start_run("prompt/jsonl-v1", budget={"student_calls": 10}, run_dir=run_dir,
+                          config=AgentConfig(sandbox_mode="nsjail"), models={"agent": ScriptedModel(script)},
+                          task_params=dict(path=str(path), input_field="q", answer_field="a", student="openai/fake",
+                                           base_url=srv.url, n_train=10, n_validation=10))
+        agent.optimize()
+        results = agent.run.events(kind="tool_result")
+        assert [e.payload["name"] for e in results] == ["bash", "python_exec", "validate_candidate", "finish"]
+        blob = json.dumps([e.payload for e in results])
+        assert "No such file or directory" in blob
+        assert not any(a in blob for a in answers.values())
