@@ -37,7 +37,8 @@ from reasearch.runs.store import CandidateRecord, EvaluationRecord
 __all__ = ["StudentLedger", "PromptSession", "TrainOutcome", "score_test", "prompt_task_of", "TEST_EVENT"]
 
 TEST_EVENT = "test_result"
-_ONE_CALL = {Unit.STUDENT_CALLS: 1.0}
+# One call reserves one student call; a spent dollar or token cap (debited after the call) also stops it.
+_ONE_CALL = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.TOKENS: 0.0}
 
 
 def prompt_task_of(run: Run) -> PromptTask:

@@ -157,6 +157,18 @@ def test_the_trusted_test_pass_is_stored_and_free_when_repeated(store_at: str, g
     assert run.used()[Unit.STUDENT_CALLS] == 40 + 30  # debited (one ledger), not capped by the optimizer's cap
 
 
+def test_a_spent_dollar_cap_refuses_priced_calls(tmp_path: Path, gsm: Path, server: FakeStudentServer) -> None:
+    params = dict(student="openai/fake", base_url=server.url, data_dir=str(gsm), n_train=40, n_validation=40,
+                  concurrency=1, price_in=1000.0, price_out=1000.0)  # ~$0.03 a call
+    run = Run.create(open_store(tmp_path / "runs"), task_id="gsm8k/v1", task_params=params, budget={"dollars": 0.1})
+    _, res = PromptSession(run).validate(GOOD_PROMPT, step=1)
+    paid = res.metrics["n"] - res.metrics["refused"]
+    assert res.status is Status.REFUSED and 0 < paid < 40 and server.paid_hits() == paid
+    assert "dollar budget spent" in res.feedback
+    dollars = run.used()[Unit.DOLLARS]
+    assert dollars >= 0.1 and dollars - 0.1 < 0.1  # the call that crossed the cap is the last one made
+
+
 def test_train_ids_only(tmp_path: Path, gsm: Path, server: FakeStudentServer) -> None:
     from reasearch.errors import ConfigError
 
