@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from reasearch.agent import start_run
 from reasearch.agent.messages import ModelReply, ModelRequest

@@ -3,7 +3,6 @@ failures recorded (never debited, never served again), kill -9 mid-batch then re
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -25,7 +24,7 @@ from reasearch.evaluators.prompt.testing import (
 )
 from reasearch.evaluators.result import Status
 from reasearch.runs import Run, Unit, open_store
-from reasearch.runs.students import PromptSession, StudentLedger, score_test
+from reasearch.runs.students import PromptSession, score_test
 
 REPO = Path(__file__).resolve().parents[2]
 PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
