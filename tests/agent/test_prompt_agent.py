@@ -128,6 +128,17 @@ def test_scripted_agent_improves_validation_and_leaks_nothing(tmp_path: Path) ->
         assert run.used()[Unit.STUDENT_CALLS] == 40 + 2 + 40 + 40 + 40
         assert hits_of_the_run == 162
 
+        # no tool spent more student calls than it announced before it ran
+        calls = {e.step: e.payload for e in run.events(kind="tool_call")}
+        spent: dict[int, float] = {}
+        for entry in run.store.ledger(run.id):
+            if entry.unit is Unit.STUDENT_CALLS:
+                spent[entry.step] = spent.get(entry.step, 0.0) + entry.amount
+        bounds = {step: agent.domain.max_student_calls(c["name"], c["input"]) for step, c in calls.items()}
+        assert all(spent.get(step, 0.0) <= bound for step, bound in bounds.items())
+        assert [bounds[s] for s in sorted(bounds) if bounds[s]] == [40, 2, 2, 2, 1, 1, 40, 40, 40]
+        assert sum(spent.get(s, 0.0) for s in calls) == 40 + 2 + 40 + 40  # the test pass is not a tool
+
         # the snapshot shows each tool's cost in student calls and the student-call budget
         snap = run.events(kind="snapshot")[-1].payload["text"]
         assert "validate_candidate <= 40" in snap and re.search(r"student_calls: \d+ left", snap)

@@ -223,3 +223,18 @@ def test_kill_9_mid_batch_then_resume_repays_nothing(tmp_path: Path, gsm: Path) 
         assert sum(n - 1 for n in srv.hits.values()) == lost_in_flight
         ledger_notes = [note for _, note, _ in _student_debits(resumed)]
         assert len(ledger_notes) == len(set(ledger_notes)) == 40
+
+
+def test_run_evaluate_on_a_prompt_task_reserves_a_whole_validation_pass(tmp_path: Path, gsm: Path,
+                                                                       server: FakeStudentServer) -> None:
+    """The generic Run.evaluate path (sweeps, user loops): one validation pass reserved up front, the
+    calls it actually paid debited with the result; per-call storage is the PromptSession path's."""
+    run = _run(tmp_path / "runs", gsm, server, cap=60)
+    assert run.eval_unit is Unit.STUDENT_CALLS
+    first = run.evaluate(GOOD_PROMPT, step=0)
+    assert first.status is Status.OK and run.used()[Unit.STUDENT_CALLS] == 40
+    refused = run.evaluate(BETTER_PROMPT, step=1)  # 40 more do not fit under 60
+    assert refused.status is Status.REFUSED and server.paid_hits() == 40
+    again = run.evaluate(GOOD_PROMPT, step=2)  # the evaluation cache: free
+    assert again.cached and again.score == first.score and run.used()[Unit.STUDENT_CALLS] == 40
+    run.close()

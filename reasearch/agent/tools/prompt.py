@@ -93,6 +93,15 @@ class PromptTools:
     system_template = PROMPT_AGENT_SYSTEM
     start_message = PROMPT_START_MESSAGE
 
+    def max_student_calls(self, name: str, arguments: dict[str, Any]) -> int:
+        """The most student calls a call of tool ``name`` with ``arguments`` can spend (known before it runs)."""
+        if name == "validate_candidate":
+            return len(self.session.task.examples("validation"))
+        if name in ("call_student_model_batch", "analyze_with_model"):
+            ids = arguments.get("example_ids") or []
+            return len(set(ids)) if isinstance(ids, list) and len(ids) <= MAX_BATCH else 0
+        return 0
+
     def snapshot_lines(self) -> list[str]:
         """Cost of each tool in student calls, shown every turn."""
         n_val = len(self.session.task.examples("validation"))
