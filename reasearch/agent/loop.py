@@ -414,7 +414,8 @@ class Agent:
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
             lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
             max_wall_s=self.config.max_wall_s,
-            notice="\n".join([*getattr(self.domain, "snapshot_lines", list)(), notice]).strip())
+            notice="\n".join([*getattr(self.domain, "snapshot_lines", list)(), notice]).strip(),
+            current_label=getattr(self.domain, "current_label", "Current code: candidate.py"))
 
     def _save_transcript(self, name: str) -> str:
         self.transcripts.mkdir(parents=True, exist_ok=True)

@@ -142,6 +142,7 @@ def test_scripted_agent_improves_validation_and_leaks_nothing(tmp_path: Path) ->
         # the snapshot shows each tool's cost in student calls and the student-call budget
         snap = run.events(kind="snapshot")[-1].payload["text"]
         assert "validate_candidate <= 40" in snap and re.search(r"student_calls: \d+ left", snap)
+        assert f"Current prompt: prompt.txt = candidate {result.final_candidate[:12]}" in snap
 
 
 def test_the_prompt_toolset_replaces_the_program_tools(tmp_path: Path) -> None:

@@ -92,6 +92,7 @@ class PromptTools:
     # ------------------------------------------------------------ loop hooks
     system_template = PROMPT_AGENT_SYSTEM
     start_message = PROMPT_START_MESSAGE
+    current_label = "Current prompt: prompt.txt"
 
     def max_student_calls(self, name: str, arguments: dict[str, Any]) -> int:
         """The most student calls a call of tool ``name`` with ``arguments`` can spend (known before it runs)."""
