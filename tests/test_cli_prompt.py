@@ -96,6 +96,10 @@ def test_optimize_then_test(tmp_path: Path, gsm: Path, server: FakeStudentServer
     assert doc["candidate"] == record.final_candidate and server.paid_hits() == hits  # the repeat cost nothing
     first = run.events(kind="test_result")[0].payload["result"]
     assert doc["result"]["score"] == first["score"]
+    # a replay re-runs the recorded replies through the tools (live student calls in a fresh store): no divergence
+    assert main(["replay", record.id, "--run-dir", str(run_dir), "--into", str(tmp_path / "replay"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["divergences"] == [] and report["evaluations_compared"] == 3
 
 
 def test_test_refuses_a_program_run_and_a_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
