@@ -5,11 +5,11 @@ from __future__ import annotations
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.checker import CheckReport, check_task
 from reasearch.engine.protocol import CallOutcome, Limits, RunOutcome, RunRequest, SandboxRunner
-from reasearch.evaluators.registry import list_tasks, make, register
+from reasearch.evaluators.registry import list_tasks, make, register, spec
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 
 __all__ = [
     "Task", "TaskSpec", "EvalResult", "Provenance", "Status", "check_task", "CheckReport",
-    "make", "list_tasks", "register", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner",
+    "make", "spec", "list_tasks", "register", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner",
 ]

@@ -30,6 +30,8 @@ class TaskSpec:
         seed_score: the recorded score of ``seed_program()`` under seed 0 (checked by ``check_task``).
         seed_score_rtol: relative tolerance of that check (0 for exact tasks).
         params: the constructor parameters that made this task.
+        task_class: ``"package.module:Class"`` that builds it (Gymnasium's ``EnvSpec.entry_point``):
+            ``reasearch.make(spec)`` rebuilds the task exactly from the spec alone, registered or not.
     """
 
     id: str
@@ -45,6 +47,7 @@ class TaskSpec:
     seed_score: float | None = None
     seed_score_rtol: float = 1e-9
     params: Mapping[str, Any] = field(default_factory=dict)
+    task_class: str = ""
 
     def __post_init__(self) -> None:
         if self.direction not in ("maximize", "minimize"):

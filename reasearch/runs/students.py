@@ -1,13 +1,15 @@
 """Student-model calls of a run: stored, debited and capped one by one (prompt tasks).
 
 :class:`StudentLedger` is the caller a prompt task uses inside a run. For each call, in order: a call
-already stored (the same model, prompt, input, sampling parameters and sample index, by any run of
-the store) is served from the store at no cost; a call that does not fit under the run's
-``student_calls`` cap is ``REFUSED`` and not made; otherwise it is made, and its reply is stored
-together with its debits (one ``student_calls`` unit, its tokens, and its dollars when the student is
-priced) in one transaction. Reservations are held while calls are in flight, so concurrent calls
-cannot overspend the cap. A ``kill -9`` in the middle of a batch loses only calls in flight: every
-answered call is already stored, and the resumed batch gets it for free.
+this run already paid (the same model, prompt, input, sampling parameters and sample index) is
+served from the store at no cost; a call that does not fit under the run's ``student_calls`` cap is
+``REFUSED`` and not made; otherwise it is made, and its reply is stored together with its debits (one
+``student_calls`` unit, its tokens, and its dollars when the student is priced) in one transaction.
+Reservations live in the store while calls are in flight, so concurrent calls (threads, or several
+drivers of the run) cannot overspend the cap. A ``kill -9`` in the middle of a batch loses only calls in flight: every
+answered call is already stored, and the resumed batch gets it for free. A call stored by another
+run of the store is served without asking the student, but this run pays it once (as the run API
+does for evaluations: equal budgets per run, whatever other runs did before).
 
 A call that fails after its retries is recorded with its status and error, is not debited (no answer
 was delivered) and is not served again: repeating it tries again.
@@ -39,6 +41,7 @@ __all__ = ["StudentLedger", "PromptSession", "TrainOutcome", "score_test", "prom
 TEST_EVENT = "test_result"
 # One call reserves one student call; a spent dollar or token cap (debited after the call) also stops it.
 _ONE_CALL = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.TOKENS: 0.0}
+_NOTE_PREFIXES = ("student", "test", "shared")  # ledger notes of a run's student-call debits: PREFIX:KEY
 
 
 def prompt_task_of(run: Run) -> PromptTask:
@@ -81,31 +84,46 @@ class StudentLedger:
 
     def _one(self, item: tuple[str, StudentRequest]) -> StudentReply:
         key, request = item
-        store = self.run.store
+        store, run = self.run.store, self.run
         hit = store.student_call_get(key)
         if hit is not None:
-            return StudentReply.from_dict(hit).with_(cached=True)
-        if self.enforce_cap:
-            refused = self.run.reserve(_ONE_CALL)
-            if refused is not None:
-                unit, used, cap = refused
-                return StudentReply(Status.REFUSED, error=refusal_message(unit, used, cap), attempts=0)
+            stored = StudentReply.from_dict(hit)
+            if store.student_call_paid(run.id, [f"{p}:{key[:40]}" for p in _NOTE_PREFIXES]):
+                return stored.with_(cached=True)  # a repeat within this run: free
+        token, refused = run.reserve(_ONE_CALL) if self.enforce_cap else (None, None)
+        if refused is not None:
+            unit, used, cap = refused
+            return StudentReply(Status.REFUSED, error=refusal_message(unit, used, cap), attempts=0)
         try:
+            if hit is not None:
+                # This run's first use of a call another run paid: no request reaches the student, but
+                # the run pays it as if it had made it (equal budgets per run, whatever other runs did).
+                stored = stored.with_(cached=False, wall_s=0.0)
+                store.debit_student_call(self._debits("shared", key, stored), release=token)
+                return stored
             reply = self.client.complete(request)
-            debits: list[LedgerEntry] = []
-            if reply.ok:
-                now, note = time.time(), f"{self.note}:{key[:40]}"
-                debits.append(LedgerEntry(self.run.id, self.step, Unit.STUDENT_CALLS, 1.0, note, now))
-                if reply.input_tokens + reply.output_tokens:
-                    debits.append(LedgerEntry(self.run.id, self.step, Unit.TOKENS,
-                                              float(reply.input_tokens + reply.output_tokens), note, now))
-                if reply.cost_usd:
-                    debits.append(LedgerEntry(self.run.id, self.step, Unit.DOLLARS, float(reply.cost_usd), note, now))
-            stored, fresh = store.record_student_call(self.run.id, self.step, key, request.model, reply.to_dict(), debits)
-            return reply if fresh else StudentReply.from_dict(stored).with_(cached=True)
+            debits = self._debits(self.note, key, reply) if reply.ok else []
+            recorded, fresh = store.record_student_call(run.id, self.step, key, request.model, reply.to_dict(), debits,
+                                                        release=token)
+            if fresh:
+                return reply
+            # another writer stored this call first (and did not charge this run): pay like a shared hit
+            shared = StudentReply.from_dict(recorded).with_(cached=False, wall_s=reply.wall_s)
+            store.debit_student_call(self._debits("shared", key, shared))
+            return shared
         finally:
-            if self.enforce_cap:
-                self.run.release(_ONE_CALL)
+            if token is not None:
+                run.release(token)
+
+    def _debits(self, prefix: str, key: str, reply: StudentReply) -> list[LedgerEntry]:
+        now, note = time.time(), f"{prefix}:{key[:40]}"
+        out = [LedgerEntry(self.run.id, self.step, Unit.STUDENT_CALLS, 1.0, note, now)]
+        if reply.input_tokens + reply.output_tokens:
+            out.append(LedgerEntry(self.run.id, self.step, Unit.TOKENS, float(reply.input_tokens + reply.output_tokens),
+                                   note, now))
+        if reply.cost_usd:
+            out.append(LedgerEntry(self.run.id, self.step, Unit.DOLLARS, float(reply.cost_usd), note, now))
+        return out
 
 
 @dataclass(frozen=True, slots=True)

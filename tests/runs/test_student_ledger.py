@@ -91,11 +91,18 @@ def test_each_call_is_stored_with_its_debit_and_repeats_are_free(store_at: str, 
     # train calls with the same prompt on other examples are paid; a duplicate id in one batch is paid once
     out = session.run_train(GOOD_PROMPT, ["train-0", "train-1", "train-0"], step=3)
     assert [o.cached for o in out] == [False, False, True] and run.used()[Unit.STUDENT_CALLS] == 42
-    # another run of the same store gets every call already made for free
-    other = Run.create(run.store, task_id="gsm8k/v1", task_params=run.task_params, budget={"student_calls": 1})
+    # another run of the same store is served the calls already made without asking the student, but
+    # pays each once (equal budgets per run); within that run a repeat is then free
+    other = Run.create(run.store, task_id="gsm8k/v1", task_params=run.task_params, budget={"student_calls": 39})
+    _, refused = PromptSession(other).validate(GOOD_PROMPT, step=1)
+    assert refused.status is Status.REFUSED and refused.metrics["refused"] == 1  # 40 do not fit under 39
+    other = Run.create(run.store, task_id="gsm8k/v1", task_params=run.task_params, budget={"student_calls": 40})
     _, res = PromptSession(other).validate(GOOD_PROMPT, step=1)
-    assert res.status is Status.OK and res.cached and other.used()[Unit.STUDENT_CALLS] == 0
-    assert server.paid_hits() == 42
+    assert res.status is Status.OK and not res.cached and res.score == first.score
+    assert other.used()[Unit.STUDENT_CALLS] == 40 and res.metrics["calls_paid"] == 40
+    _, res2 = PromptSession(other).validate(GOOD_PROMPT, step=2)
+    assert res2.cached and other.used()[Unit.STUDENT_CALLS] == 40
+    assert server.paid_hits() == 42  # none of it reached the student
 
 
 def test_the_cap_refuses_calls_past_it_and_holds_under_concurrency(store_at: str, gsm: Path) -> None:
@@ -213,7 +220,7 @@ def test_kill_9_mid_batch_then_resume_repays_nothing(tmp_path: Path, gsm: Path) 
         assert 8 <= stored < 40, stored  # killed mid-batch
         time.sleep(0.5)  # calls in flight at the kill reach the server (and are lost with the driver)
         lost_in_flight = srv.paid_hits() - stored
-        resumed = Run.open(open_store(store_dir), run.id, resume=True)
+        resumed = Run.open(open_store(store_dir), run.id, resume=True, takeover=True)  # the killed driver is dead
         _, res = PromptSession(resumed).validate(GOOD_PROMPT, step=5)
         assert res.status is Status.OK and res.metrics["n"] == 40
         assert res.metrics["calls_cached"] == stored and res.metrics["calls_paid"] == 40 - stored

@@ -12,18 +12,16 @@ example already answered for the same prompt is served from the store for free.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reasearch.agent.messages import ModelRequest
-from reasearch.agent.snapshot import EvalRecord, fmt_score
+from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
+from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
 
 from reasearch.runs.run import Run
 from reasearch.runs.students import PromptSession, TrainOutcome, score_test
-
-if TYPE_CHECKING:
-    from reasearch.agent.loop import Agent
 
 __all__ = ["PromptTools", "PROMPT_AGENT_SYSTEM", "PROMPT_START_MESSAGE", "ANALYST_SYSTEM", "MAX_BATCH"]
 
@@ -79,15 +77,16 @@ class PromptTools:
     """The prompt-optimization toolset of an agent whose run is on a prompt task.
 
     Args:
-        agent: the agent (its run must be a stored :class:`~reasearch.runs.Run`).
-        session: the trusted side (default: a :class:`PromptSession` over the agent's run).
+        ctx: the tool context (its run must be a stored :class:`~reasearch.runs.Run`).
+        session: the trusted side (default: a :class:`PromptSession` over the run).
     """
 
-    def __init__(self, agent: Agent, *, session: PromptSession | None = None) -> None:
-        if session is None and not isinstance(agent.run, Run):
+    def __init__(self, ctx: ToolContext, *, session: PromptSession | None = None) -> None:
+        if session is None and not isinstance(ctx.run, Run):
             raise ConfigError("prompt tasks need a stored run (reasearch.runs.Run), not an in-memory one")
-        self.agent = agent
-        self.session = session if session is not None else PromptSession(agent.run)  # type: ignore[arg-type]
+        self.ctx = ctx
+        self.candidate_file: str = getattr(ctx.task, "candidate_file", "prompt.txt")
+        self.session = session if session is not None else PromptSession(ctx.run)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ loop hooks
     system_template = PROMPT_AGENT_SYSTEM
@@ -113,12 +112,12 @@ class PromptTools:
 
     def on_finish(self, final: dict[str, Any]) -> None:
         """The trusted side scores the final prompt on the sealed test split (recorded, not shown to the agent)."""
-        if final.get("candidate") and not self.agent.run.events(kind="test_result"):
-            score_test(self.agent.run, client=self.session.client)  # type: ignore[arg-type]
+        if final.get("candidate") and not self.ctx.run.events(kind="test_result"):
+            score_test(self.ctx.run, client=self.session.client)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ tools
     def _prompt(self, prompt: str | None) -> str:
-        ws, name = self.agent.workspace, self.agent.candidate_file
+        ws, name = self.ctx.workspace, self.candidate_file
         if prompt is None:
             return ws.read_text(name)
         ws.write_text(name, prompt)
@@ -140,7 +139,7 @@ class PromptTools:
         """
         if not 1 <= size <= MAX_BATCH:
             raise ToolError(f"size must be 1..{MAX_BATCH}")
-        index = sum(1 for e in self.agent.run.events(kind="tool_result")
+        index = sum(1 for e in self.ctx.run.events(kind="tool_result")
                     if e.payload.get("name") == "get_next_minibatch" and not e.payload.get("is_error"))
         batch = self.session.minibatch(index, size)
         text = "\n\n".join(f"### {ex.id}\ninput: {ex.input}\nreference: {ex.reference or ex.answer}" for ex in batch)
@@ -168,7 +167,7 @@ class PromptTools:
         if not example_ids or len(example_ids) > MAX_BATCH:
             raise ToolError(f"give 1..{MAX_BATCH} train example ids")
         try:
-            return self.session.run_train(prompt, list(example_ids), step=self.agent.step)
+            return self.session.run_train(prompt, list(example_ids), step=self.ctx.state().step)
         except ConfigError as exc:
             raise ToolError(str(exc)) from None
 
@@ -182,11 +181,11 @@ class PromptTools:
         Args:
             prompt: the system prompt; default: the current prompt.txt.
         """
-        agent = self.agent
         text = self._prompt(prompt)
-        before = agent.best_record()
-        cid, result = self.session.validate(text, step=agent.step, parent=agent.parent, note=f"step {agent.step}")
-        rec = EvalRecord(agent.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
+        state = self.ctx.state()
+        before = best_of(state.history, self.ctx.task.spec)
+        cid, result = self.session.validate(text, step=state.step, parent=state.parent, note=f"step {state.step}")
+        rec = EvalRecord(state.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
         m = dict(result.metrics)
         lines = [f"validation at step {rec.step}: prompt {cid[:12]}", f"status: {rec.status}"]
         if rec.score is not None:
@@ -215,12 +214,12 @@ class PromptTools:
         """
         if not instruction.strip():
             raise ToolError("give an instruction: what should the analyst look for?")
-        text = prompt if prompt is not None else self.agent.workspace.read_text(self.agent.candidate_file)
+        text = prompt if prompt is not None else self.ctx.workspace.read_text(self.candidate_file)
         outcomes = self._train(text, example_ids)
         body = (f"System prompt of the student:\n<<<\n{text}\n>>>\n\nTrain examples with the student's outputs:\n\n"
                 + "\n\n".join(_format_outcome(o) for o in outcomes) + f"\n\nInstruction: {instruction}")
         request = ModelRequest(ANALYST_SYSTEM, [{"role": "user", "content": [{"type": "text", "text": body}]}])
-        reply = self.agent.complete("editor", request, kind="analysis_reply")
+        reply = self.ctx.complete("editor", request, "analysis_reply")
         correct = sum(o.correct for o in outcomes)
         return ToolOutput(f"analysis of {len(outcomes)} train examples ({correct} correct):\n{reply.text.strip()}",
                           {"analysis": {"n": len(outcomes), "tokens": reply.usage.total}})

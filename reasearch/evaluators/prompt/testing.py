@@ -74,6 +74,14 @@ def fake_reply(system: str, user: str, answers: Mapping[str, str]) -> str:
     return f"{reasoning}\nThe answer is {answer} (found in 2 steps)."
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # a client that hung up
+            super().handle_error(request, client_address)
+
+
 class FakeStudentServer:
     """A threaded local HTTP student (context manager). ``url`` is the ``.../v1`` base URL."""
 
@@ -117,7 +125,7 @@ class FakeStudentServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = _QuietServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
