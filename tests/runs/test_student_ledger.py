@@ -130,6 +130,24 @@ def test_the_cap_refuses_calls_past_it_and_holds_under_concurrency(store_at: str
         assert sum(1 for _, _, st in run.store.student_calls(run.id) if st == "OK") == 25
 
 
+def test_the_cap_holds_across_two_drivers_of_one_run(store_at: str, gsm: Path) -> None:
+    """Two Run objects on their own store connections (as two processes would be) share the cap."""
+    with FakeStudentServer(gsm8k_answer_key(gsm), latency_s=0.02) as srv:
+        run = _run(store_at, gsm, srv, cap=30, concurrency=8)
+        drivers = [Run.open(open_store(store_at), run.id) for _ in range(2)]
+        results: list[object] = []
+        threads = [threading.Thread(target=lambda d=d, p=p, s=s: results.append(PromptSession(d).validate(p, step=s)[1]))
+                   for d, p, s in zip(drivers, (GOOD_PROMPT, BETTER_PROMPT), (1, 2))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len({d.driver_id for d in drivers}) == 2
+        assert srv.paid_hits() == 30 and run.used()[Unit.STUDENT_CALLS] == 30
+        assert sum(r.metrics["refused"] for r in results) == 80 - 30  # type: ignore[attr-defined]
+        assert run.store.reserved(run.id).get(Unit.STUDENT_CALLS, 0.0) == 0.0  # every reservation released
+
+
 def test_a_failed_call_is_recorded_not_debited_and_retried_later(store_at: str, gsm: Path) -> None:
     answers = gsm8k_answer_key(gsm)
     with FakeStudentServer(answers, fail_marker="Problem 1", fail_status=500) as srv:
