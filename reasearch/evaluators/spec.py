@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """``TaskSpec``: the JSON-round-trippable description of a task."""
 
 from __future__ import annotations
