@@ -69,6 +69,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sandbox", choices=("auto", "nsjail", "process"), default="auto",
                    help="sandbox mode of python_exec and bash")
     p.add_argument("--quiet", action="store_true", help="no progress display (the summary is still printed)")
+    p.add_argument("--student", metavar="MODEL", help="prompt tasks: the student, openai/NAME or anthropic/NAME")
+    p.add_argument("--student-base-url", metavar="URL", help="prompt tasks: the student's endpoint (OpenAI-compatible .../v1)")
+    p.add_argument("--student-calls", type=int, default=5000, metavar="N",
+                   help="prompt tasks: student calls the agent may spend (default 5000; replaces --budget)")
     p.set_defaults(func=optimize)
 
     r = sub.add_parser("resume", help="resume an agent run", epilog=_EXITS,
@@ -197,9 +201,18 @@ def optimize(args: argparse.Namespace) -> int:
     from reasearch.evaluators import make
     from reasearch.runs import Budget
 
+    from reasearch._cli.prompt import is_prompt_task, student_params
+
     params = _params(args.param)
-    make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
-    budget: dict[str, float] = {"evaluations": args.budget}
+    task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
+    prompt_task = is_prompt_task(task)
+    if prompt_task:
+        params.update(student_params(args, "student_base_url"))
+        task = make(args.task_id, **params)
+        task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
+    elif args.student:
+        raise ConfigError(f"--student is for prompt tasks; {args.task_id} evaluates programs")
+    budget: dict[str, float] = {"student_calls": args.student_calls} if prompt_task else {"evaluations": args.budget}
     if args.max_dollars is not None:
         budget["dollars"] = args.max_dollars
     if args.max_tokens is not None:
@@ -231,7 +244,13 @@ def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, floa
                       seed=args.seed, models=models, lessons=lessons, store=store, executor=executor)
     console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False,
                   soft_wrap=True)
-    return _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
+    code = _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
+    for event in agent.run.events(kind="test_result"):  # prompt tasks: scored by the trusted side at finish
+        res = event.payload["result"]
+        console.print(f"test split (sealed, scored by the harness): status {res['status']}, accuracy "
+                      f"{res['score']} on {res['metrics'].get('n')} examples; `reasearch test {agent.run.id[:12]} "
+                      f"--run-dir {args.run_dir}` repeats it", highlight=False, soft_wrap=True)
+    return code
 
 
 def resume(args: argparse.Namespace) -> int:

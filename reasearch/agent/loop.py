@@ -45,6 +45,7 @@ from reasearch.agent.prompts import (
 from reasearch.agent.snapshot import EvalRecord, best_of, render_snapshot
 from reasearch.agent.tools.context import ToolContext, ToolState
 from reasearch.agent.tools.program import CANDIDATE_FILE, ControlTools, ProgramTools
+from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
@@ -125,11 +126,15 @@ class Agent:
         ctx = ToolContext(run, self.task, self.workspace, lambda role, request, kind: self.complete(role, request, kind=kind),
                           lambda: ToolState(self.step, self.parent, tuple(self.history)),
                           lambda: self.snapshot_text(include_lessons=False))
-        self.tools: dict[str, Tool] = tools_of(ws_tools, ProgramTools(ctx), ControlTools(ctx))
+        # The domain toolset: program tools, or prompt tools for a task whose candidate is a prompt.
+        self.candidate_file: str = getattr(self.task, "candidate_file", CANDIDATE_FILE)
+        self.domain: Any = PromptTools(ctx) if is_prompt_task(self.task) else ProgramTools(ctx)
+        self.tools: dict[str, Tool] = tools_of(ws_tools, self.domain, ControlTools(ctx))
         self.traces = TraceGroup.of(run)  # a trace of a multi-trace fleet: the others' lessons and best
         if self.traces is not None:
-            self.tools.update(tools_of(TraceTools(self.traces, self.workspace, self._best_score, CANDIDATE_FILE)))
-        self.system = agent_system(self.task.describe())
+            self.tools.update(tools_of(TraceTools(self.traces, self.workspace, self._best_score, self.candidate_file)))
+        template = getattr(self.domain, "system_template", None)
+        self.system = template.format(task=self.task.describe()) if template else agent_system(self.task.describe())
         # Loop state; rebuilt identically when a resumed run replays its journal.
         self.step = -1
         self.turn = 0
@@ -183,14 +188,14 @@ class Agent:
         self.step = 0
         if self.journal.get(0, "start") is None:
             self.workspace.write_text(TASK_FILE, self.task.describe())
-            self.workspace.write_text(CANDIDATE_FILE, self.task.seed_program())
+            self.workspace.write_text(self.candidate_file, self.task.seed_program())
             self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
                 "task_id": self.task.id, "config": self.config.to_dict(),
                 "models": {role: m.name for role, m in self.models.items()}, "endpoints": self.endpoints(),
                 "lessons_text": self.lessons_preload, "workspace": str(self.workspace.root),
             })
-        self.pending = [text_block(START_MESSAGE)]
+        self.pending = [text_block(getattr(self.domain, "start_message", START_MESSAGE))]
 
     def _decide(self, step: int) -> tuple[str, str | None]:
         """What this step is: ``compact``, ``stop`` or a ``turn`` (a recorded step replays as it was)."""
@@ -341,6 +346,9 @@ class Agent:
             rec = self.journal.record(step, "final", rec)
         self.run.finish(state="finished", final_candidate=rec["candidate"], reason=f"{rec['chosen_by']}: {rec['reason']}")
         self.final_files = write_final_files(self, rec["candidate"])  # best_candidate.py (+ its picture)
+        on_finish = getattr(self.domain, "on_finish", None)
+        if on_finish is not None:  # e.g. the trusted side scores a final prompt on the sealed test split
+            on_finish(rec)
         self._progress()
         return AgentResult(self.run.id, "finished", rec["candidate"], rec["score"], rec["chosen_by"], rec["reason"],
                            self.turn, self.step)
@@ -453,8 +461,8 @@ class Agent:
 
     def snapshot_text(self, *, include_lessons: bool = True, notice: str = "") -> str:
         best = self.best_record()
-        try:  # the guarded reader: what the snapshot shows of candidate.py is its hash, never host files
-            sha = candidate_sha256(self.workspace.read_text(CANDIDATE_FILE, cap=_MAX_SOURCE, cut=False, missing=""))
+        try:  # the guarded reader: what the snapshot shows of the candidate is its hash, never host files
+            sha = candidate_sha256(self.workspace.read_text(self.candidate_file, cap=_MAX_SOURCE, cut=False, missing=""))
             seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
             current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
                        else f"candidate {sha[:12]}, not evaluated yet")
@@ -469,7 +477,9 @@ class Agent:
             current=current, lessons=self.lessons() if include_lessons else None,
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
             lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
-            max_wall_s=self.config.max_wall_s, notice=notice)
+            max_wall_s=self.config.max_wall_s,
+            notice="\n".join([*getattr(self.domain, "snapshot_lines", list)(), notice]).strip(),
+            current_label=getattr(self.domain, "current_label", "Current code: candidate.py"))
 
     def _save_transcript(self, name: str) -> str:
         self.transcripts.mkdir(parents=True, exist_ok=True)
