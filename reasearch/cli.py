@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.runs",
     "reasearch._cli.agent",
     "reasearch._cli.fleet",
+    "reasearch._cli.mcp",
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
