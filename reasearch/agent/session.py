@@ -10,6 +10,7 @@ from reasearch.agent.config import AgentConfig
 from reasearch.agent.loop import Agent, AgentProgress, AgentResult, require_prices
 from reasearch.agent.models import Model
 from reasearch.agent.tools.workspace import ExecFn
+from reasearch.errors import ConfigError
 from reasearch.runs import Budget, Run, Store, Unit, open_store
 
 __all__ = ["DEFAULT_RUN_DIR", "open_agent", "resume_run", "start_run"]
@@ -65,6 +66,8 @@ def open_agent(run_id: str, *, run_dir: str | Path = DEFAULT_RUN_DIR, store: Sto
     """
     store = store or open_store(run_dir)
     run = Run.open(store, run_id, executor=executor, resume=takeover, takeover=takeover)
+    if run.config.get("driver") == "mcp":  # its model was the MCP client: there is none to resume with here
+        raise ConfigError(f"run {run.id} was driven over MCP: continue it with `reasearch mcp --run {run.id}`")
     return Agent(run, Path(run_dir) / run.id, models=models, exec_fn=exec_fn, on_progress=on_progress)
 
 

@@ -4,7 +4,6 @@ a new toolset plugs in as it is, hidden answers stay hidden, and the driver's jo
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -161,6 +160,11 @@ def test_a_reconnect_replays_the_journal_and_closes_a_dangling_call() -> None:
                            config={"driver": "agent"})
         other.close()
         open_mcp_run(other.id, store=store, run_dir=run_dir)
+    from reasearch.agent import open_agent
+    from reasearch.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="reasearch mcp --run"):  # `reasearch resume` has no model to resume with
+        open_agent(driver.run.id, run_dir=run_dir, store=store)
     finished = open_mcp_run(driver.run.id, store=store, run_dir=run_dir, executor=Fake())
     late = finished.call("evaluate", {"code": "ccc = 333\n"})
     assert late.is_error and "finished" in late.text and len(calls) == 2
