@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,13 @@ def open_dir() -> Path:
     path = Path(tempfile.mkdtemp(prefix="mcp-", dir=base))
     os.chmod(path, 0o755)
     return path
+
+
+def fresh_dir() -> Iterator[Path]:
+    """:func:`open_dir`, removed after the test (``yield from fresh_dir()`` in a fixture)."""
+    path = open_dir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def server_params(*args: str) -> StdioServerParameters:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +45,7 @@ def http_server() -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def test_a_session_over_http_with_a_token(http_server: tuple[str, Path, subprocess.Popen[bytes]]) -> None:

@@ -4,6 +4,8 @@ a new toolset plugs in as it is, hidden answers stay hidden, and the driver's jo
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,9 +18,14 @@ from reasearch.evaluators import make
 from reasearch.evaluators.result import EvalResult
 from reasearch.runs import Unit, open_store
 from reasearch.runs.testing import make_result
-from tests.agent.mcp_helpers import open_dir, text
+from tests.agent.mcp_helpers import fresh_dir, text
 
 pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture()
+def run_dir() -> Iterator[Path]:
+    yield from fresh_dir()
 
 
 def _drive(server: Any, calls: list[tuple[str, dict[str, Any]]], uris: list[str] = ()) -> list[Any]:
@@ -57,8 +64,7 @@ class _Experiments:
         return f"ran {steps} steps"
 
 
-def test_a_new_toolset_of_the_agent_is_served_with_its_own_schema_and_validation() -> None:
-    run_dir = open_dir()
+def test_a_new_toolset_of_the_agent_is_served_with_its_own_schema_and_validation(run_dir: Path) -> None:
     driver = start_mcp_run("circle_packing/n26-v1", store=open_store(run_dir), run_dir=run_dir,
                            budget={"evaluations": 1})
     exp = _Experiments()
@@ -88,13 +94,12 @@ def _hidden_forms(grid: Any) -> list[str]:
 
 
 @pytest.mark.slow
-def test_hidden_answers_stay_hidden_over_mcp() -> None:
+def test_hidden_answers_stay_hidden_over_mcp(run_dir: Path) -> None:
     task_id = "arc_agi_2/007bbfb7-v1"
     task = make(task_id)
     hidden = [f for pair in task.problem.test for f in _hidden_forms(pair.output)]
     assert hidden
     assert not any(h in task.describe() for h in hidden)  # the statement itself must not hold them
-    run_dir = open_dir()
     driver = start_mcp_run(task_id, store=open_store(run_dir), run_dir=run_dir, budget={"evaluations": 2})
     answers = _drive(build_server(driver), [
         ("read_file", {"path": "TASK.md"}), ("list_files", {}), ("get_current_code", {}), ("evaluate", {}),
@@ -113,8 +118,7 @@ def test_hidden_answers_stay_hidden_over_mcp() -> None:
     assert not any(json.dumps(h)[1:-1] in events for h in hidden[:1])
 
 
-def test_a_reconnect_replays_the_journal_and_closes_a_dangling_call() -> None:
-    run_dir = open_dir()
+def test_a_reconnect_replays_the_journal_and_closes_a_dangling_call(run_dir: Path) -> None:
     store = open_store(run_dir)
     calls: list[str] = []
 

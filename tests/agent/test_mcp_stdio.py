@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,14 @@ from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
 from reasearch.runs import Run, RunState, Unit, open_store
-from tests.agent.mcp_helpers import BETTER, SEED_SCORE, SLOW_BETTER, TASK, open_dir, server_params, text, wait_for
+from tests.agent.mcp_helpers import fresh_dir, BETTER, SEED_SCORE, SLOW_BETTER, TASK, server_params, text, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+@pytest.fixture()
+def run_dir() -> Iterator[Path]:
+    yield from fresh_dir()
 
 
 def _only_run(run_dir: Path) -> Run:
@@ -41,8 +47,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
-def test_a_client_reads_the_task_evaluates_the_seed_improves_and_finishes() -> None:
-    run_dir = open_dir()
+def test_a_client_reads_the_task_evaluates_the_seed_improves_and_finishes(run_dir: Path) -> None:
     seen: dict[str, Any] = {}
 
     async def session() -> None:
@@ -117,12 +122,11 @@ def test_a_client_reads_the_task_evaluates_the_seed_improves_and_finishes() -> N
     exported = _cli("export", run.id, "--run-dir", str(run_dir), "--json")
     assert exported.returncode == 0, exported.stderr
     assert "mcp_call" in exported.stdout
-    listed = _cli("runs", "--run-dir", str(run_dir))
-    assert listed.returncode == 0 and run.id[:8] in listed.stdout
+    listed = _cli("runs", "--run-dir", str(run_dir), "--json")
+    assert listed.returncode == 0 and run.id in listed.stdout
 
 
-def test_budget_refusal_and_path_escapes() -> None:
-    run_dir = open_dir()
+def test_budget_refusal_and_path_escapes(run_dir: Path) -> None:
     secret = run_dir / "secret.txt"
     secret.write_text("TOP-SECRET-beside-the-workspace\n")
     os.chmod(secret, 0o644)
@@ -179,8 +183,7 @@ def _pid_of_driver(run: Run) -> int:
     return int(live[0].pid)
 
 
-def test_kill_9_mid_evaluation_then_reconnect_continues_with_nothing_respent() -> None:
-    run_dir = open_dir()
+def test_kill_9_mid_evaluation_then_reconnect_continues_with_nothing_respent(run_dir: Path) -> None:
     store_path = run_dir
 
     async def first() -> None:
@@ -249,8 +252,7 @@ def test_kill_9_mid_evaluation_then_reconnect_continues_with_nothing_respent() -
     assert [s["resumed"] for s in sessions] == [False, True]
 
 
-def test_a_second_server_on_a_live_run_is_refused_and_a_bad_command_line_is_one_line() -> None:
-    run_dir = open_dir()
+def test_a_second_server_on_a_live_run_is_refused_and_a_bad_command_line_is_one_line(run_dir: Path) -> None:
     store = open_store(run_dir)
     from reasearch.agent.mcp import start_mcp_run
 
@@ -273,8 +275,8 @@ def test_a_second_server_on_a_live_run_is_refused_and_a_bad_command_line_is_one_
     assert len(store.list_runs()) == 1  # refusals create nothing
 
 
-def test_the_stateless_evaluators_server() -> None:
-    cwd = open_dir()
+def test_the_stateless_evaluators_server(run_dir: Path) -> None:
+    cwd = run_dir
 
     async def session() -> None:
         params = server_params("--evaluators", "--budget", "1")
