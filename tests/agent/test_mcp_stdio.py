@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, Implementation
 from mcp.client.stdio import stdio_client
 
 from reasearch.runs import Run, RunState, Unit, open_store
@@ -52,7 +52,7 @@ def test_a_client_reads_the_task_evaluates_the_seed_improves_and_finishes(run_di
 
     async def session() -> None:
         async with stdio_client(server_params(TASK, "--budget", "5", "--run-dir", str(run_dir))) as (r, w):
-            async with ClientSession(r, w) as s:
+            async with ClientSession(r, w, client_info=Implementation(name="test-client", version="9.9")) as s:
                 init = await s.initialize()
                 assert "evaluate" in (init.instructions or "")
                 tools = {t.name: t for t in (await s.list_tools()).tools}
@@ -113,6 +113,7 @@ def test_a_client_reads_the_task_evaluates_the_seed_improves_and_finishes(run_di
     assert [c.payload["name"] for c in calls] == ["evaluate", "write_file", "evaluate", "evaluate", "update_lessons",
                                                   "evaluate", "finish", "evaluate"]
     assert all(c.step in results for c in calls)
+    assert {c.payload["client"] for c in calls} == {"test-client/9.9"}
     assert len({c.step for c in calls}) == len(calls)
     assert any(e.kind == "final" for e in events)
     # show / export / runs work on an MCP run.

@@ -34,6 +34,15 @@ class Provider(Protocol):
     def instructions(self) -> str: ...
 
 
+def _client_of(ctx: Any) -> str:
+    """``name/version`` the client announced when it connected ('' when it said nothing)."""
+    try:
+        info = ctx.session.client_params.client_info
+        return f"{info.name}/{info.version}"
+    except AttributeError:
+        return ""
+
+
 def mcp_tool(t: Tool) -> types.Tool:
     """The MCP form of a ``@tool``: name, description and the very same JSON schema."""
     return types.Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema))
@@ -54,9 +63,8 @@ def build_server(provider: Provider, *, name: str = "reasearch",
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        session = getattr(ctx, "session_id", None) or ""
-        result = await anyio.to_thread.run_sync(
-            lambda: provider.call(params.name, params.arguments, client=str(session)))
+        client = _client_of(ctx)
+        result = await anyio.to_thread.run_sync(lambda: provider.call(params.name, params.arguments, client=client))
         if on_call is not None:
             on_call(result)
         data = getattr(result, "data", None)
