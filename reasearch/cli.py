@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.agent",
     "reasearch._cli.fleet",
     "reasearch._cli.prompt",
+    "reasearch._cli.mcp",
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

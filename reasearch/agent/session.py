@@ -145,6 +145,8 @@ def open_agent(run_id: str, *, run_dir: str | Path = DEFAULT_RUN_DIR, store: Sto
     """
     store = store or open_existing_store(run_dir)
     run = Run.open(store, run_id, executor=executor, resume=takeover, takeover=takeover)
+    if run.config.get("driver") == "mcp":  # its model was the MCP client: there is none to resume with here
+        raise ConfigError(f"run {run.id} was driven over MCP: continue it with `reasearch mcp --run {run.id}`")
     config = effective_config(run)
     if model_specs:
         config = replace(config, models={**dict(config.models), **dict(model_specs)},
