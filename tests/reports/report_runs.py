@@ -94,8 +94,8 @@ def make_runs(run_dir: Path, store: Store, executor: LocalExecutor) -> ReportRun
     ids["circle_packing"] = make_agent_run(run_dir, store, executor)
 
     seed = make("heilbronn/n11-v1").seed_program()
-    jitter = ("import numpy as np\n\ndef run():\n    rng = np.random.default_rng(3)\n"
-              "    return rng.uniform(0.02, 0.98, size=(11, 2))\n")
+    jitter = ("import numpy as np\n# </script><script>window.__pwned = 3</script><!--\n\ndef run():\n"
+              "    rng = np.random.default_rng(3)\n    return rng.uniform(0.02, 0.98, size=(11, 2))\n")
     outside = "import numpy as np\n\ndef run():\n    return np.full((11, 2), 2.0)\n"
     ids["heilbronn"] = _plain_run(store, executor, "heilbronn/n11-v1", [
         (seed, None, "seed"), (jitter, seed, HOSTILE_NOTE), (outside, jitter, "points outside the square")])
