@@ -230,6 +230,8 @@ def transcript_html(view: RunView) -> str:
             else:
                 out.append(block)
         elif base in ("edit_reply", "summary"):
+            if base == "summary":
+                close()  # the summary is written after the turn that asked for the compaction
             html, _ = _reply_parts(p)
             target = turn["body"] if turn is not None and base == "edit_reply" else out
             target.append(f"<details class='aux'><summary>{esc(base.replace('_', ' '))} ({esc(p.get('model', ''))})"

@@ -93,6 +93,7 @@ def test_agent_run_report_has_transcript_lessons_compaction_and_clickable_tree(
         summary = page.locator("#sec-summary").inner_text()
         assert "dollars" in summary and "scripted-sonnet" in summary and "finished" in summary
         assert "dollars spent" in (page.locator("#fig-dollars .xtitle").text_content() or "")
+        save_shot(screenshots, "report-overview.png", lambda p: page.screenshot(path=str(p)))
         # Clicking a tree node shows that candidate's source and feedback.
         candidates = store.candidates(run_id)
         page.locator("#fig-tree").scroll_into_view_if_needed()
@@ -116,7 +117,7 @@ def test_agent_run_report_has_transcript_lessons_compaction_and_clickable_tree(
             assert page.locator("#cand-panel").is_visible()
             assert page.locator("#cand-source").inner_text().strip() == candidates[i].source.strip()
         assert len(candidates) == 3
-        save_shot(screenshots, "report-overview.png", lambda p: page.screenshot(path=str(p)))
+        save_shot(screenshots, "report-lineage.png", lambda p: page.locator("#lineage").screenshot(path=str(p)))
         page.locator("#sec-transcript details.turn").nth(3).evaluate("d => d.open = true")
         save_shot(screenshots, "report-transcript.png", lambda p: page.locator("#transcript").screenshot(path=str(p)))
     finally:
