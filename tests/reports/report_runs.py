@@ -123,6 +123,9 @@ def make_runs(run_dir: Path, store: Store, executor: LocalExecutor) -> ReportRun
         (toy_candidate([0.0] * 6), None, "zeros"), (toy_candidate([1, 2, 3, 4, 3, 2]), None, "closer"),
         (toy_candidate([3.0] * 6), None, "optimum")], task=toy)
 
+    empty = Run.create(store, task_id="heilbronn/n12-v1", budget={"evaluations": 5}, executor=executor)
+    ids["empty"] = empty.id  # created, nothing evaluated yet: what a live dashboard shows first
+
     evaluations = {k: len(store.evaluations(v)) for k, v in ids.items()}
     candidates = {k: len(store.candidates(v)) for k, v in ids.items()}
     turns = {k: len(store.events(v, kind="snapshot")) for k, v in ids.items()}
