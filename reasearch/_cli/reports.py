@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import sys
 from pathlib import Path
@@ -19,8 +20,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Write a run's report: summary, score curves, best solution drawn, candidate "
                                    "lineage, ledger, lessons.md, compactions and the transcript, in one HTML file "
                                    "that opens offline. With --compare: several runs' curves overlaid and a table.")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run id (a unique prefix is enough)")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run id (a unique prefix is enough)")
     p.add_argument("--compare", action="store_true", help="compare the runs given (curves overlaid, results table)")
+    p.add_argument("--task", metavar="PATTERN", action="append",
+                   help="with --compare: also every run whose task id matches PATTERN (shell-style, e.g. "
+                        "'circle_packing/*': a fleet of tasks x seeds x models); repeatable")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
                    help="where to write (default: report-RUN.html, or compare.html)")
     _store_args(p)
@@ -44,9 +48,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if len(args.runs) > 1 and not args.compare:
         raise ConfigError("several runs given: add --compare to compare them, or give one run")
+    if args.task and not args.compare:
+        raise ConfigError("--task selects runs to compare: add --compare")
+    if not args.runs and not args.task:
+        raise ConfigError("give a run id (or --compare with run ids and/or --task PATTERN)")
     with _open(args) as store:
         if args.compare:
-            text = build_compare(store, args.runs)
+            ids = [store.get_run(r).id for r in args.runs]
+            for pattern in args.task or []:
+                matched = [r.id for r in store.list_runs() if fnmatch.fnmatchcase(r.task_id, pattern)]
+                if not matched:
+                    raise ConfigError(f"no run in {store.display_url} has a task id matching {pattern!r}")
+                ids += [i for i in matched if i not in ids]
+            text = build_compare(store, ids)
             out = args.output or Path("compare.html")
         else:
             rec = store.get_run(args.runs[0])

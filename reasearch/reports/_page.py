@@ -162,7 +162,15 @@ REPORT_JS = r"""
     var sections = data.sections || {};
     Object.keys(sections).forEach(function (id) {
       var el = document.getElementById("sec-" + id);
-      if (el && last[id] !== sections[id]) { el.innerHTML = sections[id]; last[id] = sections[id]; }
+      if (el && last[id] !== sections[id]) {
+        // keep what the reader unfolded: <details> open before the update stay open (by position)
+        var open = [];
+        el.querySelectorAll("details").forEach(function (d, k) { if (d.open) { open.push(k); } });
+        el.innerHTML = sections[id];
+        var all = el.querySelectorAll("details");
+        open.forEach(function (k) { if (all[k]) { all[k].open = true; } });
+        last[id] = sections[id];
+      }
     });
     Object.keys(data.figures || {}).forEach(function (id) {
       var el = document.getElementById(id);

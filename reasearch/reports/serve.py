@@ -144,17 +144,30 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-def runs_table(store: Store) -> tuple[str, list[dict[str, Any]]]:
-    """The runs of the store as an HTML table (escaped) and as rows of plain data."""
+def _row(store: Store, run_id: str) -> dict[str, Any]:
+    view = load_run(store, run_id)
+    rec, best = view.record, view.best
+    return {"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": rec.state.value,
+            "best_score": None if best is None else best.result.score, "evaluations": len(view.evaluations),
+            "budget": _budget_text(dict(view.usage), {u.value: c for u, c in Budget.from_dict(rec.budget).units().items()}),
+            "updated_at": rec.updated_at, "created_at": rec.created_at}
+
+
+def runs_table(store: Store, cache: dict[str, tuple[Any, dict[str, Any]]] | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """The runs of the store as an HTML table (escaped) and as rows of plain data.
+
+    ``cache`` keeps each run's row until the run writes again (its state or ``updated_at`` changes).
+    """
     rows: list[dict[str, Any]] = []
     now = time.time()
+    cache = {} if cache is None else cache
     for rec in store.list_runs():
-        view = load_run(store, rec.id)
-        best = view.best
-        rows.append({"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": rec.state.value,
-                     "best_score": None if best is None else best.result.score, "evaluations": len(view.evaluations),
-                     "budget": _budget_text(dict(view.usage), {u.value: c for u, c in Budget.from_dict(rec.budget).units().items()}),
-                     "updated_at": rec.updated_at, "created_at": rec.created_at})
+        key = (rec.state.value, rec.updated_at)
+        hit = cache.get(rec.id)
+        if hit is None or hit[0] != key:
+            hit = (key, _row(store, rec.id))
+            cache[rec.id] = hit
+        rows.append(hit[1])
     e = html.escape
     body = "".join(
         f"<tr class='run' data-run-id='{e(r['id'])}'><td><a href='run/{quote(r['id'])}'><code>{e(r['id'])}</code></a></td>"
@@ -202,6 +215,8 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         raise ConfigError("the dashboard needs the web extra: pip install 'reasearch[web]'") from None
     import anyio
 
+    row_cache: dict[str, tuple[Any, dict[str, Any]]] = {}  # run id -> (its last write, its row)
+
     def _csp(nonce: str) -> str:
         return (f"default-src 'none'; script-src 'nonce-{nonce}' 'self'; style-src 'unsafe-inline'; img-src data:; "
                 "connect-src 'self'; base-uri 'none'; form-action 'none'")
@@ -209,7 +224,7 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
     async def index(request: Request) -> Response:
         import secrets
 
-        table, _ = await anyio.to_thread.run_sync(runs_table, store)
+        table, _ = await anyio.to_thread.run_sync(runs_table, store, row_cache)
         nonce = secrets.token_urlsafe(16)
         page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>reasearch runs</title>"
                 f"<style>{CSS}</style></head><body><header><h1>runs in {html.escape(store.display_url)}"
@@ -218,7 +233,7 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         return HTMLResponse(page, headers={"Content-Security-Policy": _csp(nonce), "Cache-Control": "no-store"})
 
     async def runs_json(request: Request) -> Response:
-        table, rows = await anyio.to_thread.run_sync(runs_table, store)
+        table, rows = await anyio.to_thread.run_sync(runs_table, store, row_cache)
         return JSONResponse({"html": table, "runs": rows}, headers={"Cache-Control": "no-store"})
 
     def _view(run_id: str) -> Any:

@@ -116,6 +116,12 @@ def test_cli_report_and_compare(runs: tuple[Store, ReportRuns], report_dir: Path
     assert main(["report", "--compare", rr.ids["heilbronn"], rr.ids["generic"], "--run-dir", str(report_dir),
                  "-o", str(cmp)]) == 0
     assert cmp.read_text().count("<tr class='run'>") == 2
+    fleet = tmp_path / "fleet.html"  # every run of a task family, and one more by id
+    assert main(["report", "--compare", "--task", "arc_agi_2/*", rr.ids["generic"], "--run-dir", str(report_dir),
+                 "-o", str(fleet)]) == 0
+    assert fleet.read_text().count("<tr class='run'>") == 3
+    assert main(["report", "--compare", "--task", "nope/*", "--run-dir", str(report_dir)]) == 2
+    assert main(["report", "--task", "arc_agi_2/*", "--run-dir", str(report_dir)]) == 2
     assert main(["report", rr.ids["heilbronn"], rr.ids["generic"], "--run-dir", str(report_dir)]) == 2
     assert "--compare" in capsys.readouterr().err
     assert main(["report", "nosuchrun", "--run-dir", str(report_dir)]) == 2

@@ -156,11 +156,16 @@ def test_dashboard_shows_a_new_evaluation_within_seconds(tmp_path: Path, executo
                 page.goto(f"{url}/run/{run.id}")  # the cookie set above carries the token
                 page.wait_for_selector("body[data-ready='1']", timeout=60_000)
                 assert page.locator("#fig-evals .point").count() == 1
+                page.locator("#sec-evaluations details").first.evaluate("d => d.open = true")  # the reader unfolds
                 # A new evaluation lands in the store (another connection, as a running driver's would).
                 run.evaluate(toy_candidate([2, 2, 2]), step=1, parent=None, note="twos")
                 seconds = _wait_for(page, "body", "data-evaluations", "2", 30)
                 assert page.locator("#fig-evals .point").count() == 2
                 assert page.locator("#fig-tree .point").count() == 2
+                # The sections were replaced in place (the new best is drawn), and what was unfolded stays so.
+                assert page.locator("#sec-evaluations table.grid-table tr").count() == 3
+                assert page.locator("#sec-evaluations details").first.evaluate("d => d.open")
+                assert "step 1" in page.locator("#sec-solution").inner_text()
                 print(f"\nthe run page showed the new evaluation after {seconds:.2f} s")
                 page.goto(f"{url}/")
                 run.evaluate(toy_candidate([3, 3, 3]), step=2, note="optimum")
