@@ -22,6 +22,7 @@ _RESULT_CAP = 20_000  # characters of one tool result in the transcript
 def fmt_score(x: float | None) -> str:
     if x is None:
         return "-"
+    x = x + 0.0  # no "-0"
     return f"{x:.10g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.4e}"
 
 

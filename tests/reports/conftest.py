@@ -127,14 +127,3 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     d = tmp_path_factory.mktemp("screenshots")
     yield d
     print(f"\nreport screenshots: {d}", file=sys.stderr)
-
-
-def save_shot(screenshots: Path, name: str, shoot: Any) -> Path:
-    """``shoot(path)`` into the artifacts folder, and into $REASEARCH_DOCS_SCREENSHOTS when set."""
-    path = screenshots / name
-    shoot(path)
-    docs = os.environ.get("REASEARCH_DOCS_SCREENSHOTS")
-    if docs:
-        Path(docs).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(docs) / name)
-    return path

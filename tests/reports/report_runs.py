@@ -4,6 +4,8 @@ and a compaction. Kept small: the whole set takes seconds on 2 cores."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,3 +132,15 @@ def make_runs(run_dir: Path, store: Store, executor: LocalExecutor) -> ReportRun
     candidates = {k: len(store.candidates(v)) for k, v in ids.items()}
     turns = {k: len(store.events(v, kind="snapshot")) for k, v in ids.items()}
     return ReportRuns(ids, evaluations, candidates, turns)
+
+
+def save_shot(screenshots: Path, name: str, shoot: Any, *, docs: bool = True) -> Path:
+    """``shoot(path)`` into the artifacts folder, and (``docs``) into $REASEARCH_DOCS_SCREENSHOTS when set."""
+    path = screenshots / name
+    shoot(path)
+    folder = os.environ.get("REASEARCH_DOCS_SCREENSHOTS")
+    if folder and docs:
+        docs_dir = Path(folder)
+        docs_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, docs_dir / name)
+    return path

@@ -127,3 +127,19 @@ def test_cli_report_and_compare(runs: tuple[Store, ReportRuns], report_dir: Path
     assert main(["report", "nosuchrun", "--run-dir", str(report_dir)]) == 2
     assert main(["report", "x", "--run-dir", str(tmp_path / "missing")]) == 2
     assert not (tmp_path / "missing").exists()  # a reader never creates a store
+
+
+def test_oversized_sources_and_feedback_are_cut_and_say_so(tmp_path: Path) -> None:
+    from reasearch.evaluators.testing import ToyTask
+    from reasearch.reports import build_report, report_payload
+    from reasearch.runs import Run, open_store
+
+    with open_store(tmp_path) as store:
+        run = Run.create(store, task=ToyTask(dim=2), budget={"evaluations": 5})
+        huge = "# " + "x" * 3_000_000 + "\ndef run():\n    return [0.0, 0.0]\n"
+        cid = run.add_candidate(huge, note="n" * 50_000)
+        data = report_payload(load_run(store, run.id))
+        cand = next(c for c in data["candidates"] if c["id"] == cid)
+        assert len(cand["source"]) < 250_000 and "more characters not shown" in cand["source"]
+        assert len(cand["note"]) < 3_000
+        assert len(build_report(store, run.id)) < 6_000_000  # plotly.js (~4.8 MB) + the cut data

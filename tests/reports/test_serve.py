@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import save_shot
+from report_runs import save_shot
 from starlette.testclient import TestClient
 
 from reasearch.cli import main
