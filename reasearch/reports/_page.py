@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from reasearch.errors import ConfigError
 from reasearch.reports._figures import compare_figures, curve_figures, tree_figure
 from reasearch.reports._model import RunView, cap_text
 from reasearch.reports._sections import (
@@ -49,8 +50,10 @@ _SOURCE_CAP = 200_000
 @functools.cache
 def plotly_js() -> str:
     """The plotly.js bundle shipped by the pinned ``plotly`` package (inlined once per report)."""
-    from plotly.offline import get_plotlyjs
-
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        raise ConfigError("reports need plotly: pip install 'reasearch[web]'") from None
     return get_plotlyjs()
 
 
@@ -88,8 +91,15 @@ def _candidates(view: RunView) -> list[dict[str, Any]]:
             for c in view.candidates]
 
 
+def _headline(view: RunView) -> str:
+    r, best = view.record, view.best
+    return (f"run <code>{esc(r.id)}</code> · {esc(r.task_id)} · {esc(r.state.value)} · best "
+            f"{esc(fmt_score(best.result.score if best else None))} · {len(view.evaluations)} evaluations")
+
+
 def _sections(view: RunView) -> dict[str, str]:
     return {
+        "headline": _headline(view),
         "summary": summary_html(view),
         "solution": solution_html(view),
         "evaluations": evaluations_html(view),
@@ -242,11 +252,9 @@ def report_html(view: RunView, *, live_url: str | None = None, data_url: str | N
     sections = _sections(view)
     payload = report_payload(view, sections=False)  # sections are in the HTML already
     r = view.record
-    best = view.best
     nav = "".join(f'<a href="#{sid}">{esc(title)}</a>' for sid, title in SECTIONS)
     home = f'<a href="{esc(home_url)}">all runs</a> · ' if home_url else ""
-    header = (f"<h1>{home}run <code>{esc(r.id)}</code> · {esc(r.task_id)} · {esc(r.state.value)} · best "
-              f"{esc(fmt_score(best.result.score if best else None))}"
+    header = (f"<h1>{home}<span id='sec-headline'>{sections['headline']}</span>"
               f"{'<span id=live-status>live</span>' if live_url else ''}</h1><nav>{nav}</nav>")
     parts = []
     for sid, title in SECTIONS:

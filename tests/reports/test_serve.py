@@ -166,6 +166,7 @@ def test_dashboard_shows_a_new_evaluation_within_seconds(tmp_path: Path, executo
                 assert page.locator("#sec-evaluations table.grid-table tr").count() == 3
                 assert page.locator("#sec-evaluations details").first.evaluate("d => d.open")
                 assert "step 1" in page.locator("#sec-solution").inner_text()
+                assert "2 evaluations" in page.locator("#sec-headline").inner_text()
                 print(f"\nthe run page showed the new evaluation after {seconds:.2f} s")
                 page.goto(f"{url}/")
                 run.evaluate(toy_candidate([3, 3, 3]), step=2, note="optimum")
