@@ -143,3 +143,21 @@ def test_oversized_sources_and_feedback_are_cut_and_say_so(tmp_path: Path) -> No
         assert len(cand["source"]) < 250_000 and "more characters not shown" in cand["source"]
         assert len(cand["note"]) < 3_000
         assert len(build_report(store, run.id)) < 6_000_000  # plotly.js (~4.8 MB) + the cut data
+
+
+def test_arc_set_results_draw_one_square_per_task() -> None:
+    tasks = {f"t{i:03d}": {"status": "OK" if i % 3 else "CRASH", "score": (i % 4) / 3 if i % 3 else None}
+             for i in range(45)}
+    html = draw_solution(DrawContext("arc_agi_2/eval-v1", {}, _ok(None, {"tasks": tasks, "phase": "train"})))
+    assert 'data-family="arc_agi_2"' in html and html.count('class="arc-task"') == 45
+
+
+def test_unknown_runs_and_streams_are_404(runs: tuple[Store, ReportRuns]) -> None:
+    from starlette.testclient import TestClient
+
+    from reasearch.reports.serve import create_app
+
+    store, _ = runs
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
+    for path in ("/run/nope/events", "/run/nope/data.json", "/run/nope/report.html", "/run/2026/data.json"):
+        assert client.get(path).status_code == 404, path  # "2026" is an ambiguous prefix: no guess
