@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, quote
 
 from reasearch.errors import ConfigError, StoreError
 from reasearch.reports._model import load_run
-from reasearch.reports._page import CSS, plotly_js, report_html, report_payload
+from reasearch.reports._page import CSS, plotly_js, report_html, report_payload, script_json
 from reasearch.reports._sections import fmt_score, utc
 from reasearch.runs.ledger import Budget
 from reasearch.runs.store import Store
@@ -256,8 +256,8 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
             view = await anyio.to_thread.run_sync(_view, request.path_params["run_id"])
         except StoreError as exc:
             return PlainTextResponse(str(exc), status_code=404)
-        return Response(json.dumps(report_payload(view), default=str, allow_nan=False).encode(),
-                        media_type="application/json", headers={"Cache-Control": "no-store"})
+        return Response(script_json(report_payload(view)).encode(), media_type="application/json",
+                        headers={"Cache-Control": "no-store"})
 
     async def run_download(request: Request) -> Response:
         try:
