@@ -11,17 +11,22 @@ The choice: both, each bounding the other.
    candidate code ran) around the candidate's call only and reports it as ``t_jail``.
 2. The parent times each round trip itself (``wall``).
 3. After the candidate's session, the parent opens a *calibration* session of its own (a trusted
-   placeholder program in the same harness, never the candidate's code) and sends the same window
-   with an ``echo`` request: the harness returns zero arrays of the candidate's answer shapes and
-   dtypes through the same path. The median of :data:`CALIBRATION_CALLS` such round trips is the
-   transport cost ``t_transport`` of one call, measured in this evaluation, under this load.
-4. Per call: ``t_alg = min(wall, max(t_jail, wall - t_transport))``.
+   placeholder program in the same harness, never the candidate's code) and *replays* the calls: for
+   each timed call (at most :data:`MAX_REPLAYS`, evenly chosen) it sends the same window with an
+   ``echo`` request that busy-waits as long as the candidate claimed (capped at :data:`REPLAY_CAP_S`)
+   and returns zero arrays of the candidate's answer shapes and dtypes through the same path. Each
+   replay's round trip less its trusted wait is one sample of the transport, measured in this
+   evaluation, under this load, with the same CPU burst before it (a loaded machine preempts a busy
+   process in its transport more often than an idle one: an echo without the wait would under-measure).
+4. Over the whole evaluation (the score uses the mean): ``lower = mean(wall) - mean(transport) - 2 *
+   se``, with ``se`` the standard error of that difference (calibration spread, ``1/k + 1/n``). If the
+   mean claimed time is at least ``lower`` the claims stand (each clipped to its own ``wall``); if not,
+   the claims are overruled: each call counts ``wall - mean(transport) - 2 * se``.
 
-An honest candidate gets its own algorithm time (``t_jail``), except on a call whose transport was
-slower than the calibrated median, where it gets ``wall - t_transport``. A candidate that lies (reports
-0, or patches the clock) gets ``wall - t_transport``: the transport it avoids is the difference between
-this call's transport and the calibrated median, i.e. noise, never the whole round trip. It can never
-claim more than ``wall`` nor less than the parent's own figure minus the trusted transport.
+An honest candidate gets its own algorithm time except when the transport noise exceeds two standard
+errors (rare). A candidate that lies (reports 0, or patches the clock) gets the parent's figure less
+the calibrated transport: what it avoids is noise, never the round trip, and its replays (which wait
+only as long as it claimed) cannot inflate the calibrated transport.
 
 Torch candidates: the calibration echoes NumPy arrays (a calibration session that imported torch would
 cost seconds); converting a tensor (``from_numpy`` on the way in, ``.numpy()`` on the way back) costs
@@ -30,6 +35,7 @@ microseconds and is not subtracted.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,9 +43,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CALIBRATION_CALLS", "CALIBRATION_SOURCE", "MIN_T_ALG_S", "CallTiming", "answer_signature", "bounded_t_alg"]
+__all__ = ["CALIBRATION_SOURCE", "MAX_REPLAYS", "MIN_T_ALG_S", "REPLAY_CAP_S", "CallTiming", "Timing",
+           "answer_signature", "decide", "replay_plan", "replay_wait_ns"]
 
-CALIBRATION_CALLS = 5
+MAX_REPLAYS = 32
+REPLAY_CAP_S = 0.02  # past 20 ms of algorithm the transport (< 1 ms idle) is a small share anyway
 CALIBRATION_SOURCE = (
     '"""The evaluator\'s own placeholder: echo requests never call it."""\n'
     "def rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus):\n"
@@ -80,20 +88,47 @@ def signature_bytes(sig: Sequence[Sequence[Any]]) -> int:
     return sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype in sig)
 
 
-def transport_of(calibration: Sequence[CallTiming]) -> float | None:
-    """The median round trip of the echo calls, less what the harness itself reported (~0)."""
-    usable = [c.wall_s - (c.t_jail_s or 0.0) for c in calibration]
-    return statistics.median(usable) if usable else None
+def replay_plan(calls: Sequence[CallTiming]) -> list[int]:
+    """Indices of the calls to replay: all of them, or :data:`MAX_REPLAYS` spread evenly."""
+    n = len(calls)
+    if n <= MAX_REPLAYS:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (MAX_REPLAYS - 1)) for i in range(MAX_REPLAYS)})
 
 
-def bounded_t_alg(call: CallTiming, transport_s: float | None) -> tuple[float, bool]:
-    """``(t_alg, bounded)``: the algorithm's time of one call; ``bounded`` when the parent's bound decided it.
+def replay_wait_ns(call: CallTiming) -> int:
+    """How long the replay of ``call`` busy-waits: what the candidate claimed, capped."""
+    return int(min(call.t_jail_s or 0.0, REPLAY_CAP_S) * 1e9)
 
-    Without a calibration (``transport_s`` None) the parent's own round trip is the only figure trusted.
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """The evaluation's timing verdict.
+
+    Attributes:
+        t_alg: per call, the algorithm's time in seconds (what the score uses).
+        bounded: True when the claims were overruled by the parent's bound.
+        transport_s: mean calibrated transport per call (None without a calibration).
+        lower_s: the bound on the mean algorithm time (None without a calibration).
     """
-    if transport_s is None:
-        return call.wall_s, True
-    floor = max(call.wall_s - transport_s, 0.0)
-    if call.t_jail_s is None or call.t_jail_s < floor:
-        return max(floor, MIN_T_ALG_S), True
-    return max(min(call.t_jail_s, call.wall_s), MIN_T_ALG_S), False
+
+    t_alg: list[float]
+    bounded: bool
+    transport_s: float | None
+    lower_s: float | None
+
+
+def decide(calls: Sequence[CallTiming], transports: Sequence[float]) -> Timing:
+    """Applies the rule of the module docstring to the timed calls and the replays' transports."""
+    walls = [c.wall_s for c in calls]
+    claims = [min(max(c.t_jail_s, 0.0), c.wall_s) if c.t_jail_s is not None else None for c in calls]
+    if not transports:  # no calibration: the parent's round trip is the only trusted figure
+        return Timing([max(w, MIN_T_ALG_S) for w in walls], True, None, None)
+    k, n = len(transports), len(calls)
+    mean_t = statistics.fmean(transports)
+    sd = statistics.stdev(transports) if k > 1 else 0.0
+    margin = 2.0 * sd * math.sqrt(1.0 / k + 1.0 / n)
+    lower = statistics.fmean(walls) - mean_t - margin
+    if all(c is not None for c in claims) and statistics.fmean(claims) >= lower:  # type: ignore[arg-type]
+        return Timing([max(c, MIN_T_ALG_S) for c in claims], False, mean_t, lower)  # type: ignore[type-var]
+    return Timing([max(w - mean_t - margin, MIN_T_ALG_S) for w in walls], True, mean_t, lower)

@@ -13,9 +13,9 @@ Three kinds of call, chosen by the parent's payload:
   signature asks for (published programs take them positionally) and returns the placement plus
   ``t_ns``, the call's duration on a clock captured when this module was imported (before any
   candidate code ran);
-* ``{"echo": [[shape, dtype], ...]}`` (only in the parent's own calibration session, never with a
-  candidate's code): returns arrays of those shapes through the same path, so the parent can measure
-  what the transport of such an answer costs.
+* ``{"echo": [[shape, dtype], ...], "wait_ns": w}`` (only in the parent's own calibration session,
+  never with a candidate's code): busy-waits ``w`` ns, then returns arrays of those shapes through the
+  same path, so the parent can measure what the transport of such an answer costs.
 """
 
 from __future__ import annotations
@@ -97,8 +97,12 @@ def _setup(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _echo(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A replay: busy-waits ``wait_ns`` (standing in for an algorithm), then answers zero arrays."""
     arrays = [np.zeros(tuple(int(s) for s in shape), dtype=np.dtype(str(dtype))) for shape, dtype in payload["echo"]]
+    wait = int(payload.get("wait_ns") or 0)
     t0 = _CLOCK()
+    while _CLOCK() - t0 < wait:
+        pass
     t1 = _CLOCK()
     out: dict[str, Any] = {name: _plain(arr, name) for name, arr in zip(_NAMES, arrays)}
     out["t_ns"] = t1 - t0

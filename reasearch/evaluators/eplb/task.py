@@ -15,14 +15,14 @@ import numpy as np
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task, default_runner, failure_feedback
 from reasearch.evaluators.eplb._timing import (
-    CALIBRATION_CALLS,
     CALIBRATION_SOURCE,
     CallTiming,
     answer_signature,
-    bounded_t_alg,
+    decide,
+    replay_plan,
+    replay_wait_ns,
     reported_seconds,
     signature_bytes,
-    transport_of,
 )
 from reasearch.evaluators.eplb.harness import compact
 from reasearch.evaluators.eplb.scoring import (
@@ -364,16 +364,16 @@ class EplbTask(Task):
                 text += "\nstderr (tail):\n" + final.stderr[-2000:]
             return EvalResult.failure(status, text, wall_s=final.wall_s, cpu_s=final.cpu_s,
                                       metrics={**info, "windows_scored": len(tally.scores)}, provenance=prov)
-        transport = self._calibrate(runner, windows[0], answers)
-        timing: dict[str, Any] = {"t_transport_s": transport,
-                                  "t_call_s": statistics.fmean(c.wall_s for c in calls),
-                                  "t_call_per_window_s": [c.wall_s for c in calls]}
-        bounded = 0
-        for call in calls:
-            t_alg, hit = bounded_t_alg(call, transport)
-            tally.times.append(t_alg)
-            bounded += hit
-        timing["t_alg_bounded_windows"] = bounded
+        verdict = decide(calls, self._calibrate(runner, windows, answers, calls))
+        tally.times.extend(verdict.t_alg)
+        timing: dict[str, Any] = {
+            "t_transport_s": verdict.transport_s,
+            "t_alg_lower_bound_s": verdict.lower_s,
+            "t_alg_bounded": verdict.bounded,
+            "t_call_s": statistics.fmean(c.wall_s for c in calls),
+            "t_call_per_window_s": [c.wall_s for c in calls],
+            "t_claimed_per_window_s": [c.t_jail_s for c in calls],
+        }
         result = self._summarize(tally, {**info, **timing})
         return result.with_(wall_s=final.wall_s, cpu_s=final.cpu_s, provenance=prov)
 
@@ -387,31 +387,33 @@ class EplbTask(Task):
             return out.status, f"before the first rebalance: {out.status.value}: {detail}"
         return None
 
-    def _calibrate(self, runner: SandboxRunner, weight: np.ndarray, answers: Sequence[Any]) -> float | None:
-        """Median round trip of echo calls carrying the candidate's answer shapes, in a session of our own.
+    def _calibrate(self, runner: SandboxRunner, windows: np.ndarray, answers: Sequence[Any],
+                   calls: Sequence[CallTiming]) -> list[float]:
+        """Transport samples from replays of the timed calls in a session of our own (see ``_timing``).
 
-        None when the calibration itself fails (then ``t_alg`` falls back to the parent's round trip).
+        Empty when the calibration itself fails (then ``t_alg`` falls back to the parent's round trip).
         """
         sigs = [answer_signature(a) for a in answers if isinstance(a, Mapping)]
         if not sigs:
-            return None
-        sig = max(sigs, key=signature_bytes)  # the largest answer: never more transport credit than due
+            return []
+        sig = max(sigs, key=signature_bytes)  # the largest answer: never less transport than it had
         request = RunRequest(source=CALIBRATION_SOURCE, entry=self.spec.entries, harness=self.harness,
                              payload={}, limits=self.limits())
-        payload = {**self._call_payload(weight, "numpy"), "echo": sig}
-        timings: list[CallTiming] = []
+        transports: list[float] = []
         session = runner.session(request)
         try:
             if getattr(session, "closed", False):
-                return None
-            for _ in range(CALIBRATION_CALLS):
+                return []
+            for i in replay_plan(calls):
+                payload = {**self._call_payload(windows[i], "numpy"), "echo": sig, "wait_ns": replay_wait_ns(calls[i])}
                 out = session.call(payload, timeout_s=10.0)
-                if out.status is not Status.OK or not isinstance(out.value, Mapping):
-                    return None
-                timings.append(CallTiming(out.wall_s, reported_seconds(out.value.get("t_ns"))))
+                waited = reported_seconds(out.value.get("t_ns")) if isinstance(out.value, Mapping) else None
+                if out.status is not Status.OK or waited is None:
+                    return []
+                transports.append(max(out.wall_s - waited, 0.0))
         finally:
             session.close()
-        return transport_of(timings)
+        return transports
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores raw data: ``{"placements": [answer per window], "t_alg_s": [trusted seconds per call]}``.
