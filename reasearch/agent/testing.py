@@ -88,7 +88,7 @@ class MemoryRun:
         return cid
 
     def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
-                 seed: int | None = None) -> EvalResult:
+                 seed: int | None = None, repeat: bool = False) -> EvalResult:
         cid = self.add_candidate(source, parent=parent, note=note)
         if step in self.evaluations:
             if self.evaluations[step][0] != cid:
@@ -97,8 +97,9 @@ class MemoryRun:
         seed = self.seed if seed is None else seed
         # Like the store's cache: only outcomes that do not depend on machine load are served again.
         cached = next((r for c, r in self.evaluations.values()
-                       if c == cid and not r.cached and r.status in (Status.OK, Status.INVALID)),
-                      None) if self.task.spec.deterministic else None
+                       if c == cid and not r.cached and r.status in (Status.OK, Status.INVALID)
+                       and not r.metrics.get("repeat")),
+                      None) if self.task.spec.deterministic and not repeat else None
         if cached is not None:
             result = cached.with_(cached=True)
         else:
@@ -110,6 +111,8 @@ class MemoryRun:
             else:
                 self.runs_executed += 1
                 result = self.task.evaluate(source, seed=seed, executor=self.executor)
+                if repeat:  # like Run.evaluate(repeat=True): charged, marked, never served again
+                    result = result.with_(metrics={**dict(result.metrics), "repeat": True})
                 self.ledger[(step, Unit.EVALUATIONS, "evaluate")] = 1.0
         self.evaluations[step] = (cid, result)
         return result
