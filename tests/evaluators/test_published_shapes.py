@@ -100,6 +100,8 @@ def test_eplb_names_in_any_order_and_published_positional_order():
     (lambda: None, TXN_ARGS, "workload"),
     (lambda workload, num_seqs, extra: None, TXN_ARGS, "extra"),
     (lambda weight, num_replicas: None, EPLB_ARGS, "num_groups"),
+    # EPLB offers no seed: it selects the synthetic trace, which the candidate must not learn
+    (lambda weight, num_replicas, num_groups, num_nodes, num_gpus, seed: None, EPLB_ARGS, "seed"),
 ])
 def test_entry_that_cannot_be_called_names_the_accepted_forms(fn, spec, missing):
     with pytest.raises(EntryCallError, match="accepted forms") as err:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from reasearch.evaluators._entry_call import EntryArgs, bind_entry, seed_args, seed_everything
+from reasearch.evaluators._entry_call import EntryArgs, bind_entry, seed_everything
 
 __all__ = ["ENTRY_ARGS", "compact", "rebalance", "warmup"]
 
@@ -34,7 +34,7 @@ _NAMES = ("phy2log", "log2phy", "logcnt")
 _CLOCK = time.perf_counter_ns  # bound at import, before the candidate is loaded
 _ARGS = ("weight", "num_replicas", "num_groups", "num_nodes", "num_gpus")
 
-ENTRY_ARGS: EntryArgs = seed_args(
+ENTRY_ARGS: EntryArgs = EntryArgs(
     {
         "weight": ("weight", "weights", "load", "expert_load"),
         "num_replicas": ("num_replicas", "num_physical_experts", "num_slots"),
@@ -46,10 +46,13 @@ ENTRY_ARGS: EntryArgs = seed_args(
     required=_ARGS,
     forms=("(weight, num_replicas, num_groups, num_nodes, num_gpus)",),
 )
-"""The published signature (vLLM/DeepSeek ``rebalance_experts``), matched by name, else by position."""
+"""The published signature (vLLM/DeepSeek ``rebalance_experts``), matched by name, else by position.
+
+No ``seed`` is offered: the evaluation seed selects the synthetic trace, which the candidate must not
+learn (the generators are seeded from it all the same)."""
 
 _callers: dict[int, tuple[Callable[..., Any], Callable[[Mapping[str, Any]], Any]]] = {}
-_state: dict[str, Any] = {"weight_type": "numpy", "seed": 0}
+_state: dict[str, Any] = {"weight_type": "numpy"}
 
 
 def compact(arr: np.ndarray) -> np.ndarray:
@@ -92,7 +95,7 @@ def _setup(payload: Mapping[str, Any]) -> dict[str, Any]:
         import torch  # noqa: F401 - imported here so that no timed call pays for it
 
     _state["weight_type"] = weight_type
-    _state["seed"] = seed_everything(payload.get("seed"))
+    seed_everything(payload.get("seed"))
     return {"ready": True, "weight_type": weight_type}
 
 
@@ -122,7 +125,7 @@ def rebalance(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str
         import torch
 
         weight = torch.from_numpy(weight)
-    values = {"weight": weight, "seed": _state["seed"]}
+    values: dict[str, Any] = {"weight": weight}
     for name in _ARGS[1:]:
         values[name] = int(payload[name])
     t0 = _CLOCK()

@@ -380,7 +380,7 @@ class EplbTask(Task):
     def _setup_call(self, session: SandboxSession, seed: int | None, weight_type: str,
                     deadline: float) -> tuple[Status, str] | None:
         """The untimed first call: torch's import (torch candidates) and the generators' seeds."""
-        payload = {"setup": True, "seed": int(self.trace_seed if seed is None else seed), "weight_type": weight_type}
+        payload = {"setup": True, "seed": 0 if seed is None else int(seed), "weight_type": weight_type}
         out = session.call(payload, timeout_s=max(deadline - time.perf_counter(), 0.001))
         if out.status is not Status.OK:
             detail = out.error.strip() or "no further detail"
