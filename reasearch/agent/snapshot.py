@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,8 +49,6 @@ def since_improvement(history: Sequence[EvalRecord], spec: TaskSpec) -> int:
 
 def score_spreads(history: Sequence[EvalRecord]) -> dict[str, tuple[int, float, float, float]]:
     """``candidate -> (n, min, max, std)`` over the fresh (not cached) OK scores of candidates scored twice or more."""
-    import statistics
-
     scores: dict[str, list[float]] = {}
     for rec in history:
         if rec.status == "OK" and rec.score is not None and not rec.cached:
