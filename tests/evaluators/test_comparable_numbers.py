@@ -196,3 +196,21 @@ def test_rounding_level_overlap_is_invalid_and_says_so():
 def test_no_tolerance_is_documented_as_ieee_float64():
     text = CirclePackingTask(n=26).describe()
     assert "IEEE float64" in text and "NO tolerance" in text and "num_circles" in text
+
+
+GARBLED_CLOCK = """
+import itertools
+import reasearch.evaluators.eplb.harness as _h
+from reasearch.native.eplb import rebalance_experts
+
+_ticks = itertools.count(10**15, -10**14)
+_h._CLOCK = lambda: next(_ticks)  # runs backwards: every claimed time is negative
+"""
+
+
+def test_a_garbled_clock_is_overruled_not_believed(sandbox):
+    res = reasearch.make("eplb/v1", num_windows=4).evaluate(GARBLED_CLOCK, executor=sandbox)
+    assert res.status is Status.OK, res.feedback
+    m = res.metrics
+    assert m["t_claimed_per_window_s"] == [None, None, None] and m["t_alg_bounded"] is True
+    assert all(MIN_T_ALG_S <= t <= w for t, w in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"]))

@@ -269,3 +269,23 @@ def test_arc_attempts_with_published_names(sandbox, shared_data):
            "    return input_grid\n")
     res = task.evaluate(src, executor=sandbox)
     assert res.status is Status.OK and res.score == 1.0, res.feedback
+
+
+def test_entry_with_a_hostile_signature_is_a_crash_not_an_engine_error(sandbox):
+    src = ("import inspect\n"
+           "class _Entry:\n"
+           "    @property\n"
+           "    def __signature__(self):\n"
+           "        raise RuntimeError('no signature for you')\n"
+           "    def __call__(self, *a, **k):\n"
+           "        return None\n"
+           "construct_packing = _Entry()\n"
+           "class _Liar:\n"
+           "    __signature__ = inspect.Signature([inspect.Parameter('workload', inspect.Parameter.POSITIONAL_ONLY)])\n"
+           "    def __call__(self):\n"
+           "        return []\n"
+           "get_best_schedule = _Liar()\n")
+    res = reasearch.make("circle_packing/n26-v1").evaluate(src, executor=sandbox)
+    assert res.status is Status.CRASH and "no signature for you" in res.feedback
+    res = reasearch.make("txn_scheduling/v1").evaluate(src, executor=sandbox)
+    assert res.status is Status.CRASH and "TypeError" in res.feedback and res.score is None
