@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """Calling a candidate's entry point inside the sandbox, in the shapes people publish (all harnesses).
 
 Published programs name their parameters differently (``construct_packing(num_circles)``,

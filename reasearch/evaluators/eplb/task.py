@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators._secret import derive_seed, fingerprint, secret
 from reasearch.evaluators.base import Task, default_runner, failure_feedback
 from reasearch.evaluators.eplb._timing import (
     CALIBRATION_SOURCE,
@@ -139,6 +141,13 @@ class EplbTask(Task):
     torch is imported in the sandbox only for candidates that import it (once, before the timed
     calls), and seeded with ``random`` and ``numpy.random`` from the evaluation seed.
 
+    What the speed term counts: only the calls, timed as above. Work the candidate does outside its
+    calls (at import, or in threads that run on after a call returns) is not in ``t_alg``; it is bounded
+    by the one wall-time limit of the whole session and the memory limit; the session's total CPU time
+    is reported as ``cpu_s``, and the part of it beyond the timed calls' ``t_alg`` as
+    ``metrics["cpu_beyond_calls_s"]`` (not scored). It cannot see the window it is scored on earlier
+    than any other candidate: window ``i + 1`` enters the sandbox only with call ``i + 1``.
+
     The score is timed, hence ``deterministic=False`` and no recorded ``seed_score``: the speed term
     ``0.002 / t_alg`` of the seed program moves by tens of percent with machine load (no tolerance
     would be both safe and meaningful), so ``check_task`` checks that the seed runs ``OK``, and the
@@ -148,8 +157,11 @@ class EplbTask(Task):
         trace_path: a published load trace (``{"load_history": [{"logical_expert_load": [[E] x L]}]}``);
             None uses the synthetic trace. Parsed once per process.
         num_windows: windows used (the first ones); None: 11 synthetic windows, or all of a file's.
-        trace_seed: seed of the synthetic trace when ``evaluate`` gets no seed (a seed passed to
-            ``evaluate`` selects the synthetic trace instead; ignored for a trace file).
+trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a seed passed to
+            ``evaluate`` selects the synthetic trace instead; ignored for a trace file). The generator's
+            own seed is derived from it with the evaluator's secret (:mod:`reasearch.evaluators._secret`),
+            so knowing it and the generator does not reveal the scored windows; results record the
+            secret's fingerprint as ``trace_secret``.
         window_size: history entries summed per window.
         weight_type: ``"auto"`` (default: a torch tensor iff the candidate imports torch), ``"numpy"``
             or ``"torch"``.
@@ -241,7 +253,9 @@ class EplbTask(Task):
             f"Score (maximize): {self._score_text()}, where t_alg is the time of your function alone: the "
             "sandbox's clock around each call, bounded by the evaluator's own round trip less the transport "
             "cost it calibrates in the same evaluation (t_transport_s); the transport is not counted. "
-            "bal_expert, bal_gpu, t_alg and every score variant are reported separately. `random`, "
+            "Only the calls are timed: work done between calls (at import or in background threads) is not in "
+            "t_alg, but it shares the one wall-time limit of the whole session and cannot see a window before "
+            "it is sent. bal_expert, bal_gpu, t_alg and every score variant are reported separately. `random`, "
             "`numpy.random` (and torch) are seeded before the first call.\n"
             "The seed program is DeepSeek's published hierarchical algorithm; its compiled steps are "
             "importable: `from reasearch.native.eplb import balanced_packing, replicate_experts, "
@@ -265,12 +279,19 @@ class EplbTask(Task):
             windows = load_trace_windows(self.trace_path, int(self.window_size))
             if self.num_windows is not None:
                 windows = windows[: int(self.num_windows)]
-            info: dict[str, Any] = {"trace": str(self.trace_path), "trace_seed": None}
+            info: dict[str, Any] = {"trace": str(self.trace_path), "trace_seed": None, "trace_secret": None}
         else:
+            # The generator is public and its code could be pasted into a candidate, so the public seed only
+            # names the trace: the generator's seed is derived from it with the evaluator's secret.
             trace_seed = int(self.trace_seed if seed is None else seed)
-            trace = SyntheticTrace(seed=trace_seed, window_size=int(self.window_size))
+            public = SyntheticTrace(seed=0, window_size=int(self.window_size)).to_dict()
+            public.pop("seed")
+            key = secret()
+            trace = SyntheticTrace(seed=derive_seed("eplb/v1 synthetic trace", {**public, "seed": trace_seed}, key),
+                                   window_size=int(self.window_size))
             windows = trace.windows(int(self.num_windows or DEFAULT_SYNTHETIC_WINDOWS))
-            info = {"trace": "synthetic", "trace_seed": trace_seed, "trace_params": trace.to_dict()}
+            info = {"trace": "synthetic", "trace_seed": trace_seed, "trace_params": public,
+                    "trace_secret": fingerprint(key)}
         if windows.shape[0] < 2:
             raise ConfigError(f"the trace has {windows.shape[0]} window(s) of {self.window_size} entries; "
                               "at least 2 are needed (one to place on, one to score on)")
@@ -349,6 +370,8 @@ class EplbTask(Task):
         finally:
             final = session.close()
         prov = self.provenance(candidate_source, seed=seed, sandbox_mode=final.sandbox_mode)
+        if info.get("trace_secret"):  # which secret scored it (its fingerprint): reproducible where it is kept
+            prov = dataclasses.replace(prov, versions={**prov.versions, "trace_secret": info["trace_secret"]})
         if problem is None and final.status is not Status.OK:
             problem = (final.status, failure_feedback(final))
         tally = _Tally(windows)
@@ -375,7 +398,11 @@ class EplbTask(Task):
             "t_claimed_per_window_s": [c.t_jail_s for c in calls],
         }
         result = self._summarize(tally, {**info, **timing})
-        return result.with_(wall_s=final.wall_s, cpu_s=final.cpu_s, provenance=prov)
+        # Not scored; shown so that work moved out of the calls (at import, between calls, in threads) is
+        # visible: session CPU beyond the timed calls' algorithm time.
+        beyond = max(0.0, float(final.cpu_s) - sum(tally.times))
+        return result.with_(wall_s=final.wall_s, cpu_s=final.cpu_s, provenance=prov,
+                            metrics={**result.metrics, "cpu_beyond_calls_s": beyond})
 
     def _setup_call(self, session: SandboxSession, seed: int | None, weight_type: str,
                     deadline: float) -> tuple[Status, str] | None:
