@@ -18,6 +18,7 @@ from reasearch.evaluators.eplb._timing import (
     MIN_T_ALG_S,
     REPLAY_CAP_S,
     CallTiming,
+    Timing,
     decide,
     replay_plan,
     replay_wait_ns,
@@ -44,24 +45,44 @@ LIBRARY = "from reasearch.native.eplb import rebalance_experts\n"
 
 
 def test_t_alg_is_the_algorithm_not_the_transport(sandbox):
-    """t_alg against the same algorithm timed in-process on the same windows (medians, generous bound)."""
+    """t_alg against the same algorithm timed in-process on the same windows (medians over 10 windows).
+
+    The sandbox's clock (the claims) is checked against the in-process time on every attempt. Where
+    the calibration is usable, t_alg is the claims and must meet the same bound; on a machine too
+    loaded to calibrate, t_alg falls back to the round trips and says so (``decide``'s unit test covers
+    both branches deterministically). The shared machine is noisy: an attempt whose windows were
+    disturbed is retried (at most 4 attempts). The parent's round trip (the former t_alg, ~0.6 ms
+    above the algorithm on a quiet machine) is measurably larger than the claims on every attempt.
+    """
     task = reasearch.make("eplb/v1", num_windows=11)
-    res = task.evaluate(LIBRARY, executor=sandbox)
-    assert res.status is Status.OK, res.feedback
     windows, _ = task.trace_windows()
-    in_process = []
-    for w in windows[:-1]:
-        t0 = time.perf_counter()
-        rebalance_experts(w, *CONFIG)
-        in_process.append(time.perf_counter() - t0)
-    t_alg = statistics.median(res.metrics["t_alg_per_window_s"])
-    t_call = statistics.median(res.metrics["t_call_per_window_s"])
-    # the algorithm alone: within the in-process time plus 0.5 ms (x2 for a loaded machine)
-    assert t_alg < 2 * statistics.median(in_process) + 0.5e-3, (t_alg, in_process)
-    # the old measure (the parent's round trip) is measurably larger: the transport it carried
-    assert t_call - t_alg > 0.1e-3, (t_call, t_alg)
-    assert res.metrics["t_transport_s"] > 0.1e-3 and res.metrics["t_alg_bounded"] is False
-    assert res.metrics["combined"] == pytest.approx((res.metrics["bal_expert"] + 0.002 / res.metrics["t_alg_s"]) / 2)
+    seen = []
+    for _ in range(4):
+        in_process = []
+        for w in windows[:-1]:
+            t0 = time.perf_counter()
+            rebalance_experts(w, *CONFIG)
+            in_process.append(time.perf_counter() - t0)
+        res = task.evaluate(LIBRARY, executor=sandbox)
+        assert res.status is Status.OK, res.feedback
+        m = res.metrics
+        assert m["combined"] == pytest.approx((m["bal_expert"] + 0.002 / m["t_alg_s"]) / 2)
+        claimed = statistics.median(m["t_claimed_per_window_s"])
+        t_alg = statistics.median(m["t_alg_per_window_s"])
+        t_call = statistics.median(m["t_call_per_window_s"])
+        reference = statistics.median(in_process)
+        seen.append((m["t_alg_source"], claimed, t_alg, t_call, reference))
+        if m["t_alg_source"] == "sandbox clock":
+            assert m["t_alg_bounded_windows"] <= 3, m  # an honest candidate keeps (almost) all its claims
+            ok = t_alg < reference + 0.5e-3
+        else:
+            assert m["t_alg_source"].startswith("round trip") and m["t_alg_per_window_s"] == m["t_call_per_window_s"]
+            ok = True
+        # the sandbox's clock times the algorithm alone; the round trip is measurably larger
+        if ok and claimed < reference + 0.5e-3 and t_call - claimed > 0.1e-3:
+            break
+    else:
+        pytest.fail(f"source, claimed, t_alg, t_call, in-process medians (s) per attempt: {seen}")
 
 
 CHEAT = """
@@ -84,27 +105,42 @@ def test_a_candidate_that_stops_the_clock_is_bounded_by_the_parent(sandbox):
     res = task.evaluate(CHEAT, executor=sandbox)
     assert res.status is Status.OK, res.feedback
     m = res.metrics
-    assert m["t_claimed_per_window_s"] == [0.0] * 7 and m["t_alg_bounded"] is True  # claims overruled
-    margin = m["t_call_s"] - m["t_transport_s"] - m["t_alg_lower_bound_s"]
-    assert margin >= 0
-    for t_alg, wall in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"]):
-        assert t_alg == pytest.approx(max(wall - m["t_transport_s"] - margin, MIN_T_ALG_S), abs=1e-12)
+    assert m["t_claimed_per_window_s"] == [0.0] * 7
+    slack, transport = m["t_transport_slack_s"], m["t_transport_s"]
+    if m["t_alg_source"] != "sandbox clock":  # too loaded to calibrate: the parent's round trips count
+        assert m["t_alg_per_window_s"] == m["t_call_per_window_s"] and m["t_alg_bounded_windows"] == 7
+        return
+    assert 0 <= slack <= max(0.25 * statistics.median(w - transport for w in m["t_call_per_window_s"]), 50e-6)
+    floors = [w - transport - slack for w in m["t_call_per_window_s"]]
+    assert m["t_alg_bounded_windows"] == sum(f > 0 for f in floors) >= 4  # the claims of 0 s are overruled
+    for t_alg, floor in zip(m["t_alg_per_window_s"], floors):
+        assert t_alg == pytest.approx(max(floor, MIN_T_ALG_S), abs=1e-12)
     assert m["t_alg_s"] > 1.0e-3  # its 2 ms of work per call are not hidden
 
 
 def test_timing_rules():
-    calls = [CallTiming(0.003, 0.0024), CallTiming(0.0031, 0.0023)]
-    honest = decide(calls, [0.0006, 0.0007, 0.0006, 0.0007])
-    assert not honest.bounded and honest.t_alg == [0.0024, 0.0023]  # its own clock
-    liar = decide([CallTiming(0.003, 0.0), CallTiming(0.0031, 0.0)], [0.0006, 0.0007, 0.0006, 0.0007])
-    assert liar.bounded and all(t > 0.0022 for t in liar.t_alg)  # the parent's round trip less the transport
-    assert liar.lower_s is not None and liar.t_alg[0] < 0.003 - 0.00065
-    over = decide([CallTiming(0.003, 0.5)], [0.0006, 0.0007])
-    assert over.t_alg == [0.003] and not over.bounded  # never above the round trip
-    assert decide([CallTiming(0.003, None)], [0.0006, 0.0007]).bounded
-    assert decide([CallTiming(0.003, 0.001)], []) == decide([CallTiming(0.003, 0.001)], []).__class__(
-        [0.003], True, None, None)  # no calibration: the round trip
-    assert decide([CallTiming(0.0005, 0.0)], [0.0008, 0.0008]).t_alg == [MIN_T_ALG_S]
+    rounds = [[0.0006, 0.0007, 0.0006, 0.0007, 0.00065], [0.00062, 0.00071, 0.00061, 0.0007, 0.00066]]
+    calls = [CallTiming(0.003, 0.0024), CallTiming(0.0031, 0.0024)]
+    honest = decide(calls, rounds)
+    assert honest.source == "sandbox clock" and honest.bounded_calls == 0 and honest.t_alg == [0.0024, 0.0024]
+    assert honest.transport_s == 0.00065 and 0 < honest.slack_s < 0.0002
+    liar = decide([CallTiming(0.003, 0.0), CallTiming(0.0031, 0.0024), CallTiming(0.0031, 0.0024)], rounds)
+    assert liar.bounded_calls == 1 and liar.t_alg[1:] == [0.0024, 0.0024]  # lies on one call: caught there
+    assert liar.t_alg[0] == pytest.approx(0.003 - 0.00065 - liar.slack_s) and liar.t_alg[0] > 0.0021
+    uniform = decide([CallTiming(0.003, 0.0012), CallTiming(0.0031, 0.0012)], rounds)  # halves every claim
+    assert uniform.bounded_calls == 2 and min(uniform.t_alg) > 0.0021
+    spike = decide([CallTiming(0.003, 0.0024), CallTiming(0.013, 0.0024), CallTiming(0.0031, 0.0023)], rounds)
+    assert spike.bounded_calls == 0 and spike.t_alg == [0.0024, 0.0024, 0.0023]  # a transport spike is not a lie
+    low = decide([CallTiming(0.003, 0.0024), CallTiming(0.003, 0.0012), CallTiming(0.0031, 0.0023)], rounds)
+    assert low.bounded_calls == 1 and low.t_alg[1] == pytest.approx(0.003 - 0.00065 - low.slack_s)  # out of line
+    over = decide([CallTiming(0.003, 0.5)], rounds[:1])
+    assert over.t_alg == [0.003] and over.bounded_calls == 0  # never above the round trip
+    assert decide([CallTiming(0.003, None)], rounds).bounded_calls == 1
+    assert decide([CallTiming(0.003, 0.001)], []) == Timing([0.003], 1, "round trip (no calibration)", None, None)
+    contradicted = decide([CallTiming(0.0005, 0.0)], [[0.0008, 0.0008]])  # replays slower than the call itself
+    assert contradicted.t_alg == [0.0005] and contradicted.source.startswith("round trip (the calibration")
+    noisy = decide([CallTiming(0.003, 0.0)], [[0.0001, 0.02, 0.0001, 0.03, 0.0005], [0.002] * 5])
+    assert noisy.t_alg == [0.003] and noisy.source == "round trip (the machine was too noisy to calibrate)"
     for bad in (-1, True, 1.5, "10", None, 10**15):
         assert reported_seconds(bad) is None
     assert reported_seconds(np.int64(2_000_000)) == 0.002
@@ -212,5 +248,5 @@ def test_a_garbled_clock_is_overruled_not_believed(sandbox):
     res = reasearch.make("eplb/v1", num_windows=4).evaluate(GARBLED_CLOCK, executor=sandbox)
     assert res.status is Status.OK, res.feedback
     m = res.metrics
-    assert m["t_claimed_per_window_s"] == [None, None, None] and m["t_alg_bounded"] is True
+    assert m["t_claimed_per_window_s"] == [None, None, None] and m["t_alg_bounded_windows"] == 3
     assert all(MIN_T_ALG_S <= t <= w for t, w in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"]))

@@ -18,15 +18,29 @@ The choice: both, each bounding the other.
    replay's round trip less its trusted wait is one sample of the transport, measured in this
    evaluation, under this load, with the same CPU burst before it (a loaded machine preempts a busy
    process in its transport more often than an idle one: an echo without the wait would under-measure).
-4. Over the whole evaluation (the score uses the mean): ``lower = mean(wall) - mean(transport) - 2 *
-   se``, with ``se`` the standard error of that difference (calibration spread, ``1/k + 1/n``). If the
-   mean claimed time is at least ``lower`` the claims stand (each clipped to its own ``wall``); if not,
-   the claims are overruled: each call counts ``wall - mean(transport) - 2 * se``.
+   The replays run twice; each call's sample is the smaller of its two (a transient preemption of the
+   calibration must not inflate the transport a liar would be credited with).
+4. Robust figures of the replays: ``T`` the median of the per-call samples, ``sigma`` 1.4826 times
+   their median absolute deviation, ``drift`` the difference between the two rounds' medians; ``B``
+   the median of ``wall - T`` over the calls (the parent's own figure of the algorithm); the noise
+   allowance ``slack = max(2 * sigma * sqrt(1 + 1/k), 2 * drift)``.
+5. If the calibration is unusable (``B <= 0``: the replays' transport exceeded the calls' own round
+   trips; or ``slack > max(0.25 * B, 50 us)``: the machine is too noisy to separate the transport from
+   the algorithm), every call counts its round trip, as before (``t_alg_source`` says so).
+6. Otherwise a call's floor is ``wall - T - slack``, and the claims are overruled (``t_alg = floor``)
+   * on every call whose claim is below its floor, when the median claim is below ``B - slack`` (claims
+     too small across the board);
+   * else on each call whose claim is below its floor *and* below 0.8 times the median claim (a claim
+     too small for its own round trip and out of line with the others).
+   Every other call keeps its claim (never above its ``wall``).
 
-An honest candidate gets its own algorithm time except when the transport noise exceeds two standard
-errors (rare). A candidate that lies (reports 0, or patches the clock) gets the parent's figure less
-the calibrated transport: what it avoids is noise, never the round trip, and its replays (which wait
-only as long as it claimed) cannot inflate the calibrated transport.
+An honest candidate keeps its own clock's figures: a transport spike makes one call's round trip long
+while its claim stays in line with the others. A candidate that lies on every call gets the parent's
+figures less ``T + slack``; one that lies on some calls only is caught on each call whose claim is out
+of line. What a liar can avoid is the noise allowance (at most a quarter of its real time, or 50 us)
+or, on fewer than half of its calls, a fifth of their time; never the round trip. Its replays, which
+wait only as long as it claimed, cannot inflate ``T``. On a machine too loaded to calibrate, nobody
+gains: every candidate is timed by its round trips.
 
 Torch candidates: the calibration echoes NumPy arrays (a calibration session that imported torch would
 cost seconds); converting a tensor (``from_numpy`` on the way in, ``.numpy()`` on the way back) costs
@@ -43,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CALIBRATION_SOURCE", "MAX_REPLAYS", "MIN_T_ALG_S", "REPLAY_CAP_S", "CallTiming", "Timing",
+__all__ = ["CALIBRATION_SOURCE", "MAX_REPLAYS", "CLOCK", "MAX_SLACK_FRACTION", "MIN_T_ALG_S", "NOISE_FLOOR_S", "OUTLIER_FRACTION", "REPLAY_CAP_S", "CallTiming", "Timing",
            "answer_signature", "decide", "replay_plan", "replay_wait_ns"]
 
 MAX_REPLAYS = 32
@@ -107,28 +121,58 @@ class Timing:
 
     Attributes:
         t_alg: per call, the algorithm's time in seconds (what the score uses).
-        bounded: True when the claims were overruled by the parent's bound.
-        transport_s: mean calibrated transport per call (None without a calibration).
-        lower_s: the bound on the mean algorithm time (None without a calibration).
+        bounded_calls: how many claims the parent's figures overruled.
+        source: ``"sandbox clock"`` (calibrated) or why the round trips were used instead.
+        transport_s: the median calibrated transport per call (None without a calibration).
+        slack_s: the noise allowance (None without a calibration).
     """
 
     t_alg: list[float]
-    bounded: bool
+    bounded_calls: int
+    source: str
     transport_s: float | None
-    lower_s: float | None
+    slack_s: float | None
 
 
-def decide(calls: Sequence[CallTiming], transports: Sequence[float]) -> Timing:
-    """Applies the rule of the module docstring to the timed calls and the replays' transports."""
+MAX_SLACK_FRACTION = 0.25
+NOISE_FLOOR_S = 50e-6
+OUTLIER_FRACTION = 0.8
+CLOCK = "sandbox clock"
+
+
+def decide(calls: Sequence[CallTiming], rounds: Sequence[Sequence[float]]) -> Timing:
+    """Applies the rule of the module docstring to the timed calls and the replay rounds' transports."""
     walls = [c.wall_s for c in calls]
-    claims = [min(max(c.t_jail_s, 0.0), c.wall_s) if c.t_jail_s is not None else None for c in calls]
-    if not transports:  # no calibration: the parent's round trip is the only trusted figure
-        return Timing([max(w, MIN_T_ALG_S) for w in walls], True, None, None)
-    k, n = len(transports), len(calls)
-    mean_t = statistics.fmean(transports)
-    sd = statistics.stdev(transports) if k > 1 else 0.0
-    margin = 2.0 * sd * math.sqrt(1.0 / k + 1.0 / n)
-    lower = statistics.fmean(walls) - mean_t - margin
-    if all(c is not None for c in claims) and statistics.fmean(claims) >= lower:  # type: ignore[arg-type]
-        return Timing([max(c, MIN_T_ALG_S) for c in claims], False, mean_t, lower)  # type: ignore[type-var]
-    return Timing([max(w - mean_t - margin, MIN_T_ALG_S) for w in walls], True, mean_t, lower)
+
+    def round_trips(why: str, median_t: float | None = None, slack: float | None = None) -> Timing:
+        return Timing([max(w, MIN_T_ALG_S) for w in walls], len(walls), f"round trip ({why})", median_t, slack)
+
+    rounds = [list(r) for r in rounds if r]
+    if not rounds:
+        return round_trips("no calibration")
+    samples = [min(values) for values in zip(*rounds)]
+    k = len(samples)
+    median_t = statistics.median(samples)
+    sigma = 1.4826 * statistics.median(abs(t - median_t) for t in samples)
+    drift = max(statistics.median(r) for r in rounds) - min(statistics.median(r) for r in rounds)
+    slack = max(2.0 * sigma * math.sqrt(1.0 + 1.0 / k), 2.0 * drift)
+    parent = statistics.median(w - median_t for w in walls)
+    if parent <= 0:
+        return round_trips("the calibration contradicts the calls", median_t, slack)
+    if slack > max(MAX_SLACK_FRACTION * parent, NOISE_FLOOR_S):
+        return round_trips("the machine was too noisy to calibrate", median_t, slack)
+    claims = [c.t_jail_s for c in calls]
+    known = [c for c in claims if c is not None]
+    typical = statistics.median(known) if known else 0.0
+    across_the_board = len(known) < len(claims) or typical < parent - slack
+    t_alg: list[float] = []
+    bounded = 0
+    for call, claim in zip(calls, claims):
+        floor = call.wall_s - median_t - slack
+        suspect = claim is None or across_the_board or claim < OUTLIER_FRACTION * typical
+        if suspect and (claim is None or claim < floor):
+            bounded += 1
+            t_alg.append(max(min(floor, call.wall_s), MIN_T_ALG_S))
+        else:
+            t_alg.append(max(min(claim, call.wall_s), MIN_T_ALG_S))  # type: ignore[type-var]
+    return Timing(t_alg, bounded, CLOCK, median_t, slack)
