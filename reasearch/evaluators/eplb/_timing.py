@@ -57,8 +57,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CALIBRATION_SOURCE", "MAX_REPLAYS", "CLOCK", "MAX_SLACK_FRACTION", "MIN_T_ALG_S", "NOISE_FLOOR_S", "OUTLIER_FRACTION", "REPLAY_CAP_S", "CallTiming", "Timing",
-           "answer_signature", "decide", "replay_plan", "replay_wait_ns"]
+__all__ = [
+    "CALIBRATION_SOURCE", "CLOCK", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S", "NOISE_FLOOR_S",
+    "OUTLIER_FRACTION", "REPLAY_CAP_S", "CallTiming", "Timing", "answer_signature", "decide", "replay_plan",
+    "replay_wait_ns", "reported_seconds",
+]
 
 MAX_REPLAYS = 32
 REPLAY_CAP_S = 0.02  # past 20 ms of algorithm the transport (< 1 ms idle) is a small share anyway
