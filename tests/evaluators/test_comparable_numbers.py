@@ -72,9 +72,8 @@ def test_t_alg_is_the_algorithm_not_the_transport(sandbox):
         t_call = statistics.median(m["t_call_per_window_s"])
         reference = statistics.median(in_process)
         seen.append((m["t_alg_source"], claimed, t_alg, t_call, reference))
-        if m["t_alg_source"] == "sandbox clock":
-            assert m["t_alg_bounded_windows"] <= 3, m  # an honest candidate keeps (almost) all its claims
-            ok = t_alg < reference + 0.5e-3
+        if m["t_alg_source"] == "sandbox clock":  # an honest candidate keeps (almost) all its claims
+            ok = t_alg < reference + 0.5e-3 and m["t_alg_bounded_windows"] <= 3
         else:
             assert m["t_alg_source"].startswith("round trip") and m["t_alg_per_window_s"] == m["t_call_per_window_s"]
             ok = True

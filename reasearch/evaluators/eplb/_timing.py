@@ -63,8 +63,8 @@ __all__ = [
     "replay_wait_ns", "reported_seconds",
 ]
 
-MAX_REPLAYS = 32
-REPLAY_CAP_S = 0.02  # past 20 ms of algorithm the transport (< 1 ms idle) is a small share anyway
+MAX_REPLAYS = 4  # per round; two rounds: the calibration costs ~8 round trips
+REPLAY_CAP_S = 0.005  # past 5 ms of algorithm the transport (< 1 ms idle) is a small share anyway
 CALIBRATION_SOURCE = (
     '"""The evaluator\'s own placeholder: echo requests never call it."""\n'
     "def rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus):\n"
