@@ -22,8 +22,9 @@ def test_repeat_is_charged_and_shows_the_spread(make_agent: Any) -> None:
     texts = [str(e.payload) for e in results]
     assert "spread over" not in texts[0] and "spread over" not in texts[1]
     assert "spread over 2 fresh scores of this candidate" in texts[2]
-    repeat_eval = run.evaluations[max(run.evaluations)][1]
-    assert repeat_eval.metrics["repeat"] is True
+    repeat_eval = run.evaluations()[-1].result
+    assert repeat_eval.metrics["repeat"] is True and not repeat_eval.cached
+    assert "repeat" not in run.evaluations()[0].result.metrics
     snapshot = agent.snapshot_text(include_lessons=False)
     assert "Score spread of candidates evaluated afresh more than once" in snapshot
 
