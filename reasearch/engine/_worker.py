@@ -33,7 +33,6 @@ import os
 import resource
 import select
 import selectors
-import shutil
 import signal
 import sys
 import time
@@ -41,6 +40,7 @@ import traceback
 from typing import Any
 
 from reasearch.engine import _wire
+from reasearch.engine._cleanup import free_bytes, remove_tree
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_DUMPABLE = 4
@@ -122,6 +122,7 @@ def _apply_limits(limits: dict[str, Any]) -> None:
         (resource.RLIMIT_FSIZE, fsize, fsize),
         (resource.RLIMIT_NOFILE, int(limits["nofile"]), int(limits["nofile"])),
         (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_MSGQUEUE, 0, 0),  # no POSIX message queue can be created
     ):
         resource.setrlimit(res, (soft, hard))
 
@@ -328,12 +329,14 @@ def _read_proc(path: str) -> bytes:
 def _frame_kind(body: bytes) -> Any:
     """The ``kind`` of a child's frame, or None for garbage (the engine reports it as such)."""
     try:
-        return _wire.split_body(body)[0].get("kind")
+        kind = _wire.split_body(body)[0].get("kind")
     except _wire.WireError:
         return None
+    return kind if isinstance(kind, str) else None
 
 
-_NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
+_NOTICES = frozenset({"started", "warming", "warmed"})
+_CHILD_KINDS = frozenset({"ok", "error", "oom"})  # the frames a child sends; anything else is garbage  # frames that precede a request's one reply
 
 
 class _Capped:
@@ -356,8 +359,10 @@ class _Worker:
     """The worker's request loop."""
 
     def __init__(self, rfd: int, wfd: int, scratch_root: str, child_uid: int | None, keep_read_search: bool,
-                 report_child: bool) -> None:
+                 report_child: bool, min_free_bytes: int = 0) -> None:
         self.rfd, self.wfd = rfd, wfd
+        self.min_free_bytes = min_free_bytes
+        self.retire_reason: str | None = None  # set when this worker must be replaced before the next request
         self.report_child = report_child
         self.replied = False
         self.in_jail = os.getpid() == 1  # pid 1 of its own PID namespace: a jail
@@ -409,7 +414,8 @@ class _Worker:
     def make_scratch(self, files: dict[str, bytes], source: str) -> str:
         self.counter += 1
         path = os.path.join(self.scratch_root, f"eval-{self.counter}")
-        shutil.rmtree(path, ignore_errors=True)
+        if not remove_tree(path):
+            raise OSError(f"cannot clear the scratch dir {path}")
         os.mkdir(path, 0o700)
         with open(os.path.join(path, "candidate.py"), "w", encoding="utf-8", errors="surrogatepass") as fh:
             fh.write(source)
@@ -424,15 +430,16 @@ class _Worker:
         return path
 
     def remove_scratch(self, path: str) -> None:
-        def fix(func: Any, p: str, _exc: Any) -> None:  # a candidate may chmod its files unreadable
-            try:
-                os.chmod(os.path.dirname(p), 0o700)
-                os.chmod(p, 0o700)
-                func(p)
-            except OSError:
-                pass
+        """Removes a folder a dead candidate wrote; a failure retires this worker (see ``loop``)."""
+        if not remove_tree(path) and self.retire_reason is None:
+            self.retire_reason = f"could not remove {path} after a candidate"
 
-        shutil.rmtree(path, onerror=fix)
+    def check_space(self) -> None:
+        """Retires this worker when its scratch filesystem is short of space after clean-up."""
+        free = free_bytes(self.scratch_root)
+        if free is not None and free < self.min_free_bytes and self.retire_reason is None:
+            self.retire_reason = (f"only {free >> 20} MiB free on the scratch filesystem after clean-up "
+                                  f"(at least {self.min_free_bytes >> 20} MiB wanted)")
 
     # -- process tree
     def descendants(self) -> list[int]:
@@ -745,9 +752,11 @@ class _Worker:
         tick = os.sysconf("SC_CLK_TCK")
         for p in [pid, *(d for d in self.descendants() if d != pid)]:
             try:
-                total += self.task_cpu(p)
+                live = self.task_cpu(p)  # exact, but of the threads still alive only
                 stat = _read_proc(f"/proc/{p}/stat")
                 fields = stat[stat.rfind(b")") + 2:].split()
+                # utime + stime: every thread of the process, exited ones included (in clock ticks)
+                total += max(live, (int(fields[11]) + int(fields[12])) / tick)
                 total += (int(fields[13]) + int(fields[14])) / tick  # cutime + cstime: waited-for children
             except (OSError, ValueError, IndexError):
                 continue
@@ -777,15 +786,13 @@ class _Worker:
         os.close(ch["pidfd"])
         self.remove_scratch(ch["scratch"])
         if self.in_jail and os.path.isdir("/dev/shm"):  # the jail's own: emptied for the next candidate
-            for name in os.listdir("/dev/shm"):
-                path = os.path.join("/dev/shm", name)
-                if os.path.isdir(path) and not os.path.islink(path):
-                    self.remove_scratch(path)
-                else:
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
+            try:
+                names = os.listdir("/dev/shm")
+            except OSError:
+                names = []
+            for name in names:
+                self.remove_scratch(os.path.join("/dev/shm", name))
+        self.check_space()
 
     def report(self, ch: dict[str, Any], frame: bytes | None, *, killed: str | None, too_large: bool, cpu: float,
                exit_code: int | None, sig: int | None, early: bool = False) -> None:
@@ -818,8 +825,12 @@ class _Worker:
         state = self.pump(ch, deadline, want_frame=True)
         if state == "frame":
             frame = self.take_frame(ch)
+            kind = _frame_kind(frame)
+            if kind not in _CHILD_KINDS:  # garbage: the child is out of step; stop it now
+                self.finish(ch, None, frame, False)
+                return
             if not session:
-                if ch["status"] is None and _frame_kind(frame) == "ok":
+                if ch["status"] is None and kind == "ok":
                     self.finish_early(ch, frame)
                     return
                 state = self.pump(ch, deadline, want_frame=False)
@@ -847,7 +858,12 @@ class _Worker:
             pass  # the child is gone; pump() sees it exit
         state = self.pump(ch, t0 + timeout, want_frame=True)
         if state == "frame":
-            self.send({"kind": "call_done", "wall_s": time.monotonic() - t0}, self.take_frame(ch))
+            frame = self.take_frame(ch)
+            if _frame_kind(frame) in _CHILD_KINDS:
+                self.send({"kind": "call_done", "wall_s": time.monotonic() - t0}, frame)
+                return
+            self.session = None  # garbage: the child is out of step; the session ends with it
+            self.finish(ch, None, frame, False)
             return
         self.session = None
         self.finish(ch, "wall" if state == "deadline" else None, None, state == "too_large")
@@ -870,6 +886,10 @@ class _Worker:
             except _wire.WireError:
                 return  # the engine closed the pipe: exit
             head, value = _wire.decode_frame(body)
+            if self.retire_reason is not None:  # the engine starts a fresh worker and sends this request again
+                self.discard_idle()
+                self.send({"kind": "retired", "reason": self.retire_reason})
+                return
             self.replied = False
             try:
                 self.dispatch(head, value)
@@ -901,6 +921,25 @@ class _Worker:
             self.send({"kind": "engine_error", "error": f"unknown op {op!r}"})
 
 
+_CLONE_NEWIPC = 0x08000000
+# Per-IPC-namespace limits that leave no room for any SysV object or POSIX message queue.
+_IPC_ZERO = {"/proc/sys/kernel/shmmni": "0", "/proc/sys/kernel/msgmni": "0",
+             "/proc/sys/kernel/sem": "0 0 0 0", "/proc/sys/fs/mqueue/queues_max": "0"}
+
+
+def _private_ipc() -> None:
+    """Process mode as root: moves the worker (and so its children) into an IPC namespace of its own
+    in which no SysV segment, queue or semaphore set, and no POSIX message queue, can be created
+    (inside a jail seccomp denies those calls). Raises if it cannot: a worker must not run without it."""
+    if _libc.unshare(_CLONE_NEWIPC) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare(CLONE_NEWIPC) failed: {os.strerror(err)}")
+    for path, value in _IPC_ZERO.items():
+        if os.path.exists(path):
+            with open(path, "w") as fh:
+                fh.write(value)
+
+
 def main() -> None:
     """Entry point: ``python -m reasearch.engine._worker CONFIG_JSON``."""
     cfg = json.loads(sys.argv[1])
@@ -920,8 +959,10 @@ def main() -> None:
             importlib.import_module(name)
         except BaseException:
             errors[name] = traceback.format_exc()
+    if cfg.get("private_ipc"):
+        _private_ipc()
     worker = _Worker(rfd, wfd, cfg["scratch_root"], cfg.get("child_uid"), bool(cfg.get("keep_read_search")),
-                     bool(cfg.get("report_child")))
+                     bool(cfg.get("report_child")), int(cfg.get("min_free_bytes") or 0))
     worker.refill()
     worker.send({"kind": "ready", "pid": os.getpid(), "uid": os.getuid(), "preload_s": time.monotonic() - t0,
                  "errors": errors, "python": sys.version.split()[0], "executable": sys.executable})

@@ -52,11 +52,17 @@ JAIL_UID = 65534 - 2  # 65532
 _WORKER_IN_JAIL = 0  # inside the user namespace: the worker keeps capabilities only there
 CHILD_UID_IN_JAIL = 1
 
+# CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+_CLONE_NAMESPACE_FLAGS = 0x7E020000
 SECCOMP_POLICY = (
     "POLICY reasearch { ERRNO(38) { clone3 }, "
     "ERRNO(1) { unshare, setns, mount, umount, pivot_root, ptrace, bpf, keyctl, add_key, request_key, "
     "perf_event_open, io_uring_setup, io_uring_enter, io_uring_register, open_by_handle_at, "
-    "init_module, finit_module, kexec_load, userfaultfd } } USE reasearch DEFAULT ALLOW"
+    "init_module, finit_module, kexec_load, userfaultfd, "
+    # SysV IPC and POSIX message queues outlive the candidate that made them and sit outside its
+    # address-space limit: none can be created (the jail's IPC namespace starts empty).
+    "shmget, msgget, semget, mq_open, "
+    f"clone {{ (clone_flags & {_CLONE_NAMESPACE_FLAGS:#x}) != 0 }} }} }} USE reasearch DEFAULT ALLOW"
 )
 _THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "NUMBA_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
@@ -161,7 +167,8 @@ class ProcessLauncher:
         numba_dir.mkdir(parents=True, exist_ok=True)
         cfg = {"scratch_root": str(wdir / "scratch"), "preload": list(self.config.preload),
                "child_uid": self.child_uid(index), "keep_read_search": self.root,
-               "report_child": not self.root}
+               "report_child": not self.root, "private_ipc": self.root,
+               "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20}
         argv = [sys.executable, "-m", "reasearch.engine._worker", json.dumps(cfg)]
         return argv, _process_env({"NUMBA_CACHE_DIR": str(numba_dir)})
 

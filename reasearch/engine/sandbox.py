@@ -93,6 +93,8 @@ class SandboxConfig:
         start_timeout_s: how long a worker may take to start and preload before the pool raises.
         grace_s: how long past a request's wall limit the engine waits for a worker before killing
             its jail (the worker normally answers right at the limit).
+        scratch_min_free_mb: a worker whose scratch filesystem has less free space than this after
+            cleaning up behind a candidate retires, and the engine replaces it before its next request.
     """
 
     mode: str = "auto"
@@ -102,6 +104,7 @@ class SandboxConfig:
     runtime_packages: tuple[str, ...] = ()
     start_timeout_s: float = 120.0
     grace_s: float = 5.0
+    scratch_min_free_mb: int = 64
 
     def __post_init__(self) -> None:
         try:
@@ -118,6 +121,8 @@ class SandboxConfig:
         object.__setattr__(self, "runtime_packages", tuple(self.runtime_packages))
         if self.start_timeout_s <= 0 or self.grace_s <= 0:
             raise ConfigError("SandboxConfig.start_timeout_s and grace_s must be positive")
+        if not isinstance(self.scratch_min_free_mb, int) or self.scratch_min_free_mb < 0:
+            raise ConfigError(f"SandboxConfig.scratch_min_free_mb must be an int >= 0; got {self.scratch_min_free_mb!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SandboxConfig:
@@ -166,6 +171,11 @@ class _WorkerDied(Exception):
 
 class _WorkerStuck(Exception):
     """The worker did not answer in time."""
+
+
+class _WorkerRetired(Exception):
+    """The worker refused a request because it must be replaced (its clean-up failed, or its scratch
+    filesystem is short of space); the request did not start."""
 
 
 class _Worker:
@@ -315,6 +325,8 @@ class _Worker:
                 if wall_s is not None:
                     deadline = time.monotonic() + wall_s + self.pool.config.grace_s
                 continue
+            if kind == "retired":
+                raise _WorkerRetired(str(head.get("reason")))
             if head.get("kind") == "done":
                 self.child_pid = None
             if head.get("kind") == "engine_error":
@@ -339,6 +351,8 @@ def _child_result(head: dict[str, Any], blobs: list[memoryview]) -> tuple[str, A
         got = _decode_value_frame(blobs, head)
     except _wire.WireError as exc:
         return "garbage", None, f"the candidate's result pipe carried garbage ({exc})"
+    except (RecursionError, ValueError, TypeError) as exc:  # defence in depth: never raise on a child's bytes
+        return "garbage", None, f"the candidate's result pipe carried garbage ({type(exc).__name__}: {exc})"
     if got is None:
         return "none", None, ""
     child_head, value = got
@@ -584,7 +598,12 @@ class SandboxPool:
         try:
             for w in taken:
                 w.send({"op": "ping"})
-                head, _, _ = w.reply(time.monotonic() + self.config.grace_s)
+                try:
+                    head, _, _ = w.reply(time.monotonic() + self.config.grace_s)
+                except _WorkerRetired:
+                    w.restart()
+                    w.send({"op": "ping"})
+                    head, _, _ = w.reply(time.monotonic() + self.config.grace_s)
                 states.append({"worker": w.index, "pid": w.proc.pid if w.proc else None,
                                "idle_child": head.get("idle_child")})
         finally:
@@ -627,17 +646,27 @@ class SandboxPool:
             raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
         t0 = time.monotonic()
         try:
-            if op in ("run", "session"):
-                req: RunRequest = obj
-                header = {"op": op, "source": req.source,
-                          "entry": [req.entry] if isinstance(req.entry, str) else list(req.entry),
-                          "harness": req.harness, "limits": _limits_dict(req.limits)}
-                w.send(header, {"payload": dict(req.payload), "files": dict(req.files)})
-            elif op == "call":
-                w.send({"op": "call", "timeout_s": wall_s}, dict(obj))
-            else:
-                w.send({"op": op})
-            return w.reply(t0 + wall_s + self.config.grace_s, wall_s, t0)
+            for attempt in range(2):
+                if op in ("run", "session"):
+                    req: RunRequest = obj
+                    header = {"op": op, "source": req.source,
+                              "entry": [req.entry] if isinstance(req.entry, str) else list(req.entry),
+                              "harness": req.harness, "limits": _limits_dict(req.limits)}
+                    w.send(header, {"payload": dict(req.payload), "files": dict(req.files)})
+                elif op == "call":
+                    w.send({"op": "call", "timeout_s": wall_s}, dict(obj))
+                else:
+                    w.send({"op": op})
+                try:
+                    return w.reply(t0 + wall_s + self.config.grace_s, wall_s, t0)
+                except _WorkerRetired as exc:
+                    # Only an idle worker retires (never one holding a session): the request never
+                    # started, so it goes once to the fresh worker (its clock restarts there).
+                    if attempt or op not in ("run", "session", "ping"):
+                        raise SandboxError(f"sandbox worker {w.index} retired twice in a row: {exc}") from None
+                    w.restart()
+                    t0 = time.monotonic()
+            raise AssertionError("unreachable")
         except _wire.NotPlainDataError as exc:
             raise ConfigError(f"request payload is not plain data (JSON types and NumPy arrays): {exc}") from None
         except _WorkerStuck:
