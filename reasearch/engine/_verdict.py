@@ -56,7 +56,7 @@ def child_result(head: dict[str, Any], blobs: list[memoryview]) -> tuple[str, An
     if kind == "oom":
         return "oom", None, "MemoryError: the candidate ran out of its memory limit"
     if kind == "error":
-        return "error", None, str(child_head.get("error", ""))
+        return "error", None, str(child_head.get("error") or "") or "the candidate failed without a traceback"
     return "garbage", None, f"the candidate's result pipe carried an unknown frame kind {kind!r}"
 
 
