@@ -132,6 +132,38 @@ def nsjail_argv(
     return cmd
 
 
+_CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")  # the cgroup v1 memory controller
+_CGROUP_PARENT = "reasearch"
+
+
+def memory_cgroup_parent() -> str | None:
+    """The cgroup v1 memory parent under which nsjail makes one cgroup per jail, created if missing;
+    None where there is none (not root, no v1 memory controller: cgroup v2 does not work with this
+    nsjail here). Empty cgroups left by killed jails are removed on the way."""
+    if os.geteuid() != 0 or not (_CGROUP_MEMORY / "cgroup.procs").is_file():
+        return None
+    parent = _CGROUP_MEMORY / _CGROUP_PARENT
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    try:
+        for entry in parent.iterdir():
+            if entry.is_dir() and entry.name.startswith("NSJAIL.") and not (entry / "cgroup.procs").read_text().strip():
+                entry.rmdir()  # a cgroup dir is removed with rmdir even though it lists files
+    except OSError:
+        pass
+    return _CGROUP_PARENT
+
+
+def _memory_flags(parent: str | None, mb: int | None) -> list[str]:
+    """nsjail flags that bound a jail's memory as a whole (processes and tmpfs pages) with a cgroup."""
+    if parent is None or not mb:
+        return []
+    return ["--cgroup_mem_max", str(int(mb) << 20), "--cgroup_mem_mount", str(_CGROUP_MEMORY),
+            "--cgroup_mem_parent", parent]
+
+
 class NsjailLauncher:
     """Workers, each in its own nsjail (see :func:`nsjail_argv` and :mod:`reasearch.engine._worker`)."""
 
@@ -143,6 +175,8 @@ class NsjailLauncher:
         self.runtime = build_runtime(tuple(config.preload) + tuple(getattr(config, "runtime_packages", ())))
         self._touched = time.monotonic()
         _, self._child_uid = jail_uids()
+        self._jail_memory_mb: int | None = getattr(config, "jail_memory_mb", None)
+        self._cgroup = memory_cgroup_parent() if self._jail_memory_mb else None
 
     def child_uid(self, index: int) -> int | None:
         return None  # inside a jail, the jail's death takes every process in it along
@@ -161,12 +195,20 @@ class NsjailLauncher:
                            # /tmp belongs to the worker: a child can write only its own scratch dir, so
                            # nothing it leaves behind can reach a later candidate.
                            tmpfs_mode="0755" if self._child_uid is not None else "1777")
+        cut = argv.index("--")
+        argv[cut:cut] = _memory_flags(self._cgroup, self._jail_memory_mb)
         return argv, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+    @property
+    def memory_cgroup(self) -> bool:
+        """True when each jail's memory as a whole is bounded by a cgroup."""
+        return self._cgroup is not None
 
     def describe(self) -> str:
         uid = "two uids (worker/child)" if self._child_uid is not None else "one uid"
-        return (f"sandbox=nsjail: own user/PID/mount/network namespaces, {uid}, read-only runtime, tmpfs /tmp, "
-                f"seccomp; {self.runtime.describe()}")
+        memory = f", {self._jail_memory_mb} MB per jail (cgroup)" if self._cgroup else ""
+        return (f"sandbox=nsjail: own user/PID/mount/network/IPC namespaces, {uid}, read-only runtime, tmpfs /tmp, "
+                f"seccomp{memory}; {self.runtime.describe()}")
 
     def keepalive(self) -> None:
         """Marks this pool's runtime folders as in use (pruning removes those unused for an hour)."""

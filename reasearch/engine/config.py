@@ -47,6 +47,9 @@ class SandboxConfig:
             its jail (the worker normally answers right at the limit).
         scratch_min_free_mb: a worker whose scratch filesystem has less free space than this after
             cleaning up behind a candidate retires, and the engine replaces it before its next request.
+        jail_memory_mb: memory of each jail as a whole (worker, children, tmpfs pages), enforced by
+            a cgroup where one is available (nsjail mode as root with a cgroup v1 memory controller);
+            None: no cgroup. Per-evaluation address-space rlimits apply either way.
     """
 
     mode: str = "auto"
@@ -57,6 +60,7 @@ class SandboxConfig:
     start_timeout_s: float = 120.0
     grace_s: float = 5.0
     scratch_min_free_mb: int = 64
+    jail_memory_mb: int | None = 8192
 
     def __post_init__(self) -> None:
         try:
@@ -75,6 +79,8 @@ class SandboxConfig:
             raise ConfigError("SandboxConfig.start_timeout_s and grace_s must be positive")
         if not isinstance(self.scratch_min_free_mb, int) or self.scratch_min_free_mb < 0:
             raise ConfigError(f"SandboxConfig.scratch_min_free_mb must be an int >= 0; got {self.scratch_min_free_mb!r}")
+        if self.jail_memory_mb is not None and (not isinstance(self.jail_memory_mb, int) or self.jail_memory_mb < 256):
+            raise ConfigError(f"SandboxConfig.jail_memory_mb must be an int >= 256 or None; got {self.jail_memory_mb!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SandboxConfig:

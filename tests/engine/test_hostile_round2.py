@@ -368,3 +368,37 @@ def test_cpu_time_of_exited_threads_counts(pool: SandboxPool) -> None:
     out = pool.run(RunRequest(source=burner, limits=Limits(wall_s=60.0, cpu_s=30.0, memory_mb=256)))
     assert out.status is Status.OK, out.error
     assert out.cpu_s >= 1.5, out.cpu_s
+
+
+# -- 5b. the jail's memory as a whole -------------------------------------------------------------------
+
+def test_jail_memory_is_bounded_as_a_whole() -> None:
+    """Each process stays under its address-space limit, but together they pass the jail's cgroup cap."""
+    needs_mode("nsjail")
+    with SandboxPool(SandboxConfig(mode="nsjail", workers=1, preload=(), jail_memory_mb=768)) as pool:
+        if not pool._launcher.memory_cgroup:
+            pytest.skip("no cgroup v1 memory controller usable here (needs root): rlimits only")
+        assert "768 MB per jail (cgroup)" in pool.isolation
+        hog = src("""
+            import os, time
+            def run(n, mb):
+                pids = []
+                for _ in range(n):
+                    pid = os.fork()
+                    if pid == 0:
+                        data = b"\\1" * (mb << 20)  # written, so resident
+                        time.sleep(3)
+                        os._exit(0 if data else 1)
+                    pids.append(pid)
+                ok = 0
+                for pid in pids:
+                    _, status = os.waitpid(pid, 0)
+                    ok += os.waitstatus_to_exitcode(status) == 0
+                return ok
+            """)
+        out = pool.run(RunRequest(source=hog, payload={"n": 4, "mb": 300},
+                                  limits=Limits(wall_s=30.0, memory_mb=512, nproc=16)))
+        # 4 x 300 MB resident cannot fit in 768 MB: some process of the jail was killed
+        assert out.status is not Status.OK or out.value < 4, (out.status, out.value)
+        out = pool.run(RunRequest(source="def run():\n    return 'fine'\n"))
+        assert out.status is Status.OK and out.value == "fine"
