@@ -36,6 +36,10 @@ __all__ = ["Supervisor"]
 _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
 
 
+class _Retire(Exception):
+    """This worker must be replaced before it serves the request at hand (see ``retire_reason``)."""
+
+
 class Supervisor:
     """The worker's request loop.
 
@@ -333,7 +337,11 @@ class Supervisor:
             self.send({"kind": "engine_error", "error": f"harness {head.get('harness')!r} failed in the worker:\n"
                        + traceback.format_exc()})
             return
-        scratch = self.make_scratch(value.get("files") or {}, head["source"])
+        try:
+            scratch = self.make_scratch(value.get("files") or {}, head["source"])
+        except OSError as exc:  # a full or broken scratch filesystem: this worker is of no more use
+            self.retire_reason = f"cannot make a scratch folder: {exc}"
+            raise _Retire() from None
         ch = self.start(head, value, scratch, session)
         deadline = ch.t0 + float(head["limits"]["wall_s"])
         state = pump(ch, deadline, want_frame=True)
@@ -402,13 +410,15 @@ class Supervisor:
             except _wire.WireError:
                 return  # the engine closed the pipe: exit
             head, value = _wire.decode_frame(body)
-            if self.retire_reason is not None:  # the engine starts a fresh worker and sends this request again
+            self.replied = False
+            try:
+                if self.retire_reason is not None:
+                    raise _Retire()
+                self.dispatch(head, value)
+            except _Retire:  # the engine starts a fresh worker and sends this request to it
                 self.discard_idle()
                 self.send({"kind": "retired", "reason": self.retire_reason})
                 return
-            self.replied = False
-            try:
-                self.dispatch(head, value)
             except Exception:  # an engine bug: report it with its traceback, clean up, keep serving
                 error = traceback.format_exc()
                 ch, self.session = self.session, None

@@ -126,7 +126,14 @@ _IPC_FINDER = src("""
     """)
 
 
+def _needs_private_ipc(pool: SandboxPool) -> None:
+    if pool.mode == "process" and not pool.separate_child_uid:
+        pytest.skip("process mode as a plain user shares the host's IPC namespace: no isolation, and every "
+                    "result says sandbox=process")
+
+
 def test_sysv_ipc_and_mqueues_do_not_survive_a_candidate(pool: SandboxPool) -> None:
+    _needs_private_ipc(pool)
     made = run_on_every_worker(pool, RunRequest(source=_IPC_MAKER, payload={"size": 1 << 20}, limits=FAST))
     assert all(o.status is Status.OK for o in made), [o.error for o in made]
     found = run_on_every_worker(pool, RunRequest(source=_IPC_FINDER, limits=FAST))
@@ -138,6 +145,7 @@ def test_sysv_ipc_and_mqueues_do_not_survive_a_candidate(pool: SandboxPool) -> N
 
 
 def test_shm_cannot_pin_memory_beyond_the_limit(pool: SandboxPool) -> None:
+    _needs_private_ipc(pool)
     pinner = src("""
         import ctypes, os
         def run(n, size):
