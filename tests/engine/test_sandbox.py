@@ -102,7 +102,7 @@ def test_exception_traceback_shows_candidate_lines(pool: SandboxPool) -> None:
     assert 'candidate.py", line 2, in helper' in out.error
     assert 'candidate.py", line 5, in run' in out.error
     assert out.error.rstrip().endswith("ValueError: boom at line 2")
-    assert "_worker.py" not in out.error  # the engine's own frames are left out
+    assert "_child.py" not in out.error and "_worker.py" not in out.error  # the engine's own frames are left out
     syntax = pool.run(RunRequest(source="def run(:\n"))
     assert syntax.status is Status.CRASH and "SyntaxError" in syntax.error
 
