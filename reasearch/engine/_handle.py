@@ -76,7 +76,7 @@ class WorkerHandle:
             head, _ = self.recv(time.monotonic() + timeout)
         except (WorkerDied, WorkerStuck) as exc:
             self.kill()
-            raise SandboxError(f"sandbox worker {self.index} failed to start ({type(exc).__name__[1:]}).\n"
+            raise SandboxError(f"sandbox worker {self.index} failed to start ({type(exc).__name__}).\n"
                                f"Worker log ({self.log_path}):\n{self.log_tail()}") from None
         if head.get("kind") != "ready":
             self.kill()
