@@ -74,14 +74,20 @@ def drop_to_uid(uid: int, keep_read_search: bool) -> None:
     _libc.prctl(_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), 0, 0, 0)
 
 
-def private_ipc() -> None:
+def private_ipc() -> bool:
     """Process mode as root: moves the worker (and so its children) into an IPC namespace of its own
     in which no SysV segment, queue or semaphore set, and no POSIX message queue, can be created
-    (inside a jail seccomp denies those calls). Raises if it cannot: a worker must not run without it."""
+    (inside a jail seccomp denies those calls instead).
+
+    Returns False where that is not possible (no CAP_SYS_ADMIN, a read-only ``/proc/sys``, as in
+    containers that also rule out nsjail): process mode isolates nothing there, and says so.
+    """
     if _libc.unshare(_CLONE_NEWIPC) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"unshare(CLONE_NEWIPC) failed: {os.strerror(err)}")
-    for path, value in _IPC_ZERO.items():
-        if os.path.exists(path):
+        return False
+    try:
+        for path, value in _IPC_ZERO.items():
             with open(path, "w") as fh:
                 fh.write(value)
+    except OSError:
+        return False
+    return True

@@ -51,8 +51,7 @@ def main() -> None:
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     prctl(PR_SET_DUMPABLE, 0)  # no /proc/<worker>/mem access for same-uid children
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the engine died: so does the worker
-    if cfg.get("private_ipc"):
-        private_ipc()
+    ipc = private_ipc() if cfg.get("private_ipc") else False
     os.makedirs(cfg["scratch_root"], mode=0o711, exist_ok=True)
     errors = {}
     t0 = time.monotonic()
@@ -65,7 +64,8 @@ def main() -> None:
                         bool(cfg.get("report_child")), int(cfg.get("min_free_bytes") or 0))
     worker.refill()
     worker.send({"kind": "ready", "pid": os.getpid(), "uid": os.getuid(), "preload_s": time.monotonic() - t0,
-                 "errors": errors, "python": sys.version.split()[0], "executable": sys.executable})
+                 "errors": errors, "python": sys.version.split()[0], "executable": sys.executable,
+                 "private_ipc": ipc})
     worker.loop()
 
 
