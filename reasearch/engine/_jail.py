@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SECCOMP_POLICY, THREAD_ENV
+from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SECCOMP_POLICY
+from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV  # the name nsjail_argv uses
 from reasearch.engine._runtime import Runtime, build_runtime
 from reasearch.engine.config import SandboxConfig
 
@@ -121,7 +122,7 @@ def nsjail_argv(
     for src, dst in binds_rw:
         cmd += ["-B", f"{src}:{dst}"]
     full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-                **THREAD_ENV, **dict(runtime.env), **(env or {})}
+                **_THREAD_ENV, **dict(runtime.env), **(env or {})}
     for k, v in full_env.items():
         cmd += ["-E", f"{k}={v}"]
     cmd += ["--cwd", cwd, "--time_limit", str(int(time_limit_s)),
