@@ -368,15 +368,17 @@ def test_cpu_time_of_exited_threads_counts(pool: SandboxPool) -> None:
             t = time.thread_time()
             while time.thread_time() - t < 1.0:
                 pass
+        KEEP = []
         def run():
             threads = [threading.Thread(target=burn) for _ in range(2)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
+            KEEP.append(b"\\1" * (96 << 20))  # a slow exit: the worker replies before the child is reaped
             return "burnt"
         """)
-    out = pool.run(RunRequest(source=burner, limits=Limits(wall_s=60.0, cpu_s=30.0, memory_mb=256)))
+    out = pool.run(RunRequest(source=burner, limits=Limits(wall_s=60.0, cpu_s=30.0, memory_mb=512)))
     assert out.status is Status.OK, out.error
     assert out.cpu_s >= 1.5, out.cpu_s
 
