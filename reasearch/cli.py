@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.bench",
     "reasearch._cli.runs",
     "reasearch._cli.agent",
+    "reasearch._cli.fleet",
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -34,6 +34,9 @@ class AgentConfig:
             last turn in which it may only call ``finish``.
         lessons_max_chars: characters of ``lessons.md`` shown in each snapshot.
         tool_result_max_chars: characters of a tool result kept in the conversation.
+        workspace_max_mb: bytes (MiB) the workspace may hold on the host; a command that leaves more is
+            rolled back with a tool error.
+        workspace_max_files: files, directories and links the workspace may hold (likewise).
     """
 
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: {"agent": ModelSpec()})
@@ -49,6 +52,8 @@ class AgentConfig:
     wrap_up_turn: bool = True
     lessons_max_chars: int = 6000
     tool_result_max_chars: int = 20_000
+    workspace_max_mb: int = 256
+    workspace_max_files: int = 20_000
 
     def __post_init__(self) -> None:
         models = {}
@@ -60,9 +65,11 @@ class AgentConfig:
             raise ConfigError("the config needs a model for the 'agent' role")
         object.__setattr__(self, "models", models)
         for name in ("max_turns", "compact_threshold_tokens", "stagnation_after", "recent_evaluations",
-                     "max_reply_attempts", "lessons_max_chars", "tool_result_max_chars", "tool_memory_mb"):
+                     "max_reply_attempts", "lessons_max_chars", "tool_result_max_chars", "tool_memory_mb", "workspace_max_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
+        if self.workspace_max_files < 16:
+            raise ConfigError(f"workspace_max_files must be >= 16, not {self.workspace_max_files}")
         if self.tool_timeout_s <= 0 or (self.max_wall_s is not None and self.max_wall_s <= 0):
             raise ConfigError("tool_timeout_s and max_wall_s must be > 0")
         if self.sandbox_mode not in ("auto", "nsjail", "process"):

@@ -40,10 +40,11 @@ from reasearch.agent.prompts import (
     agent_system,
     wrap_up_notice,
 )
-from reasearch.agent.snapshot import EvalRecord, render_snapshot
+from reasearch.agent.snapshot import EvalRecord, best_of, render_snapshot
+from reasearch.agent.tools.context import ToolContext, ToolState
 from reasearch.agent.tools.program import CANDIDATE_FILE, ControlTools, ProgramTools
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
-from reasearch.agent.tools.workspace import ExecFn, Workspace, WorkspaceTools
+from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.runs.ledger import Unit
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
@@ -52,6 +53,7 @@ __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult",
 
 LESSONS_FILE = "lessons.md"
 TASK_FILE = "TASK.md"
+_MAX_SOURCE = 2 * 1024 * 1024
 _HARD_UNITS = (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)  # no wrap-up turn: it would spend more of them
 
 
@@ -103,7 +105,8 @@ class Agent:
         self.run = run
         self.config = config or AgentConfig.from_dict(dict(run.config.get("agent") or {}))
         self.root = Path(root)
-        self.workspace = Workspace(self.root / "workspace")
+        self.workspace = Workspace(self.root / "workspace", quota=Quota(
+            self.config.workspace_max_mb << 20, self.config.workspace_max_files))
         self.transcripts = self.root / "transcripts"
         self.journal = Journal(run)
         if run.remaining().get(Unit.DOLLARS) is not None:
@@ -114,8 +117,11 @@ class Agent:
         self.clock = clock
         ws_tools = WorkspaceTools(self.workspace, exec_fn=exec_fn, timeout_s=self.config.tool_timeout_s,
                                   memory_mb=self.config.tool_memory_mb, sandbox_mode=self.config.sandbox_mode)
-        self.tools: dict[str, Tool] = tools_of(ws_tools, ProgramTools(self), ControlTools(self))
         self.task: Task = run.task
+        ctx = ToolContext(run, self.task, self.workspace, lambda role, request, kind: self.complete(role, request, kind=kind),
+                          lambda: ToolState(self.step, self.parent, tuple(self.history)),
+                          lambda: self.snapshot_text(include_lessons=False))
+        self.tools: dict[str, Tool] = tools_of(ws_tools, ProgramTools(ctx), ControlTools(ctx))
         self.system = agent_system(self.task.describe())
         # Loop state; rebuilt identically when a resumed run replays its journal.
         self.step = -1
@@ -382,23 +388,24 @@ class Agent:
         return self._elapsed_base + self.clock() - self._t0
 
     def lessons(self) -> str:
-        path = self.workspace.root / LESSONS_FILE
-        return path.read_text() if path.is_file() else ""
+        """lessons.md through the workspace's guarded reader (never a symlink, FIFO or device; capped)."""
+        try:
+            return self.workspace.read_text(LESSONS_FILE, missing="")
+        except ToolError as exc:
+            return f"(lessons.md is not shown: {exc})"
 
     def best_record(self) -> EvalRecord | None:
-        best = None
-        for rec in self.history:
-            if rec.status == "OK" and rec.score is not None and (best is None or self.task.spec.is_better(rec.score, best.score)):
-                best = rec
-        return best
+        return best_of(self.history, self.task.spec)
 
     def snapshot_text(self, *, include_lessons: bool = True, notice: str = "") -> str:
         best = self.best_record()
-        src = (self.workspace.root / CANDIDATE_FILE)
-        sha = candidate_sha256(src.read_text()) if src.is_file() else ""
-        seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
-        current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
-                   else f"candidate {sha[:12]}, not evaluated yet")
+        try:  # the guarded reader: what the snapshot shows of candidate.py is its hash, never host files
+            sha = candidate_sha256(self.workspace.read_text(CANDIDATE_FILE, cap=_MAX_SOURCE, cut=False, missing=""))
+            seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
+            current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
+                       else f"candidate {sha[:12]}, not evaluated yet")
+        except ToolError as exc:
+            current = f"unreadable ({exc})"
         return render_snapshot(
             turn=self.turn + 1, max_turns=self.config.max_turns, spec=self.task.spec, remaining=self.run.remaining(),
             best=(best.candidate, best.score, best.normalized_score) if best else None, history=self.history,

@@ -8,7 +8,7 @@ from typing import Any
 
 from reasearch.evaluators.spec import TaskSpec
 
-__all__ = ["EvalRecord", "fmt_score", "render_snapshot", "since_improvement"]
+__all__ = ["EvalRecord", "best_of", "fmt_score", "render_snapshot", "since_improvement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,15 @@ class EvalRecord:
 
 def fmt_score(x: float | None) -> str:
     return "-" if x is None else f"{x:.12g}"
+
+
+def best_of(history: Sequence[EvalRecord], spec: TaskSpec) -> EvalRecord | None:
+    """The first evaluation with the best OK score of ``history`` (None when none scored)."""
+    best = None
+    for rec in history:
+        if rec.status == "OK" and rec.score is not None and (best is None or spec.is_better(rec.score, best.score)):
+            best = rec
+    return best
 
 
 def since_improvement(history: Sequence[EvalRecord], spec: TaskSpec) -> int:

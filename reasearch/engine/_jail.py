@@ -15,10 +15,12 @@ from typing import Any
 
 from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SECCOMP_POLICY
 from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV  # the name nsjail_argv uses
-from reasearch.engine._runtime import Runtime, build_runtime
+from reasearch.engine._runtime import SYSTEM_RO, Runtime, build_runtime
 from reasearch.engine.config import SandboxConfig
+from reasearch.errors import SandboxError
 
 __all__ = ["IsolationReport", "NsjailLauncher", "jail_uids", "nsjail_argv", "nsjail_binary", "nsjail_problem", "probe"]
+
 
 @functools.cache
 def nsjail_binary() -> Path | None:
@@ -67,7 +69,7 @@ class IsolationReport:
                 "problems": list(self.problems)}
 
 
-_SYSTEM_RO = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/alternatives")
+_SYSTEM_RO = SYSTEM_RO
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 
 
@@ -119,6 +121,8 @@ def nsjail_argv(
             cmd += ["-R", p]
     for b in runtime.binds:
         cmd += ["-R", b]
+    for m in runtime.masks:  # installed Python packages (and their data) the binds above would show
+        cmd += ["-m", f"none:{m}:tmpfs:ro,size=4096,mode=0555"]
     for src, dst in binds_rw:
         cmd += ["-B", f"{src}:{dst}"]
     full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
@@ -278,7 +282,7 @@ def probe() -> IsolationReport:
             runtime = build_runtime()
             runtime_desc = runtime.describe()
             checks.append(("runtime", True, f"{runtime.kind}: {runtime.where} ({time.monotonic() - t0:.2f} s)"))
-        except OSError as exc:
+        except (OSError, SandboxError) as exc:
             runtime = None
             checks.append(("runtime", False, str(exc)))
             problems.append(f"could not build a world-readable runtime mirror ({exc}); set REASEARCH_RUNTIME_DIR to "

@@ -13,6 +13,7 @@ must be searchable by other users (``chmod o+x``), which the error message says 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -87,10 +88,29 @@ def _prepare_workdir(workdir: Path) -> None:
         raise SandboxError(f"the sandbox uid cannot reach workdir {workdir}: {', '.join(blocked)} is not searchable "
                            "by other users. Put the workdir under a world-searchable folder (e.g. /var/tmp) or "
                            "`chmod o+x` those folders")
-    for dirpath, dirnames, filenames in os.walk(workdir):
-        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-            if os.lstat(name).st_uid != JAIL_UID:
-                os.lchown(name, JAIL_UID, JAIL_UID)
+    try:  # iterative (a deep tree the previous command left cannot exhaust the stack); no symlink followed
+        stack = [str(workdir)]
+        while stack:
+            d = stack.pop()
+            if len(d) > 3000:
+                raise OSError(errno.ENAMETOOLONG, "a path near PATH_MAX", d)
+            if os.lstat(d).st_uid != JAIL_UID:
+                os.lchown(d, JAIL_UID, JAIL_UID)
+            with os.scandir(d) as entries:
+                for e in entries:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    elif e.stat(follow_symlinks=False).st_uid != JAIL_UID:
+                        os.lchown(e.path, JAIL_UID, JAIL_UID)
+        return
+    except OSError:
+        pass
+    # Deeper than paths reach: coreutils' chown walks with descriptors (fts); -P -h: symlinks are
+    # changed themselves, never followed.
+    done = subprocess.run(["chown", "-R", "-P", "-h", f"{JAIL_UID}:{JAIL_UID}", "--", str(workdir)],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    if done.returncode != 0:
+        raise SandboxError(f"could not hand workdir {workdir} to the sandbox uid: {done.stderr.strip()[-500:]}")
 
 
 def _resolve(argv: list[str], python: str, path: str) -> list[str]:
