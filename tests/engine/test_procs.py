@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 
-from reasearch.engine._procs import cpu_s, descendants_of, process_table, task_cpu_s
+from reasearch.engine._procs import cpu_s, descendants_of, process_table, reap_pids, task_cpu_s
 
 _BURN_THEN_WAIT = textwrap.dedent("""
     import sys, threading, time
@@ -56,7 +56,9 @@ def test_descendants_walk_finds_grandchildren() -> None:
         assert below == descendants_of(proc.pid, process_table())  # the children-file walk agrees with a scan
         assert set(below) <= set(descendants_of(os.getpid()))
     finally:
-        for pid in descendants_of(proc.pid):
+        below = descendants_of(proc.pid)
+        for pid in below:
             os.kill(pid, 9)
         proc.kill()
         proc.wait()
+        reap_pids(below)  # orphaned zombies come to this process when it is a subreaper (a pool made it one)
