@@ -21,6 +21,9 @@ class AgentConfig:
     Attributes:
         models: a :class:`ModelSpec` per role (``agent``, ``editor``, ``summarizer``); a missing
             role uses the ``agent`` model.
+        fallbacks: a stronger model per role, tried when the role's (cheap) model fails: no usable
+            reply, or for ``editor`` an edit that has no code block, does not compile, lacks the entry
+            point or does not import. Both attempts are recorded and debited.
         max_turns: model turns before the run wraps up.
         max_wall_s: active wall seconds (summed over resumes) before the run wraps up; None = no limit.
         compact_threshold_tokens: context size that triggers a compaction.
@@ -40,6 +43,7 @@ class AgentConfig:
     """
 
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: {"agent": ModelSpec()})
+    fallbacks: Mapping[str, ModelSpec] = field(default_factory=dict)
     max_turns: int = 200
     max_wall_s: float | None = None
     compact_threshold_tokens: int = 90_000
@@ -64,6 +68,12 @@ class AgentConfig:
         if "agent" not in models:
             raise ConfigError("the config needs a model for the 'agent' role")
         object.__setattr__(self, "models", models)
+        fallbacks = {}
+        for role, spec in dict(self.fallbacks).items():
+            if role not in ROLES:
+                raise ConfigError(f"unknown fallback role {role!r}; roles are {list(ROLES)}")
+            fallbacks[role] = spec if isinstance(spec, ModelSpec) else ModelSpec.from_dict(spec)
+        object.__setattr__(self, "fallbacks", fallbacks)
         for name in ("max_turns", "compact_threshold_tokens", "stagnation_after", "recent_evaluations",
                      "max_reply_attempts", "lessons_max_chars", "tool_result_max_chars", "tool_memory_mb", "workspace_max_mb"):
             if getattr(self, name) < 1:
@@ -82,6 +92,7 @@ class AgentConfig:
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["models"] = {role: asdict(spec) for role, spec in self.models.items()}
+        d["fallbacks"] = {role: asdict(spec) for role, spec in self.fallbacks.items()}
         return d
 
     @classmethod

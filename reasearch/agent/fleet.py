@@ -81,6 +81,9 @@ class FleetSpec:
         base_url: model endpoint for every member (an OpenAI-compatible URL for ``openai/...``).
         price_in: USD per million input tokens for every member's model (models without a list price).
         price_out: USD per million output tokens.
+        share_traces: with ``traces > 1``, the traces of one (task, seed, model) see each other's
+            lessons in their snapshots and may adopt each other's best candidate; False runs them
+            independently (the reference a multi-trace run is compared with).
     """
 
     tasks: tuple[str, ...]
@@ -95,6 +98,7 @@ class FleetSpec:
     base_url: str | None = None
     price_in: float | None = None
     price_out: float | None = None
+    share_traces: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tasks", "seeds", "models"):
@@ -134,7 +138,7 @@ class FleetSpec:
                 "budget": dict(self.budget), "caps": dict(self.caps), "parallelism": self.parallelism,
                 "traces": self.traces, "task_params": {k: dict(v) for k, v in self.task_params.items()},
                 "agent": dict(self.agent), "base_url": self.base_url, "price_in": self.price_in,
-                "price_out": self.price_out}
+                "price_out": self.price_out, "share_traces": self.share_traces}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FleetSpec:
@@ -250,8 +254,9 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
             models = {role: build_model(s) for role, s in config.models.items()}
             agent = start_run(member.task_id, budget=spec.budget, config=config, run_dir=run_dir, store=store,
                               task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
-                              models=models, run_id=run_id, fleet={"id": fleet_id, "caps": dict(spec.caps),
-                                                                   "member": member.index, "trace": member.trace})
+                              models=models, run_id=run_id,
+                              fleet={"id": fleet_id, "caps": dict(spec.caps), "member": member.index,
+                                     "trace": member.trace, "share_traces": spec.share_traces and spec.traces > 1})
         else:  # models rebuilt from the run's own config, advanced past the replies its journal holds
             agent = open_agent(run_id, run_dir=run_dir, store=store, takeover=True)
         try:

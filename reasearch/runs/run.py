@@ -324,6 +324,28 @@ class Run:
         estimate = getattr(self.task, "budget_estimate", None)
         return _units(estimate() if callable(estimate) else {Unit.EVALUATIONS: 1.0})
 
+    @property
+    def eval_unit(self) -> Unit:
+        """The unit an evaluation of this task mainly spends (the first of its estimate): the agent
+        stops when it is spent (``student_calls`` for a prompt task)."""
+        return next(iter(self.evaluation_estimate()), Unit.EVALUATIONS)
+
+    def reserve(self, costs: Mapping[Unit | str, float]) -> tuple[str, tuple[Unit, float, float] | None]:
+        """Reserves ``costs`` in the store for work about to run (every driver of the run sees it).
+
+        Returns ``(token, None)`` when reserved: release the token with :meth:`release` (or in the
+        store write that records the debits); else ``(token, (unit, used, cap))`` of the first cap it
+        does not fit under, with nothing held.
+        """
+        token = uuid.uuid4().hex
+        refusal = self.store.reserve(self.id, token, _units(costs), self.budget.units(), driver_id=self.driver_id,
+                                     ttl_s=RESERVATION_TTL_S)
+        return token, refusal
+
+    def release(self, token: str) -> None:
+        """Ends a reservation made by :meth:`reserve` (no-op when it is already gone)."""
+        self.store.release(token)
+
     def evaluation_costs(self, result: EvalResult, estimate: Mapping[Unit, float]) -> dict[Unit, float]:
         """What one finished evaluation cost, debited atomically with its result.
 

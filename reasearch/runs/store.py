@@ -284,6 +284,35 @@ class Store(ABC):
     def cache_get(self, key: str) -> EvalResult | None:
         """A cached result for a cache key, or None."""
 
+    # -- student-model calls (prompt tasks); not abstract so that other backends may omit them
+    def student_call_get(self, key: str) -> dict[str, Any] | None:
+        """The stored OK reply (plain JSON) of the student call ``key``, from any run, or None."""
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
+    def record_student_call(self, run_id: str, step: int, key: str, model: str, reply: Mapping[str, Any],
+                            debits: Sequence[LedgerEntry] = (), release: str | None = None) -> tuple[dict[str, Any], bool]:
+        """Stores one student call's reply and its debits in ONE transaction (which also drops the
+        reservation ``release``).
+
+        An ``OK`` reply is stored once per key (the cache); when another writer stored that key first,
+        nothing is written (no debit) and its reply is returned with False. A failed call is recorded
+        (status and error) but never served again.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
+    def student_call_paid(self, run_id: str, notes: Sequence[str]) -> bool:
+        """True when the run has a ``student_calls`` debit under one of ``notes`` (it paid that call)."""
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
+    def debit_student_call(self, debits: Sequence[LedgerEntry], release: str | None = None) -> bool:
+        """Writes the debits of a stored call used by this run for the first time (and drops the
+        reservation ``release``) in one transaction; False when they were already written."""
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
+    def student_calls(self, run_id: str) -> list[tuple[int, str, str]]:
+        """``(step, key, status)`` of every student call recorded for the run, in order."""
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
     # -- events
     @abstractmethod
     def log_event(self, run_id: str, step: int, kind: str, payload: Mapping[str, Any]) -> bool:
@@ -437,6 +466,18 @@ CREATE TABLE IF NOT EXISTS events (
     ts {float} NOT NULL,
     UNIQUE (run_id, step, kind)
 );
+CREATE TABLE IF NOT EXISTS student_calls (
+    seq {serial},
+    key TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    created_at {float} NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS student_calls_ok ON student_calls (key) WHERE status = 'OK';
+CREATE INDEX IF NOT EXISTS student_calls_run ON student_calls (run_id, step);
 CREATE TABLE IF NOT EXISTS eval_cache (
     key TEXT PRIMARY KEY,
     task_id TEXT NOT NULL,
@@ -810,6 +851,57 @@ class SQLStore(Store):
             row = self._one("SELECT 1 FROM evaluations WHERE run_id = ? AND candidate_id = ? AND seed = ? "
                             "AND status IN ('OK', 'INVALID') LIMIT 1", (run_id, candidate_id, int(seed)))
         return row is not None
+
+    # -- student calls
+    def student_call_get(self, key: str) -> dict[str, Any] | None:
+        row = self._one("SELECT reply FROM student_calls WHERE key = ? AND status = 'OK'", (key,))
+        return json.loads(row[0]) if row else None
+
+    def record_student_call(self, run_id: str, step: int, key: str, model: str, reply: Mapping[str, Any],
+                            debits: Sequence[LedgerEntry] = (), release: str | None = None) -> tuple[dict[str, Any], bool]:
+        status = str(reply["status"])
+        text = dumps(dict(reply))
+        try:
+            with self._tx():
+                if release is not None:
+                    self._exec("DELETE FROM reservations WHERE token = ?", (release,))
+                cur = self._exec("INSERT INTO student_calls (key, run_id, step, model, status, reply, created_at) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                 (key, run_id, int(step), model, status, text, time.time()))
+                if cur.rowcount != 1:
+                    raise _AlreadyRecorded  # stored first by another writer: no second debit
+                for entry in debits:
+                    self._insert_debit(entry)
+                self._touch(run_id)
+        except _AlreadyRecorded:  # rolled back, the reservation too: drop it on its own
+            if release is not None:
+                self.release(release)
+            existing = self.student_call_get(key)
+            assert existing is not None
+            return existing, False
+        return json.loads(text), True
+
+    def debit_student_call(self, debits: Sequence[LedgerEntry], release: str | None = None) -> bool:
+        with self._tx():
+            if release is not None:
+                self._exec("DELETE FROM reservations WHERE token = ?", (release,))
+            written = [self._insert_debit(entry) for entry in debits]
+            for run_id in {entry.run_id for entry in debits}:
+                self._touch(run_id)
+        return any(written)
+
+    def student_call_paid(self, run_id: str, notes: Sequence[str]) -> bool:
+        notes = list(notes)
+        if not notes:
+            return False
+        marks = ", ".join("?" for _ in notes)
+        row = self._one(f"SELECT 1 FROM ledger WHERE run_id = ? AND unit = ? AND note IN ({marks}) LIMIT 1",
+                        (run_id, Unit.STUDENT_CALLS.value, *notes))
+        return row is not None
+
+    def student_calls(self, run_id: str) -> list[tuple[int, str, str]]:
+        rows = self._all("SELECT step, key, status FROM student_calls WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     # -- events
     def log_event(self, run_id: str, step: int, kind: str, payload: Mapping[str, Any]) -> bool:

@@ -274,3 +274,58 @@ def test_fleet_cli_run_show_resume_list(run_dir: Path, capsys: pytest.CaptureFix
     assert main(["fleet", "show", "nope", "--store", store]) == 2
     assert main(["fleet", "show", "fcli", "--store", str(run_dir / "missing")]) == 2
     assert fleet_report("fcli", store=store).members[0].state == "finished"
+
+
+_GOOD = '''import numpy as np
+from reasearch.native.lp import optimal_radii
+
+ROWS = (5, 5, 6, 5, 5)
+
+
+def run():
+    pts = [((c + 0.5) / n, (r + 0.5) / len(ROWS)) for r, n in enumerate(ROWS) for c in range(n)]
+    centers = np.array(pts)
+    return centers, optimal_radii(centers)
+'''
+
+
+def _trace_script(path: Path) -> Path:
+    """adopt what another trace found, evaluate candidate.py, write lessons, evaluate a good packing, finish."""
+    replies = [
+        say("Anything better from the other traces?", call("adopt_best")),
+        say("Score what candidate.py holds now.", call("evaluate")),
+        say("", call("write_file", path="lessons.md", content="staggered rows 5,5,6,5,5 with LP radii: 2.5\n")),
+        say("", call("evaluate", code=_GOOD)),
+        say("Done.", call("finish", reason="best")),
+    ]
+    path.write_text(json.dumps([r.to_dict() for r in replies]))
+    return path
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_multi_trace_fleet_shares_lessons_and_best_candidates(run_dir: Path, share: bool) -> None:
+    """Trace 1 starts after trace 0 ended: shared, it sees trace 0's lessons (attributed) and adopts its best,
+    so its first evaluation already scores 2.5; independent, it starts from the seed like trace 0 did."""
+    script = _trace_script(run_dir / "script.json")
+    spec = FleetSpec(tasks=(TASK,), seeds=(0,), models=(f"scripted/{script}",), budget={"evaluations": 5},
+                     traces=2, parallelism=1, share_traces=share, agent={"sandbox_mode": "process"})
+    report = run_fleet(spec, store=run_dir, run_dir=run_dir, fleet_id=f"mt-{share}")
+    seed_score = make(TASK).spec.seed_score
+    assert [r.state for r in report.members] == ["finished", "finished"]
+    with open_store(run_dir) as store:
+        t0, t1 = (store.evaluations(r.run_id) for r in report.members)
+        assert t0[0].result.score == pytest.approx(seed_score)  # nothing to adopt for the first trace
+        first_of_t1 = t1[0].result.score
+        snapshots = [e.payload["text"] for e in store.events(report.members[1].run_id, kind="snapshot")]
+        adopt = next(e.payload for e in store.events(report.members[1].run_id, kind="tool_result")
+                     if e.payload.get("name") == "adopt_best")
+    if share:
+        assert first_of_t1 == pytest.approx(2.5, abs=1e-6)  # adopted trace 0's best before evaluating
+        assert not adopt["is_error"] and "trace 0's best" in adopt["text"]
+        assert any(f"### trace 0 (run mt-True-m000, best {t0[-1].result.score:.10g}" in s
+                   and "staggered rows 5,5,6,5,5" in s for s in snapshots)
+    else:
+        assert first_of_t1 == pytest.approx(seed_score)  # independent: the same start as trace 0
+        assert adopt["is_error"] and "no tool named 'adopt_best'" in adopt["text"]
+        assert not any("Lessons from the other traces" in s for s in snapshots)
+    assert report.members[1].best_score == pytest.approx(2.5, abs=1e-6)

@@ -417,3 +417,20 @@ def test_cli_eval(tmp_path, capsys):
     assert main(["eval", "eplb/v1", str(path), "-p", "num_windows=3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "OK" and out["metrics"]["windows_scored"] == 2
+
+
+def test_ok_result_carries_the_worst_layers_per_gpu_load_before_and_after() -> None:
+    """What reports draw: per-GPU load of the worst window's worst layer, without rebalancing and under
+    the candidate's placement; both split the same total load (replicas share their expert's load)."""
+    task = reasearch.make("eplb/v1", num_windows=3)
+    res = task.evaluate(task.seed_program())
+    assert res.status.value == "OK", res.feedback
+    sol = res.solution
+    assert sol is not None and set(sol) == {"worst_window", "layer", "before", "after"}
+    assert len(sol["before"]) == len(sol["after"]) == 32
+    windows, _ = task.trace_windows()
+    load = windows[sol["worst_window"] + 1, sol["layer"]].astype(float)
+    assert sum(sol["before"]) == pytest.approx(load.sum()) and sum(sol["after"]) == pytest.approx(load.sum())
+    assert sol["before"][0] == pytest.approx(load[:8].sum())  # expert e on GPU e * 32 // 256
+    assert max(sol["after"]) < max(sol["before"])  # the seed program balances
+    assert res.metrics["bal_gpu_per_window"][sol["worst_window"]] == min(res.metrics["bal_gpu_per_window"])

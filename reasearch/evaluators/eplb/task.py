@@ -52,6 +52,7 @@ class _Tally:
     windows: np.ndarray
     scores: list[WindowScore] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
+    gpu_loads: list[dict[str, Any]] = field(default_factory=list)  # per window, its worst layer (reports)
 
     def add(self, index: int, answer: Any, t_alg: float) -> str | None:
         """Validates and scores the placement made on window ``index``; returns why it is invalid, if so."""
@@ -60,9 +61,22 @@ class _Tally:
                                     next_load=self.windows[index + 1])
         if isinstance(placement, str):
             return f"rebalance on window {index} (scored on window {index + 1}): {placement}"
-        self.scores.append(window_balance(placement, self.windows[index + 1], NUM_GPUS))
+        score = window_balance(placement, self.windows[index + 1], NUM_GPUS)
+        self.scores.append(score)
         self.times.append(float(t_alg))
+        self.gpu_loads.append(_gpu_loads(placement.phy2log[score.worst_layer], placement.logcnt[score.worst_layer],
+                                         self.windows[index + 1, score.worst_layer], score.worst_layer))
         return None
+
+
+def _gpu_loads(phy2log: np.ndarray, logcnt: np.ndarray, load: np.ndarray, layer: int) -> dict[str, Any]:
+    """Per-GPU load of one layer without rebalancing (expert e on GPU e * G // E, one replica each) and
+    under the candidate's placement: what a report draws as "before / after"."""
+    load = np.asarray(load, dtype=np.float64)
+    before = np.bincount(np.arange(load.size) * NUM_GPUS // load.size, weights=load, minlength=NUM_GPUS)
+    slot = load[phy2log] / logcnt[phy2log]
+    after = slot.reshape(NUM_GPUS, -1).sum(axis=1)
+    return {"layer": int(layer), "before": [float(x) for x in before], "after": [float(x) for x in after]}
 
 
 class EplbTask(Task):
@@ -341,6 +355,7 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         combined = (bal_expert + speed) / 2.0
         worst = min(range(len(tally.scores)), key=lambda i: tally.scores[i].bal_gpu)
         ws = tally.scores[worst]
+        solution = {"worst_window": worst, **tally.gpu_loads[worst]}  # the worst window's worst layer, per GPU
         metrics: dict[str, Any] = {
             "combined": combined,
             "bal_expert": bal_expert,
@@ -366,4 +381,4 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             f"Worst window for GPU balance: window {worst} -> {worst + 1}, bal_gpu {ws.bal_gpu:.4f}, bal_expert "
             f"{ws.bal_expert:.4f}; its worst layer is {ws.worst_layer} (bal_gpu {ws.worst_layer_bal_gpu:.4f})."
         )
-        return self.result(combined, metrics=metrics, feedback=feedback)
+        return self.result(combined, metrics=metrics, feedback=feedback, solution=solution)
