@@ -9,7 +9,7 @@ import signal
 import time
 
 __all__ = [
-    "cpu_s", "descendants_of", "kill_orphans", "process_table", "read_proc", "reap_jail_orphans", "reap_pids",
+    "children_walk", "cpu_s", "descendants_of", "kill_orphans", "process_table", "read_proc", "reap_jail_orphans", "reap_pids",
     "set_child_subreaper", "stop_and_wait", "task_cpu_s",
 ]
 
@@ -61,14 +61,7 @@ def process_table() -> dict[int, tuple[int, int, int, str]]:
 
 
 def descendants_of(pid: int, table: dict[int, tuple[int, int, int, str]] | None = None) -> list[int]:
-    """Every process below ``pid`` (zombies included).
-
-    Without a ``table``, walks ``/proc/<pid>/task/<tid>/children`` down from ``pid`` (no scan of the
-    whole process table; the in-jail worker, a subreaper, calls this after every evaluation); with
-    one, or on kernels without that file, follows parent links in the table.
-    """
-    if table is None and _HAVE_CHILDREN_FILE:
-        return _children_walk(pid)
+    """Every process below ``pid`` (zombies included), from a scan of the process table."""
     table = process_table() if table is None else table
     out, frontier = [], {pid}
     while frontier:
@@ -78,7 +71,12 @@ def descendants_of(pid: int, table: dict[int, tuple[int, int, int, str]] | None 
     return out
 
 
-def _children_walk(pid: int) -> list[int]:
+def children_walk(pid: int) -> list[int]:
+    """Every process below ``pid`` from ``/proc/<pid>/task/<tid>/children`` (no scan of the whole
+    process table: the in-jail worker, a subreaper, calls this after every evaluation); falls back to
+    :func:`descendants_of` on kernels without that file."""
+    if not _HAVE_CHILDREN_FILE:
+        return descendants_of(pid)
     found: list[int] = []
     frontier = [pid]
     while frontier:

@@ -148,7 +148,7 @@ class Supervisor:
         idle = self.idle.pid if self.idle else None  # the next request's child is not part of this tree
         me = os.getpid()
         for _ in range(500):
-            pids = [p for p in _procs.descendants_of(me) if p != idle]
+            pids = [p for p in _procs.children_walk(me) if p != idle]
             if not pids:
                 break
             for sig in (signal.SIGSTOP, signal.SIGKILL):  # freeze first, so a fork bomb cannot outrun us
@@ -288,7 +288,7 @@ class Supervisor:
         waited for) and of every other live descendant of the worker, from /proc (the candidate
         cannot write these)."""
         idle = self.idle.pid if self.idle else None
-        others = (d for d in _procs.descendants_of(os.getpid()) if d not in (pid, idle))
+        others = (d for d in _procs.children_walk(os.getpid()) if d not in (pid, idle))
         return sum(_procs.cpu_s(p) for p in (pid, *others))
 
     def cleanup(self, ch: Child) -> None:

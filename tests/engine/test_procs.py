@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 
-from reasearch.engine._procs import cpu_s, descendants_of, process_table, reap_pids, task_cpu_s
+from reasearch.engine._procs import children_walk, cpu_s, descendants_of, process_table, reap_pids, task_cpu_s
 
 _BURN_THEN_WAIT = textwrap.dedent("""
     import sys, threading, time
@@ -49,9 +49,9 @@ def test_descendants_walk_finds_grandchildren() -> None:
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
         deadline = time.monotonic() + 10
-        while len(descendants_of(proc.pid)) < 1 and time.monotonic() < deadline:
+        while len(children_walk(proc.pid)) < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        below = descendants_of(proc.pid)
+        below = children_walk(proc.pid)
         assert len(below) == 1
         assert below == descendants_of(proc.pid, process_table())  # the children-file walk agrees with a scan
         assert set(below) <= set(descendants_of(os.getpid()))
