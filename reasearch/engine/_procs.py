@@ -1,4 +1,5 @@
-"""Process-tree hygiene for the engine process: subreaper status, orphan kills, zombie reaping."""
+"""The one place that reads /proc: process tables and trees, per-process CPU time, and process-tree
+hygiene (subreaper status, orphan kills, zombie reaping) for the engine and the in-jail worker."""
 
 from __future__ import annotations
 
@@ -8,11 +9,28 @@ import signal
 import time
 
 __all__ = [
-    "descendants_of", "kill_orphans", "process_table", "reap_jail_orphans", "reap_pids", "set_child_subreaper",
-    "stop_and_wait",
+    "children_walk", "cpu_s", "descendants_of", "kill_orphans", "process_table", "read_proc", "reap_jail_orphans", "reap_pids",
+    "set_child_subreaper", "stop_and_wait", "task_cpu_s",
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
+_HAVE_CHILDREN_FILE = os.path.exists(f"/proc/self/task/{os.getpid()}/children")  # CONFIG_PROC_CHILDREN
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def read_proc(path: str) -> bytes:
+    """One small /proc file with two syscalls (``open()`` adds fstat, ioctl and lseek calls)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
+def _stat_fields(pid: int) -> list[bytes]:
+    """``/proc/<pid>/stat`` after the command name: index 0 is the state, 1 the ppid, 11/12 utime/stime."""
+    stat = read_proc(f"/proc/{pid}/stat")
+    return stat[stat.rfind(b")") + 2:].split()
 
 
 def set_child_subreaper() -> bool:
@@ -43,7 +61,7 @@ def process_table() -> dict[int, tuple[int, int, int, str]]:
 
 
 def descendants_of(pid: int, table: dict[int, tuple[int, int, int, str]] | None = None) -> list[int]:
-    """Every process below ``pid`` (zombies included)."""
+    """Every process below ``pid`` (zombies included), from a scan of the process table."""
     table = process_table() if table is None else table
     out, frontier = [], {pid}
     while frontier:
@@ -51,6 +69,58 @@ def descendants_of(pid: int, table: dict[int, tuple[int, int, int, str]] | None 
         out.extend(nxt)
         frontier = nxt
     return out
+
+
+def children_walk(pid: int) -> list[int]:
+    """Every process below ``pid`` from ``/proc/<pid>/task/<tid>/children`` (no scan of the whole
+    process table: the in-jail worker, a subreaper, calls this after every evaluation); falls back to
+    :func:`descendants_of` on kernels without that file."""
+    if not _HAVE_CHILDREN_FILE:
+        return descendants_of(pid)
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        nxt: list[int] = []
+        for p in frontier:
+            try:
+                tids = os.listdir(f"/proc/{p}/task")
+            except OSError:
+                continue  # gone meanwhile
+            for tid in tids:
+                try:
+                    nxt.extend(int(x) for x in read_proc(f"/proc/{p}/task/{tid}/children").split())
+                except OSError:
+                    continue  # the thread or process is gone meanwhile
+        found.extend(nxt)
+        frontier = nxt
+    return found
+
+
+def task_cpu_s(pid: int) -> float:
+    """CPU seconds of every live thread of ``pid`` (the kernel's nanosecond run-time accounting)."""
+    total = 0.0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            total += int(read_proc(f"/proc/{pid}/task/{tid}/schedstat").split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds of a live process: all its threads, exited ones included, plus the children it
+    waited for. 0.0 if it is gone.
+
+    Live threads are counted to the nanosecond (schedstat); ``utime + stime`` of ``/proc/<pid>/stat``
+    (clock ticks) also holds threads that already exited, so the larger of the two is taken.
+    """
+    try:
+        live = task_cpu_s(pid)
+        fields = _stat_fields(pid)
+        own = max(live, (int(fields[11]) + int(fields[12])) / _TICK)
+        return own + (int(fields[13]) + int(fields[14])) / _TICK  # cutime + cstime: waited-for children
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def kill_orphans(*, child_pgid: int | None, uid: int | None, keep_unreaped: int | None = None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import struct
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "FRAME_LEN", "NotPlainDataError", "WireError", "decode_frame", "decode_value", "encode_frame",
+    "FRAME_LEN", "NotPlainDataError", "WireError", "check_array_dtype", "decode_frame", "decode_value", "encode_frame",
     "read_exact", "read_frame", "split_body", "write_all",
 ]
 
@@ -51,6 +52,12 @@ def _encode(obj: Any, blobs: list[bytes], path: str) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
             raise NotPlainDataError(f"{path}: object arrays are not plain data")
+        if obj.dtype.byteorder == ">":
+            obj = obj.astype(obj.dtype.newbyteorder("<"))
+        try:
+            check_array_dtype(obj.dtype, path)
+        except WireError as exc:
+            raise NotPlainDataError(str(exc)) from None
         buf = io.BytesIO()
         np.save(buf, obj, allow_pickle=False)
         blobs.append(buf.getvalue())
@@ -98,16 +105,51 @@ def _blob(blobs: list[memoryview], index: Any) -> memoryview:
     return blobs[index]
 
 
+_ARRAY_KINDS = "biuf"  # bool, signed and unsigned ints, floats: what a number array may hold
+
+
+def check_array_dtype(dtype: np.dtype[Any], where: str = "array") -> None:
+    """Refuses every dtype but plain bool/int/uint/float, native or little-endian.
+
+    Zero-size (``V0``, ``S0``), string, datetime, structured and sub-array dtypes let a tiny blob
+    declare a huge array, or carry something that is not a number: none of them crosses the wire.
+
+    Raises:
+        WireError: the dtype is not a plain little-endian number type.
+    """
+    if dtype.kind not in _ARRAY_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise WireError(f"{where}: dtype {dtype.str!r} is not a plain bool/int/uint/float dtype")
+    if dtype.byteorder == ">":  # native ("=") or little-endian ("<") only; "|" is one byte
+        raise WireError(f"{where}: dtype {dtype.str!r} is big-endian")
+
+
 def _load_array(blobs: list[memoryview], index: Any) -> np.ndarray:
+    """Loads one ``.npy`` blob whose header must tell the truth: a plain number dtype, and exactly
+    as many data bytes as its shape and item size declare."""
+    blob = _blob(blobs, index)
+    fh = io.BytesIO(blob)
     try:
-        arr = np.load(io.BytesIO(_blob(blobs, index)), allow_pickle=False)
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh, max_header_size=10_000)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh, max_header_size=10_000)
+        else:
+            raise WireError(f"bad array blob: .npy version {version} is not supported")
     except WireError:
         raise
-    except Exception as exc:  # a corrupt .npy from a hostile child
+    except Exception as exc:  # a corrupt .npy header from a hostile child
         raise WireError(f"bad array blob: {exc}") from None
-    if not isinstance(arr, np.ndarray):
-        raise WireError("array blob is not a single .npy array")
-    return arr
+    check_array_dtype(dtype, "array blob")
+    if any(d < 0 for d in shape):
+        raise WireError(f"array blob declares a negative dimension in shape {shape}")
+    count = math.prod(shape)
+    data = blob[fh.tell():]
+    if count * dtype.itemsize != len(data):
+        raise WireError(f"array blob declares shape {shape} of {dtype.str} ({count * dtype.itemsize} bytes) "
+                        f"but carries {len(data)} bytes")
+    arr = np.frombuffer(data, dtype=dtype, count=count).copy()  # owned and writable, like np.load's
+    return arr.reshape(shape, order="F" if fortran else "C")
 
 
 def encode_frame(header: dict[str, Any], value: Any = None, *, path: str = "value") -> bytes:
@@ -129,8 +171,19 @@ def encode_frame(header: dict[str, Any], value: Any = None, *, path: str = "valu
 
 
 def decode_value(obj: Any, blobs: list[memoryview]) -> Any:
-    """Decodes a header's encoded value against the frame's blobs (see :func:`split_body`)."""
-    return _decode(obj, blobs)
+    """Decodes a header's encoded value against the frame's blobs (see :func:`split_body`).
+
+    Raises:
+        WireError: the value is malformed (bad references, lying arrays, nesting too deep).
+    """
+    try:
+        return _decode(obj, blobs)
+    except WireError:
+        raise
+    except RecursionError:
+        raise WireError("value is nested too deeply") from None
+    except Exception as exc:  # whatever else a hostile frame can make decoding raise
+        raise WireError(f"malformed value: {type(exc).__name__}: {exc}") from None
 
 
 def split_body(body: bytes | memoryview) -> tuple[dict[str, Any], list[memoryview]]:
@@ -146,6 +199,8 @@ def split_body(body: bytes | memoryview) -> tuple[dict[str, Any], list[memoryvie
         head = json.loads(bytes(mv[_HEAD_LEN.size:end]))
     except (ValueError, UnicodeDecodeError) as exc:
         raise WireError(f"frame header is not JSON: {exc}") from None
+    except RecursionError:
+        raise WireError("frame header is nested too deeply") from None
     if not isinstance(head, dict):
         raise WireError("frame header is not a JSON object")
     sizes = head.get("blobs", [])
@@ -167,7 +222,7 @@ def decode_frame(body: bytes | memoryview) -> tuple[dict[str, Any], Any]:
         WireError: the body is not a well-formed frame.
     """
     head, blobs = split_body(body)
-    return head, _decode(head.get("value"), blobs)
+    return head, decode_value(head.get("value"), blobs)
 
 
 def read_exact(fd: int, n: int) -> bytes:

@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.engine import _procs
-from reasearch.engine.isolation import _THREAD_ENV, JAIL_UID, make_launcher
+from reasearch.engine._jail import nsjail_argv
+from reasearch.engine._policy import JAIL_UID, THREAD_ENV
+from reasearch.engine.isolation import make_launcher
 from reasearch.errors import ConfigError, SandboxError
 from reasearch.engine.protocol import Limits
 from reasearch.engine.protocol import Status
@@ -213,8 +215,6 @@ def exec_in_sandbox(
     extra = {str(k): str(v) for k, v in (env or {}).items()}
     cpu = max(1, math.ceil(limits.effective_cpu_s()))
     if launcher.mode == "nsjail":
-        from reasearch.engine._jail import nsjail_argv
-
         stage = _stage_dir() if _prepare_workdir(workdir) else None
         runtime = launcher.runtime
         path = f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin"
@@ -239,7 +239,7 @@ def exec_in_sandbox(
             cmd[0] = sys.executable
         cmd = [sys.executable, "-S", "-c", _TRAMPOLINE, json.dumps(_rlimits(limits)), *cmd]
         popen_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir),
-                     "LANG": "C.UTF-8", **_THREAD_ENV, **extra}
+                     "LANG": "C.UTF-8", **THREAD_ENV, **extra}
     return _run(cmd, cwd=str(workdir) if launcher.mode == "process" else None, env=popen_env, stdin=stdin,
                 limits=limits, mode=launcher.mode)
 

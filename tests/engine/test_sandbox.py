@@ -102,7 +102,7 @@ def test_exception_traceback_shows_candidate_lines(pool: SandboxPool) -> None:
     assert 'candidate.py", line 2, in helper' in out.error
     assert 'candidate.py", line 5, in run' in out.error
     assert out.error.rstrip().endswith("ValueError: boom at line 2")
-    assert "_worker.py" not in out.error  # the engine's own frames are left out
+    assert "_child.py" not in out.error and "_worker.py" not in out.error  # the engine's own frames are left out
     syntax = pool.run(RunRequest(source="def run(:\n"))
     assert syntax.status is Status.CRASH and "SyntaxError" in syntax.error
 
@@ -327,10 +327,10 @@ def test_seccomp_and_threads_in_the_jail() -> None:
 
 
 def test_interrupted_request_does_not_desynchronise_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reasearch.engine import sandbox
+    from reasearch.engine import _handle
 
     with SandboxPool(SandboxConfig(mode="process", workers=1, preload=())) as p:
-        real_recv = sandbox._Worker.recv
+        real_recv = _handle.WorkerHandle.recv
         calls = {"n": 0}
 
         def interrupted(self, deadline):  # type: ignore[no-untyped-def]
@@ -339,7 +339,7 @@ def test_interrupted_request_does_not_desynchronise_the_worker(monkeypatch: pyte
                 raise KeyboardInterrupt
             return real_recv(self, deadline)
 
-        monkeypatch.setattr(sandbox._Worker, "recv", interrupted)
+        monkeypatch.setattr(_handle.WorkerHandle, "recv", interrupted)
         with pytest.raises(KeyboardInterrupt):
             p.run(RunRequest(source="def run():\n    return 'first'\n"))
         out = p.run(RunRequest(source="def run():\n    return 'second'\n"))

@@ -1,0 +1,205 @@
+"""The engine-side handle of one warm worker: start, frames in and out, kill, restart.
+
+Named apart from the in-jail worker (:mod:`reasearch.engine._worker`): this object lives in the
+engine process and owns the worker's process (its nsjail in nsjail mode) and the two pipes to it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reasearch.engine import _wire
+from reasearch.engine._procs import descendants_of, kill_orphans, reap_jail_orphans, reap_pids, stop_and_wait
+from reasearch.engine.config import SandboxConfig
+from reasearch.errors import SandboxError
+
+__all__ = ["REPLY_CAP", "WorkerDied", "WorkerHandle", "WorkerRetired", "WorkerStuck"]
+
+REPLY_CAP = 1 << 34
+
+
+class WorkerDied(Exception):
+    """The worker's pipe closed (it died) while a request was in flight."""
+
+
+class WorkerStuck(Exception):
+    """The worker did not answer in time."""
+
+
+class WorkerRetired(Exception):
+    """The worker refused a request because it must be replaced (its clean-up failed, or its scratch
+    filesystem is short of space); the request did not start."""
+
+
+class WorkerHandle:
+    """Engine-side handle of one worker process (a jail in nsjail mode).
+
+    Args:
+        index: the worker's number in its pool.
+        launcher: builds the worker's command line (``NsjailLauncher`` or ``ProcessLauncher``).
+        config: the pool's configuration (start timeout, grace period).
+        log_dir: where the worker's stderr log goes.
+        on_restart: called each time this worker is respawned (the pool counts restarts).
+    """
+
+    def __init__(self, index: int, launcher: Any, config: SandboxConfig, log_dir: Path,
+                 on_restart: Callable[[], None] = lambda: None) -> None:
+        self.index = index
+        self.launcher = launcher
+        self.config = config
+        self.on_restart = on_restart
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.buf = bytearray()
+        self.info: dict[str, Any] = {}
+        self.child_pid: int | None = None
+        self.log_path = log_dir / f"worker-{index}.log"
+        self.generation = 0
+
+    # -- life cycle
+    def start(self) -> None:
+        self.generation += 1
+        self.buf.clear()
+        argv, env = self.launcher.worker_command(self.index)
+        with open(self.log_path, "ab") as log_fh:  # the worker keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fh,
+                                         env=env, close_fds=True, start_new_session=True)
+
+    def wait_ready(self, timeout: float) -> None:
+        try:
+            head, _ = self.recv(time.monotonic() + timeout)
+        except (WorkerDied, WorkerStuck) as exc:
+            self.kill()
+            raise SandboxError(f"sandbox worker {self.index} failed to start ({type(exc).__name__}).\n"
+                               f"Worker log ({self.log_path}):\n{self.log_tail()}") from None
+        if head.get("kind") != "ready":
+            self.kill()
+            raise SandboxError(f"sandbox worker {self.index} sent {head!r} instead of 'ready'")
+        if head.get("errors"):
+            self.kill()
+            details = "\n".join(f"{k}:\n{v}" for k, v in head["errors"].items())
+            raise SandboxError(f"sandbox worker could not preload modules (check SandboxConfig.preload):\n{details}")
+        self.info = head
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_bytes()[-n:].decode("utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        """Kills the worker (its whole jail in nsjail mode) and whatever its children left behind."""
+        proc = self.proc
+        if proc is None:
+            return
+        if self.launcher.mode == "process":
+            # Freeze the worker first, so that it cannot fork between the snapshot and the kill.
+            stop_and_wait(proc.pid)
+        tree = descendants_of(proc.pid)  # snapshot: once the worker is gone they come back to us
+        for target in (proc.pid, *tree):
+            try:
+                os.kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+        for f in (proc.stdin, proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+        if self.launcher.mode == "process":
+            kill_orphans(child_pgid=self.child_pid, uid=self.launcher.child_uid(self.index))
+        reap_pids(tree)
+        reap_jail_orphans()  # a jail dies with its nsjail; its processes came back to us to be reaped
+        self.child_pid = None
+        self.proc = None
+
+    def restart(self) -> None:
+        self.on_restart()
+        self.kill()
+        self.start()
+        self.wait_ready(self.config.start_timeout_s)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- frames
+    def send(self, header: dict[str, Any], value: Any = None) -> None:
+        if self.proc is None or self.proc.stdin is None:
+            raise WorkerDied()
+        data = _wire.encode_frame(header, value, path="payload")
+        try:
+            _wire.write_all(self.proc.stdin.fileno(), data)
+        except (BrokenPipeError, OSError):
+            raise WorkerDied() from None
+
+    def recv(self, deadline: float | None) -> tuple[dict[str, Any], list[memoryview]]:
+        """Reads one reply frame before ``deadline`` (monotonic seconds; None: no deadline)."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            if len(self.buf) >= _wire.FRAME_LEN.size:
+                (n,) = _wire.FRAME_LEN.unpack_from(self.buf)
+                if n > REPLY_CAP:
+                    self.kill()  # out of step: a fresh worker is started on next use
+                    raise SandboxError(f"sandbox worker sent a {n}-byte frame: protocol corrupted")
+                end = _wire.FRAME_LEN.size + n
+                if len(self.buf) >= end:
+                    body = bytes(self.buf[_wire.FRAME_LEN.size:end])
+                    del self.buf[:end]
+                    try:
+                        return _wire.split_body(body)
+                    except _wire.WireError as exc:
+                        self.kill()
+                        raise SandboxError(f"sandbox worker sent a malformed frame: {exc}") from None
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                raise WorkerStuck()
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise WorkerDied()
+            self.buf += chunk
+
+    def reply(self, deadline: float, wall_s: float | None = None,
+              t_start: float | None = None) -> tuple[dict[str, Any], list[memoryview], float]:
+        """Next reply that is not a notice; returns it with the time the candidate's clock started.
+
+        Notices: ``started`` records the child's pid (for clean-up should the worker die);
+        ``warming``/``warmed`` bracket the first import (and ``warmup()``) of a harness module in
+        the worker, which may compile numba kernels: that time is the evaluator's, so the deadline
+        is suspended meanwhile and the request's wall clock starts again at ``warmed``.
+        """
+        t_start = time.monotonic() if t_start is None else t_start  # the clock starts before the send
+        while True:
+            head, blobs = self.recv(deadline)
+            kind = head.get("kind")
+            if kind == "started":
+                self.child_pid = head.get("pid")
+                continue
+            if kind == "warming":
+                deadline = time.monotonic() + self.config.start_timeout_s
+                continue
+            if kind == "warmed":  # the worker's own measure: our thread may read this notice late
+                t_start += max(0.0, float(head.get("warm_s") or 0.0))
+                if wall_s is not None:
+                    deadline = time.monotonic() + wall_s + self.config.grace_s
+                continue
+            if kind == "retired":
+                raise WorkerRetired(str(head.get("reason")))
+            if head.get("kind") == "done":
+                self.child_pid = None
+            if head.get("kind") == "engine_error":
+                raise SandboxError(f"sandbox worker {self.index} failed:\n{head.get('error')}")
+            return head, blobs, t_start

@@ -1,0 +1,93 @@
+"""Privilege and namespace set-up of the in-jail worker and its children: prctl, capabilities, uid
+drop, and (process mode as root) a private IPC namespace with no room for SysV objects or queues."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+__all__ = [
+    "PR_SET_CHILD_SUBREAPER", "PR_SET_DUMPABLE", "PR_SET_PDEATHSIG", "drop_to_uid", "prctl", "private_ipc",
+]
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
+PR_SET_PDEATHSIG = 1
+_PR_SET_SECUREBITS = 28
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_SECBIT_KEEP_CAPS = 1 << 4
+_SECBIT_NOROOT = 1 << 0
+_CAP_DAC_READ_SEARCH = 2
+_CAP_VERSION_3 = 0x20080522
+_CLONE_NEWIPC = 0x08000000
+# Per-IPC-namespace limits that leave no room for any SysV object or POSIX message queue.
+_IPC_ZERO = {"/proc/sys/kernel/shmmni": "0", "/proc/sys/kernel/msgmni": "0",
+             "/proc/sys/kernel/sem": "0 0 0 0", "/proc/sys/fs/mqueue/queues_max": "0"}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def prctl(option: int, arg: int) -> None:
+    """``prctl(option, arg)``; raises :class:`OSError` on failure."""
+    if _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _set_caps(mask: int) -> None:
+    """Sets effective = permitted = ``mask`` (capabilities 0..31), inheritable empty."""
+    head = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    data[0].effective = data[0].permitted = mask
+    if _libc.capset(ctypes.byref(head), data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capset failed: {os.strerror(err)}")
+
+
+def drop_to_uid(uid: int, keep_read_search: bool) -> None:
+    """Switches the child to ``uid`` so it can neither signal nor trace the worker.
+
+    In process mode as root the child keeps only CAP_DAC_READ_SEARCH (it may read the interpreter
+    under a 0700 home, as before, but not write outside its scratch dir, kill the worker or exceed
+    RLIMIT_NPROC, which root would ignore).
+    """
+    keep = 1 << _CAP_DAC_READ_SEARCH if keep_read_search else 0
+    for cap in range(64):  # the bounding set too, so no exec can ever regain a capability
+        if not keep >> cap & 1 and _libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0:
+            break  # EINVAL: past the last capability this kernel knows
+    if keep_read_search:
+        prctl(_PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS | _SECBIT_NOROOT)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _set_caps(keep)  # effective = permitted = keep; inheritable emptied
+    _libc.prctl(_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), 0, 0, 0)
+
+
+def private_ipc() -> bool:
+    """Process mode as root: moves the worker (and so its children) into an IPC namespace of its own
+    in which no SysV segment, queue or semaphore set, and no POSIX message queue, can be created
+    (inside a jail seccomp denies those calls instead).
+
+    Returns False where that is not possible (no CAP_SYS_ADMIN, a read-only ``/proc/sys``, as in
+    containers that also rule out nsjail): process mode isolates nothing there, and says so.
+    """
+    if _libc.unshare(_CLONE_NEWIPC) != 0:
+        return False
+    try:
+        for path, value in _IPC_ZERO.items():
+            with open(path, "w") as fh:
+                fh.write(value)
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,215 @@
+"""The worker's record of one forked child, and the I/O pump that moves its output.
+
+:class:`Child` is the typed record the supervisor keeps per child (pids, pipe ends, buffers, exit
+status, CPU account). :func:`pump` moves the child's stdout/stderr (capped) and result frame (capped
+at its declared length) until a frame is complete, the child exits, or a deadline passes.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import time
+from dataclasses import dataclass, field
+
+from reasearch.engine import _wire
+
+__all__ = ["CHILD_KINDS", "Capped", "Child", "collect_exit", "drain", "frame_kind", "pump", "take_frame"]
+
+CHILD_KINDS = frozenset({"ok", "error", "oom"})  # the frames a child sends; anything else is garbage
+
+
+class Capped:
+    """Collects up to ``cap`` bytes of a stream; past that, the stream is closed (the writer gets EPIPE)."""
+
+    __slots__ = ("buf", "cap", "fd", "open", "truncated")
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self.fd, self.cap = fd, cap
+        self.buf = bytearray()
+        self.truncated = False
+        self.open = True
+
+    def text(self) -> str:
+        s = self.buf.decode("utf-8", errors="replace")
+        if self.truncated:
+            s += f"\n[... output truncated at {self.cap} bytes]"
+        return s
+
+
+@dataclass(slots=True)
+class Child:
+    """One forked child as the worker sees it (mutable: the pump and the reaper fill it in).
+
+    Attributes:
+        pid: its pid (in the worker's PID namespace).
+        pidfd: a pidfd, readable once it exits.
+        result_r: read end of its result pipe (fd 3 in the child); None once closed.
+        calls_w: write end of its request pipe (fd 4 in the child); None once closed.
+        out_r: read end of its stdout pipe.
+        err_r: read end of its stderr pipe.
+        out: stdout collector, set when a request is handed over.
+        err: stderr collector, set when a request is handed over.
+        rbuf: bytes of the result pipe not yet taken as frames.
+        status: its wait status once reaped.
+        rusage_cpu: CPU seconds of it and every descendant reaped so far (``wait4`` rusage).
+        cpu_base: CPU seconds it spent before its request (set-up, warm-up: not the candidate's).
+        t0: monotonic time its request was handed over.
+        result_cap: the largest result frame body accepted.
+        scratch: its scratch folder.
+    """
+
+    pid: int
+    pidfd: int
+    result_r: int | None
+    calls_w: int | None
+    out_r: int
+    err_r: int
+    out: Capped | None = None
+    err: Capped | None = None
+    rbuf: bytearray = field(default_factory=bytearray)
+    status: int | None = None
+    rusage_cpu: float = 0.0
+    cpu_base: float = 0.0
+    t0: float = 0.0
+    result_cap: int = 0
+    scratch: str = ""
+
+    def capped(self) -> tuple[Capped, Capped]:
+        """The stdout and stderr collectors (the request was handed over)."""
+        assert self.out is not None and self.err is not None
+        return self.out, self.err
+
+
+def frame_kind(body: bytes) -> str | None:
+    """The ``kind`` of a child's frame, or None for garbage (the engine reports it as such)."""
+    try:
+        kind = _wire.split_body(body)[0].get("kind")
+    except _wire.WireError:
+        return None
+    return kind if isinstance(kind, str) else None
+
+
+def pump(ch: Child, deadline: float, want_frame: bool) -> str:
+    """Moves child output until a result frame is complete, the child exits, or the deadline.
+
+    Returns ``"frame"``, ``"exited"``, ``"deadline"`` or ``"too_large"``.
+    """
+    sel = selectors.DefaultSelector()
+    try:
+        for cap in ch.capped():
+            if cap.open:
+                sel.register(cap.fd, selectors.EVENT_READ, cap)
+        if ch.result_r is not None:
+            sel.register(ch.result_r, selectors.EVENT_READ, "result")
+        if ch.status is None:
+            sel.register(ch.pidfd, selectors.EVENT_READ, "exit")
+        while True:
+            if want_frame:
+                got = _frame_state(ch)
+                if got != "partial":
+                    return got
+            if ch.status is not None and not want_frame:
+                return "exited"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "deadline"
+            events = sel.select(left)
+            for key, _ in events:
+                what = key.data
+                if what == "exit":
+                    sel.unregister(ch.pidfd)
+                    collect_exit(ch)
+                elif what == "result":
+                    if _read_result(ch) == "eof":
+                        sel.unregister(ch.result_r)
+                        os.close(ch.result_r)  # type: ignore[arg-type]
+                        ch.result_r = None
+                elif _read_capped(what) == "eof":
+                    sel.unregister(what.fd)
+            if ch.status is not None:
+                # The child is gone: take what is already in the pipes (a grandchild may hold
+                # them open, so stop at "no data now", not at EOF), then stop.
+                while ch.result_r is not None and _read_result(ch) == "data":
+                    pass
+                drain(ch)
+                if want_frame:
+                    got = _frame_state(ch)
+                    return got if got != "partial" else "exited"
+                return "exited"
+    finally:
+        sel.close()
+
+
+def drain(ch: Child) -> None:
+    """Reads what stdout and stderr hold right now (stops at "no data now", not at EOF)."""
+    for cap in ch.capped():
+        while cap.open and _read_capped(cap) == "data":
+            pass
+
+
+def _frame_state(ch: Child) -> str:
+    buf = ch.rbuf
+    if len(buf) < _wire.FRAME_LEN.size:
+        return "partial"
+    (n,) = _wire.FRAME_LEN.unpack_from(buf)
+    if n > ch.result_cap:
+        return "too_large"
+    return "frame" if len(buf) >= _wire.FRAME_LEN.size + n else "partial"
+
+
+def _read_result(ch: Child) -> str:
+    """Reads what is available of the result pipe, never past the cap: "data", "again" or "eof"."""
+    room = ch.result_cap + _wire.FRAME_LEN.size + 1 - len(ch.rbuf)
+    if room <= 0 or ch.result_r is None:
+        return "eof"
+    try:
+        data = os.read(ch.result_r, min(room, 1 << 20))
+    except BlockingIOError:
+        return "again"
+    if not data:
+        return "eof"
+    ch.rbuf += data
+    return "data"
+
+
+def _read_capped(cap: Capped) -> str:
+    """Reads a stdout/stderr chunk: "data", "again", or "eof" (at EOF or cut at its cap: closed)."""
+    try:
+        data = os.read(cap.fd, 1 << 16)
+    except BlockingIOError:
+        return "again"
+    if not data:
+        os.close(cap.fd)
+        cap.open = False
+        return "eof"
+    room = cap.cap - len(cap.buf)
+    cap.buf += data[:room]
+    if len(data) > room:
+        cap.truncated = True
+        os.close(cap.fd)  # the flood's writer now gets EPIPE instead of being read forever
+        cap.open = False
+        return "eof"
+    return "data"
+
+
+def collect_exit(ch: Child) -> None:
+    """Reaps the child (blocking) and books its status and CPU time, unless that happened already."""
+    if ch.status is not None:
+        return
+    try:
+        _, status, ru = os.wait4(ch.pid, 0)
+    except ChildProcessError:  # already reaped by the supervisor's reap()
+        return
+    ch.status = status
+    ch.rusage_cpu += ru.ru_utime + ru.ru_stime
+
+
+def take_frame(ch: Child) -> bytes:
+    """Removes the complete frame at the head of the result buffer and returns its body."""
+    buf = ch.rbuf
+    (n,) = _wire.FRAME_LEN.unpack_from(buf)
+    end = _wire.FRAME_LEN.size + n
+    body = bytes(buf[_wire.FRAME_LEN.size:end])
+    del buf[:end]
+    return body

@@ -1,0 +1,447 @@
+"""The worker's supervisor loop: one request at a time, one forked child per evaluation.
+
+It keeps one child forked ahead of the next request (see :mod:`reasearch.engine._child`), hands it
+the request, pumps its output (:mod:`reasearch.engine._pump`), enforces the wall limit, kills the
+child's whole tree (process group, then every descendant: the worker is a child subreaper, so
+orphans come back to it), removes what it left on disk (:mod:`reasearch.engine._cleanup`), and
+reports plain data to the engine.
+
+CPU time is measured here, never reported by the child: ``wait4`` rusage of the child and of every
+descendant it reaps; when a complete ``ok`` result arrives, the supervisor answers at once with the
+kernel's accounting of the child and its live descendants (:func:`reasearch.engine._procs.cpu_s`,
+exited threads included), and kills and reaps them after the reply, off the caller's critical path.
+
+A worker whose clean-up failed, or whose scratch filesystem is short of space afterwards, retires:
+it answers its next request with a ``retired`` frame and exits, and the engine starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+from reasearch.engine import _procs, _wire
+from reasearch.engine._child import PREWARM_SOURCE, REQUEST_CAP, child_main
+from reasearch.engine._cleanup import free_bytes, remove_tree
+from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
+
+__all__ = ["Supervisor"]
+
+_NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
+
+
+class _Retire(Exception):
+    """This worker must be replaced before it serves the request at hand (see ``retire_reason``)."""
+
+
+class Supervisor:
+    """The worker's request loop.
+
+    Args:
+        rfd: the engine's request pipe.
+        wfd: the reply pipe to the engine.
+        scratch_root: folder under which each evaluation gets its own scratch folder.
+        child_uid: uid each child drops to (None: the worker's own).
+        keep_read_search: whether that child keeps CAP_DAC_READ_SEARCH (process mode as root).
+        report_child: send a ``started`` notice with each child's pid (one uid, no jail).
+        min_free_bytes: retire when the scratch filesystem has less free space after clean-up.
+    """
+
+    def __init__(self, rfd: int, wfd: int, scratch_root: str, child_uid: int | None, keep_read_search: bool,
+                 report_child: bool, min_free_bytes: int = 0) -> None:
+        self.rfd, self.wfd = rfd, wfd
+        self.min_free_bytes = min_free_bytes
+        self.retire_reason: str | None = None  # set when this worker must be replaced before the next request
+        self.report_child = report_child
+        self.replied = False
+        self.in_jail = os.getpid() == 1  # pid 1 of its own PID namespace: a jail
+        self.scratch_root = scratch_root
+        self.child_uid = child_uid
+        self.keep_read_search = keep_read_search
+        self.harnesses: set[str] = set()
+        self.counter = 0
+        self.session: Child | None = None
+        self.idle: Child | None = None
+        self.prewarm_dir: str | None = self.make_prewarm()
+
+    # -- plumbing
+    def send(self, header: dict[str, Any], value: Any = None) -> None:
+        _wire.write_all(self.wfd, _wire.encode_frame(header, value))
+        if header.get("kind") not in _NOTICES:
+            self.replied = True
+
+    def warm_harness(self, harness: str | None) -> None:
+        """Imports a harness module in the worker once (and calls its ``warmup()``), before forking."""
+        if not harness:
+            return
+        mod_name = harness.partition(":")[0]
+        if mod_name in self.harnesses:
+            return
+        self.discard_idle()  # forked before this import: it would import the harness on every request
+        self.send({"kind": "warming"})  # the engine suspends the request's clock (evaluator time)
+        t0 = time.monotonic()
+        mod = importlib.import_module(mod_name)
+        warm = getattr(mod, "warmup", None)
+        if callable(warm):
+            warm()
+        self.harnesses.add(mod_name)
+        self.send({"kind": "warmed", "warm_s": time.monotonic() - t0})
+
+    # -- scratch folders
+    def make_prewarm(self) -> str | None:
+        """A world-readable dummy candidate the children warm up on (see ``_child._prewarm``)."""
+        path = os.path.join(self.scratch_root, "prewarm")
+        try:
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            os.chmod(path, 0o755)
+            with open(os.path.join(path, "candidate.py"), "w") as fh:
+                fh.write(PREWARM_SOURCE)
+            os.chmod(os.path.join(path, "candidate.py"), 0o644)
+        except OSError:
+            return None
+        return path
+
+    def make_scratch(self, files: dict[str, bytes], source: str) -> str:
+        self.counter += 1
+        path = os.path.join(self.scratch_root, f"eval-{self.counter}")
+        if not remove_tree(path):
+            raise OSError(f"cannot clear the scratch dir {path}")
+        os.mkdir(path, 0o700)
+        with open(os.path.join(path, "candidate.py"), "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(source)
+        for name, data in files.items():
+            if name in ("", ".", "..") or "/" in name or "\0" in name:
+                raise ValueError(f"bad scratch file name {name!r}: plain names only")
+            with open(os.path.join(path, name), "wb") as fh:
+                fh.write(data)
+        if self.child_uid is not None:
+            for entry in [path, *(os.path.join(path, n) for n in os.listdir(path))]:
+                os.chown(entry, self.child_uid, self.child_uid)
+        return path
+
+    def remove_scratch(self, path: str) -> None:
+        """Removes a folder a dead candidate wrote; a failure retires this worker (see ``loop``)."""
+        if not remove_tree(path) and self.retire_reason is None:
+            self.retire_reason = f"could not remove {path} after a candidate"
+
+    def check_space(self) -> None:
+        """Retires this worker when its scratch filesystem is short of space after clean-up."""
+        free = free_bytes(self.scratch_root)
+        if free is not None and free < self.min_free_bytes and self.retire_reason is None:
+            self.retire_reason = (f"only {free >> 20} MiB free on the scratch filesystem after clean-up "
+                                  f"(at least {self.min_free_bytes >> 20} MiB wanted)")
+
+    # -- process tree
+    def kill_tree(self, ch: Child | None) -> None:
+        """Kills the child's process group, then every remaining descendant, until none is left."""
+        if ch is not None:
+            try:
+                os.killpg(ch.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        idle = self.idle.pid if self.idle else None  # the next request's child is not part of this tree
+        me = os.getpid()
+        for _ in range(500):
+            pids = [p for p in _procs.children_walk(me) if p != idle]
+            if not pids:
+                break
+            for sig in (signal.SIGSTOP, signal.SIGKILL):  # freeze first, so a fork bomb cannot outrun us
+                for pid in pids:
+                    try:
+                        os.kill(pid, sig)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            self.wait_one(ch)  # everything below us is dying: block for the next exit, don't poll
+            self.reap(ch)
+        self.reap(ch)
+
+    def wait_one(self, ch: Child | None) -> None:
+        """Blocks until one child of the worker exits (and reaps it, accounting its CPU time)."""
+        try:
+            pid, status, ru = os.wait4(-1, 0)
+        except ChildProcessError:  # only grandchildren left: their parents are dying, they come to us
+            time.sleep(0.0005)
+            return
+        self.account(ch, pid, status, ru)
+
+    def account(self, ch: Child | None, pid: int, status: int, ru: Any) -> None:
+        """Books a reaped process: the child's status and CPU time, or a pre-forked child that died."""
+        if self.idle is not None and pid == self.idle.pid:
+            dead, self.idle = self.idle, None  # refill() forks another
+            for fd in (dead.calls_w, dead.result_r, dead.out_r, dead.err_r, dead.pidfd):
+                if fd is not None:
+                    os.close(fd)
+            return
+        if ch is not None:
+            ch.rusage_cpu += ru.ru_utime + ru.ru_stime
+            if pid == ch.pid:
+                ch.status = status
+
+    def reap(self, ch: Child | None) -> None:
+        """Reaps every exited descendant, adding its CPU time to the child's account."""
+        while True:
+            try:
+                pid, status, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.account(ch, pid, status, ru)
+
+    # -- one child
+    def spawn(self) -> Child:
+        """Forks a child that waits for its request; returns the worker-side ends of its pipes."""
+        result_r, result_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        req_r, req_w = os.pipe()
+        fds = {"result": result_w, "out": out_w, "err": err_w, "req": req_r}
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Move every object the worker holds out of the collector's reach: a collection in the child
+        # would otherwise write to (and so copy) nearly every page of the warm runtime.
+        gc.freeze()
+        pid = os.fork()
+        if pid == 0:
+            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir)
+        for fd in fds.values():
+            os.close(fd)
+        for fd in (result_r, out_r, err_r):
+            os.set_blocking(fd, False)
+        return Child(pid=pid, pidfd=os.pidfd_open(pid), result_r=result_r, calls_w=req_w, out_r=out_r, err_r=err_r)
+
+    def start(self, head: dict[str, Any], value: dict[str, Any], scratch: str, session: bool) -> Child:
+        """Hands the request to the pre-forked child (forking one now if there is none)."""
+        ch, self.idle = self.idle, None
+        if ch is None:
+            ch = self.spawn()
+        limits = head["limits"]
+        ch.out = Capped(ch.out_r, int(limits["output_bytes"]))
+        ch.err = Capped(ch.err_r, int(limits["output_bytes"]))
+        ch.result_cap = int(limits["result_bytes"])
+        ch.scratch = scratch
+        if self.report_child:  # one uid, no jail: the engine kills this session if the worker dies
+            self.send({"kind": "started", "pid": ch.pid})
+        req = {"scratch": scratch, "entry": head["entry"], "harness": head.get("harness"), "limits": limits,
+               "session": session}
+        # CPU the child spent before its request (set-up, warm-up) is not the candidate's.
+        ch.cpu_base = _procs.task_cpu_s(ch.pid)
+        ch.t0 = time.monotonic()
+        assert ch.calls_w is not None
+        try:
+            _wire.write_all(ch.calls_w, _wire.encode_frame(req, {"payload": value.get("payload")}))
+        except OSError:
+            pass  # the child died before its request: pump() sees it exit, the report says how
+        return ch
+
+    def discard_idle(self) -> None:
+        """Drops the pre-forked child (it lacks a module the worker just imported, or we are exiting)."""
+        ch, self.idle = self.idle, None
+        if ch is None:
+            return
+        for fd in (ch.calls_w, ch.result_r, ch.out_r, ch.err_r):
+            if fd is not None:
+                os.close(fd)
+        self.kill_tree(None)
+        os.close(ch.pidfd)
+
+    def refill(self) -> None:
+        """Forks the next child ahead of the next request (after the reply went out)."""
+        if self.idle is None and self.session is None:
+            self.idle = self.spawn()
+
+    def finish(self, ch: Child, killed: str | None, frame: bytes | None, too_large: bool) -> None:
+        """Kills and reaps the child's tree and sends the final report of this child."""
+        self.cleanup(ch)
+        status = ch.status
+        if status is None:  # cannot happen: every reap books the child's status; never guess one
+            raise RuntimeError(f"child {ch.pid} was reaped without its exit status being recorded")
+        self.report(ch, frame, killed=killed, too_large=too_large, cpu=ch.rusage_cpu,
+                    exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                    sig=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None)
+
+    def finish_early(self, ch: Child, frame: bytes) -> None:
+        """Replies as soon as a complete ``ok`` result is in, then kills and reaps off the critical path.
+
+        The child has nothing left to do but exit, and tearing down a forked copy of the warm runtime
+        costs milliseconds; the caller need not wait for it. CPU time is then read from the kernel's
+        accounting (/proc) of the child and its live descendants, plus what was reaped.
+        """
+        drain(ch)  # the child flushed its output before writing the result
+        cpu = ch.rusage_cpu + self.live_cpu(ch.pid)
+        self.report(ch, frame, killed=None, too_large=False, cpu=cpu, exit_code=None, sig=None, early=True)
+        try:  # start the old tree's teardown now, so that it overlaps the next fork
+            os.killpg(ch.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.refill()
+        self.cleanup(ch)
+
+    def live_cpu(self, pid: int) -> float:
+        """CPU seconds of a live process (all threads, exited ones included, and the children it
+        waited for) and of every other live descendant of the worker, from /proc (the candidate
+        cannot write these)."""
+        idle = self.idle.pid if self.idle else None
+        others = (d for d in _procs.children_walk(os.getpid()) if d not in (pid, idle))
+        return sum(_procs.cpu_s(p) for p in (pid, *others))
+
+    def cleanup(self, ch: Child) -> None:
+        """Kills and reaps the child's whole tree, closes its pipes, removes its scratch dir."""
+        self.kill_tree(ch)
+        collect_exit(ch)
+        out, err = ch.capped()
+        for fd in (ch.result_r, ch.calls_w, out.fd if out.open else None, err.fd if err.open else None):
+            if fd is not None:
+                os.close(fd)
+        ch.result_r = ch.calls_w = None
+        out.open = err.open = False
+        os.close(ch.pidfd)
+        self.remove_scratch(ch.scratch)
+        if self.in_jail and os.path.isdir("/dev/shm"):  # the jail's own: emptied for the next candidate
+            try:
+                names = os.listdir("/dev/shm")
+            except OSError:
+                names = []
+            for name in names:
+                self.remove_scratch(os.path.join("/dev/shm", name))
+        self.check_space()
+
+    def report(self, ch: Child, frame: bytes | None, *, killed: str | None, too_large: bool, cpu: float,
+               exit_code: int | None, sig: int | None, early: bool = False) -> None:
+        out, err = ch.capped()
+        header = {
+            "kind": "done",
+            "exit_code": exit_code,
+            "signal": sig,
+            "cpu_s": max(0.0, cpu - ch.cpu_base),
+            "wall_s": time.monotonic() - ch.t0,
+            "killed": killed,
+            "too_large": too_large,
+            "early": early,
+            "stdout": out.text(),
+            "stderr": err.text(),
+        }
+        self.send(header, frame)
+
+    # -- requests
+    def handle_run(self, head: dict[str, Any], value: dict[str, Any], session: bool) -> None:
+        try:
+            self.warm_harness(head.get("harness"))
+        except BaseException:
+            self.send({"kind": "engine_error", "error": f"harness {head.get('harness')!r} failed in the worker:\n"
+                       + traceback.format_exc()})
+            return
+        try:
+            scratch = self.make_scratch(value.get("files") or {}, head["source"])
+        except OSError as exc:  # a full or broken scratch filesystem: this worker is of no more use
+            self.retire_reason = f"cannot make a scratch folder: {exc}"
+            raise _Retire() from None
+        ch = self.start(head, value, scratch, session)
+        deadline = ch.t0 + float(head["limits"]["wall_s"])
+        state = pump(ch, deadline, want_frame=True)
+        if state == "frame":
+            frame = take_frame(ch)
+            kind = frame_kind(frame)
+            if kind not in CHILD_KINDS:  # garbage: the child is out of step; stop it now
+                self.finish(ch, None, frame, False)
+                return
+            if not session:
+                if ch.status is None and kind == "ok":
+                    self.finish_early(ch, frame)
+                    return
+                state = pump(ch, deadline, want_frame=False)
+                self.finish(ch, "wall" if state == "deadline" else None, frame, False)
+                return
+            if kind == "ok":
+                self.session = ch
+                self.send({"kind": "session_ready", "wall_s": time.monotonic() - ch.t0})
+                return
+            self.finish(ch, None, frame, False)
+            return
+        self.finish(ch, "wall" if state == "deadline" else None, None, state == "too_large")
+
+    def handle_call(self, head: dict[str, Any], value: Any) -> None:
+        ch = self.session
+        if ch is None or ch.calls_w is None:
+            self.send({"kind": "engine_error", "error": "call without an open session"})
+            return
+        timeout = float(head["timeout_s"])
+        t0 = time.monotonic()
+        try:
+            os.set_blocking(ch.calls_w, True)
+            _wire.write_all(ch.calls_w, _wire.encode_frame({}, value))
+        except OSError:
+            pass  # the child is gone; pump() sees it exit
+        state = pump(ch, t0 + timeout, want_frame=True)
+        if state == "frame":
+            frame = take_frame(ch)
+            if frame_kind(frame) in CHILD_KINDS:
+                self.send({"kind": "call_done", "wall_s": time.monotonic() - t0}, frame)
+                return
+            self.session = None  # garbage: the child is out of step; the session ends with it
+            self.finish(ch, None, frame, False)
+            return
+        self.session = None
+        self.finish(ch, "wall" if state == "deadline" else None, None, state == "too_large")
+
+    def handle_close(self) -> None:
+        ch, self.session = self.session, None
+        if ch is None:
+            self.send({"kind": "engine_error", "error": "close without an open session"})
+            return
+        if ch.calls_w is not None:
+            os.close(ch.calls_w)
+            ch.calls_w = None
+        deadline = time.monotonic() + 1.0  # a child told to stop gets a moment to flush and exit
+        pump(ch, deadline, want_frame=False)
+        self.finish(ch, None, None, False)
+
+    def loop(self) -> None:
+        """Serves requests until the engine closes the pipe (or this worker retires)."""
+        while True:
+            try:
+                body = _wire.read_frame(self.rfd, REQUEST_CAP)
+            except _wire.WireError:
+                return  # the engine closed the pipe: exit
+            head, value = _wire.decode_frame(body)
+            self.replied = False
+            try:
+                if self.retire_reason is not None:
+                    raise _Retire()
+                self.dispatch(head, value)
+            except _Retire:  # the engine starts a fresh worker and sends this request to it
+                self.discard_idle()
+                self.send({"kind": "retired", "reason": self.retire_reason})
+                return
+            except Exception:  # an engine bug: report it with its traceback, clean up, keep serving
+                error = traceback.format_exc()
+                ch, self.session = self.session, None
+                self.discard_idle()
+                self.kill_tree(ch)
+                if self.replied:  # the engine has its answer already: an extra frame would desync it
+                    print(f"sandbox worker: error after the reply:\n{error}", file=sys.stderr, flush=True)
+                else:
+                    self.send({"kind": "engine_error", "error": error})
+            self.refill()
+
+    def dispatch(self, head: dict[str, Any], value: Any) -> None:
+        """Runs one request."""
+        op = head.get("op")
+        if op == "run":
+            self.handle_run(head, value, session=False)
+        elif op == "session":
+            self.handle_run(head, value, session=True)
+        elif op == "call":
+            self.handle_call(head, value)
+        elif op == "close":
+            self.handle_close()
+        elif op == "ping":
+            self.send({"kind": "pong", "idle_child": self.idle.pid if self.idle else None})
+        else:
+            self.send({"kind": "engine_error", "error": f"unknown op {op!r}"})

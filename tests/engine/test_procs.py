@@ -1,0 +1,64 @@
+"""/proc accounting: CPU time of a live process counts its exited threads too (issue 10 §2 item 11)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+from reasearch.engine._procs import children_walk, cpu_s, descendants_of, process_table, reap_pids, task_cpu_s
+
+_BURN_THEN_WAIT = textwrap.dedent("""
+    import sys, threading, time
+    def burn():
+        t = time.thread_time()
+        while time.thread_time() - t < 0.6:
+            pass
+    threads = [threading.Thread(target=burn) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print("burnt", flush=True)
+    time.sleep(30)
+    """)
+
+
+def test_cpu_of_exited_threads_counts_in_a_live_process() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _BURN_THEN_WAIT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "burnt"
+        deadline = time.monotonic() + 10  # a joined thread may take a moment to leave the kernel's task list
+        while len(os.listdir(f"/proc/{proc.pid}/task")) > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        live_threads_only = task_cpu_s(proc.pid)  # the two burners are gone: their time is not here
+        total = cpu_s(proc.pid)
+        assert total >= 1.1, (total, live_threads_only)
+        assert total > live_threads_only + 1.0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert cpu_s(proc.pid) == 0.0  # gone: nothing, not an error
+
+
+def test_descendants_walk_finds_grandchildren() -> None:
+    code = "import os, time\nif os.fork() == 0:\n    time.sleep(30)\nelse:\n    print('up', flush=True)\n    time.sleep(30)\n"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        deadline = time.monotonic() + 10
+        while len(children_walk(proc.pid)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        below = children_walk(proc.pid)
+        assert len(below) == 1
+        assert below == descendants_of(proc.pid, process_table())  # the children-file walk agrees with a scan
+        assert set(below) <= set(descendants_of(os.getpid()))
+    finally:
+        below = descendants_of(proc.pid)
+        for pid in below:
+            os.kill(pid, 9)
+        proc.kill()
+        proc.wait()
+        reap_pids(below)  # orphaned zombies come to this process when it is a subreaper (a pool made it one)
