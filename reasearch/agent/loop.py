@@ -114,8 +114,14 @@ class Agent:
         self.clock = clock
         ws_tools = WorkspaceTools(self.workspace, exec_fn=exec_fn, timeout_s=self.config.tool_timeout_s,
                                   memory_mb=self.config.tool_memory_mb, sandbox_mode=self.config.sandbox_mode)
-        self.tools: dict[str, Tool] = tools_of(ws_tools, ProgramTools(self), ControlTools(self))
         self.task: Task = run.task
+        # Training tasks (a repository candidate) get experiments and git instead of the program tools.
+        self.domain: list[Any] = [ProgramTools(self)]
+        if getattr(self.task, "candidate_kind", "program") == "repository":
+            from reasearch.agent.tools.experiments import experiment_toolset
+
+            self.domain = experiment_toolset(self)
+        self.tools: dict[str, Tool] = tools_of(ws_tools, *self.domain, ControlTools(self))
         self.system = agent_system(self.task.describe())
         # Loop state; rebuilt identically when a resumed run replays its journal.
         self.step = -1
@@ -168,7 +174,11 @@ class Agent:
         self.step = 0
         if self.journal.get(0, "start") is None:
             self.workspace.write_text(TASK_FILE, self.task.describe())
-            self.workspace.write_text(CANDIDATE_FILE, self.task.seed_program())
+            setup = getattr(self.domain[0], "setup_workspace", None)
+            if setup is not None:
+                setup()
+            else:
+                self.workspace.write_text(CANDIDATE_FILE, self.task.seed_program())
             self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
                 "task_id": self.task.id, "config": self.config.to_dict(),
@@ -399,13 +409,15 @@ class Agent:
         seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
         current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
                    else f"candidate {sha[:12]}, not evaluated yet")
-        return render_snapshot(
+        text = render_snapshot(
             turn=self.turn + 1, max_turns=self.config.max_turns, spec=self.task.spec, remaining=self.run.remaining(),
             best=(best.candidate, best.score, best.normalized_score) if best else None, history=self.history,
             current=current, lessons=self.lessons() if include_lessons else None,
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
             lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
             max_wall_s=self.config.max_wall_s, notice=notice)
+        sections = [t.snapshot_section() for t in self.domain if hasattr(t, "snapshot_section")]
+        return "\n\n".join([text, *sections])
 
     def _save_transcript(self, name: str) -> str:
         self.transcripts.mkdir(parents=True, exist_ok=True)

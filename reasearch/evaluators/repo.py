@@ -132,8 +132,12 @@ def _git_listed(root: Path) -> list[str] | None:
     return sorted({p for p in cp.stdout.decode("utf-8", "surrogateescape").split("\0") if p})
 
 
-def read_repo_dir(root: str | Path) -> dict[str, str]:
+def read_repo_dir(root: str | Path, *, listed: list[str] | None = None) -> dict[str, str]:
     """The files of a folder as a repository candidate's files (``.git``, caches and ignored files left out).
+
+    Args:
+        root: the folder.
+        listed: the relative paths to read (default: what git lists in ``root/.git``, else every file).
 
     Raises:
         ConfigError: a symlink, a non-UTF-8 file, a bad path or too much data.
@@ -141,7 +145,8 @@ def read_repo_dir(root: str | Path) -> dict[str, str]:
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"{root} is not a directory")
-    listed = _git_listed(root)
+    if listed is None:
+        listed = _git_listed(root)
     if listed is None:
         listed = []
         for dirpath, dirnames, filenames in os.walk(root):
