@@ -169,12 +169,20 @@ def cpu_slots(cpus_per_slot: int | None = None) -> list[tuple[int, ...]]:
     """
     cores = sorted(os.sched_getaffinity(0))
     if cpus_per_slot is None:
-        raw = os.environ.get("REASEARCH_CPUS_PER_SLOT", "")
-        cpus_per_slot = int(raw) if raw.isdigit() and int(raw) > 0 else min(len(cores), 8)
+        cpus_per_slot = _cpus_env() or min(len(cores), 8)
     if cpus_per_slot < 1:
         raise ConfigError(f"cpus_per_slot must be >= 1, not {cpus_per_slot}")
     size = min(cpus_per_slot, len(cores))
     return [tuple(cores[i:i + size]) for i in range(0, len(cores) - size + 1, size)]
+
+
+def _cpus_env() -> int | None:
+    raw = os.environ.get("REASEARCH_CPUS_PER_SLOT", "")
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"REASEARCH_CPUS_PER_SLOT must be a whole number >= 1, not {raw!r}")
+    return int(raw)
 
 
 def lease_dir() -> Path:
@@ -204,7 +212,7 @@ class SlotLease:
     Attributes:
         kind: ``"gpu"`` or ``"cpu"``.
         index: the slot's number (the GPU index, or the CPU slot's number).
-        cpus: cores the experiment is pinned to (all of this process's cores for a GPU slot).
+        cpus: cores the experiment is pinned to (a GPU slot gets its share of the cores).
         device: the leased GPU (None for a CPU slot).
         fd: the open lock file (pass it to child processes to keep the lease while they live).
         acquired_s: seconds spent waiting for the lease.
@@ -285,7 +293,11 @@ def _candidates(kind: str, cpus_per_slot: int | None) -> list[tuple[str, int, tu
         raise SandboxError("a GPU slot was asked for, but no usable GPU is here: " + (gpu_report().note or
                            "; ".join(f"gpu{d.index}: {why}" for d, why in gpu_report().unusable)))
     if gpus:
-        return [("gpu", d.index, all_cores, d) for d in gpus]
+        # Each GPU gets its own share of the cores (data loading, the Python loop), never all of them.
+        share = max(1, len(all_cores) // len(gpus))
+        size = min(share, cpus_per_slot or _cpus_env() or share)
+        return [("gpu", d.index, all_cores[(i * share) % len(all_cores):][:size] or all_cores[:size], d)
+                for i, d in enumerate(gpus)]
     return [("cpu", i, cores, None) for i, cores in enumerate(cpu_slots(cpus_per_slot))]
 
 

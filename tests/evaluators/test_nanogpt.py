@@ -22,6 +22,7 @@ def task(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> NanoGPT
     import os
 
     os.environ.setdefault("REASEARCH_FAKE_GPUS", "0")  # CPU slots, whatever the machine has
+    os.environ.setdefault("REASEARCH_CPUS_PER_SLOT", "1")  # one torch thread: no spinning OpenMP on busy cores
     text = shared_data / "text" / "tinyshakespeare.txt"  # a clean clone without ../shared uses the stdlib corpus
     return reasearch.make("nanogpt/v1", corpus=str(text) if text.is_file() else "stdlib", time_budget_s=30.0,
                           grace_s=30.0, eval_tokens=1024, eval_time_limit_s=120.0)  # type: ignore[return-value]
