@@ -37,6 +37,7 @@ __all__ = ["RUNTIME_PACKAGES", "Runtime", "build_runtime", "readable_by_others"]
 RUNTIME_PACKAGES: tuple[str, ...] = (
     "numpy", "scipy", "numba", "llvmlite", "highspy", "typing_extensions",
     "torch", "torchgen", "sympy", "mpmath", "networkx", "filelock", "fsspec", "jinja2", "markupsafe",
+    "nvidia", "triton", "safetensors",  # CUDA builds of torch load their libraries from these (GPU experiments)
 )
 _STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
                 "config-3.11-x86_64-linux-gnu"}
@@ -107,6 +108,9 @@ def _top_dir(name: str) -> Path | None:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return None
+    if spec is not None and not spec.origin and spec.submodule_search_locations:  # a namespace package (nvidia)
+        locs = list(spec.submodule_search_locations)
+        return Path(locs[0]) if locs else None
     if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
         return None
     origin = Path(spec.origin)
