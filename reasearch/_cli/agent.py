@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, help="sampling temperature")
     p.add_argument("--price-in", type=float, metavar="USD", help="USD per million input tokens (models without a list price)")
     p.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
-    p.add_argument("--budget", type=int, default=50, metavar="N", help="evaluations the agent may spend (default 50)")
+    p.add_argument("--budget", type=int, default=50, metavar="N", help="evaluations the agent may spend (default 50; experiments for training tasks)")
     p.add_argument("--max-dollars", type=float, metavar="USD", help="dollar cap on model calls")
     p.add_argument("--max-tokens", type=int, metavar="N", help="cap on model tokens (input + output)")
     p.add_argument("--max-turns", type=int, default=200, metavar="N", help="model turns (default 200)")
@@ -157,7 +157,7 @@ def optimize(args: argparse.Namespace) -> int:
     from reasearch.evaluators import make
 
     params = _params(args.param)
-    make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
+    task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
     specs = {"agent": _spec(args.model, args)}
     if args.editor_model:
         specs["editor"] = _spec(args.editor_model, args)
@@ -167,7 +167,9 @@ def optimize(args: argparse.Namespace) -> int:
                          compact_threshold_tokens=args.compact_at, sandbox_mode=args.sandbox)
     models = {role: build_model(spec) for role, spec in specs.items()}  # no key: one line, exit 2, no run made
     lessons = Path(args.lessons).read_text() if args.lessons else None
-    budget: dict[str, float] = {"evaluations": args.budget}
+    # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
+    unit = "experiments" if getattr(task, "candidate_kind", "program") == "repository" else "evaluations"
+    budget: dict[str, float] = {unit: args.budget}
     if args.max_dollars is not None:
         budget["dollars"] = args.max_dollars
     if args.max_tokens is not None:

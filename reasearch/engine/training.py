@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -35,7 +36,7 @@ from reasearch.engine.isolation import _THREAD_ENV, JAIL_UID, make_launcher
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, SandboxError
 
-__all__ = ["JobOutcome", "make_reachable", "run_job"]
+__all__ = ["JobOutcome", "JobSession", "SessionError", "make_reachable", "run_job", "start_session"]
 
 _MAX_METRIC_LINES = 5000
 _TAIL = 4000
@@ -171,6 +172,18 @@ def run_job(
     if not (time_budget_s > 0 and math.isfinite(time_budget_s)) or grace_s < 0:
         raise ConfigError(f"time_budget_s must be > 0 and grace_s >= 0, not {time_budget_s!r}/{grace_s!r}")
     hard = float(time_budget_s) + float(grace_s)
+    full, popen_cwd, popen_env, jail_mode = _command(argv, cwd=cwd, lease=lease, time_budget_s=time_budget_s,
+                                                     hard_s=hard, binds_ro=binds_ro, binds_rw=binds_rw, env=env,
+                                                     memory_mb=memory_mb, fsize_mb=fsize_mb, mode=mode)
+    return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, hard_s=hard, log_path=Path(log_path),
+                      log_cap=log_cap_bytes, mode=jail_mode)
+
+
+def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: float, hard_s: float,
+             binds_ro: Sequence[Path], binds_rw: Sequence[Path], env: Mapping[str, str] | None, memory_mb: int | None,
+             fsize_mb: int, mode: str) -> tuple[list[str], str | None, dict[str, str], str]:
+    """The launcher command line, its cwd and environment, and the mode it resolved to."""
+    hard = hard_s
     launcher = make_launcher(_Config(mode), Path("/nonexistent"))  # type: ignore[arg-type]
     job_env = {"REASEARCH_TIME_BUDGET_S": f"{float(time_budget_s):g}",
                "REASEARCH_DEADLINE": f"{time.time() + float(time_budget_s):.3f}", **lease.env(), **dict(env or {})}
@@ -218,9 +231,7 @@ def run_job(
                      "LANG": "C.UTF-8", **passthrough, **_THREAD_ENV, **job_env}
         popen_cwd = str(cwd)
     cfg = {"ppid": os.getpid(), "cpus": list(lease.cpus), "rlimits": rlimits}
-    full = [sys.executable, "-S", "-c", _LAUNCH, json.dumps(cfg), *cmd]
-    return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, hard_s=hard, log_path=Path(log_path),
-                      log_cap=log_cap_bytes, mode=launcher.mode)
+    return [sys.executable, "-S", "-c", _LAUNCH, json.dumps(cfg), *cmd], popen_cwd, popen_env, launcher.mode
 
 
 def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: SlotLease, hard_s: float,
@@ -352,3 +363,113 @@ def _tail(path: Path, n: int = _TAIL) -> str:
             return fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+class JobSession:
+    """A jailed process that answers framed requests on its stdin/stdout (a policy server, say).
+
+    Frames are an 8-byte big-endian length and that many bytes, both ways; the process's stderr goes to
+    ``log_path``. :meth:`call` sends one request and waits (with a timeout) for one reply; a process that
+    dies, stalls or sends a malformed frame raises :class:`SessionError` and is killed. Build it with
+    :func:`start_session`; :meth:`close` kills the tree (it also dies with its driver).
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: Any, max_reply_bytes: int, mode: str, t0: float) -> None:
+        self.proc = proc
+        self._log = log
+        self.max_reply_bytes = max_reply_bytes
+        self.sandbox_mode = mode
+        self._t0 = t0
+        self.closed = False
+
+    def call(self, payload: bytes, *, timeout_s: float = 30.0) -> bytes:
+        """Sends ``payload``, returns the reply frame's bytes."""
+        if self.closed:
+            raise SessionError("the session is closed")
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(len(payload).to_bytes(8, "big") + payload)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise SessionError(f"the session process is gone ({exc})") from None
+        deadline = time.monotonic() + timeout_s
+        head = self._read(8, deadline)
+        n = int.from_bytes(head, "big")
+        if n > self.max_reply_bytes:
+            raise SessionError(f"a reply of {n} bytes is over the {self.max_reply_bytes} byte cap")
+        return self._read(n, deadline)
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        buf = bytearray()
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SessionError("the session process did not answer in time")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise SessionError(f"the session process exited (status {self.proc.poll()})")
+            buf += chunk
+        return bytes(buf)
+
+    @property
+    def wall_s(self) -> float:
+        return time.monotonic() - self._t0
+
+    def close(self) -> None:
+        """Kills the process tree and reaps it (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        from reasearch.engine.exec import _kill_group
+
+        _kill_group(self.proc.pid)
+        try:
+            self.proc.wait(timeout=10)
+        except (subprocess.TimeoutExpired, ChildProcessError):
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+        self._log.close()
+
+    def __enter__(self) -> JobSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SessionError(SandboxError):
+    """A session process died, stalled or broke the framing (the candidate's fault: its status, not a crash)."""
+
+
+def start_session(argv: Sequence[str], *, cwd: Path, lease: SlotLease, wall_s: float, log_path: Path,
+                  binds_ro: Sequence[Path] = (), binds_rw: Sequence[Path] = (), env: Mapping[str, str] | None = None,
+                  memory_mb: int | None = 8192, max_reply_bytes: int = 64 << 20, mode: str = "auto") -> JobSession:
+    """Starts ``argv`` in a fresh jail (as :func:`run_job` would) and returns a :class:`JobSession` on it.
+
+    ``wall_s`` is the jail's own time limit (nsjail kills it then, whatever the driver does).
+    """
+    full, popen_cwd, popen_env, jail_mode = _command(argv, cwd=cwd, lease=lease, time_budget_s=wall_s, hard_s=wall_s,
+                                                     binds_ro=binds_ro, binds_rw=binds_rw, env=env,
+                                                     memory_mb=memory_mb, fsize_mb=64, mode=mode)
+    from reasearch.engine import _procs
+
+    _procs.set_child_subreaper()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "wb")
+    try:
+        proc = subprocess.Popen(full, cwd=popen_cwd, env=popen_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=log, start_new_session=True, close_fds=True, pass_fds=(lease.fd,))
+    except OSError as exc:
+        log.close()
+        raise SandboxError(f"could not start the session: {exc}") from exc
+    return JobSession(proc, log, max_reply_bytes, jail_mode, time.monotonic())
