@@ -38,6 +38,8 @@ RUNTIME_PACKAGES: tuple[str, ...] = (
     "numpy", "scipy", "numba", "llvmlite", "highspy", "typing_extensions",
     "torch", "torchgen", "sympy", "mpmath", "networkx", "filelock", "fsspec", "jinja2", "markupsafe",
     "nvidia", "triton", "safetensors",  # CUDA builds of torch load their libraries from these (GPU experiments)
+    "gymnasium", "mujoco", "farama_notifications", "glfw", "imageio", "cloudpickle", "cffi", "_cffi_backend",
+    "pycparser", "packaging",  # RL training tasks (rl/{env}-v1)
 )
 _STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
                 "config-3.11-x86_64-linux-gnu"}

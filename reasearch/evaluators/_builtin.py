@@ -11,6 +11,7 @@ _TASK_MODULES = (
     "reasearch.evaluators.eplb",
     "reasearch.evaluators.heilbronn",
     "reasearch.evaluators.nanogpt",
+    "reasearch.evaluators.rl",
     "reasearch.evaluators.txn_scheduling",
 )
 

@@ -72,6 +72,10 @@ class TrainingTask(Task):
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
         """Scores the checkpoint the training run left in ``ckpt_dir`` (failures are statuses)."""
 
+    def job_env(self) -> dict[str, str]:
+        """Extra environment of the training job (e.g. which environment an RL task trains on)."""
+        return {}
+
     # ------------------------------------------------------------ candidates
     def seed_program(self) -> str:
         return encode_repo(self.seed_files())
@@ -118,7 +122,8 @@ class TrainingTask(Task):
             job = run_job(["python3", self.entry_file], cwd=repo_dir, lease=lease, time_budget_s=budget,
                           grace_s=float(self.grace_s), log_path=exp_dir / "train.log",
                           binds_ro=[repo_dir, data_dir], binds_rw=[ckpt_dir],
-                          env={"REASEARCH_DATA_DIR": str(data_dir), "REASEARCH_OUT_DIR": str(ckpt_dir)},
+                          env={"REASEARCH_DATA_DIR": str(data_dir), "REASEARCH_OUT_DIR": str(ckpt_dir),
+                               **self.job_env()},
                           memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
             train = _train_metrics(job, budget, exp_dir, lease)
             if not job.ok:

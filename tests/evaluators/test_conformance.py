@@ -23,9 +23,15 @@ SLOW: dict[str, str] = {
 
 
 # Parameters that keep a check fast without changing the task's id (training tasks: seconds of budget).
+_RL_TEST_PARAMS = {"time_budget_s": 3.0, "grace_s": 20.0, "episodes": 2, "max_episode_steps": 100,
+                   "eval_time_limit_s": 90.0}
 TEST_PARAMS: dict[str, dict[str, object]] = {
     "nanogpt/v1": {"time_budget_s": 3.0, "grace_s": 20.0, "eval_tokens": 1024, "eval_time_limit_s": 90.0},
 }
+
+
+def _test_params(task_id: str) -> dict[str, object]:
+    return _RL_TEST_PARAMS if task_id.startswith("rl/") else TEST_PARAMS.get(task_id, {})
 
 
 def _ids_to_check() -> list[str]:
@@ -52,6 +58,6 @@ def test_the_sample_covers_every_registration() -> None:
 
 @pytest.mark.parametrize("task_id", PARAMS)
 def test_task_conforms(task_id: str) -> None:
-    report = reasearch.check_task(reasearch.make(task_id, **TEST_PARAMS.get(task_id, {})), raise_on_failure=False)
+    report = reasearch.check_task(reasearch.make(task_id, **_test_params(task_id)), raise_on_failure=False)
     assert report.failed == {}, f"{task_id} failed: {report.failed}"
     assert report.seed_result is not None and report.seed_result.ok
