@@ -409,6 +409,9 @@ class Agent:
         seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
         current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
                    else f"candidate {sha[:12]}, not evaluated yet")
+        current_fn = getattr(self.domain[0], "current_text", None)
+        if current_fn is not None:  # a repository task: the candidate is the workspace, not candidate.py
+            current = current_fn()
         text = render_snapshot(
             turn=self.turn + 1, max_turns=self.config.max_turns, spec=self.task.spec, remaining=self.run.remaining(),
             best=(best.candidate, best.score, best.normalized_score) if best else None, history=self.history,

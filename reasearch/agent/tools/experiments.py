@@ -84,6 +84,15 @@ class ExperimentTools:
         out += [dict(e.payload, step=e.step, status="INTERRUPTED") for e in run.events(kind="experiment_interrupted")]
         return sorted(out, key=lambda d: d["step"])
 
+    def current_text(self) -> str:
+        """The snapshot's "current code" line: the repository's HEAD and whether it has uncommitted changes."""
+        try:
+            head, dirty = self.repo.head(), self.repo.dirty()
+        except ConfigError as exc:
+            return f"(unused: the candidate is the workspace repository; git failed: {exc})"
+        return (f"(unused: the candidate is the workspace repository) HEAD {head[:10] if head else 'none'}"
+                + (", uncommitted changes" if dirty else ", clean"))
+
     def snapshot_section(self, recent: int = 5) -> str:
         """Best experiment and commit, the recent ones, and the slots (appended to the state snapshot)."""
         exps = self.experiments()

@@ -259,4 +259,8 @@ what train.py prints about its own score is informational only.
         if logits.dtype != np.float32 or logits.shape != (*inputs.shape, 256):
             return self.invalid(f"the evaluation produced logits {logits.dtype} {logits.shape}, expected float32 "
                                 f"{(*inputs.shape, 256)}")
-        return np.array(logits)
+        out = np.array(logits)
+        del logits
+        for name in ("logits.npy", "inputs.npy"):  # tens of MB per run at real eval_tokens; the log stays
+            (folder / name).unlink(missing_ok=True)
+        return out
