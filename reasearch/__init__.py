@@ -22,13 +22,14 @@ if TYPE_CHECKING:
         list_tasks,
         make,
         register,
+        spec,
     )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ReasearchError", "EvalResult", "Provenance", "Status", "Task", "TaskSpec",
-    "check_task", "list_tasks", "make", "register", "__version__",
+    "check_task", "list_tasks", "make", "register", "spec", "__version__",
 ]
 
 _FROM_EVALUATORS = frozenset(__all__) - {"ReasearchError", "__version__"}

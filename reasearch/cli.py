@@ -2,6 +2,8 @@
 
 Exit codes: 0 success; 1 the work ran but did not succeed (e.g. a candidate failed, a check found a
 problem); 2 bad input or configuration (one-line error, no traceback).
+``optimize``/``resume``: 3 the run was interrupted (a model endpoint failed after its retries): it is
+saved, and the one line on stderr says how to resume it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ _COMMAND_MODULES = (
     "reasearch._cli.bench",
     "reasearch._cli.runs",
     "reasearch._cli.agent",
+    "reasearch._cli.fleet",
+    "reasearch._cli.prompt",
+    "reasearch._cli.mcp",
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -1,36 +1,56 @@
-"""``reasearch optimize`` / ``resume`` / ``replay``: run the agent on a task, resume a run, replay one."""
+"""``reasearch optimize`` / ``resume`` / ``replay`` / ``lessons``: run the agent on a task, resume a run,
+replay one, gather lessons of finished runs into a library."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 
 from reasearch.errors import ConfigError
 
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
+_EXITS = ("exit status: 0 a final candidate was chosen; 1 the run ended without an OK candidate (or replay found a "
+          "divergence); 2 bad input or configuration, nothing run; 3 the run was interrupted (model endpoint "
+          "failure after its retries): it is saved, and the command on stderr resumes it")
+
+
+def _model_args(p: argparse.ArgumentParser, *, resume: bool) -> None:
+    """The model options, shared by ``optimize`` and ``resume`` (on resume: None = as recorded)."""
+    g = p.add_argument_group("models" + (" (default: as recorded in the run; a change is recorded)" if resume else ""))
+    g.add_argument("--model", default=None if resume else "claude-sonnet-4-6", metavar="M[,FALLBACK]",
+                   help="agent model: NAME (Anthropic), anthropic/NAME, openai/NAME (with --base-url) or "
+                        "scripted/FILE.json; with ',FALLBACK' a second model takes a turn the first fails"
+                        + ("" if resume else " (default: %(default)s)"))
+    g.add_argument("--editor-model", metavar="M[,FALLBACK]",
+                   help="model of edit_code; with ',FALLBACK' a cheap editor first and, when its edit has no code, "
+                        "does not compile, lacks the entry point or does not import, FALLBACK redoes it "
+                        "(default: --model)")
+    g.add_argument("--summarizer-model", metavar="M[,FALLBACK]",
+                   help="model of compaction summaries, optionally with a fallback (default: --model)")
+    g.add_argument("--base-url", metavar="URL", help="endpoint of the models (an OpenAI-compatible /v1 URL for openai/...)"
+                   + ("; needed to move a run to another endpoint than the one it recorded" if resume else ""))
+    g.add_argument("--max-output-tokens", type=int, default=None if resume else 8192, metavar="N",
+                   help="output tokens per reply")
+    g.add_argument("--temperature", type=float, help="sampling temperature")
+    g.add_argument("--price-in", type=float, metavar="USD", help="USD per million input tokens (models without a list price)")
+    g.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
+    g.add_argument("--retries", type=int, default=None if resume else 6, metavar="N",
+                   help="attempts per model call on overload, rate limits, refused connections and malformed "
+                        "answers" + ("" if resume else " (default %(default)s)"))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("optimize", help="run the agent on a task",
+    p = sub.add_parser("optimize", help="run the agent on a task", epilog=_EXITS,
                        description="Run the agent on a task: it evaluates, edits and decides when to stop.")
     p.add_argument("task_id", metavar="TASK_ID", help="registry id, e.g. heilbronn/n11-v1")
-    p.add_argument("--model", default="claude-sonnet-4-6",
-                   help="agent model: NAME (Anthropic), anthropic/NAME, openai/NAME (with --base-url) or "
-                        "scripted/FILE.json (default: %(default)s)")
-    p.add_argument("--editor-model", metavar="M", help="model of edit_code (default: --model)")
-    p.add_argument("--summarizer-model", metavar="M", help="model of compaction summaries (default: --model)")
-    p.add_argument("--base-url", metavar="URL", help="endpoint of the models (an OpenAI-compatible /v1 URL for openai/...)")
-    p.add_argument("--max-output-tokens", type=int, default=8192, metavar="N", help="output tokens per reply")
-    p.add_argument("--temperature", type=float, help="sampling temperature")
-    p.add_argument("--price-in", type=float, metavar="USD", help="USD per million input tokens (models without a list price)")
-    p.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
+    _model_args(p, resume=False)
     p.add_argument("--budget", type=int, default=50, metavar="N", help="evaluations the agent may spend (default 50; experiments for training tasks)")
     p.add_argument("--max-dollars", type=float, metavar="USD", help="dollar cap on model calls")
     p.add_argument("--max-tokens", type=int, metavar="N", help="cap on model tokens (input + output)")
@@ -38,29 +58,58 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-wall", type=float, metavar="S", help="active wall seconds")
     p.add_argument("--compact-at", type=int, default=90_000, metavar="TOKENS", help="compaction threshold (default 90000)")
     p.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
-    p.add_argument("--lessons", metavar="F", help="preload lessons.md from F (e.g. an earlier run's)")
+    p.add_argument("--store", metavar="URL", help="run store (postgresql://... to share one with other machines; "
+                                                   "default: store.sqlite in --run-dir)")
+    p.add_argument("--executor", default="local", metavar="local|ray[=ADDRESS]",
+                   help="where evaluations run: the local warm pool, or Ray (ray=HOST:PORT joins a cluster)")
+    p.add_argument("--lessons", metavar="F", help="preload lessons.md from F (an earlier run's, or a library from "
+                                                  "`reasearch lessons collect`)")
     p.add_argument("--seed", type=int, default=0, help="the run's seed")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="task parameter (repeatable)")
     p.add_argument("--sandbox", choices=("auto", "nsjail", "process"), default="auto",
                    help="sandbox mode of python_exec and bash")
-    p.add_argument("--quiet", action="store_true", help="no live display")
+    p.add_argument("--quiet", action="store_true", help="no progress display (the summary is still printed)")
+    p.add_argument("--student", metavar="MODEL", help="prompt tasks: the student, openai/NAME or anthropic/NAME")
+    p.add_argument("--student-base-url", metavar="URL", help="prompt tasks: the student's endpoint (OpenAI-compatible .../v1)")
+    p.add_argument("--student-calls", type=int, default=5000, metavar="N",
+                   help="prompt tasks: student calls the agent may spend (default 5000; replaces --budget)")
     p.set_defaults(func=optimize)
 
-    r = sub.add_parser("resume", help="resume an agent run", description="Resume an interrupted agent run: "
-                       "recorded steps replay without spending budget, then the agent continues live.")
+    r = sub.add_parser("resume", help="resume an agent run", epilog=_EXITS,
+                       description="Resume an interrupted agent run: recorded steps replay without spending budget, "
+                                   "then the agent continues live. It refuses to send the run to another endpoint "
+                                   "than the one it recorded unless --base-url says so.")
     r.add_argument("run_id", metavar="RUN", help="run id (or a unique prefix)")
     r.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
-    r.add_argument("--quiet", action="store_true", help="no live display")
+    r.add_argument("--store", metavar="URL", help="the run store the run was started with (default: --run-dir's)")
+    r.add_argument("--executor", default="local", metavar="local|ray[=ADDRESS]", help="where evaluations run")
+    _model_args(r, resume=True)
+    r.add_argument("--quiet", action="store_true", help="no progress display (the summary is still printed)")
     r.set_defaults(func=resume)
 
     y = sub.add_parser("replay", help="replay an agent run and report divergences",
                        description="Re-run a run's recorded model replies through the current harness (tools and "
-                                   "evaluations live) and report any divergence in tool results or scores.")
+                                   "evaluations live) and report any divergence in scores, statuses or file-tool "
+                                   "results. Output of bash and python_exec that differs is reported as "
+                                   "information (--strict: as a divergence).")
     y.add_argument("run_id", metavar="RUN", help="run id (or a unique prefix)")
     y.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
     y.add_argument("--into", metavar="DIR", help="where the replayed run is stored (default: a temporary directory)")
+    y.add_argument("--strict", action="store_true", help="command output (bash, python_exec) must match too")
     y.add_argument("--json", action="store_true", help="print the report as JSON")
     y.set_defaults(func=replay)
+
+    lp = sub.add_parser("lessons", help="gather the lessons of finished runs into one library",
+                        description="Lessons libraries: the lessons.md of finished agent runs, deduplicated, each "
+                                    "with its run and the score gain it came with; load one with "
+                                    "`reasearch optimize --lessons FILE`.")
+    ls = lp.add_subparsers(dest="lessons_command", metavar="COMMAND")
+    ls.required = True
+    c = ls.add_parser("collect", help="collect the lessons of the finished runs of tasks matching a prefix")
+    c.add_argument("task_prefix", metavar="TASK_PREFIX", help="task id prefix, e.g. heilbronn/ or circle_packing/n26-v1")
+    c.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
+    c.add_argument("-o", "--output", metavar="FILE", help="write the library to FILE (default: stdout)")
+    c.set_defaults(func=lessons_collect)
 
 
 def _params(pairs: list[str]) -> dict[str, Any]:
@@ -76,150 +125,222 @@ def _params(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _spec(text: str, args: argparse.Namespace) -> Any:
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The spec fields the model options set (on resume, only the ones given)."""
+    out = {"base_url": args.base_url, "max_tokens": args.max_output_tokens, "temperature": args.temperature,
+           "price_in": args.price_in, "price_out": args.price_out, "attempts": args.retries}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _role_specs(text: str, args: argparse.Namespace) -> tuple[Any, Any]:
+    """``M`` or ``CHEAP,FALLBACK`` -> (spec, fallback spec or None)."""
     from reasearch.agent import ModelSpec
 
-    return ModelSpec.parse(text, base_url=args.base_url, max_tokens=args.max_output_tokens, temperature=args.temperature,
-                           price_in=args.price_in, price_out=args.price_out)
+    names = [t.strip() for t in text.split(",")]
+    if len(names) > 2 or not all(names):
+        raise ConfigError(f"a role takes MODEL or CHEAP,FALLBACK, not {text!r}")
+    specs = [ModelSpec.parse(n, **_overrides(args)) for n in names]
+    return specs[0], (specs[1] if len(specs) == 2 else None)
 
 
-class _Display:
-    """The live line: turn, budget left, best score, last tool."""
-
-    def __init__(self, console: Console, title: str) -> None:
-        self.console, self.title = console, title
-        self.live: Live | None = None
-
-    def table(self, p: Any) -> Table:
-        t = Table(title=self.title, show_header=True, header_style="bold")
-        for col in ("turn", "step", "evaluations left", "dollars left", "best score", "last tool", "context"):
-            t.add_column(col)
-        left = {getattr(k, "value", str(k)): v for k, v in p.remaining.items()}
-        ev = left.get("evaluations")
-        usd = left.get("dollars")
-        t.add_row(str(p.turn), str(p.step), "-" if ev is None else f"{ev:g}", "-" if usd is None else f"${usd:.2f}",
-                  "-" if p.best_score is None else f"{p.best_score:.10g}", p.last_tool or "-", f"~{p.context_tokens} tok")
-        return t
-
-    def __call__(self, progress: Any) -> None:
-        if self.live is not None:
-            self.live.update(self.table(progress))
-
-    def __enter__(self) -> _Display:
-        self.live = Live(console=self.console, refresh_per_second=4, transient=False)
-        self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.__exit__(None, None, None)
-            if not self.console.is_terminal:  # a redirected Live leaves its last frame without a newline
-                self.console.print()
+def _specs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Model and fallback specs per role named on the command line."""
+    models: dict[str, Any] = {}
+    fallbacks: dict[str, Any] = {}
+    for role, text in (("agent", args.model), ("editor", args.editor_model), ("summarizer", args.summarizer_model)):
+        if text:
+            models[role], fb = _role_specs(text, args)
+            if fb is not None:
+                fallbacks[role] = fb
+    return models, fallbacks
 
 
-def _report(console: Console, result: Any, run_dir: str) -> int:
-    console.print(f"run {result.run_id}: {result.state}; final candidate "
-                  f"{(result.final_candidate or 'none')[:12]} score {result.final_score} (chosen by {result.chosen_by})")
-    console.print(f"why: {result.reason}")
-    console.print(f"workspace: {Path(run_dir) / result.run_id / 'workspace'}   resume/replay: reasearch replay {result.run_id} --run-dir {run_dir}")
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _run_agent(agent: Any, console: Console, quiet: bool, title: str, run_dir: str) -> int:
+    from reasearch.agent._console import RunConsole, summary_lines
+    from reasearch.errors import ModelError
+
+    resume = f"reasearch resume {agent.run.id} --run-dir {shlex.quote(str(run_dir))}"
+    try:
+        if quiet:
+            result = agent.optimize()
+        else:
+            with RunConsole(console, agent, title) as display:
+                agent.on_progress = display
+                result = agent.optimize()
+    except ModelError as exc:  # the run is marked interrupted with the reason; one line, then exit 3
+        print(f"reasearch: interrupted: {_one_line(str(exc))[:600]}; the run is saved: `{resume}` continues it",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"reasearch: interrupted by the user; the run is saved: `{resume}` continues it", file=sys.stderr)
+        raise
+    for line in summary_lines(agent, result, run_dir, agent.final_files):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     return EXIT_OK if result.final_candidate else EXIT_FAILED
 
 
-def _check_reachable(console: Console, workspace: Path) -> None:
-    """Warns when the sandbox uid cannot reach the workspace (python_exec and bash would fail there)."""
-    blocked = [p for p in reversed(workspace.resolve().parents) if p.exists() and not p.stat().st_mode & 0o001]
-    if blocked and os.geteuid() == 0:
-        console.print(f"[yellow]warning: {blocked[0]} is not searchable by other users, so the sandbox cannot reach "
-                      f"the workspace: python_exec and bash will fail. Use a --run-dir under /var/tmp, or "
-                      f"`chmod o+x {blocked[0]}`.[/yellow]")
+def _executor(text: str) -> Any:
+    """``local`` (None: the run's default local pool) or a RayExecutor for ``ray`` / ``ray=ADDRESS``."""
+    kind, _, address = text.partition("=")
+    if kind == "local" and not address:
+        return None
+    if kind != "ray":
+        raise ConfigError(f"--executor is local, ray or ray=ADDRESS, not {text!r}")
+    from reasearch.runs import RayExecutor
 
-
-def _run_agent(agent: Any, console: Console, quiet: bool, title: str) -> Any:
-    from reasearch.errors import ModelError
-
-    _check_reachable(console, agent.workspace.root)
-    hint = f"the run is saved: `reasearch resume {agent.run.id} --run-dir {agent.root.parent}` continues it"
-    try:
-        if quiet:
-            return agent.optimize()
-        with _Display(console, title) as display:
-            agent.on_progress = display
-            return agent.optimize()
-    except ModelError as exc:
-        raise ModelError(f"{exc} ({hint})") from exc
-    except KeyboardInterrupt:
-        console.print(hint)
-        raise
+    return RayExecutor(address=address or None)
 
 
 def optimize(args: argparse.Namespace) -> int:
-    from reasearch.agent import AgentConfig, build_model, start_run
+    from reasearch.agent import AgentConfig, build_model
+    from reasearch.agent.session import check_budget
     from reasearch.evaluators import make
+    from reasearch.runs import Budget
+
+    from reasearch._cli.prompt import is_prompt_task, student_params
 
     params = _params(args.param)
     task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
-    specs = {"agent": _spec(args.model, args)}
-    if args.editor_model:
-        specs["editor"] = _spec(args.editor_model, args)
-    if args.summarizer_model:
-        specs["summarizer"] = _spec(args.summarizer_model, args)
-    config = AgentConfig(models=specs, max_turns=args.max_turns, max_wall_s=args.max_wall,
-                         compact_threshold_tokens=args.compact_at, sandbox_mode=args.sandbox)
-    models = {role: build_model(spec) for role, spec in specs.items()}  # no key: one line, exit 2, no run made
-    lessons = Path(args.lessons).read_text() if args.lessons else None
+    prompt_task = is_prompt_task(task)
+    if prompt_task:
+        params.update(student_params(args, "student_base_url"))
+        task = make(args.task_id, **params)
+        task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
+    elif args.student:
+        raise ConfigError(f"--student is for prompt tasks; {args.task_id} evaluates programs")
     # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
     unit = "experiments" if getattr(task, "candidate_kind", "program") == "repository" else "evaluations"
-    budget: dict[str, float] = {unit: args.budget}
+    budget: dict[str, float] = {"student_calls": args.student_calls} if prompt_task else {unit: args.budget}
     if args.max_dollars is not None:
         budget["dollars"] = args.max_dollars
     if args.max_tokens is not None:
         budget["tokens"] = args.max_tokens
+    check_budget(Budget.from_dict(budget))  # --budget 0: refused before a model is built or called
+    specs, fallbacks = _specs(args)
+    config = AgentConfig(models=specs, fallbacks=fallbacks, max_turns=args.max_turns, max_wall_s=args.max_wall,
+                         compact_threshold_tokens=args.compact_at, sandbox_mode=args.sandbox)
+    models = {role: build_model(spec) for role, spec in specs.items()}  # no key: one line, exit 2, no run made
+    models.update({f"{role}:fallback": build_model(spec) for role, spec in fallbacks.items()})
+    lessons = Path(args.lessons).read_text() if args.lessons else None
     console = Console(stderr=True)
+    from reasearch.runs import open_store
+
+    store = open_store(args.store) if args.store else None
+    executor = _executor(args.executor)
+    try:
+        return _optimize(args, console, budget, config, params, models, lessons, store, executor)
+    finally:
+        if executor is not None:  # a Ray executor this command started (and Ray with it) ends with it
+            executor.close()
+
+
+def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, float], config: Any,
+              params: dict[str, Any], models: dict[str, Any], lessons: str | None, store: Any, executor: Any) -> int:
+    from reasearch.agent import start_run
+
     agent = start_run(args.task_id, budget=budget, config=config, run_dir=args.run_dir, task_params=params,
-                      seed=args.seed, models=models, lessons=lessons)
-    console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})")
-    return _report(console, _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}"), args.run_dir)
+                      seed=args.seed, models=models, lessons=lessons, store=store, executor=executor)
+    console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False,
+                  soft_wrap=True)
+    code = _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
+    for event in agent.run.events(kind="test_result"):  # prompt tasks: scored by the trusted side at finish
+        res = event.payload["result"]
+        console.print(f"test split (sealed, scored by the harness): status {res['status']}, accuracy "
+                      f"{res['score']} on {res['metrics'].get('n')} examples; `reasearch test {agent.run.id[:12]} "
+                      f"--run-dir {args.run_dir}` repeats it", highlight=False, soft_wrap=True)
+    return code
 
 
 def resume(args: argparse.Namespace) -> int:
-    from reasearch.agent import open_agent
+    from dataclasses import replace as dc_replace
+
+    from reasearch.agent.session import effective_config, open_existing_store
     from reasearch.runs import Run, RunState
 
     console = Console(stderr=True)
-    agent = open_agent(args.run_id, run_dir=args.run_dir)
-    assert isinstance(agent.run, Run)
-    state = agent.run.state
-    if state is RunState.FINISHED:
-        console.print(f"run {agent.run.id} is already finished; nothing to resume")
+    store = open_existing_store(args.store or args.run_dir)  # a mistyped location is an error, never a new store
+    run = Run.open(store, args.run_id)
+    if run.state is RunState.FINISHED:
+        console.print(f"run {run.id} is already finished; nothing to resume", highlight=False)
         return EXIT_OK
-    console.print(f"resuming run {agent.run.id} ({state.value}; {agent.journal.last_recorded + 1} steps recorded)")
-    return _report(console, _run_agent(agent, console, args.quiet, f"reasearch resume {agent.run.id[:12]}"), args.run_dir)
+    specs, fallbacks = _specs(args)
+    overrides = _overrides(args)
+    model_specs = None
+    if specs or overrides:  # the flags change the recorded specs; roles not named keep theirs, with the overrides
+        recorded = effective_config(run)
+        model_specs = {role: dc_replace(spec, **overrides) for role, spec in recorded.models.items()}
+        model_specs.update(specs)
+        fallbacks = {**{role: dc_replace(spec, **overrides) for role, spec in recorded.fallbacks.items()}, **fallbacks}
+    executor = _executor(args.executor)
+    try:
+        return _resume(args, console, run, store, model_specs, fallbacks, executor)
+    finally:
+        if executor is not None:
+            executor.close()
+
+
+def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, model_specs: Any, fallbacks: Any,
+            executor: Any) -> int:
+    from reasearch.agent import open_agent
+
+    agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs, executor=executor,
+                       fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
+    console.print(f"resuming run {agent.run.id} ({run.state.value}; {agent.journal.last_recorded + 1} steps recorded)",
+                  highlight=False, soft_wrap=True)
+    agent.run.resume()  # this process drives the run now (state running, heartbeat)
+    return _run_agent(agent, console, args.quiet, f"reasearch resume {agent.run.id[:12]}", args.run_dir)
 
 
 def replay(args: argparse.Namespace) -> int:
     from reasearch.agent import replay_run
 
-    report = replay_run(args.run_id, run_dir=args.run_dir, replay_dir=args.into)
+    report = replay_run(args.run_id, run_dir=args.run_dir, replay_dir=args.into, strict=args.strict)
     if args.json:
         print(json.dumps({
             "run_id": report.run_id, "replay_run_id": report.replay_run_id, "replay_dir": report.replay_dir,
             "steps_compared": report.steps_compared, "tool_results_compared": report.tool_results_compared,
             "evaluations_compared": report.evaluations_compared, "ok": report.ok, "error": report.error,
+            "strict": args.strict,
             "divergences": [{"step": d.step, "what": d.what, "recorded": d.recorded, "replayed": d.replayed}
-                            for d in report.divergences]}, indent=2))
+                            for d in report.divergences],
+            "differences": [{"step": d.step, "what": d.what, "recorded": d.recorded, "replayed": d.replayed}
+                            for d in report.differences]}, indent=2))
     else:
         console = Console()
         console.print(f"replayed run {report.run_id} as {report.replay_run_id} in {report.replay_dir}: "
-                      f"{report.tool_results_compared} tool results ({report.evaluations_compared} evaluations) compared")
+                      f"{report.tool_results_compared} tool results ({report.evaluations_compared} evaluations) compared",
+                      soft_wrap=True, highlight=False)
         if report.error:
             console.print(f"[red]{report.error}[/red]")
-        if report.divergences:
-            t = Table(title=f"{len(report.divergences)} divergence(s)")
-            for col in ("step", "what", "recorded", "replayed"):
-                t.add_column(col)
-            for d in report.divergences:
-                t.add_row(str(d.step), d.what, d.recorded[:200], d.replayed[:200])
-            console.print(t)
-        elif not report.error:
-            console.print("no divergence: every tool result and score matches the record")
+        for title, rows in ((f"{len(report.divergences)} divergence(s)", report.divergences),
+                            (f"{len(report.differences)} command output difference(s) (information only)",
+                             report.differences)):
+            if rows:
+                t = Table(title=title)
+                for col in ("step", "what", "recorded", "replayed"):
+                    t.add_column(col)
+                for d in rows:
+                    t.add_row(str(d.step), d.what, d.recorded[:200], d.replayed[:200])
+                console.print(t)
+        if not report.divergences and not report.error:
+            console.print("no divergence: every score, status and file-tool result matches the record")
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def lessons_collect(args: argparse.Namespace) -> int:
+    from reasearch.agent.lessons import collect_lessons, render_library
+    from reasearch.agent.session import open_existing_store
+
+    store = open_existing_store(args.run_dir)
+    lessons, runs = collect_lessons(store, args.task_prefix, run_dir=args.run_dir)
+    text = render_library(lessons, args.task_prefix, runs)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {len(lessons)} lessons from {len(runs)} finished runs to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK if lessons else EXIT_FAILED

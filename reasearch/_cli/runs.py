@@ -15,7 +15,7 @@ from rich.table import Table
 
 from reasearch.errors import StoreError
 from reasearch.runs.ledger import Budget, Unit
-from reasearch.runs.run import Run
+from reasearch.runs.run import Run, effective_state
 from reasearch.runs.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_store
 
 
@@ -90,13 +90,30 @@ def _budget_text(used: dict[Unit, float], caps: dict[Unit, float]) -> str:
     return ", ".join(parts) or "-"
 
 
+def _store_flag(args: argparse.Namespace, store: Store) -> str:
+    if args.store:
+        return f"--store {args.store}"
+    return f"--run-dir {args.run_dir}" if args.run_dir else ""
+
+
+def resume_hint(record: Any, store_flag: str) -> str:
+    """The command that continues a run whose driver died (by who drove it)."""
+    tail = f" {store_flag}" if store_flag else ""
+    if record.config.get("driver") == "agent":
+        return f"reasearch resume {record.id}{tail}"
+    return f"python -m reasearch.runs.sweep --run {record.id}{tail.replace('--run-dir', '--store')} --sources FILE"
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     with _open(args) as store:
         rows: list[dict[str, Any]] = []
         for rec in store.list_runs():
             run = Run(store, rec)
             st = run.status()
-            rows.append({"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": rec.state.value,
+            state = effective_state(store, rec)
+            rows.append({"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": state.value,
+                         "stored_state": rec.state.value,
+                         "resume": resume_hint(rec, _store_flag(args, store)) if state.value == "interrupted" else None,
                          "best_score": st.best_score, "evaluations": st.evaluations,
                          "budget": _budget_text(dict(st.used), dict(st.caps)),
                          "used": {u.value: v for u, v in st.used.items() if v},
@@ -112,7 +129,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for r in rows:
         table.add_row(r["id"], r["task_id"], str(r["seed"]), r["state"], _fmt(r["best_score"]), str(r["evaluations"]),
                       r["budget"], _age(now - r["updated_at"]) + " ago")
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for r in rows:
+        if r["resume"] and r["stored_state"] == "running":
+            console.print(f"run {r['id']}: its driver stopped (no heartbeat); resume with: {r['resume']}",
+                          markup=False, highlight=False)
     return 0
 
 
@@ -126,8 +148,11 @@ def _summary(run: Run) -> dict[str, Any]:
         t["entries"] += 1
         t["amount"] += e.amount
     rec = run.store.get_run(run.id)
+    record = rec.to_dict()
+    record["stored_state"] = record["state"]
+    record["state"] = effective_state(run.store, rec).value
     return {
-        "run": rec.to_dict(),
+        "run": record,
         "status": st.to_dict(),
         "best": None if best is None else {"candidate_id": best[0], "result": best[1].to_dict(),
                                            "source": run.candidate_source(best[0])},
@@ -139,6 +164,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     with _open(args) as store:
         run = Run.open(store, args.run)
         data = _summary(run)
+        if data["run"]["state"] == "interrupted":
+            data["resume"] = resume_hint(store.get_run(run.id), _store_flag(args, store))
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
@@ -146,6 +173,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     r, st = data["run"], data["status"]
     console.print(f"[bold]run {r['id']}[/bold]  task {r['task_id']}  seed {r['seed']}  state {r['state']}"
                   + (f"  ({r['reason']})" if r["reason"] else ""))
+    if r["state"] == "interrupted":
+        hint = data["resume"]
+        why = "its driver stopped (no heartbeat)" if r["stored_state"] == "running" else "it was interrupted"
+        console.print(f"{why}; resume with: {hint}", markup=False, highlight=False)
     table = Table(title="budget")
     for col in ("unit", "used", "cap", "left"):
         table.add_column(col)

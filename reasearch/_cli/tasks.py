@@ -33,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     e = sub.add_parser("eval", help="evaluate a candidate program on a task (in the sandbox)",
                        description="Evaluate one candidate program on a task, in the sandbox, and print the result. "
+                                   "For a prompt task (gsm8k/v1, prompt/jsonl-v1) FILE is a system prompt, scored by "
+                                   "--student on the validation split (aggregates only). "
                                    "Exit 0 if the candidate scored, 1 if it failed (any status but OK), 2 on bad input.")
     e.add_argument("task_id", metavar="TASK_ID", help="e.g. circle_packing/n26-v1 (see `reasearch tasks`)")
     e.add_argument("file", metavar="FILE", help="the candidate's Python source file, or the repository folder of a "
@@ -42,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="task constructor parameter (repeatable); VALUE is parsed as JSON when it can be")
     e.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
     e.add_argument("--png", metavar="PATH", help="also draw the solution to this PNG (tasks that can draw)")
+    e.add_argument("--student", metavar="MODEL", help="prompt tasks: the student, openai/NAME or anthropic/NAME")
+    e.add_argument("--base-url", metavar="URL", help="prompt tasks: the student's endpoint (OpenAI-compatible .../v1)")
     e.set_defaults(func=run_eval)
 
     sd = sub.add_parser("seed", help="write a task's seed program (a file, or a repository for training tasks)",
@@ -175,8 +179,12 @@ def result_table(task_id: str, result: EvalResult, best_known: float | None) -> 
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    from reasearch._cli.prompt import ProgressCaller, is_prompt_task, progress_bar, student_params
+
     params = _parse_params(args.param)
     task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
+    if is_prompt_task(task) and student_params(args):
+        task = make(args.task_id, **params, **student_params(args))
     if getattr(task, "candidate_kind", "program") == "repository" and Path(args.file).is_dir():
         from reasearch.evaluators.repo import encode_repo, read_repo_dir
 
@@ -185,7 +193,14 @@ def run_eval(args: argparse.Namespace) -> int:
               f"(budget {getattr(task, 'time_budget_s', '?')} s) ...", file=sys.stderr)
     else:
         source = _read_source(args.file)
-    result = task.evaluate(source, seed=args.seed)
+    if is_prompt_task(task):
+        with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
+            caller = ProgressCaller(task.student_client(), progress, f"{task.spec.id} validation")  # type: ignore[attr-defined]
+            result = task.evaluate(source, seed=args.seed, caller=caller)  # type: ignore[call-arg]
+    elif args.student or args.base_url:
+        raise ConfigError(f"--student and --base-url are for prompt tasks; {task.spec.id} evaluates programs")
+    else:
+        result = task.evaluate(source, seed=args.seed)
     if args.json:
         print(result.to_json(indent=2))
     else:

@@ -21,6 +21,9 @@ class AgentConfig:
     Attributes:
         models: a :class:`ModelSpec` per role (``agent``, ``editor``, ``summarizer``); a missing
             role uses the ``agent`` model.
+        fallbacks: a stronger model per role, tried when the role's (cheap) model fails: no usable
+            reply, or for ``editor`` an edit that has no code block, does not compile, lacks the entry
+            point or does not import. Both attempts are recorded and debited.
         max_turns: model turns before the run wraps up.
         max_wall_s: active wall seconds (summed over resumes) before the run wraps up; None = no limit.
         compact_threshold_tokens: context size that triggers a compaction.
@@ -34,9 +37,13 @@ class AgentConfig:
             last turn in which it may only call ``finish``.
         lessons_max_chars: characters of ``lessons.md`` shown in each snapshot.
         tool_result_max_chars: characters of a tool result kept in the conversation.
+        workspace_max_mb: bytes (MiB) the workspace may hold on the host; a command that leaves more is
+            rolled back with a tool error.
+        workspace_max_files: files, directories and links the workspace may hold (likewise).
     """
 
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: {"agent": ModelSpec()})
+    fallbacks: Mapping[str, ModelSpec] = field(default_factory=dict)
     max_turns: int = 200
     max_wall_s: float | None = None
     compact_threshold_tokens: int = 90_000
@@ -49,6 +56,8 @@ class AgentConfig:
     wrap_up_turn: bool = True
     lessons_max_chars: int = 6000
     tool_result_max_chars: int = 20_000
+    workspace_max_mb: int = 256
+    workspace_max_files: int = 20_000
 
     def __post_init__(self) -> None:
         models = {}
@@ -59,10 +68,18 @@ class AgentConfig:
         if "agent" not in models:
             raise ConfigError("the config needs a model for the 'agent' role")
         object.__setattr__(self, "models", models)
+        fallbacks = {}
+        for role, spec in dict(self.fallbacks).items():
+            if role not in ROLES:
+                raise ConfigError(f"unknown fallback role {role!r}; roles are {list(ROLES)}")
+            fallbacks[role] = spec if isinstance(spec, ModelSpec) else ModelSpec.from_dict(spec)
+        object.__setattr__(self, "fallbacks", fallbacks)
         for name in ("max_turns", "compact_threshold_tokens", "stagnation_after", "recent_evaluations",
-                     "max_reply_attempts", "lessons_max_chars", "tool_result_max_chars", "tool_memory_mb"):
+                     "max_reply_attempts", "lessons_max_chars", "tool_result_max_chars", "tool_memory_mb", "workspace_max_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
+        if self.workspace_max_files < 16:
+            raise ConfigError(f"workspace_max_files must be >= 16, not {self.workspace_max_files}")
         if self.tool_timeout_s <= 0 or (self.max_wall_s is not None and self.max_wall_s <= 0):
             raise ConfigError("tool_timeout_s and max_wall_s must be > 0")
         if self.sandbox_mode not in ("auto", "nsjail", "process"):
@@ -75,6 +92,7 @@ class AgentConfig:
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["models"] = {role: asdict(spec) for role, spec in self.models.items()}
+        d["fallbacks"] = {role: asdict(spec) for role, spec in self.fallbacks.items()}
         return d
 
     @classmethod

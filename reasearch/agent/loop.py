@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from reasearch.agent._console import write_final_files
+from reasearch.agent._routing import edit_problem, fallback_role
 from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.journal import Journal, RunLike
 from reasearch.agent.messages import (
@@ -40,10 +42,13 @@ from reasearch.agent.prompts import (
     agent_system,
     wrap_up_notice,
 )
-from reasearch.agent.snapshot import EvalRecord, render_snapshot
+from reasearch.agent.snapshot import EvalRecord, best_of, render_snapshot
+from reasearch.agent.tools.context import ToolContext, ToolState
 from reasearch.agent.tools.program import CANDIDATE_FILE, ControlTools, ProgramTools
+from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
-from reasearch.agent.tools.workspace import ExecFn, Workspace, WorkspaceTools
+from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
+from reasearch.agent.traces import TraceGroup, TraceTools
 from reasearch.runs.ledger import Unit
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
@@ -52,6 +57,7 @@ __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult",
 
 LESSONS_FILE = "lessons.md"
 TASK_FILE = "TASK.md"
+_MAX_SOURCE = 2 * 1024 * 1024
 _HARD_UNITS = (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)  # no wrap-up turn: it would spend more of them
 
 
@@ -103,26 +109,40 @@ class Agent:
         self.run = run
         self.config = config or AgentConfig.from_dict(dict(run.config.get("agent") or {}))
         self.root = Path(root)
-        self.workspace = Workspace(self.root / "workspace")
+        self.workspace = Workspace(self.root / "workspace", quota=Quota(
+            self.config.workspace_max_mb << 20, self.config.workspace_max_files))
         self.transcripts = self.root / "transcripts"
         self.journal = Journal(run)
         if run.remaining().get(Unit.DOLLARS) is not None:
             require_prices(self.config)
         self.models = _role_models(self.config, dict(models or {}), self.journal)
+        self._exec_fn = exec_fn
         self.lessons_preload = lessons
         self.on_progress = on_progress
         self.clock = clock
         ws_tools = WorkspaceTools(self.workspace, exec_fn=exec_fn, timeout_s=self.config.tool_timeout_s,
                                   memory_mb=self.config.tool_memory_mb, sandbox_mode=self.config.sandbox_mode)
         self.task: Task = run.task
-        # Training tasks (a repository candidate) get experiments and git instead of the program tools.
-        self.domain: list[Any] = [ProgramTools(self)]
+        ctx = ToolContext(run, self.task, self.workspace, lambda role, request, kind: self.complete(role, request, kind=kind),
+                          lambda: ToolState(self.step, self.parent, tuple(self.history)),
+                          lambda: self.snapshot_text(include_lessons=False))
+        # The domain toolset: program tools, or prompt tools for a task whose candidate is a prompt.
+        self.candidate_file: str = getattr(self.task, "candidate_file", CANDIDATE_FILE)
+        extra_tools: list[Any] = []
+        self.domain: Any
         if getattr(self.task, "candidate_kind", "program") == "repository":
+            # Training tasks (a repository candidate): experiments and git instead of the program tools.
             from reasearch.agent.tools.experiments import experiment_toolset
 
-            self.domain = experiment_toolset(self)
-        self.tools: dict[str, Tool] = tools_of(ws_tools, *self.domain, ControlTools(self))
-        self.system = agent_system(self.task.describe())
+            self.domain, *extra_tools = experiment_toolset(ctx)
+        else:
+            self.domain = PromptTools(ctx) if is_prompt_task(self.task) else ProgramTools(ctx)
+        self.tools: dict[str, Tool] = tools_of(ws_tools, self.domain, *extra_tools, ControlTools(ctx))
+        self.traces = TraceGroup.of(run)  # a trace of a multi-trace fleet: the others' lessons and best
+        if self.traces is not None:
+            self.tools.update(tools_of(TraceTools(self.traces, self.workspace, self._best_score, self.candidate_file)))
+        template = getattr(self.domain, "system_template", None)
+        self.system = template.format(task=self.task.describe()) if template else agent_system(self.task.describe())
         # Loop state; rebuilt identically when a resumed run replays its journal.
         self.step = -1
         self.turn = 0
@@ -136,6 +156,8 @@ class Agent:
         self.wrapped_up = False
         self.context_tokens = 0
         self.last_tool = ""
+        self._last_usage = Usage()
+        self.final_files: dict[str, str] = {}
         self._elapsed_base, self._t0 = 0.0, clock()
 
     # ---------------------------------------------------------------- the loop
@@ -174,18 +196,18 @@ class Agent:
         self.step = 0
         if self.journal.get(0, "start") is None:
             self.workspace.write_text(TASK_FILE, self.task.describe())
-            setup = getattr(self.domain[0], "setup_workspace", None)
-            if setup is not None:
+            setup = getattr(self.domain, "setup_workspace", None)
+            if setup is not None:  # a repository task: the seed repository, committed
                 setup()
             else:
-                self.workspace.write_text(CANDIDATE_FILE, self.task.seed_program())
+                self.workspace.write_text(self.candidate_file, self.task.seed_program())
             self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
                 "task_id": self.task.id, "config": self.config.to_dict(),
-                "models": {role: m.name for role, m in self.models.items()},
+                "models": {role: m.name for role, m in self.models.items()}, "endpoints": self.endpoints(),
                 "lessons_text": self.lessons_preload, "workspace": str(self.workspace.root),
             })
-        self.pending = [text_block(START_MESSAGE)]
+        self.pending = [text_block(getattr(self.domain, "start_message", START_MESSAGE))]
 
     def _decide(self, step: int) -> tuple[str, str | None]:
         """What this step is: ``compact``, ``stop`` or a ``turn`` (a recorded step replays as it was)."""
@@ -240,7 +262,8 @@ class Agent:
         request = ModelRequest(self.system, list(self.messages), [t.schema for t in tools])
         reply = self.complete("agent", request, kind="model_reply", step=step)
         self.messages.append(reply.as_message())
-        self.context_tokens = reply.usage.context_tokens or estimate_tokens(self.messages)
+        # The context is what the last call saw and wrote (a continued reply sums its calls' usage).
+        self.context_tokens = self._last_usage.context_tokens or estimate_tokens(self.messages)
         self._progress()
         return reply
 
@@ -334,18 +357,60 @@ class Agent:
             rec["transcript"] = self._save_transcript("final")
             rec = self.journal.record(step, "final", rec)
         self.run.finish(state="finished", final_candidate=rec["candidate"], reason=f"{rec['chosen_by']}: {rec['reason']}")
+        self.final_files = write_final_files(self, rec["candidate"])  # best_candidate.py (+ its picture)
+        on_finish = getattr(self.domain, "on_finish", None)
+        if on_finish is not None:  # e.g. the trusted side scores a final prompt on the sealed test split
+            on_finish(rec)
         self._progress()
         return AgentResult(self.run.id, "finished", rec["candidate"], rec["score"], rec["chosen_by"], rec["reason"],
                            self.turn, self.step)
 
     # ---------------------------------------------------------------- model calls
     def complete(self, role: str, request: ModelRequest, *, kind: str, step: int | None = None) -> ModelReply:
+        """A model call for ``role``; when the role has a fallback model and the reply is unusable (no
+        usable reply; for an edit, code that does not compile, define the entry point or import), the
+        fallback redoes the call. Every attempt of both models is journaled and debited."""
+        step = self.step if step is None else step
+        fallback = fallback_role(role)
+        if fallback not in self.models:
+            return self._complete(role, request, kind=kind, step=step)
+        rec = self.journal.get(step, f"fallback.{kind}")
+        if rec is None:
+            try:
+                reply = self._complete(role, request, kind=kind, step=step)
+                problem = self._reply_problem(kind, reply)
+            except ModelError as exc:
+                problem = f"no usable reply: {exc}"
+            if problem is None:
+                return reply
+            rec = self.journal.record(step, f"fallback.{kind}", {
+                "role": role, "from": self.models[role].name, "to": self.models[fallback].name, "reason": problem})
+        else:  # replaying: the cheap attempts are debited as recorded (never called again), then the fallback's
+            for attempt in range(self.config.max_reply_attempts):
+                key = kind if attempt == 0 else f"{kind}.{attempt}"
+                if (cheap := self.journal.get(step, key)) is None:
+                    break
+                self._debit(step, f"{role}:{key}", ModelReply.from_dict(cheap["reply"]))
+        return self._complete(fallback, request, kind=f"{kind}.fallback", step=step)
+
+    def _reply_problem(self, kind: str, reply: ModelReply) -> str | None:
+        """Why a role's reply should go to its fallback (edits only: the other kinds fall back on errors)."""
+        if kind != "edit_reply":
+            return None
+        return edit_problem(reply.text, self.task.spec.entries, workspace=self.workspace.root, exec_fn=self._exec_fn,
+                            timeout_s=min(30.0, self.config.tool_timeout_s), memory_mb=self.config.tool_memory_mb,
+                            sandbox_mode=self.config.sandbox_mode)
+
+    def endpoints(self) -> dict[str, str | None]:
+        """Where each role's model sends its calls (None: a model that calls nothing, e.g. scripted)."""
+        return {role: getattr(m, "endpoint", None) for role, m in self.models.items()}
+
+    def _complete(self, role: str, request: ModelRequest, *, kind: str, step: int) -> ModelReply:
         """A model call for ``role``, journaled and debited; empty or cut-off replies are recovered.
 
         A reply cut off in plain text is continued; one cut off inside a tool call, or empty, is asked
         again. Every attempt is recorded and debited; after ``max_reply_attempts`` it raises ModelError.
         """
-        step = self.step if step is None else step
         model, messages = self.models[role], list(request.messages)
         parts: list[ModelReply] = []
         for attempt in range(self.config.max_reply_attempts):
@@ -353,12 +418,13 @@ class Agent:
             rec = self.journal.get(step, key)
             if rec is None:
                 self._check_money()
-                reply = model.complete(replace(request, messages=messages))
+                reply = _call(model, replace(request, messages=messages))
                 rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
                                                       "reply": reply.to_dict(), "elapsed_s": self.elapsed()})
             elif self.journal.replaying(step):
                 self._elapsed_base, self._t0 = float(rec.get("elapsed_s", 0.0)), self.clock()
             reply = ModelReply.from_dict(rec["reply"])
+            self._last_usage = reply.usage
             self._debit(step, f"{role}:{key}", reply)
             if reply.truncated and reply.text and not reply.tool_calls:
                 parts.append(reply)
@@ -392,35 +458,43 @@ class Agent:
         return self._elapsed_base + self.clock() - self._t0
 
     def lessons(self) -> str:
-        path = self.workspace.root / LESSONS_FILE
-        return path.read_text() if path.is_file() else ""
+        """lessons.md through the workspace's guarded reader (never a symlink, FIFO or device; capped)."""
+        try:
+            return self.workspace.read_text(LESSONS_FILE, missing="")
+        except ToolError as exc:
+            return f"(lessons.md is not shown: {exc})"
 
     def best_record(self) -> EvalRecord | None:
-        best = None
-        for rec in self.history:
-            if rec.status == "OK" and rec.score is not None and (best is None or self.task.spec.is_better(rec.score, best.score)):
-                best = rec
-        return best
+        return best_of(self.history, self.task.spec)
+
+    def _best_score(self) -> float | None:
+        best = self.best_record()
+        return None if best is None else best.score
 
     def snapshot_text(self, *, include_lessons: bool = True, notice: str = "") -> str:
         best = self.best_record()
-        src = (self.workspace.root / CANDIDATE_FILE)
-        sha = candidate_sha256(src.read_text()) if src.is_file() else ""
-        seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
-        current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
-                   else f"candidate {sha[:12]}, not evaluated yet")
-        current_fn = getattr(self.domain[0], "current_text", None)
-        if current_fn is not None:  # a repository task: the candidate is the workspace, not candidate.py
+        try:  # the guarded reader: what the snapshot shows of the candidate is its hash, never host files
+            sha = candidate_sha256(self.workspace.read_text(self.candidate_file, cap=_MAX_SOURCE, cut=False, missing=""))
+            seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
+            current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
+                       else f"candidate {sha[:12]}, not evaluated yet")
+        except ToolError as exc:
+            current = f"unreadable ({exc})"
+        current_fn = getattr(self.domain, "current_text", None)
+        if current_fn is not None:  # a repository task: the candidate is the workspace, not one file
             current = current_fn()
-        text = render_snapshot(
+        if self.traces is not None and include_lessons:
+            self.traces.publish(self.step, self.lessons())
+            notice = "\n\n".join(part for part in (self.traces.snapshot_section(), notice) if part)
+        return render_snapshot(
             turn=self.turn + 1, max_turns=self.config.max_turns, spec=self.task.spec, remaining=self.run.remaining(),
             best=(best.candidate, best.score, best.normalized_score) if best else None, history=self.history,
             current=current, lessons=self.lessons() if include_lessons else None,
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
             lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
-            max_wall_s=self.config.max_wall_s, notice=notice)
-        sections = [t.snapshot_section() for t in self.domain if hasattr(t, "snapshot_section")]
-        return "\n\n".join([text, *sections])
+            max_wall_s=self.config.max_wall_s,
+            notice="\n".join([*getattr(self.domain, "snapshot_lines", list)(), notice]).strip(),
+            current_label=getattr(self.domain, "current_label", "Current code: candidate.py"))
 
     def _save_transcript(self, name: str) -> str:
         self.transcripts.mkdir(parents=True, exist_ok=True)
@@ -437,8 +511,9 @@ class Agent:
 
 def require_prices(config: AgentConfig) -> None:
     """Raises ConfigError unless every model that can spend has a price (a dollar cap needs them)."""
-    for role in ROLES:
-        spec = config.model(role)
+    specs = [(role, config.model(role)) for role in ROLES]
+    specs += [(f"{role} fallback", spec) for role, spec in config.fallbacks.items()]
+    for role, spec in specs:
         if spec.provider != "scripted" and spec.price is None:
             raise ConfigError(f"the run caps dollars but no price is known for the {role} model {spec.name!r}: "
                               "give price_in and price_out (USD per million tokens; --price-in/--price-out)")
@@ -457,10 +532,28 @@ def _role_models(config: AgentConfig, given: dict[str, Model], journal: Journal)
         else:
             models[role] = build_model(config.model(role))
             built.append(models[role])
+    for role, spec in config.fallbacks.items():
+        key = fallback_role(role)
+        models[key] = given[key] if key in given else build_model(spec)
+        if key not in given:
+            built.append(models[key])
     for model in built:  # a scripted model built from its file skips the replies the journal holds
         if hasattr(model, "advance"):
             model.advance(sum(len(journal.reply_kinds(role)) for role, m in models.items() if m is model))
     return models
+
+
+def _call(model: Model, request: ModelRequest) -> ModelReply:
+    """``model.complete``; whatever a client raises besides our own errors becomes a ModelError (resumable)."""
+    try:
+        reply = model.complete(request)
+    except (ModelError, BudgetExceededError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a client bug or an endpoint nobody anticipated: the run stays resumable
+        raise ModelError(f"{model.name} failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
+    if not isinstance(reply, ModelReply):
+        raise ModelError(f"{model.name} returned {type(reply).__name__}, not a ModelReply")
+    return reply
 
 
 def _with_note(messages: Any, note: str) -> list[dict[str, Any]]:

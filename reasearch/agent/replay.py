@@ -1,5 +1,9 @@
 """``replay_run``: re-runs a run's recorded model replies through the current harness and reports
-where tool results or scores diverge (a regression check of the harness, the tools and the tasks)."""
+where tool results or scores diverge (a regression check of the harness, the tools and the tasks).
+
+Scores, statuses and the results of the file and program tools must match exactly. The output of
+``bash`` and ``python_exec`` (timestamps in ``ls -la``, timings, random numbers) may differ between two
+faithful runs: such differences are reported as information, not as divergences, unless ``strict``."""
 
 from __future__ import annotations
 
@@ -10,14 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reasearch.agent.config import ROLES, AgentConfig
+from reasearch.agent._routing import fallback_role
+from reasearch.agent.config import ROLES
 from reasearch.agent.loop import Agent
 from reasearch.agent.messages import ModelReply
 from reasearch.agent.models.scripted import ScriptedModel
+from reasearch.agent.session import effective_config, open_existing_store
 from reasearch.runs import Run, Store, open_store
 from reasearch.errors import ModelError
 
-__all__ = ["Divergence", "ReplayReport", "recorded_replies", "replay_run"]
+__all__ = ["COMMAND_TOOLS", "Divergence", "ReplayReport", "recorded_replies", "replay_run"]
+
+COMMAND_TOOLS = frozenset({"bash", "python_exec"})  # their output may differ between faithful runs
 
 _REPLY_KINDS = ("model_reply", "edit_reply", "summary")
 # Wall times and active time in tool results differ from run to run; they are masked before comparing.
@@ -46,6 +54,7 @@ class ReplayReport:
     evaluations_compared: int
     divergences: tuple[Divergence, ...] = field(default_factory=tuple)
     error: str = ""
+    differences: tuple[Divergence, ...] = field(default_factory=tuple)  # command output only: information
 
     @property
     def ok(self) -> bool:
@@ -78,19 +87,27 @@ def _norm_result(payload: Mapping[str, Any]) -> str:
 
 
 def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None = None,
-               replay_dir: str | Path | None = None, executor: Any = None, exec_fn: Any = None) -> ReplayReport:
+               replay_dir: str | Path | None = None, executor: Any = None, exec_fn: Any = None,
+               strict: bool = False) -> ReplayReport:
     """Replays run ``run_id`` into a fresh run (in ``replay_dir``, default a temporary directory).
 
     The recorded model replies are served by a :class:`ScriptedModel` per role; tools and evaluations
     run live. Every recorded tool result is compared with the replayed one (evaluations by status,
     score and candidate; other tools by text, timings masked), and the final choice is compared too.
+    A ``bash``/``python_exec`` result that differs only in its output is listed in ``differences``
+    (information); with ``strict`` it is a divergence. A different status or exit code always is.
+
+    Raises:
+        StoreError: ``run_dir`` holds no store (a mistyped directory is never created), or no such run.
     """
-    store = store or open_store(run_dir)
+    store = store or open_existing_store(run_dir)
     original = Run.open(store, run_id)
     events = original.events()
-    config = AgentConfig.from_dict(dict(original.config.get("agent") or {}))
+    config = effective_config(original)
     start = next((e.payload for e in events if e.kind == "start"), {})
     models = {role: ScriptedModel(replies, name=f"replay:{role}") for role, replies in recorded_replies(events).items()}
+    for role in config.fallbacks:  # a fallback never used still must not reach a real endpoint
+        models.setdefault(fallback_role(role), ScriptedModel([], name=f"replay:{fallback_role(role)}"))
     out_dir = Path(replay_dir) if replay_dir else Path(tempfile.mkdtemp(prefix=f"replay-{original.id[:12]}-"))
     replay_store = open_store(out_dir)
     twin = Run.create(replay_store, task=original.task, seed=original.seed, budget=original.budget,
@@ -104,6 +121,7 @@ def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None
         error = f"the replay diverged and asked the model for more than the record holds: {exc}"
     replayed = {(e.step, e.kind): e.payload for e in twin.events()}
     divergences: list[Divergence] = []
+    differences: list[Divergence] = []
     tools = evals = 0
     for e in events:
         if e.kind in ("tool_result", "final") or _is_reply_kind(e.kind):
@@ -116,9 +134,21 @@ def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None
                 evals += "evaluation" in (e.payload.get("data") or {})
                 a, b = _norm_result(e.payload), _norm_result(other)
                 if a != b:
-                    divergences.append(Divergence(e.step, f"tool_result {e.payload.get('name')}", a[:500], b[:500]))
+                    d = Divergence(e.step, f"tool_result {e.payload.get('name')}", a[:500], b[:500])
+                    only_output = (e.payload.get("name") in COMMAND_TOOLS and other.get("name") == e.payload.get("name")
+                                   and _command_head(e.payload) == _command_head(other))
+                    (differences if only_output and not strict else divergences).append(d)
             elif e.kind == "final" and (e.payload.get("candidate"), e.payload.get("score")) != (other.get("candidate"), other.get("score")):
                 divergences.append(Divergence(e.step, "final", f"{e.payload.get('candidate')} {e.payload.get('score')}",
                                               f"{other.get('candidate')} {other.get('score')}"))
     return ReplayReport(original.id, twin.id, str(out_dir), len({e.step for e in events}), tools, evals,
-                        tuple(divergences), error)
+                        tuple(divergences), error, tuple(differences))
+
+
+_HEAD = re.compile(r"^\[status (\S+), exit code (\S+),")
+
+
+def _command_head(payload: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What must match of a command's result: error flag, status and exit code (not its output)."""
+    m = _HEAD.match(str(payload.get("text", "")))
+    return (bool(payload.get("is_error")), m.groups() if m else str(payload.get("text", "")))

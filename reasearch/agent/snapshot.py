@@ -8,7 +8,7 @@ from typing import Any
 
 from reasearch.evaluators.spec import TaskSpec
 
-__all__ = ["EvalRecord", "fmt_score", "render_snapshot", "since_improvement"]
+__all__ = ["EvalRecord", "best_of", "fmt_score", "render_snapshot", "since_improvement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,15 @@ def fmt_score(x: float | None) -> str:
     return "-" if x is None else f"{x:.12g}"
 
 
+def best_of(history: Sequence[EvalRecord], spec: TaskSpec) -> EvalRecord | None:
+    """The first evaluation with the best OK score of ``history`` (None when none scored)."""
+    best = None
+    for rec in history:
+        if rec.status == "OK" and rec.score is not None and (best is None or spec.is_better(rec.score, best.score)):
+            best = rec
+    return best
+
+
 def since_improvement(history: Sequence[EvalRecord], spec: TaskSpec) -> int:
     """Evaluations after the one that last improved the best score (all of them when none is OK)."""
     best: float | None = None
@@ -59,7 +68,8 @@ def _budget_line(remaining: Mapping[Any, float | None]) -> str:
 def render_snapshot(*, turn: int, max_turns: int, spec: TaskSpec, remaining: Mapping[Any, float | None],
                     best: tuple[str, float | None, float | None] | None, history: Sequence[EvalRecord],
                     current: str, lessons: str | None, stagnation_after: int, recent: int, lessons_max_chars: int,
-                    elapsed_s: float, max_wall_s: float | None, notice: str = "") -> str:
+                    elapsed_s: float, max_wall_s: float | None, notice: str = "",
+                    current_label: str = "Current code: candidate.py") -> str:
     """The snapshot text: budget, best, recent evaluations, stagnation warning, lessons.md."""
     wall = f"{elapsed_s:.0f} s" + (f" of {max_wall_s:.0f} s" if max_wall_s else "")
     lines = [
@@ -73,7 +83,7 @@ def render_snapshot(*, turn: int, max_turns: int, spec: TaskSpec, remaining: Map
                      + f", candidate {cid[:12]}")
     else:
         lines.append("Best so far: none (no evaluation has scored yet)")
-    lines.append(f"Current code: candidate.py = {current}")
+    lines.append(f"{current_label} = {current}")
     if history:
         lines.append(f"Last {min(recent, len(history))} of {len(history)} evaluations:")
         for rec in history[-recent:]:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reasearch.engine._runtime import Runtime, build_runtime
+from reasearch.engine._runtime import SYSTEM_RO, Runtime, build_runtime
+from reasearch.errors import SandboxError
 from reasearch.engine.isolation import (
     _THREAD_ENV,
     CHILD_UID_IN_JAIL,
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NsjailLauncher", "jail_uids", "nsjail_argv", "nsjail_problem", "probe"]
 
-_SYSTEM_RO = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/alternatives")
+_SYSTEM_RO = SYSTEM_RO
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 
 
@@ -78,6 +79,8 @@ def nsjail_argv(
             cmd += ["-R", p]
     for b in runtime.binds:
         cmd += ["-R", b]
+    for m in runtime.masks:  # installed Python packages (and their data) the binds above would show
+        cmd += ["-m", f"none:{m}:tmpfs:ro,size=4096,mode=0555"]
     for src, dst in binds_rw:
         cmd += ["-B", f"{src}:{dst}"]
     full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
@@ -194,7 +197,7 @@ def probe() -> IsolationReport:
             runtime = build_runtime()
             runtime_desc = runtime.describe()
             checks.append(("runtime", True, f"{runtime.kind}: {runtime.where} ({time.monotonic() - t0:.2f} s)"))
-        except OSError as exc:
+        except (OSError, SandboxError) as exc:
             runtime = None
             checks.append(("runtime", False, str(exc)))
             problems.append(f"could not build a world-readable runtime mirror ({exc}); set REASEARCH_RUNTIME_DIR to "

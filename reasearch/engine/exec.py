@@ -7,20 +7,25 @@ on the jail's ``PATH`` is the sandbox runtime's interpreter (with NumPy, SciPy, 
 ``reasearch``). The engine measures wall time with its own clock and CPU time from ``wait4``.
 
 Because the jail runs as an unprivileged uid, a root-owned ``workdir`` is handed to that uid
-(``chown -R``) before the first run, so the command can write there; ``workdir`` and its parents
-must be searchable by other users (``chmod o+x``), which the error message says when they are not.
+(``chown -R``) before the first run, so the command can write there. When a parent of ``workdir`` is
+not searchable by that uid (a private 0700 temp dir), the jail reaches it through a bind mount on an
+empty folder of the engine's 0711 staging area, made in a private mount namespace: the user's folders
+stay closed, and the command still sees ``workdir`` at its own path.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -74,21 +79,70 @@ class _Config:
         self.numba_cache_dir = None
 
 
-def _prepare_workdir(workdir: Path) -> None:
-    """Checks the jail can reach ``workdir`` and, as root, hands it to the jail uid."""
+def _prepare_workdir(workdir: Path) -> bool:
+    """Hands ``workdir`` to the jail uid (as root); True when a parent is not searchable by that uid,
+    so the jail must reach it through a staged bind mount (:func:`_staged`)."""
     if not workdir.is_dir():
         raise ConfigError(f"workdir {workdir} is not a directory; create it first")
     if os.geteuid() != 0:
-        return  # the jail maps this user's own uid: it reaches what the user reaches
+        return False  # the jail maps this user's own uid: it reaches what the user reaches
     blocked = [str(p) for p in reversed(workdir.parents) if not p.stat().st_mode & 0o001]
-    if blocked:
-        raise SandboxError(f"the sandbox uid cannot reach workdir {workdir}: {', '.join(blocked)} is not searchable "
-                           "by other users. Put the workdir under a world-searchable folder (e.g. /var/tmp) or "
-                           "`chmod o+x` those folders")
-    for dirpath, dirnames, filenames in os.walk(workdir):
-        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-            if os.lstat(name).st_uid != JAIL_UID:
-                os.lchown(name, JAIL_UID, JAIL_UID)
+    try:  # iterative (a deep tree the previous command left cannot exhaust the stack); no symlink followed
+        stack = [str(workdir)]
+        while stack:
+            d = stack.pop()
+            if len(d) > 3000:
+                raise OSError(errno.ENAMETOOLONG, "a path near PATH_MAX", d)
+            if os.lstat(d).st_uid != JAIL_UID:
+                os.lchown(d, JAIL_UID, JAIL_UID)
+            with os.scandir(d) as entries:
+                for e in entries:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    elif e.stat(follow_symlinks=False).st_uid != JAIL_UID:
+                        os.lchown(e.path, JAIL_UID, JAIL_UID)
+        return bool(blocked)
+    except OSError:
+        pass
+    # Deeper than paths reach: coreutils' chown walks with descriptors (fts); -P -h: symlinks are
+    # changed themselves, never followed.
+    done = subprocess.run(["chown", "-R", "-P", "-h", f"{JAIL_UID}:{JAIL_UID}", "--", str(workdir)],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    if done.returncode != 0:
+        raise SandboxError(f"could not hand workdir {workdir} to the sandbox uid: {done.stderr.strip()[-500:]}")
+    return bool(blocked)
+
+
+_STAGE_ROOT = Path("/var/tmp/reasearch-stage")  # engine-owned, 0711: the jail uid may pass, not list
+
+
+def _stage_dir() -> Path:
+    """A fresh, empty mount point under the engine's staging area (created 0711, owned by root)."""
+    try:
+        _STAGE_ROOT.mkdir(mode=0o711, exist_ok=True)
+    except OSError as exc:
+        raise SandboxError(f"cannot create the sandbox staging area {_STAGE_ROOT}: {exc}") from exc
+    st = os.lstat(_STAGE_ROOT)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        raise SandboxError(f"{_STAGE_ROOT} is not a root-owned directory writable only by root; remove it")
+    os.chmod(_STAGE_ROOT, 0o711)
+    return Path(tempfile.mkdtemp(dir=_STAGE_ROOT, prefix="ws-"))
+
+
+def _staged(cmd: list[str], workdir: Path, stage: Path) -> list[str]:
+    """``cmd`` run in a private mount namespace where ``workdir`` is bind-mounted on ``stage``.
+
+    A workdir under a folder the jail uid cannot search (a 0700 temp dir) is reachable that way
+    without opening the user's folders: nsjail mounts the staged path, whose parents are searchable,
+    at the workdir's own path inside the jail. The mount lives and dies with the namespace.
+    """
+    unshare = shutil.which("unshare", path="/usr/bin:/bin")
+    if unshare is None:
+        raise SandboxError(f"the sandbox uid cannot reach workdir {workdir} (a parent is not searchable by other "
+                           "users) and util-linux `unshare` is missing to stage it; put the workdir under /var/tmp")
+    script = 'mount --bind -- "$1" "$2" && shift 2 && exec "$@"'
+    return [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh",
+            str(workdir), str(stage), *cmd]
 
 
 def _resolve(argv: list[str], python: str, path: str) -> list[str]:
@@ -161,16 +215,22 @@ def exec_in_sandbox(
     if launcher.mode == "nsjail":
         from reasearch.engine._jail import nsjail_argv
 
-        _prepare_workdir(workdir)
+        stage = _stage_dir() if _prepare_workdir(workdir) else None
         runtime = launcher.runtime
         path = f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin"
         argv = _resolve(list(argv), runtime.python, path)
-        cmd = nsjail_argv(list(argv), runtime=runtime, binds_rw=[(str(workdir), str(workdir))], cwd=str(workdir),
+        cmd = nsjail_argv(list(argv), runtime=runtime, binds_rw=[(str(stage or workdir), str(workdir))], cwd=str(workdir),
                           env={"PATH": path, "HOME": str(workdir), **extra},
                           time_limit_s=math.ceil(limits.wall_s) + 2, rlimit_as_mb=limits.memory_mb,
                           rlimit_cpu_s=cpu, rlimit_nproc=limits.nproc, rlimit_fsize_mb=limits.fsize_mb,
                           rlimit_nofile=limits.nofile, two_uids=False)
         popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        if stage is not None:
+            try:
+                return _run(_staged(cmd, workdir, stage), cwd=None, env=popen_env, stdin=stdin, limits=limits,
+                            mode=launcher.mode)
+            finally:
+                stage.rmdir()  # the bind mount died with its namespace: an empty folder is left
     else:
         if not workdir.is_dir():
             raise ConfigError(f"workdir {workdir} is not a directory; create it first")

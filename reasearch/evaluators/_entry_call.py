@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """Calling a candidate's entry point inside the sandbox (shared by the geometry harnesses)."""
 
 from __future__ import annotations

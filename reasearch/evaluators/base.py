@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -77,6 +78,9 @@ class Task(ABC):
         spec = self.__dict__.get("_spec")
         if spec is None:
             spec = self._make_spec()
+            if not spec.task_class:
+                cls = type(self)
+                spec = dataclasses.replace(spec, task_class=f"{cls.__module__}:{cls.__qualname__}")
             self.__dict__["_spec"] = spec
         return spec
 

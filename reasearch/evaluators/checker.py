@@ -100,8 +100,9 @@ def check_task(task: Task, *, executor: SandboxRunner | None = None, seed: int =
         assert _same_score(first.score, second.score, 0.0), f"same seed, different scores: {first.score} vs {second.score}"
 
     def bad_candidates() -> None:
-        for name, template in BAD_CANDIDATES.items():
-            source = template.format(entry=spec.entry_point)
+        own = getattr(task, "bad_candidates", None)  # tasks whose candidates are not programs (prompts) list their own
+        sources = own() if callable(own) else {n: t.format(entry=spec.entry_point) for n, t in BAD_CANDIDATES.items()}
+        for name, source in sources.items():
             res = task.evaluate(source, seed=seed, executor=executor)
             assert res.status is not Status.OK, f"bad candidate {name!r} scored {res.score}"
             assert res.score is None, f"bad candidate {name!r} carries a score"

@@ -16,8 +16,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from reasearch.errors import ConfigError, UnknownTaskError
 from reasearch.evaluators.base import Task
+from reasearch.evaluators.spec import TaskSpec
 
-__all__ = ["TaskEntry", "register", "make", "list_tasks", "registered_entry", "unregister"]
+__all__ = ["TaskEntry", "register", "make", "spec", "build_task", "list_tasks", "registered_entry", "unregister"]
 
 _ID = re.compile(r"^[a-z0-9_]+/(?:[A-Za-z0-9_.{}\-]+-)?v\d+$")  # name-vN, or a bare vN (eplb/v1)
 
@@ -46,11 +47,23 @@ class TaskEntry:
         return m.groupdict() if m else None
 
     def load(self) -> type[Task]:
-        module, _, attr = self.entry_point.partition(":")
-        cls = getattr(importlib.import_module(module), attr)
-        if not (isinstance(cls, type) and issubclass(cls, Task)):
-            raise TypeError(f"{self.entry_point} is not a Task subclass")
-        return cls
+        return _load_class(self.entry_point)
+
+
+def _load_class(entry_point: str) -> type[Task]:
+    """The Task subclass named by ``"package.module:Class"`` (a lazy entry point, as in Gymnasium)."""
+    module, _, attr = entry_point.partition(":")
+    if not module or not attr:
+        raise ConfigError(f"a task class is named 'package.module:Class', not {entry_point!r}")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load task class {entry_point!r}: {exc}") from None
+    if not (isinstance(obj, type) and issubclass(obj, Task)):
+        raise ConfigError(f"{entry_point} is not a Task subclass")
+    return obj
 
 
 _REGISTRY: dict[str, TaskEntry] = {}
@@ -125,17 +138,23 @@ def _unknown_message(task_id: str) -> str:
     return msg
 
 
-def make(task_id: str, /, **params: Any) -> Task:  # positional-only: a family field may be named task_id
-    """Builds the task registered under ``task_id``.
+def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only: a family field may be named task_id
+    """Builds the task registered under ``task_id``, or exactly the task a :class:`TaskSpec` describes.
 
     Args:
-        task_id: e.g. ``"circle_packing/n26-v1"``.
-        **params: constructor keyword arguments overriding the registered ones.
+        task_id: e.g. ``"circle_packing/n26-v1"``; or a spec (``task.spec``, or one read back from a
+            store with ``TaskSpec.from_json``), rebuilt from its ``task_class`` and ``params`` (no
+            registry needed, so tasks defined outside the package rebuild on any worker).
+        **params: constructor keyword arguments overriding the registered ones (not with a spec).
 
     Raises:
         UnknownTaskError: no such id (the message suggests close matches).
-        ConfigError: a parameter the task does not take.
+        ConfigError: a parameter the task does not take; a spec whose class builds another id.
     """
+    if isinstance(task_id, TaskSpec):
+        if params:
+            raise ConfigError("make(spec) rebuilds the spec's task exactly: put parameters in the spec, not in make()")
+        return build_task(task_id.id, task_id.params, task_id.task_class)
     entry, kwargs = registered_entry(task_id)
     cls = entry.load()
     kwargs.update(params)
@@ -146,6 +165,37 @@ def make(task_id: str, /, **params: Any) -> Task:  # positional-only: a family f
     if task.spec.id != task_id:
         raise ConfigError(f"parameters {params} change the task's id to {task.spec.id!r}; make that id instead")
     return task
+
+
+def build_task(task_id: str, params: Mapping[str, Any] | None = None, task_class: str = "") -> Task:
+    """Builds a task from its id, parameters and class: the class when given, else the registry.
+
+    This is how stored runs, resumes and remote workers rebuild a task (one code path).
+
+    Raises:
+        UnknownTaskError: no class given and the id is not registered.
+        ConfigError: the class cannot be loaded, refuses the parameters, or builds another id.
+    """
+    params = dict(params or {})
+    if not task_class:
+        return make(task_id, **params)
+    cls = _load_class(task_class)
+    try:
+        task = cls(**params)
+    except TypeError as exc:
+        raise ConfigError(f"{task_class}({params}): {exc}") from None
+    if task.spec.id != task_id:
+        raise ConfigError(f"{task_class}({params}) builds task {task.spec.id!r}, not {task_id!r}")
+    return task
+
+
+def spec(task_id: str, /, **params: Any) -> TaskSpec:
+    """The :class:`TaskSpec` of a registered id (direction, limits, best known, entry points, class).
+
+    Task constructors only store their keyword arguments (nothing is loaded, compiled or started),
+    so this costs an import of the task's module and nothing else.
+    """
+    return make(task_id, **params).spec
 
 
 def list_tasks(*, include_families: bool = True, expand: bool = True) -> list[str]:

@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """``TaskSpec``: the JSON-round-trippable description of a task."""
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class TaskSpec:
         seed_score: the recorded score of ``seed_program()`` under seed 0 (checked by ``check_task``).
         seed_score_rtol: relative tolerance of that check (0 for exact tasks).
         params: the constructor parameters that made this task.
+        task_class: ``"package.module:Class"`` that builds it (Gymnasium's ``EnvSpec.entry_point``):
+            ``reasearch.make(spec)`` rebuilds the task exactly from the spec alone, registered or not.
     """
 
     id: str
@@ -45,6 +48,7 @@ class TaskSpec:
     seed_score: float | None = None
     seed_score_rtol: float = 1e-9
     params: Mapping[str, Any] = field(default_factory=dict)
+    task_class: str = ""
 
     def __post_init__(self) -> None:
         if self.direction not in ("maximize", "minimize"):

@@ -14,7 +14,6 @@ Concurrency is explicit: the parallelism you ask for is the parallelism you get 
 from __future__ import annotations
 
 import atexit
-import importlib
 import json
 import logging
 import os
@@ -26,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.errors import ConfigError, UnknownTaskError
+from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
 from reasearch.engine.protocol import SandboxRunner
-from reasearch.evaluators.registry import make
+from reasearch.evaluators.registry import build_task
 from reasearch.evaluators.result import EvalResult
 
 __all__ = ["EvalRequest", "Executor", "LocalExecutor", "RayExecutor", "resolve_task", "task_entry_of"]
@@ -72,26 +71,8 @@ def task_entry_of(task: Task) -> str:
 
 
 def resolve_task(task_id: str, params: Mapping[str, Any] | None = None, entry: str = "") -> Task:
-    """Builds a task: from the registry, or (for ids it does not hold) from a ``"module:Class"`` entry.
-
-    Raises:
-        UnknownTaskError: the id is not registered and no entry point was given.
-        ConfigError: the entry point builds a task with another id.
-    """
-    params = dict(params or {})
-    try:
-        return make(task_id, **params)
-    except UnknownTaskError:
-        if not entry:
-            raise
-    module, _, attr = entry.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    if not (isinstance(cls, type) and issubclass(cls, Task)):
-        raise ConfigError(f"{entry} is not a Task subclass")
-    task = cls(**params)
-    if task.spec.id != task_id:
-        raise ConfigError(f"{entry}({params}) builds task {task.spec.id!r}, not {task_id!r}")
-    return task
+    """Builds a task from what a run stores (id, parameters, class): :func:`reasearch.evaluators.registry.build_task`."""
+    return build_task(task_id, params, entry)
 
 
 class _TaskCache:

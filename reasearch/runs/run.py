@@ -16,8 +16,11 @@ Example::
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -44,9 +47,64 @@ from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["Run", "RunStatus", "RunState", "Event"]
+__all__ = ["Run", "RunStatus", "RunState", "Event", "effective_state"]
 
 _EVALUATE_NOTE = "evaluate"  # ledger note of an evaluation's own debit
+_SHARED_CACHE_NOTE = "evaluate (shared cache)"  # a first evaluation in this run, computed earlier by another
+
+HEARTBEAT_S = 10.0  # how often a driving Run says it is alive (and extends its reservations)
+STALE_S = 45.0  # a running run none of whose drivers beat for this long is shown as interrupted
+RESERVATION_TTL_S = 60.0  # a reservation of a driver that stopped beating expires after this
+
+
+def effective_state(store: Store, record: RunRecord, *, now: float | None = None) -> RunState:
+    """The state a person should see: ``interrupted`` for a ``running`` run whose drivers all died.
+
+    A driver beats every :data:`HEARTBEAT_S` seconds; a run still marked ``running`` whose drivers
+    all stopped beating :data:`STALE_S` seconds ago (``kill -9``, a lost node) is reported as
+    ``interrupted`` until a driver resumes it. Nothing is written: only a resume changes the state.
+    """
+    if record.state is not RunState.RUNNING:
+        return record.state
+    drivers = store.drivers(record.id)
+    if not drivers:  # recorded before liveness existed: no evidence either way
+        return record.state
+    now = time.time() if now is None else now
+    alive = any(not d.stopped and now - d.heartbeat_at < STALE_S for d in drivers)
+    return RunState.RUNNING if alive else RunState.INTERRUPTED
+
+
+class _Heartbeat:
+    """A daemon thread that records, every :data:`HEARTBEAT_S` seconds, that this process drives a run."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.driver_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._beat()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run_id}", daemon=True)
+        self._thread.start()
+
+    def _beat(self, *, stopped: bool = False) -> None:
+        self.store.heartbeat(self.run_id, self.driver_id, host=socket.gethostname(), pid=os.getpid(),
+                             ttl_s=RESERVATION_TTL_S, stopped=stopped)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                self._beat()
+            except Exception:  # the store was closed under us: the run is over for this process
+                return
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        try:
+            self._beat(stopped=True)
+        except Exception:  # store already closed: staleness tells the same story a little later
+            pass
 
 
 def _units(costs: Mapping[Any, Any]) -> dict[Unit, float]:
@@ -130,7 +188,7 @@ class Run:
         self._owns_executor = False
         self._task: Task | None = None
         self._lock = threading.Lock()
-        self._inflight: Counter[Unit] = Counter()
+        self._heartbeat: _Heartbeat | None = None
         self._cache = EvalCache(store)
 
     # ------------------------------------------------------------ construction
@@ -186,10 +244,12 @@ class Run:
         store.create_run(record)
         run = cls(store, store.get_run(record.id), executor=executor)
         run._task = task
+        run._start_driving()
         return run
 
     @classmethod
-    def open(cls, store: Store, run_id: str, *, executor: Executor | None = None, resume: bool = False) -> Run:
+    def open(cls, store: Store, run_id: str, *, executor: Executor | None = None, resume: bool = False,
+             takeover: bool = False) -> Run:
         """Reopens a stored run; ``run_id`` may be a unique prefix.
 
         Args:
@@ -198,13 +258,39 @@ class Run:
             executor: where new evaluations run.
             resume: mark the run ``running`` again (a driver is about to continue it); without it the
                 run's state is left as stored (inspection, or a replay that only reads).
+            takeover: with ``resume``, this process replaces every other driver of the run, which is known
+                to be dead (a retried fleet task): their budget reservations are dropped at once instead of
+                expiring, so the resumed driver can redo the step that was in flight.
         """
         run = cls(store, store.get_run(run_id), executor=executor)
-        if resume and run._record.state is not RunState.RUNNING:
-            was = run._record
-            store.set_run_state(run.id, RunState.RUNNING, final_candidate=None,
-                                reason=f"resumed; was {was.state.value}" + (f": {was.reason}" if was.reason else ""))
+        if resume:
+            run.resume(takeover=takeover)
         return run
+
+    def resume(self, *, takeover: bool = False) -> None:
+        """Makes this process a driver of the run: marks it ``running`` (recording what it was) and starts
+        the heartbeat. ``takeover`` also drops the reservations of every other driver (known dead)."""
+        was = self.store.get_run(self.id)
+        shown = effective_state(self.store, was)
+        if was.state is not RunState.RUNNING or shown is not RunState.RUNNING:
+            self.store.set_run_state(self.id, RunState.RUNNING, final_candidate=None,
+                                     reason=f"resumed; was {shown.value}" + (f": {was.reason}" if was.reason else ""))
+        self._start_driving()
+        if takeover:
+            self.store.takeover(self.id, self.driver_id)
+
+    def _start_driving(self) -> None:
+        """Starts this process's heartbeat on the run (liveness, and the lease on its reservations)."""
+        with self._lock:
+            if self._heartbeat is None:
+                self._heartbeat = _Heartbeat(self.store, self.id)
+
+    @property
+    def driver_id(self) -> str:
+        """This process's driver id on the run (starts driving when needed)."""
+        self._start_driving()
+        assert self._heartbeat is not None
+        return self._heartbeat.driver_id
 
     # ------------------------------------------------------------ parts
     @property
@@ -226,7 +312,8 @@ class Run:
 
     @property
     def state(self) -> RunState:
-        return self.store.get_run(self.id).state
+        """The stored state, shown as ``interrupted`` when the run's drivers all died (see :func:`effective_state`)."""
+        return effective_state(self.store, self.store.get_run(self.id))
 
     def evaluation_estimate(self) -> dict[Unit, float]:
         """What one evaluation of this task is expected to cost, checked against the caps before it runs.
@@ -236,6 +323,28 @@ class Run:
         """
         estimate = getattr(self.task, "budget_estimate", None)
         return _units(estimate() if callable(estimate) else {Unit.EVALUATIONS: 1.0})
+
+    @property
+    def eval_unit(self) -> Unit:
+        """The unit an evaluation of this task mainly spends (the first of its estimate): the agent
+        stops when it is spent (``student_calls`` for a prompt task)."""
+        return next(iter(self.evaluation_estimate()), Unit.EVALUATIONS)
+
+    def reserve(self, costs: Mapping[Unit | str, float]) -> tuple[str, tuple[Unit, float, float] | None]:
+        """Reserves ``costs`` in the store for work about to run (every driver of the run sees it).
+
+        Returns ``(token, None)`` when reserved: release the token with :meth:`release` (or in the
+        store write that records the debits); else ``(token, (unit, used, cap))`` of the first cap it
+        does not fit under, with nothing held.
+        """
+        token = uuid.uuid4().hex
+        refusal = self.store.reserve(self.id, token, _units(costs), self.budget.units(), driver_id=self.driver_id,
+                                     ttl_s=RESERVATION_TTL_S)
+        return token, refusal
+
+    def release(self, token: str) -> None:
+        """Ends a reservation made by :meth:`reserve` (no-op when it is already gone)."""
+        self.store.release(token)
 
     def evaluation_costs(self, result: EvalResult, estimate: Mapping[Unit, float]) -> dict[Unit, float]:
         """What one finished evaluation cost, debited atomically with its result.
@@ -289,39 +398,44 @@ class Run:
         task = self.task
         key = cache_key(task, cid, seed)
         hit = self._cache.get(key)
-        if hit is not None:
+        if hit is not None and self.store.paid_for(self.id, cid, seed):
+            # A repeat within this run: free, and marked as served from the cache.
             return self._record_result(step, candidate, seed, hit, debits=(), key=None)
         estimate = self.evaluation_estimate()
-        with self._lock:
-            usage = self.store.usage(self.id)
-            for unit, amount in estimate.items():
-                used = usage.get(unit, 0.0) + self._inflight[unit]
-                if not self.budget.allows(unit, used, amount):
-                    cap = self.budget.cap(unit)
-                    assert cap is not None
-                    refused = EvalResult.failure(
-                        Status.REFUSED, refusal_message(unit, used, cap),
-                        metrics={"unit": unit.value, "used": used, "cap": cap, "left": max(cap - used, 0.0),
-                                 "needed": amount},
-                        provenance=task.provenance(source, seed=seed, sandbox_mode="not run"))
-                    return self._record_result(step, candidate, seed, refused, debits=(), key=None)
-            self._inflight.update(estimate)  # reserved until recorded: concurrent callers see it
+        token = uuid.uuid4().hex
+        refusal = self.store.reserve(self.id, token, estimate, self.budget.units(), driver_id=self.driver_id,
+                                     ttl_s=RESERVATION_TTL_S)
+        if refusal is not None:
+            unit, used, cap = refusal
+            refused = EvalResult.failure(
+                Status.REFUSED, refusal_message(unit, used, cap),
+                metrics={"unit": unit.value, "used": used, "cap": cap, "left": max(cap - used, 0.0),
+                         "needed": estimate[unit]},
+                provenance=task.provenance(source, seed=seed, sandbox_mode="not run"))
+            return self._record_result(step, candidate, seed, refused, debits=(), key=None)
         try:
+            if hit is not None:
+                # This run's first evaluation of the candidate: the shared cache saves the compute, but the
+                # run pays as if it had run it (equal budgets per run, whatever other runs did before).
+                result = hit.with_(cached=False)
+                now = time.time()
+                debits = [LedgerEntry(self.id, step, unit, amount, _SHARED_CACHE_NOTE, now)
+                          for unit, amount in self.evaluation_costs(result, estimate).items()]
+                return self._record_result(step, candidate, seed, result, debits=debits, key=None, release=token)
             request = EvalRequest(self.task_id, self.task_params, source, seed, self._record.task_entry)
             result = self.executor.submit(request).result()
             now = time.time()
             debits = [LedgerEntry(self.id, step, unit, amount, _EVALUATE_NOTE, now)
                       for unit, amount in self.evaluation_costs(result, estimate).items()]
             return self._record_result(step, candidate, seed, result, debits=debits,
-                                       key=key if EvalCache.storable(result) else None)
+                                       key=key if EvalCache.storable(result) else None, release=token)
         finally:
-            with self._lock:
-                self._inflight.subtract(estimate)
+            self.store.release(token)
 
     def _record_result(self, step: int, candidate: CandidateRecord, seed: int, result: EvalResult,
-                       *, debits: Sequence[LedgerEntry], key: str | None) -> EvalResult:
+                       *, debits: Sequence[LedgerEntry], key: str | None, release: str | None = None) -> EvalResult:
         record = EvaluationRecord(self.id, step, candidate.id, seed, result, time.time())
-        stored, _ = self.store.record_evaluation(record, candidate, debit=debits, cache_key=key)
+        stored, _ = self.store.record_evaluation(record, candidate, debit=debits, cache_key=key, release=release)
         if stored.candidate_id != candidate.id:  # another process recorded this step first, with another candidate
             raise ConfigError(f"step {step} of run {self.id} was recorded for candidate {stored.candidate_id[:12]}, "
                               f"not {candidate.id[:12]}: each evaluation needs its own step")
@@ -366,9 +480,22 @@ class Run:
         return {u: usage.get(u, 0.0) for u in Unit}
 
     def remaining(self) -> dict[Unit, float | None]:
-        """Budget left per unit; None for an uncapped unit."""
+        """Budget left per unit; None for an uncapped unit. A fleet member also sees the fleet-wide caps."""
         usage = self.store.usage(self.id)
-        return {u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit}
+        return self._with_fleet({u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit})
+
+    def _with_fleet(self, left: dict[Unit, float | None]) -> dict[Unit, float | None]:
+        """``left`` lowered to what the run's fleet has left under its fleet-wide caps (if any)."""
+        fleet = self.config.get("fleet") or {}
+        caps = Budget.from_dict(fleet.get("caps") or {}).units()
+        if not caps:
+            return left
+        used = self.store.fleet_usage(str(fleet["id"]))
+        for unit, cap in caps.items():
+            fleet_left = max(cap - used.get(unit, 0.0), 0.0)
+            own = left.get(unit)
+            left[unit] = fleet_left if own is None else min(own, fleet_left)
+        return left
 
     # ------------------------------------------------------------ summaries
     def _best_of(self, evaluations: list[EvaluationRecord]) -> tuple[EvaluationRecord | None, int]:
@@ -402,7 +529,7 @@ class Run:
         return RunStatus(
             run_id=self.id, task_id=self.task_id, state=self.state,
             used={u: usage.get(u, 0.0) for u in Unit},
-            left={u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit},
+            left=self._with_fleet({u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit}),
             caps=self.budget.units(),
             best_score=None if best is None else best.result.score,
             best_candidate=None if best is None else best.candidate_id,
@@ -433,7 +560,10 @@ class Run:
         self.close()
 
     def close(self) -> None:
-        """Releases the executor this run started (the store stays open: the caller owns it)."""
+        """Stops driving the run (heartbeat) and releases the executor it started (the caller owns the store)."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         if self._owns_executor and self._executor is not None:
             self._executor.close()
             self._executor = None

@@ -27,16 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from reasearch.runs.ledger import LedgerEntry, Unit
+from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.result import EvalResult, Status
 
 __all__ = [
     "SCHEMA_VERSION", "DEFAULT_RUN_DIR", "RunState", "RunRecord", "CandidateRecord", "EvaluationRecord",
-    "Event", "Store", "SQLStore", "SQLiteStore", "PostgresStore", "open_store", "new_run_id", "dumps",
+    "Event", "DriverRecord", "Reservation", "Store", "SQLStore", "SQLiteStore", "PostgresStore", "MemoryStore",
+    "open_store", "new_run_id", "dumps", "MEMORY_URL",
 ]
 
-SCHEMA_VERSION = 1
+# 2: drivers (liveness heartbeats), reservations (budget held by in-flight evaluations, shared by
+# every driver of a run) and fleets. Version 1 stores are migrated in place (new tables, nothing rewritten).
+SCHEMA_VERSION = 2
+MEMORY_URL = "memory://"
 DEFAULT_RUN_DIR = Path("runs")
 STORE_FILENAME = "store.sqlite"
 
@@ -126,6 +130,38 @@ class Event:
                 "ts": self.ts}
 
 
+@dataclass(frozen=True, slots=True)
+class DriverRecord:
+    """A process driving a run (agent, sweep, fleet worker), as last heard from.
+
+    A run whose state is ``running`` but whose drivers have all stopped beating is shown as
+    ``interrupted`` (its driver died: ``kill -9``, a lost node) until something resumes it.
+    """
+
+    run_id: str
+    driver_id: str
+    host: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+    stopped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "driver_id": self.driver_id, "host": self.host, "pid": self.pid,
+                "started_at": self.started_at, "heartbeat_at": self.heartbeat_at, "stopped": self.stopped}
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Budget held for an evaluation in flight; counts against the caps until recorded or expired."""
+
+    token: str
+    run_id: str
+    driver_id: str
+    amounts: Mapping[Unit, float]
+    expires_at: float
+
+
 def new_run_id() -> str:
     """Sortable and unique: ``20261130-071502-3f9a1c2b``."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
@@ -213,8 +249,11 @@ class Store(ABC):
     @abstractmethod
     def record_evaluation(self, evaluation: EvaluationRecord, candidate: CandidateRecord,
                           debit: LedgerEntry | Sequence[LedgerEntry] | None = None,
-                          cache_key: str | None = None) -> tuple[EvaluationRecord, bool]:
+                          cache_key: str | None = None, release: str | None = None) -> tuple[EvaluationRecord, bool]:
         """Writes candidate, evaluation, its debit(s) and cache entry in ONE transaction.
+
+        ``release`` names a reservation (:meth:`reserve`) that this evaluation's debits replace: it is
+        dropped in the same transaction, so the budget is never counted twice nor freed early.
 
         Returns:
             ``(record, True)`` when written; ``(existing, False)`` when the step was already recorded
@@ -245,6 +284,35 @@ class Store(ABC):
     def cache_get(self, key: str) -> EvalResult | None:
         """A cached result for a cache key, or None."""
 
+    # -- student-model calls (prompt tasks); not abstract so that other backends may omit them
+    def student_call_get(self, key: str) -> dict[str, Any] | None:
+        """The stored OK reply (plain JSON) of the student call ``key``, from any run, or None."""
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
+    def record_student_call(self, run_id: str, step: int, key: str, model: str, reply: Mapping[str, Any],
+                            debits: Sequence[LedgerEntry] = (), release: str | None = None) -> tuple[dict[str, Any], bool]:
+        """Stores one student call's reply and its debits in ONE transaction (which also drops the
+        reservation ``release``).
+
+        An ``OK`` reply is stored once per key (the cache); when another writer stored that key first,
+        nothing is written (no debit) and its reply is returned with False. A failed call is recorded
+        (status and error) but never served again.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
+    def student_call_paid(self, run_id: str, notes: Sequence[str]) -> bool:
+        """True when the run has a ``student_calls`` debit under one of ``notes`` (it paid that call)."""
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
+    def debit_student_call(self, debits: Sequence[LedgerEntry], release: str | None = None) -> bool:
+        """Writes the debits of a stored call used by this run for the first time (and drops the
+        reservation ``release``) in one transaction; False when they were already written."""
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
+    def student_calls(self, run_id: str) -> list[tuple[int, str, str]]:
+        """``(step, key, status)`` of every student call recorded for the run, in order."""
+        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
+
     # -- events
     @abstractmethod
     def log_event(self, run_id: str, step: int, kind: str, payload: Mapping[str, Any]) -> bool:
@@ -257,6 +325,75 @@ class Store(ABC):
     @abstractmethod
     def last_step(self, run_id: str) -> int:
         """The highest step with an event, evaluation or debit; -1 for a fresh run."""
+
+    # -- budget reservations (shared by every driver of a run) and liveness
+    @abstractmethod
+    def reserve(self, run_id: str, token: str, amounts: Mapping[Unit, float], caps: Mapping[Unit, float], *,
+                driver_id: str = "", ttl_s: float = 60.0) -> tuple[Unit, float, float] | None:
+        """Holds ``amounts`` for an evaluation about to run, if they fit under ``caps``; atomic across drivers.
+
+        What counts as used is the ledger plus every live (unexpired) reservation of the run, whoever
+        holds it, so a cap holds whatever the number of drivers or executors on the run.
+
+        Returns:
+            None when reserved; otherwise ``(unit, used, cap)`` of the first cap it would break
+            (nothing is held then).
+        """
+
+    @abstractmethod
+    def release(self, token: str) -> None:
+        """Drops a reservation (no-op when it is gone: recorded, released or expired)."""
+
+    @abstractmethod
+    def reserved(self, run_id: str) -> dict[Unit, float]:
+        """The run's live reservations per unit."""
+
+    @abstractmethod
+    def heartbeat(self, run_id: str, driver_id: str, *, host: str = "", pid: int = 0, ttl_s: float = 60.0,
+                  stopped: bool = False) -> None:
+        """Records that ``driver_id`` is alive and driving ``run_id`` (and extends its reservations by ``ttl_s``)."""
+
+    @abstractmethod
+    def drivers(self, run_id: str) -> list[DriverRecord]:
+        """The run's drivers, oldest first."""
+
+    @abstractmethod
+    def takeover(self, run_id: str, driver_id: str) -> int:
+        """Marks every other driver of the run stopped and drops their reservations (they are known dead:
+        a retried fleet task, an explicit resume); returns how many reservations were dropped."""
+
+    # -- fleets
+    @abstractmethod
+    def create_fleet(self, fleet_id: str, spec: Mapping[str, Any]) -> bool:
+        """Stores a fleet's spec; False (and no change) when the fleet exists."""
+
+    @abstractmethod
+    def get_fleet(self, fleet_id: str) -> dict[str, Any]:
+        """A fleet's stored spec (``StoreError`` when there is none)."""
+
+    @abstractmethod
+    def list_fleets(self) -> list[tuple[str, float]]:
+        """``(fleet id, created_at)`` of every fleet, oldest first."""
+
+    @abstractmethod
+    def add_fleet_member(self, fleet_id: str, member: int, run_id: str) -> str:
+        """Records that member ``member`` of the fleet is run ``run_id``; returns the member's run id
+        (the first one recorded stands)."""
+
+    @abstractmethod
+    def fleet_members(self, fleet_id: str) -> dict[int, str]:
+        """Member index -> run id."""
+
+    @abstractmethod
+    def fleet_usage(self, fleet_id: str) -> dict[Unit, float]:
+        """Total debited per unit over every run of the fleet."""
+
+    def paid_for(self, run_id: str, candidate_id: str, seed: int | None) -> bool:
+        """True when the run already recorded a reusable (``OK``/``INVALID``) evaluation of this candidate
+        under this seed: a repeat within the run costs nothing; a first evaluation is always paid, even
+        when its result comes from another run's cache entry."""
+        return any(ev.candidate_id == candidate_id and ev.seed == seed
+                   and ev.result.status in (Status.OK, Status.INVALID) for ev in self.evaluations(run_id))
 
     @abstractmethod
     def close(self) -> None:
@@ -329,6 +466,18 @@ CREATE TABLE IF NOT EXISTS events (
     ts {float} NOT NULL,
     UNIQUE (run_id, step, kind)
 );
+CREATE TABLE IF NOT EXISTS student_calls (
+    seq {serial},
+    key TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    created_at {float} NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS student_calls_ok ON student_calls (key) WHERE status = 'OK';
+CREATE INDEX IF NOT EXISTS student_calls_run ON student_calls (run_id, step);
 CREATE TABLE IF NOT EXISTS eval_cache (
     key TEXT PRIMARY KEY,
     task_id TEXT NOT NULL,
@@ -336,6 +485,36 @@ CREATE TABLE IF NOT EXISTS eval_cache (
     seed {bigint},
     result TEXT NOT NULL,
     created_at {float} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS drivers (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    driver_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at {float} NOT NULL,
+    heartbeat_at {float} NOT NULL,
+    stopped INTEGER NOT NULL,
+    PRIMARY KEY (run_id, driver_id)
+);
+CREATE TABLE IF NOT EXISTS fleets (
+    id TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    created_at {float} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fleet_members (
+    fleet_id TEXT NOT NULL REFERENCES fleets(id),
+    member INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (fleet_id, member)
+);
+CREATE TABLE IF NOT EXISTS reservations (
+    token TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    driver_id TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    amount {float} NOT NULL,
+    expires_at {float} NOT NULL,
+    PRIMARY KEY (token, unit)
 )
 """
 
@@ -415,12 +594,14 @@ class SQLStore(Store):
                     raise StoreError(
                         f"the store at {self.display_url} has schema version {found}, newer than this reasearch "
                         f"understands ({SCHEMA_VERSION}); upgrade reasearch to open it (nothing was changed)")
-                if found is not None and found < SCHEMA_VERSION:  # pragma: no cover - no older version exists yet
-                    raise StoreError(f"the store at {self.display_url} has schema version {found}; no migration to "
-                                     f"{SCHEMA_VERSION} is known")
+            else:
+                found = None
             for stmt in _DDL.format(**self._types).split(";"):
                 if stmt.strip():
                     self._exec(stmt)
+            if found is not None and found < SCHEMA_VERSION:
+                # 1 -> 2 only added tables (created just above); existing rows are untouched.
+                self._exec("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION), "schema_version"))
             self._exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
                        ("schema_version", str(SCHEMA_VERSION)))
 
@@ -498,7 +679,7 @@ class SQLStore(Store):
     # -- evaluations
     def record_evaluation(self, evaluation: EvaluationRecord, candidate: CandidateRecord,
                           debit: LedgerEntry | Sequence[LedgerEntry] | None = None,
-                          cache_key: str | None = None) -> tuple[EvaluationRecord, bool]:
+                          cache_key: str | None = None, release: str | None = None) -> tuple[EvaluationRecord, bool]:
         result = evaluation.result
         debits = [] if debit is None else [debit] if isinstance(debit, LedgerEntry) else list(debit)
         try:
@@ -512,6 +693,8 @@ class SQLStore(Store):
                 if cur.rowcount != 1:
                     raise _AlreadyRecorded  # roll back: the step's first record stands, no second debit
                 self._touch(evaluation.run_id)
+                if release is not None:
+                    self._exec("DELETE FROM reservations WHERE token = ?", (release,))
                 self._insert_candidate(candidate)
                 for entry in debits:
                     self._insert_debit(entry)
@@ -523,6 +706,8 @@ class SQLStore(Store):
                         (cache_key, prov.task_id if prov else "", candidate.id, evaluation.seed,
                          dumps(result.with_(cached=False).to_dict()), evaluation.created_at))
         except _AlreadyRecorded:
+            if release is not None:
+                self.release(release)
             existing = self.get_evaluation(evaluation.run_id, evaluation.step)
             assert existing is not None
             return existing, False
@@ -565,6 +750,158 @@ class SQLStore(Store):
     def cache_get(self, key: str) -> EvalResult | None:
         row = self._one("SELECT result FROM eval_cache WHERE key = ?", (key,))
         return EvalResult.from_json(row[0]) if row else None
+
+    # -- reservations and liveness
+    def _lock_run(self, run_id: str) -> None:
+        """Serializes budget checks of one run between connections (SQLite: BEGIN IMMEDIATE already does)."""
+
+    def reserve(self, run_id: str, token: str, amounts: Mapping[Unit, float], caps: Mapping[Unit, float], *,
+                driver_id: str = "", ttl_s: float = 60.0) -> tuple[Unit, float, float] | None:
+        budget = Budget(dict(caps))
+        now = time.time()
+        with self._tx():
+            self._lock_run(run_id)
+            used: dict[str, float] = {u: float(t) for u, t in self._exec(
+                "SELECT unit, SUM(amount) FROM ledger WHERE run_id = ? GROUP BY unit", (run_id,)).fetchall()}
+            for u, t in self._exec("SELECT unit, SUM(amount) FROM reservations WHERE run_id = ? AND expires_at > ? "
+                                   "GROUP BY unit", (run_id, now)).fetchall():
+                used[u] = used.get(u, 0.0) + float(t)
+            for unit, amount in amounts.items():
+                unit = Unit(unit)
+                if not budget.allows(unit, used.get(unit.value, 0.0), float(amount)):
+                    cap = budget.cap(unit)
+                    assert cap is not None
+                    return unit, used.get(unit.value, 0.0), cap
+            for unit, amount in amounts.items():
+                self._exec("INSERT INTO reservations (token, run_id, driver_id, unit, amount, expires_at) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", (token, run_id, driver_id, Unit(unit).value, float(amount),
+                                                         now + ttl_s))
+        return None
+
+    def release(self, token: str) -> None:
+        with self._tx():
+            self._exec("DELETE FROM reservations WHERE token = ?", (token,))
+
+    def reserved(self, run_id: str) -> dict[Unit, float]:
+        rows = self._all("SELECT unit, SUM(amount) FROM reservations WHERE run_id = ? AND expires_at > ? "
+                         "GROUP BY unit", (run_id, time.time()))
+        return {Unit(u): float(t) for u, t in rows}
+
+    def heartbeat(self, run_id: str, driver_id: str, *, host: str = "", pid: int = 0, ttl_s: float = 60.0,
+                  stopped: bool = False) -> None:
+        now = time.time()
+        with self._tx():
+            cur = self._exec("UPDATE drivers SET heartbeat_at = ?, stopped = ? WHERE run_id = ? AND driver_id = ?",
+                             (now, int(stopped), run_id, driver_id))
+            if cur.rowcount == 0:
+                self._exec("INSERT INTO drivers (run_id, driver_id, host, pid, started_at, heartbeat_at, stopped) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           (run_id, driver_id, host, int(pid), now, now, int(stopped)))
+            self._exec("UPDATE reservations SET expires_at = ? WHERE driver_id = ? AND run_id = ?",
+                       (now + ttl_s, driver_id, run_id))
+
+    def drivers(self, run_id: str) -> list[DriverRecord]:
+        rows = self._all("SELECT run_id, driver_id, host, pid, started_at, heartbeat_at, stopped FROM drivers "
+                         "WHERE run_id = ? ORDER BY started_at, driver_id", (run_id,))
+        return [DriverRecord(r[0], r[1], r[2], int(r[3]), float(r[4]), float(r[5]), bool(r[6])) for r in rows]
+
+    def takeover(self, run_id: str, driver_id: str) -> int:
+        with self._tx():
+            self._exec("UPDATE drivers SET stopped = 1 WHERE run_id = ? AND driver_id <> ?", (run_id, driver_id))
+            cur = self._exec("DELETE FROM reservations WHERE run_id = ? AND driver_id <> ?", (run_id, driver_id))
+            return max(cur.rowcount, 0)
+
+    def create_fleet(self, fleet_id: str, spec: Mapping[str, Any]) -> bool:
+        with self._tx():
+            cur = self._exec("INSERT INTO fleets (id, spec, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                             (fleet_id, dumps(dict(spec)), time.time()))
+            return cur.rowcount == 1
+
+    def get_fleet(self, fleet_id: str) -> dict[str, Any]:
+        row = self._one("SELECT spec FROM fleets WHERE id = ?", (fleet_id,))
+        if row is None:
+            raise StoreError(f"no fleet {fleet_id!r} in {self.display_url}; `reasearch fleet list` lists the fleets")
+        return dict(json.loads(row[0]))
+
+    def list_fleets(self) -> list[tuple[str, float]]:
+        return [(r[0], float(r[1])) for r in self._all("SELECT id, created_at FROM fleets ORDER BY created_at, id")]
+
+    def add_fleet_member(self, fleet_id: str, member: int, run_id: str) -> str:
+        with self._tx():
+            self._exec("INSERT INTO fleet_members (fleet_id, member, run_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                       (fleet_id, int(member), run_id))
+            row = self._exec("SELECT run_id FROM fleet_members WHERE fleet_id = ? AND member = ?",
+                             (fleet_id, int(member))).fetchone()
+        return str(row[0])
+
+    def fleet_members(self, fleet_id: str) -> dict[int, str]:
+        rows = self._all("SELECT member, run_id FROM fleet_members WHERE fleet_id = ? ORDER BY member", (fleet_id,))
+        return {int(m): str(r) for m, r in rows}
+
+    def fleet_usage(self, fleet_id: str) -> dict[Unit, float]:
+        rows = self._all("SELECT l.unit, SUM(l.amount) FROM ledger l JOIN fleet_members f ON f.run_id = l.run_id "
+                         "WHERE f.fleet_id = ? GROUP BY l.unit", (fleet_id,))
+        return {Unit(u): float(t) for u, t in rows}
+
+    def paid_for(self, run_id: str, candidate_id: str, seed: int | None) -> bool:
+        if seed is None:
+            row = self._one("SELECT 1 FROM evaluations WHERE run_id = ? AND candidate_id = ? AND seed IS NULL "
+                            "AND status IN ('OK', 'INVALID') LIMIT 1", (run_id, candidate_id))
+        else:
+            row = self._one("SELECT 1 FROM evaluations WHERE run_id = ? AND candidate_id = ? AND seed = ? "
+                            "AND status IN ('OK', 'INVALID') LIMIT 1", (run_id, candidate_id, int(seed)))
+        return row is not None
+
+    # -- student calls
+    def student_call_get(self, key: str) -> dict[str, Any] | None:
+        row = self._one("SELECT reply FROM student_calls WHERE key = ? AND status = 'OK'", (key,))
+        return json.loads(row[0]) if row else None
+
+    def record_student_call(self, run_id: str, step: int, key: str, model: str, reply: Mapping[str, Any],
+                            debits: Sequence[LedgerEntry] = (), release: str | None = None) -> tuple[dict[str, Any], bool]:
+        status = str(reply["status"])
+        text = dumps(dict(reply))
+        try:
+            with self._tx():
+                if release is not None:
+                    self._exec("DELETE FROM reservations WHERE token = ?", (release,))
+                cur = self._exec("INSERT INTO student_calls (key, run_id, step, model, status, reply, created_at) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                 (key, run_id, int(step), model, status, text, time.time()))
+                if cur.rowcount != 1:
+                    raise _AlreadyRecorded  # stored first by another writer: no second debit
+                for entry in debits:
+                    self._insert_debit(entry)
+                self._touch(run_id)
+        except _AlreadyRecorded:  # rolled back, the reservation too: drop it on its own
+            if release is not None:
+                self.release(release)
+            existing = self.student_call_get(key)
+            assert existing is not None
+            return existing, False
+        return json.loads(text), True
+
+    def debit_student_call(self, debits: Sequence[LedgerEntry], release: str | None = None) -> bool:
+        with self._tx():
+            if release is not None:
+                self._exec("DELETE FROM reservations WHERE token = ?", (release,))
+            written = [self._insert_debit(entry) for entry in debits]
+            for run_id in {entry.run_id for entry in debits}:
+                self._touch(run_id)
+        return any(written)
+
+    def student_call_paid(self, run_id: str, notes: Sequence[str]) -> bool:
+        notes = list(notes)
+        if not notes:
+            return False
+        marks = ", ".join("?" for _ in notes)
+        row = self._one(f"SELECT 1 FROM ledger WHERE run_id = ? AND unit = ? AND note IN ({marks}) LIMIT 1",
+                        (run_id, Unit.STUDENT_CALLS.value, *notes))
+        return row is not None
+
+    def student_calls(self, run_id: str) -> list[tuple[int, str, str]]:
+        rows = self._all("SELECT step, key, status FROM student_calls WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     # -- events
     def log_event(self, run_id: str, step: int, kind: str, payload: Mapping[str, Any]) -> bool:
@@ -668,10 +1005,33 @@ class PostgresStore(SQLStore):
         # Two processes opening a fresh database at once would race on CREATE TABLE IF NOT EXISTS.
         self._conn.execute("SELECT pg_advisory_xact_lock(7236451966013107001)")
 
+    def _lock_run(self, run_id: str) -> None:
+        # Row lock on the run: two drivers checking the same run's caps take turns (READ COMMITTED
+        # alone would let both see the same usage and both reserve the last unit).
+        self._exec("SELECT id FROM runs WHERE id = ? FOR UPDATE", (run_id,))
+
     def _table_exists(self, name: str) -> bool:
         row = self._conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
         return row is not None and row[0] is not None
 
+
+class MemoryStore(SQLiteStore):
+    """A store that lives in memory (SQLite ``:memory:``), for tests and throw-away runs.
+
+    The same SQL code path as the other backends, so the step, budget and cache rules are never
+    implemented twice; gone when closed. One process only (``open_store("memory://")``).
+    """
+
+    def __init__(self) -> None:
+        self.path = Path(":memory:")
+        SQLStore.__init__(self, MEMORY_URL)
+
+    def _connect(self) -> Any:
+        import sqlite3
+
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
 
 
 def _redact(url: str) -> str:
@@ -684,19 +1044,22 @@ def open_store(url_or_path: str | Path = DEFAULT_RUN_DIR) -> Store:
 
     Args:
         url_or_path: ``postgresql://...`` for PostgreSQL; ``sqlite:///path``, a ``*.sqlite``/``*.db``
-            file, or a run directory (which holds ``store.sqlite``) for SQLite. Default: ``./runs``.
+            file, or a run directory (which holds ``store.sqlite``) for SQLite; ``memory://`` for a
+            store in memory (tests, throw-away runs). Default: ``./runs``.
 
     Raises:
         StoreError: the store cannot be opened, or was written by a newer reasearch.
     """
     text = str(url_or_path)
+    if text in (MEMORY_URL, ":memory:"):
+        return MemoryStore()
     if text.startswith(("postgresql://", "postgres://")):
         return PostgresStore(text)
     if text.startswith("sqlite:///"):
         # SQLAlchemy's convention: sqlite:///relative/path, sqlite:////absolute/path
         return SQLiteStore(Path(text[len("sqlite:///"):]))
     if "://" in text:
-        raise ConfigError(f"unsupported store URL {text!r}: use postgresql://..., sqlite:///path or a directory")
+        raise ConfigError(f"unsupported store URL {text!r}: use postgresql://..., sqlite:///path, memory:// or a directory")
     path = Path(text)
     if path.suffix in (".sqlite", ".db", ".sqlite3"):
         return SQLiteStore(path)

@@ -135,13 +135,13 @@ def test_a_scripted_agent_lowers_val_bpb_and_keeps_the_better_commit(run_dir: Pa
                       models={"agent": model})
     result = agent.optimize()
 
-    exps = agent.domain[0].experiments()
+    exps = agent.domain.experiments()
     assert [e["status"] for e in exps] == ["OK", "OK", "OK"], [e.get("status") for e in exps]
     base, low, high = (e["score"] for e in exps)
     assert low > base > high  # lr 3e-5 learns less than 6e-4 in 15 steps; 3e-3 more
     assert high < 8.0 and result.final_score == high and result.chosen_by == "agent"
     assert result.final_candidate == exps[2]["candidate"]
-    log = agent.domain[1].git("log --oneline")
+    log = agent.tools["git"]({"command": "log --oneline"})
     assert "lr 3e-3" in log and "lr 3e-5" not in log  # the worse commit was reset away, the better one kept
     assert "lr = 3e-3" in (agent.workspace.root / "train.py").read_text()
     # The store holds exactly what ran: the manifest of the kept commit's files.
@@ -234,5 +234,5 @@ def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_
     assert used[Unit.EXPERIMENTS] == 1 and used[Unit.GPU_SECONDS] > 0  # the interrupted one is never charged
     ledger = store.ledger(run_id)
     assert len({(e.step, e.unit, e.note) for e in ledger}) == len(ledger)
-    statuses = [e["status"] for e in agent.domain[0].experiments()]
+    statuses = [e["status"] for e in agent.domain.experiments()]
     assert statuses == ["INTERRUPTED", "OK"]

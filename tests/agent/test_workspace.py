@@ -36,20 +36,22 @@ def test_paths_outside_or_protected_are_refused(ws: Workspace, path: str) -> Non
         tools.write_file(path, "x")
 
 
-def test_symlinks_out_are_refused_but_inside_links_work(ws: Workspace, tmp_path: Path) -> None:
+def test_symlinks_are_never_followed_inside_or_out(ws: Workspace, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("hidden answer")
     os.symlink(secret, ws.root / "leak.txt")
     os.symlink(tmp_path, ws.root / "up")
     os.symlink(ws.root / "candidate.py", ws.root / "alias.py")
     tools = WorkspaceTools(ws)
-    for path in ("leak.txt", "up/secret.txt"):
-        with pytest.raises(ToolError, match="leads outside the workspace"):
+    for path in ("leak.txt", "up/secret.txt", "alias.py"):
+        with pytest.raises(ToolError, match="symlink"):
             tools.read_file(path)
-    with pytest.raises(ToolError, match="leads outside"):
-        tools.write_file("leak.txt", "overwrite")
+    for path in ("leak.txt", "up/secret.txt"):
+        with pytest.raises(ToolError, match="symlink"):
+            tools.write_file(path, "overwrite")
     assert secret.read_text() == "hidden answer"
-    assert "return 1" in tools.read_file("alias.py")
+    assert os.path.islink(ws.root / "leak.txt")
+    assert "leak.txt  (" in tools.list_files() and "symlink, not followed" in tools.list_files()
 
 
 def test_read_write_list(ws: Workspace) -> None:

@@ -137,8 +137,14 @@ def test_unreachable_workdir_is_explained(tmp_path: Path) -> None:
     hidden = tmp_path / "deep"
     hidden.mkdir()
     os.chmod(tmp_path, 0o700)
-    if os.geteuid() == 0:  # the jail runs as another uid, which cannot pass a 0700 folder
-        with pytest.raises(SandboxError, match="not searchable by other users"):
-            exec_in_sandbox(["true"], workdir=hidden, limits=LIM, mode="nsjail")
+    if os.geteuid() == 0:  # the jail uid cannot pass a 0700 folder: it gets a staged bind mount instead
+        out = exec_in_sandbox(["/bin/sh", "-c", "echo made > made.txt; pwd; ls -a .."], workdir=hidden, limits=LIM,
+                              mode="nsjail")
+        assert out.ok, out.stderr
+        assert out.stdout.split() == [str(hidden), ".", "..", "deep"]  # its own path; no sibling visible
+        assert (hidden / "made.txt").read_text() == "made\n"
+        assert os.stat(tmp_path).st_mode & 0o777 == 0o700  # the user's folder was not opened
+        # the mount existed only in the command's private namespace: on the host, mount points are empty
+        assert all(not any(p.iterdir()) for p in Path("/var/tmp/reasearch-stage").iterdir())
     else:  # the jail runs as this user: the folder is reachable
         assert exec_in_sandbox(["true"], workdir=hidden, limits=LIM, mode="nsjail").ok

@@ -7,10 +7,15 @@ while every task class and registration is still exercised.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 import reasearch
+from reasearch.evaluators.prompt import PromptTask
+from reasearch.evaluators.prompt.testing import FakeStudentServer, conformance_data
 from reasearch.evaluators.registry import registered_entry
 
 FAMILY_SAMPLE = 3
@@ -56,8 +61,21 @@ def test_the_sample_covers_every_registration() -> None:
     assert "circle_packing/n26-v1" in IDS and "heilbronn/n15-v1" in IDS
 
 
+@pytest.fixture(scope="module")
+def prompt_student(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    """Prompt tasks are checked against a local fake student (offline), on the shared GSM8K data and a
+    small JSONL file: the parameters to build each prompt task with."""
+    params, answers = conformance_data(shared_data / "gsm8k", tmp_path_factory.mktemp("prompt-data"))
+    with FakeStudentServer(answers) as server:
+        student = {"student": "openai/fake-student", "base_url": server.url}
+        yield {task_id: {**p, **student} for task_id, p in params.items()}
+
+
 @pytest.mark.parametrize("task_id", PARAMS)
-def test_task_conforms(task_id: str) -> None:
-    report = reasearch.check_task(reasearch.make(task_id, **_test_params(task_id)), raise_on_failure=False)
+def test_task_conforms(task_id: str, request: pytest.FixtureRequest) -> None:
+    params: dict[str, Any] = dict(_test_params(task_id))
+    if issubclass(registered_entry(task_id)[0].load(), PromptTask):
+        params = request.getfixturevalue("prompt_student")[task_id]
+    report = reasearch.check_task(reasearch.make(task_id, **params), raise_on_failure=False)
     assert report.failed == {}, f"{task_id} failed: {report.failed}"
     assert report.seed_result is not None and report.seed_result.ok

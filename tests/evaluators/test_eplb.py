@@ -56,6 +56,12 @@ def _library_answers(windows: np.ndarray) -> list[dict[str, np.ndarray]]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def _explicit_secret(monkeypatch):  # type: ignore[no-untyped-def]
+    """A fixed evaluator secret: the scored trace does not depend on this machine's secret file."""
+    monkeypatch.setenv("REASEARCH_SECRET", "eplb-tests-secret-0123456789abcdef")
+
+
 @pytest.fixture(scope="module")
 def sandbox():  # type: ignore[no-untyped-def]
     """The engine's process-wide warm pool (what ``Task.evaluate`` uses by default)."""

@@ -74,11 +74,11 @@ def test_entry_points_are_lazy(scratch_ids: list[str]) -> None:
     scratch_ids.append("ghost/never-v1")
     reasearch.register("ghost/never-v1", "reasearch_no_such_module:Ghost")  # not imported here
     assert "ghost/never-v1" in reasearch.list_tasks()
-    with pytest.raises(ModuleNotFoundError, match="reasearch_no_such_module"):
-        reasearch.make("ghost/never-v1")
+    with pytest.raises(ConfigError, match="cannot load task class .*reasearch_no_such_module"):
+        reasearch.make("ghost/never-v1")  # a ConfigError: the CLI prints one line, not a traceback
     scratch_ids.append("ghost/not-a-task-v1")
     reasearch.register("ghost/not-a-task-v1", "reasearch.errors:ConfigError")
-    with pytest.raises(TypeError, match="not a Task subclass"):
+    with pytest.raises(ConfigError, match="not a Task subclass"):
         reasearch.make("ghost/not-a-task-v1")
 
 
@@ -113,3 +113,46 @@ def test_listing_imports_no_task_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- TaskSpec carries its class: make(spec)
+from reasearch.evaluators.spec import TaskSpec  # noqa: E402
+from tests.evaluators.test_conformance import IDS  # noqa: E402  (the same sample the checker runs on)
+
+
+@pytest.mark.parametrize("task_id", IDS)
+def test_make_of_a_spec_rebuilds_the_task_exactly(task_id: str) -> None:
+    import reasearch
+
+    task = reasearch.make(task_id)
+    spec = task.spec
+    assert spec.task_class == f"{type(task).__module__}:{type(task).__qualname__}"
+    again = reasearch.make(TaskSpec.from_json(spec.to_json()))  # through JSON, as a store keeps it
+    assert type(again) is type(task) and again.spec == spec
+    assert reasearch.spec(task_id) == spec
+
+
+def test_make_of_a_spec_needs_no_registration() -> None:
+    import reasearch
+    from reasearch.evaluators.testing import ToyTask
+
+    task = ToyTask(dim=3, target=2.0)
+    rebuilt = reasearch.make(TaskSpec.from_json(task.spec.to_json()))
+    assert isinstance(rebuilt, ToyTask) and rebuilt.spec == task.spec and rebuilt.get_params() == task.get_params()
+
+
+def test_make_of_a_bad_spec_is_a_clear_error() -> None:
+    import dataclasses
+
+    import reasearch
+    from reasearch.errors import ConfigError
+
+    spec = reasearch.spec("circle_packing/n26-v1")
+    with pytest.raises(ConfigError, match="cannot load task class"):
+        reasearch.make(dataclasses.replace(spec, task_class="reasearch.nowhere:Nothing"))
+    with pytest.raises(ConfigError, match="not a Task subclass"):
+        reasearch.make(dataclasses.replace(spec, task_class="builtins:dict"))
+    with pytest.raises(ConfigError, match="builds task"):
+        reasearch.make(dataclasses.replace(spec, id="circle_packing/n27-v1", params={"n": 26}))
+    with pytest.raises(ConfigError, match="exactly"):
+        reasearch.make(spec, n=27)

@@ -51,12 +51,43 @@ def test_other_seed_is_a_miss(store: Store, executor: LocalExecutor) -> None:
     assert run.used()[Unit.EVALUATIONS] == 2.0
 
 
-def test_cache_is_shared_by_runs_of_one_store(store: Store, executor: LocalExecutor) -> None:
-    a = Run.create(store, task=ToyTask(), budget={}, executor=executor, seed=5)
-    b = Run.create(store, task=ToyTask(), budget={}, executor=executor, seed=5)
+class _CountingExecutor:
+    """Counts what really runs (a shared-cache hit must not reach the executor)."""
+
+    def __init__(self, inner: LocalExecutor) -> None:
+        self.inner = inner
+        self.submitted = 0
+
+    def submit(self, request: object) -> object:
+        self.submitted += 1
+        return self.inner.submit(request)  # type: ignore[arg-type]
+
+
+def test_shared_cache_saves_compute_but_each_run_pays_its_first_evaluation(store: Store,
+                                                                           executor: LocalExecutor) -> None:
+    """Equal budgets per run: run B pays for GOOD although run A computed it; only B's repeats are free."""
+    counting = _CountingExecutor(executor)
+    a = Run.create(store, task=ToyTask(), budget={"evaluations": 5}, executor=counting, seed=5)  # type: ignore[arg-type]
+    b = Run.create(store, task=ToyTask(), budget={"evaluations": 5}, executor=counting, seed=5)  # type: ignore[arg-type]
+    first = a.evaluate(GOOD, step=0)
+    assert counting.submitted == 1
+    shared = b.evaluate(GOOD, step=0)
+    assert counting.submitted == 1  # no second sandbox run: the result came from the shared cache
+    assert not shared.cached and shared == first  # B's first evaluation: the same result, and paid
+    assert b.used()[Unit.EVALUATIONS] == 1.0 == a.used()[Unit.EVALUATIONS]
+    assert [e.note for e in store.ledger(b.id)] == ["evaluate (shared cache)"]
+    repeat = b.evaluate(GOOD, step=1)
+    assert repeat.cached and b.used()[Unit.EVALUATIONS] == 1.0  # a repeat within the run is free
+    assert counting.submitted == 1
+
+
+def test_a_shared_cache_hit_respects_the_runs_cap(store: Store, executor: LocalExecutor) -> None:
+    a = Run.create(store, task=ToyTask(), budget={}, executor=executor)
+    b = Run.create(store, task=ToyTask(), budget={"evaluations": 0}, executor=executor)
     a.evaluate(GOOD, step=0)
-    hit = b.evaluate(GOOD, step=0)
-    assert hit.cached and b.used()[Unit.EVALUATIONS] == 0.0
+    refused = b.evaluate(GOOD, step=0)
+    assert refused.status is Status.REFUSED and refused.score is None
+    assert b.used()[Unit.EVALUATIONS] == 0.0
 
 
 def test_nondeterministic_task_is_never_cached(store: Store, executor: LocalExecutor) -> None:

@@ -18,17 +18,18 @@ import pytest
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store import (
     SCHEMA_VERSION,
-    CandidateRecord,
     EvaluationRecord,
     PostgresStore,
-    RunRecord,
     RunState,
     SQLiteStore,
     Store,
     open_store,
 )
 from reasearch.errors import ConfigError, StoreError
-from reasearch.evaluators.result import EvalResult, Provenance, Status
+from reasearch.evaluators.result import Status
+from reasearch.runs.testing import StoreTestCase, make_candidate, make_result, make_run_record
+
+_run, _result, _cand = make_run_record, make_result, make_candidate
 
 PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -44,6 +45,9 @@ def _pg_schema_url(schema: str) -> str:
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty store URL of the requested backend (a new schema per test on PostgreSQL)."""
     backend = request.param
+    if backend == "memory":
+        yield "memory://"
+        return
     if backend == "sqlite":
         yield str(tmp_path / "run-dir")
         return
@@ -73,77 +77,11 @@ def store(store_url: str) -> Iterator[Store]:
 backends = pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
 
 
-def _run(run_id: str = "r1", **kw: object) -> RunRecord:
-    base = dict(id=run_id, task_id="toy/quadratic-d4-v1", task_params={"dim": 4}, seed=7, config={"model": "x"},
-                budget={"evaluations": 5.0}, state=RunState.RUNNING, created_at=1.0, updated_at=1.0,
-                task_entry="reasearch.evaluators.testing:ToyTask")
-    base.update(kw)
-    return RunRecord(**base)  # type: ignore[arg-type]
+@pytest.mark.parametrize("store_url", ["memory", *BACKENDS], indirect=True)
+class TestEveryBackend(StoreTestCase):
+    """The shipped backend test case (reasearch.runs.testing), on in-memory, SQLite and PostgreSQL."""
 
 
-def _result(score: float | None, status: Status = Status.OK, cand: str = "c" * 64) -> EvalResult:
-    prov = Provenance("toy/quadratic-d4-v1", 1, "eh", cand, 7, "nsjail", {"python": "3.11"}, {"dim": 4})
-    if status is Status.OK:
-        return EvalResult(Status.OK, score, None, {"distance": 1.5, "arr": [1, 2]}, "fine", 0.01, 0.02, prov,
-                          {"x": [1.0, 2.0]})
-    return EvalResult.failure(status, "boom", wall_s=0.5, provenance=prov)
-
-
-def _cand(cid: str, run_id: str = "r1", source: str | None = None) -> CandidateRecord:
-    return CandidateRecord(run_id, cid, source or f"# {cid}\n", None, "note", 2.0)
-
-
-@backends
-def test_runs_roundtrip_prefix_and_state(store: Store) -> None:
-    store.create_run(_run("20260101-000000-aaaa"))
-    store.create_run(_run("20260101-000000-bbbb", seed=9))
-    got = store.get_run("20260101-000000-aaaa")
-    assert got == _run("20260101-000000-aaaa")
-    assert store.get_run("20260101-000000-b").seed == 9  # unique prefix
-    with pytest.raises(StoreError, match="ambiguous"):
-        store.get_run("20260101")
-    with pytest.raises(StoreError, match="no run"):
-        store.get_run("nope")
-    with pytest.raises(StoreError, match="no run"):
-        store.get_run("2026%")  # a LIKE wildcard is a literal character
-    with pytest.raises(StoreError, match="already exists"):
-        store.create_run(_run("20260101-000000-aaaa"))
-    store.set_run_state("20260101-000000-aaaa", RunState.FINISHED, final_candidate="abc", reason="budget spent")
-    done = store.get_run("20260101-000000-aaaa")
-    assert (done.state, done.final_candidate, done.reason) == (RunState.FINISHED, "abc", "budget spent")
-    assert [r.id for r in store.list_runs()] == ["20260101-000000-aaaa", "20260101-000000-bbbb"]
-
-
-@backends
-def test_candidates_dedup_and_order(store: Store) -> None:
-    store.create_run(_run())
-    assert store.add_candidate(_cand("b")) is True
-    assert store.add_candidate(_cand("a")) is True
-    assert store.add_candidate(CandidateRecord("r1", "b", "# other\n", "a", "second", 3.0)) is False
-    assert [c.id for c in store.candidates("r1")] == ["b", "a"]
-    assert store.get_candidate("r1", "b") == _cand("b")  # the first write stands
-    assert store.get_candidate("r1", "zzz") is None
-
-
-@backends
-def test_record_evaluation_is_one_idempotent_transaction(store: Store) -> None:
-    store.create_run(_run())
-    ev = EvaluationRecord("r1", 3, "c1", 7, _result(-2.5), 5.0)
-    debit = LedgerEntry("r1", 3, Unit.EVALUATIONS, 1.0, "evaluate", 5.0)
-    rec, new = store.record_evaluation(ev, _cand("c1"), debit=debit, cache_key="k1")
-    assert new and rec == ev
-    # the same step again (a replay, even with another result): nothing changes, no second debit
-    again, new2 = store.record_evaluation(EvaluationRecord("r1", 3, "c1", 7, _result(-1.0), 6.0), _cand("c1"),
-                                          debit=LedgerEntry("r1", 3, Unit.EVALUATIONS, 1.0, "evaluate", 6.0))
-    assert not new2 and again.result.score == -2.5
-    assert store.usage("r1") == {Unit.EVALUATIONS: 1.0}
-    assert store.get_evaluation("r1", 3) == ev
-    assert store.get_evaluation("r1", 4) is None
-    # the full EvalResult survives as plain JSON
-    assert store.get_evaluation("r1", 3).result.to_dict() == _result(-2.5).to_dict()  # type: ignore[union-attr]
-    assert store.cache_get("k1").to_dict() == _result(-2.5).to_dict()  # type: ignore[union-attr]
-    assert store.cache_get("k2") is None
-    assert [c.id for c in store.candidates("r1")] == ["c1"]
 
 
 @backends
@@ -169,41 +107,10 @@ def test_failed_transaction_leaves_nothing(store: Store, monkeypatch: pytest.Mon
     assert new
 
 
-@backends
-def test_ledger_idempotent_per_step_unit_note(store: Store) -> None:
-    store.create_run(_run())
-    assert store.debit(LedgerEntry("r1", 1, Unit.TOKENS, 1200, "turn", 1.0))
-    assert not store.debit(LedgerEntry("r1", 1, Unit.TOKENS, 1200, "turn", 2.0))
-    assert store.debit(LedgerEntry("r1", 1, Unit.TOKENS, 300, "compaction", 2.0))
-    assert store.debit(LedgerEntry("r1", 2, Unit.TOKENS, 100, "turn", 3.0))
-    assert store.debit(LedgerEntry("r1", 2, Unit.DOLLARS, 0.125, "turn", 3.0))
-    assert store.usage("r1") == {Unit.TOKENS: 1600.0, Unit.DOLLARS: 0.125}
-    assert [(e.step, e.unit, e.amount, e.note) for e in store.ledger("r1")] == [
-        (1, Unit.TOKENS, 1200.0, "turn"), (1, Unit.TOKENS, 300.0, "compaction"),
-        (2, Unit.TOKENS, 100.0, "turn"), (2, Unit.DOLLARS, 0.125, "turn")]
 
 
-@backends
-def test_events_append_only_idempotent_and_last_step(store: Store) -> None:
-    store.create_run(_run())
-    store.create_run(_run("r2"))
-    assert store.last_step("r1") == -1
-    assert store.log_event("r1", 0, "model_turn", {"text": "hi", "nan": float("nan"), "t": (1, 2)})
-    assert not store.log_event("r1", 0, "model_turn", {"text": "changed"})
-    assert store.log_event("r1", 0, "tool_call", {"name": "evaluate"})
-    assert store.log_event("r1", 1, "model_turn", {"text": "again"})
-    assert store.log_event("r2", 9, "model_turn", {})
-    evs = store.events("r1")
-    assert [(e.step, e.kind) for e in evs] == [(0, "model_turn"), (0, "tool_call"), (1, "model_turn")]
-    assert evs[0].payload == {"text": "hi", "nan": None, "t": [1, 2]}
-    assert [e.step for e in store.events("r1", kind="model_turn")] == [0, 1]
-    assert store.last_step("r1") == 1
-    store.debit(LedgerEntry("r1", 4, Unit.TOKENS, 1, "turn", 1.0))
-    assert store.last_step("r1") == 4
-    store.record_evaluation(EvaluationRecord("r1", 6, "c", 0, _result(1.0), 1.0), _cand("c"))
-    assert store.last_step("r1") == 6
-    with pytest.raises(StoreError, match="plain data"):
-        store.log_event("r1", 7, "bad", {"obj": object()})
+
+
 
 
 @backends

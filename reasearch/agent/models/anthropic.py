@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
-from reasearch.agent.models.base import RETRY_STATUS, ModelSpec, Price, RetryPolicy
+from reasearch.agent.models.base import (
+    ANTHROPIC_DEFAULT_URL,
+    MAX_REPLY_BYTES,
+    RETRY_STATUS,
+    MalformedReply,
+    ModelSpec,
+    Price,
+    RetryPolicy,
+    snippet,
+)
 from reasearch.errors import ModelError
 
 __all__ = ["NO_KEY_MESSAGE", "AnthropicModel"]
@@ -47,7 +57,7 @@ class AnthropicModel:
                 raise ModelError(NO_KEY_MESSAGE)
             key = "local"  # a local endpoint needs no real key, but the SDK wants one
         self._key, self._base_url, self._timeout = key, base_url, timeout_s
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetryPolicy(max_attempts=spec.attempts)
         self._price: Price | None = spec.price
         self._client: Any = None
 
@@ -90,42 +100,94 @@ class AnthropicModel:
             params["extra_body"] = {"temperature": temperature}
         return params
 
+    @property
+    def endpoint(self) -> str:
+        """Where the calls go (recorded in the run; a resume refuses to switch silently)."""
+        return (self._base_url or ANTHROPIC_DEFAULT_URL).rstrip("/")
+
     def complete(self, request: ModelRequest) -> ModelReply:
-        """One reply; retries overload and rate limits; raises ModelError on anything else."""
+        """One reply; retries overload, rate limits and malformed answers; raises ModelError on anything else."""
         import anthropic
 
         client, params = self._sdk(), self._params(request)
         for attempt in range(self.retry.max_attempts):
+            last = attempt + 1 == self.retry.max_attempts
             try:
-                message = client.messages.create(**params)
-                return self._reply(message)
+                with client.messages.with_streaming_response.create(**params) as raw:
+                    try:
+                        body = _read_capped(raw.iter_bytes())
+                    except MalformedReply:
+                        raise
+                    except Exception as exc:  # the SDK does not wrap transport errors met while reading
+                        raise _BrokenBody(f"{type(exc).__name__}: {exc}") from exc
+                return self._reply(body)
             except anthropic.APIStatusError as exc:
                 status = getattr(exc, "status_code", None)
-                if status not in RETRY_STATUS or attempt + 1 == self.retry.max_attempts:
-                    raise ModelError(f"Anthropic API error {status}: {exc.message}") from exc
+                if status not in RETRY_STATUS or last:
+                    raise ModelError(f"Anthropic API error {status}: {snippet(str(exc.message), 300)}") from exc
                 self.retry.sleep(self.retry.delay(attempt, _retry_after(exc)))
-            except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-                if attempt + 1 == self.retry.max_attempts:
-                    raise ModelError(f"cannot reach the Anthropic API at {self._base_url or 'the default URL'}: {exc}") from exc
+            except (anthropic.APIConnectionError, anthropic.APITimeoutError, _BrokenBody) as exc:
+                if last:
+                    raise ModelError(f"cannot reach the Anthropic API at {self.endpoint}: {snippet(str(exc), 300)}") from exc
                 self.retry.sleep(self.retry.delay(attempt))
+            except MalformedReply as exc:
+                if last:
+                    raise ModelError(f"{self.endpoint} answered {self.retry.max_attempts} times with something that is "
+                                     f"not a Messages API reply: {exc}") from None
+                self.retry.sleep(self.retry.delay(attempt))
+            except anthropic.AnthropicError as exc:  # anything else the SDK raises: no traceback, no retry
+                raise ModelError(f"Anthropic SDK error from {self.endpoint}: {type(exc).__name__}: "
+                                 f"{snippet(str(exc), 300)}") from exc
         raise ModelError("unreachable")  # the loop always returns or raises
 
-    def _reply(self, message: Any) -> ModelReply:
+    def _reply(self, body: bytes) -> ModelReply:
+        """Validates a raw Messages API body; anything else raises :class:`MalformedReply`."""
+        try:
+            message = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MalformedReply(f"not JSON ({exc}); it began: {snippet(body)!r}") from None
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            raise MalformedReply(f"JSON without a content list; it began: {snippet(body)!r}")
         blocks: list[dict[str, Any]] = []
-        for block in message.content:
-            if block.type == "text":
-                blocks.append({"type": "text", "text": block.text})
-            elif block.type == "tool_use":
-                blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input or {})})
-        u = message.usage
-        usage = Usage(
-            input_tokens=int(getattr(u, "input_tokens", 0) or 0),
-            output_tokens=int(getattr(u, "output_tokens", 0) or 0),
-            cache_read_tokens=int(getattr(u, "cache_read_input_tokens", 0) or 0),
-            cache_write_tokens=int(getattr(u, "cache_creation_input_tokens", 0) or 0),
-        )
+        for block in message["content"]:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text" and isinstance(block.get("text"), str):
+                blocks.append({"type": "text", "text": block["text"]})
+            elif kind == "tool_use" and isinstance(block.get("id"), str) and isinstance(block.get("name"), str) \
+                    and isinstance(block.get("input", {}), dict):
+                blocks.append({"type": "tool_use", "id": block["id"], "name": block["name"],
+                               "input": dict(block.get("input") or {})})
+            elif not isinstance(kind, str) or kind in ("text", "tool_use"):
+                raise MalformedReply(f"a content block of the wrong shape: {snippet(json.dumps(block))!r}")
+            # other block kinds (thinking, server tools) carry nothing the harness uses
+        u = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+        try:
+            usage = Usage(
+                input_tokens=int(u.get("input_tokens") or 0),
+                output_tokens=int(u.get("output_tokens") or 0),
+                cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
+                cache_write_tokens=int(u.get("cache_creation_input_tokens") or 0),
+            )
+        except (TypeError, ValueError):
+            raise MalformedReply(f"usage of the wrong shape: {snippet(json.dumps(u))!r}") from None
+        stop = message.get("stop_reason")
         cost = self._price.cost(usage) if self._price else 0.0
-        return ModelReply(tuple(blocks), StopReason.parse(message.stop_reason), usage, cost, str(message.model))
+        return ModelReply(tuple(blocks), StopReason.parse(stop if isinstance(stop, str) else None), usage, cost,
+                          str(message.get("model") or self.spec.name))
+
+
+class _BrokenBody(Exception):
+    """The connection broke while the body was read (retried like a refused connection)."""
+
+
+def _read_capped(chunks: Any) -> bytes:
+    """The body, refused past ``MAX_REPLY_BYTES`` (an endpoint streaming without end is malformed)."""
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        if len(buf) > MAX_REPLY_BYTES:
+            raise MalformedReply(f"a body over {MAX_REPLY_BYTES:,} bytes")
+    return bytes(buf)
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 from reasearch.agent.messages import ModelReply, ModelRequest, Usage
 from reasearch.errors import ConfigError
 
-__all__ = ["PRICES", "Model", "ModelSpec", "Price", "RetryPolicy", "price_for"]
+__all__ = ["PRICES", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "endpoint_of", "price_for", "snippet"]
 
 
 @runtime_checkable
@@ -73,6 +73,8 @@ class ModelSpec:
         price_in: dollars per million input tokens (overrides the built-in table).
         price_out: dollars per million output tokens.
         api_key_env: environment variable holding the key.
+        attempts: HTTP attempts per call: overload, rate limits, refused connections and malformed
+            answers are retried with backoff up to this many times.
     """
 
     provider: str = "anthropic"
@@ -83,12 +85,15 @@ class ModelSpec:
     price_in: float | None = None
     price_out: float | None = None
     api_key_env: str = ""
+    attempts: int = 6
 
     def __post_init__(self) -> None:
         if self.provider not in ("anthropic", "openai", "scripted"):
             raise ConfigError(f"model provider must be anthropic, openai or scripted, not {self.provider!r}")
         if self.provider == "openai" and not self.base_url:
             raise ConfigError("an openai-compatible model needs a base URL, e.g. --base-url http://127.0.0.1:11434/v1")
+        if self.attempts < 1:
+            raise ConfigError(f"attempts must be >= 1, not {self.attempts}")
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, not {self.max_tokens}")
         if (self.price_in is None) != (self.price_out is None):
@@ -137,3 +142,33 @@ class RetryPolicy:
 
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
+MAX_REPLY_BYTES = 32 << 20  # a larger answer is malformed (a reply of max_tokens is far smaller)
+
+
+def endpoint_of(spec: ModelSpec) -> str | None:
+    """The endpoint a spec sends its calls to, as resolved now (flag, else environment, else default).
+
+    None for scripted models (they call nothing). Recorded when a run starts; a resume compares.
+    """
+    import os
+
+    if spec.provider == "scripted":
+        return None
+    if spec.provider == "openai":
+        return (spec.base_url or "").rstrip("/")
+    return (spec.base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT_URL).rstrip("/")
+
+
+class MalformedReply(Exception):
+    """A 200 answer that is not a valid message (bad JSON, wrong shape, an HTML page): retried like an
+    overload, then reported as a :class:`~reasearch.errors.ModelError`. Internal to the clients."""
+
+
+def snippet(body: bytes | str, limit: int = 160) -> str:
+    """The first bytes of a body on one line (for error messages that must stay one line)."""
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else str(body)
+    text = " ".join(text.split())
+    return text[:limit] + ("..." if len(text) > limit else "")

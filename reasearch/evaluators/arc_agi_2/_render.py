@@ -12,8 +12,6 @@ from reasearch.evaluators.result import EvalResult
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from reasearch.evaluators.arc_agi_2.task import ArcTask
-
 __all__ = ["ARC_PALETTE", "render_grids_png", "render_pair_png", "render_train_png", "result_table"]
 
 # The colours of the ARC tools: 0 black, 1 blue, 2 red, 3 green, 4 yellow, 5 grey, 6 magenta,
@@ -129,22 +127,33 @@ def render_pair_png(input_grid: Sequence[Sequence[int]], expected: Sequence[Sequ
     return render_grids_png([[("input", input_grid), ("expected", expected), ("got", got)]], Path(path), title=title)
 
 
-def render_train_png(task: ArcTask, result: EvalResult, path: Path, *, pairs: list[int] | None = None) -> Path:
-    """Input, expected output and both attempts for the train pairs of an ARC result."""
+Grid = Sequence[Sequence[int]]
+
+
+def render_train_png(title: str, train: Sequence[tuple[Grid, Grid | None]], result: EvalResult, path: Path, *,
+                     pairs: Sequence[int] | None = None) -> Path:
+    """Input, expected output and both attempts for the train pairs of an ARC result (plain data in).
+
+    Args:
+        title: the picture's heading (the task's id); the score is appended.
+        train: the task's train pairs as ``(input, expected output)`` grids.
+        result: an OK train result of that task (``result.solution`` holds the attempts).
+        path: where to write the PNG.
+        pairs: indices of the pairs to draw (default: all).
+    """
     solution = result.solution or {}
     if solution.get("phase") != "train" or "attempts" not in solution:
         raise ConfigError("render_png needs an OK train result of this task (result.solution holds the attempts)")
-    problem = task.problem
     attempts = solution["attempts"]
-    if len(attempts) != len(problem.train):
-        raise ConfigError(f"the result has {len(attempts)} pairs; task {task.task_id} has {len(problem.train)}")
-    chosen = range(len(problem.train)) if pairs is None else pairs
+    if len(attempts) != len(train):
+        raise ConfigError(f"the result has {len(attempts)} pairs; task {title} has {len(train)}")
+    chosen = range(len(train)) if pairs is None else pairs
     solved = {p["index"]: p["solved"] for p in result.metrics.get("pairs", [])}
     rows = []
     for i in chosen:
-        pair = problem.train[i]
+        grid_in, grid_out = train[i]
         mark = "solved" if solved.get(i) else "not solved"
-        rows.append([(f"pair {i} input", pair.input), (f"expected ({mark})", pair.output),
+        rows.append([(f"pair {i} input", grid_in), (f"expected ({mark})", grid_out),
                      ("attempt 1", attempts[i][0]), ("attempt 2", attempts[i][1])])
     score = "-" if result.score is None else f"{result.score:.3f}"
-    return render_grids_png(rows, path, title=f"{task.spec.id}  score {score}")
+    return render_grids_png(rows, path, title=f"{title}  score {score}")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from reasearch.errors import ConfigError
 from reasearch.evaluators.arc_agi_2._data import ArcProblem, load_problem
 from reasearch.evaluators.arc_agi_2._grid import Grid
+from reasearch.evaluators.arc_agi_2._render import render_train_png, result_table
 from reasearch.evaluators.arc_agi_2._scoring import (
     PairScore,
     score_attempts,
@@ -214,15 +215,12 @@ class ArcTask(Task):
     # -- reports ------------------------------------------------------------------------------
     def render_table(self, result: EvalResult) -> Table:
         """A rich table of the per-pair figures of ``result`` (for ``reasearch eval``)."""
-        from reasearch.evaluators.arc_agi_2._render import result_table
-
         return result_table(self.spec.id, result)
 
     def render_png(self, result: EvalResult, path: str | os.PathLike[str], *, pairs: list[int] | None = None) -> Path:
         """Draws input, expected output and both attempts of each train pair of ``result`` to a PNG."""
-        from reasearch.evaluators.arc_agi_2._render import render_train_png
-
-        return render_train_png(self, result, Path(path), pairs=pairs)
+        train = [(pair.input, pair.output) for pair in self.problem.train]
+        return render_train_png(self.spec.id, train, result, Path(path), pairs=pairs)
 
 
 # Modules whose code decides a score besides the class hierarchy and the harness (evaluator hash).

@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """Runs inside the sandbox: calls the candidate and hands back its centers and radii as plain arrays.
 
 Nothing here is trusted with the score: the parent validates shapes and constraints and recomputes the

@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """Runs inside the sandbox, once per timed call: hands one window's loads to ``rebalance_experts``.
 
 Nothing here is trusted with the score: the parent times each call itself, then validates and

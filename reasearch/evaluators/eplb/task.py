@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators._secret import derive_seed, fingerprint, secret
 from reasearch.evaluators.base import Task, default_runner, failure_feedback
 from reasearch.evaluators.eplb.harness import compact
 from reasearch.evaluators.eplb.scoring import (
@@ -77,6 +79,13 @@ class EplbTask(Task):
     sandbox round trip, reported as ``t_roundtrip_floor_s``); ``bal_expert``, ``bal_gpu`` and
     ``t_alg`` are reported separately. Any broken rule is ``INVALID`` with the window, layer and reason.
 
+    What the speed term counts: only the wall time of each call, as the trusted side sees it. Work the
+    candidate does outside its calls (at import, or in threads that run on after a call returns) is not
+    in ``t_alg``; it is bounded by the one wall-time limit of the whole session and the memory limit;
+    the session's total CPU time is reported as ``cpu_s``, and the part of it beyond the timed calls'
+    wall time as ``metrics["cpu_beyond_calls_s"]`` (not scored). It cannot see the window it is scored on
+    earlier than any other candidate: window ``i + 1`` enters the sandbox only with call ``i + 1``.
+
     With ``weight_type="torch"`` the sandbox must be able to import torch: give the pool
     ``SandboxConfig(preload=(*DEFAULT_PRELOAD, "torchgen", "sympy", "mpmath", "networkx", "jinja2",
     "markupsafe", "filelock", "fsspec", "torch"))`` (the workers mirror only what they preload).
@@ -90,8 +99,11 @@ class EplbTask(Task):
         trace_path: a published load trace (``{"load_history": [{"logical_expert_load": [[E] x L]}]}``);
             None uses the synthetic trace. Parsed once per process.
         num_windows: windows used (the first ones); None: 11 synthetic windows, or all of a file's.
-        trace_seed: seed of the synthetic trace when ``evaluate`` gets no seed (a seed passed to
-            ``evaluate`` selects the synthetic trace instead; ignored for a trace file).
+trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a seed passed to
+            ``evaluate`` selects the synthetic trace instead; ignored for a trace file). The generator's
+            own seed is derived from it with the evaluator's secret (:mod:`reasearch.evaluators._secret`),
+            so knowing it and the generator does not reveal the scored windows; results record the
+            secret's fingerprint as ``trace_secret``.
         window_size: history entries summed per window.
         weight_type: ``"numpy"`` (default) or ``"torch"`` (published torch programs run unchanged).
         time_limit_s: wall-time limit of a whole evaluation (all calls together).
@@ -175,7 +187,9 @@ class EplbTask(Task):
             f"Score (maximize): (mean bal_expert + {SPEED_NUMERATOR_S} / mean t_alg) / 2, where t_alg is the "
             "wall time of each call, measured by the evaluator around the call: it includes the sandbox round "
             "trip (reported as t_roundtrip_floor_s) and sending your arrays back, so a log2phy no wider than "
-            "needed helps. bal_expert, bal_gpu and t_alg are reported separately.\n"
+            "needed helps. Only the calls are timed: work done between calls (at import or in background "
+            "threads) is not in t_alg, but it shares the one wall-time limit of the whole session and "
+            "cannot see a window before it is sent. bal_expert, bal_gpu and t_alg are reported separately.\n"
             "The seed program is DeepSeek's published hierarchical algorithm; its compiled steps are "
             "importable: `from reasearch.native.eplb import balanced_packing, replicate_experts, "
             "rebalance_experts`.\n"
@@ -198,12 +212,19 @@ class EplbTask(Task):
             windows = load_trace_windows(self.trace_path, int(self.window_size))
             if self.num_windows is not None:
                 windows = windows[: int(self.num_windows)]
-            info: dict[str, Any] = {"trace": str(self.trace_path), "trace_seed": None}
+            info: dict[str, Any] = {"trace": str(self.trace_path), "trace_seed": None, "trace_secret": None}
         else:
+            # The generator is public and its code could be pasted into a candidate, so the public seed only
+            # names the trace: the generator's seed is derived from it with the evaluator's secret.
             trace_seed = int(self.trace_seed if seed is None else seed)
-            trace = SyntheticTrace(seed=trace_seed, window_size=int(self.window_size))
+            public = SyntheticTrace(seed=0, window_size=int(self.window_size)).to_dict()
+            public.pop("seed")
+            key = secret()
+            trace = SyntheticTrace(seed=derive_seed("eplb/v1 synthetic trace", {**public, "seed": trace_seed}, key),
+                                   window_size=int(self.window_size))
             windows = trace.windows(int(self.num_windows or DEFAULT_SYNTHETIC_WINDOWS))
-            info = {"trace": "synthetic", "trace_seed": trace_seed, "trace_params": trace.to_dict()}
+            info = {"trace": "synthetic", "trace_seed": trace_seed, "trace_params": public,
+                    "trace_secret": fingerprint(key)}
         if windows.shape[0] < 2:
             raise ConfigError(f"the trace has {windows.shape[0]} window(s) of {self.window_size} entries; "
                               "at least 2 are needed (one to place on, one to score on)")
@@ -270,6 +291,8 @@ class EplbTask(Task):
         finally:
             final = session.close()
         prov = self.provenance(candidate_source, seed=seed, sandbox_mode=final.sandbox_mode)
+        if info.get("trace_secret"):  # which secret scored it (its fingerprint): reproducible where it is kept
+            prov = dataclasses.replace(prov, versions={**prov.versions, "trace_secret": info["trace_secret"]})
         if problem is None and final.status is not Status.OK:
             problem = (final.status, failure_feedback(final))
         if problem is not None:
@@ -279,7 +302,11 @@ class EplbTask(Task):
             return EvalResult.failure(status, text, wall_s=final.wall_s, cpu_s=final.cpu_s,
                                       metrics={**info, "windows_scored": len(tally.scores)}, provenance=prov)
         result = self._summarize(tally, info, floor)
-        return result.with_(wall_s=final.wall_s, cpu_s=final.cpu_s, provenance=prov)
+        # Not scored (t_alg is the timed calls' wall time, as the spec says); shown so that work moved out
+        # of the calls (at import, between calls, in threads) is visible: session CPU beyond the timed walls.
+        beyond = max(0.0, float(final.cpu_s) - sum(tally.times))
+        return result.with_(wall_s=final.wall_s, cpu_s=final.cpu_s, provenance=prov,
+                            metrics={**result.metrics, "cpu_beyond_calls_s": beyond})
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores raw data: ``{"placements": [answer per window], "t_alg_s": [trusted seconds per call]}``.

@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """Runs inside the sandbox: calls the candidate and hands back its points as a plain float64 array.
 
 The parent checks the shape and the square, and recomputes the minimum triangle area itself.

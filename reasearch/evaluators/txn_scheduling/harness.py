@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """The harness that runs inside the sandbox around a transaction-scheduling candidate.
 
 It seeds ``random`` and ``numpy.random`` from the payload seed, builds each workload, calls the

@@ -1,3 +1,4 @@
+# reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """``Workload``: the published simulator API, backed by the compiled cost model.
 
 Candidates receive one of these per workload (inside the sandbox); the trusted side scores with the

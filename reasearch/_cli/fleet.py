@@ -1,0 +1,228 @@
+"""``reasearch fleet run|resume|show|list``: many agent runs at once, locally or on a Ray cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from reasearch.errors import ConfigError
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="URL", help="run store: postgresql://... (shared by every node) or a directory "
+                                                   "(default: $REASEARCH_STORE or the run directory)")
+    p.add_argument("--run-dir", default="runs", metavar="D", help="where members keep workspaces (default ./runs)")
+
+
+def _exec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", default="local", metavar="local|ray[=ADDRESS]",
+                   help="local: threads of this process; ray: one Ray task per member (ray=HOST:PORT joins a cluster)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--quiet", action="store_true", help="no live table")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fleet", help="many agent runs at once: tasks x seeds x models, local or on Ray",
+                       description="Run a fleet of agent runs (tasks x seeds x models) into one store, with a live "
+                                   "table and a results table at the end.")
+    fs = p.add_subparsers(dest="fleet_command", metavar="SUBCOMMAND")
+    fs.required = True
+
+    r = fs.add_parser("run", help="start a fleet", description="Start a fleet from a spec file or flags.")
+    r.add_argument("--spec", metavar="FILE", help="fleet spec (JSON or TOML; the keys of FleetSpec)")
+    r.add_argument("--task", action="append", default=[], metavar="TASK_ID", help="a task (repeatable)")
+    r.add_argument("--seeds", default="0", metavar="LIST", help="seeds, e.g. 0,1,2 or 0-4 (default 0)")
+    r.add_argument("--model", action="append", default=[], metavar="M", help="a model (repeatable)")
+    r.add_argument("--base-url", metavar="URL", help="model endpoint for every member")
+    r.add_argument("--budget", type=float, default=50, metavar="N", help="evaluations per run (default 50)")
+    r.add_argument("--max-dollars", type=float, metavar="USD", help="dollar cap per run")
+    r.add_argument("--fleet-dollars", type=float, metavar="USD", help="dollar cap over the whole fleet")
+    r.add_argument("--fleet-tokens", type=float, metavar="N", help="token cap over the whole fleet")
+    r.add_argument("--parallelism", type=int, default=2, metavar="N", help="members at once (default 2)")
+    r.add_argument("--traces", type=int, default=1, metavar="N", help="independent traces per task/seed/model")
+    r.add_argument("--max-turns", type=int, metavar="N", help="model turns per run")
+    r.add_argument("--id", metavar="FLEET_ID", help="an explicit fleet id")
+    _store_args(r)
+    _exec_args(r)
+    r.set_defaults(func=cmd_run)
+
+    s = fs.add_parser("resume", help="finish what a crash left of a fleet")
+    s.add_argument("fleet_id", metavar="FLEET_ID")
+    _store_args(s)
+    _exec_args(s)
+    s.set_defaults(func=cmd_resume)
+
+    w = fs.add_parser("show", help="the results table of a fleet")
+    w.add_argument("fleet_id", metavar="FLEET_ID")
+    _store_args(w)
+    w.add_argument("--json", action="store_true", help="print the results as JSON")
+    w.set_defaults(func=cmd_show)
+
+    ls = fs.add_parser("list", help="the fleets in a store")
+    _store_args(ls)
+    ls.set_defaults(func=cmd_list)
+
+
+def _seeds(text: str) -> list[int]:
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.strip().partition("-")
+            out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    except ValueError:
+        raise ConfigError(f"--seeds takes a list like 0,1,2 or 0-4, not {text!r}") from None
+    return out
+
+
+def _store(args: argparse.Namespace) -> str:
+    return args.store or os.environ.get("REASEARCH_STORE") or args.run_dir
+
+
+def _executor(text: str) -> tuple[str, str | None]:
+    kind, _, address = text.partition("=")
+    if kind not in ("local", "ray") or (address and kind != "ray"):
+        raise ConfigError(f"--executor is local, ray or ray=ADDRESS, not {text!r}")
+    return kind, address or None
+
+
+def _spec_from_args(args: argparse.Namespace) -> Any:
+    from reasearch.agent.fleet import FleetSpec
+
+    if args.spec:
+        if args.task or args.model:
+            raise ConfigError("give the fleet as --spec FILE or as flags, not both")
+        return FleetSpec.from_file(args.spec)
+    if not args.task:
+        raise ConfigError("a fleet needs --spec FILE or at least one --task")
+    budget: dict[str, float] = {"evaluations": args.budget}
+    if args.max_dollars is not None:
+        budget["dollars"] = args.max_dollars
+    caps: dict[str, float] = {}
+    if args.fleet_dollars is not None:
+        caps["dollars"] = args.fleet_dollars
+    if args.fleet_tokens is not None:
+        caps["tokens"] = args.fleet_tokens
+    agent = {"max_turns": args.max_turns} if args.max_turns else {}
+    return FleetSpec(tasks=tuple(args.task), seeds=tuple(_seeds(args.seeds)),
+                     models=tuple(args.model or ["claude-sonnet-4-6"]), budget=budget, caps=caps,
+                     parallelism=args.parallelism, traces=args.traces, agent=agent, base_url=args.base_url)
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def members_table(rows: list[Any], title: str) -> Table:
+    t = Table(title=title)
+    for col in ("#", "run", "task", "seed", "model", "trace", "state", "best", "normalized", "evals", "dollars"):
+        t.add_column(col)
+    for r in rows:
+        m = r.member
+        t.add_row(str(m.index), r.run_id, m.task_id, str(m.seed), m.model, str(m.trace), r.state, _fmt(r.best_score),
+                  _fmt(r.normalized), str(r.evaluations), f"{r.used.get('dollars', 0.0):.4g}")
+    return t
+
+
+def groups_table(report: Any) -> Table:
+    t = Table(title="per task and model (best score, normalized where a best known exists)")
+    for col in ("task", "model", "runs", "finished", "mean", "std", "best", "evaluations", "dollars"):
+        t.add_column(col)
+    for g in report.groups():
+        t.add_row(g["task_id"], g["model"], str(g["runs"]), str(g["finished"]), _fmt(g["mean"]), _fmt(g["std"]),
+                  _fmt(g["best"]), str(g["evaluations"]), f"{g['dollars']:.4g}")
+    return t
+
+
+def _drive(args: argparse.Namespace, go: Any) -> int:
+    console = Console(stderr=True)
+    kind, address = _executor(args.executor)
+    live: Live | None = None
+    title = f"fleet ({kind})"
+
+    def on_update(rows: list[Any]) -> None:
+        if live is not None:
+            live.update(members_table(rows, title))
+        elif not args.quiet:  # not a terminal: one line per member as it ends
+            for r in rows:
+                if r.state in ("finished", "failed", "interrupted") and r.run_id not in seen:
+                    seen.add(r.run_id)
+                    print(f"member {r.member.index} {r.run_id}: {r.state} best {_fmt(r.best_score)} "
+                          f"({r.evaluations} evaluations)", file=sys.stderr, flush=True)
+
+    seen: set[str] = set()
+    if console.is_terminal and not args.quiet:
+        live = Live(console=console, refresh_per_second=2)
+        live.__enter__()
+    try:
+        report = go(kind, address, on_update)
+    finally:
+        if live is not None:
+            live.__exit__(None, None, None)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        out = Console()
+        out.print(members_table(list(report.members), f"fleet {report.fleet_id}: {report.wall_s:.1f} s"))
+        out.print(groups_table(report))
+        out.print(f"resume with: reasearch fleet resume {report.fleet_id} --store {_store(args)}", markup=False,
+                  highlight=False)
+    return EXIT_OK if all(r.state == "finished" for r in report.members) else EXIT_FAILED
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from reasearch.agent.fleet import run_fleet
+
+    spec = _spec_from_args(args)
+    return _drive(args, lambda kind, address, cb: run_fleet(spec, store=_store(args), run_dir=args.run_dir,
+                                                              fleet_id=args.id, executor=kind, address=address,
+                                                              on_update=cb))
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from reasearch.agent.fleet import resume_fleet
+
+    return _drive(args, lambda kind, address, cb: resume_fleet(args.fleet_id, store=_store(args), run_dir=args.run_dir,
+                                                                 executor=kind, address=address, on_update=cb))
+
+
+def _existing_store(args: argparse.Namespace) -> str:
+    url = _store(args)
+    if "://" not in url and not (Path(url) / "store.sqlite").exists() and not Path(url).is_file():
+        raise ConfigError(f"no run store at {url}; pass --store URL or --run-dir DIR")
+    return url
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from reasearch.agent.fleet import fleet_report
+
+    report = fleet_report(args.fleet_id, store=_existing_store(args))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return EXIT_OK
+    Console().print(members_table(list(report.members), f"fleet {report.fleet_id}"))
+    Console().print(groups_table(report))
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from reasearch.runs import open_store
+
+    with open_store(_existing_store(args)) as store:
+        fleets = store.list_fleets()
+        for fid, _created in fleets:
+            spec = store.get_fleet(fid)
+            print(f"{fid}  tasks={','.join(spec['tasks'])} seeds={len(spec['seeds'])} models={len(spec['models'])}")
+    return EXIT_OK
+
+
+__all__ = ["add_parser"]

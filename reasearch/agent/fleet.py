@@ -1,0 +1,401 @@
+"""Fleets: many agent runs at once (tasks x seeds x models), on one machine or a Ray cluster.
+
+A fleet is a :class:`FleetSpec` stored in the run store under a fleet id, and one agent run per
+member (``<fleet id>-m000``, ``-m001``, ...), each an ordinary run of that store: ``reasearch runs``,
+``show``, ``export`` and ``resume`` work on them. Members run in parallel:
+
+- ``executor="local"``: threads of this process (one warm sandbox pool shared by every agent);
+- ``executor="ray"``: one Ray task per member (Ray schedules them over the cluster's nodes; each
+  node's process evaluates in its own sandbox pool). A member whose node dies is retried by Ray; the
+  retry resumes the member's run from the store as its only driver (recorded steps replay without
+  spending anything), so a lost node loses no work and spends nothing twice.
+
+The store is the one place every member writes: a multi-node fleet needs PostgreSQL (a SQLite file
+belongs to one machine). A fleet-wide cap (dollars, tokens) binds every member: each member's run
+sees what the whole fleet has left (:meth:`reasearch.runs.Run.remaining`).
+
+``resume_fleet`` finishes whatever a crash left: members never started start, unfinished ones resume,
+finished ones are only read.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import itertools
+import json
+import math
+import os
+import statistics
+import time
+import tomllib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from reasearch.agent.config import AgentConfig
+from reasearch.agent.models import ModelSpec, build_model
+from reasearch.agent.session import open_agent, start_run
+from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.registry import spec as task_spec
+from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
+from reasearch.runs.run import effective_state
+
+__all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetMember:
+    """One agent run of a fleet: a task, a seed, a model and, for multi-trace fleets, a trace number."""
+
+    index: int
+    task_id: str
+    seed: int
+    model: str
+    trace: int = 0
+
+    def run_id(self, fleet_id: str) -> str:
+        return f"{fleet_id}-m{self.index:03d}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "task_id": self.task_id, "seed": self.seed, "model": self.model,
+                "trace": self.trace}
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSpec:
+    """What a fleet runs: every task x seed x model (x trace), each under the same per-run budget.
+
+    Attributes:
+        tasks: registry ids.
+        seeds: run seeds.
+        models: model names as ``reasearch optimize --model`` takes them (``claude-...``,
+            ``openai/NAME``, ``scripted/FILE``).
+        budget: per-run caps, e.g. ``{"evaluations": 50, "dollars": 2}``.
+        caps: fleet-wide caps over all members (e.g. ``{"dollars": 20}``); every member stops when spent.
+        parallelism: members running at once.
+        traces: agents per (task, seed, model): independent traces at the same per-run budget.
+        task_params: constructor parameters per task id.
+        agent: :class:`~reasearch.agent.AgentConfig` settings for every member (``max_turns``, ...).
+        base_url: model endpoint for every member (an OpenAI-compatible URL for ``openai/...``).
+        price_in: USD per million input tokens for every member's model (models without a list price).
+        price_out: USD per million output tokens.
+        share_traces: with ``traces > 1``, the traces of one (task, seed, model) see each other's
+            lessons in their snapshots and may adopt each other's best candidate; False runs them
+            independently (the reference a multi-trace run is compared with).
+    """
+
+    tasks: tuple[str, ...]
+    seeds: tuple[int, ...] = (0,)
+    models: tuple[str, ...] = ("claude-sonnet-4-6",)
+    budget: Mapping[str, float] = field(default_factory=lambda: {"evaluations": 50})
+    caps: Mapping[str, float] = field(default_factory=dict)
+    parallelism: int = 2
+    traces: int = 1
+    task_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    agent: Mapping[str, Any] = field(default_factory=dict)
+    base_url: str | None = None
+    price_in: float | None = None
+    price_out: float | None = None
+    share_traces: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("tasks", "seeds", "models"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
+                raise ConfigError(f"a fleet's {name} is a non-empty list, not {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if self.parallelism < 1 or self.traces < 1:
+            raise ConfigError("parallelism and traces must be >= 1")
+        Budget.from_dict(self.budget)  # unknown units and bad caps fail here, before anything runs
+        caps = Budget.from_dict(self.caps)
+        if caps.units() and not set(caps.units()) <= {Unit.DOLLARS, Unit.TOKENS, Unit.MODEL_CALLS}:
+            raise ConfigError("fleet-wide caps apply to model spending: dollars, tokens or model_calls")
+        unknown = set(self.task_params) - set(self.tasks)
+        if unknown:
+            raise ConfigError(f"task_params for tasks the fleet does not run: {sorted(unknown)}")
+        known = {f.name for f in fields(AgentConfig)} - {"models"}
+        if set(self.agent) - known:
+            raise ConfigError(f"unknown agent settings {sorted(set(self.agent) - known)}; known: {sorted(known)}")
+        AgentConfig(**{**dict(self.agent), "models": {"agent": ModelSpec()}})  # bad values fail here
+        for model in self.models:
+            ModelSpec.parse(model)
+
+    def members(self) -> list[FleetMember]:
+        """Every member, in a stable order (task, seed, model, trace)."""
+        combos = itertools.product(self.tasks, self.seeds, self.models, range(self.traces))
+        return [FleetMember(i, t, s, m, tr) for i, (t, s, m, tr) in enumerate(combos)]
+
+    def agent_config(self, model: str) -> AgentConfig:
+        """The agent settings of a member using ``model``."""
+        spec = ModelSpec.parse(model, base_url=self.base_url, price_in=self.price_in, price_out=self.price_out)
+        return AgentConfig(**{**dict(self.agent), "models": {"agent": spec}})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tasks": list(self.tasks), "seeds": list(self.seeds), "models": list(self.models),
+                "budget": dict(self.budget), "caps": dict(self.caps), "parallelism": self.parallelism,
+                "traces": self.traces, "task_params": {k: dict(v) for k, v in self.task_params.items()},
+                "agent": dict(self.agent), "base_url": self.base_url, "price_in": self.price_in,
+                "price_out": self.price_out, "share_traces": self.share_traces}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FleetSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"unknown fleet spec keys {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**dict(d))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> FleetSpec:
+        """A spec from a JSON or TOML file (the keys of :class:`FleetSpec`)."""
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read fleet spec {p}: {exc.strerror}") from None
+        try:
+            data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+        except (ValueError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
+        return cls.from_dict(data)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberResult:
+    """How one member ended, read from the store."""
+
+    member: FleetMember
+    run_id: str
+    state: str
+    best_score: float | None
+    normalized: float | None
+    evaluations: int
+    used: Mapping[str, float]
+    reason: str = ""
+    node: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.member.to_dict(), "run_id": self.run_id, "state": self.state, "best_score": self.best_score,
+                "normalized": self.normalized, "evaluations": self.evaluations, "used": dict(self.used),
+                "reason": self.reason, "node": self.node}
+
+
+@dataclass(frozen=True, slots=True)
+class FleetReport:
+    """Every member's result and the aggregate per (task, model)."""
+
+    fleet_id: str
+    members: tuple[MemberResult, ...]
+    wall_s: float = 0.0
+
+    def groups(self) -> list[dict[str, Any]]:
+        """Mean and spread of the best normalized score per (task, model), over seeds and traces."""
+        out = []
+        key = lambda m: (m.member.task_id, m.member.model)  # noqa: E731
+        for (task, model), rows in itertools.groupby(sorted(self.members, key=key), key=key):
+            rows = list(rows)
+            scores = [r.normalized if r.normalized is not None else r.best_score for r in rows]
+            vals = [s for s in scores if s is not None]
+            out.append({"task_id": task, "model": model, "runs": len(rows),
+                        "finished": sum(r.state == RunState.FINISHED.value for r in rows),
+                        "mean": statistics.fmean(vals) if vals else None,
+                        "std": statistics.stdev(vals) if len(vals) > 1 else (0.0 if vals else None),
+                        "best": max(vals) if vals else None,
+                        "dollars": sum(r.used.get("dollars", 0.0) for r in rows),
+                        "evaluations": sum(r.evaluations for r in rows)})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fleet_id": self.fleet_id, "wall_s": self.wall_s, "members": [m.to_dict() for m in self.members],
+                "groups": self.groups()}
+
+
+def new_fleet_id() -> str:
+    return "fleet-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "") -> MemberResult:
+    try:
+        rec = store.get_run(run_id)
+    except StoreError:
+        return MemberResult(member, run_id, "pending", None, None, 0, {}, node=node)
+    run = Run(store, rec)
+    st = run.status()
+    normalized = None
+    if st.best_score is not None:
+        normalized = run.task.spec.normalize(st.best_score)
+    return MemberResult(member, run_id, effective_state(store, rec).value, st.best_score, normalized,
+                        st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node)
+
+
+def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping[str, Any], store_url: str,
+               run_dir: str) -> dict[str, Any]:
+    """Runs (or resumes) one member to its end; what a local thread or a Ray task executes.
+
+    Plain data in and out, so that it crosses process boundaries. A member already finished is only
+    read; one recorded but unfinished is resumed by this process as its only driver.
+    """
+    spec = FleetSpec.from_dict(spec_data)
+    member = FleetMember(**member_data)
+    node = os.uname().nodename
+    with open_store(store_url) as store:
+        run_id = store.add_fleet_member(fleet_id, member.index, member.run_id(fleet_id))
+        try:
+            rec = store.get_run(run_id)
+        except StoreError:
+            rec = None
+        if rec is not None and rec.state in (RunState.FINISHED, RunState.FAILED):
+            return _member_result(store, member, run_id, node).to_dict()
+        if rec is None:
+            config = spec.agent_config(member.model)
+            models = {role: build_model(s) for role, s in config.models.items()}
+            agent = start_run(member.task_id, budget=spec.budget, config=config, run_dir=run_dir, store=store,
+                              task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
+                              models=models, run_id=run_id,
+                              fleet={"id": fleet_id, "caps": dict(spec.caps), "member": member.index,
+                                     "trace": member.trace, "share_traces": spec.share_traces and spec.traces > 1})
+        else:  # models rebuilt from the run's own config, advanced past the replies its journal holds
+            agent = open_agent(run_id, run_dir=run_dir, store=store, takeover=True)
+        try:
+            agent.optimize()
+        finally:
+            agent.run.close()
+        return _member_result(store, member, run_id, node).to_dict()
+
+
+def _result_from(data: Mapping[str, Any]) -> MemberResult:
+    keys = {f.name for f in fields(FleetMember)}
+    member = FleetMember(**{k: data[k] for k in keys})
+    return MemberResult(member, data["run_id"], data["state"], data["best_score"], data["normalized"],
+                        data["evaluations"], data["used"], data.get("reason", ""), data.get("node", ""))
+
+
+def _check_store_for_cluster(store_url: str, nodes: int) -> None:
+    if nodes > 1 and not store_url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"this Ray cluster has {nodes} nodes but the store is {store_url!r}: a SQLite file belongs "
+                          "to one machine. Give the fleet a shared store: --store postgresql://USER@HOST/DB")
+
+
+def _ray_member_task() -> Any:
+    import ray
+
+    # Ray retries a task whose worker or node died (system failures), not one that raised: a member
+    # that fails on its own ends as a failed run, and its retry would fail the same way.
+    return ray.remote(num_cpus=1, max_retries=3)(run_member)
+
+
+def run_fleet(spec: FleetSpec, *, store: str | Path, run_dir: str | Path = "runs", fleet_id: str | None = None,
+              executor: str = "local", address: str | None = None,
+              on_update: Callable[[list[MemberResult]], None] | None = None) -> FleetReport:
+    """Runs every member of a fleet (or what is left of it) and returns the results table.
+
+    Args:
+        spec: what to run.
+        store: the run store's URL or directory (PostgreSQL for a multi-node Ray cluster).
+        run_dir: where members keep their workspaces.
+        fleet_id: an explicit id (default: a new one); an existing id with the same spec continues it.
+        executor: ``local`` (threads of this process) or ``ray``.
+        address: Ray cluster address (``ray`` executor; default: a local Ray instance).
+        on_update: called with every member's current result whenever one finishes.
+
+    Raises:
+        ConfigError: a bad spec, an unknown task id, SQLite for a multi-node cluster, an unknown executor.
+    """
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"executor must be 'local' or 'ray', not {executor!r}")
+    for task_id in spec.tasks:
+        task_spec(task_id, **dict(spec.task_params.get(task_id, {})))  # unknown ids fail before anything runs
+    store_url = str(store)
+    fleet_id = fleet_id or new_fleet_id()
+    with open_store(store_url) as s:
+        if not s.create_fleet(fleet_id, spec.to_dict()) and s.get_fleet(fleet_id) != json.loads(
+                json.dumps(spec.to_dict())):
+            raise ConfigError(f"fleet {fleet_id} exists with another spec; `reasearch fleet resume {fleet_id}` "
+                              "continues it as recorded")
+    return _drive(fleet_id, spec, store_url, str(run_dir), executor, address, on_update)
+
+
+def resume_fleet(fleet_id: str, *, store: str | Path, run_dir: str | Path = "runs", executor: str = "local",
+                 address: str | None = None,
+                 on_update: Callable[[list[MemberResult]], None] | None = None) -> FleetReport:
+    """Finishes a fleet as recorded: starts members never started, resumes unfinished ones."""
+    with open_store(str(store)) as s:
+        spec = FleetSpec.from_dict(s.get_fleet(fleet_id))
+    return _drive(fleet_id, spec, str(store), str(run_dir), executor, address, on_update)
+
+
+def fleet_report(fleet_id: str, *, store: str | Path) -> FleetReport:
+    """The fleet's results as stored now (members not started show ``pending``)."""
+    with open_store(str(store)) as s:
+        spec = FleetSpec.from_dict(s.get_fleet(fleet_id))
+        runs = s.fleet_members(fleet_id)
+        return FleetReport(fleet_id, tuple(_member_result(s, m, runs.get(m.index, m.run_id(fleet_id)))
+                                           for m in spec.members()))
+
+
+def _drive(fleet_id: str, spec: FleetSpec, store_url: str, run_dir: str, executor: str, address: str | None,
+           on_update: Callable[[list[MemberResult]], None] | None) -> FleetReport:
+    t0 = time.monotonic()
+    members = spec.members()
+    spec_data = spec.to_dict()
+    results: dict[int, MemberResult] = {}
+    with open_store(store_url) as s:
+        for m in members:
+            results[m.index] = _member_result(s, m, m.run_id(fleet_id))
+    todo = [m for m in members if results[m.index].state not in ("finished", "failed")]
+
+    def update(data: Mapping[str, Any]) -> None:
+        r = _result_from(data)
+        results[r.member.index] = r
+        if on_update is not None:
+            on_update([results[m.index] for m in members])
+
+    if on_update is not None:
+        on_update([results[m.index] for m in members])
+    if executor == "local":
+        with cf.ThreadPoolExecutor(max_workers=spec.parallelism, thread_name_prefix="fleet") as pool:
+            futures = [pool.submit(run_member, fleet_id, spec_data, m.to_dict(), store_url, run_dir) for m in todo]
+            for fut in cf.as_completed(futures):
+                update(fut.result())
+    else:
+        _drive_ray(fleet_id, spec, spec_data, todo, store_url, run_dir, address, update)
+    with open_store(store_url) as s:  # the final word is the store's
+        final = tuple(_member_result(s, m, m.run_id(fleet_id), results[m.index].node) for m in members)
+    return FleetReport(fleet_id, final, time.monotonic() - t0)
+
+
+def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], todo: list[FleetMember], store_url: str,
+               run_dir: str, address: str | None, update: Callable[[Mapping[str, Any]], None]) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("the ray executor needs Ray: pip install 'reasearch[ray]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        _check_store_for_cluster(store_url, nodes)
+        task = _ray_member_task()
+        waiting = list(todo)
+        running: dict[Any, FleetMember] = {}
+        while waiting or running:
+            while waiting and len(running) < spec.parallelism:
+                m = waiting.pop(0)
+                running[task.remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir)] = m
+            done, _ = ray.wait(list(running), num_returns=1)
+            for ref in done:
+                running.pop(ref)
+                update(ray.get(ref))
+    finally:
+        if started_here and address is None:
+            ray.shutdown()
+
+
+def format_score(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.6g}"

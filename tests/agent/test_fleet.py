@@ -1,0 +1,331 @@
+"""Fleets: tasks x seeds x models as agent runs in one store, locally or on Ray (one and two nodes).
+
+Scripted models (script files, so Ray workers load them too) make every run deterministic, so
+local and Ray fleets must give identical per-run results, and a fleet that lost a node must end
+exactly as one that did not, with ledgers equal to the distinct work done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reasearch.agent.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
+from reasearch.agent.testing import call, say
+from reasearch.cli import main
+from reasearch.errors import ConfigError
+from reasearch.evaluators import make
+from reasearch.evaluators.result import Status
+from reasearch.runs import RunState, Unit, open_store
+from agent_helpers import children, reap_orphans
+
+TASK = "circle_packing/n26-v1"
+PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# A valid packing of 26 circles (the seed's grid, radius 1/12): its score is the seed's.
+_SLOW = '''import time
+import numpy as np
+
+
+def run():
+    time.sleep({sleep})
+    k = np.arange(36)[:26]
+    centers = np.stack([(k % 6 + 0.5) / 6, (k // 6 + 0.5) / 6], axis=1)
+    return centers, np.full(26, {radius})
+'''
+
+
+def _script(path: Path, *, sleep: float = 0.0) -> Path:
+    """evaluate the seed, evaluate a (slower) smaller packing, finish with the best."""
+    replies = [
+        say("Baseline.", call("evaluate")),
+        say("A variant.", call("evaluate", code=_SLOW.format(sleep=sleep, radius=1 / 13))),
+        say("Done.", call("finish", reason="the best scored packing")),
+    ]
+    path.write_text(json.dumps([r.to_dict() for r in replies]))
+    return path
+
+
+@pytest.fixture
+def run_dir() -> Iterator[Path]:
+    """Under /var/tmp: the sandbox uid must reach the workspaces."""
+    d = Path(tempfile.mkdtemp(prefix="reasearch-fleet-", dir="/var/tmp"))
+    d.chmod(0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _spec(script: Path, seeds: tuple[int, ...] = (0, 1), **kw: Any) -> FleetSpec:
+    return FleetSpec(tasks=(TASK,), seeds=seeds, models=(f"scripted/{script}",), budget={"evaluations": 5},
+                     agent={"sandbox_mode": "process"}, **kw)
+
+
+def _per_run(report: Any) -> list[tuple[Any, ...]]:
+    return [(r.member.index, r.member.seed, r.state, r.best_score, r.evaluations, r.used.get("evaluations"))
+            for r in report.members]
+
+
+def test_fleet_spec_rejects_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown fleet spec keys"):
+        FleetSpec.from_dict({"tasks": [TASK], "seed": [1]})
+    with pytest.raises(ConfigError, match="non-empty list"):
+        FleetSpec(tasks=TASK)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown budget unit"):
+        FleetSpec(tasks=(TASK,), budget={"evaluationz": 3})
+    with pytest.raises(ConfigError, match="model spending"):
+        FleetSpec(tasks=(TASK,), caps={"evaluations": 3})
+    with pytest.raises(ConfigError):
+        FleetSpec(tasks=(TASK,), agent={"max_turnz": 3})
+    bad = tmp_path / "f.toml"
+    bad.write_text("tasks = [")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        FleetSpec.from_file(bad)
+    with pytest.raises(Exception, match="unknown task id"):
+        run_fleet(FleetSpec(tasks=("circle_packing/n99-v1",)), store=tmp_path / "s")
+    assert not (tmp_path / "s").exists()  # nothing was created for a fleet that could not run
+
+
+def test_sqlite_is_refused_for_a_multi_node_cluster() -> None:
+    from reasearch.agent.fleet import _check_store_for_cluster
+
+    with pytest.raises(ConfigError, match="SQLite file belongs to one machine"):
+        _check_store_for_cluster("/var/tmp/runs", nodes=2)
+    _check_store_for_cluster("/var/tmp/runs", nodes=1)
+    _check_store_for_cluster("postgresql://u@h/db", nodes=3)
+
+
+def test_local_fleet_runs_every_member_and_resume_is_a_no_op(run_dir: Path) -> None:
+    script = _script(run_dir / "script.json")
+    spec = _spec(script, parallelism=2)
+    report = run_fleet(spec, store=run_dir, run_dir=run_dir, fleet_id="f-local")
+    seed_score = make(TASK).spec.seed_score
+    assert [(r.member.index, r.member.seed) for r in report.members] == [(0, 0), (1, 1)]
+    for r in report.members:
+        assert r.state == "finished" and r.best_score == pytest.approx(seed_score)
+        assert r.evaluations == 2 and r.used["evaluations"] == 2  # each run paid its own two evaluations
+    groups = report.groups()
+    assert len(groups) == 1 and groups[0]["runs"] == 2 and groups[0]["std"] == 0.0
+    with open_store(run_dir) as store:
+        assert store.fleet_members("f-local") == {0: "f-local-m000", 1: "f-local-m001"}
+        ledgers = {rid: store.usage(rid) for rid in store.fleet_members("f-local").values()}
+    again = resume_fleet("f-local", store=run_dir, run_dir=run_dir)  # everything finished: nothing runs
+    assert _per_run(again) == _per_run(report)
+    with open_store(run_dir) as store:
+        assert {rid: store.usage(rid) for rid in ledgers} == ledgers
+
+
+def test_fleet_wide_dollar_cap_binds_every_member(run_dir: Path) -> None:
+    """Priced scripted replies spend dollars: a fleet cap below one reply stops every member after the
+    first reply of the fleet, although each run's own cap is far from spent."""
+    script = _script(run_dir / "script.json")
+    spec = FleetSpec(tasks=(TASK,), seeds=(0, 1, 2), models=(f"scripted/{script}",),
+                     budget={"evaluations": 5, "dollars": 100.0}, caps={"dollars": 1e-9}, parallelism=1,
+                     agent={"sandbox_mode": "process"}, price_in=3.0, price_out=15.0)
+    report = run_fleet(spec, store=run_dir, run_dir=run_dir, fleet_id="f-cap")
+    spent = [r.used.get("dollars", 0.0) for r in report.members]
+    assert sum(1 for d in spent if d > 0) == 1  # only the first reply of the fleet was paid for
+    assert all(r.evaluations == 0 for r in report.members[1:])
+    with open_store(run_dir) as store:
+        assert store.fleet_usage("f-cap")[Unit.DOLLARS] == pytest.approx(sum(spent))
+
+
+@pytest.fixture(scope="module")
+def ray_env() -> Iterator[None]:
+    pytest.importorskip("ray", reason="the ray extra is not installed")  # CI installs it (.ci/run)
+    old = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")}
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.mark.ray
+def test_local_and_ray_fleets_give_identical_results(run_dir: Path, ray_env: None) -> None:
+    import ray
+
+    script = _script(run_dir / "script.json")
+    spec = _spec(script, seeds=(0, 1, 2), parallelism=2)
+    local = run_fleet(spec, store=run_dir / "local", run_dir=run_dir / "local", fleet_id="f")
+    known = set(children())
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = run_fleet(spec, store=run_dir / "ray", run_dir=run_dir / "ray", fleet_id="f", executor="ray")
+    finally:
+        ray.shutdown()
+        reap_orphans(known)  # Ray's exited processes (this process is a subreaper); a live one fails here
+    assert _per_run(remote) == _per_run(local)
+    assert all(r.state == "finished" for r in remote.members)
+
+
+def _pg_schema_url() -> Iterator[str]:
+    import psycopg
+
+    schema = "f_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    if not PG_URL:
+        if IN_CI:
+            pytest.fail("CI=true but REASEARCH_TEST_POSTGRES_URL is not set: run .ci/postgres.sh and export its URL")
+        pytest.skip("no PostgreSQL here (REASEARCH_TEST_POSTGRES_URL); CI runs this test")
+    yield from _pg_schema_url()
+
+
+@pytest.mark.ray
+@pytest.mark.postgres
+def test_two_node_cluster_loses_a_node_mid_fleet_and_loses_nothing(run_dir: Path, ray_env: None,
+                                                                    pg_url: str) -> None:
+    """Head + a second node (separate raylet processes); the second node dies while members run on it."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    script = _script(run_dir / "script.json", sleep=2.0)
+    spec = _spec(script, seeds=(0, 1, 2, 3), parallelism=4)
+    known = set(children())
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    second = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    killed = threading.Event()
+
+    def kill_second_node_when_busy() -> None:
+        deadline = time.monotonic() + 120
+        with open_store(pg_url) as store:
+            while time.monotonic() < deadline:
+                busy = [rid for rid in store.fleet_members("f2").values()
+                        if any(not d.stopped for d in store.drivers(rid))]
+                if len(busy) >= 2 and any(store.evaluations(rid) for rid in busy):
+                    cluster.remove_node(second)  # kills that node's raylet and its workers
+                    killed.set()
+                    return
+                time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_second_node_when_busy, daemon=True)
+    killer.start()
+    try:
+        report = run_fleet(spec, store=pg_url, run_dir=run_dir, fleet_id="f2", executor="ray")
+    finally:
+        killer.join(timeout=5)
+        ray.shutdown()
+        cluster.shutdown()
+        reap_orphans(known)  # the dead node's workers and jails included: nothing may outlive the fleet
+    assert killed.is_set(), "the second node was never killed while members ran"
+    seed_score = make(TASK).spec.seed_score
+    assert [r.state for r in report.members] == ["finished"] * 4
+    assert all(r.best_score == pytest.approx(seed_score) for r in report.members)
+    with open_store(pg_url) as store:
+        retried = 0
+        for r in report.members:
+            evals = store.evaluations(r.run_id)
+            assert [e.step for e in evals] == sorted({e.step for e in evals})  # each step once
+            assert all(e.result.status is Status.OK for e in evals)
+            paid = sum(e.amount for e in store.ledger(r.run_id) if e.unit is Unit.EVALUATIONS)
+            detail = ([(e.step, e.candidate_id[:8], e.result.cached) for e in evals],
+                      [(ev.step, ev.kind) for ev in store.events(r.run_id)])
+            assert paid == len(evals) == 2, detail  # no double spend: the ledger equals the distinct work
+            assert store.reserved(r.run_id) == {}
+            assert store.get_run(r.run_id).state is RunState.FINISHED
+            retried += len(store.drivers(r.run_id)) > 1
+        assert retried >= 1  # at least one member was resumed on the surviving node
+
+
+def test_fleet_cli_run_show_resume_list(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(run_dir / "script.json")
+    spec_file = run_dir / "fleet.toml"
+    spec_file.write_text(f'tasks = ["{TASK}"]\nseeds = [0, 1]\nmodels = ["scripted/{script}"]\n'
+                         f'budget = {{evaluations = 5}}\nparallelism = 2\nagent = {{sandbox_mode = "process"}}\n')
+    store = str(run_dir / "store")
+    assert main(["fleet", "run", "--spec", str(spec_file), "--id", "fcli", "--store", store, "--run-dir",
+                 str(run_dir), "--json", "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [m["state"] for m in data["members"]] == ["finished", "finished"] and data["groups"][0]["runs"] == 2
+    assert main(["fleet", "show", "fcli", "--store", store, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [m["run_id"] for m in shown["members"]] == ["fcli-m000", "fcli-m001"]
+    assert main(["fleet", "resume", "fcli", "--store", store, "--run-dir", str(run_dir), "--quiet", "--json"]) == 0
+    assert [m["state"] for m in json.loads(capsys.readouterr().out)["members"]] == ["finished", "finished"]
+    assert main(["fleet", "list", "--store", store]) == 0
+    assert "fcli" in capsys.readouterr().out
+    assert main(["fleet", "run", "--task", TASK, "--executor", "mpi", "--store", store]) == 2
+    assert main(["fleet", "show", "nope", "--store", store]) == 2
+    assert main(["fleet", "show", "fcli", "--store", str(run_dir / "missing")]) == 2
+    assert fleet_report("fcli", store=store).members[0].state == "finished"
+
+
+_GOOD = '''import numpy as np
+from reasearch.native.lp import optimal_radii
+
+ROWS = (5, 5, 6, 5, 5)
+
+
+def run():
+    pts = [((c + 0.5) / n, (r + 0.5) / len(ROWS)) for r, n in enumerate(ROWS) for c in range(n)]
+    centers = np.array(pts)
+    return centers, optimal_radii(centers)
+'''
+
+
+def _trace_script(path: Path) -> Path:
+    """adopt what another trace found, evaluate candidate.py, write lessons, evaluate a good packing, finish."""
+    replies = [
+        say("Anything better from the other traces?", call("adopt_best")),
+        say("Score what candidate.py holds now.", call("evaluate")),
+        say("", call("write_file", path="lessons.md", content="staggered rows 5,5,6,5,5 with LP radii: 2.5\n")),
+        say("", call("evaluate", code=_GOOD)),
+        say("Done.", call("finish", reason="best")),
+    ]
+    path.write_text(json.dumps([r.to_dict() for r in replies]))
+    return path
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_multi_trace_fleet_shares_lessons_and_best_candidates(run_dir: Path, share: bool) -> None:
+    """Trace 1 starts after trace 0 ended: shared, it sees trace 0's lessons (attributed) and adopts its best,
+    so its first evaluation already scores 2.5; independent, it starts from the seed like trace 0 did."""
+    script = _trace_script(run_dir / "script.json")
+    spec = FleetSpec(tasks=(TASK,), seeds=(0,), models=(f"scripted/{script}",), budget={"evaluations": 5},
+                     traces=2, parallelism=1, share_traces=share, agent={"sandbox_mode": "process"})
+    report = run_fleet(spec, store=run_dir, run_dir=run_dir, fleet_id=f"mt-{share}")
+    seed_score = make(TASK).spec.seed_score
+    assert [r.state for r in report.members] == ["finished", "finished"]
+    with open_store(run_dir) as store:
+        t0, t1 = (store.evaluations(r.run_id) for r in report.members)
+        assert t0[0].result.score == pytest.approx(seed_score)  # nothing to adopt for the first trace
+        first_of_t1 = t1[0].result.score
+        snapshots = [e.payload["text"] for e in store.events(report.members[1].run_id, kind="snapshot")]
+        adopt = next(e.payload for e in store.events(report.members[1].run_id, kind="tool_result")
+                     if e.payload.get("name") == "adopt_best")
+    if share:
+        assert first_of_t1 == pytest.approx(2.5, abs=1e-6)  # adopted trace 0's best before evaluating
+        assert not adopt["is_error"] and "trace 0's best" in adopt["text"]
+        assert any(f"### trace 0 (run mt-True-m000, best {t0[-1].result.score:.10g}" in s
+                   and "staggered rows 5,5,6,5,5" in s for s in snapshots)
+    else:
+        assert first_of_t1 == pytest.approx(seed_score)  # independent: the same start as trace 0
+        assert adopt["is_error"] and "no tool named 'adopt_best'" in adopt["text"]
+        assert not any("Lessons from the other traces" in s for s in snapshots)
+    assert report.members[1].best_score == pytest.approx(2.5, abs=1e-6)

@@ -1,0 +1,220 @@
+"""The workspace attacked by the agent's own jailed ``bash``: planted symlinks, FIFOs, oversized and
+numerous files. The harness runs as root here (the real situation): nothing it reads or writes may
+leave the workspace, nothing from the host may reach the model, and the workspace stays in its quota."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reasearch.agent import Agent
+from reasearch.agent.testing import MemoryRun
+from reasearch.agent.tools import ToolError, Workspace, WorkspaceTools
+
+SECRET = "SECRET-API-KEY-do-not-leak-4242"
+
+
+@pytest.fixture()
+def open_dir() -> Iterator[Path]:
+    """A parent the sandbox uid can reach (pytest's tmp folders are 0700), with a secret beside the workspace."""
+    d = Path(tempfile.mkdtemp(prefix="reasearch-hostile-", dir="/var/tmp"))
+    d.chmod(0o711)
+    (d / "outside").mkdir()
+    (d / "outside" / "secret.txt").write_text(SECRET)
+    yield d
+    subprocess.run(["rm", "-rf", "--", str(d)], check=False)  # shutil.rmtree recurses: deep trees break it
+
+
+def _tools(root: Path, **kw: Any) -> WorkspaceTools:
+    return WorkspaceTools(Workspace(root / "workspace", **kw), timeout_s=60)
+
+
+def _ok(out: str) -> str:
+    assert out.startswith("[status OK, exit code 0"), out
+    return out
+
+
+# ---------------------------------------------------------------- item 1: writes never leave the workspace
+def test_a_symlink_planted_at_the_old_temp_name_does_not_redirect_write_file(open_dir: Path) -> None:
+    tools = _tools(open_dir)
+    target = open_dir / "outside" / "secret.txt"
+    # The jailed bash plants a link at the name the harness used for its temporary file.
+    _ok(tools.bash(f"ln -s {target} .candidate.py.tmp && ln -s {target} .lessons.md.tmp && ln -s {target} .TASK.md.tmp"))
+    tools.write_file("candidate.py", "def run():\n    return 1\n")
+    tools.workspace.write_text("lessons.md", "# lessons\n")
+    assert target.read_text() == SECRET  # the host file is untouched
+    assert (tools.workspace.root / "candidate.py").read_text() == "def run():\n    return 1\n"
+    assert not (tools.workspace.root / "candidate.py").is_symlink()
+
+
+def test_a_symlinked_directory_component_is_refused(open_dir: Path) -> None:
+    tools = _tools(open_dir)
+    _ok(tools.bash(f"ln -s {open_dir / 'outside'} sub && mkdir real && ln -s ../sub real/deeper"))
+    for path in ("sub/secret.txt", "sub/new.txt", "real/deeper/new.txt"):
+        with pytest.raises(ToolError, match="symlink"):
+            tools.write_file(path, "pwned")
+        with pytest.raises(ToolError, match="symlink"):
+            tools.read_file(path)
+    assert sorted(p.name for p in (open_dir / "outside").iterdir()) == ["secret.txt"]
+    assert (open_dir / "outside" / "secret.txt").read_text() == SECRET
+    with pytest.raises(ToolError, match="symlink"):
+        tools.list_files("sub")
+
+
+def test_a_symlink_at_the_target_is_refused_and_never_written_through(open_dir: Path) -> None:
+    tools = _tools(open_dir)
+    _ok(tools.bash(f"ln -s {open_dir / 'outside' / 'secret.txt'} notes.md"))
+    with pytest.raises(ToolError, match="symlink"):
+        tools.write_file("notes.md", "pwned")
+    assert (open_dir / "outside" / "secret.txt").read_text() == SECRET
+
+
+# ---------------------------------------------------------------- item 2: host files never reach the model
+@pytest.fixture()
+def agent_in(open_dir: Path, make_agent: Callable[..., tuple[Agent, MemoryRun]]) -> Agent:
+    agent, _ = make_agent([], root=str(open_dir / "run"))
+    agent._begin()  # writes TASK.md, candidate.py and lessons.md
+    return agent
+
+
+@pytest.mark.parametrize("target", ["/proc/self/environ", "SECRET_FILE"])
+def test_symlinked_lessons_and_candidate_do_not_reach_the_snapshot(agent_in: Agent, open_dir: Path, target: str) -> None:
+    target = str(open_dir / "outside" / "secret.txt") if target == "SECRET_FILE" else target
+    environ = Path("/proc/self/environ").read_bytes().replace(b"\0", b"\n").decode(errors="replace")
+    marker = SECRET if "secret" in target else next(ln for ln in environ.splitlines() if ln.startswith("PATH="))
+    ws = agent_in.workspace.root
+    for name in ("lessons.md", "candidate.py"):
+        (ws / name).unlink()
+        os.symlink(target, ws / name)
+    text = agent_in.snapshot_text()
+    assert marker not in text and marker not in agent_in.lessons()
+    assert "symlink" in text and "lessons.md is not shown" in text and "candidate.py = unreadable" in text
+    with pytest.raises(ToolError, match="symlink"):
+        agent_in.tools["get_current_code"]({})
+    with pytest.raises(ToolError, match="symlink"):
+        agent_in.tools["evaluate"]({})
+
+
+def test_a_fifo_or_a_huge_lessons_file_neither_blocks_nor_floods_the_harness(agent_in: Agent) -> None:
+    ws = agent_in.workspace.root
+    (ws / "lessons.md").unlink()
+    os.mkfifo(ws / "lessons.md")
+    box: list[str] = []
+    t = threading.Thread(target=lambda: box.append(agent_in.snapshot_text()), daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), "reading a FIFO lessons.md blocked the harness"
+    assert "FIFO" in box[0]
+    (ws / "lessons.md").unlink()
+    with open(ws / "lessons.md", "wb") as f:  # sparse: 64 MiB of apparent size
+        f.truncate(64 << 20)
+    assert len(agent_in.lessons()) <= 256 * 1024
+    with open(ws / "candidate.py", "wb") as f:
+        f.truncate(64 << 20)
+    assert "over the" in agent_in.snapshot_text()
+    with pytest.raises(ToolError, match="over the"):
+        agent_in.tools["evaluate"]({})
+
+
+# ---------------------------------------------------------------- item 3: the workspace quota
+def test_a_bash_call_writing_400_mb_is_rolled_back(open_dir: Path) -> None:
+    tools = _tools(open_dir)
+    tools.write_file("keep.txt", "kept")
+    _ok(tools.bash("echo start > log.txt"))
+    with pytest.raises(ToolError, match="over its quota") as info:
+        # 25 files of 16 MB each (the per-file limit), and the pre-existing log grows too.
+        tools.bash("mkdir -p big && for i in $(seq 25); do head -c 16000000 /dev/zero > big/f$i; done; "
+                   "head -c 1000000 /dev/zero >> log.txt; echo done")
+    assert "stdout:\ndone" in str(info.value) and "new entries removed, 1 grown files cut back" in str(info.value)
+    used = tools.workspace.fs.usage()
+    assert used.bytes <= tools.workspace.quota.max_bytes and used.inodes <= tools.workspace.quota.max_inodes
+    assert not (tools.workspace.root / "big").exists()
+    assert (tools.workspace.root / "keep.txt").read_text() == "kept"
+    assert (tools.workspace.root / "log.txt").read_text() == "start\n"  # cut back to its earlier size
+
+
+def test_a_python_exec_making_30k_files_is_rolled_back(open_dir: Path) -> None:
+    tools = _tools(open_dir)
+    with pytest.raises(ToolError, match="over its quota"):
+        tools.python_exec("import os\nos.mkdir('many')\nfor i in range(30000):\n    open(f'many/{i}', 'w').close()\n")
+    used = tools.workspace.fs.usage()
+    assert used.inodes < 100 and not (tools.workspace.root / "many").exists()
+
+
+def test_rollback_never_follows_links_out_and_survives_a_deep_tree(open_dir: Path) -> None:
+    tools = _tools(open_dir)
+    # Within the quota: a link to the outside folder and a 3000-deep chain of folders stay (nothing to roll back).
+    out = _ok(tools.python_exec(
+        f"import os\nos.symlink({str(open_dir / 'outside')!r}, 'out')\n"
+        "for i in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\nprint('made')"))
+    assert "made" in out
+    assert "again" in _ok(tools.bash("echo again"))  # a deep tree left in the workspace breaks no later call
+    with pytest.raises(ToolError, match="over its quota"):
+        tools.python_exec(
+            f"import os\nos.symlink({str(open_dir / 'outside')!r}, 'out2')\n"
+            "p = os.getcwd()\nfor i in range(3000):\n    os.mkdir('e')\n    os.chdir('e')\n"
+            "for i in range(25):\n    open(f'f{i}', 'wb').write(b'x' * 15_000_000)\n")
+    assert (open_dir / "outside" / "secret.txt").read_text() == SECRET  # the links were unlinked, not entered
+    assert not (tools.workspace.root / "e").exists() and not (tools.workspace.root / "out2").is_symlink()
+    assert (tools.workspace.root / "out").is_symlink()  # made by an earlier call within the quota: kept
+    used = tools.workspace.fs.usage()
+    assert used.bytes <= tools.workspace.quota.max_bytes
+
+
+def test_write_file_is_refused_over_the_quota(tmp_path: Path) -> None:
+    from reasearch.agent.tools.workspace import Quota
+
+    ws = Workspace(tmp_path / "ws", quota=Quota(max_bytes=3 << 20, max_inodes=16))
+    tools = WorkspaceTools(ws)
+    tools.write_file("a.txt", "a" * (1 << 20))
+    tools.write_file("a.txt", "b" * ((2 << 20) - 8192))  # replacing a file frees what it held
+    with pytest.raises(ToolError, match="over its quota"):
+        tools.write_file("b.txt", "c" * (3 << 19))
+    for i in range(10):
+        tools.write_file(f"s{i}.txt", "x")
+    with pytest.raises(ToolError, match="over its quota"):  # 12 inodes + 5 new ones > 16
+        tools.write_file("a/b/c/d/e.txt", "x")
+    assert not (ws.root / "b.txt").exists() and not (ws.root / "a").exists()
+
+
+def test_rollback_keeps_what_was_there_and_runs_even_when_the_runner_fails(tmp_path: Path) -> None:
+    from reasearch.agent.tools.workspace import Quota
+
+    ws = Workspace(tmp_path / "ws", quota=Quota(max_bytes=2 << 20, max_inodes=64))
+    (ws.root / "old.txt").write_text("0123456789")
+    (ws.root / "keep").mkdir()
+    (ws.root / "keep" / "a.txt").write_text("a")
+
+    def hostile(argv: list[str], **kw: Any) -> Any:
+        (ws.root / "old.txt").write_text("abcdefghij" * 1000)  # grown in place: cut back to 10 bytes
+        (ws.root / "keep" / "a.txt").write_text("b")  # changed within its size: kept
+        for i in range(100):
+            (ws.root / "keep" / f"new{i}").write_text("x")
+        raise RuntimeError("the runner broke")
+
+    tools = WorkspaceTools(ws, exec_fn=hostile)
+    with pytest.raises(RuntimeError, match="the runner broke"):
+        tools.bash("anything")
+    assert sorted(os.listdir(ws.root / "keep")) == ["a.txt"]
+    assert (ws.root / "keep" / "a.txt").read_text() == "b"
+    assert (ws.root / "old.txt").read_text() == "abcdefghij"
+    assert ws.fs.usage().inodes <= 64
+
+
+def test_the_quota_comes_from_the_agent_config(make_agent: Callable[..., tuple[Agent, MemoryRun]]) -> None:
+    from reasearch.agent import AgentConfig
+    from reasearch.agent.tools.workspace import Quota
+    from reasearch.errors import ConfigError
+
+    agent, _ = make_agent([], workspace_max_mb=5, workspace_max_files=100)
+    assert agent.workspace.quota == Quota(5 << 20, 100)
+    assert AgentConfig.from_dict(agent.config.to_dict()).workspace_max_files == 100  # stored, read back on resume
+    with pytest.raises(ConfigError, match="workspace_max_files"):
+        AgentConfig(workspace_max_files=3)

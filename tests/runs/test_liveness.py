@@ -1,0 +1,174 @@
+"""Several drivers on one run, and runs whose driver died: the cap holds, the state tells the truth.
+
+- Budget reservations live in the store, so two driver processes evaluating on one run at once
+  never spend more than its cap (SQLite and PostgreSQL).
+- A driver beats while it drives; a ``running`` run whose drivers all died (``kill -9``) is shown
+  as ``interrupted`` with the command that resumes it, and resuming makes it ``running`` again.
+- A version-1 store (before drivers and reservations) is migrated in place, nothing lost.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from reasearch.evaluators.result import Status
+from reasearch.evaluators.testing import ToyTask, toy_candidate
+from reasearch.runs.ledger import Unit
+from reasearch.runs.run import STALE_S, Run, effective_state
+from reasearch.runs.store import SCHEMA_VERSION, RunState, open_store
+
+PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["sqlite"] + (["postgres"] if PG_URL or IN_CI else []))
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "runs")
+        return
+    if not PG_URL:
+        pytest.fail("CI=true but REASEARCH_TEST_POSTGRES_URL is not set: run .ci/postgres.sh and export its URL")
+    import psycopg
+
+    schema = "l_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+_DRIVER = """
+import sys
+from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.evaluators.testing import toy_candidate
+from reasearch.runs import LocalExecutor, Run, open_store
+
+url, run_id, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open_store(url) as store, SandboxPool(SandboxConfig(mode="process", workers=2)) as pool, \\
+        LocalExecutor(2, pool=pool) as ex:
+    run = Run.open(store, run_id, executor=ex, resume=True)
+    futures = []
+    import concurrent.futures as cf
+    with cf.ThreadPoolExecutor(2) as tp:
+        for i in range(8):
+            src = toy_candidate([float(first + i), 1.0, 1.0, 1.0], sleep_s=0.05)
+            futures.append(tp.submit(run.evaluate, src, step=first + i))
+    print(",".join(f.result().status.value for f in futures))
+    run.close()
+"""
+
+
+def test_two_driver_processes_never_overspend_a_cap(store_url: str) -> None:
+    with open_store(store_url) as store:
+        run = Run.create(store, task=ToyTask(), budget={"evaluations": 5})
+        run.close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _DRIVER, store_url, run.id, str(first)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for first in (0, 100)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    statuses = [x for out, _ in outs for x in out.strip().split(",")]
+    assert len(statuses) == 16
+    assert statuses.count("OK") == 5 and statuses.count("REFUSED") == 11
+    with open_store(store_url) as store:
+        assert store.usage(run.id) == {Unit.EVALUATIONS: 5.0}
+        assert store.reserved(run.id) == {}  # every reservation was recorded or released
+        ok = [e for e in store.evaluations(run.id) if e.result.status is Status.OK]
+        assert len(ok) == 5
+
+
+_SLEEPER = """
+import sys, time
+from reasearch.evaluators.testing import ToyTask
+from reasearch.runs import Run, open_store
+store = open_store(sys.argv[1])
+run = Run.create(store, task=ToyTask(), budget={"evaluations": 3})
+print(run.id, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_run_whose_driver_died_is_shown_interrupted_and_resumes(tmp_path: Path) -> None:
+    url = str(tmp_path / "runs")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"}  # no wrapped lines
+    proc = subprocess.Popen([sys.executable, "-c", _SLEEPER, url], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        run_id = proc.stdout.readline().strip()
+        with open_store(url) as store:
+            rec = store.get_run(run_id)
+            assert effective_state(store, rec) is RunState.RUNNING  # its driver is beating
+            driver = store.drivers(run_id)[0]
+            assert driver.pid == proc.pid and not driver.stopped
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with open_store(url) as store:
+        rec = store.get_run(run_id)
+        assert rec.state is RunState.RUNNING  # nothing could write "interrupted": it was kill -9
+        later = time.time() + STALE_S + 1
+        assert effective_state(store, rec, now=later) is RunState.INTERRUPTED
+    # The CLI says so, with the command to resume (seen STALE_S later: the heartbeat is backdated).
+    with sqlite3.connect(Path(url) / "store.sqlite") as conn:
+        conn.execute("UPDATE drivers SET heartbeat_at = heartbeat_at - ?", (STALE_S + 1,))
+    res = subprocess.run([sys.executable, "-m", "reasearch.cli", "runs", "--run-dir", url], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "interrupted" in res.stdout and f"python -m reasearch.runs.sweep --run {run_id}" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "reasearch.cli", "show", run_id, "--run-dir", url], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "state interrupted" in res.stdout and "resume with" in res.stdout
+    # Resuming makes it running again, driven by this process; finishing stops the driver.
+    with open_store(url) as store:
+        run = Run.open(store, run_id, resume=True)
+        assert run.state is RunState.RUNNING
+        assert "resumed; was interrupted" in store.get_run(run_id).reason
+        run.finish()
+        assert all(d.stopped for d in store.drivers(run_id) if d.pid == os.getpid())
+        assert run.state is RunState.FINISHED
+
+
+def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
+    url = str(tmp_path / "runs")
+    with open_store(url) as store:
+        run = Run.create(store, task=ToyTask(), budget={"evaluations": 2}, executor=None)
+        run.close()
+    with sqlite3.connect(Path(url) / "store.sqlite") as conn:  # what a version-1 store looked like
+        conn.execute("DROP TABLE drivers")
+        conn.execute("DROP TABLE reservations")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with open_store(url) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.get_run(run.id).task_id == ToyTask().spec.id
+        assert store.drivers(run.id) == [] and store.reserved(run.id) == {}
+        # and a run recorded before liveness existed is not called interrupted without evidence
+        assert effective_state(store, store.get_run(run.id), now=time.time() + 10 * STALE_S) is RunState.RUNNING
+
+
+def test_budget_refusal_message_counts_other_drivers_holds(tmp_path: Path) -> None:
+    """A refusal says what it saw, including what other drivers hold in flight."""
+    with open_store(tmp_path / "runs") as store:
+        run = Run.create(store, task=ToyTask(), budget={"evaluations": 1})
+        assert store.reserve(run.id, "other", {Unit.EVALUATIONS: 1.0}, {Unit.EVALUATIONS: 1.0},
+                             driver_id="someone-else") is None
+        r = run.evaluate(toy_candidate([1.0, 1.0, 1.0, 1.0]), step=0)
+        assert r.status is Status.REFUSED and "1/1 used" in r.feedback
+        store.release("other")
+        run.close()
