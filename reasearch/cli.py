@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.fleet",
     "reasearch._cli.prompt",
     "reasearch._cli.mcp",
+    "reasearch._cli.reports",
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -86,4 +86,18 @@ def no_leftover_children() -> Iterator[None]:
     deadline = time.monotonic() + 5.0
     while (left := _children()) and time.monotonic() < deadline:
         time.sleep(0.05)  # a just-killed child may take a moment to be reaped by its Popen
-    assert not left, f"the test run left child processes behind: {left}"
+    # This process is a child subreaper (the engine makes it one), so orphans of test infrastructure (a
+    # browser's helpers, a killed Ray node, a killed driver's tree) are re-parented here. Once every test
+    # has ended, exited ones are reaped (no Popen of a test can lose its status any more); the engine's
+    # own zombies are checked where they arise (tests/engine: stray_processes). What must never be left is
+    # a process that is still alive.
+    zombies = [pid for pid, state, _ in left if state == "Z"]
+    for pid in zombies:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    alive = [c for c in _children() if c[1] != "Z"]
+    assert not alive, f"the test run left live child processes behind: {alive}"
+    if zombies:
+        print(f"\nreaped {len(zombies)} exited process(es) re-parented to the test run: {zombies}", file=sys.stderr)

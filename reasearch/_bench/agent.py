@@ -54,7 +54,7 @@ def _script(turns: int) -> list[Any]:
 def harness_turns(turns: int, *, store: str, workdir: Path) -> list[float]:
     """Seconds of each turn (between successive model calls) of a ``turns``-turn scripted run."""
     from reasearch.agent import Agent, AgentConfig, ModelSpec
-    from reasearch.agent.testing import MemoryRun, ScriptedModel, StaticRunner
+    from reasearch.agent.testing import ScriptedModel, StaticRunner, memory_run
     from reasearch.runs import Budget, LocalExecutor, Run, open_store
     from reasearch.evaluators.testing import ToyTask
 
@@ -64,7 +64,7 @@ def harness_turns(turns: int, *, store: str, workdir: Path) -> list[float]:
         run: Any = Run.create(open_store(workdir), task=ToyTask(dim=2), budget={"evaluations": 5},
                               config={"agent": config.to_dict()}, executor=LocalExecutor(1, pool=runner))
     else:
-        run = MemoryRun(ToyTask(dim=2), Budget.from_dict({"evaluations": 5}), executor=runner)
+        run = memory_run(ToyTask(dim=2), Budget.from_dict({"evaluations": 5}), runner=runner)
     model = _Stopwatch(ScriptedModel(_script(turns), name="bench"))
     agent = Agent(run, workdir / "agent", config=config, models={"agent": model})
     result = agent.optimize()
@@ -86,7 +86,7 @@ def run(quick: bool) -> list[BenchRow]:
     p95 = sorted(per["sqlite"])[int(0.95 * (len(per["sqlite"]) - 1))] * 1e3
     return [
         BenchRow("agent", "harness overhead per turn, SQLite store (median)", sql_ms, "ms",
-                 reference="in-memory recorder", reference_value=mem_ms, ratio=mem_ms / sql_ms if sql_ms else None,
+                 reference="in-memory store", reference_value=mem_ms, ratio=mem_ms / sql_ms if sql_ms else None,
                  goal=f"<= {GOAL_MS:g} ms", met=sql_ms <= GOAL_MS,
                  note=f"{turns} turns, scripted model, one cheap tool per turn, no evaluation time"),
         BenchRow("agent", "harness overhead per turn, SQLite store (p95)", p95, "ms", goal=f"<= {GOAL_MS:g} ms",

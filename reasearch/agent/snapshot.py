@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reasearch.evaluators.spec import TaskSpec
 
-__all__ = ["EvalRecord", "best_of", "fmt_score", "render_snapshot", "since_improvement"]
+__all__ = ["EvalRecord", "best_of", "fmt_score", "render_snapshot", "score_spreads", "since_improvement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,15 @@ def since_improvement(history: Sequence[EvalRecord], spec: TaskSpec) -> int:
     return len(history) - 1 - last_improvement
 
 
+def score_spreads(history: Sequence[EvalRecord]) -> dict[str, tuple[int, float, float, float]]:
+    """``candidate -> (n, min, max, std)`` over the fresh (not cached) OK scores of candidates scored twice or more."""
+    scores: dict[str, list[float]] = {}
+    for rec in history:
+        if rec.status == "OK" and rec.score is not None and not rec.cached:
+            scores.setdefault(rec.candidate, []).append(float(rec.score))
+    return {cid: (len(v), min(v), max(v), statistics.stdev(v)) for cid, v in scores.items() if len(v) > 1}
+
+
 def _budget_line(remaining: Mapping[Any, float | None]) -> str:
     parts = []
     for unit, left in remaining.items():
@@ -89,6 +99,11 @@ def render_snapshot(*, turn: int, max_turns: int, spec: TaskSpec, remaining: Map
         for rec in history[-recent:]:
             tag = " (cached)" if rec.cached else ""
             lines.append(f"  step {rec.step:>4}  {rec.candidate[:12]}  {rec.status:<8} {fmt_score(rec.score)}{tag}")
+        spreads = score_spreads(history)
+        if spreads:
+            lines.append("Score spread of candidates evaluated afresh more than once (evaluate(repeat=True)):")
+            for cid, (n, lo, hi, std) in list(spreads.items())[-5:]:
+                lines.append(f"  {cid[:12]}  n={n}  min {fmt_score(lo)}  max {fmt_score(hi)}  std {std:.3g}")
         stale = since_improvement(history, spec)
         if stale >= stagnation_after:
             lines.append(f"WARNING: {stale} evaluations without improvement. Step back: re-read lessons.md, "

@@ -1,7 +1,8 @@
 """Fakes for tests, benchmarks and replays of the agent (shipped so other packages can use them).
 
 - :class:`ScriptedModel`, :func:`say`, :func:`call`: a deterministic model.
-- :class:`MemoryRun`: the Run API in memory (same step, budget and idempotency rules), for loop tests.
+- :func:`memory_run`: a real ``Run`` on the in-memory store (``memory://``), evaluating with a task
+  instance on a given runner (:class:`InstanceExecutor`); :func:`ledger_map`, :func:`executed` for assertions.
 - :class:`StaticRunner`: a ``SandboxRunner`` that never executes code: it reads the literal a
   candidate's entry point returns (``return [1.0, 2.0]``) from the syntax tree. For harness tests and
   benchmarks that must exclude evaluation time; real evaluations go through the engine's sandbox.
@@ -14,24 +15,28 @@ import ast
 import itertools
 import json
 import threading
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from reasearch.agent.messages import ModelReply
 from reasearch.agent.models.scripted import ScriptedModel, call, say
-from reasearch.runs.ledger import Budget, Unit, refusal_message
-from reasearch.errors import ConfigError, StoreError
-from reasearch.evaluators.base import Task, candidate_sha256
-from reasearch.engine.protocol import RunOutcome, RunRequest
+from concurrent.futures import Future
+
+from reasearch.runs import Budget, Run, Unit, open_store
+from reasearch.runs.executor import EvalRequest, Executor
+from reasearch.runs.store import MEMORY_URL
+from reasearch.errors import ConfigError
+from reasearch.evaluators.base import Task
+from reasearch.engine.protocol import RunOutcome, RunRequest, SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 
 __all__ = [
     "FakeAnthropicServer",
-    "MemoryEvent",
-    "MemoryRun",
+    "InstanceExecutor",
+    "executed",
+    "ledger_map",
+    "memory_run",
     "ScriptedModel",
     "StaticRunner",
     "call",
@@ -40,125 +45,61 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryEvent:
-    """An event of a :class:`MemoryRun` (the fields of ``reasearch.engine.Event``)."""
+class InstanceExecutor(Executor):
+    """Evaluates every request with one task *instance* on a given sandbox runner (tests and benchmarks).
 
-    run_id: str
-    step: int
-    kind: str
-    payload: Mapping[str, Any]
-    ts: float
+    The runs layer rebuilds a task from its recorded class, which a class defined inside a test cannot
+    be rebuilt from; this executor keeps the instance. It only runs evaluations: the step, budget and
+    cache rules stay the real ``Run``'s.
 
-
-@dataclass
-class MemoryRun:
-    """The Run API in memory: same rules (idempotent steps, debits and events; REFUSED past a cap;
-    deterministic tasks cached), nothing persisted.
-
-    Args:
-        task: the task.
-        budget: caps per unit.
-        executor: sandbox runner passed to ``task.evaluate`` (None: the engine's default pool).
-        config: the driver's config (``config["agent"]`` holds the agent's).
+    Attributes:
+        submitted: how many evaluations really ran (cache hits and refusals never reach an executor).
     """
 
-    task: Task
-    budget: Budget = field(default_factory=Budget)
-    executor: Any = None
-    config: dict = field(default_factory=dict)
-    seed: int = 0
-    id: str = "memory-run"
-    state: str = "running"
-    final_candidate: str | None = None
-    final_reason: str = ""
-    candidates: dict[str, str] = field(default_factory=dict)
-    evaluations: dict[int, tuple[str, EvalResult]] = field(default_factory=dict)
-    ledger: dict[tuple[int, Unit, str], float] = field(default_factory=dict)
-    event_log: list[MemoryEvent] = field(default_factory=list)
-    runs_executed: int = 0
+    def __init__(self, task: Task, runner: SandboxRunner | None = None) -> None:
+        self.task = task
+        self.runner = runner
+        self.submitted = 0
 
     @property
-    def task_id(self) -> str:
-        return self.task.spec.id
+    def parallelism(self) -> int:
+        return 1
 
-    def add_candidate(self, source: str, *, parent: str | None = None, note: str = "") -> str:
-        cid = candidate_sha256(source)
-        self.candidates.setdefault(cid, source)
-        return cid
-
-    def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
-                 seed: int | None = None) -> EvalResult:
-        cid = self.add_candidate(source, parent=parent, note=note)
-        if step in self.evaluations:
-            if self.evaluations[step][0] != cid:
-                raise ConfigError(f"step {step} already evaluated another candidate")
-            return self.evaluations[step][1]
-        seed = self.seed if seed is None else seed
-        # Like the store's cache: only outcomes that do not depend on machine load are served again.
-        cached = next((r for c, r in self.evaluations.values()
-                       if c == cid and not r.cached and r.status in (Status.OK, Status.INVALID)),
-                      None) if self.task.spec.deterministic else None
-        if cached is not None:
-            result = cached.with_(cached=True)
-        else:
-            used = self.used().get(Unit.EVALUATIONS, 0.0)
-            if not self.budget.allows(Unit.EVALUATIONS, used):
-                cap = self.budget.cap(Unit.EVALUATIONS)
-                assert cap is not None
-                result = EvalResult.failure(Status.REFUSED, refusal_message(Unit.EVALUATIONS, used, cap))
-            else:
-                self.runs_executed += 1
-                result = self.task.evaluate(source, seed=seed, executor=self.executor)
-                self.ledger[(step, Unit.EVALUATIONS, "evaluate")] = 1.0
-        self.evaluations[step] = (cid, result)
-        return result
-
-    def debit(self, unit: Unit, amount: float, *, step: int, note: str = "") -> None:
-        self.ledger.setdefault((step, Unit(unit), note), float(amount))
-
-    def log_event(self, step: int, kind: str, payload: Mapping[str, Any]) -> None:
-        if any(e.step == step and e.kind == kind for e in self.event_log):
-            return
-        # A JSON round trip, as a store does: what is logged must be plain data.
-        self.event_log.append(MemoryEvent(self.id, step, kind, json.loads(json.dumps(payload)), time.time()))
-
-    def events(self, *, kind: str | None = None) -> list[MemoryEvent]:
-        return [e for e in self.event_log if kind is None or e.kind == kind]
-
-    def last_step(self) -> int:
-        steps = [e.step for e in self.event_log] + list(self.evaluations) + [k[0] for k in self.ledger]
-        return max(steps, default=-1)
-
-    def used(self) -> dict[Unit, float]:
-        out = {u: 0.0 for u in Unit}
-        for (_, unit, _), amount in self.ledger.items():
-            out[unit] += amount
-        return out
-
-    def remaining(self) -> dict[Unit, float | None]:
-        used = self.used()
-        return {u: self.budget.left(u, used[u]) for u in Unit}
-
-    def best(self) -> tuple[str, EvalResult] | None:
-        best = None
-        for step in sorted(self.evaluations):
-            cid, res = self.evaluations[step]
-            if res.status is Status.OK and res.score is not None and (
-                    best is None or self.task.spec.is_better(res.score, best[1].score)):
-                best = (cid, res)
-        return best
-
-    def candidate_source(self, candidate_id: str) -> str:
+    def submit(self, request: EvalRequest) -> Future[EvalResult]:
+        self.submitted += 1
+        fut: Future[EvalResult] = Future()
         try:
-            return self.candidates[candidate_id]
-        except KeyError:
-            raise StoreError(f"no candidate {candidate_id!r}") from None
+            fut.set_result(self.task.evaluate(request.source, seed=request.seed, executor=self.runner))
+        except BaseException as exc:  # the engine's own failure, handed to the caller as the Run expects
+            fut.set_exception(exc)
+        return fut
 
-    def finish(self, *, state: str = "finished", final_candidate: str | None = None, reason: str = "") -> None:
-        if final_candidate is not None and final_candidate not in self.candidates:
-            raise StoreError(f"final candidate {final_candidate!r} is not a candidate of this run")
-        self.state, self.final_candidate, self.final_reason = str(state), final_candidate, reason
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def memory_run(task: Task, budget: Budget | Mapping[str, float] | None = None, *,
+               runner: SandboxRunner | None = None, config: Mapping[str, Any] | None = None, seed: int = 0) -> Run:
+    """A real :class:`~reasearch.runs.Run` on an in-memory store, evaluating with ``task`` on ``runner``.
+
+    The same step, budget, cache and event rules as any run (one implementation); nothing persisted.
+    """
+    store = open_store(MEMORY_URL)
+    budget = budget if isinstance(budget, Budget) else Budget.from_dict(dict(budget or {}))
+    return Run.create(store, task=task, budget=budget, config=dict(config or {}), seed=seed,
+                      executor=InstanceExecutor(task, runner))
+
+
+def ledger_map(run: Run) -> dict[tuple[int, Unit, str], float]:
+    """The run's ledger as ``{(step, unit, note): amount}`` (for assertions)."""
+    return {(e.step, e.unit, e.note): e.amount for e in run.store.ledger(run.id)}
+
+
+def executed(run: Run) -> int:
+    """Evaluations that really ran for a :func:`memory_run` (not cached, not refused)."""
+    ex = run.executor
+    assert isinstance(ex, InstanceExecutor), "executed() counts the evaluations of a memory_run"
+    return ex.submitted
 
 
 class StaticRunner:

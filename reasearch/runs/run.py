@@ -16,6 +16,8 @@ Example::
 
 from __future__ import annotations
 
+import math
+import statistics
 import os
 import socket
 import threading
@@ -47,7 +49,7 @@ from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["Run", "RunStatus", "RunState", "Event", "effective_state"]
+__all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "effective_state"]
 
 _EVALUATE_NOTE = "evaluate"  # ledger note of an evaluation's own debit
 _SHARED_CACHE_NOTE = "evaluate (shared cache)"  # a first evaluation in this run, computed earlier by another
@@ -165,6 +167,40 @@ class RunStatus:
             "evaluations": self.evaluations, "by_status": dict(self.by_status), "cached": self.cached,
             "since_improvement": self.since_improvement, "last_step": self.last_step,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreSpread:
+    """The spread of one candidate's scores over its fresh (not cached) evaluations in a run.
+
+    Attributes:
+        candidate_id: the candidate.
+        evaluations: fresh evaluations of it, any status.
+        ok: how many of them scored (``OK``); min/max/mean/std are over those.
+        std: the sample standard deviation (0.0 with a single score).
+    """
+
+    candidate_id: str
+    evaluations: int
+    ok: int
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"candidate_id": self.candidate_id, "evaluations": self.evaluations, "ok": self.ok,
+                "min": self.min, "max": self.max, "mean": self.mean, "std": self.std}
+
+
+def _spread(candidate_id: str, results: Sequence[EvalResult]) -> ScoreSpread:
+    scores = [float(r.score) for r in results if r.status is Status.OK and r.score is not None
+              and math.isfinite(float(r.score))]
+    if not scores:
+        return ScoreSpread(candidate_id, len(results), 0, None, None, None, None)
+    std = statistics.stdev(scores) if len(scores) > 1 else 0.0
+    return ScoreSpread(candidate_id, len(results), len(scores), min(scores), max(scores),
+                       statistics.fmean(scores), std)
 
 
 class Run:
@@ -366,7 +402,7 @@ class Run:
         return cid
 
     def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
-                 seed: int | None = None) -> EvalResult:
+                 seed: int | None = None, repeat: bool = False) -> EvalResult:
         """Evaluates a candidate as step ``step`` of this run, at most once per step.
 
         In order: a step already recorded returns its stored result (resume never re-spends); a cache
@@ -381,6 +417,10 @@ class Run:
             parent: the id of the candidate this one was derived from.
             note: what produced it (stored with the candidate).
             seed: evaluation seed (default: the run's seed).
+            repeat: a fresh evaluation even when the cache holds this candidate's result (to measure
+                the variance of clock-dependent programs): charged like any evaluation, recorded with
+                ``metrics["repeat"] = True``, never read from nor written to the cache. See
+                :meth:`score_spread`.
 
         Raises:
             ConfigError: ``step`` was already used for another candidate (the driver diverged on replay).
@@ -396,7 +436,7 @@ class Run:
         seed = self.seed if seed is None else int(seed)
         candidate = CandidateRecord(self.id, cid, source, parent, note, time.time())
         task = self.task
-        key = cache_key(task, cid, seed)
+        key = None if repeat else cache_key(task, cid, seed)
         hit = self._cache.get(key)
         if hit is not None and self.store.paid_for(self.id, cid, seed):
             # A repeat within this run: free, and marked as served from the cache.
@@ -424,6 +464,8 @@ class Run:
                 return self._record_result(step, candidate, seed, result, debits=debits, key=None, release=token)
             request = EvalRequest(self.task_id, self.task_params, source, seed, self._record.task_entry)
             result = self.executor.submit(request).result()
+            if repeat:
+                result = result.with_(metrics={**dict(result.metrics), "repeat": True})
             now = time.time()
             debits = [LedgerEntry(self.id, step, unit, amount, _EVALUATE_NOTE, now)
                       for unit, amount in self.evaluation_costs(result, estimate).items()]
@@ -520,6 +562,20 @@ class Run:
     def evaluations(self) -> list[EvaluationRecord]:
         """Every recorded evaluation, by step."""
         return self.store.evaluations(self.id)
+
+    def score_spread(self, candidate_id: str | None = None) -> dict[str, ScoreSpread]:
+        """Score spread (min/max/mean/std) of each candidate evaluated afresh more than once.
+
+        Fresh evaluations are the ones not served from the cache (repeats, or any evaluation of a
+        non-deterministic task). Args: ``candidate_id`` restricts the answer to one candidate.
+        """
+        fresh: dict[str, list[EvalResult]] = {}
+        for ev in self.store.evaluations(self.id):
+            if ev.result.cached or ev.result.status is Status.REFUSED:
+                continue
+            if candidate_id is None or ev.candidate_id == candidate_id:
+                fresh.setdefault(ev.candidate_id, []).append(ev.result)
+        return {cid: _spread(cid, results) for cid, results in fresh.items() if len(results) > 1}
 
     def status(self) -> RunStatus:
         """Budget used and left per unit, best score and candidate, evaluations by status, stagnation."""

@@ -9,20 +9,20 @@ from typing import Any
 import pytest
 
 from reasearch.agent import Agent, AgentConfig, ModelSpec
-from reasearch.agent.testing import MemoryRun, ScriptedModel, StaticRunner
-from reasearch.runs import Budget
+from reasearch.agent.testing import ScriptedModel, StaticRunner, memory_run
+from reasearch.runs import Budget, Run
 from reasearch.evaluators.testing import ToyTask
 
 
 @pytest.fixture()
-def make_agent(tmp_path: Path) -> Callable[..., tuple[Agent, MemoryRun]]:
-    """Builds an agent on a MemoryRun of a 2-d ToyTask (optimum: [3, 3], score 0)."""
+def make_agent(tmp_path: Path) -> Callable[..., tuple[Agent, Run]]:
+    """Builds an agent on a Run of a 2-d ToyTask (optimum: [3, 3], score 0)."""
 
-    def build(script: list[Any], *, budget: Mapping[str, float] | None = None, run: MemoryRun | None = None,
+    def build(script: list[Any], *, budget: Mapping[str, float] | None = None, run: Run | None = None,
               editor: list[Any] | None = None, summarizer: list[Any] | None = None, exec_fn: Any = None,
-              lessons: str | None = None, root: str = "run", **config: Any) -> tuple[Agent, MemoryRun]:
+              lessons: str | None = None, root: str = "run", **config: Any) -> tuple[Agent, Run]:
         if run is None:
-            run = MemoryRun(ToyTask(dim=2), Budget.from_dict(dict(budget or {"evaluations": 10})), executor=StaticRunner())
+            run = memory_run(ToyTask(dim=2), Budget.from_dict(dict(budget or {"evaluations": 10})), runner=StaticRunner())
         cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="unused")}, **config)
         models = {"agent": ScriptedModel(script, name="agent-model")}
         models["editor"] = ScriptedModel(editor or [], name="editor-model")

@@ -10,7 +10,7 @@ from agent_helpers import toy_source
 
 from reasearch.agent import Agent, AgentConfig, AnthropicModel, ModelSpec, RetryPolicy
 from reasearch.agent.messages import ModelReply, StopReason, Usage
-from reasearch.agent.testing import FakeAnthropicServer, MemoryRun, StaticRunner, call, say
+from reasearch.agent.testing import FakeAnthropicServer, StaticRunner, call, memory_run, say
 from reasearch.runs import Budget, Unit
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.testing import ToyTask
@@ -40,7 +40,7 @@ def test_multi_turn_run_through_the_sdk(tmp_path: Path) -> None:
     third = _with_usage(say("", call("evaluate")), 1700, 20)
     fourth = _with_usage(say("Optimum reached.", call("finish", reason="score 0 is the optimum",
                                                         candidate_id=candidate_sha256(BEST)[:12])), 1900, 30)
-    run = MemoryRun(ToyTask(dim=2), Budget.from_dict({"evaluations": 5, "dollars": 1.0}), executor=StaticRunner())
+    run = memory_run(ToyTask(dim=2), Budget.from_dict({"evaluations": 5, "dollars": 1.0}), runner=StaticRunner())
     sleeps: list[float] = []
     with FakeAnthropicServer([first, second, editor, third, fourth], fail_first=[529]) as server:
         retry = RetryPolicy(sleep=sleeps.append)

@@ -12,7 +12,7 @@ from agent_helpers import kinds_by_step, toy_source
 
 from reasearch.agent.messages import ModelReply, StopReason, Usage
 from reasearch.agent.prompts import CONTINUE_MESSAGE, NO_TOOL_NUDGE, RETRY_CUT, RETRY_EMPTY, SUMMARY_REQUEST
-from reasearch.agent.testing import call, say
+from reasearch.agent.testing import call, executed, ledger_map, say
 from reasearch.runs import Unit
 from reasearch.errors import ModelError
 from reasearch.evaluators.base import candidate_sha256
@@ -44,13 +44,13 @@ def test_a_trajectory_is_journaled_step_by_step_and_debited(make_agent: Any) -> 
         10: ["final"],
     }
     assert (result.final_candidate, result.final_score, result.chosen_by) == (candidate_sha256(BETTER), -1.25, "agent")
-    assert (run.state, run.final_candidate, run.final_reason) == ("finished", candidate_sha256(BETTER), "agent: best seen")
+    assert (run.state, run.store.get_run(run.id).final_candidate, run.store.get_run(run.id).reason) == ("finished", candidate_sha256(BETTER), "agent: best seen")
     assert result.turns == 4 and result.steps == 10
     # The ledger matches what happened: one evaluation per evaluate step, one model call per reply,
     # tokens equal to the usage recorded with each reply.
-    assert sorted(k[0] for k in run.ledger if k[1] is Unit.EVALUATIONS) == [4, 6]
-    replies = [e for e in run.event_log if e.kind == "model_reply"]
-    assert sorted(k[0] for k in run.ledger if k[1] is Unit.MODEL_CALLS) == [e.step for e in replies]
+    assert sorted(k[0] for k in ledger_map(run) if k[1] is Unit.EVALUATIONS) == [4, 6]
+    replies = [e for e in run.events() if e.kind == "model_reply"]
+    assert sorted(k[0] for k in ledger_map(run) if k[1] is Unit.MODEL_CALLS) == [e.step for e in replies]
     tokens = sum(ModelReply.from_dict(e.payload["reply"]).usage.total for e in replies)
     assert run.used()[Unit.TOKENS] == tokens > 0
     assert [r.score for r in agent.history] == [SEED_SCORE, -1.25]
@@ -87,7 +87,7 @@ def test_tool_errors_go_back_to_the_model_and_the_loop_goes_on(make_agent: Any) 
     ]
     agent, run = make_agent(script, exec_fn=exploding_exec)
     result = agent.optimize()
-    results = [e.payload for e in run.event_log if e.kind == "tool_result"]
+    results = [e.payload for e in run.events() if e.kind == "tool_result"]
     assert [r["is_error"] for r in results] == [True, True, True, True, True, False, False]
     assert "no tool named 'no_such_tool'" in results[0]["text"]
     assert "refused" in results[1]["text"]
@@ -109,7 +109,7 @@ def test_finish_validates_the_choice(make_agent: Any) -> None:
               say("", call("finish", reason="seed is more robust", candidate_id=seed_id[:10]))]
     agent, run = make_agent(script)
     result = agent.optimize()
-    texts = [e.payload["text"] for e in run.event_log if e.kind == "tool_result"]
+    texts = [e.payload["text"] for e in run.events() if e.kind == "tool_result"]
     assert "give at least 6 characters" in texts[2]
     assert "'ffffff' matches 0 OK candidates" in texts[3]
     # Not blindly the highest score: the agent's choice stands, and the record says why.
@@ -126,7 +126,7 @@ def test_cut_off_text_is_continued_and_every_attempt_is_debited(make_agent: Any)
     assert req.messages[-2] == {"role": "assistant", "content": [{"type": "text", "text": "I will evaluate the se"}]}
     assert _last_text(req) == CONTINUE_MESSAGE
     assert agent.messages[1]["content"][0] == {"type": "text", "text": "I will evaluate the seed now."}
-    assert sorted(k[2] for k in run.ledger if k[0] == 1 and k[1] is Unit.MODEL_CALLS) == [
+    assert sorted(k[2] for k in ledger_map(run) if k[0] == 1 and k[1] is Unit.MODEL_CALLS) == [
         "agent:model_reply", "agent:model_reply.1"]
     assert kinds_by_step(run)[1] == ["snapshot", "model_reply", "model_reply.1"]
 
@@ -157,7 +157,7 @@ def test_turn_limit_gives_one_wrap_up_turn_with_only_finish(make_agent: Any) -> 
     last = agent.models["agent"].requests[-1]
     assert [t.name for t in last.tools] == ["finish"]
     assert "LIMIT REACHED: the turn limit (2) is reached" in _last_text(last)
-    texts = [e.payload["text"] for e in run.event_log if e.kind == "tool_result"]
+    texts = [e.payload["text"] for e in run.events() if e.kind == "tool_result"]
     assert "no tool named 'evaluate' is available now; available: finish" in texts[2]
     assert (result.chosen_by, result.final_score, result.turns) == ("agent", -1.25, 3)
 
@@ -167,13 +167,13 @@ def test_harness_chooses_when_the_agent_does_not_finish(make_agent: Any) -> None
               say("I would rather keep going")]
     agent, run = make_agent(script, budget={"evaluations": 2})
     result = agent.optimize()
-    texts = [e.payload["text"] for e in run.event_log if e.kind == "tool_result"]
+    texts = [e.payload["text"] for e in run.events() if e.kind == "tool_result"]
     assert "status: REFUSED" in texts[2] and "evaluation budget spent: 2/2 used" in texts[2]
-    final = next(e.payload for e in run.event_log if e.kind == "final")
+    final = next(e.payload for e in run.events() if e.kind == "final")
     assert final["chosen_by"] == "harness" and final["stop_reason"] == "the evaluations budget is spent"
     assert result.final_candidate == candidate_sha256(BETTER) and result.final_score == -1.25
-    assert "the agent did not call finish" in run.final_reason
-    assert run.runs_executed == 2
+    assert "the agent did not call finish" in run.store.get_run(run.id).reason
+    assert executed(run) == 2
     assert "LIMIT REACHED: the evaluations budget is spent" in _last_text(agent.models["agent"].requests[-1])
 
 
@@ -195,7 +195,7 @@ def test_compaction_at_the_threshold_keeps_three_messages(make_agent: Any) -> No
     agent, run = make_agent(script, compact_threshold_tokens=2500, summarizer=[say("SUMMARY: wrote notes, seed scored.")],
                             lessons="# Lessons\n- keep notes\n")
     agent.optimize()
-    comp = [e for e in run.event_log if e.kind == "compaction"]
+    comp = [e for e in run.events() if e.kind == "compaction"]
     assert len(comp) == 1
     payload = comp[0].payload
     assert payload["reason"].startswith("the context reached ~") and payload["summary"] == "SUMMARY: wrote notes, seed scored."
@@ -208,7 +208,7 @@ def test_compaction_at_the_threshold_keeps_three_messages(make_agent: Any) -> No
     assert after[0]["content"][0]["text"].startswith("## State snapshot") and "## lessons.md" not in after[0]["content"][0]["text"]
     assert after[1]["content"][0]["text"].endswith("SUMMARY: wrote notes, seed scored.")
     assert after[2]["content"][0]["text"] == "## lessons.md\n# Lessons\n- keep notes\n\nContinue the work from here."
-    assert (Unit.TOKENS in {k[1] for k in run.ledger if k[2] == "summarizer:summary"})
+    assert (Unit.TOKENS in {k[1] for k in ledger_map(run) if k[2] == "summarizer:summary"})
 
 
 def test_compact_tool_and_edit_code_use_their_own_models(make_agent: Any) -> None:
@@ -217,15 +217,15 @@ def test_compact_tool_and_edit_code_use_their_own_models(make_agent: Any) -> Non
               say("", call("evaluate"), call("finish", reason="optimum"))]
     agent, run = make_agent(script, editor=editor, summarizer=[say("S")])
     result = agent.optimize()
-    edit = next(e.payload for e in run.event_log if e.kind == "tool_result")
+    edit = next(e.payload for e in run.events() if e.kind == "tool_result")
     assert edit["text"].startswith("candidate.py rewritten: 5 lines changed.")  # 4 lines out, 1 in
     assert "+    return [3.0, 3.0]" in edit["text"]
     assert "# Instruction\nreturn [3, 3]" in _last_text(agent.models["editor"].requests[0])
-    notes = {k[2] for k in run.ledger if k[1] is Unit.MODEL_CALLS}
+    notes = {k[2] for k in ledger_map(run) if k[1] is Unit.MODEL_CALLS}
     assert notes == {"agent:model_reply", "editor:edit_reply", "summarizer:summary"}
-    assert run.ledger.get((1, Unit.EVALUATIONS, "evaluate")) is None  # an edit never costs an evaluation
+    assert ledger_map(run).get((1, Unit.EVALUATIONS, "evaluate")) is None  # an edit never costs an evaluation
     assert result.final_score == 0.0
-    start = next(e.payload for e in run.event_log if e.kind == "start")
+    start = next(e.payload for e in run.events() if e.kind == "start")
     assert start["models"] == {"agent": "agent-model", "editor": "editor-model", "summarizer": "summary-model"}
 
 
@@ -260,7 +260,6 @@ def test_resume_after_a_kill_completes_without_spending_twice(make_agent: Any, t
     elif where == "edit":
         editor.insert(0, lambda req: (_ for _ in ()).throw(_Killed()))
     agent, run = make_agent(script, editor=editor, summarizer=[say("S")], budget={"evaluations": 10})
-    run.id = "killed-run"
     if kill_at == "evaluate:after-record":
         inner = run.evaluate
         calls = {"n": 0}
@@ -280,24 +279,24 @@ def test_resume_after_a_kill_completes_without_spending_twice(make_agent: Any, t
         agent.optimize()
     if kill_at == "evaluate:after-record":
         run.evaluate = inner  # type: ignore[method-assign]
-    spent_before = dict(run.ledger)
-    executed_before = run.runs_executed
-    replies_used = sum(1 for e in run.event_log if e.kind.startswith("model_reply"))
+    spent_before = dict(ledger_map(run))
+    executed_before = executed(run)
+    replies_used = sum(1 for e in run.events() if e.kind.startswith("model_reply"))
 
     # Resume: the same run, a model that holds only the replies not yet recorded.
     remaining = [s for s in _script()][replies_used:]
-    edits_used = sum(1 for e in run.event_log if e.kind.startswith("edit_reply"))
+    edits_used = sum(1 for e in run.events() if e.kind.startswith("edit_reply"))
     resumed, _ = make_agent(remaining, editor=_editor()[edits_used:], summarizer=[say("S")], run=run)
     result = resumed.optimize()
 
     assert (result.final_candidate, result.final_score, result.chosen_by) == (ref.final_candidate, ref.final_score, "agent")
     assert kinds_by_step(run) == kinds_by_step(ref_run)  # every step exactly once, as in an uninterrupted run
-    assert run.runs_executed == ref_run.runs_executed == 3  # no evaluation ran twice
-    assert sorted(k for k in run.ledger if k[1] is Unit.EVALUATIONS) == sorted(
-        k for k in ref_run.ledger if k[1] is Unit.EVALUATIONS)
+    assert executed(run) == executed(ref_run) == 3  # no evaluation ran twice
+    assert sorted(k for k in ledger_map(run) if k[1] is Unit.EVALUATIONS) == sorted(
+        k for k in ledger_map(ref_run) if k[1] is Unit.EVALUATIONS)
     for key, amount in spent_before.items():  # what was debited before the kill stands, never twice
-        assert run.ledger[key] == amount
-    assert executed_before <= run.runs_executed
+        assert ledger_map(run)[key] == amount
+    assert executed_before <= executed(run)
     assert len(resumed.models["agent"].requests) == len(remaining)  # recorded replies were not asked again
     assert [r.score for r in resumed.history] == [r.score for r in reference.history]
     assert resumed.workspace.root.joinpath("lessons.md").read_text() == "# Lessons\n- 3 is the target\n"
@@ -316,12 +315,12 @@ def test_resume_restores_active_time_and_turns(make_agent: Any, tmp_path: Path) 
     agent._t0 = clock()
     with pytest.raises(_Killed):
         agent.optimize()
-    recorded = [e.payload["elapsed_s"] for e in run.event_log if e.kind == "model_reply"]
+    recorded = [e.payload["elapsed_s"] for e in run.events() if e.kind == "model_reply"]
     assert recorded == sorted(recorded) and recorded[-1] > 0
     resumed, _ = make_agent([say("", call("finish", reason="done"))], run=run, max_wall_s=1000.0)
     resumed.optimize()
     assert resumed.turn == 3
-    last = [e.payload["elapsed_s"] for e in run.event_log if e.kind == "model_reply"][-1]
+    last = [e.payload["elapsed_s"] for e in run.events() if e.kind == "model_reply"][-1]
     assert last >= recorded[-1]  # the clock resumes from the recorded active time, not from zero
 
 
@@ -329,8 +328,8 @@ def test_usage_reported_by_a_model_drives_the_threshold(make_agent: Any) -> None
     huge = ModelReply(tuple(say("", call("get_status")).content), StopReason.TOOL_USE, Usage(200_000, 10))
     agent, run = make_agent([huge, say("", call("evaluate"), call("finish", reason="x"))], summarizer=[say("S")])
     agent.optimize()
-    assert [e.kind for e in run.event_log].count("compaction") == 1
-    assert "reached ~200" in next(e.payload["reason"] for e in run.event_log if e.kind == "compaction")
+    assert [e.kind for e in run.events()].count("compaction") == 1
+    assert "reached ~200" in next(e.payload["reason"] for e in run.events() if e.kind == "compaction")
 
 
 def test_no_helper_model_call_past_a_spent_dollar_cap(make_agent: Any) -> None:
@@ -340,7 +339,7 @@ def test_no_helper_model_call_past_a_spent_dollar_cap(make_agent: Any) -> None:
                             budget={"dollars": 0.01}, editor=[say("```python\n" + BEST + "```")])
     agent.models["agent"]._price = Price(1e4, 1e4)  # the first reply alone costs more than the cap
     result = agent.optimize()
-    edit = [e.payload for e in run.event_log if e.kind == "tool_result"][1]
+    edit = [e.payload for e in run.events() if e.kind == "tool_result"][1]
     assert edit["is_error"] and "the dollars budget is spent: no further model call" in edit["text"]
     assert agent.models["editor"].requests == []  # the editor was never called
     assert result.chosen_by == "harness" and result.reason.startswith("the dollars budget is spent")
@@ -350,8 +349,8 @@ def test_no_helper_model_call_past_a_spent_dollar_cap(make_agent: Any) -> None:
 def test_repeated_evaluation_is_cached_and_free(make_agent: Any) -> None:
     agent, run = make_agent([say("", call("evaluate"), call("evaluate")), say("", call("finish", reason="x"))])
     agent.optimize()
-    texts = [e.payload["text"] for e in run.event_log if e.kind == "tool_result"]
+    texts = [e.payload["text"] for e in run.events() if e.kind == "tool_result"]
     assert "[cached: cost nothing]" not in texts[0] and "[cached: cost nothing]" in texts[1]
     assert "not better than the best -18" in texts[1]
-    assert run.used()[Unit.EVALUATIONS] == 1 and run.runs_executed == 1
+    assert run.used()[Unit.EVALUATIONS] == 1 and executed(run) == 1
     assert [r.cached for r in agent.history] == [False, True]

@@ -185,7 +185,10 @@ def _pid_of_driver(run: Run) -> int:
 
 
 def test_kill_9_mid_evaluation_then_reconnect_continues_with_nothing_respent(run_dir: Path) -> None:
+    from agent_helpers import children, reap_orphans
+
     store_path = run_dir
+    known = set(children())
 
     async def first() -> None:
         killed = False
@@ -251,6 +254,9 @@ def test_kill_9_mid_evaluation_then_reconnect_continues_with_nothing_respent(run
     assert closed and closed[0].payload["interrupted"] is True
     sessions = [e.payload for e in run.events() if e.kind == "mcp_session"]
     assert [s["resumed"] for s in sessions] == [False, True]
+    # The killed server's sandbox workers died with it and were re-parented here (a subreaper): reap them;
+    # one still alive would fail here.
+    reap_orphans(known)
 
 
 def test_a_second_server_on_a_live_run_is_refused_and_a_bad_command_line_is_one_line(run_dir: Path) -> None:

@@ -27,7 +27,7 @@ from reasearch.agent.models import (
     say,
 )
 from reasearch.agent.models.openai_compat import to_openai_messages
-from reasearch.agent.testing import FakeAnthropicServer
+from reasearch.agent.testing import FakeAnthropicServer, memory_run
 from reasearch.runs import Unit
 from reasearch.errors import ConfigError, ModelError
 
@@ -246,7 +246,7 @@ def test_importing_the_agent_does_not_import_the_sdk() -> None:
 
 def test_openai_compatible_model_drives_a_full_agent_run(chat_server: dict[str, Any], tmp_path: Path) -> None:
     from reasearch.agent import Agent, AgentConfig
-    from reasearch.agent.testing import MemoryRun, StaticRunner
+    from reasearch.agent.testing import StaticRunner
     from reasearch.runs import Budget
     from reasearch.evaluators.testing import ToyTask
 
@@ -257,7 +257,7 @@ def test_openai_compatible_model_drives_a_full_agent_run(chat_server: dict[str, 
 
     chat_server["answers"] += [(200, tool_call("c1", "evaluate", {})), (200, tool_call("c2", "finish", {"reason": "ok"}))]
     spec = ModelSpec(provider="openai", name="local", base_url=chat_server["url"])
-    run = MemoryRun(ToyTask(dim=2), Budget.from_dict({"evaluations": 3}), executor=StaticRunner())
+    run = memory_run(ToyTask(dim=2), Budget.from_dict({"evaluations": 3}), runner=StaticRunner())
     agent = Agent(run, tmp_path / "run", config=AgentConfig(models={"agent": spec}))
     result = agent.optimize()
     assert result.chosen_by == "agent" and result.final_score == -18.0

@@ -233,7 +233,8 @@ def test_agent_killed_mid_validation_resumes_without_paying_twice(tmp_path: Path
         (evaluation,) = run.evaluations()
         assert evaluation.result.status.value == "OK" and evaluation.result.metrics["calls_cached"] == stored
         assert run.used()[Unit.STUDENT_CALLS] == 30 + 10  # validation once, then the sealed test pass
-        assert sum(n - 1 for n in srv.hits.values()) == lost_in_flight <= 2  # nothing answered was asked again
+        # Only calls lost in flight at the kill may be asked again (answered, never stored); a stored answer never is.
+        assert sum(n - 1 for n in srv.hits.values()) <= lost_in_flight <= 2
         assert len(run.events(kind="test_result")) == 1
 
 

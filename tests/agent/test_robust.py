@@ -22,7 +22,7 @@ from reasearch.agent.lessons import lesson_items
 from reasearch.agent.loop import require_prices
 from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
 from reasearch.agent.session import check_budget, start_run
-from reasearch.agent.testing import call, say
+from reasearch.agent.testing import call, ledger_map, memory_run, say
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, ModelError
 from reasearch.evaluators.base import candidate_sha256
@@ -75,7 +75,7 @@ def test_any_client_exception_interrupts_the_run_with_the_reason(make_agent: Any
     agent.models["agent"] = _Broken()
     with pytest.raises(ModelError, match="broken-client failed: AttributeError"):
         agent.optimize()
-    assert run.state == "interrupted" and "AttributeError" in run.final_reason
+    assert run.state == "interrupted" and "AttributeError" in run.store.get_run(run.id).reason
 
 
 # ---------------------------------------------------------------- context size
@@ -88,7 +88,7 @@ def test_context_after_a_continued_reply_comes_from_the_last_call(make_agent: An
     agent.optimize()
     assert seen[0] == 3410  # the second call's prompt already held the first part: 3400 + 10, not 6810
     assert run.used()[Unit.TOKENS] >= 6810  # the ledger keeps every call
-    assert "compaction" not in [e.kind for e in run.event_log]  # 6.8k counted would have compacted at 5k
+    assert "compaction" not in [e.kind for e in run.events()]  # 6.8k counted would have compacted at 5k
 
 
 # ---------------------------------------------------------------- a budget that allows nothing
@@ -194,17 +194,17 @@ def test_python_exec_and_bash_work_in_a_run_dir_under_a_0700_parent(make_agent: 
     try:
         assert private.stat().st_mode & 0o777 == 0o700
         from reasearch.agent import Agent
-        from reasearch.agent.testing import MemoryRun, ScriptedModel, StaticRunner
+        from reasearch.agent.testing import ScriptedModel, StaticRunner, memory_run
         from reasearch.evaluators.testing import ToyTask
 
-        run = MemoryRun(ToyTask(dim=2), Budget.from_dict({"evaluations": 3}), executor=StaticRunner())
+        run = memory_run(ToyTask(dim=2), Budget.from_dict({"evaluations": 3}), runner=StaticRunner())
         script = [say("", call("python_exec", code="open('from_python.txt', 'w').write('py'); print('hello')"),
                       call("bash", command="echo sh > from_bash.txt && cat from_python.txt")),
                   say("", call("evaluate"), call("finish", reason="seed"))]
         agent = Agent(run, private / "runs" / "r1", models={"agent": ScriptedModel(script)},
                       config=AgentConfig(models={"agent": ModelSpec(provider="scripted", name="")}, sandbox_mode="nsjail"))
         agent.optimize()
-        results = [e.payload for e in run.event_log if e.kind == "tool_result" and e.payload["name"] in ("python_exec", "bash")]
+        results = [e.payload for e in run.events() if e.kind == "tool_result" and e.payload["name"] in ("python_exec", "bash")]
         assert [r["is_error"] for r in results] == [False, False], results
         assert results[0]["text"].startswith("[status OK, exit code 0") and "sandbox=nsjail" in results[0]["text"]
         assert "stdout:\npy" in results[1]["text"]
@@ -254,9 +254,9 @@ def test_a_cheap_edit_that_fails_its_check_is_redone_by_the_fallback(make_agent:
     step = next(s for s, kinds in kinds_by_step(run).items() if "edit_reply" in kinds)
     assert kinds_by_step(run)[step] == ["tool_call", "edit_reply", "fallback.edit_reply", "edit_reply.fallback",
                                         "tool_result"]
-    fb = next(e.payload for e in run.event_log if e.kind == "fallback.edit_reply")
+    fb = next(e.payload for e in run.events() if e.kind == "fallback.edit_reply")
     assert why in fb["reason"] and (fb["from"], fb["to"]) == ("editor-model", "strong-editor")
-    notes = sorted(k[2] for k in run.ledger if k[0] == step and k[1] is Unit.MODEL_CALLS)
+    notes = sorted(k[2] for k in ledger_map(run) if k[0] == step and k[1] is Unit.MODEL_CALLS)
     assert notes == ["editor:edit_reply", "editor:fallback:edit_reply.fallback"]  # both attempts debited
 
 
@@ -274,7 +274,7 @@ def test_an_edit_that_does_not_import_goes_to_the_fallback(make_agent: Any) -> N
     cheap = "```python\nimport nope\n\ndef run():\n    return [1.0, 1.0]\n```"
     agent, run = _fallback_agent(make_agent, [say(cheap)], [say(f"```python\n{BEST}```")], exec_fn)
     agent.optimize()
-    fb = next(e.payload for e in run.event_log if e.kind == "fallback.edit_reply")
+    fb = next(e.payload for e in run.events() if e.kind == "fallback.edit_reply")
     assert "does not import (CRASH" in fb["reason"] and "No module named 'nope'" in fb["reason"]
     assert len(seen) == 1 and seen[0][0] == "python3"  # the cheap edit was import-checked; the fallback's is used as is
     assert not list(agent.workspace.root.glob(".edit-check-*"))
@@ -285,7 +285,7 @@ def test_a_good_cheap_edit_never_calls_the_fallback(make_agent: Any) -> None:
     agent, run = _fallback_agent(make_agent, [say(f"```python\n{BEST}```")], [], _ok_exec)
     agent.optimize()
     assert agent.models["editor:fallback"].requests == []
-    assert not any(e.kind.startswith("fallback") for e in run.event_log)
+    assert not any(e.kind.startswith("fallback") for e in run.events())
 
 
 def test_a_fallback_run_resumes_without_calling_any_model_again(make_agent: Any, tmp_path: Path) -> None:
@@ -295,7 +295,7 @@ def test_a_fallback_run_resumes_without_calling_any_model_again(make_agent: Any,
     agent, run = _fallback_agent(make_agent, [say("no code")], [say(f"```python\n{BEST}```")], _ok_exec)
     agent.optimize()
     used = run.used()
-    run.event_log[:] = [e for e in run.event_log if e.kind != "final"]
+    run.store._exec("DELETE FROM events WHERE run_id = ? AND kind = ?", (run.id, "final"))
     twin = Agent(run, tmp_path / "run", config=agent.config, exec_fn=_ok_exec,
                  models={"agent": ScriptedModel([]), "editor": ScriptedModel([]), "summarizer": ScriptedModel([]),
                          "editor:fallback": ScriptedModel([])})
@@ -325,7 +325,7 @@ def test_final_files_replace_planted_symlinks_instead_of_following_them(tmp_path
     import json
 
     from reasearch.agent import Agent
-    from reasearch.agent.testing import MemoryRun, ScriptedModel, StaticRunner
+    from reasearch.agent.testing import ScriptedModel, StaticRunner
     from reasearch.evaluators.testing import ToyTask
 
     class DrawingToy(ToyTask):
@@ -338,7 +338,7 @@ def test_final_files_replace_planted_symlinks_instead_of_following_them(tmp_path
     victims = {name: outside / name for name in ("code.txt", "picture.txt", "tmp.txt")}
     for v in victims.values():
         v.write_text("precious")
-    run = MemoryRun(DrawingToy(dim=2), Budget.from_dict({"evaluations": 3}), executor=StaticRunner())
+    run = memory_run(DrawingToy(dim=2), Budget.from_dict({"evaluations": 3}), runner=StaticRunner())
     script = [say("", call("evaluate", code=BEST)), say("", call("finish", reason="best"))]
     agent = Agent(run, tmp_path / "run", models={"agent": ScriptedModel(script)},
                   config=AgentConfig(models={"agent": ModelSpec(provider="scripted", name="")}))
@@ -414,10 +414,10 @@ def test_a_cheap_model_that_errors_falls_back_and_a_resume_never_calls_it_again(
     agent, run = _fallback_agent(make_agent, [], [say(f"```python\n{BEST}```")], _ok_exec)
     agent.models["editor"] = Down()
     assert agent.optimize().final_score == 0.0
-    fb = next(e.payload for e in run.event_log if e.kind == "fallback.edit_reply")
+    fb = next(e.payload for e in run.events() if e.kind == "fallback.edit_reply")
     assert fb["from"] == "cheap-down" and "no usable reply: cannot reach" in fb["reason"]
     assert Down.calls == 1
-    run.event_log[:] = [e for e in run.event_log if e.kind != "final"]
+    run.store._exec("DELETE FROM events WHERE run_id = ? AND kind = ?", (run.id, "final"))
     used = run.used()
     twin = Agent(run, tmp_path / "run", config=agent.config, exec_fn=_ok_exec,
                  models={"agent": ScriptedModel([]), "editor": Down(), "summarizer": ScriptedModel([]),

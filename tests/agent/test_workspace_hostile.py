@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from reasearch.agent import Agent
-from reasearch.agent.testing import MemoryRun
+from reasearch.agent.testing import Run
 from reasearch.agent.tools import ToolError, Workspace, WorkspaceTools
 
 SECRET = "SECRET-API-KEY-do-not-leak-4242"
@@ -78,7 +78,7 @@ def test_a_symlink_at_the_target_is_refused_and_never_written_through(open_dir: 
 
 # ---------------------------------------------------------------- item 2: host files never reach the model
 @pytest.fixture()
-def agent_in(open_dir: Path, make_agent: Callable[..., tuple[Agent, MemoryRun]]) -> Agent:
+def agent_in(open_dir: Path, make_agent: Callable[..., tuple[Agent, Run]]) -> Agent:
     agent, _ = make_agent([], root=str(open_dir / "run"))
     agent._begin()  # writes TASK.md, candidate.py and lessons.md
     return agent
@@ -208,7 +208,7 @@ def test_rollback_keeps_what_was_there_and_runs_even_when_the_runner_fails(tmp_p
     assert ws.fs.usage().inodes <= 64
 
 
-def test_the_quota_comes_from_the_agent_config(make_agent: Callable[..., tuple[Agent, MemoryRun]]) -> None:
+def test_the_quota_comes_from_the_agent_config(make_agent: Callable[..., tuple[Agent, Run]]) -> None:
     from reasearch.agent import AgentConfig
     from reasearch.agent.tools.workspace import Quota
     from reasearch.errors import ConfigError

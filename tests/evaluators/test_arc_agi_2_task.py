@@ -173,7 +173,9 @@ def test_submit_request_carries_test_inputs_only(arc_dir: str) -> None:
     task = _task(arc_dir, "45a5af55")
     problem = task.problem
     req = task.build_submit_request(FLIP_LR)
-    assert req.payload == {"inputs": [[list(r) for r in p.input] for p in problem.test]}
+    # the test inputs and the seed the harness seeds the generators with, nothing else
+    assert req.payload == {"inputs": [[list(r) for r in p.input] for p in problem.test], "seed": 0}
+    assert task.build_submit_request(FLIP_LR, seed=9).payload["seed"] == 9
     wire = json.dumps(req.payload) + req.source + json.dumps(task.payload(None))
     for pair in problem.test:
         assert json.dumps([list(r) for r in pair.output]) not in wire  # type: ignore[union-attr]

@@ -251,7 +251,10 @@ def test_harness_refuses_a_non_placement():
     with pytest.raises(TypeError, match=r"must return \(phy2log, log2phy, logcnt\), got NoneType"):
         rebalance(lambda *a: None, {"weight": np.ones((2, 16), dtype=np.int64), "num_replicas": 24,
                                     "num_groups": 4, "num_nodes": 2, "num_gpus": 4})
-    assert rebalance(lambda *a: 1 / 0, {"ping": True}) == {"ping": True}  # a ping never calls the candidate
+    # setup and echo never call the candidate
+    assert rebalance(lambda *a: 1 / 0, {"setup": True, "seed": 1, "weight_type": "numpy"})["ready"] is True
+    echo = rebalance(lambda *a: 1 / 0, {"echo": [[[2, 3], "int16"], [[2, 4, 1], "int16"], [[2, 4], "int64"]]})
+    assert echo["phy2log"].shape == (2, 3) and echo["log2phy"].shape == (2, 4, 1) and echo["t_ns"] >= 0
 
 
 def test_a_candidate_returning_torch_tensors(task):
@@ -360,7 +363,8 @@ def test_seed_through_the_sandbox(task, sandbox):
     times = res.metrics["t_alg_per_window_s"]
     assert len(times) == 5 and all(t > 0 for t in times)
     assert res.score == pytest.approx((res.metrics["bal_expert"] + 0.002 / (sum(times) / 5)) / 2, rel=1e-12)
-    assert res.metrics["t_roundtrip_floor_s"] > 0
+    assert res.metrics["t_transport_s"] > 0 and res.metrics["t_call_s"] > 0
+    assert all(0 < t <= w for t, w in zip(times, res.metrics["t_call_per_window_s"]))
     assert res.provenance is not None and res.provenance.task_id == "eplb/v1"
     assert res.provenance.params["num_windows"] == 6
 
@@ -417,3 +421,20 @@ def test_cli_eval(tmp_path, capsys):
     assert main(["eval", "eplb/v1", str(path), "-p", "num_windows=3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "OK" and out["metrics"]["windows_scored"] == 2
+
+
+def test_ok_result_carries_the_worst_layers_per_gpu_load_before_and_after() -> None:
+    """What reports draw: per-GPU load of the worst window's worst layer, without rebalancing and under
+    the candidate's placement; both split the same total load (replicas share their expert's load)."""
+    task = reasearch.make("eplb/v1", num_windows=3)
+    res = task.evaluate(task.seed_program())
+    assert res.status.value == "OK", res.feedback
+    sol = res.solution
+    assert sol is not None and set(sol) == {"worst_window", "layer", "before", "after"}
+    assert len(sol["before"]) == len(sol["after"]) == 32
+    windows, _ = task.trace_windows()
+    load = windows[sol["worst_window"] + 1, sol["layer"]].astype(float)
+    assert sum(sol["before"]) == pytest.approx(load.sum()) and sum(sol["after"]) == pytest.approx(load.sum())
+    assert sol["before"][0] == pytest.approx(load[:8].sum())  # expert e on GPU e * 32 // 256
+    assert max(sol["after"]) < max(sol["before"])  # the seed program balances
+    assert res.metrics["bal_gpu_per_window"][sol["worst_window"]] == min(res.metrics["bal_gpu_per_window"])

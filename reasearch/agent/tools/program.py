@@ -10,7 +10,7 @@ from typing import Any
 
 from reasearch.agent.messages import ModelRequest
 from reasearch.agent.prompts import EDITOR_SYSTEM, editor_request
-from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
+from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score, score_spreads
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 
@@ -81,11 +81,13 @@ class ProgramTools:
         return ToolOutput(text, {"edit": {"lines_changed": changed, "tokens": reply.usage.total}})
 
     @tool
-    def evaluate(self, code: str | None = None) -> ToolOutput:
+    def evaluate(self, code: str | None = None, repeat: bool = False) -> ToolOutput:
         """Scores a program on the trusted evaluator (one unit of evaluation budget; repeats are free).
 
         Args:
             code: the program to evaluate; it also becomes candidate.py. Default: the current candidate.py.
+            repeat: evaluate afresh even if this exact program was scored before (charged like any
+                evaluation): measures how much the score varies (timed or clock-dependent programs).
         """
         ctx = self.ctx
         if code is not None:
@@ -95,7 +97,8 @@ class ProgramTools:
         state = ctx.state()
         before = best_of(state.history, spec)
         cid = ctx.run.add_candidate(source, parent=state.parent, note=f"step {state.step}")
-        result = ctx.run.evaluate(source, step=state.step, parent=state.parent, note=f"step {state.step}")
+        result = ctx.run.evaluate(source, step=state.step, parent=state.parent, note=f"step {state.step}",
+                                  **({"repeat": True} if repeat else {}))
         rec = EvalRecord(state.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
         lines = [f"evaluation at step {rec.step}: candidate {cid[:12]}", f"status: {rec.status}"]
         if rec.score is not None:
@@ -108,6 +111,11 @@ class ProgramTools:
         metrics = {k: v for k, v in dict(result.metrics).items() if isinstance(v, (int, float, str, bool)) or v is None}
         if metrics:
             lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:20]))
+        spread = score_spreads([*state.history, rec]).get(cid)
+        if spread is not None:
+            n, lo, hi, std = spread
+            lines.append(f"spread over {n} fresh scores of this candidate: min {fmt_score(lo)}, max {fmt_score(hi)}, "
+                         f"std {std:.3g}")
         if result.feedback:
             lines.append("feedback:\n" + result.feedback[-6000:])
         return ToolOutput("\n".join(lines), {"evaluation": rec.to_dict()})

@@ -5,6 +5,8 @@ It receives the input grids only (train inputs while optimizing, test inputs on 
 ``transform_grid_attempt_1`` and ``transform_grid_attempt_2`` on a fresh copy of every input, and
 returns each attempt's output as plain lists, or a marker saying why there is none. The trusted side
 re-validates everything it gets back: whatever this code reports is a convenience, never believed.
+Before the first call it seeds ``random`` (and ``numpy.random`` and torch when loaded) from the
+payload's seed, so one source and one seed give one result.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+from reasearch.evaluators._entry_call import seed_everything
 
 ATTEMPTS = ("transform_grid_attempt_1", "transform_grid_attempt_2")
 _MAX_SIDE = 30
@@ -80,6 +84,7 @@ def run_attempts(entry_fn: Callable[[Any], Any], payload: dict[str, Any]) -> dic
         ``{"attempts": [[out_1, out_2], ...]}``, one row per input; an ``out`` is a grid (lists) or
         ``{"kind": "error" | "missing" | "malformed", "error": text}``.
     """
+    seed_everything(payload.get("seed"), import_numpy=False)  # stays import-light; NumPy is preloaded
     namespace = getattr(entry_fn, "__globals__", None) or vars(sys.modules.get("candidate", object()))
     fns: list[Callable[[Any], Any] | None] = []
     for name in ATTEMPTS:

@@ -144,8 +144,8 @@ class ArcTask(Task):
         return SEED_PROGRAM
 
     def payload(self, seed: int | None) -> dict[str, Any]:
-        """The train inputs only (outputs stay on the trusted side)."""
-        return {"inputs": [_as_lists(pair.input) for pair in self.problem.train]}
+        """The train inputs only (outputs stay on the trusted side), and the seed the harness seeds with."""
+        return {"inputs": [_as_lists(pair.input) for pair in self.problem.train], "seed": 0 if seed is None else int(seed)}
 
     def _train_outputs(self) -> list[Grid]:
         return [pair.output for pair in self.problem.train if pair.output is not None]
@@ -175,13 +175,13 @@ class ArcTask(Task):
         return self.result(metrics["n_solved"] / len(pairs), metrics=metrics, feedback=feedback, solution=solution)
 
     # -- submission ---------------------------------------------------------------------------
-    def build_submit_request(self, candidate_source: str) -> RunRequest:
+    def build_submit_request(self, candidate_source: str, *, seed: int | None = None) -> RunRequest:
         """The sandbox request of :meth:`submit`: the test *inputs* only."""
         return RunRequest(
             source=candidate_source,
             entry=self.spec.entries,
             harness=self.harness,
-            payload={"inputs": [_as_lists(pair.input) for pair in self.problem.test]},
+            payload={"inputs": [_as_lists(pair.input) for pair in self.problem.test], "seed": 0 if seed is None else int(seed)},
             limits=self.limits(),
         )
 
@@ -200,7 +200,7 @@ class ArcTask(Task):
         if not problem.has_test_outputs:
             raise ConfigError(f"{problem.origin}: this task's test outputs are not in the data; submit needs them")
         runner = executor if executor is not None else default_runner()
-        outcome = runner.run(self.build_submit_request(candidate_source))
+        outcome = runner.run(self.build_submit_request(candidate_source, seed=seed))
         prov = self.provenance(candidate_source, seed=seed, sandbox_mode=outcome.sandbox_mode)
         if outcome.status is not Status.OK:
             base = self.result_from_outcome(outcome, candidate_source, seed=seed)

@@ -10,14 +10,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reasearch.evaluators._entry_call import as_float_array, call_entry
+from reasearch.evaluators._entry_call import as_float_array, call_entry, seed_args, seed_everything
 
-__all__ = ["run_candidate", "warmup"]
+__all__ = ["ENTRY_ARGS", "run_candidate", "warmup"]
+
+ENTRY_ARGS = seed_args(
+    {"n": ("n", "num_circles", "n_circles")},
+    forms=("()", "(n)", "(num_circles)", "(seed=...)", "(n, seed=...)"),
+)
+"""Published packers take nothing, the number of circles (``n`` or ``num_circles``) and/or a seed."""
 
 
 def run_candidate(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Calls the entry point; accepts ``(centers, radii, ...)`` or ``{"centers": ..., "radii": ...}``."""
-    out = call_entry(entry, payload)
+    """Seeds the generators, calls the entry point; accepts ``(centers, radii, ...)`` or a dict of both.
+
+    The entry point gets what its signature asks for by name: ``n``/``num_circles`` and ``seed``.
+    """
+    seed = seed_everything(payload.get("seed"))
+    n = payload.get("n")
+    out = call_entry(entry, {"n": None if n is None else int(n), "seed": seed}, ENTRY_ARGS)
     if isinstance(out, Mapping) and "centers" in out and "radii" in out:
         centers, radii = out["centers"], out["radii"]
     elif isinstance(out, (tuple, list)) and len(out) >= 2:

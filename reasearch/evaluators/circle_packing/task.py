@@ -49,6 +49,8 @@ SEED_SCORES: dict[int, float] = {
 }
 
 _ENTRY_ALIASES = ("run_packing", "construct_packing")
+ROUNDING_LEVEL = 1e-9
+"""Violations all below this are float64 rounding of touching circles (still INVALID; the feedback says so)."""
 
 
 def _parse(data: Any, n: int) -> tuple[np.ndarray, np.ndarray] | str:
@@ -73,7 +75,10 @@ class CirclePackingTask(GeometryTask):
     """Pack ``n`` disjoint circles into the unit square, maximizing the sum of their radii.
 
     Validity has no tolerance: every radius finite and ``>= 0``, ``r_i <= x_i``, ``r_i <= y_i``,
-    ``x_i + r_i <= 1``, ``y_i + r_i <= 1`` and ``r_i + r_j <= |c_i - c_j|`` for every pair, in float64.
+    ``x_i + r_i <= 1``, ``y_i + r_i <= 1`` and ``r_i + r_j <= |c_i - c_j|`` for every pair, each an IEEE
+    float64 comparison of float64 arithmetic (so a packing can pass and still overlap by ~1e-18 in exact
+    arithmetic, as in every peer's check; one failing only by violations below 1e-9 is still invalid,
+    and its feedback says so and gives the LP-repaired sum).
     The score is the sum of radii, recomputed from the raw arrays; ``normalized_score`` divides it by
     the best known sum. Feedback names the worst violation and gives ``lp_sum``, the optimal sum of
     radii for the candidate's own centers (an LP solved with HiGHS).
@@ -121,11 +126,13 @@ class CirclePackingTask(GeometryTask):
             f"Circle packing in the unit square, n={n} circles.\n"
             "Write a Python module defining `run()` (aliases accepted: `run_packing`, `construct_packing`) "
             f"that returns `(centers, radii)`: centers an ({n}, 2) array, radii an ({n},) array "
-            "(a tuple with more items is fine; only the first two are read). If `run` takes a `seed` "
-            "argument, it receives the evaluation seed.\n"
+            "(a tuple with more items is fine; only the first two are read). Parameters are passed by name "
+            f"when the function has them: `n` or `num_circles` gets {n}, `seed` the evaluation seed; "
+            "`random` and `numpy.random` are seeded with it before the call.\n"
             "Valid iff every value is finite, r_i >= 0, r_i <= x_i, r_i <= y_i, x_i + r_i <= 1, "
-            "y_i + r_i <= 1 and r_i + r_j <= |c_i - c_j| for every pair, checked in float64 with NO "
-            "tolerance (touching circles computed with rounding error are rejected).\n"
+            "y_i + r_i <= 1 and r_i + r_j <= |c_i - c_j| for every pair, with NO tolerance: each check is an "
+            "IEEE float64 comparison of float64 arithmetic (touching circles computed with rounding error "
+            "are rejected; a packing that passes may still overlap by ~1e-18 in exact arithmetic).\n"
             "Score: the sum of radii, recomputed by the evaluator (maximize).\n"
             + best_line
             + "Feedback: the worst violated constraint and `lp_sum`, the best sum of radii for your own "
@@ -135,6 +142,10 @@ class CirclePackingTask(GeometryTask):
             f"Limits: {self.time_limit_s:g} s wall time, {self.memory_mb} MB memory; NumPy, SciPy and "
             "numba are available, no network."
         )
+
+    def payload(self, seed: int | None) -> dict[str, Any]:
+        """The evaluation seed and the number of circles (passed to an entry point that asks for them)."""
+        return {"seed": 0 if seed is None else int(seed), "n": int(self.n)}
 
     def render_png(self, result: EvalResult | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
         """Draws the solution of an OK result (or raw answer data) to a PNG (see :func:`render_packing`)."""
@@ -157,7 +168,17 @@ class CirclePackingTask(GeometryTask):
             metrics["worst_violation_amount"] = violation.amount
             if violation.kind is not ViolationKind.NONFINITE:
                 metrics["sum_radii"] = math.fsum(radii.tolist())
-            return self.invalid(f"Invalid packing: {violation.describe()}.{lp_text}", metrics=metrics)
+            text = f"Invalid packing: {violation.describe()}.{lp_text}"
+            if violation.kind is not ViolationKind.NONFINITE and violation.amount < ROUNDING_LEVEL:
+                metrics["rounding_only"] = True
+                if lp_sum is not None:
+                    metrics["lp_repaired_sum"] = lp_sum
+                text += (f" Every violation is below {ROUNDING_LEVEL:g}: the packing fails only by float64 "
+                         "rounding (no tolerance is applied; each check is an IEEE float64 comparison). "
+                         + (f"Repaired by the LP (optimal_radii(centers), strictly valid) it scores "
+                            f"{lp_sum:.12f}." if lp_sum is not None else
+                            "Shrink the radii slightly, or use optimal_radii(centers)."))
+            return self.invalid(text, metrics=metrics)
         score = math.fsum(radii.tolist())
         metrics["sum_radii"] = score
         if lp_sum is not None:

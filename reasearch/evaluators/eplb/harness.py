@@ -1,27 +1,66 @@
 # reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """Runs inside the sandbox, once per timed call: hands one window's loads to ``rebalance_experts``.
 
-Nothing here is trusted with the score: the parent times each call itself, then validates and
-scores the three arrays this returns against the next window (which never enters the sandbox).
+Nothing here is trusted with the score: the parent validates and scores the three arrays this returns
+against the next window (which never enters the sandbox), and bounds the time reported here by its
+own measurements (see ``reasearch.evaluators.eplb._timing``).
+
+Three kinds of call, chosen by the parent's payload:
+
+* ``{"setup": True, "seed": s, "weight_type": "torch"|"numpy"}`` (once, untimed): imports torch
+  when the candidate uses it (outside every timed call: torch's import takes seconds) and seeds
+  ``random``, ``numpy.random`` and torch from the evaluation seed;
+* a window (``{"weight": ..., "num_replicas": ..., ...}``): calls the candidate with the arguments its
+  signature asks for (published programs take them positionally) and returns the placement plus
+  ``t_ns``, the call's duration on a clock captured when this module was imported (before any
+  candidate code ran);
+* ``{"echo": [[shape, dtype], ...], "wait_ns": w}`` (only in the parent's own calibration session,
+  never with a candidate's code): busy-waits ``w`` ns, then returns arrays of those shapes through the
+  same path, so the parent can measure what the transport of such an answer costs.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["compact", "rebalance", "warmup"]
+from reasearch.evaluators._entry_call import EntryArgs, bind_entry, seed_everything
+
+__all__ = ["ENTRY_ARGS", "compact", "rebalance", "warmup"]
 
 _NAMES = ("phy2log", "log2phy", "logcnt")
+_CLOCK = time.perf_counter_ns  # bound at import, before the candidate is loaded
+_ARGS = ("weight", "num_replicas", "num_groups", "num_nodes", "num_gpus")
+
+ENTRY_ARGS: EntryArgs = EntryArgs(
+    {
+        "weight": ("weight", "weights", "load", "expert_load"),
+        "num_replicas": ("num_replicas", "num_physical_experts", "num_slots"),
+        "num_groups": ("num_groups", "n_groups"),
+        "num_nodes": ("num_nodes", "n_nodes"),
+        "num_gpus": ("num_gpus", "num_ranks", "n_gpus"),
+    },
+    positional=_ARGS,
+    required=_ARGS,
+    forms=("(weight, num_replicas, num_groups, num_nodes, num_gpus)",),
+)
+"""The published signature (vLLM/DeepSeek ``rebalance_experts``), matched by name, else by position.
+
+No ``seed`` is offered: the evaluation seed selects the synthetic trace, which the candidate must not
+learn (the generators are seeded from it all the same)."""
+
+_callers: dict[int, tuple[Callable[..., Any], Callable[[Mapping[str, Any]], Any]]] = {}
+_state: dict[str, Any] = {"weight_type": "numpy"}
 
 
 def compact(arr: np.ndarray) -> np.ndarray:
     """The narrowest of int16/int32/int64 that holds an integer array's values exactly (others: a copy).
 
-    The round trip is part of every timed call, so the answer travels small: a ``log2phy`` of slot
-    ids fits int16 (a quarter of the bytes); the parent reads any integer dtype.
+    The answer travels back on every call, so it travels small: a ``log2phy`` of slot ids fits int16
+    (a quarter of the bytes); the parent reads any integer dtype.
     """
     if arr.dtype.kind in "iu" and arr.size:
         lo, hi = int(arr.min()), int(arr.max())
@@ -42,27 +81,65 @@ def _plain(value: Any, name: str) -> np.ndarray:
     return compact(arr)
 
 
-def rebalance(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Calls ``entry(weight, num_replicas, num_groups, num_nodes, num_gpus)`` on one window.
+def _caller(entry: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Any]:
+    """The entry point's bound caller, built once per function (the signature is inspected once)."""
+    got = _callers.get(id(entry))
+    if got is None or got[0] is not entry:
+        got = (entry, bind_entry(entry, ENTRY_ARGS))
+        _callers[id(entry)] = got
+    return got[1]
 
-    A payload with ``"ping": True`` returns at once without calling the candidate: the parent uses
-    it to measure the round trip that every timed call also pays.
-    """
-    if payload.get("ping"):
-        return {"ping": True}
+
+def _setup(payload: Mapping[str, Any]) -> dict[str, Any]:
+    weight_type = "torch" if payload.get("weight_type") == "torch" else "numpy"
+    if weight_type == "torch":
+        import torch  # noqa: F401 - imported here so that no timed call pays for it
+
+    _state["weight_type"] = weight_type
+    seed_everything(payload.get("seed"))
+    return {"ready": True, "weight_type": weight_type}
+
+
+def _echo(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A replay: busy-waits ``wait_ns`` (standing in for an algorithm), then answers zero arrays."""
+    arrays = [np.zeros(tuple(int(s) for s in shape), dtype=np.dtype(str(dtype))) for shape, dtype in payload["echo"]]
+    wait = int(payload.get("wait_ns") or 0)
+    t0 = _CLOCK()
+    while _CLOCK() - t0 < wait:
+        pass
+    t1 = _CLOCK()
+    out: dict[str, Any] = {name: _plain(arr, name) for name, arr in zip(_NAMES, arrays)}
+    out["t_ns"] = t1 - t0
+    return out
+
+
+def rebalance(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
+    """One call of the session (see the module docstring): setup, a timed window, or a calibration echo."""
+    if payload.get("setup"):
+        return _setup(payload)
+    if "echo" in payload:
+        return _echo(payload)
+    call = _caller(entry)
     weight: Any = np.asarray(payload["weight"], dtype=np.int64)  # sent compact, always handed over as int64
-    if payload.get("weight_type") == "torch":
+    weight_type = payload.get("weight_type", _state["weight_type"])
+    if weight_type == "torch":
         import torch
 
         weight = torch.from_numpy(weight)
-    out = entry(weight, int(payload["num_replicas"]), int(payload["num_groups"]), int(payload["num_nodes"]),
-                int(payload["num_gpus"]))
+    values: dict[str, Any] = {"weight": weight}
+    for name in _ARGS[1:]:
+        values[name] = int(payload[name])
+    t0 = _CLOCK()
+    out = call(values)
+    t1 = _CLOCK()
     if not isinstance(out, (tuple, list)) or len(out) != 3:
         raise TypeError(
             f"{getattr(entry, '__name__', 'rebalance_experts')}() must return (phy2log, log2phy, logcnt), "
             f"got {type(out).__name__}" + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
         )
-    return {name: _plain(value, name) for name, value in zip(_NAMES, out)}
+    result: dict[str, Any] = {name: _plain(value, name) for name, value in zip(_NAMES, out)}
+    result["t_ns"] = int(t1 - t0)
+    return result
 
 
 def warmup() -> None:

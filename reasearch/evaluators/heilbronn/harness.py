@@ -9,14 +9,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reasearch.evaluators._entry_call import as_float_array, call_entry
+from reasearch.evaluators._entry_call import as_float_array, call_entry, seed_args, seed_everything
 
-__all__ = ["run_candidate", "warmup"]
+__all__ = ["ENTRY_ARGS", "run_candidate", "warmup"]
+
+ENTRY_ARGS = seed_args(
+    {"n": ("n", "num_points", "n_points")},
+    forms=("()", "(n)", "(num_points)", "(seed=...)", "(n, seed=...)"),
+)
+"""Published programs take nothing, the number of points (``n`` or ``num_points``) and/or a seed."""
 
 
 def run_candidate(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Calls the entry point; accepts the points themselves, ``{"points": ...}`` or ``(points, ...)``."""
-    out = call_entry(entry, payload)
+    """Seeds the generators, calls the entry point; accepts the points, ``{"points": ...}`` or ``(points, ...)``.
+
+    The entry point gets what its signature asks for by name: ``n``/``num_points`` and ``seed``.
+    """
+    seed = seed_everything(payload.get("seed"))
+    n = payload.get("n")
+    out = call_entry(entry, {"n": None if n is None else int(n), "seed": seed}, ENTRY_ARGS)
     if isinstance(out, Mapping):
         if "points" not in out:
             raise TypeError(f"the returned dict has no 'points' key (keys: {sorted(map(str, out))[:10]})")

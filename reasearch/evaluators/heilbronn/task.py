@@ -111,8 +111,9 @@ class HeilbronnTask(GeometryTask):
         return (
             f"Heilbronn triangle problem in the unit square, n={n} points.\n"
             f"Write a Python module defining `run()` that returns an ({n}, 2) array of points "
-            "(a dict {'points': ...} is accepted too). If `run` takes a `seed` argument, it receives the "
-            "evaluation seed.\n"
+            "(a dict {'points': ...} is accepted too). Parameters are passed by name when the function has "
+            f"them: `n` or `num_points` gets {n}, `seed` the evaluation seed; `random` and `numpy.random` "
+            "are seeded with it before the call.\n"
             "Valid iff every coordinate is finite and inside [0, 1], with NO tolerance.\n"
             "Score: the smallest area over all triangles formed by three of the points, "
             "|x1(y2-y3) + x2(y3-y1) + x3(y1-y2)| / 2 (maximize); collinear or repeated points score 0.\n"
@@ -123,6 +124,10 @@ class HeilbronnTask(GeometryTask):
             f"Limits: {self.time_limit_s:g} s wall time, {self.memory_mb} MB memory; NumPy, SciPy and "
             "numba are available, no network."
         )
+
+    def payload(self, seed: int | None) -> dict[str, Any]:
+        """The evaluation seed and the number of points (passed to an entry point that asks for them)."""
+        return {"seed": 0 if seed is None else int(seed), "n": int(self.n)}
 
     def render_png(self, result: EvalResult | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
         """Draws the solution of an OK result (or raw answer data) to a PNG (see :func:`render_points`)."""

@@ -1,9 +1,10 @@
 # reasearch: jail (imported inside the sandbox: see reasearch/engine/_runtime.py)
 """The harness that runs inside the sandbox around a transaction-scheduling candidate.
 
-It seeds ``random`` and ``numpy.random`` from the payload seed, builds each workload, calls the
-candidate's ``get_best_schedule(workload, num_seqs)`` once per workload (in order, as the published
-evaluator does) and sends back only plain lists. The trusted side re-validates everything and
+It seeds ``random``, ``numpy.random`` (and torch, when the candidate imported it) from the payload
+seed, builds each workload, calls the candidate's ``get_best_schedule`` once per workload (in order,
+as the published evaluator does) with what its signature asks for (``workload``, and ``num_seqs``
+and ``seed`` when it takes them) and sends back only plain lists. The trusted side re-validates everything and
 recomputes every makespan: nothing this code returns is believed.
 """
 
@@ -11,15 +12,21 @@ from __future__ import annotations
 
 import math
 import operator
-import random
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
+from reasearch.evaluators._entry_call import bind_entry, seed_args, seed_everything
 from reasearch.evaluators.txn_scheduling.workload import Workload
 
-__all__ = ["run_schedules", "split_result", "plain_schedule"]
+__all__ = ["ENTRY_ARGS", "run_schedules", "split_result", "plain_schedule"]
+
+ENTRY_ARGS = seed_args(
+    {"workload": ("workload", "wl"), "num_seqs": ("num_seqs", "n_seqs", "num_sequences")},
+    positional=("workload", "num_seqs"),
+    required=("workload",),
+    forms=("(workload)", "(workload, num_seqs)", "(workload, num_seqs, seed=...)", "(workload, seed=...)"),
+)
+"""Published schedulers take the workload, most also ``num_seqs`` (positionally), some a seed."""
 
 _MAX_ENTRIES = 100_000  # a longer "schedule" is not copied back (it is invalid either way)
 
@@ -84,15 +91,14 @@ def run_schedules(entry_fn: Callable[..., Any], payload: dict[str, Any]) -> dict
         ``{"schedules": [list | {"error": text}, ...], "reported": [number | None, ...]}``, one entry per
         workload, in payload order.
     """
-    seed = int(payload.get("seed") or 0)
-    random.seed(seed)
-    np.random.seed(seed % 2**32)  # NumPy's legacy seed must fit in 32 bits
+    seed = seed_everything(payload.get("seed"))
     num_seqs = int(payload["num_seqs"])
+    call = bind_entry(entry_fn, ENTRY_ARGS)  # refuses an entry point it cannot call, naming the forms
     schedules: list[Any] = []
     reported: list[Any] = []
     for item in payload["workloads"]:
         workload = Workload(item["txns"], name=item["name"])
-        makespan, schedule = split_result(entry_fn(workload, num_seqs))
+        makespan, schedule = split_result(call({"workload": workload, "num_seqs": num_seqs, "seed": seed}))
         schedules.append(plain_schedule(schedule))
         reported.append(_finite_or_none(makespan))
     return {"schedules": schedules, "reported": reported}

@@ -19,7 +19,7 @@ from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.txn_scheduling.workload import Workload, load_workloads, workload_texts
 
-__all__ = ["TxnSchedulingTask", "BEST_KNOWN_TOTAL", "SEED_SCORE", "adrs_score"]
+__all__ = ["TxnSchedulingTask", "BEST_KNOWN_TOTAL", "SCORE_VARIANTS", "SEED_SCORE", "adrs_score"]
 
 TASK_ID = "txn_scheduling/v1"
 BEST_KNOWN_TOTAL = 225.0
@@ -27,6 +27,15 @@ BEST_KNOWN_TOTAL = 225.0
 SEED_SCORE = 358.0
 """Total of the seed program under seed 0 (seeds 0-9: 354-392, mean 370.0)."""
 _SHIFT = 0.10  # the published 0-100 score puts 100 at lower bound + 10% of (sequential - lower bound)
+
+
+SCORE_VARIANTS: dict[str, str] = {
+    "makespan": "total makespan over the three workloads (minimize; default)",
+    "adrs": "0-100 (maximize): 0 at sequential order, 100 at lower bound + 10% of (sequential - lower bound), "
+            "clamped; UCB-ADRS/ADRS-Leaderboard problems/txn_scheduling/evaluator.py (calculate_score), here "
+            "on the recomputed total, never a self-reported one",
+}
+"""Named scores (``-p score=NAME``), computed on the trusted side, each with its source."""
 
 
 def adrs_score(total: float, sequential: float, lower_bound: float) -> float:
@@ -55,14 +64,17 @@ class TxnSchedulingTask(Task):
         time_limit_s: wall-time limit of one evaluation (all three workloads together).
         num_seqs: the second argument passed to ``get_best_schedule`` (the published evaluator passes 10).
         memory_mb: address-space limit of one evaluation.
+        score: the score variant, a key of :data:`SCORE_VARIANTS` (default ``"makespan"``, ours).
     """
 
     harness: ClassVar[str] = "reasearch.evaluators.txn_scheduling.harness:run_schedules"
 
-    def __init__(self, *, time_limit_s: float = 60.0, num_seqs: int = 10, memory_mb: int = 1024) -> None:
+    def __init__(self, *, time_limit_s: float = 60.0, num_seqs: int = 10, memory_mb: int = 1024,
+                 score: str = "makespan") -> None:
         self.time_limit_s = time_limit_s
         self.num_seqs = num_seqs
         self.memory_mb = memory_mb
+        self.score = score
 
     def _make_spec(self) -> TaskSpec:
         if not (isinstance(self.time_limit_s, (int, float)) and 0 < self.time_limit_s <= 86_400):
@@ -71,19 +83,30 @@ class TxnSchedulingTask(Task):
             raise ConfigError(f"num_seqs must be a positive int, not {self.num_seqs!r}")
         if not (isinstance(self.memory_mb, int) and self.memory_mb >= 256):
             raise ConfigError(f"memory_mb must be an int >= 256 (NumPy needs that much), not {self.memory_mb!r}")
+        if self.score not in SCORE_VARIANTS:
+            raise ConfigError(f"score must be one of {sorted(SCORE_VARIANTS)}, not {self.score!r}")
+        adrs = self.score == "adrs"
         return TaskSpec(
             id=TASK_ID,
             version=1,
-            direction="minimize",
+            direction="maximize" if adrs else "minimize",
             time_limit_s=float(self.time_limit_s),
             memory_mb=self.memory_mb,
-            best_known=BEST_KNOWN_TOTAL,
+            best_known=self._variant(BEST_KNOWN_TOTAL) if adrs else BEST_KNOWN_TOTAL,
             best_known_source="best published evolved program (ADRS txn_scheduling: 225-241)",
             entry_point="get_best_schedule",
-            seed_score=SEED_SCORE,
-            seed_score_rtol=0.0,
-            params={"time_limit_s": float(self.time_limit_s), "num_seqs": self.num_seqs, "memory_mb": self.memory_mb},
+            seed_score=self._variant(SEED_SCORE) if adrs else SEED_SCORE,
+            seed_score_rtol=1e-12 if adrs else 0.0,
+            params={"time_limit_s": float(self.time_limit_s), "num_seqs": self.num_seqs, "memory_mb": self.memory_mb,
+                    "score": self.score},
         )
+
+    def _variant(self, total: float) -> float:
+        """The selected score of a total makespan (the total itself, or the ADRS 0-100 score)."""
+        if self.score != "adrs":
+            return float(total)
+        seq, lb = self._references()
+        return adrs_score(total, sum(seq), sum(lb))
 
     def _workloads(self) -> list[Workload]:
         """The trusted side's simulators (built once per task object; never sent to a sandbox)."""
@@ -109,7 +132,8 @@ class TxnSchedulingTask(Task):
 Transaction scheduling ({TASK_ID}): order the transactions of three workloads ({sizes}) so that the
 sum of their makespans is as small as possible (minimize).
 
-Write `get_best_schedule(workload, num_seqs)`, called once per workload (num_seqs = {self.num_seqs}); return
+Write `get_best_schedule(workload, num_seqs)` (or `get_best_schedule(workload)`; a `seed` parameter gets the
+evaluation seed), called once per workload (num_seqs = {self.num_seqs}); return
 a schedule (a list with every transaction index 0..num_txns-1 exactly once) or `(makespan, schedule)`.
 `random` and `numpy.random` are seeded before the first call. Self-reported makespans are ignored: the
 evaluator recomputes each one, and a short, duplicated or out-of-range schedule is INVALID.
@@ -135,8 +159,13 @@ WORKLOAD_1, WORKLOAD_2, WORKLOAD_3` also work, as in published programs):
 peek/extend equal get_opt_seq_cost of the extended prefix exactly, without recomputing the prefix.
 
 Limits: {self.time_limit_s:g} s wall time for all three workloads, {self.memory_mb} MB memory, no network.
-Score: total makespan (lower is better); feedback gives each workload's makespan.
+Score: {self._score_line()}; feedback gives each workload's makespan.
 """
+
+    def _score_line(self) -> str:
+        if self.score == "adrs":
+            return "score variant 'adrs', " + SCORE_VARIANTS["adrs"]
+        return "total makespan (lower is better)"
 
     def seed_program(self) -> str:
         return resources.files(__package__).joinpath("seed.py.txt").read_text(encoding="utf-8")
@@ -201,7 +230,9 @@ Score: total makespan (lower is better); feedback gives each workload's makespan
             metrics["reported_mismatches"] = len(wrong)
             if wrong:
                 lines.append("self-reported makespans differ (ignored): " + "; ".join(wrong))
-        return self.result(total, metrics=metrics, feedback="\n".join(lines),
+        if self.score != "makespan":
+            lines.append(f"score variant {self.score!r}: {self._variant(total):.6g} ({SCORE_VARIANTS[self.score]})")
+        return self.result(self._variant(total), metrics=metrics, feedback="\n".join(lines),
                            solution={"schedules": [list(s) for s in schedules]})
 
 

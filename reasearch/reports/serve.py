@@ -1,0 +1,334 @@
+"""``reasearch serve``: a read-only live dashboard over a run store (Starlette + uvicorn, the ``web`` extra).
+
+Pages: ``/`` lists every run (state, best, budget, last activity) and ``/run/{id}`` is the run's
+report, both updated in place as evaluations land: the server polls the store (a few cheap queries
+every ``poll_interval_s``) and pushes an ``update`` server-sent event when a run changed; the page then
+fetches the new data. Nothing here writes to the store.
+
+Access: the app binds 127.0.0.1 by default and then answers only requests whose ``Host`` is a loopback
+name (a web page elsewhere cannot reach it through DNS rebinding). Binding any other address needs an
+access token, which every request must then carry: ``Authorization: Bearer TOKEN``, or ``?token=TOKEN``
+once (the answer sets an HttpOnly, SameSite=Strict cookie the browser sends from then on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import html
+import ipaddress
+import json
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from reasearch.errors import ConfigError, StoreError
+from reasearch.reports._model import load_run
+from reasearch.reports._page import CSS, plotly_js, report_html, report_payload, script_json
+from reasearch.reports._sections import fmt_score, utc
+from reasearch.runs.ledger import Budget
+from reasearch.runs.store import Store
+
+__all__ = ["create_app", "check_bind", "is_loopback", "serve", "runs_table"]
+
+_COOKIE = "reasearch_token"
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and the usual loopback names."""
+    name = host.strip().strip("[]").lower()
+    if name in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuses a non-loopback address without an access token (and a token too short to resist guessing).
+
+    Raises:
+        ConfigError: what to do instead.
+    """
+    if token is not None and len(token) < 16:
+        raise ConfigError("the access token must be at least 16 characters (e.g. `python -c 'import secrets; "
+                          "print(secrets.token_urlsafe(24))'`)")
+    if not is_loopback(host) and not token:
+        raise ConfigError(f"refusing to serve on {host!r} without an access token: the dashboard shows candidate "
+                          "sources and transcripts; pass --token (or $REASEARCH_SERVE_TOKEN), or bind 127.0.0.1")
+
+
+def _host_of(header: str) -> str:
+    """The host name of a Host header (port removed, IPv6 brackets kept off)."""
+    header = header.strip()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class _Guard:
+    """Pure ASGI middleware: the token check (when a token is set) or the loopback Host check (when not)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if self.token is None:
+            if not is_loopback(_host_of(headers.get("host", ""))):
+                await _deny(send, 400, "this dashboard answers only to a loopback Host (127.0.0.1, localhost)")
+                return
+            await self.app(scope, receive, send)
+            return
+        given: list[str] = []
+        auth = headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            given.append(auth[7:].strip())
+        cookie = SimpleCookie()
+        try:
+            cookie.load(headers.get("cookie", ""))
+        except Exception:  # a malformed cookie header is no token
+            pass
+        if _COOKIE in cookie:
+            given.append(cookie[_COOKIE].value)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        from_query = query.get("token", [])
+        given += from_query
+        if not any(hmac.compare_digest(g.encode(), self.token.encode()) for g in given):
+            await _deny(send, 401, "an access token is required: ?token=TOKEN or Authorization: Bearer TOKEN")
+            return
+        if not from_query:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_cookie(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                value = f"{_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                message["headers"] = [*message.get("headers", []), (b"set-cookie", value.encode("latin-1"))]
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+async def _deny(send: Send, status: int, text: str) -> None:
+    body = text.encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _budget_text(usage: dict[str, float], caps: dict[str, float]) -> str:
+    parts = [f"{u} {usage.get(u, 0.0):g}/{cap:g}" for u, cap in caps.items()]
+    parts += [f"{u} {v:g}" for u, v in usage.items() if u not in caps and v]
+    return ", ".join(parts) or "-"
+
+
+def _age(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def _row(store: Store, run_id: str) -> dict[str, Any]:
+    view = load_run(store, run_id)
+    rec, best = view.record, view.best
+    return {"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": rec.state.value,
+            "best_score": None if best is None else best.result.score, "evaluations": len(view.evaluations),
+            "budget": _budget_text(dict(view.usage), {u.value: c for u, c in Budget.from_dict(rec.budget).units().items()}),
+            "updated_at": rec.updated_at, "created_at": rec.created_at}
+
+
+def runs_table(store: Store, cache: dict[str, tuple[Any, dict[str, Any]]] | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """The runs of the store as an HTML table (escaped) and as rows of plain data.
+
+    ``cache`` keeps each run's row until the run writes again (its state or ``updated_at`` changes).
+    """
+    rows: list[dict[str, Any]] = []
+    now = time.time()
+    cache = {} if cache is None else cache
+    for rec in store.list_runs():
+        key = (rec.state.value, rec.updated_at)
+        hit = cache.get(rec.id)
+        if hit is None or hit[0] != key:
+            hit = (key, _row(store, rec.id))
+            cache[rec.id] = hit
+        rows.append(hit[1])
+    e = html.escape
+    body = "".join(
+        f"<tr class='run' data-run-id='{e(r['id'])}'><td><a href='run/{quote(r['id'])}'><code>{e(r['id'])}</code></a></td>"
+        f"<td>{e(r['task_id'])}</td><td>{r['seed']}</td><td class='state-{e(r['state'])}'>{e(r['state'])}</td>"
+        f"<td class='best'>{e(fmt_score(r['best_score']))}</td><td class='evals'>{r['evaluations']}</td>"
+        f"<td>{e(r['budget'])}</td><td title='{e(utc(r['updated_at']))}'>{e(_age(now - r['updated_at']))}</td></tr>"
+        for r in reversed(rows))
+    table = ("<table class='grid-table' id='runs'><tr><th>run</th><th>task</th><th>seed</th><th>state</th><th>best</th>"
+             f"<th>evaluations</th><th>budget used/cap</th><th>last activity</th></tr>{body}</table>")
+    return table, rows
+
+
+_INDEX_JS = r"""
+(function () {
+  "use strict";
+  var status = document.getElementById("live-status");
+  var es = new EventSource("events");
+  es.addEventListener("update", function () {
+    fetch("runs.json", {cache: "no-store", credentials: "same-origin"})
+      .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
+      .then(function (d) { document.getElementById("runs-box").innerHTML = d.html;
+                           status.textContent = "live: updated " + new Date().toLocaleTimeString(); })
+      .catch(function (e) { status.textContent = "live: " + e; });
+  });
+  es.onerror = function () { status.textContent = "live: reconnecting"; };
+})();
+"""
+
+
+def create_app(store: Store, *, token: str | None = None, poll_interval_s: float = 0.5) -> Any:
+    """The dashboard as an ASGI app (Starlette).
+
+    Args:
+        store: an open run store (read only; the app never writes to it).
+        token: the access token every request must carry; None: no token, loopback Host only.
+        poll_interval_s: how often the event streams look at the store for changes.
+    """
+    try:
+        from sse_starlette.sse import EventSourceResponse
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+        from starlette.routing import Route
+    except ImportError:
+        raise ConfigError("the dashboard needs the web extra: pip install 'reasearch[web]'") from None
+    import anyio
+
+    row_cache: dict[str, tuple[Any, dict[str, Any]]] = {}  # run id -> (its last write, its row)
+
+    def _csp(nonce: str) -> str:
+        return (f"default-src 'none'; script-src 'nonce-{nonce}' 'self'; style-src 'unsafe-inline'; img-src data:; "
+                "connect-src 'self'; base-uri 'none'; form-action 'none'")
+
+    async def index(request: Request) -> Response:
+        import secrets
+
+        table, _ = await anyio.to_thread.run_sync(runs_table, store, row_cache)
+        nonce = secrets.token_urlsafe(16)
+        page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>reasearch runs</title>"
+                f"<style>{CSS}</style></head><body><header><h1>runs in {html.escape(store.display_url)}"
+                f"<span id='live-status'>live</span></h1></header><main><div id='runs-box'>{table}</div></main>"
+                f"<script nonce='{nonce}'>{_INDEX_JS}</script></body></html>")
+        return HTMLResponse(page, headers={"Content-Security-Policy": _csp(nonce), "Cache-Control": "no-store"})
+
+    async def runs_json(request: Request) -> Response:
+        table, rows = await anyio.to_thread.run_sync(runs_table, store, row_cache)
+        return JSONResponse({"html": table, "runs": rows}, headers={"Cache-Control": "no-store"})
+
+    def _view(run_id: str) -> Any:
+        return load_run(store, run_id)
+
+    async def run_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            view = await anyio.to_thread.run_sync(_view, run_id)
+        except StoreError as exc:
+            return PlainTextResponse(str(exc), status_code=404)
+        rid = quote(view.record.id)
+        page = report_html(view, live_url=f"{rid}/events", data_url=f"{rid}/data.json", plotly_src="../static/plotly.min.js",
+                           home_url="../")
+        # the page sets its CSP in a meta tag with its own nonce; the header adds nothing looser
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    async def run_data(request: Request) -> Response:
+        try:
+            view = await anyio.to_thread.run_sync(_view, request.path_params["run_id"])
+        except StoreError as exc:
+            return PlainTextResponse(str(exc), status_code=404)
+        return Response(script_json(report_payload(view)).encode(), media_type="application/json",
+                        headers={"Cache-Control": "no-store"})
+
+    async def run_download(request: Request) -> Response:
+        try:
+            view = await anyio.to_thread.run_sync(_view, request.path_params["run_id"])
+        except StoreError as exc:
+            return PlainTextResponse(str(exc), status_code=404)
+        return HTMLResponse(report_html(view), headers={
+            "Content-Disposition": f'attachment; filename="report-{view.record.id}.html"'})
+
+    plotly_bytes: list[bytes] = []
+
+    async def plotly_static(request: Request) -> Response:
+        if not plotly_bytes:
+            plotly_bytes.append(plotly_js().encode())
+        return Response(plotly_bytes[0], media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
+
+    def _signature(run_id: str | None) -> Any:
+        if run_id is None:
+            return [(r.id, r.state.value, r.updated_at) for r in store.list_runs()]
+        rec = store.get_run(run_id)
+        return (rec.state.value, rec.updated_at, store.last_step(rec.id))
+
+    def _stream(request: Request, run_id: str | None) -> Any:
+        async def events() -> Any:
+            last = None
+            while True:
+                if await request.is_disconnected():
+                    return
+                try:
+                    sig = await anyio.to_thread.run_sync(_signature, run_id)
+                except StoreError as exc:
+                    yield {"event": "error", "data": str(exc)}
+                    return
+                if sig != last:
+                    last = sig
+                    yield {"event": "update", "data": json.dumps({"at": time.time()})}
+                await asyncio.sleep(poll_interval_s)
+
+        return EventSourceResponse(events(), ping=15, headers={"Cache-Control": "no-store"})
+
+    async def index_events(request: Request) -> Response:
+        return _stream(request, None)
+
+    async def run_events(request: Request) -> Response:
+        try:
+            rid = (await anyio.to_thread.run_sync(store.get_run, request.path_params["run_id"])).id
+        except StoreError as exc:
+            return PlainTextResponse(str(exc), status_code=404)
+        return _stream(request, rid)
+
+    routes = [
+        Route("/", index), Route("/runs.json", runs_json), Route("/events", index_events),
+        Route("/static/plotly.min.js", plotly_static),
+        Route("/run/{run_id}", run_page), Route("/run/{run_id}/data.json", run_data),
+        Route("/run/{run_id}/events", run_events), Route("/run/{run_id}/report.html", run_download),
+    ]
+    app = Starlette(routes=routes)
+    return _Guard(app, token)
+
+
+def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+          poll_interval_s: float = 0.5, log_level: str = "warning") -> None:
+    """Serves the dashboard until interrupted (uvicorn).
+
+    Raises:
+        ConfigError: a non-loopback ``host`` without a token, or the web extra is missing.
+    """
+    check_bind(host, token)
+    try:
+        import uvicorn
+    except ImportError:
+        raise ConfigError("the dashboard needs the web extra: pip install 'reasearch[web]'") from None
+    app = create_app(store, token=token, poll_interval_s=poll_interval_s)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
