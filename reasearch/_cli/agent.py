@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Run the agent on a task: it evaluates, edits and decides when to stop.")
     p.add_argument("task_id", metavar="TASK_ID", help="registry id, e.g. heilbronn/n11-v1")
     _model_args(p, resume=False)
-    p.add_argument("--budget", type=int, default=50, metavar="N", help="evaluations the agent may spend (default 50)")
+    p.add_argument("--budget", type=int, default=50, metavar="N", help="evaluations the agent may spend (default 50; experiments for training tasks)")
     p.add_argument("--max-dollars", type=float, metavar="USD", help="dollar cap on model calls")
     p.add_argument("--max-tokens", type=int, metavar="N", help="cap on model tokens (input + output)")
     p.add_argument("--max-turns", type=int, default=200, metavar="N", help="model turns (default 200)")
@@ -212,7 +212,9 @@ def optimize(args: argparse.Namespace) -> int:
         task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
     elif args.student:
         raise ConfigError(f"--student is for prompt tasks; {args.task_id} evaluates programs")
-    budget: dict[str, float] = {"student_calls": args.student_calls} if prompt_task else {"evaluations": args.budget}
+    # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
+    unit = "experiments" if getattr(task, "candidate_kind", "program") == "repository" else "evaluations"
+    budget: dict[str, float] = {"student_calls": args.student_calls} if prompt_task else {unit: args.budget}
     if args.max_dollars is not None:
         budget["dollars"] = args.max_dollars
     if args.max_tokens is not None:

@@ -30,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       "'auto' selects here and, when something is missing, why and how to fix it. Exit status 0 "
                       "when nsjail isolation works, 1 when only process mode is available.")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
+    c.add_argument("--gpu", action="store_true",
+                   help="also list the GPUs (and why one is not usable), the slot holders, and run a probe on one "
+                        "leased slot in a jail (device visible, CUDA_VISIBLE_DEVICES, torch.cuda)")
     c.set_defaults(func=_check)
 
     r = ss.add_parser("run", help="run one function of a Python file in the sandbox and print the outcome",
@@ -51,9 +54,15 @@ def _check(args: argparse.Namespace) -> int:
     from reasearch.engine import detect_isolation
 
     report = detect_isolation()
+    gpu_doc = _gpu_check(report.mode) if getattr(args, "gpu", False) else None
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-        return EXIT_OK if report.nsjail_ok else EXIT_FAILED
+        doc = report.to_dict()
+        if gpu_doc is not None:
+            doc["gpu"] = gpu_doc
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK if report.nsjail_ok and (gpu_doc is None or gpu_doc["probe_ok"]) else EXIT_FAILED
+    if gpu_doc is not None:
+        _print_gpu(gpu_doc)
     console = Console()
     table = Table(title="sandbox check")
     for col in ("check", "ok", "detail"):
@@ -123,3 +132,85 @@ def _run(args: argparse.Namespace) -> int:
         if out.stderr:
             console.print("--- stderr ---\n" + out.stderr, markup=False, highlight=False)
     return EXIT_OK if out.status.value == "OK" else EXIT_FAILED
+
+
+_GPU_PROBE = (
+    "import glob, json, os\n"
+    "doc = {'visible_nodes': sorted(glob.glob('/dev/nvidia*')), 'cuda_visible_devices': "
+    "os.environ.get('CUDA_VISIBLE_DEVICES'), 'omp_threads': os.environ.get('OMP_NUM_THREADS'), "
+    "'cores': sorted(os.sched_getaffinity(0))}\n"
+    "try:\n"
+    "    import torch\n"
+    "    doc['torch'] = torch.__version__\n"
+    "    doc['cuda_available'] = torch.cuda.is_available()\n"
+    "    if doc['cuda_available']:\n"
+    "        doc['device_count'] = torch.cuda.device_count()\n"
+    "        doc['device_name'] = torch.cuda.get_device_name(0)\n"
+    "        x = torch.randn(1024, 1024, device='cuda')\n"
+    "        doc['matmul_ok'] = bool(torch.isfinite(x @ x).all().item())\n"
+    "except Exception as exc:\n"
+    "    doc['torch_error'] = f'{type(exc).__name__}: {exc}'\n"
+    "print('GPU-PROBE ' + json.dumps(doc))\n"
+)
+
+
+def _gpu_check(mode: str) -> dict[str, Any]:
+    """GPUs seen, why one is unusable, slot holders, and a probe in a jail on one leased slot."""
+    import tempfile
+
+    from reasearch.engine.gpu import gpu_report, lease_slot, slot_status
+    from reasearch.engine.training import run_job
+
+    rep = gpu_report()
+    doc: dict[str, Any] = {
+        "source": rep.source, "note": rep.note,
+        "usable": [{"index": d.index, "uuid": d.uuid, "name": d.name, "memory_mb": d.memory_mb, "fake": d.fake}
+                   for d in rep.usable],
+        "unusable": [{"index": d.index, "uuid": d.uuid, "name": d.name, "reason": why} for d, why in rep.unusable],
+        "slots": slot_status(), "probe_ok": False,
+    }
+    folder = Path(tempfile.mkdtemp(prefix="reasearch-gpu-check-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    try:
+        with lease_slot("auto", wait_s=60) as lease:
+            doc["leased"] = lease.describe()
+            job = run_job(["python3", "-c", _GPU_PROBE], cwd=folder, lease=lease, time_budget_s=120, grace_s=5,
+                          log_path=folder / "probe.log", binds_rw=[folder], memory_mb=None, mode=mode)
+        line = next((ln for ln in job.log_tail.splitlines() if ln.startswith("GPU-PROBE ")), None)
+        probe = json.loads(line[len("GPU-PROBE "):]) if line else {"error": job.log_tail[-1500:]}
+        doc.update(probe=probe, probe_status=job.status.value, probe_s=round(job.wall_s, 2),
+                   sandbox_mode=job.sandbox_mode)
+        want_cuda = bool(lease.gpu and lease.device is not None and not lease.device.fake)
+        doc["probe_ok"] = job.ok and (not want_cuda or bool(probe.get("cuda_available") and probe.get("matmul_ok")))
+        if want_cuda:
+            node = lease.device.node  # type: ignore[union-attr]
+            others = [n for n in probe.get("visible_nodes", []) if n.rstrip("0123456789") == "/dev/nvidia"
+                      and n != node]
+            doc["only_leased_device_visible"] = node in probe.get("visible_nodes", []) and not others
+            doc["probe_ok"] = doc["probe_ok"] and doc["only_leased_device_visible"]
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+    return doc
+
+
+def _print_gpu(doc: dict[str, Any]) -> None:
+    console = Console()
+    table = Table(title=f"GPUs (from {doc['source']})")
+    for col in ("gpu", "name", "memory", "usable"):
+        table.add_column(col)
+    for d in doc["usable"]:
+        table.add_row(str(d["index"]), d["name"] + (" (fake)" if d["fake"] else ""), f"{d['memory_mb']} MiB",
+                      "[green]yes[/]")
+    for d in doc["unusable"]:
+        table.add_row(str(d["index"]), d["name"], "", f"[red]NO[/]: {d['reason']}")
+    console.print(table)
+    if doc["note"]:
+        console.print(doc["note"])
+    for s in doc["slots"]:
+        console.print(f"slot {s['slot']}: " + ("free" if s["free"] else f"leased by pid {s['holder_pid']}"))
+    colour = "green" if doc["probe_ok"] else "red"
+    console.print(f"[bold {colour}]probe on {doc.get('leased')}: {doc.get('probe_status')}[/] "
+                  f"({doc.get('probe_s')} s, sandbox={doc.get('sandbox_mode')})")
+    console.print(json.dumps(doc.get("probe", {})), markup=False, highlight=False)

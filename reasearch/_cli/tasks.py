@@ -37,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "--student on the validation split (aggregates only). "
                                    "Exit 0 if the candidate scored, 1 if it failed (any status but OK), 2 on bad input.")
     e.add_argument("task_id", metavar="TASK_ID", help="e.g. circle_packing/n26-v1 (see `reasearch tasks`)")
-    e.add_argument("file", metavar="FILE", help="the candidate's Python source file")
+    e.add_argument("file", metavar="FILE", help="the candidate's Python source file, or the repository folder of a "
+                                                "training task's candidate (nanogpt/v1)")
     e.add_argument("--seed", type=int, default=0, help="seed handed to the task and the candidate (default 0)")
     e.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="task constructor parameter (repeatable); VALUE is parsed as JSON when it can be")
@@ -46,6 +47,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--student", metavar="MODEL", help="prompt tasks: the student, openai/NAME or anthropic/NAME")
     e.add_argument("--base-url", metavar="URL", help="prompt tasks: the student's endpoint (OpenAI-compatible .../v1)")
     e.set_defaults(func=run_eval)
+
+    sd = sub.add_parser("seed", help="write a task's seed program (a file, or a repository for training tasks)",
+                        description="Write the program the agent starts from: a Python file, or for training tasks "
+                                    "(nanogpt/v1) a git repository holding train.py and its files.")
+    sd.add_argument("task_id", metavar="TASK_ID", help="e.g. circle_packing/n26-v1 or nanogpt/v1")
+    sd.add_argument("-o", "--output", metavar="PATH", required=True,
+                    help="the file to write (program tasks) or the folder to create (training tasks)")
+    sd.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="task constructor parameter (repeatable)")
+    sd.add_argument("--force", action="store_true", help="overwrite an existing file")
+    sd.set_defaults(func=run_seed)
 
 
 # ------------------------------------------------------------------------------------------ tasks
@@ -173,7 +185,14 @@ def run_eval(args: argparse.Namespace) -> int:
     task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
     if is_prompt_task(task) and student_params(args):
         task = make(args.task_id, **params, **student_params(args))
-    source = _read_source(args.file)
+    if getattr(task, "candidate_kind", "program") == "repository" and Path(args.file).is_dir():
+        from reasearch.evaluators.repo import encode_repo, read_repo_dir
+
+        source = encode_repo(read_repo_dir(args.file))
+        print(f"reasearch: running one experiment of {task.spec.id} on {args.file} "
+              f"(budget {getattr(task, 'time_budget_s', '?')} s) ...", file=sys.stderr)
+    else:
+        source = _read_source(args.file)
     if is_prompt_task(task):
         with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
             caller = ProgressCaller(task.student_client(), progress, f"{task.spec.id} validation")  # type: ignore[attr-defined]
@@ -200,3 +219,41 @@ def run_eval(args: argparse.Namespace) -> int:
         else:
             print(f"reasearch: note: a {result.status} result has no solution to draw; no PNG written", file=sys.stderr)
     return EXIT_OK if result.status is Status.OK else EXIT_FAILED
+
+
+# ------------------------------------------------------------------------------------------- seed
+
+
+def run_seed(args: argparse.Namespace) -> int:
+    task = make(args.task_id, **_parse_params(args.param))
+    out = Path(args.output)
+    if getattr(task, "candidate_kind", "program") == "repository":
+        from reasearch.evaluators.repo import write_repo
+
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out} exists and is not an empty folder; give a new folder")
+        write_repo(task.seed_files(), out)  # type: ignore[attr-defined]
+        committed = _git_init(out, f"seed of {task.spec.id}")
+        print(f"wrote the seed repository of {task.spec.id} to {out}" + (" (git: one commit)" if committed else ""))
+        return EXIT_OK
+    if out.exists() and not args.force:
+        raise ConfigError(f"{out} exists; pass --force to overwrite it")
+    if out.is_dir():
+        raise ConfigError(f"{out} is a folder; {task.spec.id}'s seed is one file")
+    out.write_text(task.seed_program())
+    print(f"wrote the seed program of {task.spec.id} to {out}")
+    return EXIT_OK
+
+
+def _git_init(folder: Path, message: str) -> bool:
+    """``git init`` + one commit, with hooks and user config disabled; False when git is missing."""
+    from reasearch.agent.tools.git import GitRepo
+
+    try:
+        repo = GitRepo(folder, git_dir=folder / ".git")
+        repo.init()
+        repo.run(["add", "-A"])
+        repo.run(["commit", "-q", "-m", message])
+    except (FileNotFoundError, ConfigError):
+        return False
+    return True

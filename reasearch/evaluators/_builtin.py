@@ -10,6 +10,8 @@ _TASK_MODULES = (
     "reasearch.evaluators.circle_packing",
     "reasearch.evaluators.eplb",
     "reasearch.evaluators.heilbronn",
+    "reasearch.evaluators.nanogpt",
+    "reasearch.evaluators.rl",
     "reasearch.evaluators.prompt",
     "reasearch.evaluators.txn_scheduling",
 )

@@ -8,14 +8,16 @@ exact, and it imports nothing heavy, so a test can evaluate many candidates in l
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from reasearch.evaluators._toy_harness import toy_harness
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
+from reasearch.evaluators.training import TrainingTask, experiments_root
 
-__all__ = ["ToyTask", "ToyTrainingTask", "toy_harness", "toy_candidate"]
+__all__ = ["ToyRepoTrainingTask", "ToyTask", "ToyTrainingTask", "toy_harness", "toy_candidate"]
 
 
 def toy_candidate(values: list[float], *, sleep_s: float = 0.0) -> str:
@@ -98,3 +100,68 @@ class ToyTrainingTask(ToyTask):
     def evaluation_costs(self, result: EvalResult) -> dict[str, float]:
         """Debited with the result, in the same transaction."""
         return {"experiments": 1.0, "gpu_seconds": float(result.wall_s)}
+
+
+_TOY_TRAIN = '''"""Toy training: 'trains' x towards the target by reading settings.json, then saves it."""
+import json, os, time
+
+settings = json.load(open("settings.json"))
+print(json.dumps({"step": 0, "loss": 1.0}), flush=True)
+time.sleep(float(settings.get("sleep_s", 0.0)))
+os.makedirs(os.environ["REASEARCH_OUT_DIR"], exist_ok=True)
+with open(os.path.join(os.environ["REASEARCH_OUT_DIR"], "x.json"), "w") as fh:
+    json.dump({"x": settings["x"]}, fh)
+print(json.dumps({"step": 1, "loss": 0.5}), flush=True)
+'''
+
+
+class ToyRepoTrainingTask(TrainingTask):
+    """A repository task without torch, for tests of experiments, slots and the agent's tools.
+
+    ``train.py`` reads ``settings.json`` (``{"x": ..., "sleep_s": ...}``) and saves ``x``; the score is
+    ``-(x - target)**2`` (maximize). Its data folder is an empty world-readable folder.
+    """
+
+    def __init__(self, target: float = 3.0, time_budget_s: float = 10.0, max_time_budget_s: float = 60.0,
+                 grace_s: float = 2.0, slot: str = "auto", memory_mb: int = 1024, sandbox_mode: str = "auto") -> None:
+        self.target = target
+        self.time_budget_s = time_budget_s
+        self.max_time_budget_s = max_time_budget_s
+        self.grace_s = grace_s
+        self.slot = slot
+        self.memory_mb = memory_mb
+        self.sandbox_mode = sandbox_mode
+
+    def _make_spec(self) -> TaskSpec:
+        return TaskSpec(id="toy/repo-training-v1", version=1, direction="maximize",
+                        time_limit_s=float(self.max_time_budget_s) + float(self.grace_s), memory_mb=int(self.memory_mb),
+                        entry_point="train.py", deterministic=False, params=self.get_params())
+
+    def describe(self) -> str:
+        return "Edit settings.json so that train.py saves x close to the target; the score is -(x - target)^2."
+
+    def seed_files(self) -> dict[str, str]:
+        return {"train.py": _TOY_TRAIN, "settings.json": '{"x": 0.0, "sleep_s": 0.0}\n'}
+
+    def train_data_dir(self) -> Path:
+        path = experiments_root() / "toy-data"
+        path.mkdir(mode=0o755, exist_ok=True)
+        return path
+
+    def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
+        if not isinstance(data, dict) or not isinstance(data.get("x"), (int, float)) or isinstance(data.get("x"), bool) \
+                or not math.isfinite(data["x"]):
+            return self.invalid("expected {'x': a finite number}")
+        return self.result(-(float(data["x"]) - float(self.target)) ** 2, metrics={"x": float(data["x"])})
+
+    def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: Any) -> EvalResult:
+        import json
+
+        path = ckpt_dir / "x.json"
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 4096:
+            return self.invalid("train.py saved no x.json")
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            return self.invalid("x.json is not JSON")
+        return self.score_solution(data)

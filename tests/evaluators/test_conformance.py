@@ -27,6 +27,18 @@ SLOW: dict[str, str] = {
 }
 
 
+# Parameters that keep a check fast without changing the task's id (training tasks: seconds of budget).
+_RL_TEST_PARAMS = {"time_budget_s": 3.0, "grace_s": 20.0, "episodes": 2, "max_episode_steps": 100,
+                   "eval_time_limit_s": 90.0}
+TEST_PARAMS: dict[str, dict[str, object]] = {
+    "nanogpt/v1": {"time_budget_s": 3.0, "grace_s": 20.0, "eval_tokens": 1024, "eval_time_limit_s": 90.0},
+}
+
+
+def _test_params(task_id: str) -> dict[str, object]:
+    return _RL_TEST_PARAMS if task_id.startswith("rl/") else TEST_PARAMS.get(task_id, {})
+
+
 def _ids_to_check() -> list[str]:
     by_entry: dict[str, list[str]] = defaultdict(list)
     for task_id in reasearch.list_tasks(include_families=False, expand=True):
@@ -61,7 +73,7 @@ def prompt_student(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.mark.parametrize("task_id", PARAMS)
 def test_task_conforms(task_id: str, request: pytest.FixtureRequest) -> None:
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = dict(_test_params(task_id))
     if issubclass(registered_entry(task_id)[0].load(), PromptTask):
         params = request.getfixturevalue("prompt_student")[task_id]
     report = reasearch.check_task(reasearch.make(task_id, **params), raise_on_failure=False)

@@ -1,0 +1,353 @@
+"""Accelerator slots: GPU discovery (no torch import) and exclusive leases across processes.
+
+A *slot* is what one experiment runs on: one GPU, or (on a machine without usable GPUs) a set of
+pinned CPU cores. :func:`lease_slot` takes one exclusively for the whole machine: each slot has a
+lock file in a lock folder owned by this user, held with ``fcntl.flock``. The kernel drops a flock
+when the last descriptor on it closes, so a holder that dies (``kill -9`` included) never leaks its
+slot; several agent runs (separate processes) on one box therefore share its GPUs correctly.
+
+Discovery: ``REASEARCH_FAKE_GPUS=N`` declares N fake devices (tests; nothing is bound into the
+jail for them); otherwise ``nvidia-smi --query-gpu=index,uuid,name,memory.total`` when it is on
+PATH; otherwise ``/proc/driver/nvidia/gpus/*/information``. A device whose ``/dev/nvidiaN`` node
+is missing is listed by :func:`gpu_report` with the reason and never leased.
+
+A lease sets ``CUDA_VISIBLE_DEVICES`` to its device (``""`` for a CPU slot, so a CUDA build sees no
+GPU) and the thread counts of OpenMP/MKL to its cores, and names the device nodes to bind into the
+jail: ``/dev/nvidiaN`` plus ``/dev/nvidiactl``, ``/dev/nvidia-uvm`` and ``/dev/nvidia-uvm-tools``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import shutil
+import stat
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reasearch.errors import ConfigError, SandboxError
+
+__all__ = [
+    "GpuDevice", "GpuReport", "SlotBusyError", "SlotLease", "cpu_slots", "discover_gpus", "gpu_report",
+    "lease_dir", "lease_slot", "slot_status",
+]
+
+_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+
+
+class SlotBusyError(SandboxError):
+    """No slot of the requested kind became free within the wait."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    """One NVIDIA device as the driver lists it.
+
+    Attributes:
+        index: the driver's index (``/dev/nvidia{index}``, ``CUDA_VISIBLE_DEVICES``).
+        uuid: the device UUID (``GPU-...``), or ``fake-N`` for a faked device.
+        name: product name.
+        memory_mb: total memory in MiB (0 when unknown).
+        fake: True for devices declared by ``REASEARCH_FAKE_GPUS`` (no device node is bound).
+    """
+
+    index: int
+    uuid: str
+    name: str
+    memory_mb: int = 0
+    fake: bool = False
+
+    @property
+    def node(self) -> str:
+        return f"/dev/nvidia{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReport:
+    """What ``reasearch sandbox check --gpu`` prints: the devices seen and why each is (not) usable.
+
+    Attributes:
+        source: where the list came from (``fake``, ``nvidia-smi``, ``/proc/driver/nvidia``, ``none``).
+        usable: devices experiments can lease.
+        unusable: ``(device, reason)`` for each device that cannot be leased.
+        note: why no device was found, when none was.
+    """
+
+    source: str
+    usable: tuple[GpuDevice, ...]
+    unusable: tuple[tuple[GpuDevice, str], ...] = ()
+    note: str = ""
+
+
+def _fake_count() -> int | None:
+    raw = os.environ.get("REASEARCH_FAKE_GPUS")
+    if raw is None or raw == "":
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ConfigError(f"REASEARCH_FAKE_GPUS must be a whole number, not {raw!r}") from None
+    if not 0 <= n <= 64:
+        raise ConfigError(f"REASEARCH_FAKE_GPUS must be between 0 and 64, not {n}")
+    return n
+
+
+def _from_nvidia_smi(binary: str) -> list[GpuDevice] | None:
+    try:
+        cp = subprocess.run([binary, "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
+                            capture_output=True, text=True, timeout=20, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if cp.returncode != 0:
+        return None
+    out = []
+    for line in cp.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4 or not parts[0].isdigit():
+            continue
+        mem = re.match(r"\d+", parts[3])
+        out.append(GpuDevice(int(parts[0]), parts[1], parts[2], int(mem.group()) if mem else 0))
+    return out
+
+
+def _from_proc(root: Path = Path("/proc/driver/nvidia/gpus")) -> list[GpuDevice]:
+    out = []
+    if not root.is_dir():
+        return out
+    for d in sorted(root.iterdir()):
+        try:
+            info = (d / "information").read_text()
+        except OSError:
+            continue
+        fields = dict((k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in info.splitlines()) if v)
+        minor = fields.get("Device Minor", "")
+        if not minor.isdigit():
+            continue
+        out.append(GpuDevice(int(minor), fields.get("GPU UUID", d.name), fields.get("Model", "NVIDIA GPU")))
+    return out
+
+
+def gpu_report() -> GpuReport:
+    """Discovers GPUs (without importing torch) and says which can be leased, and why not."""
+    fake = _fake_count()
+    if fake is not None:
+        devices = tuple(GpuDevice(i, f"fake-{i}", "fake GPU", 0, fake=True) for i in range(fake))
+        return GpuReport("fake", devices, note="" if fake else "REASEARCH_FAKE_GPUS=0")
+    smi = shutil.which("nvidia-smi")
+    found = _from_nvidia_smi(smi) if smi else None
+    source = "nvidia-smi"
+    if found is None:
+        found, source = _from_proc(), "/proc/driver/nvidia"
+    if not found:
+        note = ("nvidia-smi failed and " if smi else "no nvidia-smi on PATH and ") + \
+            "/proc/driver/nvidia/gpus lists no device (no NVIDIA driver loaded): experiments use CPU slots"
+        return GpuReport("none", (), note=note)
+    usable, unusable = [], []
+    for dev in found:
+        if not os.path.exists(dev.node):
+            unusable.append((dev, f"{dev.node} does not exist (driver listed the device, but no device node)"))
+        elif not os.path.exists("/dev/nvidiactl"):
+            unusable.append((dev, "/dev/nvidiactl does not exist"))
+        else:
+            usable.append(dev)
+    return GpuReport(source, tuple(usable), tuple(unusable))
+
+
+def discover_gpus() -> tuple[GpuDevice, ...]:
+    """The devices experiments can lease (see :func:`gpu_report` for the unusable ones)."""
+    return gpu_report().usable
+
+
+def cpu_slots(cpus_per_slot: int | None = None) -> list[tuple[int, ...]]:
+    """The CPU slots of this process's cores: disjoint groups of ``cpus_per_slot`` cores.
+
+    Default size: ``REASEARCH_CPUS_PER_SLOT``, else every core in one slot (up to 8 cores per slot).
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    if cpus_per_slot is None:
+        cpus_per_slot = _cpus_env() or min(len(cores), 8)
+    if cpus_per_slot < 1:
+        raise ConfigError(f"cpus_per_slot must be >= 1, not {cpus_per_slot}")
+    size = min(cpus_per_slot, len(cores))
+    return [tuple(cores[i:i + size]) for i in range(0, len(cores) - size + 1, size)]
+
+
+def _cpus_env() -> int | None:
+    raw = os.environ.get("REASEARCH_CPUS_PER_SLOT", "")
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"REASEARCH_CPUS_PER_SLOT must be a whole number >= 1, not {raw!r}")
+    return int(raw)
+
+
+def lease_dir() -> Path:
+    """The lock folder: ``REASEARCH_LEASE_DIR``, else ``/var/tmp/reasearch-leases-<uid>``.
+
+    It must be a real folder (no symlink) owned by this user and writable by nobody else; it is
+    created 0700 when missing.
+    """
+    path = Path(os.environ.get("REASEARCH_LEASE_DIR") or f"/var/tmp/reasearch-leases-{os.geteuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise SandboxError(f"lease folder {path} is not a directory (a symlink?); remove it")
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise SandboxError(f"lease folder {path} must be owned by uid {os.geteuid()} and writable only by it "
+                           f"(owner {st.st_uid}, mode {oct(st.st_mode & 0o777)}); remove it or set REASEARCH_LEASE_DIR")
+    return path
+
+
+@dataclass
+class SlotLease:
+    """An exclusive hold on one slot, released by :meth:`release` (or by the holder's death).
+
+    Attributes:
+        kind: ``"gpu"`` or ``"cpu"``.
+        index: the slot's number (the GPU index, or the CPU slot's number).
+        cpus: cores the experiment is pinned to (a GPU slot gets its share of the cores).
+        device: the leased GPU (None for a CPU slot).
+        fd: the open lock file (pass it to child processes to keep the lease while they live).
+        acquired_s: seconds spent waiting for the lease.
+    """
+
+    kind: str
+    index: int
+    cpus: tuple[int, ...]
+    device: GpuDevice | None
+    fd: int
+    path: Path
+    acquired_s: float = 0.0
+    _released: bool = field(default=False, repr=False)
+
+    @property
+    def gpu(self) -> bool:
+        return self.kind == "gpu"
+
+    def describe(self) -> str:
+        if self.device is not None:
+            return f"gpu{self.device.index} ({self.device.name}{', fake' if self.device.fake else ''})"
+        return f"cpu slot {self.index} (cores {','.join(map(str, self.cpus))})"
+
+    def env(self) -> dict[str, str]:
+        """Environment of a process running on this slot."""
+        n = str(max(1, len(self.cpus)))
+        env = {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n,
+               "REASEARCH_SLOT": self.describe()}
+        if self.device is not None:
+            # The UUID names the same device whatever order CUDA enumerates them in.
+            env.update(CUDA_VISIBLE_DEVICES=str(self.device.index) if self.device.fake else self.device.uuid,
+                       CUDA_DEVICE_ORDER="PCI_BUS_ID", REASEARCH_GPU_UUID=self.device.uuid)
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        return env
+
+    def device_nodes(self) -> list[str]:
+        """Device nodes to bind into the jail: this GPU and the driver's control nodes (none if fake)."""
+        if self.device is None or self.device.fake:
+            return []
+        return [self.device.node, *(p for p in _CONTROL_NODES if os.path.exists(p))]
+
+    def release(self) -> None:
+        """Drops the lease (idempotent)."""
+        if self._released:
+            return
+        self._released = True
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self.fd)
+
+    def __enter__(self) -> SlotLease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {time.time():.3f}\n".encode(), 0)
+    return fd
+
+
+def _candidates(kind: str, cpus_per_slot: int | None) -> list[tuple[str, int, tuple[int, ...], GpuDevice | None]]:
+    all_cores = tuple(sorted(os.sched_getaffinity(0)))
+    gpus = discover_gpus() if kind in ("auto", "gpu") else ()
+    if kind == "gpu" and not gpus:
+        raise SandboxError("a GPU slot was asked for, but no usable GPU is here: " + (gpu_report().note or
+                           "; ".join(f"gpu{d.index}: {why}" for d, why in gpu_report().unusable)))
+    if gpus:
+        # Each GPU gets its own share of the cores (data loading, the Python loop), never all of them.
+        share = max(1, len(all_cores) // len(gpus))
+        size = min(share, cpus_per_slot or _cpus_env() or share)
+        return [("gpu", d.index, all_cores[(i * share) % len(all_cores):][:size] or all_cores[:size], d)
+                for i, d in enumerate(gpus)]
+    return [("cpu", i, cores, None) for i, cores in enumerate(cpu_slots(cpus_per_slot))]
+
+
+def lease_slot(kind: str = "auto", *, wait_s: float = 3600.0, cpus_per_slot: int | None = None,
+               poll_s: float = 0.05) -> SlotLease:
+    """Leases one slot exclusively across every process of this machine (and user's lock folder).
+
+    Args:
+        kind: ``"gpu"`` (fail without GPUs), ``"cpu"``, or ``"auto"`` (a GPU when there are any).
+        wait_s: how long to wait for a free slot before raising :class:`SlotBusyError`.
+        cpus_per_slot: size of a CPU slot (see :func:`cpu_slots`).
+        poll_s: delay between attempts while every slot is taken.
+
+    Raises:
+        SlotBusyError: every slot stayed taken for ``wait_s``.
+        SandboxError: ``kind="gpu"`` without a usable GPU, or a bad lock folder.
+    """
+    if kind not in ("auto", "gpu", "cpu"):
+        raise ConfigError(f"slot kind must be 'auto', 'gpu' or 'cpu', not {kind!r}")
+    folder = lease_dir()
+    slots = _candidates(kind, cpus_per_slot)
+    t0 = time.monotonic()
+    while True:
+        for skind, index, cores, dev in slots:
+            path = folder / (f"gpu-{dev.uuid}.lock" if dev is not None else f"cpu-{index}-{len(cores)}.lock")
+            fd = _try_lock(path)
+            if fd is not None:
+                return SlotLease(skind, index, cores, dev, fd, path, time.monotonic() - t0)
+        if time.monotonic() - t0 >= wait_s:
+            raise SlotBusyError(f"no free {slots[0][0]} slot after {wait_s:g} s ({len(slots)} slot(s), all leased; "
+                                f"`reasearch sandbox check --gpu` shows the holders)")
+        time.sleep(poll_s)
+
+
+def slot_status(kind: str = "auto", cpus_per_slot: int | None = None) -> list[dict[str, object]]:
+    """Each slot and its holder's pid (None when free), for snapshots and ``sandbox check``."""
+    folder = lease_dir()
+    out: list[dict[str, object]] = []
+    for skind, index, cores, dev in _candidates(kind, cpus_per_slot):
+        path = folder / (f"gpu-{dev.uuid}.lock" if dev is not None else f"cpu-{index}-{len(cores)}.lock")
+        fd = _try_lock(path)
+        holder: int | None = None
+        if fd is None:
+            try:
+                holder = int(path.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                holder = -1
+        else:
+            os.ftruncate(fd, 0)
+            os.close(fd)
+        name = f"gpu{dev.index} ({dev.name})" if dev is not None else f"cpu slot {index} (cores {','.join(map(str, cores))})"
+        out.append({"slot": name, "kind": skind, "holder_pid": holder, "free": fd is not None})
+    return out

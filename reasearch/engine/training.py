@@ -1,0 +1,475 @@
+"""Training runners: one fresh jailed process per experiment, on a leased slot, under a time budget.
+
+:func:`run_job` runs a command (the candidate's ``python3 train.py``, or a trusted evaluation) in a
+new nsjail (no network, read-only runtime with torch, folders bound read-only or read-write at their
+own paths, the leased GPU's device nodes and nothing else of ``/dev/nvidia*``), or as a plain process
+in ``process`` mode (no filesystem or network isolation). The budget reaches the script as
+``REASEARCH_TIME_BUDGET_S`` (and ``REASEARCH_DEADLINE``, a Unix time); the process tree is killed at
+``budget + grace`` (status ``TIMEOUT``). Standard output and error stream to a log file on the host as
+the job runs (capped); JSON-object lines (``{"step": 10, "loss": 2.1}``) are kept as metrics, stamped
+with the host's clock. Nothing the script prints is trusted: the metric comes from a separate
+evaluation.
+
+The job cannot outlive its driver: the launcher asks the kernel to SIGKILL it when the driver's thread
+dies (``PR_SET_PDEATHSIG``), nsjail does the same for the jailed tree, and the slot's lock descriptor
+is inherited by the launcher, so the lease lasts exactly as long as the job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reasearch.engine.gpu import SlotLease
+from reasearch.engine.isolation import _THREAD_ENV, JAIL_UID, make_launcher
+from reasearch.engine.protocol import Status
+from reasearch.errors import ConfigError, SandboxError
+
+__all__ = ["JobOutcome", "JobSession", "SessionError", "make_reachable", "run_job", "start_session"]
+
+_MAX_METRIC_LINES = 5000
+_TAIL = 4000
+
+# Run as ``python -S -c _LAUNCH CONFIG_JSON ARGV...``: dies with the driver's thread, pins cores, sets
+# rlimits (process mode), then execs the command (nsjail, or the job itself in process mode).
+_LAUNCH = (
+    "import ctypes, json, os, resource, sys\n"
+    "cfg = json.loads(sys.argv[1])\n"
+    "ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)\n"  # PR_SET_PDEATHSIG = SIGKILL
+    "if os.getppid() != cfg['ppid']:\n    os._exit(70)\n"  # the driver died before prctl
+    "if cfg['cpus']:\n    os.sched_setaffinity(0, cfg['cpus'])\n"
+    "for name, value in cfg['rlimits'].items():\n    resource.setrlimit(getattr(resource, name), tuple(value))\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """What one jailed job did.
+
+    Attributes:
+        status: ``OK`` (exit 0), ``TIMEOUT`` (killed at budget + grace), ``OOM``, ``CRASH``.
+        exit_code: exit code, or None when killed by a signal.
+        signal: the killing signal, if any.
+        wall_s: wall seconds from launch to exit, on the engine's clock.
+        cpu_s: CPU seconds of the whole tree (``wait4``).
+        gpu_s: GPU-seconds charged (wall time while holding a GPU slot; 0 on a CPU slot).
+        slot: the slot it ran on, in words.
+        sandbox_mode: ``nsjail`` or ``process``.
+        log_path: the host log file (stdout and stderr interleaved).
+        log_tail: the last few thousand characters of the log.
+        metrics: JSON-object lines the job printed, each with ``_t`` (seconds since launch).
+        first_metric_s: seconds from launch to the first metrics line (None: it printed none).
+        hard_limit_s: when it would have been killed.
+    """
+
+    status: Status
+    exit_code: int | None
+    signal: int | None
+    wall_s: float
+    cpu_s: float
+    gpu_s: float
+    slot: str
+    sandbox_mode: str
+    log_path: str
+    log_tail: str
+    metrics: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    first_metric_s: float | None = None
+    hard_limit_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status.value, "exit_code": self.exit_code, "signal": self.signal,
+                "wall_s": self.wall_s, "cpu_s": self.cpu_s, "gpu_s": self.gpu_s, "slot": self.slot,
+                "sandbox_mode": self.sandbox_mode, "log_path": self.log_path, "first_metric_s": self.first_metric_s,
+                "hard_limit_s": self.hard_limit_s, "metrics": len(self.metrics)}
+
+
+class _Config:
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.preload: tuple[str, ...] = ()
+        self.numba_cache_dir = None
+
+
+def make_reachable(path: Path, *, writable: bool) -> None:
+    """Lets the jail's uid reach ``path``: parents searchable (checked), the tree readable; a writable
+    tree is handed to the jail uid (as root). Without root the jail runs as this user: nothing to do."""
+    path = Path(path)
+    if os.geteuid() != 0:
+        return
+    blocked = [str(p) for p in reversed(path.parents) if not p.stat().st_mode & 0o001]
+    if blocked:
+        raise SandboxError(f"the sandbox uid cannot reach {path}: {', '.join(blocked)} is not searchable by other "
+                           "users; put experiment folders under /var/tmp (REASEARCH_EXPERIMENTS_DIR) or chmod o+x")
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            st = os.lstat(name)
+            if writable and st.st_uid != JAIL_UID:
+                os.lchown(name, JAIL_UID, JAIL_UID)
+            if not os.path.islink(name):
+                os.chmod(name, (st.st_mode & 0o777) | (0o055 if os.path.isdir(name) else 0o044))
+
+
+def _splice(cmd: list[str], extra: list[str]) -> list[str]:
+    """Inserts nsjail options before the ``--`` that starts the jailed command."""
+    i = cmd.index("--")
+    return cmd[:i] + extra + cmd[i:]
+
+
+def run_job(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    lease: SlotLease,
+    time_budget_s: float,
+    grace_s: float = 10.0,
+    log_path: Path,
+    binds_ro: Sequence[Path] = (),
+    binds_rw: Sequence[Path] = (),
+    env: Mapping[str, str] | None = None,
+    memory_mb: int | None = 8192,
+    fsize_mb: int = 4096,
+    log_cap_bytes: int = 16 << 20,
+    mode: str = "auto",
+) -> JobOutcome:
+    """Runs ``argv`` once on ``lease``'s slot, in a fresh jail, under a time budget.
+
+    Args:
+        argv: the command; ``python3`` is the sandbox runtime's interpreter (torch importable).
+        cwd: working directory (must be one of the bound folders).
+        lease: the slot (GPU or CPU cores) it runs on; it stays leased until the job is gone.
+        time_budget_s: handed to the job as ``REASEARCH_TIME_BUDGET_S``.
+        grace_s: the job is killed at ``time_budget_s + grace_s``.
+        log_path: the host file that receives stdout and stderr as they come.
+        binds_ro: host folders visible read-only at their own paths.
+        binds_rw: host folders visible read-write at their own paths (checkpoints).
+        env: extra environment variables.
+        memory_mb: address-space limit (None: none; a CUDA process maps far more than it uses).
+        fsize_mb: largest file the job may write.
+        log_cap_bytes: the log keeps this much; the rest is dropped (the job never blocks on output).
+        mode: ``auto``, ``nsjail`` or ``process``.
+
+    Returns:
+        A :class:`JobOutcome` (failures of the job are statuses, never exceptions).
+    """
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise ConfigError("argv must be a non-empty sequence of str")
+    if not (time_budget_s > 0 and math.isfinite(time_budget_s)) or grace_s < 0:
+        raise ConfigError(f"time_budget_s must be > 0 and grace_s >= 0, not {time_budget_s!r}/{grace_s!r}")
+    hard = float(time_budget_s) + float(grace_s)
+    full, popen_cwd, popen_env, jail_mode = _command(argv, cwd=cwd, lease=lease, time_budget_s=time_budget_s,
+                                                     hard_s=hard, binds_ro=binds_ro, binds_rw=binds_rw, env=env,
+                                                     memory_mb=memory_mb, fsize_mb=fsize_mb, mode=mode)
+    return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, hard_s=hard, log_path=Path(log_path),
+                      log_cap=log_cap_bytes, mode=jail_mode)
+
+
+def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: float, hard_s: float,
+             binds_ro: Sequence[Path], binds_rw: Sequence[Path], env: Mapping[str, str] | None, memory_mb: int | None,
+             fsize_mb: int, mode: str) -> tuple[list[str], str | None, dict[str, str], str]:
+    """The launcher command line, its cwd and environment, and the mode it resolved to."""
+    hard = hard_s
+    launcher = make_launcher(_Config(mode), Path("/nonexistent"))  # type: ignore[arg-type]
+    job_env = {"REASEARCH_TIME_BUDGET_S": f"{float(time_budget_s):g}",
+               "REASEARCH_DEADLINE": f"{time.time() + float(time_budget_s):.3f}", **lease.env(), **dict(env or {})}
+    rlimits: dict[str, list[int]] = {}
+    if launcher.mode == "nsjail":
+        from reasearch.engine._jail import nsjail_argv
+
+        runtime = launcher.runtime
+        path = f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin"
+        argv = [runtime.python, *argv[1:]] if argv[0] in ("python", "python3") else list(argv)
+        for p in binds_rw:
+            make_reachable(Path(p), writable=True)
+        for p in binds_ro:
+            make_reachable(Path(p), writable=False)
+        cmd = nsjail_argv(argv, runtime=runtime, binds_rw=[(str(p), str(p)) for p in binds_rw], cwd=str(cwd),
+                          env={"PATH": path, "HOME": "/tmp", **job_env},
+                          time_limit_s=math.ceil(hard) + 5,
+                          rlimit_as_mb=memory_mb if memory_mb is not None else "hard",
+                          rlimit_cpu_s="hard", rlimit_nproc=4096, rlimit_fsize_mb=fsize_mb, rlimit_nofile=4096,
+                          tmpfs_mb=1024, two_uids=False)
+        extra: list[str] = []
+        for p in binds_ro:
+            extra += ["-R", str(p)]
+        for node in lease.device_nodes():
+            extra += ["-B", node]  # devices are opened read-write; nothing else of /dev/nvidia* is there
+        if lease.gpu and lease.device is not None and not lease.device.fake and os.path.isdir("/proc/driver/nvidia"):
+            extra += ["-R", "/proc/driver/nvidia"]
+        cmd = _splice(cmd, extra)
+        popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        popen_cwd = None
+    else:
+        cmd = list(argv)
+        if cmd[0] in ("python", "python3"):
+            cmd[0] = sys.executable
+        elif "/" not in cmd[0]:
+            import shutil
+
+            cmd[0] = shutil.which(cmd[0]) or cmd[0]
+        if memory_mb is not None:
+            rlimits["RLIMIT_AS"] = [memory_mb << 20] * 2
+        rlimits["RLIMIT_FSIZE"] = [fsize_mb << 20] * 2
+        rlimits["RLIMIT_CORE"] = [0, 0]
+        passthrough = {k: os.environ[k] for k in ("PYTHONPATH", "LANG", "VIRTUAL_ENV") if k in os.environ}
+        popen_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd),
+                     "LANG": "C.UTF-8", **passthrough, **_THREAD_ENV, **job_env}
+        popen_cwd = str(cwd)
+    cfg = {"ppid": os.getpid(), "cpus": list(lease.cpus), "rlimits": rlimits}
+    return [sys.executable, "-S", "-c", _LAUNCH, json.dumps(cfg), *cmd], popen_cwd, popen_env, launcher.mode
+
+
+def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: SlotLease, hard_s: float,
+               log_path: Path, log_cap: int, mode: str) -> JobOutcome:
+    from reasearch.engine import _procs
+    from reasearch.engine.exec import _kill_group
+
+    _procs.set_child_subreaper()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "wb")
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                                pass_fds=(lease.fd,))
+    except OSError as exc:
+        log.close()
+        raise SandboxError(f"could not start the job: {exc}") from exc
+    assert proc.stdout is not None
+    out_fd = proc.stdout.fileno()
+    os.set_blocking(out_fd, False)
+    sel = selectors.DefaultSelector()
+    sel.register(out_fd, selectors.EVENT_READ, "out")
+    pidfd = os.pidfd_open(proc.pid)
+    sel.register(pidfd, selectors.EVENT_READ, "exit")
+    written = 0
+    dropped = 0
+    partial = b""
+    metrics: list[dict[str, Any]] = []
+    first_metric: float | None = None
+    killed = exited = eof = False
+    deadline = t0 + hard_s
+
+    def take(data: bytes) -> None:
+        nonlocal written, dropped, partial, first_metric
+        room = log_cap - written
+        if room > 0:
+            log.write(data[:room])
+            log.flush()
+            written += min(room, len(data))
+        dropped += max(0, len(data) - max(room, 0))
+        partial += data
+        *lines, partial = partial.split(b"\n")
+        if len(partial) > 65536:
+            partial = b""
+        now = time.monotonic() - t0
+        for line in lines:
+            line = line.strip()
+            if not line.startswith(b"{") or len(metrics) >= _MAX_METRIC_LINES:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                rec = {str(k): v for k, v in rec.items() if isinstance(v, (int, float, str, bool)) or v is None}
+                rec["_t"] = round(now, 4)
+                metrics.append(rec)
+                if first_metric is None:
+                    first_metric = now
+
+    while not (exited and eof):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            killed = True
+            break
+        for key, _ in sel.select(min(left, 1.0)):
+            if key.data == "exit":
+                exited = True
+                sel.unregister(pidfd)
+            else:
+                try:
+                    data = os.read(out_fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if data:
+                    take(data)
+                else:
+                    eof = True
+                    sel.unregister(out_fd)
+        if exited and not eof:  # the job is gone; what is left in the pipe comes now (or never: a stray holder)
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                try:
+                    data = os.read(out_fd, 1 << 16)
+                except BlockingIOError:
+                    time.sleep(0.01)
+                    continue
+                if not data:
+                    break
+                take(data)
+            eof = True
+    _kill_group(proc.pid)
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = status
+    wall = time.monotonic() - t0
+    sel.close()
+    os.close(pidfd)
+    proc.stdout.close()
+    if killed:
+        note = f"\n[reasearch: killed at the hard limit, {hard_s:g} s = time budget + grace]\n"
+        log.write(note.encode())
+    if dropped:
+        log.write(f"\n[reasearch: {dropped} bytes of output dropped past the {log_cap} byte log cap]\n".encode())
+    log.close()
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    if mode == "nsjail" and code is not None and code > 128 and not killed:
+        sig, code = code - 128, None
+    tail = _tail(log_path)
+    if killed or sig == signal.SIGXCPU:
+        st = Status.TIMEOUT
+    elif "MemoryError" in tail[-600:] or "out of memory" in tail[-600:].lower() or sig == signal.SIGKILL:
+        st = Status.OOM
+    elif code == 0:
+        st = Status.OK
+    else:
+        st = Status.CRASH
+    return JobOutcome(st, code, sig, wall, ru.ru_utime + ru.ru_stime, wall if lease.gpu else 0.0, lease.describe(),
+                      mode, str(log_path), tail, tuple(metrics), first_metric, hard_s)
+
+
+def _tail(path: Path, n: int = _TAIL) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - n))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+class JobSession:
+    """A jailed process that answers framed requests on its stdin/stdout (a policy server, say).
+
+    Frames are an 8-byte big-endian length and that many bytes, both ways; the process's stderr goes to
+    ``log_path``. :meth:`call` sends one request and waits (with a timeout) for one reply; a process that
+    dies, stalls or sends a malformed frame raises :class:`SessionError` and is killed. Build it with
+    :func:`start_session`; :meth:`close` kills the tree (it also dies with its driver).
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: Any, max_reply_bytes: int, mode: str, t0: float) -> None:
+        self.proc = proc
+        self._log = log
+        self.max_reply_bytes = max_reply_bytes
+        self.sandbox_mode = mode
+        self._t0 = t0
+        self.closed = False
+
+    def call(self, payload: bytes, *, timeout_s: float = 30.0) -> bytes:
+        """Sends ``payload``, returns the reply frame's bytes."""
+        if self.closed:
+            raise SessionError("the session is closed")
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(len(payload).to_bytes(8, "big") + payload)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise SessionError(f"the session process is gone ({exc})") from None
+        deadline = time.monotonic() + timeout_s
+        head = self._read(8, deadline)
+        n = int.from_bytes(head, "big")
+        if n > self.max_reply_bytes:
+            raise SessionError(f"a reply of {n} bytes is over the {self.max_reply_bytes} byte cap")
+        return self._read(n, deadline)
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        buf = bytearray()
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SessionError("the session process did not answer in time")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise SessionError(f"the session process exited (status {self.proc.poll()})")
+            buf += chunk
+        return bytes(buf)
+
+    @property
+    def wall_s(self) -> float:
+        return time.monotonic() - self._t0
+
+    def close(self) -> None:
+        """Kills the process tree and reaps it (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        from reasearch.engine.exec import _kill_group
+
+        _kill_group(self.proc.pid)
+        try:
+            self.proc.wait(timeout=10)
+        except (subprocess.TimeoutExpired, ChildProcessError):
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+        self._log.close()
+
+    def __enter__(self) -> JobSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SessionError(SandboxError):
+    """A session process died, stalled or broke the framing (the candidate's fault: its status, not a crash)."""
+
+
+def start_session(argv: Sequence[str], *, cwd: Path, lease: SlotLease, wall_s: float, log_path: Path,
+                  binds_ro: Sequence[Path] = (), binds_rw: Sequence[Path] = (), env: Mapping[str, str] | None = None,
+                  memory_mb: int | None = 8192, max_reply_bytes: int = 64 << 20, mode: str = "auto") -> JobSession:
+    """Starts ``argv`` in a fresh jail (as :func:`run_job` would) and returns a :class:`JobSession` on it.
+
+    ``wall_s`` is the jail's own time limit (nsjail kills it then, whatever the driver does).
+    """
+    full, popen_cwd, popen_env, jail_mode = _command(argv, cwd=cwd, lease=lease, time_budget_s=wall_s, hard_s=wall_s,
+                                                     binds_ro=binds_ro, binds_rw=binds_rw, env=env,
+                                                     memory_mb=memory_mb, fsize_mb=64, mode=mode)
+    from reasearch.engine import _procs
+
+    _procs.set_child_subreaper()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "wb")
+    try:
+        proc = subprocess.Popen(full, cwd=popen_cwd, env=popen_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=log, start_new_session=True, close_fds=True, pass_fds=(lease.fd,))
+    except OSError as exc:
+        log.close()
+        raise SandboxError(f"could not start the session: {exc}") from exc
+    return JobSession(proc, log, max_reply_bytes, jail_mode, time.monotonic())

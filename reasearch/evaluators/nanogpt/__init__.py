@@ -1,0 +1,26 @@
+"""Byte-level GPT training under a time budget (``nanogpt/v1``); see :mod:`.task`.
+
+The task class loads on first access, so registering the id costs nothing (and imports no torch: torch
+is imported only inside the training and evaluation jails).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["NanoGPTTask", "register_all"]
+
+
+def register_all() -> None:
+    """Registers ``nanogpt/v1`` (lazy entry point)."""
+    from reasearch.evaluators.registry import register
+
+    register("nanogpt/v1", "reasearch.evaluators.nanogpt.task:NanoGPTTask",
+             summary="train a byte-level GPT within a time budget; minimize validation bits per byte")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NanoGPTTask":
+        return importlib.import_module("reasearch.evaluators.nanogpt.task").NanoGPTTask
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

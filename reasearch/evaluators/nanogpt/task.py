@@ -1,0 +1,266 @@
+"""``nanogpt/v1``: train a byte-level GPT within a time budget; scored by validation bits per byte.
+
+The candidate is a repository (``train.py``, ``model.py`` and whatever else it adds). Training runs in a
+jail with only the training split. The trusted evaluation then runs the fixed module ``_infer.py`` twice
+in fresh jails: once on evenly spaced held-out windows, once on the same windows with every row's
+suffix (from a random position on) replaced by other held-out text, in an order the candidate cannot
+tell apart. The trusted side (this process) computes the metric from the raw logits of the first run,
+and checks that each row's logits before its cut are identical in both runs: a model whose earlier
+predictions move when later bytes change peeks at the future and is ``INVALID``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reasearch.engine.gpu import SlotLease
+from reasearch.engine.training import run_job
+from reasearch.evaluators.nanogpt._data import Corpus, load_corpus
+from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.spec import TaskSpec
+from reasearch.evaluators.training import TrainingTask
+
+__all__ = ["NanoGPTTask", "bits_per_byte"]
+
+_MAX_CONFIG_BYTES = 64 * 1024
+_MAX_BLOCK = 4096
+_BATCH_TOKENS = 8192  # tokens per inference batch
+
+
+def bits_per_byte(logits: np.ndarray, targets: np.ndarray) -> float:
+    """Mean cross-entropy of ``targets`` under ``softmax(logits)``, in bits (float64 throughout)."""
+    z = logits.astype(np.float64)
+    z -= z.max(axis=-1, keepdims=True)
+    logz = np.log(np.exp(z).sum(axis=-1))
+    picked = np.take_along_axis(z, targets[..., None].astype(np.int64), axis=-1)[..., 0]
+    return float(np.mean(logz - picked) / math.log(2))
+
+
+class NanoGPTTask(TrainingTask):
+    """Byte-level GPT language modelling under a training time budget (minimize validation bpb).
+
+    Args:
+        corpus: ``"stdlib"`` (the Python standard library's sources) or a text file path.
+        time_budget_s: training seconds of one experiment unless it asks for another budget
+            (paper: 300 on a GPU; tests: a few seconds on CPU).
+        max_time_budget_s: the most one experiment may ask for.
+        grace_s: the training process is killed at budget + grace.
+        eval_tokens: how many held-out bytes are predicted (the metric's fixed token count).
+        eval_time_limit_s: wall limit of each trusted inference run.
+        slot: ``auto`` (a GPU when there is one), ``gpu`` or ``cpu``.
+        memory_mb: address-space limit of CPU jobs (GPU jobs get none: CUDA maps far more than it uses).
+        sandbox_mode: ``auto``, ``nsjail`` or ``process``.
+    """
+
+    def __init__(self, corpus: str = "stdlib", time_budget_s: float = 300.0, max_time_budget_s: float = 1800.0,
+                 grace_s: float = 30.0, eval_tokens: int = 65536, eval_time_limit_s: float = 300.0,
+                 slot: str = "auto", memory_mb: int = 8192, sandbox_mode: str = "auto") -> None:
+        self.corpus = corpus
+        self.time_budget_s = time_budget_s
+        self.max_time_budget_s = max_time_budget_s
+        self.grace_s = grace_s
+        self.eval_tokens = eval_tokens
+        self.eval_time_limit_s = eval_time_limit_s
+        self.slot = slot
+        self.memory_mb = memory_mb
+        self.sandbox_mode = sandbox_mode
+
+    def _make_spec(self) -> TaskSpec:
+        if not 256 <= int(self.eval_tokens) <= 1 << 22:
+            raise ValueError(f"eval_tokens must be in [256, 4194304], not {self.eval_tokens}")
+        if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
+            raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
+        return TaskSpec(
+            id="nanogpt/v1", version=1, direction="minimize",
+            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + 2 * float(self.eval_time_limit_s),
+            memory_mb=int(self.memory_mb), best_known=None,
+            best_known_source="none recorded; TASKS.md: nanoGPT's CPU config reaches ~2.72 bpb on tiny Shakespeare "
+                              "in ~3 min",
+            entry_point="train.py", deterministic=False, seed_score=None, params=self.get_params())
+
+    # ------------------------------------------------------------ data and seed
+    def _corpus(self) -> Corpus:
+        return load_corpus(str(self.corpus))
+
+    def train_data_dir(self) -> Path:
+        return self._corpus().train_dir
+
+    def seed_files(self) -> dict[str, str]:
+        seed = resources.files("reasearch.evaluators.nanogpt") / "seed"
+        return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("model.py", "train.py")}
+
+    def describe(self) -> str:
+        corpus = "the Python standard library's .py sources" if self.corpus == "stdlib" else f"the file {self.corpus}"
+        return f"""# nanogpt/v1: train a byte-level GPT within a time budget (minimize validation bits per byte)
+
+The candidate is the repository in your workspace (train.py, model.py, any files you add), under git.
+An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox: no network, a read-only
+copy of the repository as the working directory, and these environment variables:
+
+- REASEARCH_TIME_BUDGET_S: training seconds allowed. {self.describe_budget()}
+- REASEARCH_DATA_DIR: holds train.bin, the training bytes (90% of {corpus}; vocab = 256 byte values).
+  The validation bytes are never available to training.
+- REASEARCH_OUT_DIR: the only writable folder. train.py must save there:
+  config.json (a JSON object, passed to model.build_model; must hold an int "block_size", the context
+  length used for evaluation) and model.pt (`torch.save(model.state_dict(), ...)`; loaded with
+  `torch.load(weights_only=True)`, so plain tensors only) or model.safetensors.
+- CUDA_VISIBLE_DEVICES: the leased GPU (empty on a CPU slot; OMP_NUM_THREADS = the slot's cores).
+
+Metric (trusted, fixed; train.py cannot change it): the evaluator imports model.py, calls
+`build_model(config)`, loads the weights, and runs `model(idx)` on held-out windows of block_size bytes:
+idx is an int64 tensor [B, T]; the model must return logits [B, T, 256] (or a tuple whose first item is
+that) predicting byte t+1 from bytes <= t. Score = mean cross-entropy / ln 2 over {int(self.eval_tokens)}
+held-out bytes (bits per byte, lower is better; 8.0 = uniform guessing). A causality check perturbs
+later bytes and requires earlier predictions to stay identical: a model that looks ahead is INVALID.
+
+Print JSON lines such as {{"step": 100, "loss": 1.9}} to show the training curve (read_log shows them);
+what train.py prints about its own score is informational only.
+"""
+
+    # ------------------------------------------------------------ trusted side
+    def _read_config(self, ckpt_dir: Path) -> dict[str, Any] | str:
+        path = ckpt_dir / "config.json"
+        if path.is_symlink() or not path.is_file():
+            return "train.py saved no config.json in REASEARCH_OUT_DIR"
+        if path.stat().st_size > _MAX_CONFIG_BYTES:
+            return f"config.json is over {_MAX_CONFIG_BYTES} bytes"
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return f"config.json is not valid JSON: {exc}"
+        if not isinstance(cfg, dict):
+            return "config.json must hold a JSON object"
+        block = cfg.get("block_size")
+        if not isinstance(block, int) or isinstance(block, bool) or not 1 <= block <= _MAX_BLOCK:
+            return f"config.json needs an int block_size in [1, {_MAX_BLOCK}], not {block!r}"
+        return cfg
+
+    def windows(self, val: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+        """The held-out inputs [N, T] and targets [N, T]: evenly spaced windows covering eval_tokens targets."""
+        n = math.ceil(int(self.eval_tokens) / block)
+        last = len(val) - block - 1
+        if last < 0 or n > last + 1:
+            raise ValueError(f"the validation split ({len(val)} bytes) is too small for {n} windows of {block}")
+        starts = np.linspace(0, last, n).astype(np.int64)
+        idx = starts[:, None] + np.arange(block)[None, :]
+        return val[idx], val[idx + 1]
+
+    def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
+        """Scores raw logits of the held-out windows: ``{"logits": [N, T, 256] array, "block_size": T}``."""
+        if not isinstance(data, dict) or "logits" not in data or not isinstance(data.get("block_size"), int):
+            return self.invalid("expected {'logits': array [N, T, 256], 'block_size': T}")
+        try:
+            logits = np.asarray(data["logits"], dtype=np.float32)
+        except (TypeError, ValueError):
+            return self.invalid("logits are not a numeric array")
+        block = data["block_size"]
+        try:
+            _, targets = self.windows(self._corpus().val(), block)
+        except ValueError as exc:
+            return self.invalid(str(exc))
+        if logits.shape != (*targets.shape, 256):
+            return self.invalid(f"logits have shape {logits.shape}, expected {(*targets.shape, 256)}")
+        if not np.isfinite(logits).all():
+            return self.invalid("the model produced non-finite logits (NaN or inf)")
+        k = int(self.eval_tokens)
+        bpb = bits_per_byte(logits.reshape(-1, 256)[:k], targets.reshape(-1)[:k])
+        corpus = self._corpus()
+        return self.result(bpb, metrics={"val_bpb": bpb, "eval_tokens": k, "block_size": block,
+                                         "data_sha256": corpus.sha256, "corpus": corpus.name},
+                           feedback=f"val_bpb {bpb:.4f} over {k} held-out bytes (context {block})")
+
+    def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
+        cfg = self._read_config(ckpt_dir)
+        if isinstance(cfg, str):
+            return self.invalid(cfg)
+        weights = [p for p in (ckpt_dir / "model.pt", ckpt_dir / "model.safetensors") if p.is_file() and not p.is_symlink()]
+        if not weights:
+            return self.invalid("train.py saved no model.pt (a state_dict) or model.safetensors in REASEARCH_OUT_DIR")
+        block = int(cfg["block_size"])
+        val = self._corpus().val()
+        try:
+            inputs, targets = self.windows(val, block)
+        except ValueError as exc:
+            return self.invalid(str(exc))
+        rng = np.random.default_rng(secrets.randbits(64))
+        n = len(inputs)
+        cuts = rng.integers(1, block, size=n) if block > 1 else np.zeros(n, dtype=np.int64)
+        donors = rng.permutation(n) if n > 1 else np.zeros(1, dtype=np.int64)
+        probe = inputs.copy()
+        for i in range(n):
+            other = inputs[donors[i]] if donors[i] != i else inputs[(i + 1) % n] if n > 1 else (inputs[i] + 1) % 256
+            probe[i, cuts[i]:] = other[cuts[i]:]
+            if block > 1 and np.array_equal(probe[i], inputs[i]):
+                probe[i, cuts[i]:] = (inputs[i, cuts[i]:] + 1) % 256
+        runs = {"score": inputs, "probe": probe}
+        order = ["score", "probe"] if rng.random() < 0.5 else ["probe", "score"]
+        logits: dict[str, np.ndarray] = {}
+        infer = str(Path(__file__).with_name("_infer.py"))
+        for i, name in enumerate(order):
+            out = self._infer(exp_dir / f"eval{i}", runs[name], infer, repo_dir, ckpt_dir, lease)
+            if isinstance(out, EvalResult):
+                return out
+            logits[name] = out
+        scored = self.score_solution({"logits": logits["score"], "block_size": block})
+        if not scored.ok:
+            return scored
+        worst = 0.0
+        for i in range(n):
+            c = int(cuts[i])
+            a, b = logits["score"][i, :c], logits["probe"][i, :c]
+            diff = float(np.max(np.abs(a - b))) if c else 0.0
+            tol = 1e-3 + 1e-3 * float(np.max(np.abs(a))) if c else 0.0
+            worst = max(worst, diff)
+            if not np.isfinite(diff) or diff > tol:
+                return self.invalid(
+                    f"causality check failed: changing the bytes from position {c} on changed the predictions at "
+                    f"earlier positions of window {i} (max |logit change| {diff:.3g} > {tol:.3g}); the model looks "
+                    "at future bytes (check attention masks, and that nothing mixes positions or batch rows)",
+                    metrics={"causality_max_diff": diff})
+        return scored.with_(metrics={**dict(scored.metrics), "causality_max_diff": worst})
+
+    def _infer(self, folder: Path, inputs: np.ndarray, infer: str, repo_dir: Path, ckpt_dir: Path,
+               lease: SlotLease) -> np.ndarray | EvalResult:
+        folder.mkdir(mode=0o755)
+        np.save(folder / "inputs.npy", inputs.astype(np.uint8))
+        per = max(1, _BATCH_TOKENS // inputs.shape[1])
+        batches = [[a, min(a + per, len(inputs))] for a in range(0, len(inputs), per)]
+        req = {"repo": str(repo_dir), "ckpt": str(ckpt_dir), "inputs": str(folder / "inputs.npy"),
+               "out": str(folder / "logits.npy"), "batches": batches}
+        (folder / "request.json").write_text(json.dumps(req))
+        script = folder / "_infer.py"
+        script.write_text(Path(infer).read_text())
+        os.chmod(script, 0o444)
+        job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
+                      time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=folder / "infer.log",
+                      binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
+                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
+        if not job.ok:
+            status = job.status if job.status is not Status.OK else Status.CRASH
+            if "REASEARCH-INFER-ERROR" in job.log_tail:
+                status = Status.INVALID
+            return EvalResult.failure(status, f"the trusted evaluation of the checkpoint ended {job.status.value}:\n"
+                                              f"{job.log_tail[-3000:]}",
+                                      metrics={"eval_log_path": job.log_path})
+        if (folder / "logits.npy").is_symlink():
+            return self.invalid("the evaluation's logits.npy was replaced by a symlink")
+        try:
+            logits = np.load(folder / "logits.npy", allow_pickle=False, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            return self.invalid(f"the evaluation produced no readable logits: {exc}")
+        if logits.dtype != np.float32 or logits.shape != (*inputs.shape, 256):
+            return self.invalid(f"the evaluation produced logits {logits.dtype} {logits.shape}, expected float32 "
+                                f"{(*inputs.shape, 256)}")
+        out = np.array(logits)
+        del logits
+        for name in ("logits.npy", "inputs.npy"):  # tens of MB per run at real eval_tokens; the log stays
+            (folder / name).unlink(missing_ok=True)
+        return out

@@ -1,0 +1,198 @@
+"""``rl/{env}-v1``: train a MuJoCo locomotion policy within a time budget; scored by mean return.
+
+The candidate is a repository (``train.py``, ``policy.py``, ...). Training runs in a jail (Gymnasium and
+MuJoCo importable, no network). Scoring: the trusted side (this process) creates ``episodes`` held-out
+environments with seeds the candidate never sees, and steps them itself, vectorized: each step it sends
+the batch of observations of the running episodes to the fixed policy server (``_policy_server.py``) in a
+fresh jail, checks the actions (shape, finite), clips them to the action space, and sums the
+undiscounted rewards. Score = mean return over the episodes (maximize).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reasearch.engine.gpu import SlotLease
+from reasearch.engine.training import SessionError, start_session
+from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.spec import TaskSpec
+from reasearch.evaluators.training import TrainingTask, experiments_root
+
+__all__ = ["ENVS", "RLTask"]
+
+ENVS = ("HalfCheetah-v5", "InvertedPendulum-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Swimmer-v5",
+        "Reacher-v5", "InvertedDoublePendulum-v5")
+_HELD_OUT_SEED = 7_919_000  # scoring seeds: _HELD_OUT_SEED + episode (the candidate never steps these envs)
+_MAX_CONFIG_BYTES = 64 * 1024
+
+
+class RLTask(TrainingTask):
+    """MuJoCo locomotion (Gymnasium) under a training time budget: maximize the mean undiscounted return.
+
+    Args:
+        env: a Gymnasium MuJoCo id (see :data:`ENVS`).
+        time_budget_s: training seconds of one experiment (paper: 5-30 min; tests: seconds).
+        max_time_budget_s: the most one experiment may ask for.
+        grace_s: the training process is killed at budget + grace.
+        episodes: scoring episodes (held-out seeds), stepped together.
+        max_episode_steps: episode length cap when scoring (None: the environment's own, 1000 for most).
+        eval_time_limit_s: wall limit of the scoring session.
+        slot: ``auto``, ``gpu`` or ``cpu``.
+        memory_mb: address-space limit of CPU jobs.
+        sandbox_mode: ``auto``, ``nsjail`` or ``process``.
+    """
+
+    def __init__(self, env: str = "HalfCheetah-v5", time_budget_s: float = 600.0, max_time_budget_s: float = 1800.0,
+                 grace_s: float = 30.0, episodes: int = 10, max_episode_steps: int | None = None,
+                 eval_time_limit_s: float = 600.0, slot: str = "auto", memory_mb: int = 8192,
+                 sandbox_mode: str = "auto") -> None:
+        self.env = env
+        self.time_budget_s = time_budget_s
+        self.max_time_budget_s = max_time_budget_s
+        self.grace_s = grace_s
+        self.episodes = episodes
+        self.max_episode_steps = max_episode_steps
+        self.eval_time_limit_s = eval_time_limit_s
+        self.slot = slot
+        self.memory_mb = memory_mb
+        self.sandbox_mode = sandbox_mode
+
+    def _make_spec(self) -> TaskSpec:
+        if self.env not in ENVS:
+            raise ValueError(f"env must be one of {', '.join(ENVS)}, not {self.env!r}")
+        if not 1 <= int(self.episodes) <= 1000:
+            raise ValueError(f"episodes must be in [1, 1000], not {self.episodes}")
+        if self.max_episode_steps is not None and not 1 <= int(self.max_episode_steps) <= 100_000:
+            raise ValueError(f"max_episode_steps must be in [1, 100000], not {self.max_episode_steps}")
+        return TaskSpec(
+            id=f"rl/{self.env}-v1", version=1, direction="maximize",
+            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + float(self.eval_time_limit_s),
+            memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params())
+
+    def job_env(self) -> dict[str, str]:
+        return {"REASEARCH_ENV": str(self.env)}
+
+    def train_data_dir(self) -> Path:
+        path = experiments_root() / "rl-data"  # nothing to read: the environment is the data
+        path.mkdir(mode=0o755, exist_ok=True)
+        return path
+
+    def seed_files(self) -> dict[str, str]:
+        seed = resources.files("reasearch.evaluators.rl") / "seed"
+        return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("policy.py", "train.py")}
+
+    def describe(self) -> str:
+        steps = "the environment's own limit" if self.max_episode_steps is None else f"{int(self.max_episode_steps)} steps"
+        return f"""# rl/{self.env}-v1: train a {self.env} policy within a time budget (maximize mean return)
+
+The candidate is the repository in your workspace (train.py, policy.py, any files you add), under git.
+An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; Gymnasium
+{self.env} with MuJoCo, NumPy and torch importable) with these environment variables:
+
+- REASEARCH_ENV: the environment id ({self.env}).
+- REASEARCH_TIME_BUDGET_S / REASEARCH_DEADLINE: training seconds allowed. {self.describe_budget()}
+- REASEARCH_OUT_DIR: the only writable folder. train.py must save there config.json (a JSON object) and
+  weights.npz (numpy arrays; loaded with allow_pickle=False) or model.pt (a state_dict; loaded with
+  torch.load(weights_only=True)).
+
+Metric (trusted, fixed): the evaluator imports policy.py and calls `build_policy(config, weights)`
+(weights: a dict of arrays, or the state_dict). It then steps {int(self.episodes)} held-out episodes itself
+(seeds you never see; {steps} each) and calls `policy.act(obs)` with a float64 batch [B, obs_dim] of the
+running episodes; it must return actions [B, act_dim] (finite; clipped to the action space by the
+evaluator). Score = mean undiscounted return over the episodes (higher is better), deterministic policy.
+Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training curve.
+"""
+
+    # ------------------------------------------------------------ trusted side
+    def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
+        """Scores episode returns measured by the trusted side: ``{"returns": [float, ...]}``."""
+        if not isinstance(data, dict) or not isinstance(data.get("returns"), list):
+            return self.invalid("expected {'returns': [one return per episode]}")
+        returns = data["returns"]
+        if len(returns) != int(self.episodes) or not all(
+                isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) for r in returns):
+            return self.invalid(f"expected {int(self.episodes)} finite returns")
+        mean = float(np.mean(returns))
+        return self.result(mean, metrics={"mean_return": mean, "std_return": float(np.std(returns)),
+                                          "returns": [round(float(r), 3) for r in returns], "env": self.env},
+                           feedback=f"mean return {mean:.2f} over {len(returns)} held-out episodes "
+                                    f"(std {float(np.std(returns)):.2f})")
+
+    def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
+        import gymnasium as gym
+
+        cfg = ckpt_dir / "config.json"
+        if cfg.is_symlink() or not cfg.is_file() or cfg.stat().st_size > _MAX_CONFIG_BYTES:
+            return self.invalid("train.py saved no config.json (a JSON object of at most 64 KiB) in REASEARCH_OUT_DIR")
+        try:
+            if not isinstance(json.loads(cfg.read_text(encoding="utf-8")), dict):
+                return self.invalid("config.json must hold a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return self.invalid(f"config.json is not valid JSON: {exc}")
+        if not any(p.is_file() and not p.is_symlink() for p in (ckpt_dir / "weights.npz", ckpt_dir / "model.pt")):
+            return self.invalid("train.py saved no weights.npz or model.pt in REASEARCH_OUT_DIR")
+        folder = exp_dir / "eval"
+        folder.mkdir(mode=0o755)
+        server = folder / "_policy_server.py"
+        server.write_text(Path(__file__).with_name("_policy_server.py").read_text())
+        (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir)}))
+        kwargs = {} if self.max_episode_steps is None else {"max_episode_steps": int(self.max_episode_steps)}
+        envs = [gym.make(self.env, **kwargs) for _ in range(int(self.episodes))]
+        space = envs[0].action_space
+        low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+        obs = [e.reset(seed=_HELD_OUT_SEED + i)[0] for i, e in enumerate(envs)]
+        returns = [0.0] * len(envs)
+        running = list(range(len(envs)))
+        calls = steps = 0
+        t0 = time.monotonic()
+        deadline = t0 + float(self.eval_time_limit_s)
+        try:
+            with start_session(["python3", str(server), str(folder / "request.json")], cwd=folder, lease=lease,
+                               wall_s=float(self.eval_time_limit_s) + 10, log_path=folder / "policy.log",
+                               binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
+                               memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode) as session:
+                while running:
+                    if time.monotonic() > deadline:
+                        return EvalResult.failure(Status.TIMEOUT, f"scoring passed {self.eval_time_limit_s:g} s "
+                                                                  f"after {steps} steps: the policy is too slow")
+                    batch = np.stack([obs[i] for i in running]).astype(np.float64)
+                    buf = io.BytesIO()
+                    np.save(buf, batch, allow_pickle=False)
+                    reply = session.call(buf.getvalue(), timeout_s=max(1.0, deadline - time.monotonic()))
+                    calls += 1
+                    try:
+                        actions = np.load(io.BytesIO(reply), allow_pickle=False)
+                    except (ValueError, OSError, EOFError) as exc:
+                        return self.invalid(f"the policy answered something that is not an array: {exc}")
+                    want = (len(running), *space.shape)
+                    if actions.shape != want or not np.issubdtype(actions.dtype, np.number):
+                        return self.invalid(f"policy.act returned {actions.dtype} {actions.shape}, expected {want}")
+                    if not np.isfinite(actions).all():
+                        return self.invalid("policy.act returned non-finite actions (NaN or inf)")
+                    actions = np.clip(actions.astype(np.float64), low, high)
+                    still = []
+                    for row, i in enumerate(running):
+                        obs[i], reward, terminated, truncated, _ = envs[i].step(actions[row])
+                        returns[i] += float(reward)
+                        steps += 1
+                        if not (terminated or truncated):
+                            still.append(i)
+                    running = still
+        except SessionError as exc:
+            log = (folder / "policy.log").read_bytes()[-3000:].decode("utf-8", errors="replace")
+            return EvalResult.failure(Status.CRASH, f"the policy server failed: {exc}\n{log}",
+                                      metrics={"policy_calls": calls, "env_steps": steps})
+        finally:
+            for e in envs:
+                e.close()
+        res = self.score_solution({"returns": returns})
+        return res.with_(metrics={**dict(res.metrics), "policy_calls": calls, "env_steps": steps,
+                                  "score_s": round(time.monotonic() - t0, 3)})

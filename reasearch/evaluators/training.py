@@ -1,0 +1,176 @@
+"""``TrainingTask``: tasks whose candidate is a repository that trains a model within a time budget.
+
+One evaluation is one *experiment*: the repository (see :mod:`reasearch.evaluators.repo`) is written
+to a fresh experiment folder, its ``train.py`` runs in a new jail on a leased slot (a GPU, or pinned
+CPU cores) with the training data read-only, a writable checkpoint folder and the time budget in its
+environment (:func:`reasearch.engine.training.run_job`), and then the subclass's trusted evaluation
+scores the checkpoint in a jail of its own. The log of the training run is kept on the host
+(``metrics["log_path"]``); its JSON lines are the training curve (informational only).
+
+Each evaluation costs one ``experiments`` unit and the GPU-seconds the trusted side measured, debited
+with the result (``budget_estimate`` / ``evaluation_costs``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from reasearch.engine.gpu import SlotLease, lease_slot
+from reasearch.engine.training import JobOutcome, run_job
+from reasearch.errors import ConfigError
+from reasearch.evaluators.base import Task
+from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
+from reasearch.evaluators.result import EvalResult, Status
+
+__all__ = ["TrainingTask", "experiments_root"]
+
+_LOG_TAIL = 3000
+
+
+def experiments_root() -> Path:
+    """Where experiment folders go: ``REASEARCH_EXPERIMENTS_DIR``, else ``/var/tmp/reasearch-experiments``."""
+    root = Path(os.environ.get("REASEARCH_EXPERIMENTS_DIR") or "/var/tmp/reasearch-experiments")
+    root.mkdir(parents=True, exist_ok=True, mode=0o711)
+    return root
+
+
+class TrainingTask(Task):
+    """Base of training tasks (``nanogpt/v1``): repository candidates, experiments, trusted metrics.
+
+    Subclasses implement :meth:`seed_files`, :meth:`train_data_dir` (a folder holding only what
+    training may read) and :meth:`trusted_evaluation`.
+
+    Common constructor parameters (subclasses store them): ``time_budget_s`` (default budget of one
+    experiment), ``max_time_budget_s`` (the most an experiment may ask for), ``grace_s`` (kill at
+    budget + grace), ``slot`` (``auto``/``gpu``/``cpu``), ``sandbox_mode``.
+    """
+
+    candidate_kind: ClassVar[str] = "repository"
+    entry_file: ClassVar[str] = "train.py"
+    time_budget_s: float
+    max_time_budget_s: float
+    grace_s: float
+    slot: str
+    sandbox_mode: str
+
+    # ------------------------------------------------------------ what subclasses provide
+    @abstractmethod
+    def seed_files(self) -> dict[str, str]:
+        """The seed repository's files (path -> text)."""
+
+    @abstractmethod
+    def train_data_dir(self) -> Path:
+        """A host folder with the training data only (bound read-only as ``REASEARCH_DATA_DIR``)."""
+
+    @abstractmethod
+    def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
+        """Scores the checkpoint the training run left in ``ckpt_dir`` (failures are statuses)."""
+
+    def job_env(self) -> dict[str, str]:
+        """Extra environment of the training job (e.g. which environment an RL task trains on)."""
+        return {}
+
+    # ------------------------------------------------------------ candidates
+    def seed_program(self) -> str:
+        return encode_repo(self.seed_files())
+
+    def experiment_budget(self, candidate: RepoCandidate) -> float:
+        """The budget one experiment runs under: what it asked for, capped at ``max_time_budget_s``."""
+        asked = candidate.time_budget_s if candidate.time_budget_s is not None else float(self.time_budget_s)
+        return min(asked, float(self.max_time_budget_s))
+
+    def budget_estimate(self) -> dict[str, float]:
+        """Checked against the caps before an experiment starts."""
+        return {"experiments": 1.0, "gpu_seconds": 0.0}
+
+    def evaluation_costs(self, result: EvalResult) -> dict[str, float]:
+        """Debited with the result, in the same transaction: one experiment and its GPU-seconds."""
+        gpu_s = result.metrics.get("gpu_s") if result.metrics else None
+        return {"experiments": 1.0, "gpu_seconds": float(gpu_s) if isinstance(gpu_s, (int, float)) else 0.0}
+
+    # ------------------------------------------------------------ one experiment
+    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None) -> EvalResult:
+        """Runs one experiment (training in a jail, then the trusted evaluation) and scores it.
+
+        ``executor`` is accepted for API symmetry; experiments run on a leased slot, not in the pool.
+        """
+        if not isinstance(candidate_source, str):
+            raise TypeError(f"candidate_source must be str, not {type(candidate_source).__name__}")
+        try:
+            candidate = decode_repo(candidate_source, entry_file=self.entry_file)
+        except ConfigError as exc:
+            return self._stamp(EvalResult.failure(Status.INVALID, f"not a repository candidate: {exc}"),
+                               candidate_source, seed, "not run")
+        if self.entry_file not in candidate.files:
+            return self._stamp(EvalResult.failure(Status.INVALID, f"the repository has no {self.entry_file}"),
+                               candidate_source, seed, "not run")
+        budget = self.experiment_budget(candidate)
+        exp_dir = experiments_root() / f"exp-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+        exp_dir.mkdir(mode=0o711)
+        repo_dir = write_repo(candidate.files, exp_dir / "repo")
+        ckpt_dir = exp_dir / "out"
+        ckpt_dir.mkdir()
+        data_dir = self.train_data_dir()
+        lease = lease_slot(self.slot)
+        try:
+            job = run_job(["python3", self.entry_file], cwd=repo_dir, lease=lease, time_budget_s=budget,
+                          grace_s=float(self.grace_s), log_path=exp_dir / "train.log",
+                          binds_ro=[repo_dir, data_dir], binds_rw=[ckpt_dir],
+                          env={"REASEARCH_DATA_DIR": str(data_dir), "REASEARCH_OUT_DIR": str(ckpt_dir),
+                               **self.job_env()},
+                          memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
+            train = _train_metrics(job, budget, exp_dir, lease)
+            if not job.ok:
+                verdict = {Status.TIMEOUT: f"killed at the hard limit ({job.hard_limit_s:g} s = budget {budget:g} s + "
+                                           f"grace {float(self.grace_s):g} s): train.py must stop within its budget "
+                                           "(REASEARCH_TIME_BUDGET_S) and save its checkpoint"}.get(
+                    job.status, f"train.py ended {job.status.value} (exit code {job.exit_code}, signal {job.signal})")
+                res = EvalResult.failure(job.status, f"{verdict}\nlog tail:\n{job.log_tail[-_LOG_TAIL:]}",
+                                         wall_s=job.wall_s, cpu_s=job.cpu_s, metrics=train)
+                return self._stamp(res, candidate_source, seed, job.sandbox_mode)
+            t0 = time.monotonic()
+            scored = self.trusted_evaluation(exp_dir=exp_dir, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease)
+            eval_s = time.monotonic() - t0
+        finally:
+            lease.release()
+        metrics = {**train, **dict(scored.metrics), "eval_s": round(eval_s, 3),
+                   "gpu_s": train["gpu_s"] + (eval_s if lease.gpu else 0.0)}
+        feedback = scored.feedback + f"\ntraining log tail:\n{job.log_tail[-1500:]}"
+        res = scored.with_(metrics=metrics, feedback=feedback.strip(), wall_s=job.wall_s + eval_s, cpu_s=job.cpu_s)
+        return self._stamp(res, candidate_source, seed, job.sandbox_mode)
+
+    def _stamp(self, result: EvalResult, source: str, seed: int | None, mode: str) -> EvalResult:
+        return result.with_(provenance=self.provenance(source, seed=seed, sandbox_mode=mode))
+
+    def describe_budget(self) -> str:
+        return (f"Each experiment trains for time_budget_s seconds (default {float(self.time_budget_s):g}, at most "
+                f"{float(self.max_time_budget_s):g}); the process is killed at budget + {float(self.grace_s):g} s.")
+
+
+def _train_metrics(job: JobOutcome, budget: float, exp_dir: Path, lease: SlotLease) -> dict[str, Any]:
+    """What the snapshot and ``get_experiments`` show about the training run (all informational)."""
+    curve = [m for m in job.metrics if isinstance(m.get("loss"), (int, float))]
+    last: Mapping[str, Any] = curve[-1] if curve else {}
+    steps = [m.get("step") for m in curve if isinstance(m.get("step"), (int, float))]
+    dts = [m["dt_ms"] for m in curve if isinstance(m.get("dt_ms"), (int, float))]
+    return {
+        "train_status": job.status.value, "train_s": round(job.wall_s, 3), "time_budget_s": budget,
+        "gpu_s": round(job.gpu_s, 3), "slot": job.slot, "log_path": str(exp_dir / "train.log"),
+        "experiment_dir": str(exp_dir), "metric_lines": len(job.metrics),
+        "first_metric_s": None if job.first_metric_s is None else round(job.first_metric_s, 3),
+        "last_step": steps[-1] if steps else None,
+        "last_train_loss": last.get("loss"),
+        "median_step_ms": sorted(dts)[len(dts) // 2] if dts else None,
+        "loss_curve": [[m.get("step"), m.get("loss")] for m in curve[:: max(1, len(curve) // 20)]][:25],
+    }
+
+
+def remove_experiment(exp_dir: str | Path) -> None:
+    """Deletes an experiment folder (checkpoints and logs)."""
+    shutil.rmtree(exp_dir, ignore_errors=True)
