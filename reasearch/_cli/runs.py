@@ -13,10 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reasearch.errors import StoreError
 from reasearch.runs.ledger import Budget, Unit
 from reasearch.runs.run import Run, effective_state
-from reasearch.runs.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_store
+from reasearch.runs.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_existing_store
 
 
 def _store_args(p: argparse.ArgumentParser) -> None:
@@ -55,15 +54,7 @@ def _open(args: argparse.Namespace) -> Store:
         target: str | Path = args.store
     else:
         target = args.run_dir or Path(os.environ.get("REASEARCH_STORE", str(DEFAULT_RUN_DIR)))
-    text = str(target)
-    if "://" not in text:
-        path = Path(text)
-        file = path if path.suffix in (".sqlite", ".db", ".sqlite3") else path / STORE_FILENAME
-        if not file.exists():
-            raise StoreError(f"no run store at {file}; pass --run-dir DIR or --store URL")
-    elif text.startswith("sqlite:///") and not Path(text[len("sqlite:///"):]).exists():
-        raise StoreError(f"no run store at {text[len('sqlite:///'):]}")
-    return open_store(target)
+    return open_existing_store(target)
 
 
 def _fmt(x: float | None) -> str:

@@ -12,9 +12,9 @@ from reasearch.agent.loop import Agent, AgentProgress, AgentResult, require_pric
 from reasearch.agent.models import Model
 from reasearch.agent.models.base import ModelSpec
 from reasearch.agent.tools.workspace import ExecFn
-from reasearch.errors import ConfigError, StoreError
+from reasearch.errors import ConfigError
 from reasearch.runs import Budget, Run, Store, Unit, open_store
-from reasearch.runs.store import STORE_FILENAME
+from reasearch.runs.store import open_existing_store as _open_existing
 
 __all__ = [
     "DEFAULT_RUN_DIR",
@@ -43,15 +43,7 @@ def check_budget(budget: Budget) -> None:
 
 def open_existing_store(run_dir: str | Path) -> Store:
     """The store of ``run_dir``; a missing SQLite store is an error (a mistyped directory is never created)."""
-    text = str(run_dir)
-    if "://" not in text:
-        path = Path(text)
-        file = path if path.suffix in (".sqlite", ".db", ".sqlite3") else path / STORE_FILENAME
-        if not file.is_file():
-            raise StoreError(f"no run store at {file}; pass the --run-dir the run was started with")
-    elif text.startswith("sqlite:///") and not Path(text[len("sqlite:///"):]).is_file():
-        raise StoreError(f"no run store at {text[len('sqlite:///'):]}")
-    return open_store(run_dir)
+    return _open_existing(run_dir, hint="pass the --run-dir the run was started with")
 
 
 def start_run(task_id: str, *, budget: Budget | Mapping[str, float], config: AgentConfig | None = None,

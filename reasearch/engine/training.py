@@ -32,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.engine.gpu import SlotLease
-from reasearch.engine.isolation import _THREAD_ENV, JAIL_UID, make_launcher
+from reasearch.engine import _procs
+from reasearch.engine._jail import nsjail_argv
+from reasearch.engine._policy import JAIL_UID
+from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV
+from reasearch.engine.exec import _kill_group
+from reasearch.engine.isolation import make_launcher
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, SandboxError
 
@@ -189,7 +194,6 @@ def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s:
                "REASEARCH_DEADLINE": f"{time.time() + float(time_budget_s):.3f}", **lease.env(), **dict(env or {})}
     rlimits: dict[str, list[int]] = {}
     if launcher.mode == "nsjail":
-        from reasearch.engine._jail import nsjail_argv
 
         runtime = launcher.runtime
         path = f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin"
@@ -236,8 +240,6 @@ def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s:
 
 def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: SlotLease, hard_s: float,
                log_path: Path, log_cap: int, mode: str) -> JobOutcome:
-    from reasearch.engine import _procs
-    from reasearch.engine.exec import _kill_group
 
     _procs.set_child_subreaper()
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -425,7 +427,6 @@ class JobSession:
         if self.closed:
             return
         self.closed = True
-        from reasearch.engine.exec import _kill_group
 
         _kill_group(self.proc.pid)
         try:
@@ -461,7 +462,6 @@ def start_session(argv: Sequence[str], *, cwd: Path, lease: SlotLease, wall_s: f
     full, popen_cwd, popen_env, jail_mode = _command(argv, cwd=cwd, lease=lease, time_budget_s=wall_s, hard_s=wall_s,
                                                      binds_ro=binds_ro, binds_rw=binds_rw, env=env,
                                                      memory_mb=memory_mb, fsize_mb=64, mode=mode)
-    from reasearch.engine import _procs
 
     _procs.set_child_subreaper()
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ from reasearch.evaluators.result import EvalResult, Status
 __all__ = [
     "SCHEMA_VERSION", "DEFAULT_RUN_DIR", "RunState", "RunRecord", "CandidateRecord", "EvaluationRecord",
     "Event", "DriverRecord", "Reservation", "Store", "SQLStore", "SQLiteStore", "PostgresStore", "MemoryStore",
-    "open_store", "new_run_id", "dumps", "MEMORY_URL",
+    "open_store", "open_existing_store", "new_run_id", "dumps", "MEMORY_URL",
 ]
 
 # 2: drivers (liveness heartbeats), reservations (budget held by in-flight evaluations, shared by
@@ -1037,6 +1037,22 @@ class MemoryStore(SQLiteStore):
 def _redact(url: str) -> str:
     """The URL without its password."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def open_existing_store(url_or_path: str | Path, *, hint: str = "pass --run-dir DIR or --store URL") -> Store:
+    """Opens a store that must already exist: a missing SQLite file is an error, never created.
+
+    What readers and resumes use, so a mistyped directory never becomes a new, empty store.
+    """
+    text = str(url_or_path)
+    if "://" not in text:
+        path = Path(text)
+        file = path if path.suffix in (".sqlite", ".db", ".sqlite3") else path / STORE_FILENAME
+        if not file.is_file():
+            raise StoreError(f"no run store at {file}; {hint}")
+    elif text.startswith("sqlite:///") and not Path(text[len("sqlite:///"):]).is_file():
+        raise StoreError(f"no run store at {text[len('sqlite:///'):]}; {hint}")
+    return open_store(url_or_path)
 
 
 def open_store(url_or_path: str | Path = DEFAULT_RUN_DIR) -> Store:

@@ -13,12 +13,13 @@ import shutil
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.pg_helpers import IN_CI, PG_URL, pg_schema
 
 from reasearch.agent.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
 from reasearch.agent.testing import call, say
@@ -30,8 +31,6 @@ from reasearch.runs import RunState, Unit, open_store
 from agent_helpers import children, reap_orphans
 
 TASK = "circle_packing/n26-v1"
-PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 # A valid packing of 26 circles (the seed's grid, radius 1/12): its score is the seed's.
 _SLOW = '''import time
@@ -172,27 +171,11 @@ def test_local_and_ray_fleets_give_identical_results(run_dir: Path, ray_env: Non
     assert all(r.state == "finished" for r in remote.members)
 
 
-def _pg_schema_url() -> Iterator[str]:
-    import psycopg
-
-    schema = "f_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    if not PG_URL:
-        if IN_CI:
-            pytest.fail("CI=true but REASEARCH_TEST_POSTGRES_URL is not set: run .ci/postgres.sh and export its URL")
+    if not PG_URL and not IN_CI:
         pytest.skip("no PostgreSQL here (REASEARCH_TEST_POSTGRES_URL); CI runs this test")
-    yield from _pg_schema_url()
+    yield from pg_schema("f")
 
 
 @pytest.mark.ray

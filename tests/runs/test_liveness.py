@@ -15,11 +15,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from tests.pg_helpers import BACKENDS, store_location
 
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
@@ -27,29 +28,12 @@ from reasearch.runs.ledger import Unit
 from reasearch.runs.run import STALE_S, Run, effective_state
 from reasearch.runs.store import SCHEMA_VERSION, RunState, open_store
 
-PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
-IN_CI = os.environ.get("CI", "").lower() == "true"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(params=["sqlite"] + (["postgres"] if PG_URL or IN_CI else []))
+@pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs")
-        return
-    if not PG_URL:
-        pytest.fail("CI=true but REASEARCH_TEST_POSTGRES_URL is not set: run .ci/postgres.sh and export its URL")
-    import psycopg
-
-    schema = "l_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    yield from store_location(request.param, tmp_path, "l")
 
 
 _DRIVER = """

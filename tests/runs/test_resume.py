@@ -10,11 +10,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from tests.pg_helpers import BACKENDS, store_location
 
 from reasearch.engine._procs import descendants_of
 from reasearch.runs.executor import LocalExecutor
@@ -26,8 +27,6 @@ from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 
-PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 # 14 candidates after the seed: two repeats (served by the cache), one crash, one invalid answer.
 _VALUES = [[1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0], [3.0, 2.0, 2.0, 2.0], [3.0, 3.0, 2.0, 2.0],
@@ -56,24 +55,10 @@ def _evaluations_in(store_url: str, run_id: str) -> int:
         return 0
 
 
-@pytest.fixture(params=["sqlite"] + (["postgres"] if PG_URL or IN_CI else []))
+@pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh store: a run directory, or a new schema of the test PostgreSQL database."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs")
-        return
-    if not PG_URL:
-        pytest.fail("CI=true but REASEARCH_TEST_POSTGRES_URL is not set: run .ci/postgres.sh and export its URL")
-    import psycopg
-
-    schema = "resume_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    yield from store_location(request.param, tmp_path, "resume")
 
 
 def _sweep(store_url: str, run_id: str, sources_file: Path) -> subprocess.Popen[bytes]:

@@ -15,6 +15,8 @@ from typing import Iterator
 
 import pytest
 
+from tests.pg_helpers import BACKENDS, store_location
+
 from reasearch.evaluators.prompt.testing import (
     BETTER_PROMPT,
     GOOD_PROMPT,
@@ -27,30 +29,12 @@ from reasearch.runs import Run, Unit, open_store
 from reasearch.runs.students import PromptSession, score_test
 
 REPO = Path(__file__).resolve().parents[2]
-PG_URL = os.environ.get("REASEARCH_TEST_POSTGRES_URL", "")
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-@pytest.fixture(params=["sqlite"] + (["postgres"] if PG_URL or IN_CI else []))
+@pytest.fixture(params=BACKENDS)
 def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh store: a run directory, or a new schema of the test PostgreSQL database."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs")
-        return
-    if not PG_URL:
-        pytest.fail("CI=true but REASEARCH_TEST_POSTGRES_URL is not set: run .ci/postgres.sh and export its URL")
-    import uuid
-
-    import psycopg
-
-    schema = "students_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    yield from store_location(request.param, tmp_path, "students")
 
 
 @pytest.fixture(scope="module")
