@@ -49,7 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--fleet-dollars", type=float, metavar="USD", help="dollar cap over the whole fleet")
     r.add_argument("--fleet-tokens", type=float, metavar="N", help="token cap over the whole fleet")
     r.add_argument("--parallelism", type=int, default=2, metavar="N", help="members at once (default 2)")
-    r.add_argument("--traces", type=int, default=1, metavar="N", help="independent traces per task/seed/model")
+    r.add_argument("--traces", type=int, default=1, metavar="N",
+                   help="agents per task/seed/model; they share lessons and best candidates (see --share-traces)")
+    r.add_argument("--share-traces", choices=("yes", "no", "both"), default="yes",
+                   help="with --traces N: share (yes), run independently (no), or both, compared in the results table")
     r.add_argument("--max-turns", type=int, metavar="N", help="model turns per run")
     r.add_argument("--id", metavar="FLEET_ID", help="an explicit fleet id")
     _store_args(r)
@@ -115,7 +118,8 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     agent = {"max_turns": args.max_turns} if args.max_turns else {}
     return FleetSpec(tasks=tuple(args.task), seeds=tuple(_seeds(args.seeds)),
                      models=tuple(args.model or ["claude-sonnet-4-6"]), budget=budget, caps=caps,
-                     parallelism=args.parallelism, traces=args.traces, agent=agent, base_url=args.base_url)
+                     parallelism=args.parallelism, traces=args.traces, agent=agent, base_url=args.base_url,
+                     share_traces={"yes": True, "no": False, "both": "both"}[args.share_traces])
 
 
 def _fmt(x: float | None) -> str:
@@ -135,10 +139,10 @@ def members_table(rows: list[Any], title: str) -> Table:
 
 def groups_table(report: Any) -> Table:
     t = Table(title="per task and model (best score, normalized where a best known exists)")
-    for col in ("task", "model", "runs", "finished", "mean", "std", "best", "evaluations", "dollars"):
+    for col in ("task", "model", "traces", "runs", "finished", "mean", "std", "best", "evaluations", "dollars"):
         t.add_column(col)
     for g in report.groups():
-        t.add_row(g["task_id"], g["model"], str(g["runs"]), str(g["finished"]), _fmt(g["mean"]), _fmt(g["std"]),
+        t.add_row(g["task_id"], g["model"], g["traces"], str(g["runs"]), str(g["finished"]), _fmt(g["mean"]), _fmt(g["std"]),
                   _fmt(g["best"]), str(g["evaluations"]), f"{g['dollars']:.4g}")
     return t
 

@@ -54,13 +54,14 @@ class FleetMember:
     seed: int
     model: str
     trace: int = 0
+    shared: bool = False  # a trace that shares lessons and best candidates with the others of its group
 
     def run_id(self, fleet_id: str) -> str:
         return f"{fleet_id}-m{self.index:03d}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "task_id": self.task_id, "seed": self.seed, "model": self.model,
-                "trace": self.trace}
+                "trace": self.trace, "shared": self.shared}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,8 @@ class FleetSpec:
         price_out: USD per million output tokens.
         share_traces: with ``traces > 1``, the traces of one (task, seed, model) see each other's
             lessons in their snapshots and may adopt each other's best candidate; False runs them
-            independently (the reference a multi-trace run is compared with).
+            independently; ``"both"`` runs each group twice, shared and independent, at the same
+            per-run budget, and the results table compares the two.
     """
 
     tasks: tuple[str, ...]
@@ -98,9 +100,11 @@ class FleetSpec:
     base_url: str | None = None
     price_in: float | None = None
     price_out: float | None = None
-    share_traces: bool = True
+    share_traces: bool | str = True
 
     def __post_init__(self) -> None:
+        if self.share_traces not in (True, False, "both"):
+            raise ConfigError(f"share_traces is true, false or \"both\", not {self.share_traces!r}")
         for name in ("tasks", "seeds", "models"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
@@ -125,8 +129,10 @@ class FleetSpec:
 
     def members(self) -> list[FleetMember]:
         """Every member, in a stable order (task, seed, model, trace)."""
-        combos = itertools.product(self.tasks, self.seeds, self.models, range(self.traces))
-        return [FleetMember(i, t, s, m, tr) for i, (t, s, m, tr) in enumerate(combos)]
+        shared = self.traces > 1 and self.share_traces is not False
+        modes = (True, False) if self.traces > 1 and self.share_traces == "both" else (shared,)
+        combos = itertools.product(self.tasks, self.seeds, self.models, modes, range(self.traces))
+        return [FleetMember(i, t, s, m, tr, sh) for i, (t, s, m, sh, tr) in enumerate(combos)]
 
     def agent_config(self, model: str) -> AgentConfig:
         """The agent settings of a member using ``model``."""
@@ -194,12 +200,13 @@ class FleetReport:
     def groups(self) -> list[dict[str, Any]]:
         """Mean and spread of the best normalized score per (task, model), over seeds and traces."""
         out = []
-        key = lambda m: (m.member.task_id, m.member.model)  # noqa: E731
-        for (task, model), rows in itertools.groupby(sorted(self.members, key=key), key=key):
+        key = lambda m: (m.member.task_id, m.member.model, m.member.shared)  # noqa: E731
+        for (task, model, shared), rows in itertools.groupby(sorted(self.members, key=key), key=key):
             rows = list(rows)
             scores = [r.normalized if r.normalized is not None else r.best_score for r in rows]
             vals = [s for s in scores if s is not None]
-            out.append({"task_id": task, "model": model, "runs": len(rows),
+            out.append({"task_id": task, "model": model, "traces": "shared" if shared else "independent",
+                        "runs": len(rows),
                         "finished": sum(r.state == RunState.FINISHED.value for r in rows),
                         "mean": statistics.fmean(vals) if vals else None,
                         "std": statistics.stdev(vals) if len(vals) > 1 else (0.0 if vals else None),
@@ -256,7 +263,7 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
                               task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
                               models=models, run_id=run_id,
                               fleet={"id": fleet_id, "caps": dict(spec.caps), "member": member.index,
-                                     "trace": member.trace, "share_traces": spec.share_traces and spec.traces > 1})
+                                     "trace": member.trace, "share_traces": member.shared})
         else:  # models rebuilt from the run's own config, advanced past the replies its journal holds
             agent = open_agent(run_id, run_dir=run_dir, store=store, takeover=True)
         try:
@@ -268,7 +275,7 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
 
 def _result_from(data: Mapping[str, Any]) -> MemberResult:
     keys = {f.name for f in fields(FleetMember)}
-    member = FleetMember(**{k: data[k] for k in keys})
+    member = FleetMember(**{k: data[k] for k in keys if k in data})
     return MemberResult(member, data["run_id"], data["state"], data["best_score"], data["normalized"],
                         data["evaluations"], data["used"], data.get("reason", ""), data.get("node", ""))
 

@@ -312,3 +312,21 @@ def test_multi_trace_fleet_shares_lessons_and_best_candidates(run_dir: Path, sha
         assert adopt["is_error"] and "no tool named 'adopt_best'" in adopt["text"]
         assert not any("Lessons from the other traces" in s for s in snapshots)
     assert report.members[1].best_score == pytest.approx(2.5, abs=1e-6)
+
+
+def test_share_traces_both_compares_shared_and_independent_traces_at_the_same_budget(run_dir: Path) -> None:
+    script = _trace_script(run_dir / "script.json")
+    spec = FleetSpec(tasks=(TASK,), seeds=(0,), models=(f"scripted/{script}",), budget={"evaluations": 5},
+                     traces=2, parallelism=1, share_traces="both", agent={"sandbox_mode": "process"})
+    assert [(m.trace, m.shared) for m in spec.members()] == [(0, True), (1, True), (0, False), (1, False)]
+    report = run_fleet(spec, store=run_dir, run_dir=run_dir, fleet_id="both")
+    with open_store(run_dir) as store:
+        firsts = [store.evaluations(r.run_id)[0].result.score for r in report.members]
+    seed_score = make(TASK).spec.seed_score
+    assert firsts == [pytest.approx(seed_score), pytest.approx(2.5, abs=1e-6),  # shared: trace 1 adopted 2.5
+                      pytest.approx(seed_score), pytest.approx(seed_score)]  # independent: both start at the seed
+    groups = {g["traces"]: g for g in report.groups()}
+    assert set(groups) == {"shared", "independent"} and groups["shared"]["runs"] == groups["independent"]["runs"] == 2
+    assert groups["shared"]["evaluations"] == groups["independent"]["evaluations"]  # the same budget spent
+    with pytest.raises(ConfigError, match="share_traces"):
+        FleetSpec(tasks=(TASK,), share_traces="sometimes")
