@@ -86,7 +86,7 @@ def test_fleet_8_runs(benchmark, how: str, workdir: Path) -> None:
         import ray
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         fn = lambda: fleet("ray")  # noqa: E731
     try:
         benchmark.pedantic(fn, rounds=2, iterations=1, warmup_rounds=0)

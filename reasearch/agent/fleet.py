@@ -382,7 +382,8 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
         raise ConfigError("the ray executor needs Ray: pip install 'reasearch[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+        # No address: a new local instance ("local"), never a stale cluster recorded under /tmp/ray.
+        ray.init(address=address or "local", include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     try:
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
         _check_store_for_cluster(store_url, nodes)

@@ -295,7 +295,8 @@ class RayExecutor(Executor):
                 except ConnectionError:
                     log.info("no running Ray cluster at %r: starting a local Ray", address)
             if not started:
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+                # "local": a new instance, never a stale cluster recorded under /tmp/ray by an earlier `ray start`
+                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
             self._owns_ray = True
             self._ray_children = _direct_children() - before
         self._remote = ray.remote(num_cpus=1, max_retries=0)(ray_evaluate)

@@ -161,7 +161,7 @@ def test_local_and_ray_fleets_give_identical_results(run_dir: Path, ray_env: Non
     spec = _spec(script, seeds=(0, 1, 2), parallelism=2)
     local = run_fleet(spec, store=run_dir / "local", run_dir=run_dir / "local", fleet_id="f")
     known = set(children())
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         remote = run_fleet(spec, store=run_dir / "ray", run_dir=run_dir / "ray", fleet_id="f", executor="ray")
     finally:
