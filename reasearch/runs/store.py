@@ -284,11 +284,12 @@ class Store(ABC):
     def cache_get(self, key: str) -> EvalResult | None:
         """A cached result for a cache key, or None."""
 
-    # -- student-model calls (prompt tasks); not abstract so that other backends may omit them
+    # -- student-model calls (prompt tasks)
+    @abstractmethod
     def student_call_get(self, key: str) -> dict[str, Any] | None:
         """The stored OK reply (plain JSON) of the student call ``key``, from any run, or None."""
-        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
 
+    @abstractmethod
     def record_student_call(self, run_id: str, step: int, key: str, model: str, reply: Mapping[str, Any],
                             debits: Sequence[LedgerEntry] = (), release: str | None = None) -> tuple[dict[str, Any], bool]:
         """Stores one student call's reply and its debits in ONE transaction (which also drops the
@@ -298,20 +299,19 @@ class Store(ABC):
         nothing is written (no debit) and its reply is returned with False. A failed call is recorded
         (status and error) but never served again.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
 
+    @abstractmethod
     def student_call_paid(self, run_id: str, notes: Sequence[str]) -> bool:
         """True when the run has a ``student_calls`` debit under one of ``notes`` (it paid that call)."""
-        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
 
+    @abstractmethod
     def debit_student_call(self, debits: Sequence[LedgerEntry], release: str | None = None) -> bool:
         """Writes the debits of a stored call used by this run for the first time (and drops the
         reservation ``release``) in one transaction; False when they were already written."""
-        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
 
+    @abstractmethod
     def student_calls(self, run_id: str) -> list[tuple[int, str, str]]:
         """``(step, key, status)`` of every student call recorded for the run, in order."""
-        raise NotImplementedError(f"{type(self).__name__} does not store student calls")
 
     # -- events
     @abstractmethod

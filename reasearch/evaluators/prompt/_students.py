@@ -11,6 +11,8 @@ that is scored: a failed call is never a silent zero.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import hashlib
 import http.client
 import json
@@ -185,7 +187,7 @@ class _Attempt(Exception):
         self.retry, self.timeout, self.retry_after = retry, timeout, retry_after
 
 
-class StudentClient:
+class StudentClient(ABC):
     """A student endpoint. Subclasses implement :meth:`_attempt` (one HTTP call)."""
 
     def __init__(self, spec: StudentSpec, *, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -196,9 +198,9 @@ class StudentClient:
     def name(self) -> str:
         return self.spec.name
 
+    @abstractmethod
     def _attempt(self, request: StudentRequest) -> tuple[str, int, int]:
         """(text, input tokens, output tokens) of one attempt; raises :class:`_Attempt` on failure."""
-        raise NotImplementedError
 
     def complete(self, request: StudentRequest) -> StudentReply:
         """One call with retries; never raises for a failure of the student (see module docs)."""

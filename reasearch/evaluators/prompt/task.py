@@ -12,6 +12,8 @@ The student calls go through a *caller*: by default a direct client (no store, n
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -106,15 +108,17 @@ class PromptTask(Task):
         self.n_train, self.n_validation, self.n_test, self.split_seed = n_train, n_validation, n_test, split_seed
 
     # ------------------------------------------------------------ subclass hooks
+    @abstractmethod
     def _load(self) -> Splits:
-        raise NotImplementedError
+        """The task's train, validation and test examples."""
 
+    @abstractmethod
     def judge_one(self, reply_text: str, example: Example) -> tuple[str, float, str]:
         """(kind, metric value, prediction) of one OK reply."""
-        raise NotImplementedError
 
+    @abstractmethod
     def metric_name(self) -> str:
-        raise NotImplementedError
+        """The metric's name, as reports and feedback show it."""
 
     # ------------------------------------------------------------ spec and text
     def _spec(self, task_id: str) -> TaskSpec:
