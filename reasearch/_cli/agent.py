@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reasearch._cli._params import key_values
 from reasearch.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
@@ -112,19 +113,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=lessons_collect)
 
 
-def _params(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"-p takes KEY=VALUE, not {pair!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The spec fields the model options set (on resume, only the ones given)."""
     out = {"base_url": args.base_url, "max_tokens": args.max_output_tokens, "temperature": args.temperature,
@@ -203,7 +191,7 @@ def optimize(args: argparse.Namespace) -> int:
 
     from reasearch._cli.prompt import is_prompt_task, student_params
 
-    params = _params(args.param)
+    params = key_values(args.param)
     task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
     prompt_task = is_prompt_task(task)
     if prompt_task:

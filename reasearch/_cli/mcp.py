@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from reasearch._cli._params import key_values
 from reasearch.errors import ConfigError
 
 EXIT_OK = 0
@@ -45,19 +45,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", help=f"bearer token HTTP clients must send (default: ${TOKEN_ENV})")
     p.add_argument("--quiet", action="store_true", help="no line per call on stderr")
     p.set_defaults(func=serve)
-
-
-def _kv(pairs: list[str], flag: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{flag} takes KEY=VALUE, not {pair!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
 
 
 def _progress(console: Console, quiet: bool) -> Any:
@@ -112,9 +99,9 @@ def serve(args: argparse.Namespace) -> int:
         else:
             from reasearch.evaluators import make
 
-            params = _kv(args.param, "-p")
+            params = key_values(args.param)
             make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is stored
-            budget = {"evaluations": 50 if args.budget is None else args.budget, **_kv(args.cap, "--cap")}
+            budget = {"evaluations": 50 if args.budget is None else args.budget, **key_values(args.cap, "--cap")}
             lessons = Path(args.lessons).read_text() if args.lessons else None
             driver = mcp_server.start_mcp_run(args.task_id, store=store, run_dir=args.run_dir, budget=budget,
                                               task_params=params, seed=args.seed, lessons=lessons,

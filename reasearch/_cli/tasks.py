@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from reasearch._cli._params import key_values
 from reasearch.errors import ConfigError
 from reasearch.evaluators.registry import list_tasks, make, registered_entry
 from reasearch.evaluators.result import EvalResult, Status
@@ -119,20 +120,6 @@ def run_tasks(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------- eval
 
 
-def _parse_params(items: list[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise ConfigError(f"bad parameter {item!r}: write -p key=value")
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        params[key.strip()] = value
-    return params
-
-
 def _read_source(path: str) -> str:
     p = Path(path)
     if not p.is_file():
@@ -181,7 +168,7 @@ def result_table(task_id: str, result: EvalResult, best_known: float | None) -> 
 def run_eval(args: argparse.Namespace) -> int:
     from reasearch._cli.prompt import ProgressCaller, is_prompt_task, progress_bar, student_params
 
-    params = _parse_params(args.param)
+    params = key_values(args.param)
     task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
     if is_prompt_task(task) and student_params(args):
         task = make(args.task_id, **params, **student_params(args))
@@ -225,7 +212,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_seed(args: argparse.Namespace) -> int:
-    task = make(args.task_id, **_parse_params(args.param))
+    task = make(args.task_id, **key_values(args.param))
     out = Path(args.output)
     if getattr(task, "candidate_kind", "program") == "repository":
         from reasearch.evaluators.repo import write_repo
