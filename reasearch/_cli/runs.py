@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reasearch.runs.display import age_text, budget_text
 from reasearch.runs.ledger import Budget, Unit
 from reasearch.runs.run import Run, effective_state
 from reasearch.runs.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_existing_store
@@ -63,24 +64,6 @@ def _fmt(x: float | None) -> str:
     return f"{x:.10g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.4e}"
 
 
-def _age(seconds: float) -> str:
-    """``42 s``, ``7 min``, ``3.5 h``, ``2.0 d``: how long ago a run last wrote (a dead driver stops writing)."""
-    seconds = max(seconds, 0.0)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
-def _budget_text(used: dict[Unit, float], caps: dict[Unit, float]) -> str:
-    parts = [f"{u.value} {used.get(u, 0.0):g}/{cap:g}" for u, cap in caps.items()]
-    parts += [f"{u.value} {v:g}" for u, v in used.items() if u not in caps and v]
-    return ", ".join(parts) or "-"
-
-
 def _store_flag(args: argparse.Namespace, store: Store) -> str:
     if args.store:
         return f"--store {args.store}"
@@ -106,7 +89,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                          "stored_state": rec.state.value,
                          "resume": resume_hint(rec, _store_flag(args, store)) if state.value == "interrupted" else None,
                          "best_score": st.best_score, "evaluations": st.evaluations,
-                         "budget": _budget_text(dict(st.used), dict(st.caps)),
+                         "budget": budget_text(dict(st.used), dict(st.caps)),
                          "used": {u.value: v for u, v in st.used.items() if v},
                          "caps": {u.value: v for u, v in st.caps.items()},
                          "created_at": rec.created_at, "updated_at": rec.updated_at})
@@ -119,7 +102,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     now = time.time()
     for r in rows:
         table.add_row(r["id"], r["task_id"], str(r["seed"]), r["state"], _fmt(r["best_score"]), str(r["evaluations"]),
-                      r["budget"], _age(now - r["updated_at"]) + " ago")
+                      r["budget"], age_text(now - r["updated_at"]) + " ago")
     console = Console()
     console.print(table)
     for r in rows:

@@ -28,6 +28,7 @@ from reasearch.errors import ConfigError, StoreError
 from reasearch.reports._model import load_run
 from reasearch.reports._page import CSS, plotly_js, report_html, report_payload, script_json
 from reasearch.reports._sections import fmt_score, utc
+from reasearch.runs.display import age_text, budget_text
 from reasearch.runs.ledger import Budget
 from reasearch.runs.store import Store
 
@@ -129,27 +130,12 @@ async def _deny(send: Send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _budget_text(usage: dict[str, float], caps: dict[str, float]) -> str:
-    parts = [f"{u} {usage.get(u, 0.0):g}/{cap:g}" for u, cap in caps.items()]
-    parts += [f"{u} {v:g}" for u, v in usage.items() if u not in caps and v]
-    return ", ".join(parts) or "-"
-
-
-def _age(seconds: float) -> str:
-    seconds = max(seconds, 0.0)
-    if seconds < 120:
-        return f"{seconds:.0f} s ago"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min ago"
-    return f"{seconds / 3600:.1f} h ago"
-
-
 def _row(store: Store, run_id: str) -> dict[str, Any]:
     view = load_run(store, run_id)
     rec, best = view.record, view.best
     return {"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": rec.state.value,
             "best_score": None if best is None else best.result.score, "evaluations": len(view.evaluations),
-            "budget": _budget_text(dict(view.usage), {u.value: c for u, c in Budget.from_dict(rec.budget).units().items()}),
+            "budget": budget_text(dict(view.usage), {u.value: c for u, c in Budget.from_dict(rec.budget).units().items()}),
             "updated_at": rec.updated_at, "created_at": rec.created_at}
 
 
@@ -173,7 +159,7 @@ def runs_table(store: Store, cache: dict[str, tuple[Any, dict[str, Any]]] | None
         f"<tr class='run' data-run-id='{e(r['id'])}'><td><a href='run/{quote(r['id'])}'><code>{e(r['id'])}</code></a></td>"
         f"<td>{e(r['task_id'])}</td><td>{r['seed']}</td><td class='state-{e(r['state'])}'>{e(r['state'])}</td>"
         f"<td class='best'>{e(fmt_score(r['best_score']))}</td><td class='evals'>{r['evaluations']}</td>"
-        f"<td>{e(r['budget'])}</td><td title='{e(utc(r['updated_at']))}'>{e(_age(now - r['updated_at']))}</td></tr>"
+        f"<td>{e(r['budget'])}</td><td title='{e(utc(r['updated_at']))}'>{e(age_text(now - r['updated_at']) + ' ago')}</td></tr>"
         for r in reversed(rows))
     table = ("<table class='grid-table' id='runs'><tr><th>run</th><th>task</th><th>seed</th><th>state</th><th>best</th>"
              f"<th>evaluations</th><th>budget used/cap</th><th>last activity</th></tr>{body}</table>")
