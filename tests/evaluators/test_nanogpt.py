@@ -188,3 +188,18 @@ def test_the_manifest_is_canonical_and_round_trips(task: NanoGPTTask) -> None:
     assert decode_repo(encode_repo(again.files, time_budget_s=7)).time_budget_s == 7.0
     assert math.isclose(task.experiment_budget(decode_repo(encode_repo(again.files, time_budget_s=1e9))),
                         task.max_time_budget_s)
+
+
+def test_the_causality_probe_differs_only_from_the_cut_even_at_byte_255() -> None:
+    # Regression: a window whose donor tail is identical (a repeated corpus) gets its tail shifted by one;
+    # that shift used to overflow on uint8 255 and crashed evaluation at random (the cut and donor are random).
+    inputs = np.full((3, 8), 255, dtype=np.uint8)
+    inputs[1] = np.arange(250, 258) % 256
+    cuts = np.array([1, 4, 7])
+    donors = np.array([2, 1, 0])  # window 1 is its own donor: the next window is used instead
+    probe = NanoGPTTask.causality_probe(inputs, cuts, donors)
+    assert probe.dtype == np.uint8
+    for i, c in enumerate(cuts):
+        assert np.array_equal(probe[i, :c], inputs[i, :c])
+        assert not np.array_equal(probe[i, c:], inputs[i, c:])
+    assert np.array_equal(probe[0, 1:], np.zeros(7, dtype=np.uint8))  # 255 + 1 wraps to 0

@@ -153,6 +153,23 @@ what train.py prints about its own score is informational only.
         idx = starts[:, None] + np.arange(block)[None, :]
         return val[idx], val[idx + 1]
 
+    @staticmethod
+    def causality_probe(inputs: np.ndarray, cuts: np.ndarray, donors: np.ndarray) -> np.ndarray:
+        """A copy of ``inputs`` whose window i differs from position ``cuts[i]`` on (and never before it).
+
+        The tail comes from window ``donors[i]``; where that tail happens to be identical, every byte of it
+        is shifted by one (mod 256, computed wide so a uint8 255 wraps to 0 instead of overflowing).
+        """
+        n, block = inputs.shape
+        probe = inputs.copy()
+        for i in range(n):
+            c = int(cuts[i])
+            j = int(donors[i]) if int(donors[i]) != i else (i + 1) % n
+            probe[i, c:] = inputs[j, c:]
+            if block > 1 and np.array_equal(probe[i], inputs[i]):
+                probe[i, c:] = ((inputs[i, c:].astype(np.int64) + 1) % 256).astype(inputs.dtype)
+        return probe
+
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores raw logits of the held-out windows: ``{"logits": [N, T, 256] array, "block_size": T}``."""
         if not isinstance(data, dict) or "logits" not in data or not isinstance(data.get("block_size"), int):
@@ -194,12 +211,7 @@ what train.py prints about its own score is informational only.
         n = len(inputs)
         cuts = rng.integers(1, block, size=n) if block > 1 else np.zeros(n, dtype=np.int64)
         donors = rng.permutation(n) if n > 1 else np.zeros(1, dtype=np.int64)
-        probe = inputs.copy()
-        for i in range(n):
-            other = inputs[donors[i]] if donors[i] != i else inputs[(i + 1) % n] if n > 1 else (inputs[i] + 1) % 256
-            probe[i, cuts[i]:] = other[cuts[i]:]
-            if block > 1 and np.array_equal(probe[i], inputs[i]):
-                probe[i, cuts[i]:] = (inputs[i, cuts[i]:] + 1) % 256
+        probe = self.causality_probe(inputs, cuts, donors)
         runs = {"score": inputs, "probe": probe}
         order = ["score", "probe"] if rng.random() < 0.5 else ["probe", "score"]
         logits: dict[str, np.ndarray] = {}
