@@ -407,3 +407,27 @@ def test_kill_9_with_two_experiments_running_then_resume(run_dir: Path, monkeypa
     assert waits and "nothing was recorded or charged" in waits[0]
     # The dead driver's scratch folders were pruned (no live process held their locks).
     assert not list(experiments.glob("exp-*"))
+
+
+def test_over_mcp_a_background_experiment_reaches_the_history_and_finish_waits_for_it(run_dir: Path) -> None:
+    from reasearch.agent.mcp.driver import McpDriver, _agent
+    from reasearch.agent.testing import InstanceExecutor
+    from reasearch.evaluators.testing import ToyRepoTrainingTask
+
+    task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="mcp-client")})
+    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 3}, executor=InstanceExecutor(task),
+                     config={"driver": "mcp", "agent": cfg.to_dict(), "mcp": {"max_calls": 50}})
+    agent = _agent(run, run_dir / run.id, exec_fn=None)
+    agent._begin()
+    driver = McpDriver(agent, max_calls=50)
+    driver.call("write_file", {"path": "settings.json", "content": '{"x": 2.5, "sleep_s": 2}'})
+    started = driver.call("run_experiment", {"description": "x 2.5", "wait_s": 0})
+    assert not started.is_error and "started" in started.text
+    done = driver.call("finish", {"reason": "the only one"})  # waits for the running experiment, then chooses it
+    assert not done.is_error, done.text
+    assert run.state is RunState.FINISHED
+    assert run.store.get_run(run.id).final_candidate == run.store.evaluations(run.id)[0].candidate_id
+    # A reconnect rebuilds the same history from the journal (the result was handed over at finish's step).
+    again = McpDriver(_agent(Run.open(run.store, run.id), run_dir / run.id, exec_fn=None), max_calls=50)
+    assert [r.score for r in again.agent.history] == [pytest.approx(-0.25)]
