@@ -317,6 +317,19 @@ def test_a_running_experiment_is_listed_its_log_read_live_and_it_can_be_stopped(
     assert used[Unit.EXPERIMENTS] == 2  # the stopped one ran: charged once, with its GPU-seconds
     assert [e.result.status.value for e in run.store.evaluations(run.id)] == ["CRASH", "OK"]
     assert agent.domain.running() == []
+    # Following a log by offset: the first chunk, then the rest from the offset it gave.
+    head = agent.tools["read_log"]({"step": step, "offset": 0})
+    size = int(head.rsplit(" of ", 1)[1].split(";")[0])
+    assert f"bytes 0-{size} of {size}; next offset {size}]" in head and '"step": 0' in head
+    assert agent.tools["read_log"]({"step": step, "offset": size + 999}).endswith(f"next offset {size}]\n")
+    # A log replaced by a symlink (to a host secret) is refused, never followed.
+    secret = run_dir / "secret.txt"
+    secret.write_text("host secret")
+    log = Path(exps[1]["log_path"])
+    log.unlink()
+    log.symlink_to(secret)
+    with pytest.raises(ToolError, match="cannot be read"):
+        agent.tools["read_log"]({"step": exps[1]["step"]})
 
 
 def test_run_experiment_waits_while_every_slot_runs_one_of_the_runs_experiments(run_dir: Path) -> None:
