@@ -334,6 +334,11 @@ class RayExecutor(Executor):
         ray_future.add_done_callback(done)
         return out
 
+    @property
+    def gpu_slots(self) -> int:
+        """GPUs of the cluster: how many experiments of a training task can run at once on it."""
+        return int(self._ray.cluster_resources().get("GPU", 0))
+
     def ray_options(self, request: EvalRequest) -> dict[str, Any]:
         """Ray resources of one request: ``{"num_gpus": 1}`` for an experiment of a training task that
         may use a GPU (``slot`` ``auto`` or ``gpu``) when the cluster has GPUs; nothing more otherwise."""

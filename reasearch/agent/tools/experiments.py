@@ -278,9 +278,13 @@ class ExperimentTools:
         return ToolOutput(text, {"experiment": {"step": step, "status": "RUNNING", "candidate": cid}})
 
     def _wait_for_a_slot(self) -> float:
-        """Blocks while every slot of this machine runs one of this driver's experiments; returns the seconds waited."""
+        """Blocks while every slot (of this machine, or the Ray cluster's GPUs) runs one of this driver's
+        experiments; returns the seconds waited."""
         t0 = time.monotonic()
-        slots = _slot_count(getattr(self.ctx.task, "slot", "auto"))
+        kind = getattr(self.ctx.task, "slot", "auto")
+        slots = _slot_count(kind)
+        if kind != "cpu":  # experiments that run on a Ray cluster take its GPUs, not this machine's
+            slots = max(slots, int(getattr(getattr(self.ctx.run, "executor", None), "gpu_slots", 0) or 0))
         with self._cond:
             while sum(1 for r in self._running.values() if not r.done.is_set()) >= slots:
                 self._cond.wait(5.0)
