@@ -110,6 +110,10 @@ class ExperimentTools:
     """
 
     current_label = "Current repository"
+    start_message = ("Begin. TASK.md holds the task; the workspace is a git repository (train.py, model.py, ...) and "
+                     "is the candidate; lessons.md is your memory. run_experiment starts an experiment in the "
+                     "background and returns its id: read_log(id) follows its log while it runs, wait_experiment(id) "
+                     "returns its result, stop_experiment(id) ends it. Commit what you want to keep.")
 
     def __init__(self, ctx: ToolContext, repo: GitRepo) -> None:
         self.ctx = ctx
