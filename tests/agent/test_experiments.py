@@ -444,3 +444,39 @@ def test_over_mcp_a_background_experiment_reaches_the_history_and_finish_waits_f
     # A reconnect rebuilds the same history from the journal (the result was handed over at finish's step).
     again = McpDriver(_agent(Run.open(run.store, run.id), run_dir / run.id, exec_fn=None), max_calls=50)
     assert [r.score for r in again.agent.history] == [pytest.approx(-0.25)]
+
+
+def test_an_experiment_that_ends_during_a_compaction_is_recorded_once(run_dir: Path) -> None:
+    from reasearch.agent import Agent
+    from reasearch.agent.testing import InstanceExecutor
+    from reasearch.evaluators.testing import ToyRepoTrainingTask
+
+    task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
+    ended: dict[str, bool] = {}
+
+    def summary_after_the_end(request: ModelRequest) -> ModelReply:
+        # The summarizer's call: hold it until the experiment's thread has recorded its result.
+        deadline = time.monotonic() + 120
+        while not run.events(kind="experiment"):
+            assert time.monotonic() < deadline, "the experiment never ended"
+            time.sleep(0.05)
+        ended["during_compaction"] = not run.events(kind="compaction")
+        return say("Summary: one experiment ran (x 2.5).")
+
+    script: list[Any] = [
+        say("", call("write_file", path="settings.json", content='{"x": 2.5, "sleep_s": 1}')),
+        say("", call("run_experiment", description="x 2.5", wait_s=0), call("compact")),
+        summary_after_the_end,
+        say("", call("get_experiments")),
+        say("", call("finish", reason="x 2.5")),
+    ]
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
+    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 3}, executor=InstanceExecutor(task),
+                     config={"driver": "agent", "agent": cfg.to_dict()})
+    agent = Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
+    result = agent.optimize()
+    assert ended == {"during_compaction": True} and len(run.events(kind="compaction")) == 1
+    assert len(run.events(kind="experiment")) == 1 and len(run.store.evaluations(run.id)) == 1
+    assert run.used()[Unit.EXPERIMENTS] == 1
+    assert [r.step for r in agent.history] == [run.events(kind="experiment")[0].step]  # handed over once
+    assert result.final_score == pytest.approx(-0.25) and result.chosen_by == "agent"
