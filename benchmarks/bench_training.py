@@ -125,7 +125,11 @@ def checkpoint(env: Path, shared_data_dir: Path) -> tuple[object, Path]:
                           grace_s=30, eval_tokens=4096)
     files = task.seed_files()  # type: ignore[attr-defined]
     files["train.py"] = files["train.py"].replace("max_steps = None", "max_steps = 10")
-    res = task.evaluate(encode_repo(files))
+    os.environ["REASEARCH_KEEP_CHECKPOINTS"] = "1"  # the checkpoint is scored again below
+    try:
+        res = task.evaluate(encode_repo(files))
+    finally:
+        del os.environ["REASEARCH_KEEP_CHECKPOINTS"]
     assert res.ok, res.feedback
     return task, Path(res.metrics["experiment_dir"])
 

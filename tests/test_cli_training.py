@@ -73,3 +73,32 @@ def test_sandbox_check_gpu_reports_a_fake_device_and_probes_a_leased_slot(monkey
     assert gpu["probe"]["visible_nodes"] == []  # nothing of /dev/nvidia* for a fake device
     assert code in (0, 1)  # 1 only where nsjail itself is unavailable
     assert all(s["free"] for s in gpu["slots"]) and os.environ["REASEARCH_FAKE_GPUS"] == "2"
+
+
+def test_gpu_check_script_says_plainly_when_torch_is_a_cpu_build(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    if torch.version.cuda is not None:
+        pytest.skip("torch here is a CUDA build")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"  # a host with a driver that supports CUDA 12.8, and a CPU-only torch
+    smi.write_text("#!/bin/sh\necho '| NVIDIA-SMI 550.54.14   Driver Version: 550.54.14   CUDA Version: 12.8 |'\n")
+    smi.chmod(0o755)
+    drv = tmp_path / "drv"
+    drv.mkdir()
+    (drv / "libcuda.so.1").write_text("fake")
+    env = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYTHON": sys.executable, "REASEARCH_CUDA_LIB_DIRS": str(drv)}
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
+    cp = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    version = torch.__version__.split("+")[0]
+    assert f"torch {torch.__version__} in {sys.executable} is a CPU-only build" in cp.stderr
+    assert (f"{sys.executable} -m pip install --force-reinstall --index-url https://download.pytorch.org/whl/cu128 "
+            f"torch=={version}") in cp.stderr
+    assert '"driver_cuda": "12.8"' in cp.stdout and f'"libcuda": ["{drv}/libcuda.so.1"]' in cp.stdout
+    assert "== 1." not in cp.stdout  # it stops there, before anything obscure can fail

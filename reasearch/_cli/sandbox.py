@@ -142,6 +142,7 @@ _GPU_PROBE = (
     "try:\n"
     "    import torch\n"
     "    doc['torch'] = torch.__version__\n"
+    "    doc['torch_cuda'] = torch.version.cuda\n"
     "    doc['cuda_available'] = torch.cuda.is_available()\n"
     "    if doc['cuda_available']:\n"
     "        doc['device_count'] = torch.cuda.device_count()\n"
@@ -188,6 +189,12 @@ def _gpu_check(mode: str) -> dict[str, Any]:
                       and n != node]
             doc["only_leased_device_visible"] = node in probe.get("visible_nodes", []) and not others
             doc["probe_ok"] = doc["probe_ok"] and doc["only_leased_device_visible"]
+            if "torch" in probe and probe.get("torch_cuda") is None:
+                doc["why"] = (f"torch {probe['torch']} is a CPU-only build: install a CUDA build into the venv "
+                              "(scripts/gpu_check.sh prints the pip command)")
+            elif not probe.get("cuda_available") and "torch" in probe:
+                doc["why"] = ("torch.cuda is not available in the jail: the driver's libraries (libcuda.so.1; "
+                              "REASEARCH_CUDA_LIB_DIRS) or device nodes are missing there")
     finally:
         import shutil
 
@@ -213,4 +220,6 @@ def _print_gpu(doc: dict[str, Any]) -> None:
     colour = "green" if doc["probe_ok"] else "red"
     console.print(f"[bold {colour}]probe on {doc.get('leased')}: {doc.get('probe_status')}[/] "
                   f"({doc.get('probe_s')} s, sandbox={doc.get('sandbox_mode')})")
+    if doc.get("why"):
+        console.print(f"[red]{doc['why']}[/]", highlight=False)
     console.print(json.dumps(doc.get("probe", {})), markup=False, highlight=False)

@@ -294,6 +294,18 @@ def _ray_member_task() -> Any:
     return ray.remote(num_cpus=1, max_retries=3)(run_member)
 
 
+def member_ray_options(task_id: str, task_params: Mapping[str, Any], cluster_gpus: float) -> dict[str, Any]:
+    """Ray resources of a member beyond its CPU: one GPU for a training task (its ``slot`` ``auto`` or
+    ``gpu``) on a cluster with GPUs. Ray sets the member's ``CUDA_VISIBLE_DEVICES`` to that GPU and its
+    experiments lease exactly it (one at a time); other members never get it."""
+    if not cluster_gpus:
+        return {}
+    from reasearch.evaluators.registry import build_task
+
+    slot = getattr(build_task(task_id, dict(task_params)), "slot", None)
+    return {"num_gpus": 1} if slot in ("auto", "gpu") else {}
+
+
 def run_fleet(spec: FleetSpec, *, store: str | Path, run_dir: str | Path = "runs", fleet_id: str | None = None,
               executor: str = "local", address: str | None = None,
               on_update: Callable[[list[MemberResult]], None] | None = None) -> FleetReport:
@@ -388,12 +400,14 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
         _check_store_for_cluster(store_url, nodes)
         task = _ray_member_task()
+        cluster_gpus = float(ray.cluster_resources().get("GPU", 0))
         waiting = list(todo)
         running: dict[Any, FleetMember] = {}
         while waiting or running:
             while waiting and len(running) < spec.parallelism:
                 m = waiting.pop(0)
-                running[task.remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir)] = m
+                options = member_ray_options(m.task_id, dict(spec.task_params.get(m.task_id, {})), cluster_gpus)
+                running[task.options(**options).remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir)] = m
             done, _ = ray.wait(list(running), num_returns=1)
             for ref in done:
                 running.pop(ref)

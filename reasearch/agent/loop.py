@@ -4,6 +4,12 @@ The loop itself is :meth:`Agent.optimize` (one screen). Each step is journaled i
 (``snapshot`` and ``model_reply`` for a turn, ``tool_call`` and ``tool_result`` for a tool,
 ``compaction``, ``final``); on resume the same loop replays the recorded steps without calling the
 model or re-running tools, then continues live.
+
+Background work (a training task's experiments run while the agent goes on) reaches the loop's history
+at step boundaries only: before each live turn or tool call the domain's ``collect`` hands over what
+ended since, and the loop journals it at that step (``collected``), so a replay sees it at the same
+step. Before ``finish`` and before the run concludes, running background work is waited for
+(``settle``); when the loop dies on an error or an interrupt, it is stopped first.
 """
 
 from __future__ import annotations
@@ -180,9 +186,11 @@ class Agent:
         except BudgetExceededError as exc:  # a retry or a helper call met a spent cap
             return self._conclude(self._next_step(), str(exc))
         except ModelError as exc:  # resumable: the journal holds every step up to here
+            self._settle(stop=True)
             self.run.finish(state="interrupted", reason=f"model error: {exc}")
             raise
         except KeyboardInterrupt:
+            self._settle(stop=True)
             self.run.finish(state="interrupted", reason="interrupted by the user")
             raise
 
@@ -246,8 +254,26 @@ class Agent:
             return f"the {unit.value} budget is spent", False
         return None, False
 
+    def _settle(self, *, stop: bool = False) -> None:
+        """Waits for the domain's background work (``stop``: stops it first); a no-op for most domains."""
+        settle = getattr(self.domain, "settle", None)
+        if settle is not None:
+            settle(stop=stop)
+
+    def _collect(self, step: int, *, live: bool) -> None:
+        """Applies the background results journaled at ``step``; live, first asks the domain for new ones."""
+        rec = self.journal.get(step, "collected")
+        collect = getattr(self.domain, "collect", None)
+        if rec is None and live and collect is not None:
+            items = collect(tuple(self.history))
+            if items:
+                rec = self.journal.record(step, "collected", {"items": items})
+        for data in (rec or {}).get("items", []):
+            self._observe(data)
+
     def _turn(self, step: int, *, wrap_up: str | None) -> ModelReply:
         """One model turn: the snapshot goes into the prompt, the reply is recorded before any tool runs."""
+        self._collect(step, live=self.journal.get(step, "snapshot") is None)
         rec = self.journal.get(step, "snapshot") or self.journal.record(step, "snapshot", {
             "turn": self.turn + 1, "wrap_up": wrap_up,
             "text": self.snapshot_text(notice=wrap_up_notice(wrap_up) if wrap_up else "")})
@@ -280,6 +306,9 @@ class Agent:
         """One tool call as one step: recorded before it runs, its result recorded before it is used."""
         step = self._next_step()
         rec = self.journal.get(step, "tool_result")
+        if rec is None and call.name == "finish":
+            self._settle()  # every running experiment is recorded before the final choice
+        self._collect(step, live=rec is None)
         if rec is None:
             self.journal.record(step, "tool_call", {"id": call.id, "name": call.name, "input": dict(call.input)})
             rec = self.journal.record(step, "tool_result", self._run_tool(call))
@@ -344,6 +373,9 @@ class Agent:
     def _conclude(self, step: int, stop_reason: str | None) -> AgentResult:
         """Records the final choice (the agent's, else the best OK candidate) and why; ends the run."""
         rec = self.journal.get(step, "final")
+        if rec is None:
+            self._settle()
+        self._collect(step, live=rec is None)
         if rec is None:
             if self.final is not None:
                 rec = {**self.final, "chosen_by": "agent"}

@@ -69,7 +69,8 @@ class InstanceExecutor(Executor):
         self.submitted += 1
         fut: Future[EvalResult] = Future()
         try:
-            fut.set_result(self.task.evaluate(request.source, seed=request.seed, executor=self.runner))
+            fut.set_result(self.task.evaluate(request.source, seed=request.seed, executor=self.runner,
+                                              **dict(request.options)))
         except BaseException as exc:  # the engine's own failure, handed to the caller as the Run expects
             fut.set_exception(exc)
         return fut

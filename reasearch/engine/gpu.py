@@ -12,8 +12,17 @@ PATH; otherwise ``/proc/driver/nvidia/gpus/*/information``. A device whose ``/de
 is missing is listed by :func:`gpu_report` with the reason and never leased.
 
 A lease sets ``CUDA_VISIBLE_DEVICES`` to its device (``""`` for a CPU slot, so a CUDA build sees no
-GPU) and the thread counts of OpenMP/MKL to its cores, and names the device nodes to bind into the
-jail: ``/dev/nvidiaN`` plus ``/dev/nvidiactl``, ``/dev/nvidia-uvm`` and ``/dev/nvidia-uvm-tools``.
+GPU) and the thread counts of OpenMP/MKL to its cores, and names what to bind into the jail: the
+device nodes ``/dev/nvidiaN`` plus ``/dev/nvidiactl``, ``/dev/nvidia-uvm``, ``/dev/nvidia-uvm-tools`` and
+``/dev/nvidia-caps`` (those present), and the driver's user-space libraries (:func:`driver_libraries`),
+each file bound read-only on its own, never their folder.
+
+Devices this process may use: when ``CUDA_VISIBLE_DEVICES`` is set in the process that leases (a Ray
+task with ``num_gpus``: Ray sets it to the GPUs it assigned; or a user restricting a run), only the
+devices it names are candidates (numbers are driver indices, i.e. ``nvidia-smi`` order as under
+``CUDA_DEVICE_ORDER=PCI_BUS_ID``; ``GPU-...`` entries are UUIDs or their prefixes); an empty value means
+none (CPU slots). The lease on the chosen device is still the machine-wide flock, so processes outside
+Ray on the same box never collide with Ray's tasks. The engine never imports Ray.
 """
 
 from __future__ import annotations
@@ -32,11 +41,16 @@ from pathlib import Path
 from reasearch.errors import ConfigError, SandboxError
 
 __all__ = [
-    "GpuDevice", "GpuReport", "SlotBusyError", "SlotLease", "cpu_slots", "discover_gpus", "gpu_report",
-    "lease_dir", "lease_slot", "slot_status",
+    "GpuDevice", "GpuReport", "SlotBusyError", "SlotLease", "cpu_slots", "discover_gpus", "driver_libraries",
+    "gpu_report", "lease_dir", "lease_slot", "slot_status", "visible_devices",
 ]
 
-_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-caps")
+# The driver's user-space libraries a CUDA process loads (libcuda dlopens the others by soname).
+_DRIVER_LIB = re.compile(r"^lib(cuda|cudadebugger|nvidia-(ml|ptxjitcompiler|nvvm|gpucomp|allocator|fatbinaryloader))"
+                         r"\.so(\.[0-9]+)*$")
+_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+             "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib")
 
 
 class SlotBusyError(SandboxError):
@@ -136,6 +150,12 @@ def gpu_report() -> GpuReport:
     fake = _fake_count()
     if fake is not None:
         devices = tuple(GpuDevice(i, f"fake-{i}", "fake GPU", 0, fake=True) for i in range(fake))
+        visible = visible_devices()
+        if visible is not None:
+            why = f"not in CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')!r} of this process"
+            return GpuReport("fake", tuple(d for d in devices if _is_visible(d, visible)),
+                             tuple((d, why) for d in devices if not _is_visible(d, visible)),
+                             note="" if fake else "REASEARCH_FAKE_GPUS=0")
         return GpuReport("fake", devices, note="" if fake else "REASEARCH_FAKE_GPUS=0")
     smi = shutil.which("nvidia-smi")
     found = _from_nvidia_smi(smi) if smi else None
@@ -147,14 +167,101 @@ def gpu_report() -> GpuReport:
             "/proc/driver/nvidia/gpus lists no device (no NVIDIA driver loaded): experiments use CPU slots"
         return GpuReport("none", (), note=note)
     usable, unusable = [], []
+    visible = visible_devices()
     for dev in found:
-        if not os.path.exists(dev.node):
+        if visible is not None and not _is_visible(dev, visible):
+            unusable.append((dev, f"not in CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')!r} of this "
+                                  "process (a Ray task gets the GPUs Ray assigned it)"))
+        elif not os.path.exists(dev.node):
             unusable.append((dev, f"{dev.node} does not exist (driver listed the device, but no device node)"))
         elif not os.path.exists("/dev/nvidiactl"):
             unusable.append((dev, "/dev/nvidiactl does not exist"))
         else:
             usable.append(dev)
     return GpuReport(source, tuple(usable), tuple(unusable))
+
+
+def visible_devices() -> tuple[str, ...] | None:
+    """The entries of this process's ``CUDA_VISIBLE_DEVICES`` (None: unset, every device may be used).
+
+    As CUDA does, parsing stops at the first entry that names no device (``-1``, garbage); an empty
+    value means no GPU at all.
+    """
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return None
+    out: list[str] = []
+    for part in raw.split(","):
+        part = part.strip()
+        if not (part.isdigit() or part.startswith(("GPU-", "fake-"))):
+            break
+        out.append(part)
+    return tuple(out)
+
+
+def _is_visible(dev: GpuDevice, visible: tuple[str, ...]) -> bool:
+    for entry in visible:
+        if entry.isdigit() and int(entry) == dev.index:
+            return True
+        if not entry.isdigit() and dev.uuid.startswith(entry):
+            return True
+    return False
+
+
+def driver_libraries(search_dirs: list[str] | None = None) -> list[tuple[str, str]]:
+    """The NVIDIA driver's user-space libraries to bind read-only into a GPU jail, as ``(source, target)``.
+
+    Each library file (``libcuda.so.1``, ``libnvidia-ml.so.1``, ``libnvidia-ptxjitcompiler.so.1``, ...) is
+    bound on its own at its own path (the source is the resolved file, so a symlinked soname works); the
+    folder it sits in is not, so nothing else of a host library folder becomes visible. Files under the
+    folders every jail already sees read-only (``/usr``, ``/lib``, ...) need no bind and are left out.
+
+    Search: ``REASEARCH_CUDA_LIB_DIRS`` (colon-separated folders) when set; otherwise the paths
+    ``ldconfig -p`` lists for these names plus the usual driver folders. A name whose resolved file is
+    not itself a driver library (a symlink to elsewhere) is skipped.
+    """
+    from reasearch.engine._runtime import SYSTEM_RO
+
+    env = os.environ.get("REASEARCH_CUDA_LIB_DIRS")
+    candidates: list[str] = []
+    if search_dirs is None and env is not None:
+        search_dirs = [d for d in env.split(":") if d]
+    if search_dirs is None:
+        search_dirs = list(_LIB_DIRS)
+        ldconfig = shutil.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
+                                                     if os.path.exists(p)), None)
+        if ldconfig:
+            try:
+                out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10, check=False,
+                                     stdin=subprocess.DEVNULL).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                out = ""
+            for line in out.splitlines():
+                name, _, path = line.strip().partition(" => ")
+                if path and _DRIVER_LIB.match(name.split(" ", 1)[0]):
+                    candidates.append(path.strip())
+    for folder in search_dirs:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        candidates += [os.path.join(folder, n) for n in names if _DRIVER_LIB.match(n)]
+    visible_anyway = [os.path.realpath(p) for p in SYSTEM_RO if os.path.isdir(p)]
+    seen: set[str] = set()
+    binds: list[tuple[str, str]] = []
+    for path in candidates:
+        target = os.path.abspath(path)
+        if target in seen:
+            continue
+        seen.add(target)
+        real = os.path.realpath(target)
+        if not (_DRIVER_LIB.match(os.path.basename(real)) and os.path.isfile(real)):
+            continue  # a link to something that is not a driver library is never bound
+        parent = os.path.realpath(os.path.dirname(target))
+        if any(parent == top or parent.startswith(top + os.sep) for top in visible_anyway):
+            continue
+        binds.append((real, target))
+    return binds
 
 
 def discover_gpus() -> tuple[GpuDevice, ...]:
@@ -254,6 +361,13 @@ class SlotLease:
         if self.device is None or self.device.fake:
             return []
         return [self.device.node, *(p for p in _CONTROL_NODES if os.path.exists(p))]
+
+    def jail_binds(self) -> tuple[list[str], list[tuple[str, str]]]:
+        """What a jail on this slot needs of the host: (device nodes, bound read-write as devices are;
+        driver libraries as ``(source, target)``, bound read-only). Both empty for a CPU slot or a fake GPU."""
+        if self.device is None or self.device.fake:
+            return [], []
+        return self.device_nodes(), driver_libraries()
 
     def release(self) -> None:
         """Drops the lease (idempotent)."""

@@ -41,7 +41,7 @@ from reasearch.engine.isolation import make_launcher
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, SandboxError
 
-__all__ = ["JobOutcome", "JobSession", "SessionError", "make_reachable", "run_job", "start_session"]
+__all__ = ["JobOutcome", "JobSession", "SessionError", "gpu_jail_args", "make_reachable", "run_job", "start_session"]
 
 _MAX_METRIC_LINES = 5000
 _TAIL = 4000
@@ -77,6 +77,7 @@ class JobOutcome:
         metrics: JSON-object lines the job printed, each with ``_t`` (seconds since launch).
         first_metric_s: seconds from launch to the first metrics line (None: it printed none).
         hard_limit_s: when it would have been killed.
+        stopped: killed early on request (its ``stop_file`` appeared): status ``CRASH``, never a score.
     """
 
     status: Status
@@ -92,6 +93,7 @@ class JobOutcome:
     metrics: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     first_metric_s: float | None = None
     hard_limit_s: float = 0.0
+    stopped: bool = False
 
     @property
     def ok(self) -> bool:
@@ -101,7 +103,7 @@ class JobOutcome:
         return {"status": self.status.value, "exit_code": self.exit_code, "signal": self.signal,
                 "wall_s": self.wall_s, "cpu_s": self.cpu_s, "gpu_s": self.gpu_s, "slot": self.slot,
                 "sandbox_mode": self.sandbox_mode, "log_path": self.log_path, "first_metric_s": self.first_metric_s,
-                "hard_limit_s": self.hard_limit_s, "metrics": len(self.metrics)}
+                "hard_limit_s": self.hard_limit_s, "metrics": len(self.metrics), "stopped": self.stopped}
 
 
 class _Config:
@@ -130,6 +132,23 @@ def make_reachable(path: Path, *, writable: bool) -> None:
                 os.chmod(name, (st.st_mode & 0o777) | (0o055 if os.path.isdir(name) else 0o044))
 
 
+def gpu_jail_args(lease: SlotLease, binds_ro: Sequence[Path] = ()) -> list[str]:
+    """nsjail options for a job on ``lease``: ``binds_ro`` read-only; for a real GPU its device nodes
+    (read-write, as devices are opened; nothing else of ``/dev/nvidia*``), ``/proc/driver/nvidia`` and each
+    driver library file read-only (:func:`reasearch.engine.gpu.driver_libraries`)."""
+    extra: list[str] = []
+    for p in binds_ro:
+        extra += ["-R", str(p)]
+    nodes, libs = lease.jail_binds()
+    for node in nodes:
+        extra += ["-B", node]
+    for src, dst in libs:
+        extra += ["-R", f"{src}:{dst}"]
+    if nodes and os.path.isdir("/proc/driver/nvidia"):
+        extra += ["-R", "/proc/driver/nvidia"]
+    return extra
+
+
 def _splice(cmd: list[str], extra: list[str]) -> list[str]:
     """Inserts nsjail options before the ``--`` that starts the jailed command."""
     i = cmd.index("--")
@@ -151,6 +170,7 @@ def run_job(
     fsize_mb: int = 4096,
     log_cap_bytes: int = 16 << 20,
     mode: str = "auto",
+    stop_file: Path | None = None,
 ) -> JobOutcome:
     """Runs ``argv`` once on ``lease``'s slot, in a fresh jail, under a time budget.
 
@@ -168,6 +188,8 @@ def run_job(
         fsize_mb: largest file the job may write.
         log_cap_bytes: the log keeps this much; the rest is dropped (the job never blocks on output).
         mode: ``auto``, ``nsjail`` or ``process``.
+        stop_file: when this path appears (checked about once a second), the job is killed and reported
+            ``stopped`` (how a driver stops an experiment that runs in another thread or process).
 
     Returns:
         A :class:`JobOutcome` (failures of the job are statuses, never exceptions).
@@ -181,7 +203,7 @@ def run_job(
                                                      hard_s=hard, binds_ro=binds_ro, binds_rw=binds_rw, env=env,
                                                      memory_mb=memory_mb, fsize_mb=fsize_mb, mode=mode)
     return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, hard_s=hard, log_path=Path(log_path),
-                      log_cap=log_cap_bytes, mode=jail_mode)
+                      log_cap=log_cap_bytes, mode=jail_mode, stop_file=stop_file)
 
 
 def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: float, hard_s: float,
@@ -202,20 +224,17 @@ def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s:
             make_reachable(Path(p), writable=True)
         for p in binds_ro:
             make_reachable(Path(p), writable=False)
+        _, libs = lease.jail_binds()
+        lib_dirs = list(dict.fromkeys(os.path.dirname(dst) for _, dst in libs))
+        if lib_dirs:  # the driver's folders that are not in the loader's cache: searched after the runtime's
+            job_env["LD_LIBRARY_PATH"] = ":".join(filter(None, [dict(runtime.env).get("LD_LIBRARY_PATH", ""), *lib_dirs]))
         cmd = nsjail_argv(argv, runtime=runtime, binds_rw=[(str(p), str(p)) for p in binds_rw], cwd=str(cwd),
                           env={"PATH": path, "HOME": "/tmp", **job_env},
                           time_limit_s=math.ceil(hard) + 5,
                           rlimit_as_mb=memory_mb if memory_mb is not None else "hard",
                           rlimit_cpu_s="hard", rlimit_nproc=4096, rlimit_fsize_mb=fsize_mb, rlimit_nofile=4096,
                           tmpfs_mb=1024, two_uids=False)
-        extra: list[str] = []
-        for p in binds_ro:
-            extra += ["-R", str(p)]
-        for node in lease.device_nodes():
-            extra += ["-B", node]  # devices are opened read-write; nothing else of /dev/nvidia* is there
-        if lease.gpu and lease.device is not None and not lease.device.fake and os.path.isdir("/proc/driver/nvidia"):
-            extra += ["-R", "/proc/driver/nvidia"]
-        cmd = _splice(cmd, extra)
+        cmd = _splice(cmd, gpu_jail_args(lease, binds_ro))
         popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         popen_cwd = None
     else:
@@ -239,7 +258,7 @@ def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s:
 
 
 def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: SlotLease, hard_s: float,
-               log_path: Path, log_cap: int, mode: str) -> JobOutcome:
+               log_path: Path, log_cap: int, mode: str, stop_file: Path | None = None) -> JobOutcome:
 
     _procs.set_child_subreaper()
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -264,7 +283,7 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
     partial = b""
     metrics: list[dict[str, Any]] = []
     first_metric: float | None = None
-    killed = exited = eof = False
+    killed = exited = eof = stopped = False
     deadline = t0 + hard_s
 
     def take(data: bytes) -> None:
@@ -299,6 +318,9 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
         left = deadline - time.monotonic()
         if left <= 0:
             killed = True
+            break
+        if stop_file is not None and os.path.lexists(stop_file):
+            stopped = True
             break
         for key, _ in sel.select(min(left, 1.0)):
             if key.data == "exit":
@@ -336,6 +358,8 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
     if killed:
         note = f"\n[reasearch: killed at the hard limit, {hard_s:g} s = time budget + grace]\n"
         log.write(note.encode())
+    elif stopped:
+        log.write(f"\n[reasearch: stopped on request after {wall:.1f} s]\n".encode())
     if dropped:
         log.write(f"\n[reasearch: {dropped} bytes of output dropped past the {log_cap} byte log cap]\n".encode())
     log.close()
@@ -344,7 +368,9 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
     if mode == "nsjail" and code is not None and code > 128 and not killed:
         sig, code = code - 128, None
     tail = _tail(log_path)
-    if killed or sig == signal.SIGXCPU:
+    if stopped:
+        st = Status.CRASH
+    elif killed or sig == signal.SIGXCPU:
         st = Status.TIMEOUT
     elif "MemoryError" in tail[-600:] or "out of memory" in tail[-600:].lower() or sig == signal.SIGKILL:
         st = Status.OOM
@@ -353,7 +379,7 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
     else:
         st = Status.CRASH
     return JobOutcome(st, code, sig, wall, ru.ru_utime + ru.ru_stime, wall if lease.gpu else 0.0, lease.describe(),
-                      mode, str(log_path), tail, tuple(metrics), first_metric, hard_s)
+                      mode, str(log_path), tail, tuple(metrics), first_metric, hard_s, stopped)
 
 
 def _tail(path: Path, n: int = _TAIL) -> str:

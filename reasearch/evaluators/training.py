@@ -9,18 +9,31 @@ scores the checkpoint in a jail of its own. The log of the training run is kept 
 
 Each evaluation costs one ``experiments`` unit and the GPU-seconds the trusted side measured, debited
 with the result (``budget_estimate`` / ``evaluation_costs``).
+
+Experiment folders (``experiments_root()/exp-*``: the repository copy, the checkpoint folder, the
+trusted evaluation's files) are scratch: each is removed as soon as its experiment is scored, unless
+``REASEARCH_KEEP_CHECKPOINTS=1`` (then it is marked ``KEEP`` and left alone). What outlives it is the
+result (metrics, log tail) and, when the caller passes ``experiment_dir`` (the agent does: a folder of
+its run directory), the whole training log and a small ``status.json`` there. Each folder holds a
+flock'ed ``.lock`` for as long as its experiment runs; the first experiment of a process prunes the
+folders whose lock nobody holds (their driver died). Removal never follows a symlink (what the
+candidate wrote is hostile).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
 import os
 import secrets
-import shutil
+import threading
 import time
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
+from reasearch.engine._cleanup import remove_tree
 from reasearch.engine.gpu import SlotLease, lease_slot
 from reasearch.engine.training import JobOutcome, run_job
 from reasearch.errors import ConfigError
@@ -28,16 +41,111 @@ from reasearch.evaluators.base import Task
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["TrainingTask", "experiments_root"]
+__all__ = ["TrainingTask", "experiments_root", "keep_checkpoints", "prune_experiments"]
 
 _LOG_TAIL = 3000
+_LOCK = ".lock"
+_KEEP = "KEEP"
+_LEGACY_AGE_S = 86400.0  # an exp-* folder without a lock (an older version wrote it) is pruned after a day
+_NEW_AGE_S = 3600.0  # a folder being set up (".new-*") whose creator died
+_pruned: set[str] = set()
+_prune_lock = threading.Lock()
 
 
 def experiments_root() -> Path:
-    """Where experiment folders go: ``REASEARCH_EXPERIMENTS_DIR``, else ``/var/tmp/reasearch-experiments``."""
+    """Where experiment folders go: ``REASEARCH_EXPERIMENTS_DIR``, else ``/var/tmp/reasearch-experiments``.
+
+    The first call of a process for a folder prunes it (:func:`prune_experiments`).
+    """
     root = Path(os.environ.get("REASEARCH_EXPERIMENTS_DIR") or "/var/tmp/reasearch-experiments")
     root.mkdir(parents=True, exist_ok=True, mode=0o711)
+    with _prune_lock:
+        if str(root) not in _pruned:
+            _pruned.add(str(root))
+            prune_experiments(root)
     return root
+
+
+def keep_checkpoints() -> bool:
+    """``REASEARCH_KEEP_CHECKPOINTS=1``: experiment folders (checkpoints included) are kept after scoring."""
+    return os.environ.get("REASEARCH_KEEP_CHECKPOINTS", "").strip().lower() in ("1", "true", "yes")
+
+
+def prune_experiments(root: Path) -> list[str]:
+    """Removes the experiment folders of dead drivers under ``root``; returns the names removed.
+
+    An ``exp-*`` folder is removed when nobody holds its ``.lock`` (its experiment's process is gone), a
+    folder without a lock when it is a day old, a half-made ``.new-*`` one after an hour; ``KEEP``-marked
+    folders and every other name (data folders) stay. A symlink in their place is unlinked, never followed,
+    and removal inside never follows one either.
+    """
+    removed: list[str] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        if not name.startswith(("exp-", ".new-")):
+            continue
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not os.path.isdir(path) or os.path.islink(path):
+            if os.path.islink(path):
+                os.unlink(path)
+                removed.append(name)
+            continue
+        if os.path.lexists(os.path.join(path, _KEEP)):
+            continue
+        if name.startswith(".new-"):
+            if now - st.st_mtime > _NEW_AGE_S and remove_tree(path):
+                removed.append(name)
+            continue
+        try:
+            fd = os.open(os.path.join(path, _LOCK), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if now - st.st_mtime > _LEGACY_AGE_S and remove_tree(path):
+                removed.append(name)
+            continue
+        except OSError:
+            continue  # a lock that is a symlink or unreadable: not ours to judge
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    continue  # a live experiment
+                raise
+            if remove_tree(path):
+                removed.append(name)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _new_experiment_folder() -> tuple[Path, int]:
+    """A fresh ``exp-*`` folder with its lock held (made under a temporary name, so a pruner never sees
+    it unlocked); returns it and the lock's descriptor (close it to release)."""
+    root = experiments_root()
+    tmp = root / f".new-{secrets.token_hex(8)}"
+    tmp.mkdir(mode=0o711)
+    fd = os.open(tmp / _LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    final = root / f"exp-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+    os.rename(tmp, final)
+    return final, fd
+
+
+def _write_status(folder: Path | None, **fields: Any) -> None:
+    """``status.json`` of the caller's experiment folder (written whole, then renamed into place)."""
+    if folder is None:
+        return
+    tmp = folder / f".status-{os.getpid()}-{threading.get_ident()}"
+    tmp.write_text(json.dumps({**fields, "ts": time.time()}))
+    os.replace(tmp, folder / "status.json")
 
 
 class TrainingTask(Task):
@@ -95,10 +203,18 @@ class TrainingTask(Task):
         return {"experiments": 1.0, "gpu_seconds": float(gpu_s) if isinstance(gpu_s, (int, float)) else 0.0}
 
     # ------------------------------------------------------------ one experiment
-    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None) -> EvalResult:
+    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None,
+                 experiment_dir: str | None = None) -> EvalResult:
         """Runs one experiment (training in a jail, then the trusted evaluation) and scores it.
 
-        ``executor`` is accepted for API symmetry; experiments run on a leased slot, not in the pool.
+        Args:
+            candidate_source: the repository candidate (:func:`reasearch.evaluators.repo.encode_repo`).
+            seed: recorded in provenance.
+            executor: accepted for API symmetry; experiments run on a leased slot, not in the pool.
+            experiment_dir: a host folder of the caller's (created if missing) that receives the training
+                log as it is written (``train.log``), ``status.json`` (waiting for a slot, training,
+                evaluating, done), and where a file named ``STOP`` stops the experiment (recorded as
+                ``CRASH``: stopped, no score). Without it the log goes with the scratch folder.
         """
         if not isinstance(candidate_source, str):
             raise TypeError(f"candidate_source must be str, not {type(candidate_source).__name__}")
@@ -111,21 +227,45 @@ class TrainingTask(Task):
             return self._stamp(EvalResult.failure(Status.INVALID, f"the repository has no {self.entry_file}"),
                                candidate_source, seed, "not run")
         budget = self.experiment_budget(candidate)
-        exp_dir = experiments_root() / f"exp-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
-        exp_dir.mkdir(mode=0o711)
+        own = Path(experiment_dir) if experiment_dir else None
+        if own is not None:
+            own.mkdir(parents=True, exist_ok=True)
+        exp_dir, lock_fd = _new_experiment_folder()
+        try:
+            return self._experiment(candidate, candidate_source, seed, budget, exp_dir, own)
+        finally:
+            if keep_checkpoints():
+                (exp_dir / _KEEP).write_text("kept: REASEARCH_KEEP_CHECKPOINTS=1\n")
+            else:
+                remove_tree(str(exp_dir))
+            os.close(lock_fd)
+
+    def _experiment(self, candidate: RepoCandidate, candidate_source: str, seed: int | None, budget: float,
+                    exp_dir: Path, own: Path | None) -> EvalResult:
         repo_dir = write_repo(candidate.files, exp_dir / "repo")
         ckpt_dir = exp_dir / "out"
         ckpt_dir.mkdir()
         data_dir = self.train_data_dir()
+        log_path = (own or exp_dir) / "train.log"
+        _write_status(own, state="waiting for a slot")
         lease = lease_slot(self.slot)
+        started_at = time.time()
+        _write_status(own, state="training", slot=lease.describe(), started_at=started_at, time_budget_s=budget)
         try:
             job = run_job(["python3", self.entry_file], cwd=repo_dir, lease=lease, time_budget_s=budget,
-                          grace_s=float(self.grace_s), log_path=exp_dir / "train.log",
+                          grace_s=float(self.grace_s), log_path=log_path,
                           binds_ro=[repo_dir, data_dir], binds_rw=[ckpt_dir],
                           env={"REASEARCH_DATA_DIR": str(data_dir), "REASEARCH_OUT_DIR": str(ckpt_dir),
                                **self.job_env()},
-                          memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
-            train = _train_metrics(job, budget, exp_dir, lease)
+                          memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode,
+                          stop_file=None if own is None else own / "STOP")
+            train = _train_metrics(job, budget, exp_dir, lease, log_path if own is not None else None, started_at)
+            if job.stopped:
+                _write_status(own, state="done", status=Status.CRASH.value, slot=lease.describe(), started_at=started_at)
+                res = EvalResult.failure(Status.CRASH, f"stopped on request after {job.wall_s:.1f} s of training "
+                                         f"(no score)\nlog tail:\n{job.log_tail[-_LOG_TAIL:]}",
+                                         wall_s=job.wall_s, cpu_s=job.cpu_s, metrics={**train, "stopped": True})
+                return self._stamp(res, candidate_source, seed, job.sandbox_mode)
             if not job.ok:
                 verdict = {Status.TIMEOUT: f"killed at the hard limit ({job.hard_limit_s:g} s = budget {budget:g} s + "
                                            f"grace {float(self.grace_s):g} s): train.py must stop within its budget "
@@ -133,7 +273,9 @@ class TrainingTask(Task):
                     job.status, f"train.py ended {job.status.value} (exit code {job.exit_code}, signal {job.signal})")
                 res = EvalResult.failure(job.status, f"{verdict}\nlog tail:\n{job.log_tail[-_LOG_TAIL:]}",
                                          wall_s=job.wall_s, cpu_s=job.cpu_s, metrics=train)
+                _write_status(own, state="done", status=job.status.value, slot=lease.describe(), started_at=started_at)
                 return self._stamp(res, candidate_source, seed, job.sandbox_mode)
+            _write_status(own, state="evaluating", slot=lease.describe(), started_at=started_at, time_budget_s=budget)
             t0 = time.monotonic()
             scored = self.trusted_evaluation(exp_dir=exp_dir, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease)
             eval_s = time.monotonic() - t0
@@ -143,6 +285,7 @@ class TrainingTask(Task):
                    "gpu_s": train["gpu_s"] + (eval_s if lease.gpu else 0.0)}
         feedback = scored.feedback + f"\ntraining log tail:\n{job.log_tail[-1500:]}"
         res = scored.with_(metrics=metrics, feedback=feedback.strip(), wall_s=job.wall_s + eval_s, cpu_s=job.cpu_s)
+        _write_status(own, state="done", status=res.status.value, slot=lease.describe(), started_at=started_at)
         return self._stamp(res, candidate_source, seed, job.sandbox_mode)
 
     def _stamp(self, result: EvalResult, source: str, seed: int | None, mode: str) -> EvalResult:
@@ -153,7 +296,8 @@ class TrainingTask(Task):
                 f"{float(self.max_time_budget_s):g}); the process is killed at budget + {float(self.grace_s):g} s.")
 
 
-def _train_metrics(job: JobOutcome, budget: float, exp_dir: Path, lease: SlotLease) -> dict[str, Any]:
+def _train_metrics(job: JobOutcome, budget: float, exp_dir: Path, lease: SlotLease, log_path: Path | None,
+                   started_at: float) -> dict[str, Any]:
     """What the snapshot and ``get_experiments`` show about the training run (all informational)."""
     curve = [m for m in job.metrics if isinstance(m.get("loss"), (int, float))]
     last: Mapping[str, Any] = curve[-1] if curve else {}
@@ -161,8 +305,11 @@ def _train_metrics(job: JobOutcome, budget: float, exp_dir: Path, lease: SlotLea
     dts = [m["dt_ms"] for m in curve if isinstance(m.get("dt_ms"), (int, float))]
     return {
         "train_status": job.status.value, "train_s": round(job.wall_s, 3), "time_budget_s": budget,
-        "gpu_s": round(job.gpu_s, 3), "slot": job.slot, "log_path": str(exp_dir / "train.log"),
-        "experiment_dir": str(exp_dir), "metric_lines": len(job.metrics),
+        "gpu_s": round(job.gpu_s, 3), "slot": job.slot, "started_at": round(started_at, 3),
+        # The devices this process was given (a Ray task: the GPUs Ray assigned it; None: not restricted).
+        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "log_path": None if log_path is None else str(log_path),
+        "experiment_dir": str(exp_dir) if keep_checkpoints() else None, "metric_lines": len(job.metrics),
         "first_metric_s": None if job.first_metric_s is None else round(job.first_metric_s, 3),
         "last_step": steps[-1] if steps else None,
         "last_train_loss": last.get("loss"),
@@ -171,6 +318,6 @@ def _train_metrics(job: JobOutcome, budget: float, exp_dir: Path, lease: SlotLea
     }
 
 
-def remove_experiment(exp_dir: str | Path) -> None:
-    """Deletes an experiment folder (checkpoints and logs)."""
-    shutil.rmtree(exp_dir, ignore_errors=True)
+def remove_experiment(exp_dir: str | Path) -> bool:
+    """Deletes an experiment folder (checkpoints and logs) without following a symlink; True when gone."""
+    return remove_tree(str(exp_dir))

@@ -47,6 +47,9 @@ class EvalRequest:
         seed: passed to the task's harness and recorded in provenance.
         task_entry: ``"module:Class"`` to build a task that is not in the registry (test tasks);
             empty for registered ids.
+        options: extra keyword arguments of ``task.evaluate`` that never change the result, only where
+            its by-products go (a training task's ``experiment_dir``: the live log and a stop file).
+            Not part of any cache key. Empty for most requests.
     """
 
     task_id: str
@@ -54,14 +57,16 @@ class EvalRequest:
     source: str = ""
     seed: int | None = 0
     task_entry: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "task_params": dict(self.task_params), "source": self.source,
-                "seed": self.seed, "task_entry": self.task_entry}
+                "seed": self.seed, "task_entry": self.task_entry, "options": dict(self.options)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EvalRequest:
-        return cls(d["task_id"], dict(d.get("task_params") or {}), d["source"], d.get("seed"), d.get("task_entry", ""))
+        return cls(d["task_id"], dict(d.get("task_params") or {}), d["source"], d.get("seed"), d.get("task_entry", ""),
+                   dict(d.get("options") or {}))
 
 
 def task_entry_of(task: Task) -> str:
@@ -195,7 +200,7 @@ class LocalExecutor(Executor):
 
     def _run(self, request: EvalRequest) -> EvalResult:
         task = self._tasks.get(request)
-        return task.evaluate(request.source, seed=request.seed, executor=self.pool)
+        return task.evaluate(request.source, seed=request.seed, executor=self.pool, **dict(request.options))
 
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         if self._closed:
@@ -233,7 +238,7 @@ def ray_evaluate(request: dict[str, Any]) -> dict[str, Any]:
     """Body of the Ray task: the same call as ``LocalExecutor``; plain data in and out (no pickled results)."""
     req = EvalRequest.from_dict(request)
     task = _RAY_WORKER_TASKS.get(req)
-    return task.evaluate(req.source, seed=req.seed, executor=_ray_worker_pool()).to_dict()
+    return task.evaluate(req.source, seed=req.seed, executor=_ray_worker_pool(), **dict(req.options)).to_dict()
 
 
 def _direct_children() -> set[int]:
@@ -270,14 +275,19 @@ class RayExecutor(Executor):
 
     Connects to a running cluster (``address="auto"``, or ``RAY_ADDRESS``) and, when none is found,
     starts a local Ray with ``num_cpus`` CPUs. Each Ray task takes one CPU and runs the candidate in
-    its node's warm sandbox pool.
+    its node's warm sandbox pool. An experiment of a training task (a task with a ``slot``) on a cluster
+    that has GPUs also takes one of Ray's GPUs (``num_gpus=1``; a ``slot="cpu"`` task takes none): Ray
+    sets the task's ``CUDA_VISIBLE_DEVICES`` to the GPU it assigned, and the engine's lease takes exactly
+    that device (still flock'ed, so processes outside Ray on the node never collide with it).
 
     Args:
         address: a Ray address; ``"auto"`` finds a running cluster; None always starts a local one.
         num_cpus: CPUs of a locally started Ray (default: all).
+        num_gpus: GPUs of a locally started Ray (default: what Ray detects).
     """
 
-    def __init__(self, address: str | None = "auto", *, num_cpus: int | None = None) -> None:
+    def __init__(self, address: str | None = "auto", *, num_cpus: int | None = None,
+                 num_gpus: int | None = None) -> None:
         try:
             import ray
         except ImportError:
@@ -296,10 +306,12 @@ class RayExecutor(Executor):
                     log.info("no running Ray cluster at %r: starting a local Ray", address)
             if not started:
                 # "local": a new instance, never a stale cluster recorded under /tmp/ray by an earlier `ray start`
-                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+                ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False,
+                         log_to_driver=False)
             self._owns_ray = True
             self._ray_children = _direct_children() - before
         self._remote = ray.remote(num_cpus=1, max_retries=0)(ray_evaluate)
+        self._tasks = _TaskCache()
         self._closed = False
 
     @property
@@ -309,7 +321,7 @@ class RayExecutor(Executor):
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         if self._closed:
             raise ConfigError("this RayExecutor is closed; create a new one")
-        ray_future = self._remote.remote(request.to_dict()).future()
+        ray_future = self._remote.options(**self.ray_options(request)).remote(request.to_dict()).future()
         out: Future[EvalResult] = Future()
 
         def done(f: Future[dict[str, Any]]) -> None:
@@ -321,6 +333,19 @@ class RayExecutor(Executor):
 
         ray_future.add_done_callback(done)
         return out
+
+    @property
+    def gpu_slots(self) -> int:
+        """GPUs of the cluster: how many experiments of a training task can run at once on it."""
+        return int(self._ray.cluster_resources().get("GPU", 0))
+
+    def ray_options(self, request: EvalRequest) -> dict[str, Any]:
+        """Ray resources of one request: ``{"num_gpus": 1}`` for an experiment of a training task that
+        may use a GPU (``slot`` ``auto`` or ``gpu``) when the cluster has GPUs; nothing more otherwise."""
+        slot = getattr(self._tasks.get(request), "slot", None)
+        if slot not in ("auto", "gpu") or not self._ray.cluster_resources().get("GPU", 0):
+            return {}
+        return {"num_gpus": 1}
 
     def close(self) -> None:
         if self._closed:

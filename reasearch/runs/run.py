@@ -402,7 +402,8 @@ class Run:
         return cid
 
     def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
-                 seed: int | None = None, repeat: bool = False) -> EvalResult:
+                 seed: int | None = None, repeat: bool = False,
+                 options: Mapping[str, Any] | None = None) -> EvalResult:
         """Evaluates a candidate as step ``step`` of this run, at most once per step.
 
         In order: a step already recorded returns its stored result (resume never re-spends); a cache
@@ -421,6 +422,8 @@ class Run:
                 the variance of clock-dependent programs): charged like any evaluation, recorded with
                 ``metrics["repeat"] = True``, never read from nor written to the cache. See
                 :meth:`score_spread`.
+            options: keyword arguments for the task's ``evaluate`` that only say where by-products go
+                (a training task's ``experiment_dir``); never part of the cache key.
 
         Raises:
             ConfigError: ``step`` was already used for another candidate (the driver diverged on replay).
@@ -462,7 +465,8 @@ class Run:
                 debits = [LedgerEntry(self.id, step, unit, amount, _SHARED_CACHE_NOTE, now)
                           for unit, amount in self.evaluation_costs(result, estimate).items()]
                 return self._record_result(step, candidate, seed, result, debits=debits, key=None, release=token)
-            request = EvalRequest(self.task_id, self.task_params, source, seed, self._record.task_entry)
+            request = EvalRequest(self.task_id, self.task_params, source, seed, self._record.task_entry,
+                                  dict(options or {}))
             result = self.executor.submit(request).result()
             if repeat:
                 result = result.with_(metrics={**dict(result.metrics), "repeat": True})

@@ -118,13 +118,16 @@ def test_a_scripted_agent_lowers_val_bpb_and_keeps_the_better_commit(run_dir: Pa
         say("", call("write_file", path="train.py", content=capped)),
         say("", call("git", command='commit -am "cap training at 15 steps for quick comparisons"')),
         say("", call("run_experiment", description="baseline, lr 6e-4")),
+        say("", call("wait_experiment")),
         say("", call("write_file", path="train.py", content=_lr(capped, "3e-5"))),
         say("", call("git", command='commit -am "lr 3e-5"')),
         say("", call("run_experiment", description="lr 6e-4 -> 3e-5")),
+        say("", call("wait_experiment")),
         keep_or_revert,
         say("", call("write_file", path="train.py", content=_lr(capped, "3e-3"))),
         say("", call("git", command='commit -am "lr 3e-3"')),
         say("", call("run_experiment", description="lr 6e-4 -> 3e-3")),
+        say("", call("wait_experiment")),
         keep_or_revert,
         say("", call("get_experiments")),
         say("Done.", call("finish", reason="lr 3e-3 trains fastest in 15 steps")),
@@ -151,7 +154,10 @@ def test_a_scripted_agent_lowers_val_bpb_and_keeps_the_better_commit(run_dir: Pa
     assert exps[2]["commit"] and not exps[2]["dirty"]
     used = run.used()
     assert used[Unit.EXPERIMENTS] == 3 and used[Unit.GPU_SECONDS] > 0  # a (fake) GPU slot: its seconds are charged
-    assert "## Experiments" in agent.snapshot_text() and "Slots: gpu0" in agent.snapshot_text()
+    assert "## Experiments" in agent.snapshot_text() and "gpu0 (fake GPU) free" in agent.snapshot_text()
+    # Scratch folders (repository copies, checkpoints) are gone; the logs stay in the run directory.
+    assert not list((run_dir / "experiments").glob("exp-*"))
+    assert all(Path(e["log_path"]).is_file() and Path(e["log_path"]).is_relative_to(run_dir / run.id) for e in exps)
 
 
 # ------------------------------------------------------------------------- kill -9 and resume
@@ -201,7 +207,7 @@ def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_
         assert proc.stdout is not None
         run_id = proc.stdout.readline().strip()
         deadline = time.monotonic() + 120
-        while not any('"step": 0' in p.read_text() for p in experiments.glob("exp-*/train.log")):
+        while not any('"step": 0' in p.read_text() for p in run_dir.glob("*/experiments/step-*/train.log")):
             assert proc.poll() is None and time.monotonic() < deadline, "the experiment never started"
             time.sleep(0.05)
         assert _training_processes(experiments), "the training process is not visible"
@@ -236,3 +242,241 @@ def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_
     assert len({(e.step, e.unit, e.note) for e in ledger}) == len(ledger)
     statuses = [e["status"] for e in agent.domain.experiments()]
     assert statuses == ["INTERRUPTED", "OK"]
+
+
+# ------------------------------------------------------------------ experiments in the background
+
+
+def _last_tool_text(request: ModelRequest) -> str:
+    last = request.messages[-1]["content"]
+    return "\n".join(b["content"] if isinstance(b.get("content"), str) else json.dumps(b.get("content"))
+                     for b in last if b.get("type") == "tool_result")
+
+
+def test_a_running_experiment_is_listed_its_log_read_live_and_it_can_be_stopped(run_dir: Path) -> None:
+    from reasearch.agent import Agent
+    from reasearch.agent.testing import InstanceExecutor
+    from reasearch.evaluators.testing import ToyRepoTrainingTask
+
+    task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
+    seen: dict[str, Any] = {}
+
+    def read_the_log_when_training_printed(request: ModelRequest) -> ModelReply:
+        text = _last_tool_text(request)
+        seen["started"] = text
+        step = int(text.split("experiment ", 1)[1].split()[0])
+        seen["step"] = step
+        log = run_dir / seen["run_id"] / "experiments" / f"step-{step:05d}" / "train.log"
+        deadline = time.monotonic() + 120
+        while not (log.is_file() and '"step": 0' in log.read_text()):  # the job's first line, long before it ends
+            assert time.monotonic() < deadline, "the experiment printed nothing"
+            time.sleep(0.05)
+        return say("", call("read_log", step=step))
+
+    def keep(key: str, reply: ModelReply) -> Any:
+        def item(request: ModelRequest) -> ModelReply:
+            seen[key] = _last_tool_text(request)
+            return reply
+        return item
+
+    def stop(request: ModelRequest) -> ModelReply:
+        seen["listed"] = _last_tool_text(request)
+        return say("", call("stop_experiment", step=seen["step"]))
+
+    script: list[Any] = [
+        say("", call("write_file", path="settings.json", content='{"x": 2.0, "sleep_s": 300}')),
+        say("", call("run_experiment", description="slow", time_budget_s=60, wait_s=0)),
+        read_the_log_when_training_printed,
+        keep("log", say("", call("get_experiments"))),
+        stop,
+        keep("stopped", say("", call("write_file", path="settings.json", content='{"x": 2.5, "sleep_s": 0}'))),
+        say("", call("run_experiment", description="fast", time_budget_s=30, wait_s=0)),
+        say("", call("finish", reason="the fast one")),
+    ]
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
+    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 5}, executor=InstanceExecutor(task),
+                     config={"driver": "agent", "agent": cfg.to_dict()})
+    seen["run_id"] = run.id
+    agent = Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
+    result = agent.optimize()
+
+    step = seen["step"]
+    assert f"experiment {step} started" in seen["started"]
+    # The log was read while the experiment ran, and showed what it had printed so far.
+    assert f"[log of experiment {step} (running)" in seen["log"] and '"step": 0' in seen["log"]
+    assert '"step": 1' not in seen["log"]
+    assert f"{step:>4}  RUNNING: training on gpu0" in seen["listed"] and "s elapsed (budget 60 s)" in seen["listed"]
+    # The snapshot of the turn after the start listed it as running, on its slot, held by this run.
+    snapshots = [e.payload["text"] for e in run.events(kind="snapshot")]
+    assert any("Running (1):" in t and "busy (this run)" in t and "Slots (1/1 in use)" in t for t in snapshots)
+    assert f"experiment {step} (" in seen["stopped"] and ": CRASH" in seen["stopped"] and "stopped on request" in seen["stopped"]
+    exps = agent.domain.experiments()
+    assert [e["status"] for e in exps] == ["CRASH", "OK"] and exps[0]["stopped"] is True
+    assert result.final_score == pytest.approx(-0.25) and result.final_candidate == exps[1]["candidate"]
+    used = run.used()
+    assert used[Unit.EXPERIMENTS] == 2  # the stopped one ran: charged once, with its GPU-seconds
+    assert [e.result.status.value for e in run.store.evaluations(run.id)] == ["CRASH", "OK"]
+    assert agent.domain.running() == []
+    # Following a log by offset: the first chunk, then the rest from the offset it gave.
+    head = agent.tools["read_log"]({"step": step, "offset": 0})
+    size = int(head.rsplit(" of ", 1)[1].split(";")[0])
+    assert f"bytes 0-{size} of {size}; next offset {size}]" in head and '"step": 0' in head
+    assert agent.tools["read_log"]({"step": step, "offset": size + 999}).endswith(f"next offset {size}]\n")
+    # A log replaced by a symlink (to a host secret) is refused, never followed.
+    secret = run_dir / "secret.txt"
+    secret.write_text("host secret")
+    log = Path(exps[1]["log_path"])
+    log.unlink()
+    log.symlink_to(secret)
+    with pytest.raises(ToolError, match="cannot be read"):
+        agent.tools["read_log"]({"step": exps[1]["step"]})
+
+
+def test_run_experiment_waits_while_every_slot_runs_one_of_the_runs_experiments(run_dir: Path) -> None:
+    from reasearch.agent import Agent
+    from reasearch.agent.testing import InstanceExecutor
+    from reasearch.evaluators.testing import ToyRepoTrainingTask
+
+    task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
+    script: list[Any] = [
+        say("", call("write_file", path="settings.json", content='{"x": 2.0, "sleep_s": 8}')),
+        say("", call("run_experiment", description="first", time_budget_s=30, wait_s=0)),
+        say("", call("write_file", path="settings.json", content='{"x": 2.5, "sleep_s": 0}')),
+        say("", call("run_experiment", description="second: waits for the only slot", time_budget_s=30, wait_s=0)),
+        say("", call("wait_experiment")),
+        say("", call("finish", reason="done")),
+    ]
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
+    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 5}, executor=InstanceExecutor(task),
+                     config={"driver": "agent", "agent": cfg.to_dict()})
+    agent = Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
+    agent.optimize()
+    texts = [e.payload["text"] for e in run.events(kind="tool_result")]
+    second = next(t for t in texts if "waited" in t)
+    assert "for one of this run's experiments to free a slot" in second
+    evals = run.store.evaluations(run.id)
+    assert [e.result.status.value for e in evals] == ["OK", "OK"]
+    first, then = (e.result.metrics for e in evals)
+    assert then["started_at"] >= first["started_at"] + first["train_s"] - 0.5  # never both on the one slot
+
+
+def test_kill_9_with_two_experiments_running_then_resume(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REASEARCH_FAKE_GPUS", "2")
+    script = run_dir / "script.json"
+    replies = [
+        say("", call("write_file", path="settings.json", content='{"x": 2.0, "sleep_s": 120}')),
+        say("", call("run_experiment", description="slow A", time_budget_s=50, wait_s=0)),
+        say("", call("write_file", path="settings.json", content='{"x": 1.0, "sleep_s": 120}')),
+        say("", call("run_experiment", description="slow B", time_budget_s=50, wait_s=0)),
+        say("", call("wait_experiment", timeout_s=300)),  # the driver is killed here
+        say("", call("write_file", path="settings.json", content='{"x": 2.5, "sleep_s": 0}')),
+        say("", call("run_experiment", description="fast", time_budget_s=20, wait_s=0)),
+        say("", call("finish", reason="the fast experiment")),
+    ]
+    script.write_text(json.dumps([r.to_dict() for r in replies]))
+    experiments = run_dir / "experiments"
+    known = set(children())
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(run_dir), str(script)], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True, env=dict(os.environ))
+    try:
+        assert proc.stdout is not None
+        run_id = proc.stdout.readline().strip()
+        deadline = time.monotonic() + 120
+        while sum('"step": 0' in p.read_text() for p in run_dir.glob("*/experiments/step-*/train.log")) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "the two experiments never both started"
+            time.sleep(0.05)
+        assert len(_training_processes(experiments)) >= 2
+        from reasearch.engine.gpu import slot_status
+
+        assert not any(s["free"] for s in slot_status("gpu")), "two experiments, two (fake) GPUs"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    deadline = time.monotonic() + 20
+    while _training_processes(experiments) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _training_processes(experiments) == [], "a training process outlived its driver"
+    reap_orphans(known)
+    assert all(s["free"] for s in slot_status("gpu")), "a killed experiment still holds its slot"
+    store = open_store(run_dir)
+    assert store.evaluations(run_id) == [] and Run.open(store, run_id).used()[Unit.EXPERIMENTS] == 0
+
+    agent = open_agent(run_id, run_dir=run_dir, store=store)
+    result = agent.optimize()
+    run = agent.run
+    assert run.state is RunState.FINISHED and result.chosen_by == "agent"
+    interrupted = sorted(e.payload["description"] for e in run.events(kind="experiment_interrupted"))
+    assert interrupted == ["slow A", "slow B"]
+    evals = store.evaluations(run_id)
+    assert len(evals) == 1 and evals[0].result.score == pytest.approx(-0.25)
+    assert run.used()[Unit.EXPERIMENTS] == 1
+    ledger = store.ledger(run_id)
+    assert len({(e.step, e.unit, e.note) for e in ledger}) == len(ledger)
+    assert [e["status"] for e in agent.domain.experiments()] == ["INTERRUPTED", "INTERRUPTED", "OK"]
+    # The wait that was cut by the kill ran again after the resume, and said so.
+    waits = [e.payload["text"] for e in run.events(kind="tool_result") if "interrupted" in e.payload["text"]]
+    assert waits and "nothing was recorded or charged" in waits[0]
+    # The dead driver's scratch folders were pruned (no live process held their locks).
+    assert not list(experiments.glob("exp-*"))
+
+
+def test_over_mcp_a_background_experiment_reaches_the_history_and_finish_waits_for_it(run_dir: Path) -> None:
+    from reasearch.agent.mcp.driver import McpDriver, _agent
+    from reasearch.agent.testing import InstanceExecutor
+    from reasearch.evaluators.testing import ToyRepoTrainingTask
+
+    task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="mcp-client")})
+    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 3}, executor=InstanceExecutor(task),
+                     config={"driver": "mcp", "agent": cfg.to_dict(), "mcp": {"max_calls": 50}})
+    agent = _agent(run, run_dir / run.id, exec_fn=None)
+    agent._begin()
+    driver = McpDriver(agent, max_calls=50)
+    driver.call("write_file", {"path": "settings.json", "content": '{"x": 2.5, "sleep_s": 2}'})
+    started = driver.call("run_experiment", {"description": "x 2.5", "wait_s": 0})
+    assert not started.is_error and "started" in started.text
+    done = driver.call("finish", {"reason": "the only one"})  # waits for the running experiment, then chooses it
+    assert not done.is_error, done.text
+    assert run.state is RunState.FINISHED
+    assert run.store.get_run(run.id).final_candidate == run.store.evaluations(run.id)[0].candidate_id
+    # A reconnect rebuilds the same history from the journal (the result was handed over at finish's step).
+    again = McpDriver(_agent(Run.open(run.store, run.id), run_dir / run.id, exec_fn=None), max_calls=50)
+    assert [r.score for r in again.agent.history] == [pytest.approx(-0.25)]
+
+
+def test_an_experiment_that_ends_during_a_compaction_is_recorded_once(run_dir: Path) -> None:
+    from reasearch.agent import Agent
+    from reasearch.agent.testing import InstanceExecutor
+    from reasearch.evaluators.testing import ToyRepoTrainingTask
+
+    task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
+    ended: dict[str, bool] = {}
+
+    def summary_after_the_end(request: ModelRequest) -> ModelReply:
+        # The summarizer's call: hold it until the experiment's thread has recorded its result.
+        deadline = time.monotonic() + 120
+        while not run.events(kind="experiment"):
+            assert time.monotonic() < deadline, "the experiment never ended"
+            time.sleep(0.05)
+        ended["during_compaction"] = not run.events(kind="compaction")
+        return say("Summary: one experiment ran (x 2.5).")
+
+    script: list[Any] = [
+        say("", call("write_file", path="settings.json", content='{"x": 2.5, "sleep_s": 1}')),
+        say("", call("run_experiment", description="x 2.5", wait_s=0), call("compact")),
+        summary_after_the_end,
+        say("", call("get_experiments")),
+        say("", call("finish", reason="x 2.5")),
+    ]
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
+    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 3}, executor=InstanceExecutor(task),
+                     config={"driver": "agent", "agent": cfg.to_dict()})
+    agent = Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
+    result = agent.optimize()
+    assert ended == {"during_compaction": True} and len(run.events(kind="compaction")) == 1
+    assert len(run.events(kind="experiment")) == 1 and len(run.store.evaluations(run.id)) == 1
+    assert run.used()[Unit.EXPERIMENTS] == 1
+    assert [r.step for r in agent.history] == [run.events(kind="experiment")[0].step]  # handed over once
+    assert result.final_score == pytest.approx(-0.25) and result.chosen_by == "agent"

@@ -146,3 +146,121 @@ def test_a_lock_folder_that_is_a_symlink_or_shared_is_refused(tmp_path: Path, mo
     monkeypatch.setenv("REASEARCH_LEASE_DIR", str(shared))
     with pytest.raises(SandboxError, match="writable only by it"):
         gpu.lease_dir()
+
+
+# ------------------------------------------------------------------ the driver's libraries in the jail
+
+
+def _fake_driver_tree(base: Path) -> Path:
+    drv = base / "nvidia-driver"
+    drv.mkdir(mode=0o755)
+    (drv / "libcuda.so.535.104.05").write_text("fake libcuda")
+    (drv / "libcuda.so.1").symlink_to("libcuda.so.535.104.05")
+    (drv / "libcuda.so").symlink_to("libcuda.so.1")
+    (drv / "libnvidia-ml.so.535.104.05").write_text("fake nvml")
+    (drv / "libnvidia-ml.so.1").symlink_to("libnvidia-ml.so.535.104.05")
+    (drv / "libnvidia-ptxjitcompiler.so.1").write_text("fake ptxjit")
+    (drv / "libsecret-host-thing.so.1").write_text("must not leak")  # another library of the same folder
+    (drv / "libcudart.so.12").write_text("not the driver's")  # the CUDA runtime comes with torch, not the host
+    (drv / "libnvidia-nvvm.so.4").symlink_to("/etc/passwd")  # a driver name that resolves elsewhere
+    (drv / "notes.txt").write_text("must not leak")
+    for p in drv.iterdir():
+        if not p.is_symlink():
+            p.chmod(0o644)
+    return drv
+
+
+def test_driver_libraries_are_each_file_of_the_driver_and_nothing_else(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    drv = _fake_driver_tree(tmp_path)
+    monkeypatch.setenv("REASEARCH_CUDA_LIB_DIRS", f"{drv}:{tmp_path / 'missing'}")
+    binds = dict((dst, src) for src, dst in gpu.driver_libraries())
+    assert binds == {
+        str(drv / "libcuda.so"): str(drv / "libcuda.so.535.104.05"),
+        str(drv / "libcuda.so.1"): str(drv / "libcuda.so.535.104.05"),
+        str(drv / "libcuda.so.535.104.05"): str(drv / "libcuda.so.535.104.05"),
+        str(drv / "libnvidia-ml.so.1"): str(drv / "libnvidia-ml.so.535.104.05"),
+        str(drv / "libnvidia-ml.so.535.104.05"): str(drv / "libnvidia-ml.so.535.104.05"),
+        str(drv / "libnvidia-ptxjitcompiler.so.1"): str(drv / "libnvidia-ptxjitcompiler.so.1"),
+    }
+    # Libraries under the folders every jail already sees read-only (/usr, /lib) need no bind of their own.
+    assert all(not dst.startswith(("/usr/", "/lib/")) for _, dst in gpu.driver_libraries(["/usr/lib/x86_64-linux-gnu"]))
+
+
+def test_a_real_gpu_slot_binds_its_node_read_write_and_the_driver_files_read_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reasearch.engine.training import gpu_jail_args
+
+    drv = _fake_driver_tree(tmp_path)
+    monkeypatch.setenv("REASEARCH_CUDA_LIB_DIRS", str(drv))
+    lease = gpu.SlotLease("gpu", 3, (0,), gpu.GpuDevice(3, "GPU-1234", "H200"), -1, tmp_path / "x.lock")
+    args = gpu_jail_args(lease, [tmp_path / "repo"])
+    pairs = list(zip(args[::2], args[1::2]))
+    assert ("-R", str(tmp_path / "repo")) in pairs and ("-B", "/dev/nvidia3") in pairs
+    assert ("-R", f"{drv / 'libcuda.so.535.104.05'}:{drv / 'libcuda.so.1'}") in pairs
+    mounted = [v for flag, v in pairs if str(drv) in v]
+    assert all(flag == "-R" for flag, v in pairs if str(drv) in v)  # read-only, every one
+    assert len(mounted) == 6 and not any(v.split(":")[-1] in (str(drv), str(drv) + "/") for v in mounted)
+    assert not any(name in " ".join(mounted) for name in ("secret", "cudart", "notes", "nvvm"))
+    assert not [v for flag, v in pairs if flag == "-B" and v.startswith("/dev/nvidia") and v not in (
+        "/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-caps")]
+    fake = gpu.SlotLease("gpu", 0, (0,), gpu.GpuDevice(0, "fake-0", "fake GPU", fake=True), -1, tmp_path / "y.lock")
+    assert fake.jail_binds() == ([], [])  # a faked device binds nothing
+
+
+_LOOK = """
+import json, os, sys
+d = sys.argv[1]
+out = {"listing": sorted(os.listdir(d)), "content": open(os.path.join(d, "libcuda.so.1")).read(),
+       "ld": os.environ.get("LD_LIBRARY_PATH", "")}
+for what, fn in (("write", lambda: open(os.path.join(d, "libcuda.so.1"), "w")),
+                 ("create", lambda: open(os.path.join(d, "new.so"), "w"))):
+    try:
+        fn()
+        out[what] = "allowed"
+    except OSError as exc:
+        out[what] = exc.strerror
+print("LOOK " + json.dumps(out), flush=True)
+"""
+
+
+def test_in_the_jail_only_the_driver_files_are_visible_and_read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import shutil
+    import tempfile
+
+    from reasearch.engine._jail import nsjail_problem
+    from reasearch.engine.training import run_job
+
+    if nsjail_problem() is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI runs nsjail: {nsjail_problem()}")
+        pytest.skip(f"nsjail cannot run here: {nsjail_problem()}")
+    base = Path(tempfile.mkdtemp(prefix="reasearch-drv-", dir="/var/tmp"))
+    try:
+        base.chmod(0o755)
+        drv = _fake_driver_tree(base)
+        work = base / "work"
+        work.mkdir(mode=0o755)
+        monkeypatch.setenv("REASEARCH_CUDA_LIB_DIRS", str(drv))
+        monkeypatch.setenv("REASEARCH_LEASE_DIR", str(base / "leases"))
+        monkeypatch.setenv("REASEARCH_FAKE_GPUS", "0")
+        lease = lease_slot("cpu", wait_s=5)
+        try:
+            # A real GPU's binds minus its device node (there is no GPU here): exactly the driver's files.
+            lease.jail_binds = lambda: ([], gpu.driver_libraries())  # type: ignore[method-assign]
+            job = run_job(["python3", "-c", _LOOK, str(drv)], cwd=work, lease=lease, time_budget_s=60,
+                          log_path=base / "look.log", binds_rw=[work], mode="nsjail")
+        finally:
+            lease.release()
+        line = next((ln for ln in job.log_tail.splitlines() if ln.startswith("LOOK ")), None)
+        assert job.ok and line is not None, job.log_tail
+        seen = json.loads(line[5:])
+        assert seen["listing"] == sorted(["libcuda.so", "libcuda.so.1", "libcuda.so.535.104.05", "libnvidia-ml.so.1",
+                                          "libnvidia-ml.so.535.104.05", "libnvidia-ptxjitcompiler.so.1"])
+        assert seen["content"] == "fake libcuda"
+        assert seen["write"] != "allowed" and seen["create"] != "allowed"
+        assert str(drv) in seen["ld"].split(":")
+        assert (drv / "libcuda.so.535.104.05").read_text() == "fake libcuda"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -40,9 +40,10 @@ def _train_py(task: NanoGPTTask, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def test_the_seed_trains_and_scores_better_than_uniform(task: NanoGPTTask) -> None:
+def test_the_seed_trains_and_scores_better_than_uniform(task: NanoGPTTask, tmp_path: Path) -> None:
     # A step cap keeps the test independent of the machine's load; the budget stays the hard bound.
-    res = task.evaluate(_with(task, **{"train.py": _train_py(task, "max_steps = None", "max_steps = 25")}), seed=0)
+    res = task.evaluate(_with(task, **{"train.py": _train_py(task, "max_steps = None", "max_steps = 25")}), seed=0,
+                        experiment_dir=str(tmp_path / "exp"))
     assert res.status is Status.OK, res.feedback
     assert res.score is not None and 3.0 < res.score < 8.0  # untrained: 8 bits per byte
     m = res.metrics
@@ -51,7 +52,7 @@ def test_the_seed_trains_and_scores_better_than_uniform(task: NanoGPTTask) -> No
     assert m["last_step"] is not None and m["metric_lines"] >= 1 and m["train_s"] > 0
     if task.corpus.endswith("tinyshakespeare.txt"):
         assert m["data_sha256"] == "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
-    assert Path(m["log_path"]).is_file() and '"step": 0' in Path(m["log_path"]).read_text()
+    assert m["log_path"] == str(tmp_path / "exp" / "train.log") and '"step": 0' in Path(m["log_path"]).read_text()
     assert res.provenance is not None and res.provenance.task_id == "nanogpt/v1"
     assert task.evaluation_costs(res) == {"experiments": 1.0, "gpu_seconds": 0.0}  # a CPU slot
 

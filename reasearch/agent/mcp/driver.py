@@ -130,6 +130,7 @@ class McpDriver:
             elif e.kind == "mcp_result":
                 results[int(e.step)] = dict(e.payload)
         for step in sorted(calls):
+            self.agent._collect(step, live=False)  # background results (experiments) handed over at this step
             rec = results.get(step)
             if rec is None:
                 rec = self._close_dangling(step, calls[step])
@@ -169,6 +170,10 @@ class McpDriver:
             self.calls += 1
             self.agent.turn = self.calls
             self.agent.step = step
+            if not self.finished:
+                if name == "finish":
+                    self.agent._settle()  # running experiments are recorded before the final choice
+                self.agent._collect(step, live=True)  # what ended in the background since the last call
             rec = self._run_tool(name, args)
             self.run.log_event(step, "mcp_result", rec)
             self._observe(rec)
@@ -254,8 +259,10 @@ class McpDriver:
                 f"finish with your chosen candidate. get_status shows the budget left and the best so far.")
 
     def close(self) -> None:
-        """Stops driving the run (the run stays resumable unless it was finished)."""
+        """Stops driving the run (the run stays resumable unless it was finished); running experiments are
+        stopped and recorded first."""
         if not self.finished:
+            self.agent._settle(stop=True)
             self.run.close()
 
 

@@ -1,22 +1,44 @@
-"""The toolset of training tasks: ``run_experiment``, ``get_experiments``, ``read_log`` (and ``git``).
+"""The toolset of training tasks: ``run_experiment``, ``wait_experiment``, ``stop_experiment``,
+``get_experiments``, ``read_log`` (and ``git``).
 
 The candidate is the workspace repository (git directory outside the workspace: see
 :mod:`reasearch.agent.tools.git`). ``run_experiment`` snapshots the files git would see (tracked and
 untracked-but-not-ignored) into the canonical repository text (:mod:`reasearch.evaluators.repo`), so
-the store records exactly what ran, content-addressed, with the commit it sat on; the run's
-``evaluate`` then trains and scores it on a leased slot and debits one experiment and its GPU-seconds
-with the result.
+the store records exactly what ran, content-addressed, with the commit it sat on.
+
+Experiments run in the background. ``run_experiment`` starts one in a thread of the driver (the run's
+``evaluate``: training on a leased slot, then the trusted evaluation) and returns its id (its step) at
+once -- after ``wait_s`` seconds at most, so an experiment that fails at once reports its failure
+right away. Its log streams to ``<run>/experiments/step-NNNNN/train.log`` (``read_log`` reads it while
+it runs, by tail or from a byte offset); ``get_experiments`` and the snapshot list running experiments
+with their state and elapsed time, and the slots; ``wait_experiment`` waits for one, ``stop_experiment``
+stops one (recorded ``CRASH``, no score, charged for what it used). The thread records the result with
+its debits (one experiment, its GPU-seconds) in one store transaction, and an ``experiment`` event,
+whatever the loop is doing meanwhile (a model turn, a compaction). Results reach the agent's history
+through :meth:`ExperimentTools.collect`, which the loop calls and journals before each step, so a
+resumed run replays them at the same steps.
+
+Concurrency: at most as many experiments of a run run at once as the task has slots here (GPUs, or
+CPU slots); ``run_experiment`` beyond that waits until one of them ends (slots held by other processes
+on the machine are waited for by the lease itself). At ``finish`` (the agent's or the harness's),
+running experiments are waited for, so every experiment that was paid for is recorded and can be the
+final choice; ``stop_experiment`` them first to end sooner.
 
 Before an experiment starts, an ``experiment_start`` event is written at its step. If the driver dies
-during the experiment (``kill -9``), the training process dies with it (the engine's launcher) and no
-result or debit is recorded; when the resumed agent reaches that step again, the experiment is
-recorded as ``experiment_interrupted`` -- not run again and not charged -- and the agent is told so.
+meanwhile (``kill -9``), its training processes die with it (the engine's launcher), nothing is
+recorded or charged, and the resumed agent records each such experiment as ``experiment_interrupted``
+(never run again, never charged) -- unless its result had been stored before the driver died, in
+which case that result is what the experiment is.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +55,24 @@ __all__ = ["GITIGNORE", "ExperimentTools", "experiment_toolset", "setup_reposito
 
 GITIGNORE = "# kept out of experiments (the harness's files, data and checkpoints)\nTASK.md\nlessons.md\n" \
             "__pycache__/\n*.pyc\nout/\ndata/\n*.pt\n*.bin\n*.safetensors\n"
+
+_LOG_READ_CAP = 2 << 20
+_OFFSET_CHUNK = 64 << 10
+_SUMMARY_KEYS = ("train_s", "eval_s", "gpu_s", "slot", "log_path", "last_step", "last_train_loss", "median_step_ms",
+                 "first_metric_s", "started_at", "stopped")
+
+
+@dataclass
+class _Running:
+    """An experiment this driver started and whose thread has not ended yet."""
+
+    step: int
+    description: str
+    folder: Path
+    time_budget_s: float
+    started: float
+    thread: threading.Thread | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 def setup_repository(workspace_root: Path, repo: GitRepo, files: dict[str, str]) -> str:
@@ -62,7 +102,7 @@ def _num(x: Any, digits: int = 4) -> str:
 
 
 class ExperimentTools:
-    """Run experiments on the workspace repository and read their history and logs.
+    """Run experiments on the workspace repository in the background; read their history and logs.
 
     Args:
         ctx: the tool context (run, task, workspace, the loop's step/parent/history).
@@ -70,10 +110,17 @@ class ExperimentTools:
     """
 
     current_label = "Current repository"
+    start_message = ("Begin. TASK.md holds the task; the workspace is a git repository (train.py, model.py, ...) and "
+                     "is the candidate; lessons.md is your memory. run_experiment starts an experiment in the "
+                     "background and returns its id: read_log(id) follows its log while it runs, wait_experiment(id) "
+                     "returns its result, stop_experiment(id) ends it. Commit what you want to keep.")
 
     def __init__(self, ctx: ToolContext, repo: GitRepo) -> None:
         self.ctx = ctx
         self.repo = repo
+        self.folder = ctx.workspace.root.parent / "experiments"
+        self._running: dict[int, _Running] = {}
+        self._cond = threading.Condition()
 
     # ------------------------------------------------------------ setup and snapshot
     def setup_workspace(self) -> None:
@@ -81,11 +128,24 @@ class ExperimentTools:
         setup_repository(self.ctx.workspace.root, self.repo, self.ctx.task.seed_files())  # type: ignore[attr-defined]
 
     def experiments(self) -> list[dict[str, Any]]:
-        """Finished and interrupted experiments of the run, by step."""
+        """Ended experiments of the run (finished, stopped, interrupted, failed to start), by step."""
         run = self.ctx.run
         out = [dict(e.payload, step=e.step) for e in run.events(kind="experiment")]
         out += [dict(e.payload, step=e.step, status="INTERRUPTED") for e in run.events(kind="experiment_interrupted")]
         return sorted(out, key=lambda d: d["step"])
+
+    def running(self) -> list[dict[str, Any]]:
+        """Experiments of this driver still running: step, description, state (from the task), elapsed."""
+        with self._cond:
+            live = [r for r in self._running.values() if not r.done.is_set()]
+        out = []
+        for r in sorted(live, key=lambda r: r.step):
+            status = _read_status(r.folder)
+            out.append({"step": r.step, "description": r.description, "status": "RUNNING",
+                        "state": status.get("state", "starting"), "slot": status.get("slot"),
+                        "elapsed_s": round(time.time() - r.started, 1), "time_budget_s": r.time_budget_s,
+                        "log_path": str(r.folder / "train.log")})
+        return out
 
     def current_text(self) -> str:
         """The snapshot's "current code" line: the repository's HEAD and whether it has uncommitted changes."""
@@ -97,7 +157,7 @@ class ExperimentTools:
                 + (", uncommitted changes" if dirty else ", clean"))
 
     def snapshot_lines(self, recent: int = 5) -> list[str]:
-        """Best experiment and commit, the recent ones, and the slots (added to the state snapshot)."""
+        """Best experiment and commit, the recent ones, the running ones and the slots (added to the snapshot)."""
         exps = self.experiments()
         spec = self.ctx.task.spec
         ok = [e for e in exps if e.get("status") == "OK" and isinstance(e.get("score"), (int, float))]
@@ -110,39 +170,76 @@ class ExperimentTools:
             lines.append(f"Best: step {best['step']}, score {fmt_score(best['score'])}, commit "
                          f"{(best.get('commit') or '-')[:10]}{' +uncommitted' if best.get('dirty') else ''}: "
                          f"{best.get('description', '')[:100]}")
-        lines.append(f"{len(exps)} experiment(s) so far" + (":" if exps else "."))
+        lines.append(f"{len(exps)} experiment(s) ended so far" + (":" if exps else "."))
         for e in exps[-recent:]:
             lines.append(f"  step {e['step']:>4}  {e.get('status', '?'):<11} score {fmt_score(e.get('score'))}  "
                          f"train {_num(e.get('train_s'))} s  gpu {_num(e.get('gpu_s'))} s  "
                          f"{(e.get('commit') or '-')[:8]}  {e.get('description', '')[:60]}")
+        running = self.running()
+        if running:
+            lines.append(f"Running ({len(running)}):")
+            for r in running:
+                lines.append(f"  step {r['step']:>4}  {r['state']}{' on ' + str(r['slot']) if r.get('slot') else ''}, "
+                             f"{r['elapsed_s']:g} s elapsed, budget {r['time_budget_s']:g} s: {r['description'][:60]}")
+        else:
+            lines.append("Running: none")
         try:
             from reasearch.engine.gpu import slot_status
 
             slots = slot_status(getattr(self.ctx.task, "slot", "auto"))
-            lines.append("Slots: " + "; ".join(f"{s['slot']} {'free' if s['free'] else 'busy'}" for s in slots))
+            me = os.getpid()
+            lines.append(f"Slots ({sum(1 for s in slots if not s['free'])}/{len(slots)} in use): " + "; ".join(
+                f"{s['slot']} " + ("free" if s["free"] else "busy (this run)" if s["holder_pid"] == me
+                                    else f"busy (pid {s['holder_pid']})") for s in slots))
         except Exception as exc:  # the snapshot never fails over a status line
             lines.append(f"Slots: unknown ({exc})")
-        lines.append("Running: none (run_experiment returns when its experiment has finished)")
         return lines
+
+    # ------------------------------------------------------------ the loop's hooks
+    def collect(self, history: tuple[EvalRecord, ...]) -> list[dict[str, Any]]:
+        """Results that ended since the loop last looked, as tool-result data (``{"evaluation": ...}``).
+
+        Called (live only) before every step and journaled there by the loop. Also settles the experiments
+        an earlier driver started and never ended: their stored result if there is one, else
+        ``experiment_interrupted``.
+        """
+        self._settle_orphans()
+        seen = {r.step for r in history}
+        return [{"evaluation": e["evaluation"], "experiment_step": e["step"]} for e in self.experiments()
+                if isinstance(e.get("evaluation"), dict) and e["step"] not in seen]
+
+    def settle(self, *, stop: bool = False) -> None:
+        """Waits until no experiment of this driver runs (``stop``: stops them first)."""
+        with self._cond:
+            live = [r for r in self._running.values() if not r.done.is_set()]
+        for r in live:
+            if stop:
+                _touch(r.folder / "STOP")
+        for r in live:
+            r.done.wait()
 
     # ------------------------------------------------------------ tools
     @tool
-    def run_experiment(self, description: str, time_budget_s: float | None = None) -> ToolOutput:
-        """Trains and scores the workspace repository as it is now (uncommitted changes included): one experiment.
+    def run_experiment(self, description: str, time_budget_s: float | None = None, wait_s: float = 3.0) -> ToolOutput:
+        """Starts training and scoring the workspace repository as it is now (uncommitted changes included).
 
-        train.py runs in a fresh sandbox on a leased GPU (or CPU) slot within the time budget; the trusted
-        evaluator then scores the saved checkpoint. Costs one experiment (and its GPU-seconds). Commit the
-        state you want to keep; the result names the commit it ran on.
+        Returns the experiment's id at once (after wait_s seconds at most, to report a quick failure): train.py
+        runs in the background in a fresh sandbox on a leased GPU (or CPU) slot within the time budget, then the
+        trusted evaluator scores the saved checkpoint. Follow it with read_log(id) while it runs, get_experiments(),
+        wait_experiment(id) for its result, stop_experiment(id) to end it. Costs one experiment (and its
+        GPU-seconds), recorded when it ends. Commit the state you want to keep; the result names the commit.
+        When every slot runs one of your experiments, this waits until one of them ends.
 
         Args:
             description: what this experiment tests (e.g. 'lr 6e-4 -> 3e-3').
             time_budget_s: training seconds (default: the task's budget; capped at its maximum).
+            wait_s: seconds to wait for the result before returning (0-60; the experiment goes on either way).
         """
         ctx, run = self.ctx, self.ctx.run
         state = ctx.state()
         step = state.step
         if any(e.step == step for e in run.events(kind="experiment_start")):
-            return self._interrupted(step)
+            return self._settled_text(self._settle(step))
         if not description.strip():
             raise ToolError("describe the experiment (what it changes and why)")
         task = ctx.task
@@ -150,6 +247,9 @@ class ExperimentTools:
         cap = float(task.max_time_budget_s)  # type: ignore[attr-defined]
         if not (math.isfinite(budget) and 0 < budget <= cap):
             raise ToolError(f"time_budget_s must be > 0 and at most {cap:g} s, not {time_budget_s}")
+        wait = float(wait_s)
+        if not (math.isfinite(wait) and 0 <= wait <= 60):
+            raise ToolError(f"wait_s must be between 0 and 60, not {wait_s}")
         try:
             files = read_repo_dir(ctx.workspace.root, listed=self.repo.listed_files())
             source = encode_repo(files, time_budget_s=budget)
@@ -159,54 +259,187 @@ class ExperimentTools:
         where = f"{head[:10] if head else 'no commit'}{' +uncommitted changes' if dirty else ''}"
         from reasearch.evaluators.base import candidate_sha256
 
+        waited = self._wait_for_a_slot()
         cid = candidate_sha256(source)
-        run.log_event(step, "experiment_start", {"description": description, "commit": head, "dirty": dirty,
-                                                  "candidate": cid, "time_budget_s": budget, "ts": time.time()})
-        before = best_of(state.history, task.spec)
-        result = run.evaluate(source, step=step, parent=state.parent, note=f"step {step}: {description[:300]} @ {where}")
-        m = dict(result.metrics)
-        exp = {"candidate": cid, "commit": head, "dirty": dirty, "description": description[:500],
-               "status": result.status.value, "score": result.score, "time_budget_s": budget,
-               **{k: m.get(k) for k in ("train_s", "eval_s", "gpu_s", "slot", "log_path", "last_step",
-                                         "last_train_loss", "median_step_ms", "first_metric_s")}}
-        run.log_event(step, "experiment", exp)
-        rec = EvalRecord(step, cid, result.status.value, result.score, result.normalized_score, result.cached)
-        lines = [f"experiment at step {step} ({where}): {result.status.value}"]
-        if result.score is not None:
-            lines.append(f"score: {fmt_score(result.score)}")
-            if before is None or task.spec.is_better(result.score, before.score):
+        folder = self.folder / f"step-{step:05d}"
+        start = {"description": description[:500], "commit": head, "dirty": dirty, "candidate": cid,
+                 "time_budget_s": budget, "ts": time.time(), "folder": str(folder)}
+        run.log_event(step, "experiment_start", start)
+        r = _Running(step, description[:500], folder, budget, time.time())
+        r.thread = threading.Thread(target=self._work, args=(r, source, start, state.parent, where),
+                                    name=f"experiment-{step}", daemon=True)
+        with self._cond:
+            self._running[step] = r
+        r.thread.start()
+        if r.done.wait(wait):
+            return self._result_text(step)
+        note = f" (waited {waited:.0f} s for one of this run's experiments to free a slot)" if waited >= 1 else ""
+        status = _read_status(folder)
+        text = (f"experiment {step} started{note} on {where}: {status.get('state', 'starting')}"
+                f"{' on ' + status['slot'] if status.get('slot') else ''}, budget {budget:g} s.\n"
+                f"read_log(step={step}) follows its log; wait_experiment(step={step}) waits for its result; "
+                f"stop_experiment(step={step}) stops it.")
+        return ToolOutput(text, {"experiment": {"step": step, "status": "RUNNING", "candidate": cid}})
+
+    def _wait_for_a_slot(self) -> float:
+        """Blocks while every slot (of this machine, or the Ray cluster's GPUs) runs one of this driver's
+        experiments; returns the seconds waited."""
+        t0 = time.monotonic()
+        kind = getattr(self.ctx.task, "slot", "auto")
+        slots = _slot_count(kind)
+        if kind != "cpu":  # experiments that run on a Ray cluster take its GPUs, not this machine's
+            slots = max(slots, int(getattr(getattr(self.ctx.run, "executor", None), "gpu_slots", 0) or 0))
+        with self._cond:
+            while sum(1 for r in self._running.values() if not r.done.is_set()) >= slots:
+                self._cond.wait(5.0)
+        return time.monotonic() - t0
+
+    def _work(self, r: _Running, source: str, start: dict[str, Any], parent: str | None, where: str) -> None:
+        """The experiment's thread: evaluate (recorded and debited atomically by the run), then its event."""
+        run = self.ctx.run
+        try:
+            try:
+                result = run.evaluate(source, step=r.step, parent=parent,
+                                      note=f"step {r.step}: {r.description[:300]} @ {where}",
+                                      options={"experiment_dir": str(r.folder)})
+            except Exception as exc:  # the engine failed: nothing was recorded or charged
+                run.log_event(r.step, "experiment", {**_start_fields(start), "status": "ERROR", "score": None,
+                                                     "feedback": f"the experiment could not run: {type(exc).__name__}: "
+                                                                 f"{exc}"[:3000]})
+                return
+            run.log_event(r.step, "experiment", _experiment_payload(start, r.step, result))
+        finally:
+            r.done.set()
+            with self._cond:
+                self._cond.notify_all()
+
+    def _settle_orphans(self) -> None:
+        """Ends, in the record, every started experiment that no live thread of this driver runs."""
+        ended = {e["step"] for e in self.experiments()}
+        with self._cond:
+            mine = set(self._running)
+        for e in self.ctx.run.events(kind="experiment_start"):
+            if e.step not in ended and e.step not in mine:
+                self._settle(e.step)
+
+    def _settle(self, step: int) -> dict[str, Any]:
+        """An experiment started by a driver that died: its stored result (recorded before the death), else
+        ``experiment_interrupted`` (not charged). Returns its record."""
+        run = self.ctx.run
+        known = [e for e in self.experiments() if e["step"] == step]
+        if known:
+            return known[0]
+        start = next(e for e in run.events(kind="experiment_start") if e.step == step).payload
+        stored = getattr(getattr(run, "store", None), "get_evaluation", None)
+        existing = stored(run.id, step) if stored is not None else None
+        if existing is not None:
+            run.log_event(step, "experiment", _experiment_payload(start, step, existing.result))
+        else:
+            run.log_event(step, "experiment_interrupted",
+                          {**_start_fields(start), "reason": "the driver stopped during the experiment"})
+        return next(e for e in self.experiments() if e["step"] == step)
+
+    def _settled_text(self, exp: dict[str, Any]) -> ToolOutput:
+        if exp.get("status") == "INTERRUPTED":
+            text = (f"the experiment of step {exp['step']} ({exp.get('description')}) was interrupted: the driver "
+                    "stopped while it ran. Its training process was killed with the driver, nothing was recorded "
+                    "or charged. Call run_experiment again to run it.")
+            return ToolOutput(text, {"experiment": {**_start_fields(exp), "step": exp["step"], "status": "INTERRUPTED"}})
+        return self._result_text(exp["step"])
+
+    def _result_text(self, step: int) -> ToolOutput:
+        """What an ended experiment did, for the agent (the blocking ``run_experiment``'s old answer)."""
+        exp = next((e for e in self.experiments() if e["step"] == step), None)
+        if exp is None:
+            raise ToolError(f"experiment {step} has not ended")
+        if exp.get("status") == "INTERRUPTED":
+            return self._settled_text(exp)
+        where = f"{(exp.get('commit') or 'no commit')[:10]}{' +uncommitted changes' if exp.get('dirty') else ''}"
+        lines = [f"experiment {step} ({where}): {exp.get('status')}"]
+        score = exp.get("score")
+        if isinstance(score, (int, float)):
+            lines.append(f"score: {fmt_score(score)}")
+            others = [r for r in self.ctx.state().history if r.step != step]
+            before = best_of(others, self.ctx.task.spec)
+            if before is None or self.ctx.task.spec.is_better(score, before.score):
                 lines.append("NEW BEST" + (f" (previous {fmt_score(before.score)})" if before else ""))
             else:
                 lines.append(f"not better than the best {fmt_score(before.score)} (step {before.step})")
-        lines.append(f"training {_num(m.get('train_s'))} s of budget {budget:g} s on {m.get('slot', '?')}, "
-                     f"GPU-seconds {_num(m.get('gpu_s'))}, last step {m.get('last_step')}, "
-                     f"last train loss {m.get('last_train_loss')}")
-        if m.get("loss_curve"):
-            lines.append("loss curve (step, loss): " + ", ".join(f"({s}, {v})" for s, v in m["loss_curve"][:12]))
-        if result.feedback:
-            lines.append(result.feedback[-3000:])
+        if exp.get("status") != "ERROR":
+            lines.append(f"training {_num(exp.get('train_s'))} s of budget {_num(exp.get('time_budget_s'))} s on "
+                         f"{exp.get('slot', '?')}, GPU-seconds {_num(exp.get('gpu_s'))}, last step {exp.get('last_step')}, "
+                         f"last train loss {exp.get('last_train_loss')}")
+        if exp.get("loss_curve"):
+            lines.append("loss curve (step, loss): " + ", ".join(f"({s}, {v})" for s, v in exp["loss_curve"][:12]))
+        if exp.get("feedback"):
+            lines.append(str(exp["feedback"])[-3000:])
         lines.append(f"read_log(step={step}) shows the whole training log")
-        return ToolOutput("\n".join(lines), {"evaluation": rec.to_dict(), "experiment": {**exp, "step": step}})
+        return ToolOutput("\n".join(lines), {"experiment": {k: v for k, v in exp.items() if k != "feedback"}})
 
-    def _interrupted(self, step: int) -> ToolOutput:
-        run = self.ctx.run
-        start = next(e for e in run.events(kind="experiment_start") if e.step == step)
-        payload = {k: start.payload.get(k) for k in ("description", "commit", "dirty", "candidate", "time_budget_s")}
-        run.log_event(step, "experiment_interrupted", {**payload, "reason": "the driver stopped during the experiment"})
-        text = (f"the experiment of step {step} ({payload.get('description')}) was interrupted: the driver stopped "
-                "while it ran. Its training process was killed with the driver, nothing was recorded or charged. "
-                "Call run_experiment again to run it.")
-        return ToolOutput(text, {"experiment": {**payload, "step": step, "status": "INTERRUPTED"}})
+    def _pick(self, step: int | None) -> int:
+        """The experiment a tool means: ``step``, else the most recent one (running or ended)."""
+        known = {e["step"] for e in self.experiments()} | set(self._running)
+        if not known:
+            raise ToolError("no experiment yet: run_experiment starts one")
+        if step is None:
+            return max(known)
+        if int(step) not in known:
+            raise ToolError(f"no experiment has id {step}; ids (their steps): {sorted(known)}")
+        return int(step)
+
+    @tool
+    def wait_experiment(self, step: int | None = None, timeout_s: float = 600.0) -> ToolOutput:
+        """Waits for an experiment to end and returns its result (score, whether it is the new best, log tail).
+
+        Args:
+            step: the experiment's id (the step run_experiment gave; default: the most recent experiment).
+            timeout_s: return after this many seconds if it is still running (it goes on; 1-3600).
+        """
+        step = self._pick(step)
+        timeout = float(timeout_s)
+        if not (math.isfinite(timeout) and 1 <= timeout <= 3600):
+            raise ToolError(f"timeout_s must be between 1 and 3600, not {timeout_s}")
+        r = self._running.get(step)
+        if r is not None and not r.done.wait(timeout):
+            status = _read_status(r.folder)
+            return ToolOutput(f"experiment {step} is still running after {timeout:g} s more ({status.get('state', '?')}, "
+                              f"{time.time() - r.started:.0f} s elapsed of a {r.time_budget_s:g} s budget); "
+                              "wait_experiment again, read_log it, or stop_experiment it",
+                              {"experiment": {"step": step, "status": "RUNNING"}})
+        if r is None and not any(e["step"] == step for e in self.experiments()):
+            return self._settled_text(self._settle(step))
+        return self._result_text(step)
+
+    @tool
+    def stop_experiment(self, step: int) -> ToolOutput:
+        """Stops a running experiment: its training is killed, it is recorded as CRASH (stopped, no score) and
+        charged for what it used. An experiment already in its trusted evaluation finishes that first.
+
+        Args:
+            step: the experiment's id (the step run_experiment gave).
+        """
+        step = self._pick(step)
+        r = self._running.get(step)
+        if r is None or r.done.is_set():
+            raise ToolError(f"experiment {step} is not running (it has ended: wait_experiment({step}) shows its result)")
+        _touch(r.folder / "STOP")
+        if not r.done.wait(120.0):
+            return ToolOutput(f"experiment {step} was asked to stop and has not ended yet "
+                              f"({_read_status(r.folder).get('state', '?')}); wait_experiment({step}) shows its result",
+                              {"experiment": {"step": step, "status": "RUNNING"}})
+        return self._result_text(step)
 
     @tool
     def get_experiments(self, last: int = 20) -> str:
-        """Lists the experiments so far: step, candidate, commit, status, score, training and GPU seconds, description.
+        """Lists the experiments: running ones (state, elapsed seconds) and ended ones (step, candidate, commit,
+        status, score, training and GPU seconds, description).
 
         Args:
-            last: how many of the most recent experiments to list.
+            last: how many of the most recent ended experiments to list.
         """
         exps = self.experiments()[-max(1, int(last)):]
-        if not exps:
+        running = self.running()
+        if not exps and not running:
             return "no experiments yet: run_experiment trains and scores the current repository"
         rows = ["step  candidate     commit      status       score        train_s  gpu_s   description"]
         for e in exps:
@@ -214,40 +447,91 @@ class ExperimentTools:
             rows.append(f"{e['step']:>4}  {(e.get('candidate') or '-')[:12]}  {commit:<11} {e.get('status', '?'):<12} "
                         f"{fmt_score(e.get('score')):<12} {_num(e.get('train_s')):<8} {_num(e.get('gpu_s')):<7} "
                         f"{e.get('description', '')[:80]}")
+        for r in running:
+            rows.append(f"{r['step']:>4}  RUNNING: {r['state']}{' on ' + str(r['slot']) if r.get('slot') else ''}, "
+                        f"{r['elapsed_s']:g} s elapsed (budget {r['time_budget_s']:g} s)  {r['description'][:80]}")
         return "\n".join(rows)
 
     @tool
-    def read_log(self, step: int | None = None, tail_lines: int = 100, grep: str | None = None) -> str:
-        """Reads the training log (stdout and stderr) of an experiment.
+    def read_log(self, step: int | None = None, tail_lines: int = 100, grep: str | None = None,
+                 offset: int | None = None) -> str:
+        """Reads the training log (stdout and stderr) of an experiment, also while it runs.
 
         Args:
-            step: the experiment's step (default: the latest experiment).
+            step: the experiment's id (default: the most recent experiment).
             tail_lines: how many lines from the end to show.
             grep: show only lines containing this text (e.g. 'loss' or 'Error').
+            offset: read from this byte offset instead of the tail (up to 64 KB; the reply gives the next
+                offset, to follow a running experiment).
         """
-        exps = [e for e in self.experiments() if e.get("log_path")]
-        if not exps:
-            raise ToolError("no experiment has a log yet")
-        if step is None:
-            exp = exps[-1]
-        else:
-            found = [e for e in exps if e["step"] == int(step)]
-            if not found:
-                raise ToolError(f"no experiment at step {step}; steps with logs: {[e['step'] for e in exps]}")
-            exp = found[0]
-        path = Path(exp["log_path"])
+        step = self._pick(step)
+        r = self._running.get(step)
+        exp = next((e for e in self.experiments() if e["step"] == step), None)
+        path_text = (exp or {}).get("log_path") or str(self.folder / f"step-{step:05d}" / "train.log")
+        state = "running" if r is not None and not r.done.is_set() else (exp or {}).get("status", "?")
         try:
-            with open(path, "rb") as fh:
-                fh.seek(0, 2)
-                size = fh.tell()
-                fh.seek(max(0, size - (2 << 20)))
-                text = fh.read().decode("utf-8", errors="replace")
+            data, size = _read_file(Path(path_text), offset)
+        except FileNotFoundError:
+            return f"[log of experiment {step} ({state}): nothing written yet]"
         except OSError as exc:
-            raise ToolError(f"the log of step {exp['step']} cannot be read: {exc}") from None
+            raise ToolError(f"the log of experiment {step} cannot be read: {exc}") from None
+        text = data.decode("utf-8", errors="replace")
+        if offset is not None:
+            start = min(max(0, int(offset)), size)
+            return "\n".join([f"[log of experiment {step} ({state}): bytes {start}-{start + len(data)} of {size}; "
+                              f"next offset {start + len(data)}]", text])
         lines = text.splitlines()
         if grep:
             lines = [ln for ln in lines if grep in ln]
         n = max(1, min(int(tail_lines), 2000))
         shown = lines[-n:]
-        head = f"[log of step {exp['step']}: {len(lines)} line(s){' matching ' + repr(grep) if grep else ''}, last {len(shown)}]"
+        head = (f"[log of experiment {step} ({state}): {len(lines)} line(s){' matching ' + repr(grep) if grep else ''}, "
+                f"last {len(shown)}; {size} bytes]")
         return "\n".join([head, *shown])
+
+
+def _start_fields(start: dict[str, Any]) -> dict[str, Any]:
+    return {k: start.get(k) for k in ("description", "commit", "dirty", "candidate", "time_budget_s")}
+
+
+def _experiment_payload(start: dict[str, Any], step: int, result: Any) -> dict[str, Any]:
+    """The ``experiment`` event of an ended experiment: what ran, how it ended, its evaluation record."""
+    m = dict(result.metrics)
+    rec = EvalRecord(step, start["candidate"], result.status.value, result.score, result.normalized_score, result.cached)
+    return {**_start_fields(start), "status": result.status.value, "score": result.score,
+            **{k: m.get(k) for k in _SUMMARY_KEYS}, "loss_curve": m.get("loss_curve"),
+            "feedback": (result.feedback or "")[-3000:], "evaluation": rec.to_dict(), "ended_at": time.time()}
+
+
+def _read_status(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("stop\n")
+
+
+def _slot_count(kind: str) -> int:
+    from reasearch.engine.gpu import slot_status
+
+    try:
+        return max(1, len(slot_status(kind)))
+    except Exception:  # no usable slot of that kind: the lease will say why
+        return 1
+
+
+def _read_file(path: Path, offset: int | None) -> tuple[bytes, int]:
+    """(bytes, file size): from ``offset`` (64 KB at most) or the last 2 MB; never through a symlink."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        if offset is not None:
+            fh.seek(min(max(0, int(offset)), size))
+            return fh.read(_OFFSET_CHUNK), size
+        fh.seek(max(0, size - _LOG_READ_CAP))
+        return fh.read(), size
