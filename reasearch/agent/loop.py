@@ -10,6 +10,10 @@ at step boundaries only: before each live turn or tool call the domain's ``colle
 ended since, and the loop journals it at that step (``collected``), so a replay sees it at the same
 step. Before ``finish`` and before the run concludes, running background work is waited for
 (``settle``); when the loop dies on an error or an interrupt, it is stopped first.
+
+Drivers other than :meth:`Agent.optimize` (the MCP server, where the client is the model) use the same
+public step API: :meth:`Agent.begin` (step 0), :meth:`Agent.collect` and :meth:`Agent.observe` (apply
+background and tool results), :meth:`Agent.settle` and :meth:`Agent.conclude` (the final choice).
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ class Agent:
     # ---------------------------------------------------------------- the loop
     def optimize(self) -> AgentResult:
         """Runs (or resumes) the agent until it calls ``finish`` or a limit is reached."""
-        self._begin()
+        self.begin()
         try:
             while True:
                 step = self._next_step()
@@ -178,19 +182,19 @@ class Agent:
                     self._compact(step, reason)
                     continue
                 if action == "stop":
-                    return self._conclude(step, reason)
+                    return self.conclude(step, reason)
                 reply = self._turn(step, wrap_up=reason)
                 self.pending = self._execute_all(reply.tool_calls) or [text_block(NO_TOOL_NUDGE)]
                 if self.final is not None:
-                    return self._conclude(self._next_step(), "the agent called finish")
+                    return self.conclude(self._next_step(), "the agent called finish")
         except BudgetExceededError as exc:  # a retry or a helper call met a spent cap
-            return self._conclude(self._next_step(), str(exc))
+            return self.conclude(self._next_step(), str(exc))
         except ModelError as exc:  # resumable: the journal holds every step up to here
-            self._settle(stop=True)
+            self.settle(stop=True)
             self.run.finish(state="interrupted", reason=f"model error: {exc}")
             raise
         except KeyboardInterrupt:
-            self._settle(stop=True)
+            self.settle(stop=True)
             self.run.finish(state="interrupted", reason="interrupted by the user")
             raise
 
@@ -199,7 +203,7 @@ class Agent:
         self.step += 1
         return self.step
 
-    def _begin(self) -> None:
+    def begin(self) -> None:
         """Step 0: the workspace (task, seed program, lessons) and the run's provenance."""
         self.step = 0
         if self.journal.get(0, "start") is None:
@@ -254,13 +258,13 @@ class Agent:
             return f"the {unit.value} budget is spent", False
         return None, False
 
-    def _settle(self, *, stop: bool = False) -> None:
+    def settle(self, *, stop: bool = False) -> None:
         """Waits for the domain's background work (``stop``: stops it first); a no-op for most domains."""
         settle = getattr(self.domain, "settle", None)
         if settle is not None:
             settle(stop=stop)
 
-    def _collect(self, step: int, *, live: bool) -> None:
+    def collect(self, step: int, *, live: bool) -> None:
         """Applies the background results journaled at ``step``; live, first asks the domain for new ones."""
         rec = self.journal.get(step, "collected")
         collect = getattr(self.domain, "collect", None)
@@ -269,11 +273,11 @@ class Agent:
             if items:
                 rec = self.journal.record(step, "collected", {"items": items})
         for data in (rec or {}).get("items", []):
-            self._observe(data)
+            self.observe(data)
 
     def _turn(self, step: int, *, wrap_up: str | None) -> ModelReply:
         """One model turn: the snapshot goes into the prompt, the reply is recorded before any tool runs."""
-        self._collect(step, live=self.journal.get(step, "snapshot") is None)
+        self.collect(step, live=self.journal.get(step, "snapshot") is None)
         rec = self.journal.get(step, "snapshot") or self.journal.record(step, "snapshot", {
             "turn": self.turn + 1, "wrap_up": wrap_up,
             "text": self.snapshot_text(notice=wrap_up_notice(wrap_up) if wrap_up else "")})
@@ -307,12 +311,12 @@ class Agent:
         step = self._next_step()
         rec = self.journal.get(step, "tool_result")
         if rec is None and call.name == "finish":
-            self._settle()  # every running experiment is recorded before the final choice
-        self._collect(step, live=rec is None)
+            self.settle()  # every running experiment is recorded before the final choice
+        self.collect(step, live=rec is None)
         if rec is None:
             self.journal.record(step, "tool_call", {"id": call.id, "name": call.name, "input": dict(call.input)})
             rec = self.journal.record(step, "tool_result", self._run_tool(call))
-        self._observe(rec.get("data") or {})
+        self.observe(rec.get("data") or {})
         self.last_tool = call.name
         self._progress()
         text = rec["text"]
@@ -337,7 +341,7 @@ class Agent:
         out = out if isinstance(out, ToolOutput) else ToolOutput(str(out))
         return {"name": call.name, "is_error": False, "text": out.text, "data": dict(out.data) if out.data else None}
 
-    def _observe(self, data: Mapping[str, Any]) -> None:
+    def observe(self, data: Mapping[str, Any]) -> None:
         """Applies a tool result's effect on the loop state (live and when replaying)."""
         if "evaluation" in data:
             rec = EvalRecord.from_dict(data["evaluation"])
@@ -370,12 +374,12 @@ class Agent:
         self.snapshot_fresh, self.compact_requested = True, False
         self.context_tokens = estimate_tokens(self.messages)
 
-    def _conclude(self, step: int, stop_reason: str | None) -> AgentResult:
+    def conclude(self, step: int, stop_reason: str | None) -> AgentResult:
         """Records the final choice (the agent's, else the best OK candidate) and why; ends the run."""
         rec = self.journal.get(step, "final")
         if rec is None:
-            self._settle()
-        self._collect(step, live=rec is None)
+            self.settle()
+        self.collect(step, live=rec is None)
         if rec is None:
             if self.final is not None:
                 rec = {**self.final, "chosen_by": "agent"}

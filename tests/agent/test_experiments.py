@@ -432,7 +432,7 @@ def test_over_mcp_a_background_experiment_reaches_the_history_and_finish_waits_f
     run = Run.create(open_store(run_dir), task=task, budget={"experiments": 3}, executor=InstanceExecutor(task),
                      config={"driver": "mcp", "agent": cfg.to_dict(), "mcp": {"max_calls": 50}})
     agent = _agent(run, run_dir / run.id, exec_fn=None)
-    agent._begin()
+    agent.begin()
     driver = McpDriver(agent, max_calls=50)
     driver.call("write_file", {"path": "settings.json", "content": '{"x": 2.5, "sleep_s": 2}'})
     started = driver.call("run_experiment", {"description": "x 2.5", "wait_s": 0})

@@ -80,7 +80,7 @@ def test_a_symlink_at_the_target_is_refused_and_never_written_through(open_dir: 
 @pytest.fixture()
 def agent_in(open_dir: Path, make_agent: Callable[..., tuple[Agent, Run]]) -> Agent:
     agent, _ = make_agent([], root=str(open_dir / "run"))
-    agent._begin()  # writes TASK.md, candidate.py and lessons.md
+    agent.begin()  # writes TASK.md, candidate.py and lessons.md
     return agent
 
 

@@ -130,7 +130,7 @@ class McpDriver:
             elif e.kind == "mcp_result":
                 results[int(e.step)] = dict(e.payload)
         for step in sorted(calls):
-            self.agent._collect(step, live=False)  # background results (experiments) handed over at this step
+            self.agent.collect(step, live=False)  # background results (experiments) handed over at this step
             rec = results.get(step)
             if rec is None:
                 rec = self._close_dangling(step, calls[step])
@@ -157,7 +157,7 @@ class McpDriver:
     def _observe(self, rec: Mapping[str, Any]) -> None:
         data = dict(rec.get("data") or {})
         data.pop("final", None)  # a recorded finish is the run's state, read from the store
-        self.agent._observe(data)
+        self.agent.observe(data)
 
     # ------------------------------------------------------------ calls
     def call(self, name: str, arguments: Mapping[str, Any] | None, *, client: str = "") -> McpCallResult:
@@ -172,8 +172,8 @@ class McpDriver:
             self.agent.step = step
             if not self.finished:
                 if name == "finish":
-                    self.agent._settle()  # running experiments are recorded before the final choice
-                self.agent._collect(step, live=True)  # what ended in the background since the last call
+                    self.agent.settle()  # running experiments are recorded before the final choice
+                self.agent.collect(step, live=True)  # what ended in the background since the last call
             rec = self._run_tool(name, args)
             self.run.log_event(step, "mcp_result", rec)
             self._observe(rec)
@@ -208,7 +208,7 @@ class McpDriver:
 
     def _finish(self, final: dict[str, Any]) -> None:
         self.agent.final = final
-        self.agent._conclude(self.run.last_step() + 1, "the MCP client called finish")
+        self.agent.conclude(self.run.last_step() + 1, "the MCP client called finish")
         self.finished = True
 
     def budget_line(self) -> str:
@@ -262,7 +262,7 @@ class McpDriver:
         """Stops driving the run (the run stays resumable unless it was finished); running experiments are
         stopped and recorded first."""
         if not self.finished:
-            self.agent._settle(stop=True)
+            self.agent.settle(stop=True)
             self.run.close()
 
 
@@ -303,7 +303,7 @@ def start_mcp_run(task_id: str, *, store: Store, run_dir: str | Path, budget: Bu
     run = Run.create(store, task_id=task_id, task_params=dict(task_params or {}), seed=seed, budget=budget,
                      config=run_config, executor=executor)
     agent = _agent(run, Path(run_dir) / run.id, exec_fn=exec_fn, lessons=lessons)
-    agent._begin()  # the workspace: TASK.md, the seed candidate (or the domain's setup), lessons.md
+    agent.begin()  # the workspace: TASK.md, the seed candidate (or the domain's setup), lessons.md
     driver = McpDriver(agent, max_calls=max_calls)
     run.log_event(run.last_step() + 1, "mcp_session", _session_info(transport, resumed=False))
     return driver
