@@ -14,6 +14,8 @@ Figures (one run, same machine, same moment):
 * the breakdown of one trivial evaluation (nsjail, fitted image) from monotonic stamps taken by the
   engine, the worker and the child (``SandboxPool.run_traced``), step by step along the critical
   path, then the work each worker does after its reply (off the caller's path, but on the cores);
+* the CPU each process spends per evaluation (engine, worker, child before/serving/after), whose
+  sum bounds the throughput 2 cores can give;
 * the floors under it: fork + exit of a minimal Python in a jail, and of each warm image.
 
 Goals (issue 16, 2 cores): trivial evaluation median and p95 <= 2 ms, >= 50x below the fresh
@@ -35,7 +37,7 @@ from typing import Any
 
 from reasearch._bench import BenchRow, median, time_calls
 
-__all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", "run"]
+__all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", "cpu_budget", "run"]
 
 SECTION = "sandbox"
 TRIVIAL = "def run():\n    return 1\n"
@@ -94,6 +96,39 @@ def breakdown(traces: Sequence[Mapping[str, int]],
         if ds:
             out.append((label, statistics.median(ds), _p95(ds)))
     return out
+
+
+def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
+    """(label, median CPU ms per evaluation) of each process, from traces taken one at a time.
+
+    The worker's share is the CPU clock it advanced from one of its requests to its next (its whole
+    cycle: request, reply, teardown, fork, clean-up); the child's is split at its request and its
+    reply, and its exit comes from ``wait4`` after the next request of the same worker.
+    """
+    engine = [t["e_cpu_ns"] / 1e6 for t in traces if "e_cpu_ns" in t]
+    before = [t["child_cpu_base_ns"] / 1e6 for t in traces if "child_cpu_base_ns" in t]
+    serving = [(t["child_cpu_reply_ns"] - t["child_cpu_base_ns"]) / 1e6 for t in traces
+               if "child_cpu_reply_ns" in t and "child_cpu_base_ns" in t]
+    worker, exits = [], []
+    last: dict[int, Mapping[str, int]] = {}
+    for t in traces:
+        w = t.get("e_worker")
+        if w is None:
+            continue
+        prev = last.get(w)
+        if prev is not None and "w_cpu_ns" in prev and "w_cpu_ns" in t:
+            worker.append((t["w_cpu_ns"] - prev["w_cpu_ns"]) / 1e6)
+        if prev is not None and "p_child_cpu_ns" in t and "child_cpu_reply_ns" in prev:
+            exits.append((t["p_child_cpu_ns"] - prev["child_cpu_reply_ns"]) / 1e6)
+        last[w] = t
+    rows = [(label, statistics.median(xs)) for label, xs in (
+        ("engine (the caller's thread)", engine),
+        ("worker (one request cycle, fork included)", worker),
+        ("child before its request (set-up, prewarm)", before),
+        ("child serving the request", serving),
+        ("child after its reply (exit, teardown)", exits),
+    ) if xs]
+    return rows
 
 
 def _p95(xs: Sequence[float]) -> float:
@@ -182,7 +217,9 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
         pool.run(req)
     traces = []
     for _ in range(repeat):
+        cpu0 = time.thread_time_ns()
         out, stamps = pool.run_traced(req)
+        stamps["e_cpu_ns"] = time.thread_time_ns() - cpu0
         if out.value != 1:
             raise RuntimeError(f"a traced trivial evaluation failed: {out.status} {out.error[:300]}")
         traces.append(stamps)
@@ -197,6 +234,13 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
                              note=f"p95 {p95:.3f} ms; sum of step medians {sum(m for _, m, _ in crit):.3f} ms"))
     for label, med, p95 in breakdown(traces, POST_REPLY):
         rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms", note=f"p95 {p95:.3f} ms; off the caller's path"))
+    budget = cpu_budget(traces)
+    for label, ms in budget:
+        rows.append(BenchRow(SECTION, f"CPU per evaluation: {label}", ms, "ms", note=tag))
+    if budget:
+        total = sum(ms for _, ms in budget)
+        rows.append(BenchRow(SECTION, "CPU per evaluation: total", total, "ms",
+                             note=f"{tag}; 2 cores at most {2000.0 / total:.0f} evals/s at this CPU cost"))
     return rows
 
 

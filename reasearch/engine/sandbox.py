@@ -449,6 +449,7 @@ class SandboxPool:
                               "harness": req.harness, "limits": _limits_dict(req.limits)}
                     if trace is not None:
                         header["trace"] = True
+                        trace["e_worker"] = w.index
                         trace["e_start"] = time.monotonic_ns()
                     w.send(header, {"payload": dict(req.payload), "files": dict(req.files)})
                     if trace is not None:
@@ -517,9 +518,12 @@ class SandboxPool:
     def run_traced(self, request: RunRequest) -> tuple[RunOutcome, dict[str, int]]:
         """:meth:`run`, plus monotonic ns stamps of each step (benchmarks only; see ``reasearch bench``).
 
-        Stamps: ``e_*`` taken here, ``w_*`` by the worker, ``c_*`` by the child (only on an ``OK``
-        outcome; a candidate could forge them, so they are for display only), ``p_*`` by the worker
-        after its previous reply (teardown of the previous child, the next fork, clean-up).
+        Stamps: ``e_*`` taken here (``e_worker``: the worker's slot), ``w_*`` by the worker
+        (``w_cpu_ns``: its own CPU clock), ``c_*`` by the child (only on an ``OK`` outcome; a
+        candidate could forge them, so they are for display only), ``p_*`` by the worker after its
+        previous reply (teardown of the previous child, the next fork, clean-up), ``child_cpu_*``
+        and ``p_child_cpu_ns``: the child's CPU ns before its request, at the reply, and over its
+        whole life (the previous child's, exit included).
         """
         trace: dict[str, int] = {}
         return self._run(request, trace), trace
