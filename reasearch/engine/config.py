@@ -48,7 +48,7 @@ class SandboxConfig:
         scratch_min_free_mb: a worker whose scratch filesystem has less free space than this after
             cleaning up behind a candidate retires, and the engine replaces it before its next request.
         fit_images: serve each request from a worker whose warm image holds only the modules of
-            ``preload`` its candidate names (see :func:`reasearch.engine.sandbox.fit_profile`): a
+            ``preload`` its candidate imports (see :func:`reasearch.engine.sandbox.fit_profile`): a
             trivial or NumPy-only candidate does not pay for forking SciPy and numba pages. Workers
             are replaced per image within the ``workers`` cap. False: every worker preloads all of
             ``preload`` (a request's own ``preload`` still picks its image).

@@ -23,6 +23,7 @@ first import and ``warmup()`` in a worker is evaluator time and is not counted).
 
 from __future__ import annotations
 
+import ast
 import atexit
 import concurrent.futures
 import os
@@ -192,24 +193,52 @@ class PoolSession:
 _ALWAYS = frozenset({"numpy"})  # the worker's wire format imports NumPy: it is in every image anyway
 _FIT_SCAN_CAP = 4 << 20  # sources larger than this (bytes) get the whole preload, unscanned
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Names through which code imports what its import statements do not show.
+_DYNAMIC = frozenset({"__import__", "import_module", "exec", "eval", "run_module", "run_path", "find_spec",
+                      "spec_from_file_location", "module_from_spec", "load_module", "reload"})
+
+
+def _imported_tops(text: str) -> set[str]:
+    """Top-level package names a source imports, from its syntax tree (never executed).
+
+    Where the tree cannot tell (the source does not parse, or it imports through ``__import__``,
+    ``importlib``, ``exec`` and the like), every word of the text counts instead: a larger image is
+    slower, never wrong.
+    """
+    try:
+        tree = compile(text, "<candidate>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return set(_WORD.findall(text))
+    tops: set[str] = set()
+    for node in ast.walk(tree):  # iterative: a deep tree cannot overflow the stack here
+        if isinstance(node, ast.Import):
+            tops.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                tops.add(node.module.partition(".")[0])
+        elif (isinstance(node, ast.Name) and node.id in _DYNAMIC) or (
+                isinstance(node, ast.Attribute) and node.attr in _DYNAMIC):
+            return set(_WORD.findall(text))
+    return tops
 
 
 def fit_profile(request: RunRequest, preload: Sequence[str]) -> tuple[str, ...]:
-    """The modules of ``preload`` a request's candidate may need: those whose top-level package name
-    appears as a word in its source or in one of its ``.py`` files, plus NumPy (sorted).
+    """The modules of ``preload`` a request's candidate imports, plus NumPy (sorted).
 
-    A textual scan, never a parse of hostile code: a name in a comment only makes the image larger
-    (slower, still correct); a module imported under a computed name is imported by the child on
-    the candidate's clock. Oversized sources get the whole ``preload``.
+    Read from the import statements of its source and of its ``.py`` files (parsed, never run);
+    a name in a comment or a string does not count. Code that imports dynamically, or does not
+    parse, counts every word it holds, and oversized sources get the whole ``preload``: a larger
+    image is slower, never wrong, and whatever a candidate imports beyond its image the child
+    imports on the candidate's clock.
     """
     texts = [request.source] + [bytes(v).decode("utf-8", "replace") for k, v in request.files.items()
                                  if isinstance(k, str) and k.endswith(".py") and isinstance(v, (bytes, bytearray))]
     if sum(len(t) for t in texts) > _FIT_SCAN_CAP:
         return tuple(sorted(set(preload)))
-    words = set()
+    tops: set[str] = set()
     for text in texts:
-        words.update(_WORD.findall(text))
-    return tuple(sorted({m for m in preload if m.partition(".")[0] in words or m in _ALWAYS}))
+        tops |= _imported_tops(text)
+    return tuple(sorted({m for m in preload if m.partition(".")[0] in tops or m in _ALWAYS}))
 
 
 def _collect_trace(trace: dict[str, int], head: dict[str, Any], blobs: list[memoryview]) -> None:
@@ -328,7 +357,7 @@ class SandboxPool:
         """The warm image (sorted module names) that serves ``request``.
 
         ``request.preload`` when given; otherwise, with ``config.fit_images``, the modules of
-        ``config.preload`` that the candidate's source (and its ``.py`` files) names, plus NumPy
+        ``config.preload`` that the candidate's source (and its ``.py`` files) imports, plus NumPy
         (see :func:`fit_profile`); without it, ``config.preload``.
 
         Raises:

@@ -24,15 +24,16 @@ FULL = ("csv", "difflib", "numpy")
 SEEN = textwrap.dedent("""
     import sys
     def run():
-        # names: csv difflib (a mention is enough to fit the image)
+        if False:
+            import csv, difflib  # imported nowhere, yet the image must hold them
         return sorted(m for m in ("csv", "difflib") if m in sys.modules)
     """).lstrip()
 PLAIN = textwrap.dedent("""
     import sys
     def run():
-        return sorted(m for m in ("c" + "sv", "diff" + "lib") if m in sys.modules)
+        return sorted(m for m in ("csv", "difflib") if m in sys.modules)
     """).lstrip()
-ONLY_CSV = "import csv, sys\ndef run():\n    return sorted(m for m in ('csv', 'diff' + 'lib') if m in sys.modules)\n"
+ONLY_CSV = "import csv, sys\ndef run():\n    return sorted(m for m in ('csv', 'difflib') if m in sys.modules)\n"
 
 
 def _pool(mode: str, **kw: object) -> SandboxPool:
@@ -50,19 +51,34 @@ def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
 
 
 # -- choosing the image (no pool needed)
-def test_fit_profile_takes_the_modules_a_candidate_names() -> None:
+def test_fit_profile_takes_the_modules_a_candidate_imports() -> None:
     def fit(source: str, files: dict[str, bytes] | None = None) -> tuple[str, ...]:
         return fit_profile(RunRequest(source=source, files=files or {}), ("numpy", "scipy.optimize", "numba"))
 
     assert fit("def run():\n    return 1\n") == ("numpy",)  # NumPy is in every image (the wire needs it)
     assert fit("from scipy.optimize import minimize\n") == ("numpy", "scipy.optimize")
+    assert fit("from scipy import optimize\n") == ("numpy", "scipy.optimize")
     assert fit("import numba as nb\n") == ("numba", "numpy")
-    assert fit("x = 'numba'  # a mention in a string or comment only makes the image larger\n") == ("numba", "numpy")
-    assert fit("import scipyx\nimport mynumba\n") == ("numpy",)  # whole words only
+    assert fit("def f():\n    import numba.typed\n") == ("numba", "numpy")  # imports anywhere in the tree
+    assert fit("x = 'numba'  # scipy in a string or a comment is not an import\n") == ("numpy",)
+    assert fit("import scipyx\nimport mynumba\nfrom .numba import x\n") == ("numpy",)
     assert fit("import helper\n", {"helper.py": b"import scipy\n"}) == ("numpy", "scipy.optimize")
-    assert fit("import helper\n", {"data.bin": b"numba scipy"}) == ("numpy",)  # data files are not code
-    huge = "x = 1\n" * (1 << 20)  # over the scan cap: the whole preload, unscanned
-    assert fit(huge) == ("numba", "numpy", "scipy.optimize")
+    assert fit("import helper\n", {"data.bin": b"import numba"}) == ("numpy",)  # data files are not code
+
+
+def test_fit_profile_is_conservative_where_syntax_cannot_tell() -> None:
+    def fit(source: str) -> tuple[str, ...]:
+        return fit_profile(RunRequest(source=source), ("numpy", "scipy.optimize", "numba"))
+
+    everything = ("numba", "numpy", "scipy.optimize")
+    # dynamic imports: every word counts
+    assert fit("m = __import__('sc' + 'ipy')  # numba\n") == ("numba", "numpy")
+    assert fit("import importlib\nm = importlib.import_module('scipy.optimize')\n") == ("numpy", "scipy.optimize")
+    assert fit("exec('import numba')\n") == ("numba", "numpy")
+    # source that does not parse, nesting past the parser's limits, and oversized source
+    assert fit("def run(:\n    import numba\n") == ("numba", "numpy")
+    assert fit("x = " + "(" * 100_000 + ")" * 100_000 + "\nimport scipy\n") == ("numpy", "scipy.optimize")
+    assert fit("x = 1\n" * (1 << 20)) == everything  # over the scan cap: the whole preload, unparsed
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -134,14 +150,14 @@ def test_nothing_survives_an_image_switch(mode: str, tmp_path: object) -> None:
             for d in [os.getcwd(), os.path.dirname(os.getcwd())] + (["/tmp"] if jail else []):
                 for root, dirs, files in os.walk(d):
                     found += [os.path.join(root, f) for f in files if f == "left-behind"]
-            return {"found": found, "seen": ("c" + "sv") in sys.modules}
+            return {"found": found, "seen": "csv" in sys.modules}
         """).lstrip()
     with _pool(mode, workers=1, switch_interval_s=0.0) as p:
         jail = {"jail": p.mode == "nsjail"}
-        first = p.run(RunRequest(source=leave + "# csv\n", payload=jail, limits=Limits(wall_s=20.0)))
+        first = p.run(RunRequest(source=leave + "import csv\n", payload=jail, limits=Limits(wall_s=20.0)))
         assert first.status is Status.OK, first.error
         old = p._workers[0].proc.pid  # type: ignore[union-attr]
-        out = p.run(RunRequest(source=look, payload=jail))  # no 'csv' word: another image, so the worker is replaced
+        out = p.run(RunRequest(source=look, payload=jail))  # imports no csv: another image, the worker is replaced
         assert out.status is Status.OK, out.error
         assert p.profile_switches >= 1 and p.profiles() == [("numpy",)]
         assert out.value == {"found": [], "seen": False}
