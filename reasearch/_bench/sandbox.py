@@ -294,12 +294,18 @@ def _circle_packing_row(pool: Any, repeat: int) -> BenchRow:
     first = cp.evaluate(source, seed=0, executor=pool)  # warms the harness in a worker
     if not first.ok:
         raise RuntimeError(f"the circle-packing seed failed in the benchmark: {first.status} {first.feedback[:300]}")
-    _fit_workers(pool, cp.build_request(source, seed=0))
+    req = cp.build_request(source, seed=0)
+    _fit_workers(pool, req)
     ts = time_calls(lambda: cp.evaluate(source, seed=0, executor=pool), repeat=repeat, warmup=5)
     ms = median(ts) * 1e3
-    image = "+".join(pool.profile_of(cp.build_request(source, seed=0)))
+    run_ms = median(time_calls(lambda: pool.run(req), repeat=repeat, warmup=2)) * 1e3
+    out = pool.run(req)
+    score_ms = median(time_calls(lambda: cp.score_solution(out.value, seed=0), repeat=repeat, warmup=2)) * 1e3
+    image = "+".join(pool.profile_of(req))
     return BenchRow(SECTION, f"evaluate() circle_packing/n26 seed ({pool.mode}, image {image})", ms, "ms",
-                    goal="<= 5 ms", met=ms <= 5.0, note=f"end to end incl. trusted scoring; p95 {_p95(ts) * 1e3:.2f} ms")
+                    goal="<= 5 ms", met=ms <= 5.0,
+                    note=f"end to end; p95 {_p95(ts) * 1e3:.2f} ms; of which the sandbox run alone {run_ms:.2f} ms, "
+                         f"trusted scoring alone {score_ms:.2f} ms")
 
 
 def run(quick: bool) -> list[BenchRow]:

@@ -149,8 +149,15 @@ class WorkerHandle:
         /tmp) survives into the new one."""
         self.kill()
         self.profile = tuple(profile)
-        self.start()
-        self.wait_ready(self.config.start_timeout_s)
+        try:
+            self.start()
+            self.wait_ready(self.config.start_timeout_s)
+        except BaseException:
+            # An image that cannot start (a module that fails to import) must not stick to this
+            # slot: its next restart brings back the pool's default image.
+            self.kill()
+            self.profile = tuple(sorted(set(self.config.preload)))
+            raise
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -246,3 +246,16 @@ def test_workers_outlive_the_thread_that_replaced_them(mode: str) -> None:
         out = p.run(RunRequest(source=PLAIN))
         assert out.status is Status.OK and out.value == []
         assert p.restarts == 0 and p.profile_switches == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_image_that_cannot_start_does_not_stick(mode: str) -> None:
+    from reasearch.errors import SandboxError
+
+    with _pool(mode, workers=1, switch_interval_s=0.0) as p:
+        with pytest.raises(SandboxError, match="could not preload"):
+            p.run(RunRequest(source=PLAIN, preload=["numpy", "csv.no_such_module"]))
+        assert p.profiles() == [FULL]  # the slot is back on the pool's own image
+        out = p.run(RunRequest(source=PLAIN))
+        assert out.status is Status.OK and out.value == []
+        assert stray_processes(p) == []
