@@ -177,7 +177,8 @@ def _prewarm(prewarm_dir: str | None) -> None:
             sys.path.pop(0)
 
 
-def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int], prewarm_dir: str | None) -> None:
+def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int], prewarm_dir: str | None,
+               bounding_dropped: bool = False) -> None:
     """Runs in the forked child; never returns.
 
     The child is forked ahead of its request (so a request does not wait for the fork): it sets up
@@ -197,10 +198,10 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
         os.dup2(fds["result"], 3)
         os.dup2(fds["req"], 4)
         os.closerange(5, 1 << 16)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # SIGINT and SIGTERM are at their defaults already: the worker resets them before any fork
+        # (Supervisor.reset_signals), and a fork keeps them.
         if child_uid is not None:
-            drop_to_uid(child_uid, keep_read_search)
+            drop_to_uid(child_uid, keep_read_search, bounding_dropped)
         # Warm up only when the request is not already on its way: under a saturating load the
         # warm-up would be extra work; when requests are spaced out it is free.
         if not select.select([4], [], [], _PREWARM_AFTER_S)[0]:

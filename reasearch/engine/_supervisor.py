@@ -30,6 +30,7 @@ from typing import Any
 from reasearch.engine import _procs, _wire
 from reasearch.engine._child import PREWARM_SOURCE, REQUEST_CAP, child_main
 from reasearch.engine._cleanup import free_bytes, remove_tree
+from reasearch.engine._privilege import drop_bounding_set
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
 
 __all__ = ["Supervisor"]
@@ -87,8 +88,22 @@ class Supervisor:
         self.post_prev: dict[str, int] = {}
         self.tracing = False
         self.prewarm_dir: str | None = self.make_prewarm()
+        # Once here rather than in every child (both are inherited at fork): the capability
+        # bounding set a child needs, and default SIGINT/SIGTERM dispositions.
+        self.bounding_dropped = False
+        if child_uid is not None:
+            drop_bounding_set(keep_read_search)
+            self.bounding_dropped = True
+        self.reset_signals()
 
     # -- plumbing
+    @staticmethod
+    def reset_signals() -> None:
+        """SIGINT and SIGTERM back to their defaults (Python and preloaded libraries install
+        handlers): every child forked from here inherits them and never pays for setting them."""
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     def send(self, header: dict[str, Any], value: Any = None) -> None:
         _wire.write_all(self.wfd, _wire.encode_frame(header, value))
         if header.get("kind") not in _NOTICES:
@@ -108,6 +123,7 @@ class Supervisor:
         warm = getattr(mod, "warmup", None)
         if callable(warm):
             warm()
+        self.reset_signals()  # in case the harness or what it imported installed handlers
         self.harnesses.add(mod_name)
         self.send({"kind": "warmed", "warm_s": time.monotonic() - t0})
 
@@ -273,7 +289,7 @@ class Supervisor:
         forked = _ns()
         pid = os.fork()
         if pid == 0:
-            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir)
+            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped)
         for fd in fds.values():
             os.close(fd)
         for fd in (result_r, out_r, err_r):

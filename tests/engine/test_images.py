@@ -259,3 +259,15 @@ def test_an_image_that_cannot_start_does_not_stick(mode: str) -> None:
         out = p.run(RunRequest(source=PLAIN))
         assert out.status is Status.OK and out.value == []
         assert stray_processes(p) == []
+
+
+def test_children_start_with_default_signal_dispositions(pool: SandboxPool) -> None:
+    # The worker resets them once, before forking (children no longer do): check what a child inherits.
+    cand = textwrap.dedent("""
+        import signal
+        def run():
+            return [signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGINT, signal.SIGTERM)]
+        """).lstrip()
+    out = pool.run(RunRequest(source=cand, harness="reasearch.engine._probe_harness:call"))
+    assert out.status is Status.OK, out.error
+    assert out.value["value"] == [True, True]
