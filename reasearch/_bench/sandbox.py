@@ -45,12 +45,12 @@ FULL_IMAGE = ("numba", "numpy", "reasearch.native", "scipy.optimize")
 
 # (label, from stamp, to stamp): the steps of one evaluation as the caller waits for it.
 CRITICAL_PATH: tuple[tuple[str, str, str], ...] = (
-    ("engine: encode + write request", "e_start", "e_sent"),
-    ("pipe + worker wake-up", "e_sent", "w_recv"),
+    ("engine: encode request", "e_start", "e_sent"),
+    ("pipe to worker + its wake-up + read", "e_sent", "w_recv"),
     ("worker: decode request", "w_recv", "w_decoded"),
     ("worker: harness check + scratch dir", "w_decoded", "w_scratch"),
-    ("worker: CPU base (/proc) + hand to pre-forked child", "w_scratch", "w_handed"),
-    ("child: wake-up + read request", "w_handed", "c_req"),
+    ("worker: CPU base (/proc) + encode child request", "w_scratch", "w_handed"),
+    ("pipe to pre-forked child + its wake-up + read", "w_handed", "c_req"),
     ("child: chdir, rlimits, harness", "c_req", "c_limits"),
     ("child: import candidate", "c_limits", "c_loaded"),
     ("child: call entry point", "c_loaded", "c_called"),

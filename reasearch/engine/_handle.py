@@ -59,6 +59,7 @@ class WorkerHandle:
         self.index = index
         self.spawn = spawn or (lambda popen: popen())
         self.profile: tuple[str, ...] = tuple(sorted(set(config.preload))) if profile is None else tuple(profile)
+        self.last_used = time.monotonic()  # when the pool last released it (or made it)
         self.launcher = launcher
         self.config = config
         self.on_restart = on_restart
@@ -163,10 +164,13 @@ class WorkerHandle:
         return self.proc is not None and self.proc.poll() is None
 
     # -- frames
-    def send(self, header: dict[str, Any], value: Any = None) -> None:
+    def send(self, header: dict[str, Any], value: Any = None, stamps: dict[str, int] | None = None) -> None:
+        """Writes one request frame; ``stamps`` (bench trace) gets ``e_sent`` between encoding and writing."""
         if self.proc is None or self.proc.stdin is None:
             raise WorkerDied()
         data = _wire.encode_frame(header, value, path="payload")
+        if stamps is not None:
+            stamps["e_sent"] = time.monotonic_ns()  # before the write: the worker may read it at once
         try:
             _wire.write_all(self.proc.stdin.fileno(), data)
         except (BrokenPipeError, OSError):

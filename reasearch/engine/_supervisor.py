@@ -317,11 +317,12 @@ class Supervisor:
         ch.cpu_base = _procs.thread_cpu_s(ch.pid)
         ch.t0 = time.monotonic()
         assert ch.calls_w is not None
+        frame = _wire.encode_frame(req, {"payload": value.get("payload")})
+        self.stamps["w_handed"] = _ns()  # before the write: the child may read it at once
         try:
-            _wire.write_all(ch.calls_w, _wire.encode_frame(req, {"payload": value.get("payload")}))
+            _wire.write_all(ch.calls_w, frame)
         except OSError:
             pass  # the child died before its request: pump() sees it exit, the report says how
-        self.stamps["w_handed"] = _ns()
         self.stamps["w_forked"] = ch.forked_ns
         self.stamps["w_fork_ret"] = ch.fork_ret_ns
         return ch

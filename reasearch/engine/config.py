@@ -54,7 +54,8 @@ class SandboxConfig:
             ``preload`` (a request's own ``preload`` still picks its image).
         switch_interval_s: the least time between two replacements of a worker for another image
             while an idle worker with a larger image could serve the request (bounds the cost of
-            a workload that alternates between images).
+            a workload that alternates between images); also how long a worker must have sat idle
+            before it is replaced in the background to spread a busy image over the pool.
         jail_memory_mb: memory of each jail as a whole (worker, children, tmpfs pages), enforced by
             a cgroup where one is available (nsjail mode as root with a cgroup v1 memory controller);
             None: no cgroup. Per-evaluation address-space rlimits apply either way.

@@ -300,6 +300,7 @@ class SandboxPool:
         self._restarts = 0
         self._switches = 0
         self._last_switch = float("-inf")
+        self._background: set[threading.Thread] = set()  # workers being replaced for another image
         self._lock = threading.Lock()
         self._cond = threading.Condition(threading.Lock())
         self._idle: list[WorkerHandle] = []  # least recently released first
@@ -419,6 +420,12 @@ class SandboxPool:
         worker is replaced (its jail killed) by a fresh one with that image. The pool never holds
         more than ``config.n_workers`` workers, whatever mix of images it serves. With no worker
         idle, it waits.
+
+        Spreading: when the worker taken is the only one with its image, and another worker has sat
+        idle with another image for ``switch_interval_s`` (and no switch happened meanwhile), that
+        one is replaced by a worker with this image in the background: a steady stream of one
+        image, even from one caller, ends up served by every worker, each forking its next child
+        while the others serve.
         """
         if self._closed:
             raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
@@ -440,8 +447,15 @@ class SandboxPool:
                         self._last_switch = time.monotonic()
                 if pick is not None:
                     self._idle.remove(pick)
+                    spread = None if switch or profile is None else self._spread_target(profile)
                     break
                 self._cond.wait(0.5)
+        if spread is not None:
+            assert profile is not None
+            t = threading.Thread(target=self._switch_in_background, args=(spread, profile),
+                                 name="sandbox-spread", daemon=True)
+            self._background.add(t)
+            t.start()
         try:
             if switch:
                 assert profile is not None
@@ -455,7 +469,33 @@ class SandboxPool:
         self._launcher.keepalive()
         return pick
 
+    def _spread_target(self, profile: tuple[str, ...]) -> WorkerHandle | None:
+        """An idle worker to give ``profile`` in the background (see :meth:`_acquire`), taken off
+        the idle list; None when none qualifies. Call with ``self._cond`` held."""
+        now = time.monotonic()
+        interval = self.config.switch_interval_s
+        if now - self._last_switch < interval or sum(w.profile == profile for w in self._workers) != 1:
+            return None
+        other = next((w for w in self._idle if w.profile != profile and now - w.last_used >= interval), None)
+        if other is not None:
+            self._idle.remove(other)
+            self._last_switch = now
+            self._switches += 1
+        return other
+
+    def _switch_in_background(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
+        try:
+            if not self._closed:
+                w.switch_profile(profile)
+        except BaseException:
+            pass  # it failed to start: its next user restarts it (on the pool's own image)
+        finally:
+            self._release(w)
+            with self._cond:
+                self._background.discard(threading.current_thread())
+
     def _release(self, w: WorkerHandle) -> None:
+        w.last_used = time.monotonic()
         with self._cond:
             if w not in self._idle:
                 self._idle.append(w)
@@ -480,9 +520,7 @@ class SandboxPool:
                         header["trace"] = True
                         trace["e_worker"] = w.index
                         trace["e_start"] = time.monotonic_ns()
-                    w.send(header, {"payload": dict(req.payload), "files": dict(req.files)})
-                    if trace is not None:
-                        trace["e_sent"] = time.monotonic_ns()
+                    w.send(header, {"payload": dict(req.payload), "files": dict(req.files)}, trace)
                 elif op == "call":
                     w.send({"op": "call", "timeout_s": wall_s}, dict(obj))
                 else:
@@ -615,6 +653,9 @@ class SandboxPool:
             ex, self._executor = self._executor, None
         with self._cond:
             self._cond.notify_all()  # waiters see the pool closed
+            background = list(self._background)
+        for t in background:  # a worker being started in the background is killed below, once up
+            t.join(self.config.start_timeout_s)
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
         for w in self._workers:

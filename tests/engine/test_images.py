@@ -271,3 +271,36 @@ def test_children_start_with_default_signal_dispositions(pool: SandboxPool) -> N
     out = pool.run(RunRequest(source=cand, harness="reasearch.engine._probe_harness:call"))
     assert out.status is Status.OK, out.error
     assert out.value["value"] == [True, True]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_callers_image_spreads_over_the_pool_in_the_background(mode: str) -> None:
+    import time
+
+    with _pool(mode, workers=2, switch_interval_s=0.0) as p:
+        for _ in range(100):
+            out = p.run(RunRequest(source=PLAIN))  # one caller, one request at a time
+            assert out.status is Status.OK and out.value == []
+            if p.profiles() == [("numpy",), ("numpy",)]:
+                break
+            time.sleep(0.02)
+        assert p.profiles() == [("numpy",), ("numpy",)]
+        assert p.profile_switches == 2 and p.restarts == 0  # one in the caller's path, one in the background
+        for _ in range(6):
+            assert p.run(RunRequest(source=PLAIN)).value == []
+        assert p.profile_switches == 2
+        live = [w.proc.pid for w in p._workers if w.proc is not None and w.proc.poll() is None]
+        assert len(live) == 2
+        assert stray_processes(p) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_image_in_use_is_not_taken_away_to_spread_another(mode: str) -> None:
+    with _pool(mode, workers=2, switch_interval_s=3600.0) as p:
+        # Two images used in turn: neither worker sits idle for the interval, so none is replaced
+        # beyond the first switch (the pool started on the full image, which serves SEEN).
+        for _ in range(6):
+            assert p.run(RunRequest(source=PLAIN)).value == []
+            assert p.run(RunRequest(source=SEEN)).value == ["csv", "difflib"]
+        assert p.profile_switches == 1
+        assert sorted(p.profiles()) == [FULL, ("numpy",)]
