@@ -192,9 +192,8 @@ class Supervisor:
 
         The common case first: the candidate left only ``candidate.py``, so unlinking that name
         (a link or a file; never followed, nor is ``path`` itself) empties the folder and ``rmdir``
-        succeeds. Anything else
-        (more entries, a folder under that name, a chmod) makes ``rmdir`` fail, and the full
-        iterative removal runs.
+        succeeds. Anything else (more entries, a folder under that name, a chmod) makes ``rmdir``
+        fail, and the full iterative removal runs.
         """
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -581,16 +580,12 @@ class Supervisor:
             _procs.children_walk(me)
             _procs.cpu_s(me)
             _procs.thread_cpu_s(me)
-            out = Capped(-1, int(limits["output_bytes"]))
-            self.send_prepared({"kind": "done", "exit_code": None, "signal": None, "cpu_s": 0.0,
+            out = Capped(-1, int(limits["output_bytes"]))  # a collector never read: only its text()
+            _wire.encode_frame({"kind": "done", "exit_code": None, "signal": None, "cpu_s": 0.0,
                                 "wall_s": time.monotonic() - time.monotonic(), "killed": None, "too_large": False,
-                                "early": True, "stdout": out.text(), "stderr": out.text()}, body)
+                                "early": True, "stdout": out.text(), "stderr": out.text()}, body)  # encoded, not sent
         except Exception:
             pass
-
-    def send_prepared(self, header: dict[str, Any], value: Any) -> bytes:
-        """The bytes :meth:`send` would write for this reply (encoded, not sent)."""
-        return _wire.encode_frame(header, value)
 
     def dispatch(self, head: dict[str, Any], value: Any) -> None:
         """Runs one request."""

@@ -48,8 +48,8 @@ from reasearch.engine.isolation import make_launcher
 from reasearch.engine.protocol import CallOutcome, Limits, RunOutcome, RunRequest, Status
 from reasearch.errors import ConfigError, SandboxError
 
-__all__ = ["DEFAULT_PRELOAD", "PoolSession", "fit_profile", "SandboxConfig", "SandboxMode", "SandboxPool", "close_default_pool",
-           "default_pool"]
+__all__ = ["DEFAULT_PRELOAD", "PoolSession", "SandboxConfig", "SandboxMode", "SandboxPool", "close_default_pool",
+           "default_pool", "fit_profile"]
 
 
 def _limits_dict(limits: Limits) -> dict[str, Any]:
