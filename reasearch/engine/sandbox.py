@@ -417,7 +417,9 @@ class SandboxPool:
         In order: an idle worker with exactly that image; else, while the last image switch is
         less than ``config.switch_interval_s`` old, an idle worker whose image holds that one (it
         serves the request correctly, only its fork is slower); else the least recently used idle
-        worker is replaced (its jail killed) by a fresh one with that image. The pool never holds
+        worker is replaced (its jail killed) by a fresh one with that image (with that image and
+        its old one together, when the last switch is that recent: a workload that keeps changing
+        images grows a worker that serves them all, instead of replacing workers on every request). The pool never holds
         more than ``config.n_workers`` workers, whatever mix of images it serves. With no worker
         idle, it waits.
 
@@ -437,6 +439,7 @@ class SandboxPool:
                 # tear down its last child and fork the next one (it does that after its reply).
                 pick = next((w for w in self._idle if profile is None or w.profile == profile), None)
                 switch = False
+                target = profile
                 if pick is None and self._idle:
                     assert profile is not None
                     recent = time.monotonic() - self._last_switch < self.config.switch_interval_s
@@ -445,6 +448,8 @@ class SandboxPool:
                     if pick is None:
                         pick, switch = self._idle[0], True
                         self._last_switch = time.monotonic()
+                        if recent:  # images churn: grow this one to serve both (a superset serves next time)
+                            target = tuple(sorted(wanted | set(pick.profile)))
                 if pick is not None:
                     self._idle.remove(pick)
                     spread = None if switch or profile is None else self._spread_target(profile)
@@ -458,9 +463,9 @@ class SandboxPool:
             t.start()
         try:
             if switch:
-                assert profile is not None
+                assert target is not None
                 self._switches += 1
-                pick.switch_profile(profile)
+                pick.switch_profile(target)
             elif not pick.alive():
                 pick.restart()
         except BaseException:

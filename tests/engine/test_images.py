@@ -304,3 +304,17 @@ def test_an_image_in_use_is_not_taken_away_to_spread_another(mode: str) -> None:
             assert p.run(RunRequest(source=SEEN)).value == ["csv", "difflib"]
         assert p.profile_switches == 1
         assert sorted(p.profiles()) == [FULL, ("numpy",)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_churning_images_grow_one_worker_instead_of_replacing_it_each_time(mode: str) -> None:
+    only_difflib = "import difflib, sys\ndef run():\n    return sorted(m for m in ('csv', 'difflib') if m in sys.modules)\n"
+    with _pool(mode, workers=1, switch_interval_s=3600.0) as p:
+        assert p.run(RunRequest(source=PLAIN)).value == []  # first switch: full -> numpy
+        assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv"]  # numpy + csv
+        assert p.run(RunRequest(source=only_difflib)).value == ["csv", "difflib"]  # grown: serves both
+        assert p.profile_switches == 3 and p.profiles() == [FULL]
+        for _ in range(3):  # an attacker alternating imports gets no more worker starts
+            assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv", "difflib"]
+            assert p.run(RunRequest(source=only_difflib)).value == ["csv", "difflib"]
+        assert p.profile_switches == 3
