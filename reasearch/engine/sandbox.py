@@ -448,6 +448,7 @@ class SandboxPool:
                     if pick is None:
                         pick, switch = self._idle[0], True
                         self._last_switch = time.monotonic()
+                        self._switches += 1
                         if recent:  # images churn: grow this one to serve both (a superset serves next time)
                             target = tuple(sorted(wanted | set(pick.profile)))
                 if pick is not None:
@@ -464,7 +465,6 @@ class SandboxPool:
         try:
             if switch:
                 assert target is not None
-                self._switches += 1
                 pick.switch_profile(target)
             elif not pick.alive():
                 pick.restart()
