@@ -2,61 +2,268 @@
 
 Figures (one run, same machine, same moment):
 
-* warm pool, trivial candidate, one request at a time: median wall ms as the caller sees it (nsjail,
-  and process mode beside it);
-* a fresh nsjail ``python -c "import numpy"`` per evaluation (``exec_in_sandbox``): what a
-  jail-per-evaluation design pays before any candidate code runs;
-* plain ``subprocess`` ``python -c "import numpy"`` (no sandbox at all);
-* throughput: trivial evaluations per second with one caller thread per worker (best of three
-  windows: other processes share the cores).
+* warm pool, trivial candidate, one request at a time: median and p95 wall ms as the caller sees it,
+  served by a worker whose warm image fits the candidate (NumPy only: ``SandboxConfig.fit_images``),
+  and, beside it, by the full image (NumPy, SciPy, numba preloaded: what every worker forked before);
+* throughput: trivial evaluations per second with one caller thread per worker (2 workers, best of
+  three windows: other processes share the cores);
+* a fresh nsjail ``python -c "import numpy"`` per evaluation (``exec_in_sandbox``) and a plain
+  ``subprocess`` doing the same;
+* the circle-packing seed's whole ``evaluate()`` on the same nsjail pool;
+* process mode beside nsjail;
+* the breakdown of one trivial evaluation (nsjail, fitted image) from monotonic stamps taken by the
+  engine, the worker and the child (``SandboxPool.run_traced``), step by step along the critical
+  path, then the work each worker does after its reply (off the caller's path, but on the cores);
+* the CPU each process spends per evaluation (engine, worker, child before/serving/after), whose
+  sum bounds the throughput 2 cores can give;
+* the floors under it: fork + exit of a minimal Python in a jail, and of each warm image.
 
-Goals (issue 2, on 2 cores): warm pool <= 5 ms median, >= 25x below the fresh jailed interpreter
-with NumPy, >= 300 trivial evaluations/s.
+Goals (issue 16, 2 cores): trivial evaluation median and p95 <= 2 ms, >= 50x below the fresh
+jailed interpreter with NumPy, >= 400 trivial evaluations/s with 2 workers, circle-packing
+``evaluate()`` <= 5 ms.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from reasearch._bench import BenchRow, median, time_calls
 
-__all__ = ["TRIVIAL", "run"]
+__all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", "cpu_budget", "run"]
 
 SECTION = "sandbox"
 TRIVIAL = "def run():\n    return 1\n"
+FULL_IMAGE = ("numba", "numpy", "reasearch.native", "scipy.optimize")
+
+# (label, from stamp, to stamp): the steps of one evaluation as the caller waits for it.
+CRITICAL_PATH: tuple[tuple[str, str, str], ...] = (
+    ("engine: encode request", "e_start", "e_sent"),
+    ("pipe to worker + its wake-up + read", "e_sent", "w_recv"),
+    ("worker: decode request", "w_recv", "w_decoded"),
+    ("worker: harness check + scratch dir", "w_decoded", "w_scratch"),
+    ("worker: CPU base (/proc) + encode child request", "w_scratch", "w_handed"),
+    ("pipe to pre-forked child + its wake-up + read", "w_handed", "c_req"),
+    ("child: chdir, rlimits, harness", "c_req", "c_limits"),
+    ("child: import candidate", "c_limits", "c_loaded"),
+    ("child: call entry point", "c_loaded", "c_called"),
+    ("child: result frame + pipe + worker wake-up", "c_called", "w_frame"),
+    ("worker: drain output + CPU read (/proc)", "w_frame", "w_cpu_read"),
+    ("worker: build reply", "w_cpu_read", "w_sent"),
+    ("engine: wake-up + read + verdict", "w_sent", "e_done"),
+)
+# Work after the reply (stamps of the previous request, and of the child that served this one).
+POST_REPLY: tuple[tuple[str, str, str], ...] = (
+    ("after reply: SIGKILL the child's group", "p_replied", "p_killed"),
+    ("after reply: fork the next child", "w_forked", "w_fork_ret"),
+    ("after reply: child set-up + prewarm (in the child)", "c_start", "c_ready"),
+    ("after reply: child exit + reap (tree walk)", "p_cleanup", "p_reaped"),
+    ("after reply: close pipes", "p_reaped", "p_closed"),
+    ("after reply: remove scratch dir", "p_closed", "p_scratch"),
+    ("after reply: /dev/shm + free-space check", "p_scratch", "p_done"),
+)
+
+_FORK_LOOP = """
+import os, statistics, time
+ts = []
+for _ in range({n}):
+    t = time.monotonic_ns()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    ts.append(time.monotonic_ns() - t)
+print(statistics.median(ts))
+"""
 
 
-def _warm_ms(mode: str, repeat: int) -> tuple[float, float, str]:
-    """(median ms per trivial evaluation, evaluations/s with one thread per worker, mode) on a 2-worker pool."""
+def breakdown(traces: Sequence[Mapping[str, int]],
+              steps: Sequence[tuple[str, str, str]]) -> list[tuple[str, float, float]]:
+    """(label, median ms, p95 ms) of each step over the traces that hold both of its stamps.
+
+    Steps with no trace holding both stamps are left out.
+    """
+    out = []
+    for label, a, b in steps:
+        ds = sorted((t[b] - t[a]) / 1e6 for t in traces if a in t and b in t)
+        if ds:
+            out.append((label, statistics.median(ds), _p95(ds)))
+    return out
+
+
+def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
+    """(label, median CPU ms per evaluation) of each process, from traces taken one at a time.
+
+    The worker's share is the CPU clock it advanced from one of its requests to its next (its whole
+    cycle: request, reply, teardown, fork, clean-up); the child's is split at its request and its
+    reply, and its exit comes from ``wait4`` after the next request of the same worker.
+    """
+    engine = [t["e_cpu_ns"] / 1e6 for t in traces if "e_cpu_ns" in t]
+    before = [t["child_cpu_base_ns"] / 1e6 for t in traces if "child_cpu_base_ns" in t]
+    serving = [(t["child_cpu_reply_ns"] - t["child_cpu_base_ns"]) / 1e6 for t in traces
+               if "child_cpu_reply_ns" in t and "child_cpu_base_ns" in t]
+    worker, exits = [], []
+    last: dict[int, Mapping[str, int]] = {}
+    for t in traces:
+        w = t.get("e_worker")
+        if w is None:
+            continue
+        prev = last.get(w)
+        if prev is not None and "w_cpu_ns" in prev and "w_cpu_ns" in t:
+            worker.append((t["w_cpu_ns"] - prev["w_cpu_ns"]) / 1e6)
+        if prev is not None and "p_child_cpu_ns" in t and "child_cpu_reply_ns" in prev:
+            exits.append((t["p_child_cpu_ns"] - prev["child_cpu_reply_ns"]) / 1e6)
+        last[w] = t
+    rows = [(label, statistics.median(xs)) for label, xs in (
+        ("engine (the caller's thread)", engine),
+        ("worker (one request cycle, fork included)", worker),
+        ("child before its request (set-up, prewarm)", before),
+        ("child serving the request", serving),
+        ("child after its reply (exit, teardown)", exits),
+    ) if xs]
+    return rows
+
+
+def _p95(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
+
+
+def _latency(pool: Any, req: Any, repeat: int) -> tuple[float, float]:
+    """(median ms, p95 ms) of one request at a time."""
+    ts = time_calls(lambda: pool.run(req), repeat=repeat, warmup=10)
+    return median(ts) * 1e3, _p95(ts) * 1e3
+
+
+def _throughput(pool: Any, req: Any, n: int) -> float:
+    """Evaluations/s with one caller thread per worker (best of three windows)."""
+    rate = 0.0
+    with concurrent.futures.ThreadPoolExecutor(pool.workers) as ex:
+        list(ex.map(lambda _: pool.run(req), range(pool.workers * 4)))  # warm every worker
+        for _ in range(3):  # best of three windows, as timeit takes the best: others share the cores
+            t0 = time.perf_counter()
+            outs = list(ex.map(lambda _: pool.run(req), range(n)))
+            rate = max(rate, n / (time.perf_counter() - t0))
+    if any(o.value != 1 for o in outs):
+        raise RuntimeError("a trivial evaluation did not return 1: the benchmark is not measuring success")
+    return rate
+
+
+def _fit_workers(pool: Any, req: Any) -> None:
+    """Brings every worker of ``pool`` to the image that serves ``req`` (parallel requests)."""
+    want = pool.profile_of(req)
+    for _ in range(10):
+        if all(p == want for p in pool.profiles()):
+            return
+        with concurrent.futures.ThreadPoolExecutor(pool.workers) as ex:
+            list(ex.map(lambda _: pool.run(req), range(pool.workers * 4)))
+    raise RuntimeError(f"the pool's workers did not switch to the image {want}: {pool.profiles()}")
+
+
+def _mode_rows(mode: str, repeat: int, fresh: float | None) -> tuple[list[BenchRow], Any]:
+    """Rows of one isolation mode; returns them with the (still open) pool for further figures."""
     from reasearch.engine import SandboxConfig, SandboxPool
     from reasearch.engine.protocol import RunRequest
 
+    fitted = RunRequest(source=TRIVIAL)
+    full = RunRequest(source=TRIVIAL, preload=FULL_IMAGE)
+    pool = SandboxPool(SandboxConfig(mode=mode, workers=2, switch_interval_s=0.0))
+    rows: list[BenchRow] = []
+    try:
+        _fit_workers(pool, full)
+        full_med, full_p95 = _latency(pool, full, repeat)
+        full_rate = _throughput(pool, full, repeat)
+        _fit_workers(pool, fitted)
+        med, p95 = _latency(pool, fitted, repeat)
+        rate = _throughput(pool, fitted, repeat)
+    except BaseException:
+        pool.close()
+        raise
+    image = "+".join(pool.profile_of(fitted)) or "none"
+    tag = f"{mode}, image {image}"
+    if fresh is not None:
+        ratio = fresh / med
+        rows.append(BenchRow(SECTION, f"trivial evaluation median ({tag})", med, "ms",
+                             reference="fresh nsjail python + import numpy", reference_value=fresh, ratio=ratio,
+                             goal="<= 2 ms and >= 50x", met=med <= 2.0 and ratio >= 50.0,
+                             note="one request at a time, 2 workers"))
+    else:
+        rows.append(BenchRow(SECTION, f"trivial evaluation median ({tag})", med, "ms",
+                             note="no filesystem or network isolation" if mode == "process" else ""))
+    rows.append(BenchRow(SECTION, f"trivial evaluation p95 ({tag})", p95, "ms",
+                         goal="<= 2 ms" if mode == "nsjail" else "", met=(p95 <= 2.0) if mode == "nsjail" else None))
+    rows.append(BenchRow(SECTION, f"throughput ({tag}, 1 thread per worker)", rate, "evals/s",
+                         goal=">= 400/s" if mode == "nsjail" else "", met=(rate >= 400.0) if mode == "nsjail" else None,
+                         note="2 workers, best of 3 windows"))
+    rows.append(BenchRow(SECTION, f"trivial evaluation median ({mode}, full image)", full_med, "ms",
+                         reference=f"fitted image ({image})", reference_value=med, ratio=med / full_med,
+                         note=f"p95 {full_p95:.2f} ms; {full_rate:.0f} evals/s; every worker preloaded "
+                              "NumPy+SciPy+numba before images were fitted"))
+    return rows, pool
+
+
+def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
+    from reasearch.engine.protocol import RunRequest
+
     req = RunRequest(source=TRIVIAL)
-    with SandboxPool(SandboxConfig(mode=mode, workers=2)) as pool:
-        ms = median(time_calls(lambda: pool.run(req), repeat=repeat, warmup=10)) * 1e3
-        n = repeat
-        rate = 0.0
-        with concurrent.futures.ThreadPoolExecutor(pool.workers) as ex:
-            list(ex.map(lambda _: pool.run(req), range(pool.workers * 4)))  # warm both workers
-            for _ in range(3):  # best of three windows, as timeit takes the best: others share the cores
-                t0 = time.perf_counter()
-                outs = list(ex.map(lambda _: pool.run(req), range(n)))
-                rate = max(rate, n / (time.perf_counter() - t0))
-        if any(o.value != 1 for o in outs):
-            raise RuntimeError("a trivial evaluation did not return 1: the benchmark is not measuring success")
-        return ms, rate, pool.mode
+    for _ in range(10):
+        pool.run(req)
+    traces = []
+    for _ in range(repeat):
+        cpu0 = time.thread_time_ns()
+        out, stamps = pool.run_traced(req)
+        stamps["e_cpu_ns"] = time.thread_time_ns() - cpu0
+        if out.value != 1:
+            raise RuntimeError(f"a traced trivial evaluation failed: {out.status} {out.error[:300]}")
+        traces.append(stamps)
+    rows = []
+    tag = f"{pool.mode}, image {'+'.join(pool.profile_of(req))}"
+    crit = breakdown(traces, CRITICAL_PATH)
+    for i, (label, med, p95) in enumerate(crit, 1):
+        rows.append(BenchRow(SECTION, f"breakdown {i:2d}. {label}", med, "ms", note=f"p95 {p95:.3f} ms; {tag}"))
+    total = breakdown(traces, [("critical path, engine to engine", "e_start", "e_done")])
+    for label, med, p95 in total:
+        rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms",
+                             note=f"p95 {p95:.3f} ms; sum of step medians {sum(m for _, m, _ in crit):.3f} ms"))
+    for label, med, p95 in breakdown(traces, POST_REPLY):
+        rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms", note=f"p95 {p95:.3f} ms; off the caller's path"))
+    budget = cpu_budget(traces)
+    for label, ms in budget:
+        rows.append(BenchRow(SECTION, f"CPU per evaluation: {label}", ms, "ms", note=tag))
+    if budget:
+        total = sum(ms for _, ms in budget)
+        rows.append(BenchRow(SECTION, "CPU per evaluation: total", total, "ms",
+                             note=f"{tag}; 2 cores at most {2000.0 / total:.0f} evals/s at this CPU cost"))
+    return rows
 
 
-def _fresh_jail_ms(repeat: int) -> float:
+def _floor_rows(pool: Any, fresh_floor: float | None, repeat: int) -> list[BenchRow]:
+    from reasearch.engine.protocol import RunRequest
+
+    rows = []
+    if fresh_floor is not None:
+        rows.append(BenchRow(SECTION, "floor: fork + exit + reap, minimal python in a jail", fresh_floor, "ms",
+                             note="python3 -c 'os.fork(); os._exit(0); waitpid' loop in one nsjail"))
+    for image in (pool.profile_of(RunRequest(source=TRIVIAL)), FULL_IMAGE):
+        ns = pool.fork_floor(repeat, image)
+        rows.append(BenchRow(SECTION, f"floor: fork + exit + reap, warm image {'+'.join(image)} ({pool.mode})",
+                             statistics.median(ns) / 1e6, "ms", note=f"p95 {_p95(ns) / 1e6:.3f} ms; inside the worker"))
+    return rows
+
+
+def _fresh_jail(repeat: int) -> tuple[float, float]:
+    """(ms per fresh jailed python + import numpy, ms per fork+exit of a minimal python in a jail)."""
     from reasearch.engine import exec_in_sandbox
     from reasearch.engine.protocol import Limits
 
-    with tempfile.TemporaryDirectory(prefix="reasearch-bench-") as d:
+    with tempfile.TemporaryDirectory(prefix="reasearch-bench-", dir="/var/tmp") as d:
         work = Path(d)
         lim = Limits(wall_s=30.0, memory_mb=2048)
 
@@ -65,7 +272,11 @@ def _fresh_jail_ms(repeat: int) -> float:
             if not out.ok:
                 raise RuntimeError(f"fresh jailed python failed: {out.stderr[-500:]}")
 
-        return median(time_calls(once, repeat=repeat, warmup=1)) * 1e3
+        fresh = median(time_calls(once, repeat=repeat, warmup=1)) * 1e3
+        out = exec_in_sandbox(["python3", "-c", _FORK_LOOP.format(n=200)], workdir=work, limits=lim, mode="nsjail")
+        if not out.ok:
+            raise RuntimeError(f"jailed fork loop failed: {out.stderr[-500:]}")
+        return fresh, float(out.stdout.strip()) / 1e6
 
 
 def _plain_subprocess_ms(repeat: int) -> float:
@@ -73,6 +284,28 @@ def _plain_subprocess_ms(repeat: int) -> float:
         subprocess.run([sys.executable, "-c", "import numpy"], check=True)
 
     return median(time_calls(once, repeat=repeat, warmup=1)) * 1e3
+
+
+def _circle_packing_row(pool: Any, repeat: int) -> BenchRow:
+    import reasearch
+
+    cp = reasearch.make("circle_packing/n26-v1")
+    source = cp.seed_program()
+    first = cp.evaluate(source, seed=0, executor=pool)  # warms the harness in a worker
+    if not first.ok:
+        raise RuntimeError(f"the circle-packing seed failed in the benchmark: {first.status} {first.feedback[:300]}")
+    req = cp.build_request(source, seed=0)
+    _fit_workers(pool, req)
+    ts = time_calls(lambda: cp.evaluate(source, seed=0, executor=pool), repeat=repeat, warmup=5)
+    ms = median(ts) * 1e3
+    run_ms = median(time_calls(lambda: pool.run(req), repeat=repeat, warmup=2)) * 1e3
+    out = pool.run(req)
+    score_ms = median(time_calls(lambda: cp.score_solution(out.value, seed=0), repeat=repeat, warmup=2)) * 1e3
+    image = "+".join(pool.profile_of(req))
+    return BenchRow(SECTION, f"evaluate() circle_packing/n26 seed ({pool.mode}, image {image})", ms, "ms",
+                    goal="<= 5 ms", met=ms <= 5.0,
+                    note=f"end to end; p95 {_p95(ts) * 1e3:.2f} ms; of which the sandbox run alone {run_ms:.2f} ms, "
+                         f"trusted scoring alone {score_ms:.2f} ms")
 
 
 def run(quick: bool) -> list[BenchRow]:
@@ -84,23 +317,22 @@ def run(quick: bool) -> list[BenchRow]:
     rows: list[BenchRow] = []
     nsjail_ok = detect_isolation().nsjail_ok
     plain = _plain_subprocess_ms(fresh_repeat)
+    fresh = jail_floor = None
     if nsjail_ok:
-        fresh = _fresh_jail_ms(fresh_repeat)
-        warm, rate, _ = _warm_ms("nsjail", repeat)
-        ratio = fresh / warm
-        rows.append(BenchRow(SECTION, "warm pool: trivial evaluation (nsjail)", warm, "ms",
-                             reference="fresh nsjail python + import numpy", reference_value=fresh, ratio=ratio,
-                             goal="<= 5 ms and >= 25x", met=warm <= 5.0 and ratio >= 25.0))
-        rows.append(BenchRow(SECTION, "warm pool: throughput (nsjail, 1 thread per worker)", rate, "evals/s",
-                             goal=">= 300/s", met=rate >= 300.0, note="2 workers, best of 3 windows"))
+        fresh, jail_floor = _fresh_jail(fresh_repeat)
+    for i, mode in enumerate((["nsjail"] if nsjail_ok else []) + ["process"]):
+        mode_rows, pool = _mode_rows(mode, repeat, fresh)
+        try:
+            rows.extend(mode_rows)
+            if i == 0:  # nsjail where it runs: the circle-packing figure, the breakdown, the floors
+                rows.append(_circle_packing_row(pool, 10 if quick else 40))
+                rows.extend(_breakdown_rows(pool, repeat))
+                rows.extend(_floor_rows(pool, jail_floor, 50 if quick else 200))
+        finally:
+            pool.close()
+    if fresh is not None:
         rows.append(BenchRow(SECTION, "fresh nsjail python + import numpy", fresh, "ms",
                              reference="plain subprocess python + import numpy", reference_value=plain,
                              ratio=plain / fresh, note="exec_in_sandbox per evaluation"))
-    warm_p, rate_p, _ = _warm_ms("process", repeat)
-    rows.append(BenchRow(SECTION, "warm pool: trivial evaluation (process)", warm_p, "ms",
-                         reference="plain subprocess python + import numpy", reference_value=plain,
-                         ratio=plain / warm_p, note="no filesystem or network isolation"))
-    rows.append(BenchRow(SECTION, "warm pool: throughput (process, 1 thread per worker)", rate_p, "evals/s",
-                         note="2 workers, best of 3 windows"))
     rows.append(BenchRow(SECTION, "plain subprocess python + import numpy", plain, "ms", note="no sandbox"))
     return rows

@@ -32,12 +32,13 @@ if TYPE_CHECKING:
         SandboxSession,
         Status,
     )
-    from reasearch.engine.sandbox import PoolSession, SandboxPool, close_default_pool, default_pool
+    from reasearch.engine.sandbox import PoolSession, SandboxPool, close_default_pool, default_pool, fit_profile
 
 # Public name -> the module that defines it. Resolved lazily (PEP 562): the in-jail worker imports
 # ``reasearch.engine._worker``, which must load only the worker's own modules, not the pool.
 _WHERE = {
     "SandboxPool": "sandbox", "PoolSession": "sandbox", "default_pool": "sandbox", "close_default_pool": "sandbox",
+    "fit_profile": "sandbox",
     "SandboxConfig": "config", "SandboxMode": "config", "DEFAULT_PRELOAD": "config",
     "detect_isolation": "isolation", "IsolationReport": "isolation",
     "exec_in_sandbox": "exec", "ExecOutcome": "exec",
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_PRELOAD",
     "default_pool",
     "close_default_pool",
+    "fit_profile",
     "detect_isolation",
     "IsolationReport",
     "exec_in_sandbox",

@@ -17,6 +17,7 @@ import resource
 import select
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -30,11 +31,18 @@ REQUEST_CAP = 1 << 34  # requests come from the trusted engine; this only guards
 _OOM_FRAME = _wire.encode_frame({"kind": "oom"})  # built up front: there is no memory to build it later
 
 
-def _apply_limits(limits: dict[str, Any]) -> None:
-    """Per-evaluation rlimits; the address-space limit is on top of the preloaded runtime."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    with open("/proc/self/statm") as fh:
-        base = int(fh.read().split()[0]) * page
+def _address_space() -> int:
+    """Bytes of address space this process maps now (``/proc/self/statm``, two syscalls)."""
+    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return int(os.read(fd, 256).split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    finally:
+        os.close(fd)
+
+
+def _apply_limits(limits: dict[str, Any], base: int) -> None:
+    """Per-evaluation rlimits; the address-space limit is ``limits["memory_mb"]`` on top of ``base``
+    (the preloaded runtime, measured while the child waited for its request)."""
     as_bytes = base + int(limits["memory_mb"]) * (1 << 20)
     cpu = max(1, math.ceil(float(limits["cpu_s"])))
     fsize = int(limits["fsize_mb"]) * (1 << 20)
@@ -50,16 +58,23 @@ def _apply_limits(limits: dict[str, Any]) -> None:
         resource.setrlimit(res, (soft, hard))
 
 
-def _load_candidate(scratch: str, entry: list[str]) -> Any:
-    """Imports ``candidate.py`` from the scratch dir and returns the first entry point it defines."""
+def _load_candidate(scratch: str, entry: list[str], source: str | None = None) -> Any:
+    """Imports ``candidate.py`` from the scratch dir and returns the first entry point it defines.
 
+    With ``source`` (the text the worker wrote to that file, sent along with the request) the module
+    is compiled from it directly: the same module (name, ``__file__``, spec, tracebacks that show
+    its lines) without the loader's stat, bytecode-cache and read calls.
+    """
     path = os.path.join(scratch, "candidate.py")
     sys.path.insert(0, scratch)
     spec = importlib.util.spec_from_file_location("candidate", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = module
-    spec.loader.exec_module(module)
+    if source is None:
+        spec.loader.exec_module(module)
+    else:
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
     for name in entry:
         fn = getattr(module, name, None)
         if callable(fn):
@@ -99,18 +114,24 @@ def _error_frame(kind: str, text: str) -> bytes:
     return _wire.encode_frame({"kind": kind, "error": text[-_TRACEBACK_CHARS:]})
 
 
-def _result_frame(value: Any) -> bytes:
+def _result_frame(value: Any, stamps: dict[str, int] | None = None) -> bytes:
     """Encodes a value; anything that is not plain data becomes an error frame."""
     try:
+        if stamps is not None:
+            stamps["c_called"] = time.monotonic_ns()
+            return _wire.encode_frame({"kind": "ok", "t": stamps}, value)
         return _wire.encode_frame({"kind": "ok"}, value)
     except _wire.NotPlainDataError as exc:
         return _error_frame("error", f"result is not plain data: {exc}")
 
 
-def _guarded(thunk: Any) -> bytes:
-    """Runs candidate code; returns the frame to send (value, OOM, or traceback)."""
+def _guarded(thunk: Any, stamps: dict[str, int] | None = None) -> bytes:
+    """Runs candidate code; returns the frame to send (value, OOM, or traceback).
+
+    ``stamps`` (bench only): monotonic ns stamps of the child's steps, carried in the ``ok`` frame's
+    header for the cost breakdown; the engine reads them only when it asked for a trace."""
     try:
-        return _result_frame(thunk())
+        return _result_frame(thunk(), stamps)
     except MemoryError:
         return _OOM_FRAME
     except SystemExit as exc:  # sys.exit() without a result: leave with its code, the parent says CRASH
@@ -146,10 +167,8 @@ def _prewarm(prewarm_dir: str | None) -> None:
         return
     try:
         _, value = _wire.decode_frame(_PREWARM_FRAME[_wire.FRAME_LEN.size:])
-        fn = _load_candidate(prewarm_dir, ["run"])
+        fn = _load_candidate(prewarm_dir, ["run"], PREWARM_SOURCE)
         _result_frame(_call(fn, None, value["payload"]))
-        with open("/proc/self/statm") as fh:
-            fh.read()
     except Exception:  # only a speed-up: never let it affect the evaluation
         pass
     finally:
@@ -158,7 +177,8 @@ def _prewarm(prewarm_dir: str | None) -> None:
             sys.path.pop(0)
 
 
-def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int], prewarm_dir: str | None) -> None:
+def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int], prewarm_dir: str | None,
+               bounding_dropped: bool = False) -> None:
     """Runs in the forked child; never returns.
 
     The child is forked ahead of its request (so a request does not wait for the fork): it sets up
@@ -167,6 +187,7 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
     fd 4 are call payloads; EOF ends the session.
     """
     code = 70
+    started = time.monotonic_ns()
     try:
         os.setsid()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -177,33 +198,41 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
         os.dup2(fds["result"], 3)
         os.dup2(fds["req"], 4)
         os.closerange(5, 1 << 16)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # SIGINT and SIGTERM are at their defaults already: the worker resets them before any fork
+        # (Supervisor.reset_signals), and a fork keeps them.
         if child_uid is not None:
-            drop_to_uid(child_uid, keep_read_search)
+            drop_to_uid(child_uid, keep_read_search, bounding_dropped)
         # Warm up only when the request is not already on its way: under a saturating load the
         # warm-up would be extra work; when requests are spaced out it is free.
         if not select.select([4], [], [], _PREWARM_AFTER_S)[0]:
             _prewarm(prewarm_dir)
+        base = _address_space()
+        ready = time.monotonic_ns()
         try:
             req, value = _wire.decode_frame(_wire.read_frame(4, REQUEST_CAP))
         except _wire.WireError:
             os._exit(0)  # discarded before use (the worker is closing or needs a fresh fork)
+        stamps = {"c_start": started, "c_ready": ready, "c_req": time.monotonic_ns()} if req.get("trace") else None
         scratch = req["scratch"]
         os.chdir(scratch)
         os.environ["HOME"] = scratch
         os.environ["TMPDIR"] = scratch
-        _apply_limits(req["limits"])
+        _apply_limits(req["limits"], base)
         entry_fn: Any = None
 
         def load() -> None:
             nonlocal entry_fn
-            entry_fn = _load_candidate(scratch, list(req["entry"]))
+            if stamps is not None:
+                stamps["c_limits"] = time.monotonic_ns()
+            source = req.get("source")
+            entry_fn = _load_candidate(scratch, list(req["entry"]), source if isinstance(source, str) else None)
+            if stamps is not None:
+                stamps["c_loaded"] = time.monotonic_ns()
 
         harness = _resolve_harness(req.get("harness"))
         payload = value.get("payload") if isinstance(value, dict) else None
         if not req.get("session"):
-            frame = _guarded(lambda: (load(), _call(entry_fn, harness, payload))[1])
+            frame = _guarded(lambda: (load(), _call(entry_fn, harness, payload))[1], stamps)
             _flush_stdio()  # output first: once the result is in, the worker stops reading
             _wire.write_all(3, frame)
         else:

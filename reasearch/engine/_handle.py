@@ -42,16 +42,24 @@ class WorkerHandle:
     """Engine-side handle of one worker process (a jail in nsjail mode).
 
     Args:
-        index: the worker's number in its pool.
+        index: the worker's number (its slot) in its pool.
         launcher: builds the worker's command line (``NsjailLauncher`` or ``ProcessLauncher``).
         config: the pool's configuration (start timeout, grace period).
         log_dir: where the worker's stderr log goes.
         on_restart: called each time this worker is respawned (the pool counts restarts).
+        profile: the modules its warm image preloads (default: ``config.preload``).
+        spawn: runs the ``Popen`` of the worker (default: in the calling thread). The pool runs it
+            in one long-lived thread of its own: a worker dies with the *thread* that started it
+            (``PR_SET_PDEATHSIG``), and a request's thread may end long before the worker should.
     """
 
     def __init__(self, index: int, launcher: Any, config: SandboxConfig, log_dir: Path,
-                 on_restart: Callable[[], None] = lambda: None) -> None:
+                 on_restart: Callable[[], None] = lambda: None, profile: tuple[str, ...] | None = None,
+                 spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]] | None = None) -> None:
         self.index = index
+        self.spawn = spawn or (lambda popen: popen())
+        self.profile: tuple[str, ...] = tuple(sorted(set(config.preload))) if profile is None else tuple(profile)
+        self.last_used = time.monotonic()  # when the pool last released it (or made it)
         self.launcher = launcher
         self.config = config
         self.on_restart = on_restart
@@ -66,10 +74,14 @@ class WorkerHandle:
     def start(self) -> None:
         self.generation += 1
         self.buf.clear()
-        argv, env = self.launcher.worker_command(self.index)
-        with open(self.log_path, "ab") as log_fh:  # the worker keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fh,
-                                         env=env, close_fds=True, start_new_session=True)
+        argv, env = self.launcher.worker_command(self.index, self.profile)
+
+        def popen() -> subprocess.Popen[bytes]:
+            with open(self.log_path, "ab") as log_fh:  # the worker keeps its own copy of the descriptor
+                return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fh,
+                                        env=env, close_fds=True, start_new_session=True)
+
+        self.proc = self.spawn(popen)
 
     def wait_ready(self, timeout: float) -> None:
         try:
@@ -131,14 +143,34 @@ class WorkerHandle:
         self.start()
         self.wait_ready(self.config.start_timeout_s)
 
+    def switch_profile(self, profile: tuple[str, ...]) -> None:
+        """Replaces this worker by a fresh one (a new jail) whose warm image preloads ``profile``.
+
+        The old worker is killed with its whole jail first: nothing of it (processes, scratch, its
+        /tmp) survives into the new one."""
+        self.kill()
+        self.profile = tuple(profile)
+        try:
+            self.start()
+            self.wait_ready(self.config.start_timeout_s)
+        except BaseException:
+            # An image that cannot start (a module that fails to import) must not stick to this
+            # slot: its next restart brings back the pool's default image.
+            self.kill()
+            self.profile = tuple(sorted(set(self.config.preload)))
+            raise
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     # -- frames
-    def send(self, header: dict[str, Any], value: Any = None) -> None:
+    def send(self, header: dict[str, Any], value: Any = None, stamps: dict[str, int] | None = None) -> None:
+        """Writes one request frame; ``stamps`` (bench trace) gets ``e_sent`` between encoding and writing."""
         if self.proc is None or self.proc.stdin is None:
             raise WorkerDied()
         data = _wire.encode_frame(header, value, path="payload")
+        if stamps is not None:
+            stamps["e_sent"] = time.monotonic_ns()  # before the write: the worker may read it at once
         try:
             _wire.write_all(self.proc.stdin.fileno(), data)
         except (BrokenPipeError, OSError):

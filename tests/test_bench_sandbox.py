@@ -1,0 +1,45 @@
+"""The sandbox bench's arithmetic: step breakdown and CPU budget from traced stamps (synthetic traces)."""
+
+from __future__ import annotations
+
+import math
+
+from reasearch._bench.sandbox import CRITICAL_PATH, POST_REPLY, breakdown, cpu_budget
+
+
+def _trace(worker: int, base: int, *, cpu: int, child_base: int, child_reply: int, child_life: int | None) -> dict[str, int]:
+    t = {"e_worker": worker, "e_start": base, "e_sent": base + 10_000, "w_recv": base + 30_000,
+         "w_cpu_ns": cpu, "child_cpu_base_ns": child_base, "child_cpu_reply_ns": child_reply, "e_cpu_ns": 200_000}
+    if child_life is not None:
+        t["p_child_cpu_ns"] = child_life
+    return t
+
+
+def test_breakdown_takes_medians_and_p95_per_step() -> None:
+    traces = [{"e_start": 0, "e_sent": d, "w_recv": d + 1_000_000} for d in (1_000_000, 2_000_000, 3_000_000)]
+    parts = breakdown(traces, CRITICAL_PATH)
+    assert [p[0] for p in parts] == [CRITICAL_PATH[0][0], CRITICAL_PATH[1][0]]  # steps without stamps are left out
+    label, med, p95 = parts[0]
+    assert math.isclose(med, 2.0) and math.isclose(p95, 3.0)
+    assert math.isclose(parts[1][1], 1.0) and math.isclose(parts[1][2], 1.0)
+    assert breakdown([], POST_REPLY) == []
+
+
+def test_cpu_budget_pairs_each_workers_consecutive_requests() -> None:
+    # Two workers served in turn; each one's CPU clock advances 2 ms per request cycle, and each
+    # child's whole life (reported with the next request of the same worker) is 0.5 ms past its reply.
+    traces = []
+    cpu = {0: 0, 1: 50_000_000}
+    for i in range(6):
+        w = i % 2
+        cpu[w] += 2_000_000
+        prev_reply = 1_300_000 if i >= 2 else None
+        traces.append(_trace(w, i * 10_000_000, cpu=cpu[w], child_base=300_000, child_reply=1_300_000,
+                             child_life=None if prev_reply is None else prev_reply + 500_000))
+    budget = dict(cpu_budget(traces))
+    assert math.isclose(budget["engine (the caller's thread)"], 0.2)
+    assert math.isclose(budget["worker (one request cycle, fork included)"], 2.0)  # never across workers
+    assert math.isclose(budget["child before its request (set-up, prewarm)"], 0.3)
+    assert math.isclose(budget["child serving the request"], 1.0)
+    assert math.isclose(budget["child after its reply (exit, teardown)"], 0.5)
+    assert cpu_budget([]) == []
