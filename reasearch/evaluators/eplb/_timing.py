@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "CALIBRATION_SOURCE", "CALL_Z", "CLOCK", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S", "NOISE_FLOOR_S",
+    "BIAS_FRACTION", "CALIBRATION_SOURCE", "CALL_Z", "CLOCK", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S", "NOISE_FLOOR_S",
     "REPLAY_CAP_S", "ROUNDS", "Z", "CallTiming", "Timing", "answer_signature", "decide", "replay_plan",
     "replay_wait_ns", "reported_seconds", "signature_bytes",
 ]
@@ -83,6 +83,7 @@ MAX_SLACK_FRACTION = 0.25  # the allowance may be at most this share of the medi
 NOISE_FLOOR_S = 50e-6  # ... or this, whichever is larger; it is never smaller than this
 Z = 2.5  # the allowance: Z standard errors of the mean excess
 CALL_Z = 4.0  # a call's own excess beyond CALL_Z spreads of one call is not noise
+BIAS_FRACTION = 0.05  # the replays run after the calls, in another process: their transport may differ by this share
 CLOCK = "sandbox clock"
 
 
@@ -146,6 +147,8 @@ class Timing:
         slack_s: the allowance ``a`` (None without a calibration).
         excess_s: ``D``, the calls' mean (clipped) excess over their replays (None without a calibration).
         transport_per_call_s: each call's reference transport ``e`` (empty without a calibration).
+        limit_s: ``C``, the per-call limit (None without a calibration).
+        floor_s: the least ``t_alg`` of a call, four times the allowance (None without a calibration).
     """
 
     t_alg: list[float]
@@ -155,6 +158,8 @@ class Timing:
     slack_s: float | None
     excess_s: float | None = None
     transport_per_call_s: tuple[float, ...] = ()
+    limit_s: float | None = None
+    floor_s: float | None = None
 
 
 def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]]) -> Timing:
@@ -190,28 +195,32 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]]) -> Ti
     noise = [min(max(p * scale, -limit), limit) for p in pairs]  # honest excesses, clipped as below
     spread = statistics.pstdev(noise) if len(noise) > 1 else limit
     drift = abs(statistics.median(pairs))
+    median_t = statistics.median(refs)
     claims = [None if c.t_jail_s is None else min(c.t_jail_s, c.wall_s) for c in calls]
     known = [i for i, c in enumerate(claims) if c is not None]
-    median_t = statistics.median(refs)
-    allowance = max(NOISE_FLOOR_S, Z * spread / math.sqrt(max(len(known), 1)), drift)
+    allowance = max(NOISE_FLOOR_S, Z * spread / math.sqrt(max(len(known), 1)), drift, BIAS_FRACTION * median_t)
     limit = max(limit, allowance)
-    if known:
-        typical = statistics.median(claims[i] for i in known)  # type: ignore[misc]
-        if allowance > max(MAX_SLACK_FRACTION * typical, NOISE_FLOOR_S):
-            why = (f"the machine was too noisy to calibrate: allowance {allowance * 1e6:.0f} us > "
-                   f"{MAX_SLACK_FRACTION:.0%} of the median claim {typical * 1e6:.0f} us")
-            return round_trips(why, median_t, allowance, None, refs)
+    floor = allowance / MAX_SLACK_FRACTION  # below this, a time cannot be told from the transport's noise
+    if floor >= statistics.median(walls):
+        why = (f"the machine was too noisy to calibrate: allowance {allowance * 1e6:.0f} us; "
+               f"{1 / MAX_SLACK_FRACTION:g}x that reaches the median round trip {statistics.median(walls) * 1e6:.0f} us")
+        return round_trips(why, median_t, allowance, None, refs)
     excess = {i: walls[i] - claims[i] - refs[i] for i in known}  # type: ignore[operator]
     mean_excess = statistics.fmean(min(max(x, -limit), limit) for x in excess.values()) if known else None
     shift = max(0.0, (mean_excess or 0.0) - allowance)
     t_alg: list[float] = []
-    bounded = 0
+    bounded = floored = 0
     for i, (w, claim) in enumerate(zip(walls, claims)):
         if claim is None:  # no usable claim: the round trip less this call's transport and the limit
             value, raised = w - refs[i] - limit, True
         else:
             value = claim + shift + max(0.0, excess[i] - limit)
             raised = value > claim
-        t_alg.append(max(min(value, w), MIN_T_ALG_S))
-        bounded += raised
-    return Timing(t_alg, bounded, CLOCK, median_t, allowance, mean_excess, tuple(refs))
+        floored += value < floor
+        t_alg.append(max(min(max(value, floor), w), MIN_T_ALG_S))
+        bounded += raised or value < floor
+    source = CLOCK
+    if 2 * floored > len(calls):
+        source = (f"{CLOCK}, floored at {1 / MAX_SLACK_FRACTION:g}x the allowance ({floor * 1e6:.0f} us): "
+                  "shorter times cannot be told from the transport's noise")
+    return Timing(t_alg, bounded, source, median_t, allowance, mean_excess, tuple(refs), limit, floor)

@@ -25,7 +25,6 @@ from reasearch.evaluators.eplb._timing import (
     replay_plan,
     replay_wait_ns,
     reported_seconds,
-    signature_bytes,
 )
 from reasearch.evaluators.eplb.harness import compact
 from reasearch.evaluators.eplb.scoring import (
@@ -54,7 +53,7 @@ __all__ = [
 
 # The configuration of TASKS.md: 288 physical slots, 8 expert groups, 4 nodes, 32 GPUs (9 slots each).
 NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS = 288, 8, 4, 32
-WARM_ECHOES = 3  # a fresh session's first round trips are slower (its first writes copy pages): not samples
+WARM_ECHOES = 3  # untimed echoes opening both the candidate's and the calibration session (see _warm_up)
 DEFAULT_SYNTHETIC_WINDOWS = 11  # 10 timed rebalances, each scored on the window after it (<= 0.5 s)
 SPEED_NUMERATOR_S = 0.002  # combined = (mean bal_expert + 0.002 s / mean t_alg) / 2, as in the paper
 _WEIGHT_TYPES = ("auto", "numpy", "torch")
@@ -366,7 +365,9 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         problem: tuple[Status, str] | None = None
         try:
             if not getattr(session, "closed", False):  # a candidate that failed to load ends the session
-                problem = self._setup_call(session, seed, weight_type, deadline, windows)
+                problem = self._setup_call(session, seed, weight_type, deadline)
+                if problem is None:
+                    self._warm_up(session, windows, weight_type, deadline)
                 for i in range(windows.shape[0] - 1 if problem is None else 0):
                     remaining = deadline - time.perf_counter()
                     if remaining <= 0:
@@ -410,6 +411,8 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             "t_transport_slack_s": verdict.slack_s,
             "t_transport_per_window_s": list(verdict.transport_per_call_s),
             "t_excess_s": verdict.excess_s,
+            "t_call_limit_s": verdict.limit_s,
+            "t_alg_floor_s": verdict.floor_s,
             "t_alg_bounded_windows": verdict.bounded_calls,
             "t_alg_source": verdict.source,
             "t_call_s": statistics.fmean(c.wall_s for c in calls),
@@ -424,20 +427,28 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                             metrics={**result.metrics, "cpu_beyond_calls_s": beyond})
 
     def _setup_call(self, session: SandboxSession, seed: int | None, weight_type: str,
-                    deadline: float, windows: np.ndarray) -> tuple[Status, str] | None:
-        """The untimed first call: torch's import (torch candidates), the generators' seeds, and one pass
-        through the answer's path with arrays as large as a published answer (so that the first timed
-        call does not pay for the process's first allocations and framing of that size)."""
-        L, E = windows.shape[1:]
-        warm = {**self._call_payload(windows[0], weight_type),
-                "echo": [[[L, NUM_REPLICAS], "<i2"], [[L, E, max(NUM_REPLICAS - E + 1, 1)], "<i2"], [[L, E], "<i2"]]}
-        payload = {"setup": True, "seed": 0 if seed is None else int(seed), "weight_type": weight_type,
-                   "warm": warm}
+                    deadline: float) -> tuple[Status, str] | None:
+        """The untimed first call: torch's import (torch candidates), the generators' seeds, the allocator."""
+        payload = {"setup": True, "seed": 0 if seed is None else int(seed), "weight_type": weight_type}
         out = session.call(payload, timeout_s=max(deadline - time.perf_counter(), 0.001))
         if out.status is not Status.OK:
             detail = out.error.strip() or "no further detail"
             return out.status, f"before the first rebalance: {out.status.value}: {detail}"
         return None
+
+    def _warm_up(self, session: SandboxSession, windows: np.ndarray, weight_type: str, deadline: float) -> None:
+        """Untimed echoes of a published answer's size before the first timed call or replay, the same in
+        the candidate's session and in the calibration session: a fresh session's first round trips are
+        slower (first writes copy pages, first allocations of that size) and must weigh on neither side.
+        Their outcome is not used (a session they broke reports it on its next call)."""
+        L, E = windows.shape[1:]
+        echo = [[[L, NUM_REPLICAS], "<i2"], [[L, E, max(NUM_REPLICAS - E + 1, 1)], "<i2"], [[L, E], "<i2"]]
+        for k in range(WARM_ECHOES):
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0 or getattr(session, "closed", False):
+                return
+            session.call({**self._call_payload(windows[k % (windows.shape[0] - 1)], weight_type), "echo": echo,
+                          "wait_ns": 0}, timeout_s=remaining)
 
     def _calibrate(self, runner: SandboxRunner, windows: np.ndarray, answers: Sequence[Any],
                    calls: Sequence[CallTiming]) -> list[list[float]]:
@@ -458,17 +469,18 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         try:
             if getattr(session, "closed", False):
                 return echoes
-            largest = max(plan, key=lambda i: signature_bytes(sigs[i]))  # type: ignore[arg-type]
-            order = [largest] * WARM_ECHOES + [i for r in range(ROUNDS) for i in (plan if r % 2 == 0 else plan[::-1])]
-            for k, i in enumerate(order):
-                payload = {**self._call_payload(windows[i], "numpy"), "echo": sigs[i],
-                           "wait_ns": replay_wait_ns(calls[i]) if k >= WARM_ECHOES else 0}
+            # the same start as the candidate's session: setup (allocator settings), then the warm-up echoes
+            setup = session.call({"setup": True, "seed": 0, "weight_type": "numpy"}, timeout_s=10.0)
+            if setup.status is not Status.OK:
+                return echoes
+            self._warm_up(session, windows, "numpy", time.perf_counter() + 10.0)
+            for i in [i for r in range(ROUNDS) for i in (plan if r % 2 == 0 else plan[::-1])]:
+                payload = {**self._call_payload(windows[i], "numpy"), "echo": sigs[i], "wait_ns": replay_wait_ns(calls[i])}
                 out = session.call(payload, timeout_s=10.0)
                 waited = reported_seconds(out.value.get("t_ns")) if isinstance(out.value, Mapping) else None
                 if out.status is not Status.OK or waited is None:
                     return [[] for _ in calls]
-                if k >= WARM_ECHOES:  # the first ones warm the fresh session up: not samples
-                    echoes[i].append(max(out.wall_s - waited, 0.0))
+                echoes[i].append(max(out.wall_s - waited, 0.0))
         finally:
             session.close()
         return echoes
