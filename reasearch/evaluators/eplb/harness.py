@@ -7,16 +7,20 @@ own measurements (see ``reasearch.evaluators.eplb._timing``).
 
 Three kinds of call, chosen by the parent's payload:
 
-* ``{"setup": True, "seed": s, "weight_type": "torch"|"numpy"}`` (once, untimed): imports torch
+* ``{"setup": True, "seed": s, "weight_type": "torch"|"numpy"}`` (once, untimed): inspects the
+  entry point's signature, sets the C allocator to keep freed memory (``reasearch.native.alloc``: a
+  NumPy program's temporaries would otherwise be page-faulted in afresh on every call), imports torch
   when the candidate uses it (outside every timed call: torch's import takes seconds) and seeds
   ``random``, ``numpy.random`` and torch from the evaluation seed;
 * a window (``{"weight": ..., "num_replicas": ..., ...}``): calls the candidate with the arguments its
   signature asks for (published programs take them positionally) and returns the placement plus
   ``t_ns``, the call's duration on a clock captured when this module was imported (before any
   candidate code ran);
-* ``{"echo": [[shape, dtype], ...], "wait_ns": w}`` (only in the parent's own calibration session,
-  never with a candidate's code): busy-waits ``w`` ns, then returns arrays of those shapes through the
-  same path, so the parent can measure what the transport of such an answer costs.
+* ``{"echo": [[shape, dtype], ...], "wait_ns": w, <window>}``: the path of a timed call with the
+  candidate's call replaced by building arrays of those shapes and busy-waiting ``w`` ns, so that the
+  parent can measure what the transport of such an answer costs. The replays the timing relies on run
+  in the parent's own calibration session, never with a candidate's code; a few untimed ones also open
+  the candidate's session (the same warm-up on both sides, see ``task.EplbTask._warm_up``).
 """
 
 from __future__ import annotations
@@ -93,14 +97,14 @@ def _caller(entry: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Any]:
 
 def _setup(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
     _caller(entry)  # the signature is inspected here, not before the first timed call
-    keep_freed_memory()  # each call's arrays reuse the last call's pages instead of faulting in fresh ones
+    allocator = keep_freed_memory()  # each call's arrays reuse the last call's pages, not fresh ones
     weight_type = "torch" if payload.get("weight_type") == "torch" else "numpy"
     if weight_type == "torch":
         import torch  # noqa: F401 - imported here so that no timed call pays for it
 
     _state["weight_type"] = weight_type
     seed_everything(payload.get("seed"))
-    return {"ready": True, "weight_type": weight_type}
+    return {"ready": True, "weight_type": weight_type, "allocator": allocator}
 
 
 def _arguments(payload: Mapping[str, Any], weight_type: str) -> dict[str, Any]:
