@@ -90,6 +90,6 @@ def run(quick: bool) -> list[BenchRow]:
     rows.append(BenchRow(
         SECTION, "t_alg of the seed in the sandbox (median call)", t_alg, "ms",
         reference="the parent's round trip per call (the former t_alg)", reference_value=t_call,
-        note="t_alg: the sandbox's clock around the call, bounded by the round trip less the calibrated transport",
+        note="t_alg: the sandbox's clock around the call, bounded by the round trip less the call's replayed transport",
     ))
     return rows

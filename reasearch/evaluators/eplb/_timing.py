@@ -1,10 +1,10 @@
 """How EPLB's ``t_alg`` is measured: the algorithm, not the sandbox transport, out of the candidate's reach.
 
 The problem: the parent can only time a whole round trip (send one window, the worker relays it, the
-candidate computes, the three arrays are framed and copied back), about 1-3 ms on top of the
-algorithm on a 2-core machine. A clock inside the sandbox sees only the algorithm, but it runs in the
-candidate's own process, where the candidate can patch anything (the harness's clock, the number it
-reports, the code around the call).
+candidate computes, the three arrays are framed and copied back), 1-3 ms on top of the algorithm on
+a 2-core machine. A clock inside the sandbox sees only the algorithm, but it runs in the candidate's
+own process, where the candidate can patch anything (the harness's clock, the number it reports,
+the code around the call).
 
 The choice: both, each bounding the other.
 
@@ -12,40 +12,44 @@ The choice: both, each bounding the other.
    candidate code ran) around the candidate's call only and reports it: the *claim* ``c``.
 2. The parent times each round trip itself: ``w``. What the claim leaves out, ``w - c``, is the
    call's apparent transport.
-3. After the candidate's session is closed (its processes are gone), the parent opens a *calibration*
-   session of its own (a trusted placeholder program in the same harness, never the candidate's code)
-   and *replays* every call (at most :data:`MAX_REPLAYS`, a random choice when there are more) in
-   :data:`ROUNDS` rounds (forward, then backward, so that a slow drift of the machine's load weighs
-   on every call alike): an ``echo`` request with the call's own window, the arrays of the call's own
-   answer (same shapes and wire dtypes; integers built as int64 and narrowed on the same path as a
-   published program's answer), and a busy-wait as long as the call's claim (capped at
-   :data:`REPLAY_CAP_S`, so the machine preempts the replay's transport as often as the call's). Each
-   replay's round trip less its own (trusted) clock is one sample of that call's transport. A call's
-   reference transport ``e`` is the mean of its samples.
-4. Noise: ``s``, the spread of one transport sample, is 1.4826 times the median absolute difference
-   of each call's two samples, over ``sqrt(2)``; one call's excess ``d = w - c - e`` then has spread
-   ``s_d = s * sqrt(1 + 1/ROUNDS)``. The *allowance* ``a = max(NOISE_FLOOR_S, Z * s_d / sqrt(n),
-   drift)`` (``n`` calls; ``drift`` the median difference between the two rounds) bounds what a
-   liar can gain on average; the per-call limit ``C = max(CALL_Z * s_d, a)`` separates a transport
-   hiccup from a claim too small for its own round trip.
-5. If ``a`` exceeds :data:`MAX_SLACK_FRACTION` of the median claim (and :data:`NOISE_FLOOR_S`), the
-   machine was too noisy for the claims to be bounded that tightly: every call counts its round trip,
-   and ``t_alg_source`` says so, with the figures.
-6. Otherwise ``t_alg = c + max(0, D - a) + max(0, d - C)`` (never above ``w``), where ``D`` is the
-   mean over the calls of ``d`` clipped to ``[-C, C]``. A call without a usable claim counts
-   ``w - e - C``.
+3. After the candidate's session is closed (its processes are killed with it), the parent opens a
+   *calibration* session of its own (a trusted placeholder program in the same harness, never the
+   candidate's code) and *replays* every call (at most :data:`MAX_REPLAYS`, drawn at random when
+   there are more) in :data:`ROUNDS` rounds, forward then backward (a drift of the machine's load
+   weighs on every call alike): an ``echo`` request with the call's own window, arrays of the call's
+   own answer (shapes and wire dtypes; integers built as int64 and narrowed on the same path as a
+   published program's int64 answer), and a busy-wait as long as the call's claim (capped at
+   :data:`REPLAY_CAP_S`: a machine preempts the transport after a long burst more often). Each
+   replay's round trip less its own trusted clock is one transport sample; a call's reference
+   transport ``e`` is the mean of its samples. Both sessions open alike: setup (allocator settings),
+   then a few untimed warm-up echoes, so that neither side's first round trips are slower.
+4. Noise and allowance: a call's excess ``d = w - c - e`` is, for an honest call, one transport sample
+   less the mean of two; its spread ``s_d`` comes from the replay pairs (1.4826 times the median
+   absolute pair difference, scaled). The *allowance* ``a`` is the largest of :data:`NOISE_FLOOR_S`,
+   ``Z`` standard errors of the mean excess (from the replay pairs, clipped like the excesses), the
+   drift between the two rounds, and :data:`BIAS_FRACTION` of the transport (the replays run after
+   the calls, in another process). The per-call *limit* is ``C = max(CALL_Z * s_d, a)``.
+5. ``t_alg = c + max(0, D - a) + max(0, d - C)``, where ``D`` is the mean over the calls of ``d``
+   clipped to ``[-C, C]``; a call without a usable claim counts ``w - e - C``. Never above ``w``;
+   never below the *floor* ``4 a`` (``a / MAX_SLACK_FRACTION``): a shorter time cannot be told from
+   the transport's noise, so an honest 20 us algorithm counts the floor, and so does a liar. When the
+   floor reaches the median round trip the machine is too noisy: every call counts its round trip.
+   ``t_alg_source`` names the case (``"sandbox clock"``, ``"sandbox clock, floored ..."`` when the
+   floor decides most calls, ``"round trip (why)"``).
 
 Why this bounds a liar: summed over the calls, ``t_alg >= true time - n * a - sum(e - true
-transport)``: a candidate that under-reports, on every call or on some, keeps on average at most the
-allowance ``a`` (plus the calibration's own error, zero on average), whatever it claims. An honest
-candidate keeps its claims: ``D`` is its transport's sampling noise (below ``a`` but rarely), and a
-call is raised only by a transport hiccup larger than ``C``, by the hiccup's excess.
+transport)``: a candidate that under-reports, on every call or on some, by a little or a lot, keeps
+on average at most the allowance ``a`` (at most a quarter of the time it is credited with, by the
+floor), plus the calibration's own error (zero on average). An honest candidate keeps its claims:
+``D`` is sampling noise (rarely above ``a``), and a call is raised only by a transport hiccup larger
+than ``C``, by the hiccup's excess.
 
 What is not closed: the work around the call inside the sandbox (reading the window, narrowing the
 answer's integers, framing it) runs in the candidate's process; a candidate that replaces it by faster
 code can claim that much less unnoticed (tens to a few hundred microseconds at L = 58, E = 256, more
-for an answer padded with replica columns). The replays cannot be slowed by the candidate: they run
-after its processes were killed, with no code of its, and wait only as long as it claimed.
+with an answer padded with replica columns); a candidate returning narrow integers is credited the
+narrowing of int64 arrays it did not do. The replays cannot be slowed by the candidate: they run
+after its processes are killed, with no code of its, and each waits only as long as its call claimed.
 
 Torch candidates: the calibration echoes NumPy arrays (a calibration session that imported torch would
 cost seconds); converting a tensor (``from_numpy`` on the way in, ``.numpy()`` on the way back) costs
@@ -142,7 +146,7 @@ class Timing:
     Attributes:
         t_alg: per call, the algorithm's time in seconds (what the score uses).
         bounded_calls: how many calls count more than their claim (the parent's figures overruled it).
-        source: ``"sandbox clock"`` (calibrated) or ``"round trip (why)"``.
+        source: ``"sandbox clock"``, ``"sandbox clock, floored ..."`` or ``"round trip (why)"``.
         transport_s: the median reference transport per call (None without a calibration).
         slack_s: the allowance ``a`` (None without a calibration).
         excess_s: ``D``, the calls' mean (clipped) excess over their replays (None without a calibration).

@@ -18,6 +18,7 @@ from reasearch.evaluators._secret import derive_seed, fingerprint, secret
 from reasearch.evaluators.base import Task, default_runner, failure_feedback
 from reasearch.evaluators.eplb._timing import (
     CALIBRATION_SOURCE,
+    CLOCK,
     ROUNDS,
     CallTiming,
     answer_signature,
@@ -148,8 +149,8 @@ class EplbTask(Task):
 
     Score (maximize, default ``score="combined"``): ``(mean bal_expert + 0.002 / mean t_alg) / 2``,
     where ``t_alg`` is the time of the algorithm alone, without the sandbox transport: the sandbox's
-    clock around the call, bounded by the parent's round trip less a transport cost calibrated in the
-    same evaluation (see ``reasearch.evaluators.eplb._timing``). ``bal_expert``, ``bal_gpu``,
+    clock around the call, bounded by the parent's round trip less the call's transport, replayed in a
+    session of the evaluator's own after the candidate's (see ``reasearch.evaluators.eplb._timing``). ``bal_expert``, ``bal_gpu``,
     ``t_alg`` and every score variant (:data:`SCORE_VARIANTS`) are reported separately. Any broken rule
     is ``INVALID`` with the window, layer and reason.
 
@@ -266,8 +267,9 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             "Balance: each expert's load is split evenly over its replicas; bal_expert = sum over layers of "
             "mean slot load / sum of max slot load; bal_gpu the same over per-GPU sums.\n"
             f"Score (maximize): {self._score_text()}, where t_alg is the time of your function alone: the "
-            "sandbox's clock around each call, bounded by the evaluator's own round trip less the transport "
-            "cost it calibrates in the same evaluation (t_transport_s); the transport is not counted. "
+            "sandbox's clock around each call, bounded by the evaluator's own round trip less that call's "
+            "transport, which it replays after your session (t_transport_per_window_s); the transport is not "
+            "counted, and times under 4x the noise allowance count as that floor (t_alg_floor_s). "
             "Only the calls are timed: work done between calls (at import or in background threads) is not in "
             "t_alg, but it shares the one wall-time limit of the whole session and cannot see a window before "
             "it is sent. bal_expert, bal_gpu, t_alg and every score variant are reported separately. `random`, "
@@ -342,9 +344,10 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
     ) -> EvalResult:
         """Runs the candidate once per window in one sandbox session, timing each call; scores the results.
 
-        In order: one untimed setup call (imports torch for a torch candidate, seeds the generators),
-        one timed call per window back to back, then, when every placement is valid, a calibration
-        session of the evaluator's own measures the transport that the timing leaves out.
+        In order: one untimed setup call (allocator settings; imports torch for a torch candidate, seeds
+        the generators), a few untimed warm-up echoes, one timed call per window back to back, then,
+        when every placement is valid, a calibration session of the evaluator's own replays each call to
+        measure the transport that the timing leaves out (``_timing``).
 
         Args:
             candidate_source: the candidate program's source text.
@@ -542,6 +545,8 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         source = str(info.get("t_alg_source", ""))
         if source.startswith("round trip"):
             transport_text = f" t_alg is each call's {source}: the sandbox transport is included this time."
+        elif source != CLOCK:
+            transport_text = f" t_alg: {source}."
         elif transport is not None and call is not None:
             transport_text = (f" Transport left out: ~{transport * 1e3:.3f} ms per call (round trip with it: "
                               f"{call * 1e3:.3f} ms).")
