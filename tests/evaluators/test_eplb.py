@@ -473,3 +473,10 @@ def test_the_sandbox_session_sets_the_allocator(sandbox):
         assert out.status is Status.OK and out.value["allocator"] is True
     finally:
         session.close()
+
+
+def test_a_signature_that_cannot_be_called_is_refused_before_the_first_timed_call(sandbox):
+    res = reasearch.make("eplb/v1", num_windows=3).evaluate("def rebalance_experts(weight, seed):\n    return None\n",
+                                                           executor=sandbox)
+    assert res.status is Status.CRASH and res.score is None
+    assert "before the first rebalance" in res.feedback and "accepted forms: rebalance_experts(weight" in res.feedback
