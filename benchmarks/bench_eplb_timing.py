@@ -63,8 +63,8 @@ def test_transport_share_of_a_1ms_algorithm(benchmark, pool):
         # the first call computes the cached placement: leave it out
         claims = [t for t in m["t_claimed_per_window_s"][1:] if t is not None]
         results.append((statistics.fmean(m["t_alg_per_window_s"][1:]), statistics.fmean(m["t_call_per_window_s"][1:]),
-                        m["t_alg_bounded_windows"], m["t_alg_source"], statistics.fmean(claims) if claims else float("nan"),
-                        m["t_transport_slack_s"]))
+                        m["t_alg_bounded_windows"], m["t_alg_source"],
+                        statistics.fmean(claims) if claims else float("nan"), m["t_transport_slack_s"]))
 
     benchmark.pedantic(once, rounds=7, iterations=1)
     t_alg = statistics.median(r[0] for r in results)

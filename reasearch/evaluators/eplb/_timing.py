@@ -68,7 +68,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "BIAS_FRACTION", "CALIBRATION_SOURCE", "CALL_Z", "CLOCK", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S", "NOISE_FLOOR_S",
+    "BIAS_FRACTION", "CALIBRATION_SOURCE", "CALL_Z", "CLOCK", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S",
+    "NOISE_FLOOR_S",
     "REPLAY_CAP_S", "ROUNDS", "Z", "CallTiming", "Timing", "answer_signature", "decide", "replay_plan",
     "replay_wait_ns", "reported_seconds", "signature_bytes",
 ]
@@ -205,9 +206,10 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]]) -> Ti
     allowance = max(NOISE_FLOOR_S, Z * spread / math.sqrt(max(len(known), 1)), drift, BIAS_FRACTION * median_t)
     limit = max(limit, allowance)
     floor = allowance / MAX_SLACK_FRACTION  # below this, a time cannot be told from the transport's noise
-    if floor >= statistics.median(walls):
+    median_w = statistics.median(walls)
+    if floor >= median_w:
         why = (f"the machine was too noisy to calibrate: allowance {allowance * 1e6:.0f} us; "
-               f"{1 / MAX_SLACK_FRACTION:g}x that reaches the median round trip {statistics.median(walls) * 1e6:.0f} us")
+               f"{1 / MAX_SLACK_FRACTION:g}x that reaches the median round trip {median_w * 1e6:.0f} us")
         return round_trips(why, median_t, allowance, None, refs)
     excess = {i: walls[i] - claims[i] - refs[i] for i in known}  # type: ignore[operator]
     mean_excess = statistics.fmean(min(max(x, -limit), limit) for x in excess.values()) if known else None

@@ -150,9 +150,9 @@ class EplbTask(Task):
     Score (maximize, default ``score="combined"``): ``(mean bal_expert + 0.002 / mean t_alg) / 2``,
     where ``t_alg`` is the time of the algorithm alone, without the sandbox transport: the sandbox's
     clock around the call, bounded by the parent's round trip less the call's transport, replayed in a
-    session of the evaluator's own after the candidate's (see ``reasearch.evaluators.eplb._timing``). ``bal_expert``, ``bal_gpu``,
-    ``t_alg`` and every score variant (:data:`SCORE_VARIANTS`) are reported separately. Any broken rule
-    is ``INVALID`` with the window, layer and reason.
+    session of the evaluator's own after the candidate's (see ``reasearch.evaluators.eplb._timing``).
+    ``bal_expert``, ``bal_gpu``, ``t_alg`` and every score variant (:data:`SCORE_VARIANTS`) are reported
+    separately. Any broken rule is ``INVALID`` with the window, layer and reason.
 
     torch is imported in the sandbox only for candidates that import it (once, before the timed
     calls), and seeded with ``random`` and ``numpy.random`` from the evaluation seed.
@@ -478,7 +478,8 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                 return echoes
             self._warm_up(session, windows, "numpy", time.perf_counter() + 10.0)
             for i in [i for r in range(ROUNDS) for i in (plan if r % 2 == 0 else plan[::-1])]:
-                payload = {**self._call_payload(windows[i], "numpy"), "echo": sigs[i], "wait_ns": replay_wait_ns(calls[i])}
+                payload = {**self._call_payload(windows[i], "numpy"), "echo": sigs[i],
+                           "wait_ns": replay_wait_ns(calls[i])}
                 out = session.call(payload, timeout_s=10.0)
                 waited = reported_seconds(out.value.get("t_ns")) if isinstance(out.value, Mapping) else None
                 if out.status is not Status.OK or waited is None:
