@@ -165,13 +165,28 @@ def test_a_liar_keeps_at_most_the_allowance(fraction, lie):
         liars = set(rng.sample(range(20), max(1, round(fraction * 20))))
         lied = [CallTiming(c.wall_s, max(c.t_jail_s - lie, 0.0) if i in liars else c.t_jail_s)
                 for i, c in enumerate(calls)]
-        verdict = decide(lied, echoes)
-        assert verdict.source == "sandbox clock"
-        gain = 0.001 - statistics.fmean(verdict.t_alg)
-        worst = max(worst, gain - verdict.slack_s)
-        if fraction * lie > 3 * verdict.slack_s:
-            assert verdict.bounded_calls > 0
+        for cpu in (None, 20 * 0.001):  # the CPU account (its true work) never weakens the bound
+            verdict = decide(lied, echoes, cpu)
+            assert verdict.source == "sandbox clock"
+            gain = 0.001 - statistics.fmean(verdict.t_alg)
+            worst = max(worst, gain - verdict.slack_s)
+            if fraction * lie > 3 * verdict.slack_s:
+                assert verdict.bounded_calls > 0
     assert worst < 40e-6  # the calibration's sampling error of 20 calls against 40 replays
+
+
+def test_the_cpu_account_caps_the_shift_not_the_bound():
+    """Replays that ran under a lighter load than the calls make an honest candidate look like a liar
+    (D high); the CPU its process tree used shows its claims could not hide that much."""
+    rng = random.Random(5)
+    calls, echoes = _honest(rng, n=20)
+    drifted = [[e - 0.0005 for e in pair] for pair in echoes]  # the machine got quieter after the calls
+    shifted = decide(calls, drifted)
+    assert min(shifted.t_alg) > 0.0013 and shifted.bounded_calls == 20  # without the CPU account: raised
+    honest = decide(calls, drifted, cpu_bound_s=20 * 0.001 + 0.0004)  # 20 us of CPU per call beyond claims
+    assert honest.t_alg == [0.001] * 20 and honest.bounded_calls == 0
+    liar = decide([CallTiming(c.wall_s, 0.0005) for c in calls], echoes, cpu_bound_s=20 * 0.001)
+    assert statistics.fmean(liar.t_alg) >= 0.001 - liar.slack_s - 40e-6  # the CPU shows what it hid
 
 
 def test_timing_rules_fall_back_and_say_why():

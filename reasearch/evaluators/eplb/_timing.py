@@ -24,13 +24,20 @@ The choice: both, each bounding the other.
    transport ``e`` is the mean of its samples. Both sessions open alike: setup (allocator settings),
    then a few untimed warm-up echoes, so that neither side's first round trips are slower.
 4. Noise and allowance: a call's excess ``d = w - c - e`` is, for an honest call, one transport sample
-   less the mean of two; its spread ``s_d`` comes from the replay pairs (1.4826 times the median
-   absolute pair difference, scaled). The *allowance* ``a`` is the largest of :data:`NOISE_FLOOR_S`,
-   ``Z`` standard errors of the mean excess (from the replay pairs, clipped like the excesses), the
-   drift between the two rounds, and :data:`BIAS_FRACTION` of the transport (the replays run after
-   the calls, in another process). The per-call *limit* is ``C = max(CALL_Z * s_d, a)``.
+   less the mean of two; its spread ``s_d`` comes from each call's two replays (1.4826 times the
+   median absolute difference, scaled). The *allowance* ``a`` is the largest of :data:`NOISE_FLOOR_S`,
+   ``Z`` standard errors of the mean excess (from the differences of replays adjacent in time, clipped
+   like the excesses: the fast noise that averages out), the drift between the two rounds, and
+   :data:`BIAS_FRACTION` of the transport (the replays run after the calls, in another process). The
+   per-call *limit* is ``C = max(CALL_Z * s_d, a)``.
 5. ``t_alg = c + max(0, D - a) + max(0, d - C)``, where ``D`` is the mean over the calls of ``d``
-   clipped to ``[-C, C]``; a call without a usable claim counts ``w - e - C``. Never above ``w``;
+   clipped to ``[-C, C]``; a call without a usable claim counts ``w - e - C``. The raises, summed,
+   are capped (scaled down alike) by the CPU time the calls could have hidden: the candidate's session CPU (the kernel's
+   account of its whole process tree) less, per call, the evaluator's own CPU per round trip (the
+   calibration session's CPU beyond its busy-waits, spread over all its round trips: never less than
+   a round trip costs) less the claims, less ``a`` per call. Useful work is CPU work, so a
+   candidate cannot hide more than that; when the calibration ran under a different load than the
+   calls (``D`` high for an honest candidate), the honest claims stand. Never above ``w``;
    never below the *floor* ``4 a`` (``a / MAX_SLACK_FRACTION``): a shorter time cannot be told from
    the transport's noise, so an honest 20 us algorithm counts the floor, and so does a liar. When the
    floor reaches the median round trip the machine is too noisy: every call counts its round trip.
@@ -38,7 +45,8 @@ The choice: both, each bounding the other.
    floor decides most calls, ``"round trip (why)"``).
 
 Why this bounds a liar: summed over the calls, ``t_alg >= true time - n * a - sum(e - true
-transport)``: a candidate that under-reports, on every call or on some, by a little or a lot, keeps
+transport)`` (the CPU cap keeps it: the CPU time beyond the claims is at least the time they hide,
+less what the candidate's own round trips cost below ours): a candidate that under-reports, on every call or on some, by a little or a lot, keeps
 on average at most the allowance ``a`` (at most a quarter of the time it is credited with, by the
 floor), plus the calibration's own error (zero on average). An honest candidate keeps its claims:
 ``D`` is sampling noise (rarely above ``a``), and a call is raised only by a transport hiccup larger
@@ -167,12 +175,15 @@ class Timing:
     floor_s: float | None = None
 
 
-def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]]) -> Timing:
+def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_bound_s: float | None = None) -> Timing:
     """Applies the rule of the module docstring.
 
     Args:
         calls: the timed calls, in order.
-        echoes: per call, the transport samples (seconds) of its replays; empty for a call not replayed.
+        echoes: per call, the transport samples (seconds) of its replays, one per round; empty for a
+            call not replayed. Within a round the calls were replayed in index order or its reverse.
+        cpu_bound_s: the CPU time the candidate's process tree had for its calls (its session's CPU
+            less the evaluator's own per-round-trip CPU, measured in the calibration session), or None.
     """
     walls = [c.wall_s for c in calls]
 
@@ -193,11 +204,16 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]]) -> Ti
     refs = [own.get(i, typical_ref) for i in range(len(calls))]
     per_call = min(len(e) for e in echoes if e)
     # One call's excess d = w - c - e is one transport sample less the mean of `per_call` others: its
-    # noise is that of a replay pair's difference scaled by sqrt((1 + 1/per_call) / 2).
+    # noise is that of a difference of two samples scaled by sqrt((1 + 1/per_call) / 2). Per call, the
+    # spread of its two rounds' difference (slow drift included) sets the per-call limit; the mean
+    # excess averages only the fast noise, measured between replays adjacent in time (replays run in
+    # call order, then in reverse: echoes[i][r] and echoes[i + 1][r] are neighbours).
     scale = math.sqrt((1.0 + 1.0 / per_call) / 2.0)
     s_d = 1.4826 * statistics.median(abs(p) for p in pairs) * scale
     limit = max(CALL_Z * s_d, NOISE_FLOOR_S)
-    noise = [min(max(p * scale, -limit), limit) for p in pairs]  # honest excesses, clipped as below
+    replayed = [e for e in echoes if len(e) >= per_call]
+    adjacent = [b[r] - a[r] for a, b in zip(replayed, replayed[1:]) for r in range(per_call)] or pairs
+    noise = [min(max(p * scale, -limit), limit) for p in adjacent]  # honest excesses' fast noise, clipped
     spread = statistics.pstdev(noise) if len(noise) > 1 else limit
     drift = abs(statistics.median(pairs))
     median_t = statistics.median(refs)
@@ -214,13 +230,18 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]]) -> Ti
     excess = {i: walls[i] - claims[i] - refs[i] for i in known}  # type: ignore[operator]
     mean_excess = statistics.fmean(min(max(x, -limit), limit) for x in excess.values()) if known else None
     shift = max(0.0, (mean_excess or 0.0) - allowance)
+    raise_by = {i: shift + max(0.0, excess[i] - limit) for i in known}
+    total = sum(raise_by.values())
+    if cpu_bound_s is not None and total > 0:  # the kernel's CPU account bounds what the claims can hide
+        hidden = max(0.0, cpu_bound_s - sum(claims[i] for i in known) - len(known) * allowance)  # type: ignore[misc]
+        raise_by = {i: r * min(1.0, hidden / total) for i, r in raise_by.items()}
     t_alg: list[float] = []
     bounded = floored = 0
     for i, (w, claim) in enumerate(zip(walls, claims)):
         if claim is None:  # no usable claim: the round trip less this call's transport and the limit
             value, raised = w - refs[i] - limit, True
         else:
-            value = claim + shift + max(0.0, excess[i] - limit)
+            value = claim + raise_by[i]
             raised = value > claim
         floored += value < floor
         t_alg.append(max(min(max(value, floor), w), MIN_T_ALG_S))

@@ -407,7 +407,11 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                 text += "\nstderr (tail):\n" + final.stderr[-2000:]
             return EvalResult.failure(status, text, wall_s=final.wall_s, cpu_s=final.cpu_s,
                                       metrics={**info, "windows_scored": len(tally.scores)}, provenance=prov)
-        verdict = decide(calls, self._calibrate(runner, windows, answers, calls))
+        echoes, per_round_trip_cpu = self._calibrate(runner, windows, answers, calls)
+        cpu_bound = None
+        if per_round_trip_cpu is not None:  # less our own CPU per round trip, for the calls only (never more)
+            cpu_bound = float(final.cpu_s) - per_round_trip_cpu * len(calls)
+        verdict = decide(calls, echoes, cpu_bound)
         tally.times.extend(verdict.t_alg)
         timing: dict[str, Any] = {
             "t_transport_s": verdict.transport_s,
@@ -416,6 +420,7 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             "t_excess_s": verdict.excess_s,
             "t_call_limit_s": verdict.limit_s,
             "t_alg_floor_s": verdict.floor_s,
+            "cpu_for_calls_s": cpu_bound,
             "t_alg_bounded_windows": verdict.bounded_calls,
             "t_alg_source": verdict.source,
             "t_call_s": statistics.fmean(c.wall_s for c in calls),
@@ -454,8 +459,9 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                           "wait_ns": 0}, timeout_s=remaining)
 
     def _calibrate(self, runner: SandboxRunner, windows: np.ndarray, answers: Sequence[Any],
-                   calls: Sequence[CallTiming]) -> list[list[float]]:
-        """Per call, the transport samples of its replays, in a session of our own (see ``_timing``).
+                   calls: Sequence[CallTiming]) -> tuple[list[list[float]], float | None]:
+        """Per call, the transport samples of its replays, in a session of our own (see ``_timing``), and
+        the session's CPU time per round trip beyond the replays' busy-waits (None if unknown).
 
         Each replay sends the call's own window and echoes arrays of the call's own answer shapes and
         wire dtypes after a busy-wait of its claim; ``ROUNDS`` rounds, forward then backward. All lists
@@ -465,29 +471,34 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         plan = [i for i in replay_plan(len(calls)) if sigs[i] is not None]
         echoes: list[list[float]] = [[] for _ in calls]
         if not plan:
-            return echoes
+            return echoes, None
         request = RunRequest(source=CALIBRATION_SOURCE, entry=self.spec.entries, harness=self.harness,
                              payload={}, limits=self.limits())
         session = runner.session(request)
+        waited_total = 0.0
         try:
             if getattr(session, "closed", False):
-                return echoes
+                return echoes, None
             # the same start as the candidate's session: setup (allocator settings), then the warm-up echoes
             setup = session.call({"setup": True, "seed": 0, "weight_type": "numpy"}, timeout_s=10.0)
             if setup.status is not Status.OK:
-                return echoes
+                return echoes, None
             self._warm_up(session, windows, "numpy", time.perf_counter() + 10.0)
-            for i in [i for r in range(ROUNDS) for i in (plan if r % 2 == 0 else plan[::-1])]:
+            order = [i for r in range(ROUNDS) for i in (plan if r % 2 == 0 else plan[::-1])]
+            for i in order:
                 payload = {**self._call_payload(windows[i], "numpy"), "echo": sigs[i],
                            "wait_ns": replay_wait_ns(calls[i])}
                 out = session.call(payload, timeout_s=10.0)
                 waited = reported_seconds(out.value.get("t_ns")) if isinstance(out.value, Mapping) else None
                 if out.status is not Status.OK or waited is None:
-                    return [[] for _ in calls]
+                    return [[] for _ in calls], None
                 echoes[i].append(max(out.wall_s - waited, 0.0))
+                waited_total += waited
         finally:
-            session.close()
-        return echoes
+            final = session.close()
+        if final.status is not Status.OK or not final.cpu_s:
+            return echoes, None
+        return echoes, max(0.0, float(final.cpu_s) - waited_total) / (1 + WARM_ECHOES + len(order))
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores raw data: ``{"placements": [answer per window], "t_alg_s": [trusted seconds per call]}``.
