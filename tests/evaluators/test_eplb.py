@@ -98,6 +98,19 @@ def test_seed_program_equals_the_library_on_the_trace():
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("config", [(16, 24, 4, 2, 4), (64, 80, 4, 4, 8), (48, 64, 6, 4, 8), (8, 8, 2, 2, 2)])
+def test_seed_program_equals_the_loop_twin_on_other_layouts(config):
+    """Other shapes, the global policy (6 groups on 4 nodes), no extra slot, and many ties (zero loads)."""
+    from reasearch.native.eplb import rebalance_experts_reference
+
+    num_experts, *rest = config
+    seed, rng = _seed_module(), np.random.default_rng(num_experts)
+    for k in range(10):
+        w = rng.integers(0, 1000, size=(3, num_experts)) * (rng.random((3, num_experts)) < 0.7) + (k % 3 == 0) * 7
+        for got, want in zip(seed.rebalance_experts(w, *rest), rebalance_experts_reference(w, *rest)):
+            np.testing.assert_array_equal(got, want)
+
+
 def test_seed_program_imports_only_numpy_and_the_library():
     src = EplbTask().seed_program()
     imports = {line.split()[1] for line in src.splitlines() if line.startswith(("import ", "from "))}
