@@ -5,7 +5,8 @@ code and its reference side by side:
 
 * ``rebalance[L=58,E=256]``: the compiled library ``rebalance_experts``, the seed program (NumPy
   around the compiled steps) and the plain-Python loop twin, on one synthetic window; each result is
-  checked against the twin's. (DeepSeek's published torch code took 416 ms here.)
+  checked against the twin's. (DeepSeek's published torch code took 416 ms here.) The process uses
+  the allocator settings of the EPLB sandbox (``reasearch.native.alloc``).
 * ``evaluate``: the seed program through ``EplbTask.evaluate`` (warm sandbox pool, one session, 10
   timed rebalances, trusted scoring) vs the same 10 rebalances and the same scoring in-process (what
   the sandbox and the per-call timing cost).
@@ -19,7 +20,10 @@ import numpy as np
 import pytest
 
 from reasearch.evaluators.eplb import EplbTask, SyntheticTrace
+from reasearch.native.alloc import keep_freed_memory
 from reasearch.native.eplb import rebalance_experts, rebalance_experts_reference
+
+keep_freed_memory()  # the allocator settings the EPLB sandbox runs candidates with (see reasearch.native.alloc)
 
 CONFIG = (288, 8, 4, 32)
 WEIGHT = SyntheticTrace().windows(1)[0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import resource
+import sys
 import types
 
 import numpy as np
@@ -21,6 +23,7 @@ from reasearch.evaluators.eplb.scoring import Placement, parse_placement, window
 from reasearch.evaluators.eplb.task import NUM_GPUS, NUM_GROUPS, NUM_NODES, NUM_REPLICAS
 from reasearch.evaluators.eplb.trace import window_sums
 from reasearch.evaluators.result import Status
+from reasearch.native.alloc import keep_freed_memory
 from reasearch.native.eplb import rebalance_experts
 
 CONFIG = (NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS)
@@ -93,6 +96,19 @@ def test_seed_program_equals_the_library_on_the_trace():
     for w in windows:
         for a, b in zip(seed.rebalance_experts(w, *CONFIG), rebalance_experts(w, *CONFIG)):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("config", [(16, 24, 4, 2, 4), (64, 80, 4, 4, 8), (48, 64, 6, 4, 8), (8, 8, 2, 2, 2)])
+def test_seed_program_equals_the_loop_twin_on_other_layouts(config):
+    """Other shapes, the global policy (6 groups on 4 nodes), no extra slot, and many ties (zero loads)."""
+    from reasearch.native.eplb import rebalance_experts_reference
+
+    num_experts, *rest = config
+    seed, rng = _seed_module(), np.random.default_rng(num_experts)
+    for k in range(10):
+        w = rng.integers(0, 1000, size=(3, num_experts)) * (rng.random((3, num_experts)) < 0.7) + (k % 3 == 0) * 7
+        for got, want in zip(seed.rebalance_experts(w, *rest), rebalance_experts_reference(w, *rest)):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_seed_program_imports_only_numpy_and_the_library():
@@ -253,8 +269,11 @@ def test_harness_refuses_a_non_placement():
                                     "num_groups": 4, "num_nodes": 2, "num_gpus": 4})
     # setup and echo never call the candidate
     assert rebalance(lambda *a: 1 / 0, {"setup": True, "seed": 1, "weight_type": "numpy"})["ready"] is True
-    echo = rebalance(lambda *a: 1 / 0, {"echo": [[[2, 3], "int16"], [[2, 4, 1], "int16"], [[2, 4], "int64"]]})
-    assert echo["phy2log"].shape == (2, 3) and echo["log2phy"].shape == (2, 4, 1) and echo["t_ns"] >= 0
+    echo = rebalance(lambda *a: 1 / 0, {"echo": [[[2, 3], "<i2"], [[2, 4, 1], "<i4"], [[2, 4], "<i8"]],
+                                        "wait_ns": 200_000})
+    assert echo["phy2log"].shape == (2, 3) and echo["log2phy"].shape == (2, 4, 1) and echo["t_ns"] >= 200_000
+    # each array crosses the wire in the dtype it is echoing (narrowed from int64, as a published answer is)
+    assert [echo[k].dtype.str for k in ("phy2log", "log2phy", "logcnt")] == ["<i2", "<i4", "<i8"]
 
 
 def test_a_candidate_returning_torch_tensors(task):
@@ -438,3 +457,39 @@ def test_ok_result_carries_the_worst_layers_per_gpu_load_before_and_after() -> N
     assert sol["before"][0] == pytest.approx(load[:8].sum())  # expert e on GPU e * 32 // 256
     assert max(sol["after"]) < max(sol["before"])  # the seed program balances
     assert res.metrics["bal_gpu_per_window"][sol["worst_window"]] == min(res.metrics["bal_gpu_per_window"])
+
+
+def test_keep_freed_memory_stops_the_seeds_page_faults():
+    """With the C allocator's defaults the seed program page-faults ~500 times per call here (its ~2.5 MB of
+    temporaries are handed back to the kernel after each call); the sandbox's settings keep them."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc allocator settings")
+    assert keep_freed_memory() is True
+    seed, w = _seed_module(), SyntheticTrace().windows(1)[0]
+    for _ in range(3):
+        seed.rebalance_experts(w, *CONFIG)
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    for _ in range(20):
+        seed.rebalance_experts(w, *CONFIG)
+    assert resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before < 20 * 50
+
+
+def test_the_sandbox_session_sets_the_allocator(sandbox):
+    from reasearch.engine.protocol import RunRequest
+    from reasearch.evaluators.eplb._timing import CALIBRATION_SOURCE
+
+    task = EplbTask()
+    session = sandbox.session(RunRequest(source=CALIBRATION_SOURCE, entry=task.spec.entries, harness=task.harness,
+                                         payload={}, limits=task.limits()))
+    try:
+        out = session.call({"setup": True, "seed": 0, "weight_type": "numpy"}, timeout_s=30)
+        assert out.status is Status.OK and out.value["allocator"] is True
+    finally:
+        session.close()
+
+
+def test_a_signature_that_cannot_be_called_is_refused_before_the_first_timed_call(sandbox):
+    res = reasearch.make("eplb/v1", num_windows=3).evaluate("def rebalance_experts(weight, seed):\n    return None\n",
+                                                           executor=sandbox)
+    assert res.status is Status.CRASH and res.score is None
+    assert "before the first rebalance" in res.feedback and "accepted forms: rebalance_experts(weight" in res.feedback

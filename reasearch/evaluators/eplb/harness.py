@@ -7,16 +7,20 @@ own measurements (see ``reasearch.evaluators.eplb._timing``).
 
 Three kinds of call, chosen by the parent's payload:
 
-* ``{"setup": True, "seed": s, "weight_type": "torch"|"numpy"}`` (once, untimed): imports torch
+* ``{"setup": True, "seed": s, "weight_type": "torch"|"numpy"}`` (once, untimed): inspects the
+  entry point's signature, sets the C allocator to keep freed memory (``reasearch.native.alloc``: a
+  NumPy program's temporaries would otherwise be page-faulted in afresh on every call), imports torch
   when the candidate uses it (outside every timed call: torch's import takes seconds) and seeds
   ``random``, ``numpy.random`` and torch from the evaluation seed;
 * a window (``{"weight": ..., "num_replicas": ..., ...}``): calls the candidate with the arguments its
   signature asks for (published programs take them positionally) and returns the placement plus
   ``t_ns``, the call's duration on a clock captured when this module was imported (before any
   candidate code ran);
-* ``{"echo": [[shape, dtype], ...], "wait_ns": w}`` (only in the parent's own calibration session,
-  never with a candidate's code): busy-waits ``w`` ns, then returns arrays of those shapes through the
-  same path, so the parent can measure what the transport of such an answer costs.
+* ``{"echo": [[shape, dtype], ...], "wait_ns": w, <window>}``: the path of a timed call with the
+  candidate's call replaced by building arrays of those shapes and busy-waiting ``w`` ns, so that the
+  parent can measure what the transport of such an answer costs. The replays the timing relies on run
+  in the parent's own calibration session, never with a candidate's code; a few untimed ones also open
+  the candidate's session (the same warm-up on both sides, see ``task.EplbTask._warm_up``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from reasearch.evaluators._entry_call import EntryArgs, bind_entry, seed_everything
+from reasearch.native.alloc import keep_freed_memory
 
 __all__ = ["ENTRY_ARGS", "compact", "rebalance", "warmup"]
 
@@ -90,38 +95,21 @@ def _caller(entry: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Any]:
     return got[1]
 
 
-def _setup(payload: Mapping[str, Any]) -> dict[str, Any]:
+def _setup(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
+    _caller(entry)  # the signature is inspected here, not before the first timed call
+    allocator = keep_freed_memory()  # each call's arrays reuse the last call's pages, not fresh ones
     weight_type = "torch" if payload.get("weight_type") == "torch" else "numpy"
     if weight_type == "torch":
         import torch  # noqa: F401 - imported here so that no timed call pays for it
 
     _state["weight_type"] = weight_type
     seed_everything(payload.get("seed"))
-    return {"ready": True, "weight_type": weight_type}
+    return {"ready": True, "weight_type": weight_type, "allocator": allocator}
 
 
-def _echo(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """A replay: busy-waits ``wait_ns`` (standing in for an algorithm), then answers zero arrays."""
-    arrays = [np.zeros(tuple(int(s) for s in shape), dtype=np.dtype(str(dtype))) for shape, dtype in payload["echo"]]
-    wait = int(payload.get("wait_ns") or 0)
-    t0 = _CLOCK()
-    while _CLOCK() - t0 < wait:
-        pass
-    t1 = _CLOCK()
-    out: dict[str, Any] = {name: _plain(arr, name) for name, arr in zip(_NAMES, arrays)}
-    out["t_ns"] = t1 - t0
-    return out
-
-
-def rebalance(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
-    """One call of the session (see the module docstring): setup, a timed window, or a calibration echo."""
-    if payload.get("setup"):
-        return _setup(payload)
-    if "echo" in payload:
-        return _echo(payload)
-    call = _caller(entry)
+def _arguments(payload: Mapping[str, Any], weight_type: str) -> dict[str, Any]:
+    """The call's arguments from a window payload (the same work before a timed call and an echo)."""
     weight: Any = np.asarray(payload["weight"], dtype=np.int64)  # sent compact, always handed over as int64
-    weight_type = payload.get("weight_type", _state["weight_type"])
     if weight_type == "torch":
         import torch
 
@@ -129,6 +117,50 @@ def rebalance(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str
     values: dict[str, Any] = {"weight": weight}
     for name in _ARGS[1:]:
         values[name] = int(payload[name])
+    return values
+
+
+def _answer(out: Any, t_ns: int) -> dict[str, Any]:
+    """The three arrays in their compact wire form, and the timed duration (the same work after a
+    timed call and an echo)."""
+    result: dict[str, Any] = {name: _plain(value, name) for name, value in zip(_NAMES, out)}
+    result["t_ns"] = int(t_ns)
+    return result
+
+
+def _source_array(shape: Any, dtype: Any) -> np.ndarray:
+    """An array that :func:`compact` turns into ``dtype``: int64 for an integer wire dtype (what
+    published programs return: the echo pays the same narrowing they do), else ``dtype`` itself."""
+    dims = tuple(max(int(s), 0) for s in shape)
+    wire = np.dtype(str(dtype))
+    if wire.kind != "i":
+        return np.zeros(dims, dtype=wire)
+    fill = {1: 0, 2: 0, 4: 1 << 16, 8: 1 << 40}[wire.itemsize]
+    return np.full(dims, fill, dtype=np.int64)
+
+
+def _echo(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A replay: the path of a timed call, with arrays of the answer's shapes built and a busy-wait
+    of ``wait_ns`` (standing in for the algorithm) where the candidate's call would be."""
+    if "weight" in payload:
+        _arguments(payload, "numpy")
+    wait = int(payload.get("wait_ns") or 0)
+    t0 = _CLOCK()
+    arrays = [_source_array(shape, dtype) for shape, dtype in payload["echo"]]
+    while wait > 0 and _CLOCK() - t0 < wait:
+        pass
+    t1 = _CLOCK()
+    return _answer(arrays, t1 - t0)
+
+
+def rebalance(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
+    """One call of the session (see the module docstring): setup, a timed window, or a calibration echo."""
+    if payload.get("setup"):
+        return _setup(entry, payload)
+    if "echo" in payload:
+        return _echo(payload)
+    call = _caller(entry)
+    values = _arguments(payload, payload.get("weight_type", _state["weight_type"]))
     t0 = _CLOCK()
     out = call(values)
     t1 = _CLOCK()
@@ -137,9 +169,7 @@ def rebalance(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str
             f"{getattr(entry, '__name__', 'rebalance_experts')}() must return (phy2log, log2phy, logcnt), "
             f"got {type(out).__name__}" + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
         )
-    result: dict[str, Any] = {name: _plain(value, name) for name, value in zip(_NAMES, out)}
-    result["t_ns"] = int(t1 - t0)
-    return result
+    return _answer(out, t1 - t0)
 
 
 def warmup() -> None:

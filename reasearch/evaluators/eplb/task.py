@@ -18,13 +18,14 @@ from reasearch.evaluators._secret import derive_seed, fingerprint, secret
 from reasearch.evaluators.base import Task, default_runner, failure_feedback
 from reasearch.evaluators.eplb._timing import (
     CALIBRATION_SOURCE,
+    CLOCK,
+    ROUNDS,
     CallTiming,
     answer_signature,
     decide,
     replay_plan,
     replay_wait_ns,
     reported_seconds,
-    signature_bytes,
 )
 from reasearch.evaluators.eplb.harness import compact
 from reasearch.evaluators.eplb.scoring import (
@@ -53,6 +54,7 @@ __all__ = [
 
 # The configuration of TASKS.md: 288 physical slots, 8 expert groups, 4 nodes, 32 GPUs (9 slots each).
 NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS = 288, 8, 4, 32
+WARM_ECHOES = 3  # untimed echoes opening both the candidate's and the calibration session (see _warm_up)
 DEFAULT_SYNTHETIC_WINDOWS = 11  # 10 timed rebalances, each scored on the window after it (<= 0.5 s)
 SPEED_NUMERATOR_S = 0.002  # combined = (mean bal_expert + 0.002 s / mean t_alg) / 2, as in the paper
 _WEIGHT_TYPES = ("auto", "numpy", "torch")
@@ -147,10 +149,10 @@ class EplbTask(Task):
 
     Score (maximize, default ``score="combined"``): ``(mean bal_expert + 0.002 / mean t_alg) / 2``,
     where ``t_alg`` is the time of the algorithm alone, without the sandbox transport: the sandbox's
-    clock around the call, bounded by the parent's round trip less a transport cost calibrated in the
-    same evaluation (see ``reasearch.evaluators.eplb._timing``). ``bal_expert``, ``bal_gpu``,
-    ``t_alg`` and every score variant (:data:`SCORE_VARIANTS`) are reported separately. Any broken rule
-    is ``INVALID`` with the window, layer and reason.
+    clock around the call, bounded by the parent's round trip less the call's transport, replayed in a
+    session of the evaluator's own after the candidate's (see ``reasearch.evaluators.eplb._timing``).
+    ``bal_expert``, ``bal_gpu``, ``t_alg`` and every score variant (:data:`SCORE_VARIANTS`) are reported
+    separately. Any broken rule is ``INVALID`` with the window, layer and reason.
 
     torch is imported in the sandbox only for candidates that import it (once, before the timed
     calls), and seeded with ``random`` and ``numpy.random`` from the evaluation seed.
@@ -265,8 +267,9 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             "Balance: each expert's load is split evenly over its replicas; bal_expert = sum over layers of "
             "mean slot load / sum of max slot load; bal_gpu the same over per-GPU sums.\n"
             f"Score (maximize): {self._score_text()}, where t_alg is the time of your function alone: the "
-            "sandbox's clock around each call, bounded by the evaluator's own round trip less the transport "
-            "cost it calibrates in the same evaluation (t_transport_s); the transport is not counted. "
+            "sandbox's clock around each call, bounded by the evaluator's own round trip less that call's "
+            "transport, which it replays after your session (t_transport_per_window_s); the transport is not "
+            "counted, and times under 4x the noise allowance count as that floor (t_alg_floor_s). "
             "Only the calls are timed: work done between calls (at import or in background threads) is not in "
             "t_alg, but it shares the one wall-time limit of the whole session and cannot see a window before "
             "it is sent. bal_expert, bal_gpu, t_alg and every score variant are reported separately. `random`, "
@@ -341,9 +344,10 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
     ) -> EvalResult:
         """Runs the candidate once per window in one sandbox session, timing each call; scores the results.
 
-        In order: one untimed setup call (imports torch for a torch candidate, seeds the generators),
-        one timed call per window back to back, then, when every placement is valid, a calibration
-        session of the evaluator's own measures the transport that the timing leaves out.
+        In order: one untimed setup call (allocator settings; imports torch for a torch candidate, seeds
+        the generators), a few untimed warm-up echoes, one timed call per window back to back, then,
+        when every placement is valid, a calibration session of the evaluator's own replays each call to
+        measure the transport that the timing leaves out (``_timing``).
 
         Args:
             candidate_source: the candidate program's source text.
@@ -365,6 +369,8 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         try:
             if not getattr(session, "closed", False):  # a candidate that failed to load ends the session
                 problem = self._setup_call(session, seed, weight_type, deadline)
+                if problem is None:
+                    self._warm_up(session, windows, weight_type, deadline)
                 for i in range(windows.shape[0] - 1 if problem is None else 0):
                     remaining = deadline - time.perf_counter()
                     if remaining <= 0:
@@ -401,11 +407,20 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                 text += "\nstderr (tail):\n" + final.stderr[-2000:]
             return EvalResult.failure(status, text, wall_s=final.wall_s, cpu_s=final.cpu_s,
                                       metrics={**info, "windows_scored": len(tally.scores)}, provenance=prov)
-        verdict = decide(calls, self._calibrate(runner, windows, answers, calls))
+        echoes, per_round_trip_cpu = self._calibrate(runner, windows, answers, calls)
+        cpu_bound = None
+        if per_round_trip_cpu is not None:  # less our own CPU per round trip, for the calls only (never more)
+            cpu_bound = float(final.cpu_s) - per_round_trip_cpu * len(calls)
+        verdict = decide(calls, echoes, cpu_bound)
         tally.times.extend(verdict.t_alg)
         timing: dict[str, Any] = {
             "t_transport_s": verdict.transport_s,
             "t_transport_slack_s": verdict.slack_s,
+            "t_transport_per_window_s": list(verdict.transport_per_call_s),
+            "t_excess_s": verdict.excess_s,
+            "t_call_limit_s": verdict.limit_s,
+            "t_alg_floor_s": verdict.floor_s,
+            "cpu_for_calls_s": cpu_bound,
             "t_alg_bounded_windows": verdict.bounded_calls,
             "t_alg_source": verdict.source,
             "t_call_s": statistics.fmean(c.wall_s for c in calls),
@@ -421,7 +436,7 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
 
     def _setup_call(self, session: SandboxSession, seed: int | None, weight_type: str,
                     deadline: float) -> tuple[Status, str] | None:
-        """The untimed first call: torch's import (torch candidates) and the generators' seeds."""
+        """The untimed first call: torch's import (torch candidates), the generators' seeds, the allocator."""
         payload = {"setup": True, "seed": 0 if seed is None else int(seed), "weight_type": weight_type}
         out = session.call(payload, timeout_s=max(deadline - time.perf_counter(), 0.001))
         if out.status is not Status.OK:
@@ -429,37 +444,61 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             return out.status, f"before the first rebalance: {out.status.value}: {detail}"
         return None
 
-    def _calibrate(self, runner: SandboxRunner, windows: np.ndarray, answers: Sequence[Any],
-                   calls: Sequence[CallTiming]) -> list[list[float]]:
-        """Two rounds of transport samples from replays of the timed calls, in a session of our own (``_timing``).
+    def _warm_up(self, session: SandboxSession, windows: np.ndarray, weight_type: str, deadline: float) -> None:
+        """Untimed echoes of a published answer's size before the first timed call or replay, the same in
+        the candidate's session and in the calibration session: a fresh session's first round trips are
+        slower (first writes copy pages, first allocations of that size) and must weigh on neither side.
+        Their outcome is not used (a session they broke reports it on its next call)."""
+        L, E = windows.shape[1:]
+        echo = [[[L, NUM_REPLICAS], "<i2"], [[L, E, max(NUM_REPLICAS - E + 1, 1)], "<i2"], [[L, E], "<i2"]]
+        for k in range(WARM_ECHOES):
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0 or getattr(session, "closed", False):
+                return
+            session.call({**self._call_payload(windows[k % (windows.shape[0] - 1)], weight_type), "echo": echo,
+                          "wait_ns": 0}, timeout_s=remaining)
 
-        Empty when the calibration itself fails (then ``t_alg`` falls back to the parent's round trip).
+    def _calibrate(self, runner: SandboxRunner, windows: np.ndarray, answers: Sequence[Any],
+                   calls: Sequence[CallTiming]) -> tuple[list[list[float]], float | None]:
+        """Per call, the transport samples of its replays, in a session of our own (see ``_timing``), and
+        the session's CPU time per round trip beyond the replays' busy-waits (None if unknown).
+
+        Each replay sends the call's own window and echoes arrays of the call's own answer shapes and
+        wire dtypes after a busy-wait of its claim; ``ROUNDS`` rounds, forward then backward. All lists
+        are empty when the calibration itself fails (then ``t_alg`` falls back to the round trips).
         """
-        sigs = [answer_signature(a) for a in answers if isinstance(a, Mapping)]
-        if not sigs:
-            return []
-        sig = max(sigs, key=signature_bytes)  # the largest answer: never less transport than it had
+        sigs = [answer_signature(a) if isinstance(a, Mapping) else None for a in answers]
+        plan = [i for i in replay_plan(len(calls)) if sigs[i] is not None]
+        echoes: list[list[float]] = [[] for _ in calls]
+        if not plan:
+            return echoes, None
         request = RunRequest(source=CALIBRATION_SOURCE, entry=self.spec.entries, harness=self.harness,
                              payload={}, limits=self.limits())
-        rounds: list[list[float]] = []
         session = runner.session(request)
+        waited_total = 0.0
         try:
             if getattr(session, "closed", False):
-                return []
-            for _ in range(2):  # two rounds: each call keeps its smaller sample; their drift is noise
-                transports: list[float] = []
-                for i in replay_plan(calls):
-                    payload = {**self._call_payload(windows[i], "numpy"), "echo": sig,
-                               "wait_ns": replay_wait_ns(calls[i])}
-                    out = session.call(payload, timeout_s=10.0)
-                    waited = reported_seconds(out.value.get("t_ns")) if isinstance(out.value, Mapping) else None
-                    if out.status is not Status.OK or waited is None:
-                        return []
-                    transports.append(max(out.wall_s - waited, 0.0))
-                rounds.append(transports)
+                return echoes, None
+            # the same start as the candidate's session: setup (allocator settings), then the warm-up echoes
+            setup = session.call({"setup": True, "seed": 0, "weight_type": "numpy"}, timeout_s=10.0)
+            if setup.status is not Status.OK:
+                return echoes, None
+            self._warm_up(session, windows, "numpy", time.perf_counter() + 10.0)
+            order = [i for r in range(ROUNDS) for i in (plan if r % 2 == 0 else plan[::-1])]
+            for i in order:
+                payload = {**self._call_payload(windows[i], "numpy"), "echo": sigs[i],
+                           "wait_ns": replay_wait_ns(calls[i])}
+                out = session.call(payload, timeout_s=10.0)
+                waited = reported_seconds(out.value.get("t_ns")) if isinstance(out.value, Mapping) else None
+                if out.status is not Status.OK or waited is None:
+                    return [[] for _ in calls], None
+                echoes[i].append(max(out.wall_s - waited, 0.0))
+                waited_total += waited
         finally:
-            session.close()
-        return rounds
+            final = session.close()
+        if final.status is not Status.OK or not final.cpu_s:
+            return echoes, None
+        return echoes, max(0.0, float(final.cpu_s) - waited_total) / (1 + WARM_ECHOES + len(order))
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores raw data: ``{"placements": [answer per window], "t_alg_s": [trusted seconds per call]}``.
@@ -518,6 +557,8 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         source = str(info.get("t_alg_source", ""))
         if source.startswith("round trip"):
             transport_text = f" t_alg is each call's {source}: the sandbox transport is included this time."
+        elif source != CLOCK:
+            transport_text = f" t_alg: {source}."
         elif transport is not None and call is not None:
             transport_text = (f" Transport left out: ~{transport * 1e3:.3f} ms per call (round trip with it: "
                               f"{call * 1e3:.3f} ms).")
