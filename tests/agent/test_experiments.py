@@ -189,6 +189,30 @@ def _training_processes(root: Path) -> list[int]:
     return out
 
 
+def _kill_driver_and_resume(proc: subprocess.Popen[str], experiments: Path, known: set[int], run_dir: Path,
+                            run_id: str) -> tuple[Any, Any, Any]:
+    """kill -9 of the driver's process group; then nothing of it may run, hold a slot or be charged; then
+    the run is resumed to its end. Returns the resumed agent, its result and the store."""
+    from reasearch.engine.gpu import slot_status
+
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.stdout is not None
+    proc.stdout.close()
+    deadline = time.monotonic() + 20
+    while _training_processes(experiments) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _training_processes(experiments) == [], "a training process outlived its driver"
+    reap_orphans(known)
+    assert all(s["free"] for s in slot_status("gpu")), "a killed experiment still holds its slot"
+    store = open_store(run_dir)
+    assert store.evaluations(run_id) == [] and Run.open(store, run_id).used()[Unit.EXPERIMENTS] == 0
+    agent = open_agent(run_id, run_dir=run_dir, store=store)
+    result = agent.optimize()
+    assert agent.run.state is RunState.FINISHED and result.chosen_by == "agent"
+    return agent, result, store
+
+
 def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_dir: Path) -> None:
     script = run_dir / "script.json"
     replies = [
@@ -211,26 +235,12 @@ def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_
             assert proc.poll() is None and time.monotonic() < deadline, "the experiment never started"
             time.sleep(0.05)
         assert _training_processes(experiments), "the training process is not visible"
-    finally:
+    except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
-    deadline = time.monotonic() + 20
-    while _training_processes(experiments) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _training_processes(experiments) == [], "a training process outlived its driver"
-    reap_orphans(known)
-    from reasearch.engine.gpu import slot_status
-
-    assert all(s["free"] for s in slot_status("gpu")), "the killed experiment still holds its slot"
-
-    store = open_store(run_dir)
-    assert store.evaluations(run_id) == [] and Run.open(store, run_id).used()[Unit.EXPERIMENTS] == 0
-    agent = open_agent(run_id, run_dir=run_dir, store=store)
-    result = agent.optimize()
+        raise
+    agent, result, store = _kill_driver_and_resume(proc, experiments, known, run_dir, run_id)
     run = agent.run
-    assert run.state is RunState.FINISHED and result.chosen_by == "agent"
     interrupted = run.events(kind="experiment_interrupted")
     assert len(interrupted) == 1 and interrupted[0].payload["description"] == "slow: killed with its driver"
     evals = store.evaluations(run_id)
@@ -389,24 +399,12 @@ def test_kill_9_with_two_experiments_running_then_resume(run_dir: Path, monkeypa
         from reasearch.engine.gpu import slot_status
 
         assert not any(s["free"] for s in slot_status("gpu")), "two experiments, two (fake) GPUs"
-    finally:
+    except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
-    deadline = time.monotonic() + 20
-    while _training_processes(experiments) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _training_processes(experiments) == [], "a training process outlived its driver"
-    reap_orphans(known)
-    assert all(s["free"] for s in slot_status("gpu")), "a killed experiment still holds its slot"
-    store = open_store(run_dir)
-    assert store.evaluations(run_id) == [] and Run.open(store, run_id).used()[Unit.EXPERIMENTS] == 0
-
-    agent = open_agent(run_id, run_dir=run_dir, store=store)
-    result = agent.optimize()
+        raise
+    agent, result, store = _kill_driver_and_resume(proc, experiments, known, run_dir, run_id)
     run = agent.run
-    assert run.state is RunState.FINISHED and result.chosen_by == "agent"
     interrupted = sorted(e.payload["description"] for e in run.events(kind="experiment_interrupted"))
     assert interrupted == ["slow A", "slow B"]
     evals = store.evaluations(run_id)
