@@ -166,3 +166,43 @@ def test_the_pool_keeps_serving_while_cpu_hogs_run(pool: SandboxPool) -> None:
         for h in hogs:
             h.wait()
     assert stray_processes(pool) == []
+
+
+def _caps_after(mask: int) -> dict[str, int]:
+    """In a forked child that keeps its capabilities across a uid change (SECBIT_KEEP_CAPS, so that
+    the uid change alone clears nothing): the sets after ``_set_caps(mask)``."""
+    from reasearch.engine import _privilege
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked side
+        try:
+            _privilege.prctl(_privilege._PR_SET_SECUREBITS, _privilege._SECBIT_KEEP_CAPS)
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            _privilege._set_caps(mask)
+            status = open("/proc/self/status").read()
+            caps = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines()
+                    if line.startswith(("CapEff", "CapPrm", "CapInh"))}
+            os.write(w, repr(caps).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1000).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    return eval(got)  # noqa: S307 - our own child's repr of a dict of ints
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hold capabilities to drop")
+def test_prebuilt_capset_arguments_drop_what_they_say() -> None:
+    from reasearch.engine import _privilege
+
+    assert _caps_after(0) == {"CapInh": 0, "CapPrm": 0, "CapEff": 0}
+    keep = 1 << _privilege._CAP_DAC_READ_SEARCH
+    assert _caps_after(keep) == {"CapInh": 0, "CapPrm": keep, "CapEff": keep}
+    assert _caps_after(0) == {"CapInh": 0, "CapPrm": 0, "CapEff": 0}  # the shared arguments were not changed
+    for mask, (head, data) in _privilege._CAPS_ARGS.items():
+        assert (data[0].effective, data[0].permitted, data[0].inheritable) == (mask, mask, 0)
+        assert (data[1].effective, data[1].permitted, data[1].inheritable) == (0, 0, 0)
+        assert (head.version, head.pid) == (_privilege._CAP_VERSION_3, 0)
