@@ -195,19 +195,31 @@ _PREWARM_LIMITS = {"memory_mb": 1, "cpu_s": 1.0, "fsize_mb": 1, "nproc": 1, "nof
 _PREWARM_FRAME = _wire.encode_frame({"scratch": "", "entry": ["run"], "harness": None, "limits": {}}, {"payload": {"x": 1}})
 
 
+def _request_waiting() -> bool:
+    """True once the worker has written the request (fd 4 is readable; EOF counts too)."""
+    return bool(select.select([4], [], [], 0)[0])
+
+
 def _prewarm(prewarm_dir: str | None) -> None:
     """Walks the request path once on a dummy candidate while the child waits for its request.
 
     Right after the fork every page is shared with the worker; the first write to one (Python
     touches reference counts everywhere) copies it. Doing that here, before the request arrives,
-    takes ~300 page copies (over a millisecond) off each evaluation's critical path.
+    takes ~300 page copies (over a millisecond) off each evaluation's critical path. It stops
+    between its steps once the request is there: the request does not wait for the rest.
     """
     if prewarm_dir is None:
         return
     try:
         _, value = _wire.decode_frame(_PREWARM_FRAME[_wire.FRAME_LEN.size:])
+        if _request_waiting():
+            return
         fn = _load_candidate(prewarm_dir, ["run"], PREWARM_SOURCE)
+        if _request_waiting():
+            return
         _result_frame(_call(fn, None, value["payload"]))
+        if _request_waiting():
+            return
         _set_limits([(res, *resource.getrlimit(res)) for res, _, _ in _limit_values(_PREWARM_LIMITS, 0)])
     except Exception:  # only a speed-up: never let it affect the evaluation
         pass
@@ -249,7 +261,7 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
         # Warm up at once, unless the request is already there: back to back on 2 workers the next
         # request comes ~2 ms after this fork, and a warm-up that waited first (it used to wait
         # 2 ms) ran just when the request came, on its path.
-        if not select.select([4], [], [], 0)[0]:
+        if not _request_waiting():
             _prewarm(prewarm_dir)
         base = _address_space()
         ready = time.monotonic_ns()
