@@ -8,7 +8,8 @@ code and its reference side by side:
 * ``min area n=15`` / ``n=100``: the Cython and numba kernels vs a vectorised NumPy reference
   (goal: >= 20x);
 * ``evaluate circle_packing/n26``: ``Task.evaluate`` of the seed on the warm pool vs the trusted
-  scoring alone (the pool's share is the difference; goal: whole evaluate <= 10 ms);
+  scoring alone (the pool's share is the difference; goal: whole evaluate <= 5 ms, issue 16, as in
+  ``reasearch bench --section sandbox``);
 * ``evaluate heilbronn/n13``: ``Task.evaluate`` of the seed vs the seed's ``run()`` timed inside a
   sandbox child (goal: within 20 ms).
 """

@@ -118,7 +118,9 @@ def _task_rows(quick: bool) -> list[BenchRow]:
     rows.append(BenchRow(
         SECTION, "evaluate() circle_packing/n26 seed", e2e_ms, "ms",
         reference="peer", reference_value=PEER_EVALUATE_MS, ratio=PEER_EVALUATE_MS / e2e_ms,
-        goal="<= 10 ms", met=e2e_ms <= 10.0, note=f"end to end, sandbox={mode}; a trivial run on this pool: {floor_ms:.1f} ms; a peer's evaluator: ~110 ms",
+        # One goal for this figure across sections: issue 16's (the sandbox section measures it too).
+        goal="<= 5 ms", met=e2e_ms <= 5.0, note=f"end to end, sandbox={mode}; a trivial run on this pool: {floor_ms:.1f} ms; "
+        "a peer's evaluator: ~110 ms; same goal as the sandbox section's row (issue 16)",
     ))
 
     hb = reasearch.make("heilbronn/n13-v1")

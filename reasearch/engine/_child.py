@@ -1,10 +1,13 @@
 """The forked child: the only process that runs candidate code.
 
 It is forked by the worker ahead of its request (see :mod:`reasearch.engine._supervisor`): it sets up
-its session, descriptors and uid, walks the request path once on a dummy candidate (so copy-on-write
-faults happen before the clock starts), and blocks until the request arrives; then it applies the
-per-evaluation rlimits, imports the candidate and calls it, and writes one result frame (or, in a
-session, one per call) to fd 3. It never returns into the worker's code: it always ``os._exit``s.
+its session, descriptors and uid, sets ``HOME``/``TMPDIR`` and makes the (empty) candidate module for
+the scratch folder the worker will most likely hand over, walks the request path once on a dummy
+candidate (so copy-on-write faults happen before the clock starts), and blocks until the request
+arrives; then it applies the per-evaluation rlimits, imports the candidate and calls it, and writes
+one result frame (or, in a session, one per call) to fd 3. Once a one-shot result is out it drops to
+``SCHED_IDLE`` (its exit, the teardown of a forked warm runtime, yields to the next evaluation). It
+never returns into the worker's code: it always ``os._exit``s.
 """
 
 from __future__ import annotations
@@ -40,13 +43,14 @@ def _address_space() -> int:
         os.close(fd)
 
 
-def _apply_limits(limits: dict[str, Any], base: int) -> None:
-    """Per-evaluation rlimits; the address-space limit is ``limits["memory_mb"]`` on top of ``base``
-    (the preloaded runtime, measured while the child waited for its request)."""
+def _limit_values(limits: dict[str, Any], base: int) -> list[tuple[int, int, int]]:
+    """Per-evaluation rlimits as ``(resource, soft, hard)``; the address-space limit is
+    ``limits["memory_mb"]`` on top of ``base`` (the preloaded runtime, measured while the child
+    waited for its request)."""
     as_bytes = base + int(limits["memory_mb"]) * (1 << 20)
     cpu = max(1, math.ceil(float(limits["cpu_s"])))
     fsize = int(limits["fsize_mb"]) * (1 << 20)
-    for res, soft, hard in (
+    return [
         (resource.RLIMIT_AS, as_bytes, as_bytes),
         (resource.RLIMIT_CPU, cpu, cpu + 1),
         (resource.RLIMIT_NPROC, int(limits["nproc"]), int(limits["nproc"])),
@@ -54,25 +58,47 @@ def _apply_limits(limits: dict[str, Any], base: int) -> None:
         (resource.RLIMIT_NOFILE, int(limits["nofile"]), int(limits["nofile"])),
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_MSGQUEUE, 0, 0),  # no POSIX message queue can be created
-    ):
+    ]
+
+
+def _set_limits(values: list[tuple[int, int, int]]) -> None:
+    for res, soft, hard in values:
         resource.setrlimit(res, (soft, hard))
 
 
-def _load_candidate(scratch: str, entry: list[str], source: str | None = None) -> Any:
+def _apply_limits(limits: dict[str, Any], base: int) -> None:
+    """Per-evaluation rlimits (see :func:`_limit_values`)."""
+    _set_limits(_limit_values(limits, base))
+
+
+def _set_scratch_env(scratch: str) -> None:
+    """``HOME`` and ``TMPDIR`` of the candidate: its scratch folder."""
+    os.environ["HOME"] = scratch
+    os.environ["TMPDIR"] = scratch
+
+
+def _fresh_module(path: str) -> Any:
+    """A new, empty ``candidate`` module for the file at ``path`` (its spec, ``__file__``, loader)."""
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    assert spec is not None and spec.loader is not None
+    return importlib.util.module_from_spec(spec)
+
+
+def _load_candidate(scratch: str, entry: list[str], source: str | None = None, module: Any = None) -> Any:
     """Imports ``candidate.py`` from the scratch dir and returns the first entry point it defines.
 
     With ``source`` (the text the worker wrote to that file, sent along with the request) the module
     is compiled from it directly: the same module (name, ``__file__``, spec, tracebacks that show
-    its lines) without the loader's stat, bytecode-cache and read calls.
+    its lines) without the loader's stat, bytecode-cache and read calls. ``module``: an unused
+    :func:`_fresh_module` of that same file, made before the request came.
     """
     path = os.path.join(scratch, "candidate.py")
     sys.path.insert(0, scratch)
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+    if module is None or module.__file__ != path:
+        module = _fresh_module(path)
     sys.modules["candidate"] = module
     if source is None:
-        spec.loader.exec_module(module)
+        module.__spec__.loader.exec_module(module)
     else:
         exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
     for name in entry:
@@ -143,6 +169,19 @@ def _guarded(thunk: Any, stamps: dict[str, int] | None = None) -> bytes:
         return _error_frame("error", _format_exc(exc))
 
 
+def _yield_cpu() -> None:
+    """Puts this process last in line for the CPU (``SCHED_IDLE``) once its result is out: what is
+    left (flushing, exit, the teardown of a forked copy of the warm runtime) yields to the next
+    evaluation's critical path. Lowering one's own priority needs no privilege."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, _IDLE_PARAM)
+    except OSError:
+        pass
+
+
+_IDLE_PARAM = os.sched_param(0)
+
+
 def _flush_stdio() -> None:
     try:
         sys.stdout.flush()
@@ -151,9 +190,14 @@ def _flush_stdio() -> None:
         pass
 
 
-_PREWARM_AFTER_S = 0.002
 PREWARM_SOURCE = "def run(x):\n    return {'x': x, 't': (1.5, None)}\n"
+_PREWARM_LIMITS = {"memory_mb": 1, "cpu_s": 1.0, "fsize_mb": 1, "nproc": 1, "nofile": 8}
 _PREWARM_FRAME = _wire.encode_frame({"scratch": "", "entry": ["run"], "harness": None, "limits": {}}, {"payload": {"x": 1}})
+
+
+def _request_waiting() -> bool:
+    """True once the worker has written the request (fd 4 is readable; EOF counts too)."""
+    return bool(select.select([4], [], [], 0)[0])
 
 
 def _prewarm(prewarm_dir: str | None) -> None:
@@ -161,14 +205,22 @@ def _prewarm(prewarm_dir: str | None) -> None:
 
     Right after the fork every page is shared with the worker; the first write to one (Python
     touches reference counts everywhere) copies it. Doing that here, before the request arrives,
-    takes ~300 page copies (over a millisecond) off each evaluation's critical path.
+    takes ~300 page copies (over a millisecond) off each evaluation's critical path. It stops
+    between its steps once the request is there: the request does not wait for the rest.
     """
     if prewarm_dir is None:
         return
     try:
         _, value = _wire.decode_frame(_PREWARM_FRAME[_wire.FRAME_LEN.size:])
+        if _request_waiting():
+            return
         fn = _load_candidate(prewarm_dir, ["run"], PREWARM_SOURCE)
+        if _request_waiting():
+            return
         _result_frame(_call(fn, None, value["payload"]))
+        if _request_waiting():
+            return
+        _set_limits([(res, *resource.getrlimit(res)) for res, _, _ in _limit_values(_PREWARM_LIMITS, 0)])
     except Exception:  # only a speed-up: never let it affect the evaluation
         pass
     finally:
@@ -178,7 +230,7 @@ def _prewarm(prewarm_dir: str | None) -> None:
 
 
 def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int], prewarm_dir: str | None,
-               bounding_dropped: bool = False) -> None:
+               bounding_dropped: bool = False, next_scratch: str | None = None) -> None:
     """Runs in the forked child; never returns.
 
     The child is forked ahead of its request (so a request does not wait for the fork): it sets up
@@ -202,9 +254,14 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
         # (Supervisor.reset_signals), and a fork keeps them.
         if child_uid is not None:
             drop_to_uid(child_uid, keep_read_search, bounding_dropped)
-        # Warm up only when the request is not already on its way: under a saturating load the
-        # warm-up would be extra work; when requests are spaced out it is free.
-        if not select.select([4], [], [], _PREWARM_AFTER_S)[0]:
+        ready_module = None
+        if next_scratch is not None:  # the folder the worker will most likely hand over: set up ahead
+            _set_scratch_env(next_scratch)
+            ready_module = _fresh_module(os.path.join(next_scratch, "candidate.py"))
+        # Warm up at once, unless the request is already there: back to back on 2 workers the next
+        # request comes ~2 ms after this fork, and a warm-up that waited first (it used to wait
+        # 2 ms) ran just when the request came, on its path.
+        if not _request_waiting():
             _prewarm(prewarm_dir)
         base = _address_space()
         ready = time.monotonic_ns()
@@ -215,8 +272,8 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
         stamps = {"c_start": started, "c_ready": ready, "c_req": time.monotonic_ns()} if req.get("trace") else None
         scratch = req["scratch"]
         os.chdir(scratch)
-        os.environ["HOME"] = scratch
-        os.environ["TMPDIR"] = scratch
+        if scratch != next_scratch:
+            _set_scratch_env(scratch)
         _apply_limits(req["limits"], base)
         entry_fn: Any = None
 
@@ -225,7 +282,8 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
             if stamps is not None:
                 stamps["c_limits"] = time.monotonic_ns()
             source = req.get("source")
-            entry_fn = _load_candidate(scratch, list(req["entry"]), source if isinstance(source, str) else None)
+            entry_fn = _load_candidate(scratch, list(req["entry"]), source if isinstance(source, str) else None,
+                                       ready_module)
             if stamps is not None:
                 stamps["c_loaded"] = time.monotonic_ns()
 
@@ -235,6 +293,7 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
             frame = _guarded(lambda: (load(), _call(entry_fn, harness, payload))[1], stamps)
             _flush_stdio()  # output first: once the result is in, the worker stops reading
             _wire.write_all(3, frame)
+            _yield_cpu()
         else:
             frame = _guarded(lambda: (load(), None)[1])
             _wire.write_all(3, frame)

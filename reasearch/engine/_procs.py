@@ -71,17 +71,27 @@ def descendants_of(pid: int, table: dict[int, tuple[int, int, int, str]] | None 
     return out
 
 
-def children_walk(pid: int) -> list[int]:
+def children_walk(pid: int, skip: int | None = None) -> list[int]:
     """Every process below ``pid`` from ``/proc/<pid>/task/<tid>/children`` (no scan of the whole
     process table: the in-jail worker, a subreaper, calls this after every evaluation); falls back to
-    :func:`descendants_of` on kernels without that file."""
+    :func:`descendants_of` on kernels without that file.
+
+    ``skip``: a process left out together with everything below it (the worker's pre-forked child,
+    which runs no candidate code: walking it would cost two /proc reads per walk, for nothing).
+    """
     if not _HAVE_CHILDREN_FILE:
-        return descendants_of(pid)
+        if skip is None:
+            return descendants_of(pid)
+        table = process_table()
+        below_skip = set(descendants_of(skip, table)) | {skip}
+        return [p for p in descendants_of(pid, table) if p not in below_skip]
     found: list[int] = []
     frontier = [pid]
     while frontier:
         nxt: list[int] = []
         for p in frontier:
+            if p == skip:
+                continue
             try:
                 tids = os.listdir(f"/proc/{p}/task")
             except OSError:
@@ -91,7 +101,7 @@ def children_walk(pid: int) -> list[int]:
                     nxt.extend(int(x) for x in read_proc(f"/proc/{p}/task/{tid}/children").split())
                 except OSError:
                     continue  # the thread or process is gone meanwhile
-        found.extend(nxt)
+        found.extend(p for p in nxt if p != skip)
         frontier = nxt
     return found
 

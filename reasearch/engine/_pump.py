@@ -7,8 +7,9 @@ at its declared length) until a frame is complete, the child exits, or a deadlin
 
 from __future__ import annotations
 
+import math
 import os
-import selectors
+import select
 import time
 from dataclasses import dataclass, field
 
@@ -99,50 +100,61 @@ def pump(ch: Child, deadline: float, want_frame: bool) -> str:
 
     Returns ``"frame"``, ``"exited"``, ``"deadline"`` or ``"too_large"``.
     """
-    sel = selectors.DefaultSelector()
-    try:
-        for cap in ch.capped():
-            if cap.open:
-                sel.register(cap.fd, selectors.EVENT_READ, cap)
-        if ch.result_r is not None:
-            sel.register(ch.result_r, selectors.EVENT_READ, "result")
-        if ch.status is None:
-            sel.register(ch.pidfd, selectors.EVENT_READ, "exit")
-        while True:
+    # A poll object rather than a selector: registering is bookkeeping in this process (no epoll
+    # descriptor to make, fill and close on every request), one ``poll`` call per wait.
+    poller = select.poll()
+    watched: dict[int, Capped | str] = {}
+
+    def watch(fd: int, what: Capped | str) -> None:
+        poller.register(fd, select.POLLIN)
+        watched[fd] = what
+
+    def unwatch(fd: int) -> None:
+        if watched.pop(fd, None) is not None:
+            poller.unregister(fd)
+
+    for cap in ch.capped():
+        if cap.open:
+            watch(cap.fd, cap)
+    if ch.result_r is not None:
+        watch(ch.result_r, "result")
+    if ch.status is None:
+        watch(ch.pidfd, "exit")
+    while True:
+        if want_frame:
+            got = _frame_state(ch)
+            if got != "partial":
+                return got
+        if ch.status is not None and not want_frame:
+            return "exited"
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "deadline"
+        # Any event counts as readable (a hang-up or an error too: the read then says EOF).
+        for fd, _ in poller.poll(math.ceil(left * 1000)):
+            what = watched.get(fd)
+            if what is None:  # unwatched earlier in this batch
+                continue
+            if what == "exit":
+                unwatch(fd)
+                collect_exit(ch)
+            elif what == "result":
+                if _read_result(ch) == "eof":
+                    unwatch(fd)
+                    os.close(fd)
+                    ch.result_r = None
+            elif isinstance(what, Capped) and _read_capped(what) == "eof":
+                unwatch(fd)
+        if ch.status is not None:
+            # The child is gone: take what is already in the pipes (a grandchild may hold
+            # them open, so stop at "no data now", not at EOF), then stop.
+            while ch.result_r is not None and _read_result(ch) == "data":
+                pass
+            drain(ch)
             if want_frame:
                 got = _frame_state(ch)
-                if got != "partial":
-                    return got
-            if ch.status is not None and not want_frame:
-                return "exited"
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "deadline"
-            events = sel.select(left)
-            for key, _ in events:
-                what = key.data
-                if what == "exit":
-                    sel.unregister(ch.pidfd)
-                    collect_exit(ch)
-                elif what == "result":
-                    if _read_result(ch) == "eof":
-                        sel.unregister(ch.result_r)
-                        os.close(ch.result_r)  # type: ignore[arg-type]
-                        ch.result_r = None
-                elif _read_capped(what) == "eof":
-                    sel.unregister(what.fd)
-            if ch.status is not None:
-                # The child is gone: take what is already in the pipes (a grandchild may hold
-                # them open, so stop at "no data now", not at EOF), then stop.
-                while ch.result_r is not None and _read_result(ch) == "data":
-                    pass
-                drain(ch)
-                if want_frame:
-                    got = _frame_state(ch)
-                    return got if got != "partial" else "exited"
-                return "exited"
-    finally:
-        sel.close()
+                return got if got != "partial" else "exited"
+            return "exited"
 
 
 def drain(ch: Child) -> None:

@@ -39,12 +39,6 @@ _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a 
 _ns = time.monotonic_ns
 
 
-_PREWARM_LIMITS = {"wall_s": 10.0, "cpu_s": 11.0, "memory_mb": 1024, "nproc": 32, "fsize_mb": 16, "nofile": 64,
-                   "output_bytes": 65536, "result_bytes": 1 << 26}
-_PREWARM_REQUEST = _wire.encode_frame(
-    {"op": "run", "source": PREWARM_SOURCE, "entry": ["run"], "harness": None, "limits": _PREWARM_LIMITS},
-    {"payload": {"x": 1}, "files": {}})[_wire.FRAME_LEN.size:]
-_PREWARM_CHILD_FRAME = _wire.encode_frame({"kind": "ok"}, {"x": 1, "t": [1.5, None]})
 
 
 class _Retire(Exception):
@@ -226,7 +220,7 @@ class Supervisor:
         idle = self.idle.pid if self.idle else None  # the next request's child is not part of this tree
         me = os.getpid()
         for _ in range(500):
-            pids = [p for p in _procs.children_walk(me) if p != idle]
+            pids = _procs.children_walk(me, skip=idle)
             if not pids:
                 break
             for sig in (signal.SIGSTOP, signal.SIGKILL):  # freeze first, so a fork bomb cannot outrun us
@@ -288,7 +282,8 @@ class Supervisor:
         forked = _ns()
         pid = os.fork()
         if pid == 0:
-            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped)
+            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped,
+                       os.path.join(self.scratch_root, f"eval-{self.counter + 1}"))
         for fd in fds.values():
             os.close(fd)
         for fd in (result_r, out_r, err_r):
@@ -381,7 +376,7 @@ class Supervisor:
         waited for) and of every other live descendant of the worker, from /proc (the candidate
         cannot write these)."""
         idle = self.idle.pid if self.idle else None
-        others = (d for d in _procs.children_walk(os.getpid()) if d not in (pid, idle))
+        others = (d for d in _procs.children_walk(os.getpid(), skip=idle) if d != pid)
         return sum(_procs.cpu_s(p) for p in (pid, *others))
 
     def cleanup(self, ch: Child) -> None:
@@ -555,37 +550,11 @@ class Supervisor:
                     print(f"sandbox worker: error after the reply:\n{error}", file=sys.stderr, flush=True)
                 else:
                     self.send({"kind": "engine_error", "error": error})
+            # No rehearsal of the request path here (walking it on canned data to take the
+            # copy-on-write faults early): measured on 2 cores it cost ~0.4-0.5 ms of CPU per
+            # evaluation to take ~0.1 ms off the next request's path, and back-to-back requests
+            # on 2 workers are CPU-bound (see ``reasearch bench --section sandbox``).
             self.refill()
-            if not select.select([self.rfd], [], [], 0)[0]:
-                self.prewarm()
-
-    def prewarm(self) -> None:
-        """Walks the worker's own request path once on canned data while no request waits.
-
-        After each fork every page of the worker is shared with the new child, and the worker's
-        first write to one (reference counts: Python writes wherever it reads) copies it: ~150
-        page faults for one decode and encode, a few hundred microseconds on this machine class.
-        Taking them here, between requests, keeps them off the next request's path. Only a speed-up:
-        it touches no state and never fails the worker.
-        """
-        try:
-            head, value = _wire.decode_frame(_PREWARM_REQUEST)
-            limits = head["limits"]
-            req = {"scratch": self.scratch_root, "entry": head["entry"], "harness": head.get("harness"),
-                   "limits": limits, "session": False, "trace": False, "source": head["source"]}
-            _wire.encode_frame(req, {"payload": value.get("payload")})
-            body = _PREWARM_CHILD_FRAME[_wire.FRAME_LEN.size:]
-            frame_kind(body)
-            me = os.getpid()
-            _procs.children_walk(me)
-            _procs.cpu_s(me)
-            _procs.thread_cpu_s(me)
-            out = Capped(-1, int(limits["output_bytes"]))  # a collector never read: only its text()
-            _wire.encode_frame({"kind": "done", "exit_code": None, "signal": None, "cpu_s": 0.0,
-                                "wall_s": time.monotonic() - time.monotonic(), "killed": None, "too_large": False,
-                                "early": True, "stdout": out.text(), "stderr": out.text()}, body)  # encoded, not sent
-        except Exception:
-            pass
 
     def dispatch(self, head: dict[str, Any], value: Any) -> None:
         """Runs one request."""

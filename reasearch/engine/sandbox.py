@@ -204,7 +204,13 @@ def _imported_tops(text: str) -> set[str]:
     Where the tree cannot tell (the source does not parse, or it imports through ``__import__``,
     ``importlib``, ``exec`` and the like), every word of the text counts instead: a larger image is
     slower, never wrong.
+
+    A text holding neither ``import`` nor one of those names is not parsed (the caller waits for
+    this, on every request): it has no import statement and no dynamic import that the tree would
+    show (a text that does not parse cannot import anything either).
     """
+    if "import" not in text and not any(word in text for word in _DYNAMIC):
+        return set()
     try:
         tree = compile(text, "<candidate>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):

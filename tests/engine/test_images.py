@@ -75,6 +75,9 @@ def test_fit_profile_is_conservative_where_syntax_cannot_tell() -> None:
     assert fit("m = __import__('sc' + 'ipy')  # numba\n") == ("numba", "numpy")
     assert fit("import importlib\nm = importlib.import_module('scipy.optimize')\n") == ("numpy", "scipy.optimize")
     assert fit("exec('import numba')\n") == ("numba", "numpy")
+    assert fit("f = eval\nm = f(\"__imp\" + \"ort__('numba')\")\n") == ("numba", "numpy")  # no 'import' word
+    # neither 'import' nor a dynamic name: not parsed (nothing it could import), even if it does not parse
+    assert fit("def run(:\n    return numba\n") == ("numpy",)
     # source that does not parse, nesting past the parser's limits, and oversized source
     assert fit("def run(:\n    import numba\n") == ("numba", "numpy")
     assert fit("x = " + "(" * 100_000 + ")" * 100_000 + "\nimport scipy\n") == ("numpy", "scipy.optimize")

@@ -1,0 +1,208 @@
+"""What the pre-forked child prepares before its request (``HOME``/``TMPDIR`` and the candidate's
+module object for the scratch folder the worker will most likely hand over), the tree walk that
+leaves the pre-forked child out, and the child's drop to ``SCHED_IDLE`` once its result is out:
+none of it may show a candidate anything but its own folder, hide a process from the clean-up, or
+stall a pool on a busy machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from reasearch.engine import SandboxPool
+from reasearch.engine import _child, _procs
+from reasearch.engine.protocol import Limits, RunRequest, Status
+from tests.engine.conftest import stray_processes
+
+FAST = Limits(wall_s=10.0, memory_mb=256, nproc=16)
+
+WHERE = textwrap.dedent("""
+    import os, sys
+    def run(**_):
+        spec = __spec__
+        return {"cwd": os.getcwd(), "home": os.environ.get("HOME"), "tmp": os.environ.get("TMPDIR"),
+                "file": os.path.dirname(__file__), "origin": os.path.dirname(spec.origin),
+                "name": __name__, "same": sys.modules["candidate"] is sys.modules[__name__],
+                "path0": sys.path[0]}
+    """).lstrip()
+
+
+def _check_where(value: dict) -> str:
+    cwd = value["cwd"]
+    assert os.path.basename(cwd).startswith("eval-"), value
+    assert value["home"] == value["tmp"] == value["file"] == value["origin"] == value["path0"] == cwd, value
+    assert value["name"] == "candidate" and value["same"] is True, value
+    return cwd
+
+
+def test_scratch_env_and_module_match_the_folder_request_after_request(pool: SandboxPool) -> None:
+    seen = set()
+    for _ in range(3 * pool.workers):
+        out = pool.run(RunRequest(source=WHERE, limits=FAST))
+        assert out.status is Status.OK, out.error
+        seen.add(_check_where(out.value))
+    assert len(seen) >= 2  # each evaluation had a folder of its own (one per worker and request)
+
+
+def test_scratch_env_and_module_when_the_child_was_forked_for_another_folder(pool: SandboxPool) -> None:
+    # A harness imported for the first time discards the pre-forked child: the request's child is
+    # forked after its folder was made, so what a child sets up ahead names another folder.
+    out = pool.run(RunRequest(source=WHERE, limits=FAST, harness="reasearch.engine._probe_harness:call"))
+    assert out.status is Status.OK, out.error
+    _check_where(out.value["value"])
+    out = pool.run(RunRequest(source=WHERE, limits=FAST))
+    assert out.status is Status.OK, out.error
+    _check_where(out.value)
+
+
+def test_a_candidate_that_moves_home_does_not_move_the_next_ones(pool: SandboxPool) -> None:
+    meddle = textwrap.dedent("""
+        import os
+        def run():
+            os.environ["HOME"] = "/"
+            os.environ["TMPDIR"] = "/"
+            return 1
+        """).lstrip()
+    for _ in range(pool.workers):
+        assert pool.run(RunRequest(source=meddle, limits=FAST)).value == 1
+    for _ in range(pool.workers):
+        out = pool.run(RunRequest(source=WHERE, limits=FAST))
+        assert out.status is Status.OK, out.error
+        _check_where(out.value)
+
+
+def test_a_session_sees_its_own_folder(pool: SandboxPool) -> None:
+    with pool.session(RunRequest(source=WHERE, limits=FAST)) as sess:
+        first = sess.call({})
+        assert first.status is Status.OK, first.error
+        _check_where(first.value)
+    out = pool.run(RunRequest(source=WHERE, limits=FAST))
+    assert out.status is Status.OK, out.error
+    _check_where(out.value)
+
+
+def test_children_walk_skips_a_subtree() -> None:
+    # A parent with two children, each with a child of its own: skipping one child leaves out it
+    # and its child, and only them.
+    script = textwrap.dedent("""
+        import os, time
+        for _ in range(2):
+            if os.fork() == 0:
+                if os.fork() == 0:
+                    time.sleep(60); os._exit(0)
+                time.sleep(60); os._exit(0)
+        time.sleep(60)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 20
+        while len(_procs.children_walk(proc.pid)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        below = _procs.children_walk(proc.pid)
+        assert len(below) == 4
+        direct = [p for p in below if _procs.process_table()[p][0] == proc.pid]
+        assert len(direct) == 2
+        skipped = direct[0]
+        under_skipped = _procs.descendants_of(skipped)
+        assert len(under_skipped) == 1
+        kept = _procs.children_walk(proc.pid, skip=skipped)
+        assert sorted(kept) == sorted(set(below) - {skipped, *under_skipped})
+        assert _procs.children_walk(proc.pid, skip=None) == below
+        assert sorted(_procs.children_walk(proc.pid, skip=12345678)) == sorted(below)  # no such process
+    finally:
+        for p in [*_procs.children_walk(proc.pid), proc.pid]:
+            try:
+                os.kill(p, 9)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        _procs.reap_pids(_procs.children_walk(os.getpid()), wait_s=0.5)
+
+
+def test_children_walk_skip_without_the_children_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_procs, "_HAVE_CHILDREN_FILE", False)
+    test_children_walk_skips_a_subtree()
+
+
+def test_yield_cpu_lowers_the_child_to_sched_idle() -> None:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked side
+        try:
+            before = os.sched_getscheduler(0)
+            _child._yield_cpu()
+            os.write(w, f"{before} {os.sched_getscheduler(0)}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 100).decode().split()
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert int(got[0]) != os.SCHED_IDLE
+    assert int(got[1]) == os.SCHED_IDLE
+
+
+def test_the_pool_keeps_serving_while_cpu_hogs_run(pool: SandboxPool) -> None:
+    """A child that yields the CPU once its result is out must not stall its worker on a busy
+    machine (the worker waits for its exit before it serves again): with one busy loop per core,
+    in sessions of their own and in ours, 40 trivial evaluations still finish (generous bound)."""
+    hog = "while True: pass"
+    n = os.cpu_count() or 2
+    hogs = [subprocess.Popen([sys.executable, "-c", hog], start_new_session=bool(i % 2)) for i in range(2 * n)]
+    try:
+        t0 = time.monotonic()
+        for _ in range(40):
+            out = pool.run(RunRequest(source="def run():\n    return 1\n", limits=FAST))
+            assert out.status is Status.OK and out.value == 1, out.error
+        assert time.monotonic() - t0 < 120.0
+    finally:
+        for h in hogs:
+            h.kill()
+        for h in hogs:
+            h.wait()
+    assert stray_processes(pool) == []
+
+
+def _caps_after(mask: int) -> dict[str, int]:
+    """In a forked child that keeps its capabilities across a uid change (SECBIT_KEEP_CAPS, so that
+    the uid change alone clears nothing): the sets after ``_set_caps(mask)``."""
+    from reasearch.engine import _privilege
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked side
+        try:
+            _privilege.prctl(_privilege._PR_SET_SECUREBITS, _privilege._SECBIT_KEEP_CAPS)
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            _privilege._set_caps(mask)
+            status = open("/proc/self/status").read()
+            caps = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines()
+                    if line.startswith(("CapEff", "CapPrm", "CapInh"))}
+            os.write(w, repr(caps).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1000).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    return eval(got)  # noqa: S307 - our own child's repr of a dict of ints
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hold capabilities to drop")
+def test_prebuilt_capset_arguments_drop_what_they_say() -> None:
+    from reasearch.engine import _privilege
+
+    assert _caps_after(0) == {"CapInh": 0, "CapPrm": 0, "CapEff": 0}
+    keep = 1 << _privilege._CAP_DAC_READ_SEARCH
+    assert _caps_after(keep) == {"CapInh": 0, "CapPrm": keep, "CapEff": keep}
+    assert _caps_after(0) == {"CapInh": 0, "CapPrm": 0, "CapEff": 0}  # the shared arguments were not changed
+    for mask, (head, data) in _privilege._CAPS_ARGS.items():
+        assert (data[0].effective, data[0].permitted, data[0].inheritable) == (mask, mask, 0)
+        assert (data[1].effective, data[1].permitted, data[1].inheritable) == (0, 0, 0)
+        assert (head.version, head.pid) == (_privilege._CAP_VERSION_3, 0)
