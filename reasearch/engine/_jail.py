@@ -101,8 +101,14 @@ def nsjail_argv(
     tmpfs_mb: int = 256,
     tmpfs_mode: str = "1777",
     two_uids: bool = True,
+    nice_level: int | None = None,
 ) -> list[str]:
-    """A complete nsjail command line (network, user, PID, mount, IPC, UTS namespaces; seccomp)."""
+    """A complete nsjail command line (network, user, PID, mount, IPC, UTS namespaces; seccomp).
+
+    ``nice_level``: the jailed processes' niceness; None (the default) is this process's own, as a
+    plain child would have. nsjail's own default is 19, which on a host without autogroup lets any
+    foreign CPU load starve the pool (every evaluation waits behind it).
+    """
     nsjail = nsjail_binary()
     if nsjail is None:
         raise FileNotFoundError("nsjail binary")
@@ -129,7 +135,8 @@ def nsjail_argv(
                 **_THREAD_ENV, **dict(runtime.env), **(env or {})}
     for k, v in full_env.items():
         cmd += ["-E", f"{k}={v}"]
-    cmd += ["--cwd", cwd, "--time_limit", str(int(time_limit_s)),
+    nice = os.getpriority(os.PRIO_PROCESS, 0) if nice_level is None else int(nice_level)
+    cmd += ["--cwd", cwd, "--time_limit", str(int(time_limit_s)), "--nice_level", str(nice),
             "--rlimit_as", str(rlimit_as_mb), "--rlimit_cpu", str(rlimit_cpu_s),
             "--rlimit_nproc", str(int(rlimit_nproc)), "--rlimit_fsize", str(rlimit_fsize_mb),
             "--rlimit_nofile", str(int(rlimit_nofile)), "--rlimit_core", "0",

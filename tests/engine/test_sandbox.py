@@ -41,6 +41,13 @@ def test_pool_is_a_sandbox_runner(pool: SandboxPool) -> None:
     assert pool.workers == 2
 
 
+def test_candidates_run_at_the_engines_priority_not_niced_away(pool: SandboxPool) -> None:
+    # nsjail's default niceness is 19: on a host without autogroup any foreign CPU load starved the pool.
+    out = pool.run(RunRequest(source="import os\ndef run():\n    return os.getpriority(os.PRIO_PROCESS, 0)\n"))
+    assert out.status is Status.OK, out.error
+    assert out.value == os.getpriority(os.PRIO_PROCESS, 0)
+
+
 def test_plain_data_round_trip(pool: SandboxPool) -> None:
     cand = src("""
         import numpy as np
