@@ -56,13 +56,13 @@ def test_t_alg_is_the_algorithm_not_the_transport(sandbox):
     the calibration is usable, t_alg is the claims and must meet the same bound; on a machine too
     loaded to calibrate, t_alg is floored or falls back to the round trips and says so (``decide``'s unit
     tests cover every branch deterministically). The shared machine is noisy: an attempt whose windows were
-    disturbed is retried (at most 4 attempts). The parent's round trip (the former t_alg, ~0.6 ms
+    disturbed is retried (at most 6 attempts). The parent's round trip (the former t_alg, ~0.6 ms
     above the algorithm on a quiet machine) is measurably larger than the claims on every attempt.
     """
     task = reasearch.make("eplb/v1", num_windows=11)
     windows, _ = task.trace_windows()
     seen = []
-    for _ in range(4):
+    for _ in range(6):
         in_process = []
         for w in windows[:-1]:
             t0 = time.perf_counter()
@@ -80,7 +80,10 @@ def test_t_alg_is_the_algorithm_not_the_transport(sandbox):
         if m["t_alg_source"] == "sandbox clock":  # an honest candidate keeps (almost) all its claims
             ok = t_alg < reference + 0.5e-3 and m["t_alg_bounded_windows"] <= 3
         elif m["t_alg_source"].startswith("sandbox clock, floored at 4x the allowance"):  # a noisy machine
-            assert min(m["t_alg_per_window_s"]) >= m["t_alg_floor_s"] and t_alg <= t_call
+            # each call counts the floor, but never more than its own round trip
+            floor = m["t_alg_floor_s"]
+            assert all(min(floor, w) - 1e-12 <= t <= w + 1e-12
+                       for t, w in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"]))
             ok = False  # the floor, not the claims: try again
         else:
             assert m["t_alg_source"].startswith("round trip") and m["t_alg_per_window_s"] == m["t_call_per_window_s"]
