@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["EntryArgs", "EntryCallError", "as_float_array", "bind_entry", "call_entry", "seed_everything"]
+__all__ = ["EntryArgs", "EntryCallError", "as_float_array", "bind_entry", "call_entry", "native_in_image", "seed_everything"]
 
 _MAX_DEPTH = 4  # points and centers are 2-D; deeper nesting is not an answer worth passing on
 _SEED_ALIASES = ("seed", "random_seed", "rng_seed")
@@ -208,3 +208,16 @@ def _plain_lists(value: Any, what: str, depth: int) -> Any:
     if depth < _MAX_DEPTH and isinstance(value, (list, tuple, np.ndarray)):
         return [_plain_lists(v, what, depth + 1) for v in value]
     raise TypeError(f"{what} must be numbers (nested at most {_MAX_DEPTH} deep), found {type(value).__name__}")
+
+
+def native_in_image() -> bool:
+    """A harness ``warmup()``'s first step: loads ``numpy.random`` in this worker and says whether its
+    warm image holds ``reasearch.native`` (only then are the kernels worth warming).
+
+    The sandbox pool fits each image to what its candidates import, so a worker serving candidates
+    that do not import the kernels stays small and its forks stay cheap. ``numpy.random`` (which every
+    evaluation seeds) is loaded in every worker: NumPy imports it lazily, and each child would import
+    it again.
+    """
+    seed_everything(0)  # loads numpy.random here; each evaluation seeds again with its own seed
+    return "reasearch.native" in sys.modules

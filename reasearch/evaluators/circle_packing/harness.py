@@ -7,11 +7,16 @@ sum of radii from these arrays.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reasearch.evaluators._entry_call import as_float_array, call_entry, seed_args, seed_everything
+from reasearch.evaluators._entry_call import (
+    as_float_array,
+    call_entry,
+    native_in_image,
+    seed_args,
+    seed_everything,
+)
 
 __all__ = ["ENTRY_ARGS", "run_candidate", "warmup"]
 
@@ -45,13 +50,8 @@ def run_candidate(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict
 def warmup() -> None:
     """Loads HiGHS and the numba kernels once per worker, so candidates calling them pay nothing.
 
-    Only in a worker whose warm image holds ``reasearch.native`` (the sandbox pool fits each image
-    to what its candidates import): a worker serving candidates that do not import the kernels
-    stays small, so its forks stay cheap. ``numpy.random`` (which every evaluation seeds) is
-    loaded in every worker: NumPy imports it lazily, and each child would import it again.
-    """
-    seed_everything(0)  # loads numpy.random here; each evaluation seeds again with its own seed
-    if "reasearch.native" not in sys.modules:
+    Only in a worker whose warm image holds ``reasearch.native`` (see ``native_in_image``)."""
+    if not native_in_image():
         return
     import numpy as np
 
