@@ -189,6 +189,27 @@ def _training_processes(root: Path) -> list[int]:
     return out
 
 
+def _start_driver(run_dir: Path, replies: list[Any], started: int, what: str) -> tuple[subprocess.Popen[str], str]:
+    """Runs the scripted agent in a driver process of its own session; returns once ``started``
+    experiments logged their first step (the driver is killed if that never happens)."""
+    script = run_dir / "script.json"
+    script.write_text(json.dumps([r.to_dict() for r in replies]))
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(run_dir), str(script)], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True, env=dict(os.environ))
+    try:
+        assert proc.stdout is not None
+        run_id = proc.stdout.readline().strip()
+        deadline = time.monotonic() + 120
+        while sum('"step": 0' in p.read_text() for p in run_dir.glob("*/experiments/step-*/train.log")) < started:
+            assert proc.poll() is None and time.monotonic() < deadline, what
+            time.sleep(0.05)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc, run_id
+
+
 def _kill_driver_and_resume(proc: subprocess.Popen[str], experiments: Path, known: set[int], run_dir: Path,
                             run_id: str) -> tuple[Any, Any, Any]:
     """kill -9 of the driver's process group; then nothing of it may run, hold a slot or be charged; then
@@ -214,7 +235,6 @@ def _kill_driver_and_resume(proc: subprocess.Popen[str], experiments: Path, know
 
 
 def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_dir: Path) -> None:
-    script = run_dir / "script.json"
     replies = [
         say("", call("write_file", path="settings.json", content='{"x": 2.0, "sleep_s": 120}')),
         say("", call("run_experiment", description="slow: killed with its driver", time_budget_s=50)),
@@ -222,18 +242,10 @@ def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_
         say("", call("run_experiment", description="fast", time_budget_s=20)),
         say("", call("finish", reason="the fast experiment")),
     ]
-    script.write_text(json.dumps([r.to_dict() for r in replies]))
     experiments = run_dir / "experiments"
     known = set(children())
-    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(run_dir), str(script)], stdout=subprocess.PIPE,
-                            text=True, start_new_session=True, env=dict(os.environ))
+    proc, run_id = _start_driver(run_dir, replies, 1, "the experiment never started")
     try:
-        assert proc.stdout is not None
-        run_id = proc.stdout.readline().strip()
-        deadline = time.monotonic() + 120
-        while not any('"step": 0' in p.read_text() for p in run_dir.glob("*/experiments/step-*/train.log")):
-            assert proc.poll() is None and time.monotonic() < deadline, "the experiment never started"
-            time.sleep(0.05)
         assert _training_processes(experiments), "the training process is not visible"
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -372,7 +384,6 @@ def test_run_experiment_waits_while_every_slot_runs_one_of_the_runs_experiments(
 
 def test_kill_9_with_two_experiments_running_then_resume(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REASEARCH_FAKE_GPUS", "2")
-    script = run_dir / "script.json"
     replies = [
         say("", call("write_file", path="settings.json", content='{"x": 2.0, "sleep_s": 120}')),
         say("", call("run_experiment", description="slow A", time_budget_s=50, wait_s=0)),
@@ -383,18 +394,10 @@ def test_kill_9_with_two_experiments_running_then_resume(run_dir: Path, monkeypa
         say("", call("run_experiment", description="fast", time_budget_s=20, wait_s=0)),
         say("", call("finish", reason="the fast experiment")),
     ]
-    script.write_text(json.dumps([r.to_dict() for r in replies]))
     experiments = run_dir / "experiments"
     known = set(children())
-    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(run_dir), str(script)], stdout=subprocess.PIPE,
-                            text=True, start_new_session=True, env=dict(os.environ))
+    proc, run_id = _start_driver(run_dir, replies, 2, "the two experiments never both started")
     try:
-        assert proc.stdout is not None
-        run_id = proc.stdout.readline().strip()
-        deadline = time.monotonic() + 120
-        while sum('"step": 0' in p.read_text() for p in run_dir.glob("*/experiments/step-*/train.log")) < 2:
-            assert proc.poll() is None and time.monotonic() < deadline, "the two experiments never both started"
-            time.sleep(0.05)
         assert len(_training_processes(experiments)) >= 2
         from reasearch.engine.gpu import slot_status
 
