@@ -1,21 +1,26 @@
 """The framed, pickle-free wire format between the engine, its workers and their children.
 
 A frame is ``!Q`` body length, then the body: ``!I`` header length, a JSON header, then raw blobs.
-The header's ``"blobs"`` lists the blob sizes. Values are plain JSON types; NumPy arrays travel as
-``.npy`` blobs written and read with ``allow_pickle=False``; ``bytes`` travel as raw blobs. Nothing on
-this path ever unpickles.
+The header's ``"blobs"`` lists the blob sizes. Values are plain JSON types; a NumPy array travels as
+its raw C-order bytes in a blob, its dtype (one of a fixed list of plain little-endian number
+dtypes) and shape in the header (``{"$nd": [blob, dtype, shape]}``); ``bytes`` travel as raw blobs.
+Nothing on this path ever unpickles or parses a NumPy header.
+
+NumPy is imported only where an array is decoded: a process that never loaded NumPy cannot hold an
+array to encode, so a warm image without NumPy (a candidate that does not import it) forks smaller.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
 import struct
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "FRAME_LEN", "NotPlainDataError", "WireError", "check_array_dtype", "decode_frame", "decode_value", "encode_frame",
@@ -43,25 +48,26 @@ def _encode(obj: Any, blobs: list[bytes], path: str) -> Any:
         return int(obj)
     if isinstance(obj, float):
         return float(obj)
-    if isinstance(obj, np.generic):  # NumPy scalars become Python numbers
-        if obj.dtype.kind in "biuf":
-            return obj.item()
-        if obj.dtype.kind == "c":
-            raise NotPlainDataError(f"{path}: complex scalars are not plain data")
-        return _encode(obj.item(), blobs, path)
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.hasobject:
-            raise NotPlainDataError(f"{path}: object arrays are not plain data")
-        if obj.dtype.byteorder == ">":
-            obj = obj.astype(obj.dtype.newbyteorder("<"))
-        try:
-            check_array_dtype(obj.dtype, path)
-        except WireError as exc:
-            raise NotPlainDataError(str(exc)) from None
-        buf = io.BytesIO()
-        np.save(buf, obj, allow_pickle=False)
-        blobs.append(buf.getvalue())
-        return {_ND: len(blobs) - 1}
+    np = sys.modules.get("numpy")  # not loaded: no array or NumPy scalar can exist in this process
+    if np is not None:
+        if isinstance(obj, np.generic):  # NumPy scalars become Python numbers
+            if obj.dtype.kind in "biuf":
+                return obj.item()
+            if obj.dtype.kind == "c":
+                raise NotPlainDataError(f"{path}: complex scalars are not plain data")
+            return _encode(obj.item(), blobs, path)
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.hasobject:
+                raise NotPlainDataError(f"{path}: object arrays are not plain data")
+            if obj.dtype.byteorder == ">":
+                obj = obj.astype(obj.dtype.newbyteorder("<"))
+            try:
+                check_array_dtype(obj.dtype, path)
+            except WireError as exc:
+                raise NotPlainDataError(str(exc)) from None
+            flat = np.ascontiguousarray(obj).reshape(-1)  # a view when the array is C-contiguous already
+            blobs.append(memoryview(flat.view(np.uint8)))
+            return {_ND: [len(blobs) - 1, obj.dtype.str, list(obj.shape)]}
     if isinstance(obj, (bytes, bytearray, memoryview)):
         blobs.append(bytes(obj))
         return {_BYTES: len(blobs) - 1}
@@ -123,33 +129,43 @@ def check_array_dtype(dtype: np.dtype[Any], where: str = "array") -> None:
         raise WireError(f"{where}: dtype {dtype.str!r} is big-endian")
 
 
-def _load_array(blobs: list[memoryview], index: Any) -> np.ndarray:
-    """Loads one ``.npy`` blob whose header must tell the truth: a plain number dtype, and exactly
-    as many data bytes as its shape and item size declare."""
+_MAX_NDIM = 64  # NumPy's own limit
+_DTYPES: dict[str, Any] = {}  # dtype string -> dtype, filled on the first array (NumPy loaded then)
+
+
+def _plain_dtypes() -> dict[str, Any]:
+    """The dtypes an array may carry on the wire, by their little-endian ``dtype.str``."""
+    if not _DTYPES:
+        import numpy as np  # noqa: PLC0415 (loaded on the first array only: see the module docstring)
+
+        for code in "?bBhHiIlLqQefdg":
+            dt = np.dtype(code)
+            dt = dt if dt.itemsize == 1 else dt.newbyteorder("<")
+            _DTYPES[dt.str] = dt
+    return _DTYPES
+
+
+def _load_array(blobs: list[memoryview], ref: Any) -> np.ndarray:
+    """Builds one array from ``[blob, dtype, shape]``, which must tell the truth: a dtype from the
+    plain list, a shape of non-negative ints, and exactly as many bytes as they declare."""
+    import numpy as np  # noqa: PLC0415 (loaded on the first array only: see the module docstring)
+
+    if not isinstance(ref, list) or len(ref) != 3:
+        raise WireError(f"bad array blob reference {str(ref)[:100]!r}")
+    index, dstr, shape = ref
     blob = _blob(blobs, index)
-    fh = io.BytesIO(blob)
-    try:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh, max_header_size=10_000)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh, max_header_size=10_000)
-        else:
-            raise WireError(f"bad array blob: .npy version {version} is not supported")
-    except WireError:
-        raise
-    except Exception as exc:  # a corrupt .npy header from a hostile child
-        raise WireError(f"bad array blob: {exc}") from None
-    check_array_dtype(dtype, "array blob")
-    if any(d < 0 for d in shape):
-        raise WireError(f"array blob declares a negative dimension in shape {shape}")
+    dtype = _plain_dtypes().get(dstr) if isinstance(dstr, str) else None
+    if dtype is None:
+        raise WireError(f"array blob: dtype {str(dstr)[:40]!r} is not a plain little-endian bool/int/uint/float dtype")
+    if not isinstance(shape, list) or len(shape) > _MAX_NDIM or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise WireError(f"array blob: bad shape {str(shape)[:100]!r} (at most {_MAX_NDIM} non-negative ints)")
     count = math.prod(shape)
-    data = blob[fh.tell():]
-    if count * dtype.itemsize != len(data):
-        raise WireError(f"array blob declares shape {shape} of {dtype.str} ({count * dtype.itemsize} bytes) "
-                        f"but carries {len(data)} bytes")
-    arr = np.frombuffer(data, dtype=dtype, count=count).copy()  # owned and writable, like np.load's
-    return arr.reshape(shape, order="F" if fortran else "C")
+    if count * dtype.itemsize != len(blob):
+        raise WireError(f"array blob declares shape {tuple(shape)} of {dstr} ({count * dtype.itemsize} bytes) "
+                        f"but carries {len(blob)} bytes")
+    arr = np.frombuffer(blob, dtype=dtype, count=count).copy()  # owned and writable
+    return arr.reshape(shape)
 
 
 def encode_frame(header: dict[str, Any], value: Any = None, *, path: str = "value") -> bytes:
