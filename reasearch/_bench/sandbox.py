@@ -3,8 +3,10 @@
 Figures (one run, same machine, same moment):
 
 * warm pool, trivial candidate, one request at a time: median and p95 wall ms as the caller sees it,
-  served by a worker whose warm image fits the candidate (NumPy only: ``SandboxConfig.fit_images``),
-  and, beside it, by the full image (NumPy, SciPy, numba preloaded: what every worker forked before);
+  served by a worker whose warm image fits the candidate (``SandboxConfig.fit_images``: it imports
+  nothing, so the image is the bare interpreter with the engine), and, beside it, the same candidate
+  with ``import numpy`` on top (the NumPy image) and on the full image (NumPy, SciPy, numba
+  preloaded: what every worker forked before images were fitted);
 * throughput: trivial evaluations per second with one caller thread per worker (2 workers, best of
   three windows: other processes share the cores);
 * a fresh nsjail ``python -c "import numpy"`` per evaluation (``exec_in_sandbox``) and a plain
@@ -41,6 +43,7 @@ __all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", 
 
 SECTION = "sandbox"
 TRIVIAL = "def run():\n    return 1\n"
+TRIVIAL_NUMPY = "import numpy\n\n" + TRIVIAL  # the same candidate, served by the NumPy image
 FULL_IMAGE = ("numba", "numpy", "reasearch.native", "scipy.optimize")
 
 # (label, from stamp, to stamp): the steps of one evaluation as the caller waits for it.
@@ -173,6 +176,7 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None) -> tuple[list[BenchR
     from reasearch.engine.protocol import RunRequest
 
     fitted = RunRequest(source=TRIVIAL)
+    with_numpy = RunRequest(source=TRIVIAL_NUMPY)
     full = RunRequest(source=TRIVIAL, preload=FULL_IMAGE)
     pool = SandboxPool(SandboxConfig(mode=mode, workers=2, switch_interval_s=0.0))
     rows: list[BenchRow] = []
@@ -180,6 +184,9 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None) -> tuple[list[BenchR
         _fit_workers(pool, full)
         full_med, full_p95 = _latency(pool, full, repeat)
         full_rate = _throughput(pool, full, repeat)
+        _fit_workers(pool, with_numpy)
+        np_med, np_p95 = _latency(pool, with_numpy, repeat)
+        np_rate = _throughput(pool, with_numpy, repeat)
         _fit_workers(pool, fitted)
         med, p95 = _latency(pool, fitted, repeat)
         rate = _throughput(pool, fitted, repeat)
@@ -202,6 +209,11 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None) -> tuple[list[BenchR
     rows.append(BenchRow(SECTION, f"throughput ({tag}, 1 thread per worker)", rate, "evals/s",
                          goal=">= 400/s" if mode == "nsjail" else "", met=(rate >= 400.0) if mode == "nsjail" else None,
                          note="2 workers, best of 3 windows"))
+    np_tag = f"{mode}, image {'+'.join(pool.profile_of(with_numpy))}"
+    rows.append(BenchRow(SECTION, f"trivial evaluation median ({np_tag}, candidate imports numpy)", np_med, "ms",
+                         reference=f"fitted image ({image})", reference_value=med, ratio=med / np_med,
+                         note=f"p95 {np_p95:.2f} ms; {np_rate:.0f} evals/s (2 workers); the same candidate "
+                              "with 'import numpy' on top"))
     rows.append(BenchRow(SECTION, f"trivial evaluation median ({mode}, full image)", full_med, "ms",
                          reference=f"fitted image ({image})", reference_value=med, ratio=med / full_med,
                          note=f"p95 {full_p95:.2f} ms; {full_rate:.0f} evals/s; every worker preloaded "
@@ -224,7 +236,7 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
             raise RuntimeError(f"a traced trivial evaluation failed: {out.status} {out.error[:300]}")
         traces.append(stamps)
     rows = []
-    tag = f"{pool.mode}, image {'+'.join(pool.profile_of(req))}"
+    tag = f"{pool.mode}, image {'+'.join(pool.profile_of(req)) or 'none'}"
     crit = breakdown(traces, CRITICAL_PATH)
     for i, (label, med, p95) in enumerate(crit, 1):
         rows.append(BenchRow(SECTION, f"breakdown {i:2d}. {label}", med, "ms", note=f"p95 {p95:.3f} ms; {tag}"))
@@ -251,9 +263,10 @@ def _floor_rows(pool: Any, fresh_floor: float | None, repeat: int) -> list[Bench
     if fresh_floor is not None:
         rows.append(BenchRow(SECTION, "floor: fork + exit + reap, minimal python in a jail", fresh_floor, "ms",
                              note="python3 -c 'os.fork(); os._exit(0); waitpid' loop in one nsjail"))
-    for image in (pool.profile_of(RunRequest(source=TRIVIAL)), FULL_IMAGE):
+    for image in (pool.profile_of(RunRequest(source=TRIVIAL)), pool.profile_of(RunRequest(source=TRIVIAL_NUMPY)),
+                  FULL_IMAGE):
         ns = pool.fork_floor(repeat, image)
-        rows.append(BenchRow(SECTION, f"floor: fork + exit + reap, warm image {'+'.join(image)} ({pool.mode})",
+        rows.append(BenchRow(SECTION, f"floor: fork + exit + reap, warm image {'+'.join(image) or 'none'} ({pool.mode})",
                              statistics.median(ns) / 1e6, "ms", note=f"p95 {_p95(ns) / 1e6:.3f} ms; inside the worker"))
     return rows
 

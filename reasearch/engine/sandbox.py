@@ -31,6 +31,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -190,7 +191,7 @@ class PoolSession:
                 pass
 
 
-_ALWAYS = frozenset({"numpy"})  # the worker's wire format imports NumPy: it is in every image anyway
+_ARRAY_SCAN_NODES = 4096  # payload nodes looked at for NumPy arrays; a larger payload gets NumPy unscanned
 _FIT_SCAN_CAP = 4 << 20  # sources larger than this (bytes) get the whole preload, unscanned
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Names through which code imports what its import statements do not show.
@@ -198,7 +199,13 @@ _DYNAMIC = frozenset({"__import__", "import_module", "exec", "eval", "run_module
                       "spec_from_file_location", "module_from_spec", "load_module", "reload"})
 
 
-def _imported_tops(text: str) -> set[str]:
+_DYNAMIC_WORD = re.compile(r"\b(?:" + "|".join(sorted(_DYNAMIC)) + r")\b")
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements nest (never in expressions)
+_TOPS_CACHE: dict[str, frozenset[str]] = {}
+_TOPS_CACHE_MAX, _TOPS_CACHE_TEXT = 256, 64 << 10  # entries; longest text kept (bytes): at most 16 MiB
+
+
+def _imported_tops(text: str) -> frozenset[str]:
     """Top-level package names a source imports, from its syntax tree (never executed).
 
     Where the tree cannot tell (the source does not parse, or it imports through ``__import__``,
@@ -207,35 +214,90 @@ def _imported_tops(text: str) -> set[str]:
 
     A text holding neither ``import`` nor one of those names is not parsed (the caller waits for
     this, on every request): it has no import statement and no dynamic import that the tree would
-    show (a text that does not parse cannot import anything either).
+    show (a text that does not parse cannot import anything either). Where none of those names is a
+    word of the text, only statement blocks are walked (an import is a statement; the expressions,
+    most of the tree, cannot hold one). Answers for texts up to 64 KiB are kept (the last 256): the
+    same program is often evaluated again.
     """
-    if "import" not in text and not any(word in text for word in _DYNAMIC):
+    got = _TOPS_CACHE.get(text)
+    if got is not None:
+        return got
+    got = frozenset(_scan_imports(text))
+    if len(text) <= _TOPS_CACHE_TEXT:
+        if len(_TOPS_CACHE) >= _TOPS_CACHE_MAX:
+            _TOPS_CACHE.pop(next(iter(_TOPS_CACHE)), None)  # the oldest (dicts keep insertion order)
+        _TOPS_CACHE[text] = got
+    return got
+
+
+def _scan_imports(text: str) -> set[str]:
+    dynamic = _DYNAMIC_WORD.search(text) is not None
+    if "import" not in text and not dynamic:
         return set()
     try:
         tree = compile(text, "<candidate>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return set(_WORD.findall(text))
     tops: set[str] = set()
-    for node in ast.walk(tree):  # iterative: a deep tree cannot overflow the stack here
+    if dynamic:
+        nodes: Any = ast.walk(tree)  # iterative: a deep tree cannot overflow the stack here
+    else:
+        nodes = _statements(tree)
+    for node in nodes:
         if isinstance(node, ast.Import):
             tops.update(alias.name.partition(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0 and node.module:
                 tops.add(node.module.partition(".")[0])
-        elif (isinstance(node, ast.Name) and node.id in _DYNAMIC) or (
-                isinstance(node, ast.Attribute) and node.attr in _DYNAMIC):
+        elif dynamic and ((isinstance(node, ast.Name) and node.id in _DYNAMIC) or (
+                isinstance(node, ast.Attribute) and node.attr in _DYNAMIC)):
             return set(_WORD.findall(text))
     return tops
 
 
+def _statements(tree: ast.AST) -> Any:
+    """Every statement of ``tree`` (and the handler and case nodes that hold statements), iteratively."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in _BLOCKS:
+            block = getattr(node, field, None)
+            if block:
+                stack.extend(block)
+
+
+def _carries_arrays(payload: Any) -> bool:
+    """True when ``payload`` holds a NumPy array or scalar (the child must load NumPy to decode it),
+    or is too large to tell within :data:`_ARRAY_SCAN_NODES` nodes (then NumPy is assumed)."""
+    np = sys.modules.get("numpy")
+    if np is None:  # never loaded here: no array can be in the payload
+        return False
+    stack, seen = [payload], 0
+    while stack:
+        obj = stack.pop()
+        seen += 1
+        if seen > _ARRAY_SCAN_NODES:
+            return True
+        if isinstance(obj, (np.ndarray, np.generic)):
+            return True
+        if isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+    return False
+
+
 def fit_profile(request: RunRequest, preload: Sequence[str]) -> tuple[str, ...]:
-    """The modules of ``preload`` a request's candidate imports, plus NumPy (sorted).
+    """The modules of ``preload`` a request's candidate imports (sorted).
 
     Read from the import statements of its source and of its ``.py`` files (parsed, never run);
     a name in a comment or a string does not count. Code that imports dynamically, or does not
     parse, counts every word it holds, and oversized sources get the whole ``preload``: a larger
     image is slower, never wrong, and whatever a candidate imports beyond its image the child
-    imports on the candidate's clock.
+    imports on the candidate's clock. A payload holding NumPy arrays adds ``numpy`` (when it is in
+    ``preload``): the child decodes them before the candidate's code runs. A candidate that
+    imports nothing of ``preload`` gets the empty image, a bare interpreter with the engine.
     """
     texts = [request.source] + [bytes(v).decode("utf-8", "replace") for k, v in request.files.items()
                                  if isinstance(k, str) and k.endswith(".py") and isinstance(v, (bytes, bytearray))]
@@ -244,7 +306,9 @@ def fit_profile(request: RunRequest, preload: Sequence[str]) -> tuple[str, ...]:
     tops: set[str] = set()
     for text in texts:
         tops |= _imported_tops(text)
-    return tuple(sorted({m for m in preload if m.partition(".")[0] in tops or m in _ALWAYS}))
+    if "numpy" not in tops and _carries_arrays(request.payload):
+        tops.add("numpy")
+    return tuple(sorted({m for m in preload if m.partition(".")[0] in tops}))
 
 
 def _collect_trace(trace: dict[str, int], head: dict[str, Any], blobs: list[memoryview]) -> None:
@@ -365,7 +429,7 @@ class SandboxPool:
 
         ``request.preload`` when given; otherwise, with ``config.fit_images``, the modules of
         ``config.preload`` that the candidate's source (and its ``.py`` files) imports, plus NumPy
-        (see :func:`fit_profile`); without it, ``config.preload``.
+        when its payload carries arrays (see :func:`fit_profile`); without it, ``config.preload``.
 
         Raises:
             ConfigError: the request names a module outside the pool's runtime (the jail could not

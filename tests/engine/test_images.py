@@ -55,15 +55,49 @@ def test_fit_profile_takes_the_modules_a_candidate_imports() -> None:
     def fit(source: str, files: dict[str, bytes] | None = None) -> tuple[str, ...]:
         return fit_profile(RunRequest(source=source, files=files or {}), ("numpy", "scipy.optimize", "numba"))
 
-    assert fit("def run():\n    return 1\n") == ("numpy",)  # NumPy is in every image (the wire needs it)
-    assert fit("from scipy.optimize import minimize\n") == ("numpy", "scipy.optimize")
-    assert fit("from scipy import optimize\n") == ("numpy", "scipy.optimize")
-    assert fit("import numba as nb\n") == ("numba", "numpy")
-    assert fit("def f():\n    import numba.typed\n") == ("numba", "numpy")  # imports anywhere in the tree
-    assert fit("x = 'numba'  # scipy in a string or a comment is not an import\n") == ("numpy",)
-    assert fit("import scipyx\nimport mynumba\nfrom .numba import x\n") == ("numpy",)
-    assert fit("import helper\n", {"helper.py": b"import scipy\n"}) == ("numpy", "scipy.optimize")
-    assert fit("import helper\n", {"data.bin": b"import numba"}) == ("numpy",)  # data files are not code
+    assert fit("def run():\n    return 1\n") == ()  # imports nothing: the bare image
+    assert fit("import numpy as np\n") == ("numpy",)
+    assert fit("from scipy.optimize import minimize\n") == ("scipy.optimize",)
+    assert fit("from scipy import optimize\n") == ("scipy.optimize",)
+    assert fit("import numba as nb\n") == ("numba",)
+    assert fit("def f():\n    import numba.typed\n") == ("numba",)  # imports anywhere in the tree
+    assert fit("x = 'numba'  # scipy in a string or a comment is not an import\n") == ()
+    assert fit("import scipyx\nimport mynumba\nfrom .numba import x\n") == ()
+    assert fit("import helper\n", {"helper.py": b"import scipy\n"}) == ("scipy.optimize",)
+    assert fit("import helper\n", {"data.bin": b"import numba"}) == ()  # data files are not code
+
+
+def test_fit_profile_finds_imports_nested_in_every_kind_of_block() -> None:
+    # Only statement blocks are walked when no dynamic-import name is a word of the text: an import
+    # in any block, however deep, must still be found.
+    def fit(source: str) -> tuple[str, ...]:
+        return fit_profile(RunRequest(source=source), ("numpy", "scipy.optimize", "numba"))
+
+    assert fit("if x:\n    pass\nelse:\n    import numba\n") == ("numba",)
+    assert fit("try:\n    pass\nexcept E:\n    import numba\nfinally:\n    import numpy\n") == ("numba", "numpy")
+    assert fit("try:\n    pass\nexcept* E:\n    import numba\n") == ("numba",)
+    assert fit("for a in b:\n    pass\nelse:\n    from scipy import optimize\n") == ("scipy.optimize",)
+    assert fit("match x:\n    case 1:\n        import numba\n") == ("numba",)
+    deep = "def f():\n    class C:\n        async def m(self):\n            async with a:\n" \
+           "                while c:\n                    with d:\n                        import numba\n"
+    assert fit(deep) == ("numba",)
+    assert fit("# evaluate: import numba is in a comment\nx = 1\n") == ()  # 'evaluate' is not 'eval'
+    assert fit("x = eval\n") == ()  # a dynamic name as a word: the whole tree is walked (no import in it)
+    again = "import numba\n"
+    assert fit(again) == fit(again) == ("numba",)  # the kept answer is the same answer
+
+
+def test_fit_profile_adds_numpy_for_a_payload_that_carries_arrays() -> None:
+    import numpy as np
+
+    def fit(payload: dict[str, object]) -> tuple[str, ...]:
+        return fit_profile(RunRequest(source="def run(x):\n    return 1\n", payload=payload), ("numpy", "numba"))
+
+    assert fit({"x": 1, "y": [1, 2.5, "a", {"z": None}]}) == ()
+    assert fit({"x": np.zeros(3)}) == ("numpy",)
+    assert fit({"x": [{"deep": [1, (2, np.float64(3.0))]}]}) == ("numpy",)  # a NumPy scalar, nested
+    assert fit({"x": list(range(10_000))}) == ("numpy",)  # too large to scan within bounds: assumed
+    assert fit_profile(RunRequest(source="", payload={"x": np.zeros(3)}), ("numba",)) == ()  # not preloaded
 
 
 def test_fit_profile_is_conservative_where_syntax_cannot_tell() -> None:
@@ -72,15 +106,15 @@ def test_fit_profile_is_conservative_where_syntax_cannot_tell() -> None:
 
     everything = ("numba", "numpy", "scipy.optimize")
     # dynamic imports: every word counts
-    assert fit("m = __import__('sc' + 'ipy')  # numba\n") == ("numba", "numpy")
-    assert fit("import importlib\nm = importlib.import_module('scipy.optimize')\n") == ("numpy", "scipy.optimize")
-    assert fit("exec('import numba')\n") == ("numba", "numpy")
-    assert fit("f = eval\nm = f(\"__imp\" + \"ort__('numba')\")\n") == ("numba", "numpy")  # no 'import' word
+    assert fit("m = __import__('sc' + 'ipy')  # numba\n") == ("numba",)
+    assert fit("import importlib\nm = importlib.import_module('scipy.optimize')\n") == ("scipy.optimize",)
+    assert fit("exec('import numba')\n") == ("numba",)
+    assert fit("f = eval\nm = f(\"__imp\" + \"ort__('numba')\")\n") == ("numba",)  # no 'import' word
     # neither 'import' nor a dynamic name: not parsed (nothing it could import), even if it does not parse
-    assert fit("def run(:\n    return numba\n") == ("numpy",)
+    assert fit("def run(:\n    return numba\n") == ()
     # source that does not parse, nesting past the parser's limits, and oversized source
-    assert fit("def run(:\n    import numba\n") == ("numba", "numpy")
-    assert fit("x = " + "(" * 100_000 + ")" * 100_000 + "\nimport scipy\n") == ("numpy", "scipy.optimize")
+    assert fit("def run(:\n    import numba\n") == ("numba",)
+    assert fit("x = " + "(" * 100_000 + ")" * 100_000 + "\nimport scipy\n") == ("scipy.optimize",)
     assert fit("x = 1\n" * (1 << 20)) == everything  # over the scan cap: the whole preload, unparsed
 
 
@@ -113,6 +147,46 @@ def test_each_request_is_served_by_the_image_it_fits(pool: SandboxPool) -> None:
     assert pool.workers == 2 and len(pool.profiles()) == 2
     assert stray_processes(pool) == []
 
+
+def test_the_bare_image_holds_no_numpy_yet_arrays_still_cross(pool: SandboxPool) -> None:
+    import numpy as np
+
+    probe = "import sys\ndef run():\n    return 'numpy' in sys.modules\n"
+    out = pool.run(RunRequest(source=probe))
+    assert out.status is Status.OK, out.error
+    assert out.value is False and pool.profile_of(RunRequest(source=probe)) == ()
+    # An import the scan cannot see: the child loads NumPy itself, on the candidate's clock.
+    hidden = ("import importlib\ndef run():\n    np = importlib.import_module('num' + 'py')\n"
+              "    return np.arange(3)\n")
+    assert pool.profile_of(RunRequest(source=hidden)) == ()
+    out = pool.run(RunRequest(source=hidden, limits=Limits(wall_s=30.0)))
+    assert out.status is Status.OK, out.error
+    assert isinstance(out.value, np.ndarray) and out.value.tolist() == [0, 1, 2]
+    # Arrays in the payload: the image holds NumPy, so decoding them costs the candidate nothing.
+    takes = "import sys\ndef run(x):\n    return [float(x.sum()), 'numpy' in sys.modules]\n"
+    req = RunRequest(source=takes, payload={"x": np.arange(4.0)})
+    assert pool.profile_of(req) == ("numpy",)
+    out = pool.run(req)
+    assert out.status is Status.OK, out.error
+    assert out.value == [6.0, True]
+
+
+def test_a_fake_numpy_planted_by_a_candidate_does_not_reach_the_engine(pool: SandboxPool) -> None:
+    # The child's encoder consults sys.modules["numpy"]; a candidate that plants a fake one can
+    # only break its own result.
+    fake = textwrap.dedent("""
+        import sys, types
+        def run():
+            m = types.ModuleType("numpy")
+            m.generic = "not a type"
+            m.ndarray = dict
+            sys.modules["numpy"] = m
+            return {"a": 1}
+        """).lstrip()
+    out = pool.run(RunRequest(source=fake))
+    assert out.status is not Status.OK and "isinstance" in out.error
+    after = pool.run(RunRequest(source="import sys\ndef run():\n    return 'numpy' in sys.modules\n"))
+    assert after.status is Status.OK and after.value is False  # nothing carried over to the next child
 
 def test_the_worker_cap_holds_under_many_images_in_parallel(pool: SandboxPool) -> None:
     import concurrent.futures
@@ -162,7 +236,7 @@ def test_nothing_survives_an_image_switch(mode: str, tmp_path: object) -> None:
         old = p._workers[0].proc.pid  # type: ignore[union-attr]
         out = p.run(RunRequest(source=look, payload=jail))  # imports no csv: another image, the worker is replaced
         assert out.status is Status.OK, out.error
-        assert p.profile_switches >= 1 and p.profiles() == [("numpy",)]
+        assert p.profile_switches >= 1 and p.profiles() == [()]
         assert out.value == {"found": [], "seen": False}
         assert p._workers[0].proc.pid != old  # type: ignore[union-attr]
         with pytest.raises(ProcessLookupError):
@@ -173,13 +247,13 @@ def test_nothing_survives_an_image_switch(mode: str, tmp_path: object) -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_a_larger_idle_image_serves_between_switches(mode: str) -> None:
     with _pool(mode, workers=1, switch_interval_s=3600.0) as p:
-        assert p.run(RunRequest(source=PLAIN)).value == []  # the first switch is free: full -> numpy
+        assert p.run(RunRequest(source=PLAIN)).value == []  # the first switch is free: full -> bare
         assert p.profile_switches == 1
-        assert p.run(RunRequest(source=SEEN)).value == ["csv", "difflib"]  # numpy cannot serve: switch
+        assert p.run(RunRequest(source=SEEN)).value == ["csv", "difflib"]  # the bare image cannot serve: switch
         assert p.profile_switches == 2
-        # Within the interval, the idle full image holds everything PLAIN needs: no switch.
+        # Within the interval, the idle csv+difflib image holds everything PLAIN needs: no switch.
         assert p.run(RunRequest(source=PLAIN)).value == ["csv", "difflib"]
-        assert p.profile_switches == 2 and p.profiles() == [FULL]
+        assert p.profile_switches == 2 and p.profiles() == [("csv", "difflib")]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -284,10 +358,10 @@ def test_one_callers_image_spreads_over_the_pool_in_the_background(mode: str) ->
         for _ in range(100):
             out = p.run(RunRequest(source=PLAIN))  # one caller, one request at a time
             assert out.status is Status.OK and out.value == []
-            if p.profiles() == [("numpy",), ("numpy",)]:
+            if p.profiles() == [(), ()]:
                 break
             time.sleep(0.02)
-        assert p.profiles() == [("numpy",), ("numpy",)]
+        assert p.profiles() == [(), ()]
         assert p.profile_switches == 2 and p.restarts == 0  # one in the caller's path, one in the background
         for _ in range(6):
             assert p.run(RunRequest(source=PLAIN)).value == []
@@ -306,17 +380,17 @@ def test_an_image_in_use_is_not_taken_away_to_spread_another(mode: str) -> None:
             assert p.run(RunRequest(source=PLAIN)).value == []
             assert p.run(RunRequest(source=SEEN)).value == ["csv", "difflib"]
         assert p.profile_switches == 1
-        assert sorted(p.profiles()) == [FULL, ("numpy",)]
+        assert sorted(p.profiles()) == [(), FULL]
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_churning_images_grow_one_worker_instead_of_replacing_it_each_time(mode: str) -> None:
     only_difflib = "import difflib, sys\ndef run():\n    return sorted(m for m in ('csv', 'difflib') if m in sys.modules)\n"
     with _pool(mode, workers=1, switch_interval_s=3600.0) as p:
-        assert p.run(RunRequest(source=PLAIN)).value == []  # first switch: full -> numpy
-        assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv"]  # numpy + csv
+        assert p.run(RunRequest(source=PLAIN)).value == []  # first switch: full -> bare
+        assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv"]  # bare + csv
         assert p.run(RunRequest(source=only_difflib)).value == ["csv", "difflib"]  # grown: serves both
-        assert p.profile_switches == 3 and p.profiles() == [FULL]
+        assert p.profile_switches == 3 and p.profiles() == [("csv", "difflib")]
         for _ in range(3):  # an attacker alternating imports gets no more worker starts
             assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv", "difflib"]
             assert p.run(RunRequest(source=only_difflib)).value == ["csv", "difflib"]
