@@ -60,7 +60,8 @@ CRITICAL_PATH: tuple[tuple[str, str, str], ...] = (
     ("child: result frame + pipe + worker wake-up", "c_called", "w_frame"),
     ("worker: drain output + CPU read (/proc)", "w_frame", "w_cpu_read"),
     ("worker: build reply", "w_cpu_read", "w_sent"),
-    ("engine: wake-up + read + verdict", "w_sent", "e_done"),
+    ("engine: wake-up + read", "w_sent", "e_recv"),
+    ("engine: verdict (decode, classify)", "e_recv", "e_done"),
 )
 # Work after the reply (stamps of the previous request, and of the child that served this one).
 POST_REPLY: tuple[tuple[str, str, str], ...] = (

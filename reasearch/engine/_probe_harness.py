@@ -10,9 +10,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["call", "echo", "warmup"]
+__all__ = ["call", "echo", "rehearse", "warmup"]
 
-_WARM: dict[str, Any] = {"pid": None, "count": 0}
+_WARM: dict[str, Any] = {"pid": None, "count": 0, "rehearsed_pid": None}
 
 
 def warmup() -> None:
@@ -21,10 +21,18 @@ def warmup() -> None:
     _WARM["count"] += 1
 
 
+def rehearse() -> Any:
+    """Runs in a pre-forked child before its request, when the worker's last request used this
+    harness (``_child._rehearse``)."""
+    _WARM["rehearsed_pid"] = os.getpid()
+    return {"x": [1.5, None]}
+
+
 def call(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Calls the candidate with ``**payload`` and reports where the warm-up ran."""
+    """Calls the candidate with ``**payload`` and reports where the warm-up and the rehearsal ran."""
     return {"value": entry(**payload), "warm_pid": _WARM["pid"], "warm_count": _WARM["count"],
-            "child_pid": os.getpid()}
+            "child_pid": os.getpid(), "rehearsed_here": _WARM["rehearsed_pid"] == os.getpid(),
+            "uid": os.getuid()}
 
 
 def echo(entry: Callable[..., Any], payload: Mapping[str, Any]) -> Any:

@@ -678,6 +678,8 @@ class SandboxPool:
                 head, blobs, t0 = self._exchange(w, "run", request, request.limits.wall_s, trace)
             except _Failed as exc:
                 return exc.outcome
+            if trace is not None:
+                trace["e_recv"] = time.monotonic_ns()
             out = classify(head, blobs, request.limits, time.monotonic() - t0, self.mode)
             if trace is not None:
                 trace["e_done"] = time.monotonic_ns()

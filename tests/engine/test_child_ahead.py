@@ -206,3 +206,42 @@ def test_prebuilt_capset_arguments_drop_what_they_say() -> None:
         assert (data[0].effective, data[0].permitted, data[0].inheritable) == (mask, mask, 0)
         assert (data[1].effective, data[1].permitted, data[1].inheritable) == (0, 0, 0)
         assert (head.version, head.pid) == (_privilege._CAP_VERSION_3, 0)
+
+
+def test_the_next_child_rehearses_the_last_harness_after_dropping_its_uid(pool: SandboxPool) -> None:
+    probe = "reasearch.engine._probe_harness:call"
+    plain = "def run():\n    return 1\n"
+    first = pool.run(RunRequest(source=plain, limits=FAST, harness=probe))
+    assert first.status is Status.OK, first.error
+    rehearsed = []
+    for _ in range(4 * pool.workers):
+        time.sleep(0.2)  # the pre-forked children have time to rehearse
+        out = pool.run(RunRequest(source=plain, limits=FAST, harness=probe))
+        assert out.status is Status.OK, out.error
+        v = out.value
+        assert v["value"] == 1 and v["child_pid"] != v["warm_pid"]
+        rehearsed.append(v["rehearsed_here"])
+        if pool.separate_child_uid:
+            assert v["uid"] != 0  # the rehearsal ran where the candidate runs: after the uid drop
+    assert sum(rehearsed) >= 2 * pool.workers, rehearsed  # every child after its worker's first probe request
+
+
+def test_a_failing_or_missing_rehearsal_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    mod = types.ModuleType("reasearch_test_rehearsal")
+    calls = []
+
+    def boom() -> None:
+        calls.append(1)
+        raise RuntimeError("a broken rehearsal")
+
+    mod.rehearse = boom  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setattr(_child, "_request_waiting", lambda: False)
+    _child._rehearse(f"{mod.__name__}:call")  # raises nothing
+    assert calls == [1]
+    _child._rehearse("no_such_module_anywhere:call")
+    _child._rehearse(None)
+    mod.rehearse = lambda: {"not": object()}  # type: ignore[attr-defined]  # a value the wire refuses
+    _child._rehearse(f"{mod.__name__}:call")

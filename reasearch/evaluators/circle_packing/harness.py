@@ -18,7 +18,7 @@ from reasearch.evaluators._entry_call import (
     seed_everything,
 )
 
-__all__ = ["ENTRY_ARGS", "run_candidate", "warmup"]
+__all__ = ["ENTRY_ARGS", "rehearse", "run_candidate", "warmup"]
 
 ENTRY_ARGS = seed_args(
     {"n": ("n", "num_circles", "n_circles")},
@@ -60,3 +60,15 @@ def warmup() -> None:
 
     geometry_warmup("packing")
     optimal_radii(np.array([[0.25, 0.25], [0.75, 0.75], [0.25, 0.75]]))
+
+
+def _rehearsal_packer(n: int = 3, seed: int | None = None) -> tuple[Any, Any]:
+    import numpy as np
+
+    return np.full((n, 2), 0.5), np.full(n, 0.25)
+
+
+def rehearse() -> dict[str, Any]:
+    """One evaluation's path on a built-in packer, for the sandbox child to walk while it waits
+    for its request (its result is dropped; every evaluation seeds again)."""
+    return run_candidate(_rehearsal_packer, {"seed": 0, "n": 3})

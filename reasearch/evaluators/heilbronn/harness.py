@@ -17,7 +17,7 @@ from reasearch.evaluators._entry_call import (
     seed_everything,
 )
 
-__all__ = ["ENTRY_ARGS", "run_candidate", "warmup"]
+__all__ = ["ENTRY_ARGS", "rehearse", "run_candidate", "warmup"]
 
 ENTRY_ARGS = seed_args(
     {"n": ("n", "num_points", "n_points")},
@@ -55,3 +55,15 @@ def warmup() -> None:
     from reasearch.native.geometry import warmup as geometry_warmup
 
     geometry_warmup("triangles")
+
+
+def _rehearsal_points(n: int = 3, seed: int | None = None) -> Any:
+    import numpy as np
+
+    return np.full((n, 2), 0.5)
+
+
+def rehearse() -> dict[str, Any]:
+    """One evaluation's path on a built-in program, for the sandbox child to walk while it waits
+    for its request (its result is dropped; every evaluation seeds again)."""
+    return run_candidate(_rehearsal_points, {"seed": 0, "n": 3})
