@@ -10,7 +10,7 @@ import time
 
 __all__ = [
     "children_walk", "cpu_s", "descendants_of", "kill_orphans", "process_table", "read_proc", "reap_jail_orphans", "reap_pids",
-    "set_child_subreaper", "stop_and_wait", "task_cpu_s", "thread_cpu_s",
+    "process_cpu_ns", "set_child_subreaper", "stop_and_wait", "task_cpu_s", "thread_cpu_s",
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -117,9 +117,22 @@ def task_cpu_s(pid: int) -> float:
     return total
 
 
+def process_cpu_ns(pid: int) -> int | None:
+    """CPU ns of every thread of ``pid``, live and exited: the kernel's CPU clock of that process
+    (``clock_getcpuclockid``), one ``clock_gettime`` and no /proc read. Any process this one can see
+    (no permission is needed to read it). None if it is gone or the clock is unavailable."""
+    try:
+        return time.clock_gettime_ns(((~pid) << 3) | 2)  # CPUCLOCK_SCHED of the process ``pid``
+    except (OSError, OverflowError):
+        return None
+
+
 def thread_cpu_s(pid: int) -> float:
-    """CPU seconds of the main thread of ``pid`` (``/proc/<pid>/schedstat``, nanoseconds); the whole
-    process's when it has one thread. 0.0 if it is gone."""
+    """CPU seconds of ``pid``: its process CPU clock (all threads; what the main thread used when it
+    has one), else ``/proc/<pid>/schedstat`` (nanoseconds). 0.0 if it is gone."""
+    ns = process_cpu_ns(pid)
+    if ns is not None:
+        return ns / 1e9
     try:
         return int(read_proc(f"/proc/{pid}/schedstat").split()[0]) / 1e9
     except (OSError, ValueError, IndexError):
@@ -130,11 +143,13 @@ def cpu_s(pid: int) -> float:
     """CPU seconds of a live process: all its threads, exited ones included, plus the children it
     waited for. 0.0 if it is gone.
 
-    Live threads are counted to the nanosecond (schedstat); ``utime + stime`` of ``/proc/<pid>/stat``
-    (clock ticks) also holds threads that already exited, so the larger of the two is taken.
+    Its threads, live and exited, are counted to the nanosecond by the process CPU clock (where it
+    cannot be read: live threads from schedstat, and ``utime + stime`` of ``/proc/<pid>/stat``, clock
+    ticks, which also hold exited threads; the larger of the two is taken).
     """
     try:
-        live = task_cpu_s(pid)
+        ns = process_cpu_ns(pid)
+        live = task_cpu_s(pid) if ns is None else ns / 1e9
         fields = _stat_fields(pid)
         own = max(live, (int(fields[11]) + int(fields[12])) / _TICK)
         return own + (int(fields[13]) + int(fields[14])) / _TICK  # cutime + cstime: waited-for children
