@@ -309,6 +309,8 @@ class Supervisor:
         # reads its request the child runs engine code only, in its one thread (a fork copies
         # only the calling thread): that thread's accounting is the whole process's.
         ch.cpu_base = _procs.thread_cpu_s(ch.pid)
+        if session:  # the start of the session's CPU account per call (see handle_call)
+            ch.cpu_mark_ns = _procs.process_cpu_ns(ch.pid)
         ch.t0 = time.monotonic()
         assert ch.calls_w is not None
         frame = _wire.encode_frame(req, {"payload": value.get("payload")})
@@ -425,6 +427,8 @@ class Supervisor:
             "stdout": out.text(),
             "stderr": err.text(),
         }
+        if ch.own_cpu_ns is not None:  # what its processes other than the child used (read by a session's close)
+            header["descendants_cpu_ns"] = max(0, round(cpu * 1e9) - ch.own_cpu_ns)
         if self.tracing:
             self.stamps["w_sent"] = _ns()  # the moment just before the reply is written
             header["trace"] = {"req": self.stamps, "prev": self.post_prev}
@@ -490,23 +494,40 @@ class Supervisor:
             self.send({"kind": "engine_error", "error": "call without an open session"})
             return
         timeout = float(head["timeout_s"])
+        frame_out = _wire.encode_frame({}, value)
         t0 = time.monotonic()
+        cpu0 = _procs.process_cpu_ns(ch.pid)  # before the write: the child may start at once
         try:
             os.set_blocking(ch.calls_w, True)
-            _wire.write_all(ch.calls_w, _wire.encode_frame({}, value))
+            _wire.write_all(ch.calls_w, frame_out)
         except OSError:
             pass  # the child is gone; pump() sees it exit
         state = pump(ch, t0 + timeout, want_frame=True)
         if state == "frame":
+            cpu1 = _procs.process_cpu_ns(ch.pid)
             frame = take_frame(ch)
             if frame_kind(frame) in CHILD_KINDS:
-                self.send({"kind": "call_done", "wall_s": time.monotonic() - t0}, frame)
+                self.send({"kind": "call_done", "wall_s": time.monotonic() - t0, **self.call_cpu(ch, cpu0, cpu1)},
+                          frame)
                 return
             self.session = None  # garbage: the child is out of step; the session ends with it
             self.finish(ch, None, frame, False)
             return
         self.session = None
         self.finish(ch, "wall" if state == "deadline" else None, None, state == "too_large")
+
+    @staticmethod
+    def call_cpu(ch: Child, cpu0: int | None, cpu1: int | None) -> dict[str, int]:
+        """The child's CPU ns during a call (``cpu_ns``: from the payload's hand-over to the answer's
+        arrival) and before it (``cpu_before_ns``: since the previous answer, or the session's request),
+        read from the kernel's clock of the whole process; a figure that cannot be read is left out."""
+        out: dict[str, int] = {}
+        if cpu0 is not None and cpu1 is not None and cpu1 >= cpu0:
+            out["cpu_ns"] = cpu1 - cpu0
+        if cpu0 is not None and ch.cpu_mark_ns is not None and cpu0 >= ch.cpu_mark_ns:
+            out["cpu_before_ns"] = cpu0 - ch.cpu_mark_ns
+        ch.cpu_mark_ns = cpu1
+        return out
 
     def handle_close(self) -> None:
         ch, self.session = self.session, None
@@ -518,6 +539,8 @@ class Supervisor:
             ch.calls_w = None
         deadline = time.monotonic() + 1.0  # a child told to stop gets a moment to flush and exit
         pump(ch, deadline, want_frame=False)
+        if ch.status is None:  # still running (the pump reads the clock of a child that exits): read it now
+            ch.own_cpu_ns = _procs.process_cpu_ns(ch.pid)
         self.finish(ch, None, None, False)
 
     def loop(self) -> None:
