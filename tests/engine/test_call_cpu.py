@@ -9,6 +9,7 @@ import time
 
 from reasearch.engine import SandboxPool
 from reasearch.engine._procs import process_cpu_ns
+from reasearch.engine._supervisor import SESSION_PIPE_BYTES
 from reasearch.engine.protocol import CallOutcome, RunOutcome, RunRequest, Status
 from reasearch.engine.sandbox import _ns_as_s
 
@@ -120,3 +121,17 @@ def test_the_clock_of_this_process() -> None:
         pass
     b = process_cpu_ns(me)
     assert a is not None and b is not None and b - a >= 0.005e9
+
+
+def test_a_sessions_pipes_hold_a_whole_answer(pool: SandboxPool) -> None:
+    """A session's request and result pipes are widened (EPLB's answers, ~330 KB, then cross without
+    hand-offs between writer and reader); a single run's are not."""
+    cand = "import fcntl\ndef run(p):\n    return [fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) for fd in (3, 4)]\n"
+    with open("/proc/sys/fs/pipe-max-size") as fh:
+        wanted = min(SESSION_PIPE_BYTES, int(fh.read()))
+    with pool.session(RunRequest(source=cand, harness=ECHO)) as sess:
+        out = sess.call({})
+        sess.close()
+    assert out.status is Status.OK and out.value == [wanted, wanted]
+    single = pool.run(RunRequest(source=cand.replace("def run(p)", "def run()")))
+    assert single.status is Status.OK and all(size < wanted for size in single.value)

@@ -45,7 +45,8 @@ The choice: both, each bounding the other.
    CPU clock of the candidate's whole process, all threads, exited ones included, when it hands the
    payload over and when the answer arrives; the process can raise it only by running, never lower it;
    ``RunOutcome.descendants_cpu_s`` ``U``: what the processes it forked used over the session). The
-   replays give the harness's own CPU per call, ``o = cpu - busy-wait`` (their trusted clock), ``o_i``
+   replays give the harness's own CPU per call, ``o = cpu - busy-wait`` (the busy-wait's own CPU, read
+   by the evaluator's harness: a preempted busy-wait used less CPU than its wall time), ``o_i``
    the mean of call ``i``'s replays; the CPU allowance ``eps`` is the largest of
    :data:`NOISE_FLOOR_S`, ``Z`` standard errors of the mean ``o`` (from the two rounds' differences),
    the rounds' drift and :data:`CPU_BIAS_FRACTION` of the median ``o``; per call ``eps_c = max(eps,
@@ -230,7 +231,7 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
         cpu_bound_s: the CPU time the candidate's process tree had for its calls (its session's CPU
             less the evaluator's own per-round-trip CPU, measured in the calibration session), or None.
         overheads: per call, the harness's CPU of each of its replays beyond the replay's busy-wait (the
-            replay's ``cpu_s`` less its trusted clock), in the order of ``echoes``; None or empty lists
+            replay's ``cpu_s`` less the busy-wait's own CPU), in the order of ``echoes``; None or empty lists
             without CPU evidence.
         descendants_cpu_s: the CPU time of the processes the candidate's process forked, over its
             session (None: unknown, then no call's raise is capped by its own CPU).

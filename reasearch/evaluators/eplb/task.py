@@ -502,8 +502,8 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
     def _calibrate(self, runner: SandboxRunner, windows: np.ndarray, answers: Sequence[Any],
                    calls: Sequence[CallTiming]) -> tuple[list[list[float]], list[list[float]], float | None]:
         """Per call, the transport samples of its replays, in a session of our own (see ``_timing``), the
-        harness's CPU of each replay beyond its busy-wait (the worker's per-call CPU less the replay's
-        trusted clock; empty lists where the runner measures no per-call CPU), and the session's CPU time
+        harness's CPU of each replay beyond its busy-wait (the worker's per-call CPU less the busy-wait's
+        own CPU; empty lists where the runner measures no per-call CPU), and the session's CPU time
         per round trip beyond the replays' busy-waits (None if unknown).
 
         Each replay sends the call's own window and echoes arrays of the call's own answer shapes and
@@ -538,8 +538,9 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                     return [[] for _ in calls], [[] for _ in calls], None
                 echoes[i].append(max(out.wall_s - waited, 0.0))
                 cpu = getattr(out, "cpu_s", None)
-                if cpu is not None:
-                    overheads[i].append(cpu - waited)
+                waited_cpu = reported_seconds(out.value.get("t_cpu_ns"))  # the busy-wait's own CPU
+                if cpu is not None and waited_cpu is not None:
+                    overheads[i].append(cpu - waited_cpu)
                 waited_total += waited
         finally:
             final = session.close()
