@@ -36,7 +36,7 @@ from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, dra
 
 __all__ = ["SESSION_PIPE_BYTES", "Supervisor"]
 
-SESSION_PIPE_BYTES = 1 << 20  # a session's request and result pipes (see Supervisor.widen_pipes)
+SESSION_PIPE_BYTES = 1 << 19  # a session's request and result pipes (see Supervisor.widen_pipes)
 _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
 _ns = time.monotonic_ns
 
@@ -328,18 +328,19 @@ class Supervisor:
 
     @staticmethod
     def widen_pipes(ch: Child) -> None:
-        """Gives a session's request and result pipes room for a whole payload or answer (1 MiB, the
-        default ``pipe-max-size``; 64 KiB otherwise): writing a few hundred KB then needs no hand-offs
-        between writer and reader, whose cost and CPU time vary with how the two are scheduled (EPLB's
-        answers: about a third less harness CPU per call, and steadier). Sessions only, so that only one
-        child per worker holds the larger buffers; best effort."""
+        """Gives a session's request and result pipes room for a whole payload or answer
+        (:data:`SESSION_PIPE_BYTES`, 512 KiB, instead of 64 KiB): writing a few hundred KB then needs no
+        hand-offs between writer and reader, whose cost and CPU time vary with how the two are scheduled
+        (EPLB's 330 KB answers: about a third less harness CPU per call, and steadier). Sessions only, so
+        that at most one child per worker holds the larger buffers (the kernel counts pipe pages per
+        user); best effort: where the system's limits refuse, the default size still works."""
         for fd in (ch.result_r, ch.calls_w):
             if fd is None:
                 continue
             try:
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, SESSION_PIPE_BYTES)
             except OSError:
-                pass  # the system's limits: the default size still works
+                pass
 
     def discard_idle(self) -> None:
         """Drops the pre-forked child (it lacks a module the worker just imported, or we are exiting)."""
