@@ -13,6 +13,17 @@ the algorithm's true time is known: 1 ms. Side by side, for each evaluation:
 Goal (issue 17): the transport share of ``t_alg`` under 5% for a 1 ms algorithm. The figures are
 printed with the 1-minute load average and stored in ``benchmark.extra_info`` (median over evaluations
 of the per-evaluation means).
+
+Two candidates, each 1 ms per call:
+
+* ``cached`` (:data:`SPIN_1MS`) returns the very arrays it computed at its first call, untouched since
+  the previous round trip: the harness's narrowing of its answer (after the clock, in the candidate's
+  process) then reads them cold from memory, about 0.2 ms more CPU per call than on arrays just
+  written (measured in-process: ``compact`` of the seed's answer 253 us cold, 65 us hot). Neither the
+  round trip nor the process's CPU can tell that from work hidden after the clock (an answer computed
+  lazily on conversion), so any sound rule counts it;
+* ``fresh`` (:data:`SPIN_1MS_FRESH`) copies the placement inside its millisecond, as an algorithm writes
+  its answer: what the goal is about.
 """
 
 from __future__ import annotations
@@ -43,6 +54,15 @@ def rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus):
 """
 
 
+SPIN_1MS_FRESH = SPIN_1MS.replace(
+    "    while time.perf_counter() - t < 0.001:\n        pass\n    return _cache[key]\n",
+    "    out = tuple(a.copy() for a in _cache[key])  # written in the timed millisecond, as an algorithm does\n"
+    "    while time.perf_counter() - t < 0.001:\n        pass\n    return out\n",
+)
+assert SPIN_1MS_FRESH != SPIN_1MS
+CANDIDATES = {"fresh": SPIN_1MS_FRESH, "cached": SPIN_1MS}
+
+
 @pytest.fixture(scope="module")
 def pool():
     from reasearch.engine import default_pool
@@ -50,21 +70,24 @@ def pool():
     return default_pool()
 
 
-def test_transport_share_of_a_1ms_algorithm(benchmark, pool):
+@pytest.mark.parametrize("answer", list(CANDIDATES))
+def test_transport_share_of_a_1ms_algorithm(benchmark, pool, answer):
     benchmark.group = "eplb t_alg of a 1 ms algorithm"
+    source = CANDIDATES[answer]
     task = EplbTask(num_windows=21)
-    assert task.evaluate(SPIN_1MS, executor=pool).ok  # warm the worker
+    assert task.evaluate(source, executor=pool).ok  # warm the worker
     results = []
 
     def once():
-        res = task.evaluate(SPIN_1MS, executor=pool)
+        res = task.evaluate(source, executor=pool)
         assert res.ok, res.feedback
         m = res.metrics
         # the first call computes the cached placement: leave it out
         claims = [t for t in m["t_claimed_per_window_s"][1:] if t is not None]
         results.append((statistics.fmean(m["t_alg_per_window_s"][1:]), statistics.fmean(m["t_call_per_window_s"][1:]),
                         m["t_alg_bounded_windows"], m["t_alg_source"],
-                        statistics.fmean(claims) if claims else float("nan"), m["t_transport_slack_s"]))
+                        statistics.fmean(claims) if claims else float("nan"), m["t_transport_slack_s"],
+                        m.get("cpu_slack_s")))
 
     benchmark.pedantic(once, rounds=7, iterations=1)
     t_alg = statistics.median(r[0] for r in results)
@@ -76,8 +99,10 @@ def test_transport_share_of_a_1ms_algorithm(benchmark, pool):
             "t_call_transport_share": t_call / 1e-3 - 1, "claimed_ms": claimed * 1e3,
             "claimed_transport_share": claimed / 1e-3 - 1, "bounded_windows": sum(r[2] for r in results),
             "calibrated_evaluations": sum(r[3] == CLOCK for r in results), "evaluations": len(results),
-            "median_allowance_us": statistics.median(r[5] or 0.0 for r in results) * 1e6, "load_1min": load}
+            "median_allowance_us": statistics.median(r[5] or 0.0 for r in results) * 1e6,
+            "median_cpu_allowance_us": statistics.median(r[6] or 0.0 for r in results) * 1e6,
+            "worst_t_alg_share": max(r[0] for r in results) / 1e-3 - 1, "load_1min": load}
     benchmark.extra_info.update(info)
-    print("\n" + ", ".join(f"{k}={v:.4g}" for k, v in info.items()))
+    print(f"\n[{answer} answer] " + ", ".join(f"{k}={v:.4g}" for k, v in info.items()))
     for source in sorted({r[3] for r in results} - {CLOCK}):
         print(f"  {sum(r[3] == source for r in results)} evaluation(s): t_alg_source = {source}")

@@ -9,8 +9,8 @@ import signal
 import time
 
 __all__ = [
-    "children_walk", "cpu_s", "descendants_of", "kill_orphans", "process_table", "read_proc", "reap_jail_orphans", "reap_pids",
-    "process_cpu_ns", "set_child_subreaper", "stop_and_wait", "task_cpu_s", "thread_cpu_s",
+    "children_walk", "cpu_s", "descendants_of", "kill_orphans", "process_cpu_ns", "process_table", "read_proc",
+    "reap_jail_orphans", "reap_pids", "set_child_subreaper", "stop_and_wait", "task_cpu_s", "thread_cpu_s",
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -117,16 +117,6 @@ def task_cpu_s(pid: int) -> float:
     return total
 
 
-def process_cpu_ns(pid: int) -> int | None:
-    """CPU ns of every thread of ``pid``, live and exited: the kernel's CPU clock of that process
-    (``clock_getcpuclockid``), one ``clock_gettime`` and no /proc read. Any process this one can see
-    (no permission is needed to read it). None if it is gone or the clock is unavailable."""
-    try:
-        return time.clock_gettime_ns(((~pid) << 3) | 2)  # CPUCLOCK_SCHED of the process ``pid``
-    except (OSError, OverflowError):
-        return None
-
-
 def thread_cpu_s(pid: int) -> float:
     """CPU seconds of ``pid``: its process CPU clock (all threads; what the main thread used when it
     has one), else ``/proc/<pid>/schedstat`` (nanoseconds). 0.0 if it is gone."""
@@ -155,6 +145,19 @@ def cpu_s(pid: int) -> float:
         return own + (int(fields[13]) + int(fields[14])) / _TICK  # cutime + cstime: waited-for children
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def process_cpu_ns(pid: int) -> int | None:
+    """The kernel's CPU clock of a whole process, in nanoseconds: every thread, exited ones included,
+    not its children (``clock_getcpuclockid(pid)``: ``CPUCLOCK_SCHED`` of the thread group). One
+    syscall, no /proc read, no tick rounding. ``pid`` as seen in the caller's PID namespace.
+
+    Returns None where the clock cannot be read (the process is gone or already reaped).
+    """
+    try:
+        return time.clock_gettime_ns(((~pid) << 3) | 2)
+    except (OSError, OverflowError, ValueError):
+        return None
 
 
 def kill_orphans(*, child_pgid: int | None, uid: int | None, keep_unreaped: int | None = None) -> None:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from reasearch.engine import _wire
+from reasearch.engine._procs import process_cpu_ns
 
 __all__ = ["CHILD_KINDS", "Capped", "Child", "collect_exit", "drain", "frame_kind", "pump", "take_frame"]
 
@@ -56,6 +57,10 @@ class Child:
         rusage_cpu: CPU seconds of it and every descendant reaped so far (``wait4`` rusage).
         cpu_base: CPU seconds it spent before its request (set-up, warm-up: not the candidate's).
         t0: monotonic time its request was handed over.
+        cpu_mark_ns: its process CPU clock (:func:`reasearch.engine._procs.process_cpu_ns`) when a
+            session's request was handed over, then at each call's answer (None: unreadable).
+        own_cpu_ns: that clock when it exited, before it was reaped (its whole life, without its
+            descendants); None when not read (it was killed).
         result_cap: the largest result frame body accepted.
         scratch: its scratch folder.
         forked_ns: monotonic ns just before its fork (bench breakdown).
@@ -75,6 +80,8 @@ class Child:
     rusage_cpu: float = 0.0
     cpu_base: float = 0.0
     t0: float = 0.0
+    cpu_mark_ns: int | None = None
+    own_cpu_ns: int | None = None
     result_cap: int = 0
     scratch: str = ""
     forked_ns: int = 0
@@ -213,6 +220,7 @@ def collect_exit(ch: Child) -> None:
     """Reaps the child (blocking) and books its status and CPU time, unless that happened already."""
     if ch.status is not None:
         return
+    ch.own_cpu_ns = process_cpu_ns(ch.pid)  # exited, not yet reaped: its own CPU over its whole life
     try:
         _, status, ru = os.wait4(ch.pid, 0)
     except ChildProcessError:  # already reaped by the supervisor's reap()

@@ -89,16 +89,29 @@ class RunOutcome:
     exit_code: int | None = None
     signal: int | None = None
     sandbox_mode: str = "process"
+    # A closed session only (None elsewhere): the part of ``cpu_s`` used by processes the candidate's
+    # process forked (the kernel's accounts: its whole tree's less its own clock at exit).
+    descendants_cpu_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CallOutcome:
-    """One round trip of a session; ``wall_s`` is measured by the parent around request and response."""
+    """One round trip of a session; ``wall_s`` is measured by the parent around request and response.
+
+    ``cpu_s`` is the CPU time the candidate's process (all its threads, exited ones included; not
+    processes it forked) spent from the moment its payload was handed over to the arrival of its
+    answer, read by the worker from the kernel's clock of that process to the nanosecond: the child
+    can raise it only by using CPU, never lower it. ``cpu_before_s`` is the same clock's advance
+    since the previous call's answer (for the first call, since the session's request: the
+    candidate's import). Each is None where the runner does not measure it or could not read it.
+    """
 
     status: Status
     value: Any
     wall_s: float
     error: str = ""
+    cpu_s: float | None = None
+    cpu_before_s: float | None = None
 
 
 @runtime_checkable

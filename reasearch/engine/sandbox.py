@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import atexit
 import concurrent.futures
+import dataclasses
 import os
 import re
 import shutil
@@ -81,6 +82,11 @@ def _check_request(request: RunRequest) -> None:
     if not (lim.wall_s > 0 and lim.effective_cpu_s() > 0 and lim.memory_mb > 0 and lim.nproc > 0
             and lim.nofile >= 8 and lim.output_bytes >= 0 and lim.result_bytes > 0):
         raise ConfigError(f"RunRequest.limits out of range: {lim}")
+
+
+def _ns_as_s(value: Any) -> float | None:
+    """A worker's CPU figure (non-negative int ns) in seconds; None when absent or malformed."""
+    return value / 1e9 if type(value) is int and value >= 0 else None
 
 
 class PoolSession:
@@ -143,9 +149,10 @@ class PoolSession:
             wall = time.perf_counter() - t0
             if head.get("kind") == "call_done":
                 kind, value, err = child_result(head, blobs)
+                cpu = {"cpu_s": _ns_as_s(head.get("cpu_ns")), "cpu_before_s": _ns_as_s(head.get("cpu_before_ns"))}
                 if kind == "ok":
-                    return CallOutcome(Status.OK, value, wall)
-                return CallOutcome(Status.OOM if kind == "oom" else Status.CRASH, None, wall, error=err)
+                    return CallOutcome(Status.OK, value, wall, **cpu)
+                return CallOutcome(Status.OOM if kind == "oom" else Status.CRASH, None, wall, error=err, **cpu)
             final = classify(head, blobs, self._request.limits, time.monotonic() - self._t0, self._pool.mode)
             if head.get("killed") == "wall":
                 final = RunOutcome(Status.TIMEOUT, None, final.wall_s, final.cpu_s, final.stdout, final.stderr,
@@ -175,7 +182,7 @@ class PoolSession:
             elif out.signal == signal.SIGKILL and out.status is Status.OOM:
                 out = RunOutcome(Status.OK, None, out.wall_s, out.cpu_s, out.stdout, out.stderr, "", None,
                                  out.signal, out.sandbox_mode)  # the close itself killed it
-            return self._end(out)
+            return self._end(dataclasses.replace(out, descendants_cpu_s=_ns_as_s(head.get("descendants_cpu_ns"))))
 
     def __enter__(self) -> PoolSession:
         return self

@@ -125,11 +125,23 @@ def test_a_candidate_that_stops_the_clock_is_bounded_by_the_parent(sandbox):
 
 
 def _check_bounded(m):  # type: ignore[no-untyped-def]
-    """Every call counts at least its round trip less its replays' transport and the per-call limit."""
+    """Every call counts at least its round trip less its replays' transport and the per-call limit, or,
+    where its process's CPU says it did less, that CPU (less the harness's and the CPU allowance; forked
+    helpers' CPU added), or its floor (four times the allowance, or lower where the CPU vouches for less)."""
     limit, floor = m["t_call_limit_s"], m["t_alg_floor_s"]
     assert 0 < m["t_transport_slack_s"] <= limit and floor == pytest.approx(4 * m["t_transport_slack_s"])
-    for t_alg, w, e in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"], m["t_transport_per_window_s"]):
-        assert min(w, max(w - e - limit, floor)) - 1e-12 <= t_alg <= w
+    n = len(m["t_alg_per_window_s"])
+    algs = m["cpu_alg_per_window_s"] or [None] * n
+    eps = m["cpu_slack_s"] or 0.0
+    helpers = (m["cpu_descendants_s"] or 0.0) / n
+    mean_alg = statistics.fmean(a + helpers for a in algs) if None not in algs else 0.0
+    assert all(f <= floor + 1e-12 for f in m["t_alg_floor_per_window_s"])
+    for t_alg, w, e, a, f in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"], m["t_transport_per_window_s"],
+                                 algs, m["t_alg_floor_per_window_s"]):
+        wall_bound = w - e - limit
+        # the CPU's cap on the raises, summed, is scaled down alike: eps on the mean, more on a longer call
+        lower = wall_bound if a is None else min(wall_bound, a + helpers) - eps * max(1.0, (a + helpers) / mean_alg)
+        assert min(w, max(lower, f)) - 1e-12 <= t_alg <= w
 
 
 def _honest(rng, n=10, alg=0.001, transport=0.0015, noise=50e-6):
@@ -190,6 +202,85 @@ def test_the_cpu_account_caps_the_shift_not_the_bound():
     assert honest.t_alg == [0.001] * 20 and honest.bounded_calls == 0
     liar = decide([CallTiming(c.wall_s, 0.0005) for c in calls], echoes, cpu_bound_s=20 * 0.001)
     assert statistics.fmean(liar.t_alg) >= 0.001 - liar.slack_s - 40e-6  # the CPU shows what it hid
+
+
+def _with_cpu(rng, calls, echoes, alg_cpu=None, overhead=600e-6, noise=40e-6):  # type: ignore[no-untyped-def]
+    """The calls with the CPU their process spent (harness ``overhead`` plus ``alg_cpu[i]``, default the
+    claim), and each replay's harness CPU beyond its busy-wait (``overhead`` plus noise)."""
+    alg_cpu = alg_cpu or [c.t_jail_s for c in calls]
+    with_cpu = [CallTiming(c.wall_s, c.t_jail_s, overhead + a + rng.gauss(0, noise)) for c, a in zip(calls, alg_cpu)]
+    return with_cpu, [[overhead + rng.gauss(0, noise) for _ in e] for e in echoes]
+
+
+def test_cpu_evidence_keeps_an_honest_claim_through_hiccups_and_a_noisy_calibration():
+    rng = random.Random(11)
+    calls, echoes = _honest(rng, n=20)
+    # transport hiccups on 5 calls, and replays that ran on a quieter machine (the calls look 0.4 ms slow)
+    hiccups = [CallTiming(c.wall_s + (0.004 if i % 4 == 0 else 0.0004), c.t_jail_s) for i, c in enumerate(calls)]
+    without = decide(hiccups, echoes)
+    assert without.bounded_calls >= 5 and statistics.fmean(without.t_alg) > 0.0012  # the wall alone raises them
+    cpu_calls, overheads = _with_cpu(rng, hiccups, echoes)
+    verdict = decide(cpu_calls, echoes, None, overheads, descendants_cpu_s=0.0)
+    assert verdict.bounded_calls == 0 and verdict.t_alg == [0.001] * 20  # the process did not spend that time
+    assert verdict.cpu_overhead_s == pytest.approx(600e-6, abs=60e-6) and verdict.cpu_slack_s >= NOISE_FLOOR_S
+    # a noisy calibration (allowance 0.3 ms: the floor 1.2 ms is above the claims): the CPU vouches for them
+    noisy_echoes = [[e[0] + 0.0003, e[1]] for e in echoes]  # the machine got 0.3 ms faster between the rounds
+    floored = decide(calls, noisy_echoes)
+    assert floored.floor_s > 0.001 and min(floored.t_alg) >= floored.floor_s
+    cpu_calls, overheads = _with_cpu(rng, calls, noisy_echoes)
+    kept = decide(cpu_calls, noisy_echoes, None, overheads, 0.0)
+    assert kept.floor_s == floored.floor_s and kept.t_alg == [0.001] * 20 and kept.source == "sandbox clock"
+
+
+def test_cpu_evidence_does_not_raise_a_multithreaded_claim():
+    """Threads make the process's CPU exceed the call's wall time: the CPU caps nothing, the wall decides."""
+    rng = random.Random(12)
+    calls, echoes = _honest(rng, n=20, alg=0.002)
+    cpu_calls, overheads = _with_cpu(rng, calls, echoes, alg_cpu=[0.004] * 20)  # two threads, 2 ms each
+    verdict = decide(cpu_calls, echoes, None, overheads, 0.0)
+    assert verdict.t_alg == [0.002] * 20 and verdict.bounded_calls == 0
+    assert verdict.t_alg == decide(calls, echoes).t_alg
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.5, 1.0])
+@pytest.mark.parametrize("lie", [30e-6, 300e-6, 0.001, 0.01])
+@pytest.mark.parametrize("where", ["process", "threads", "helper"])
+def test_a_liar_keeps_at_most_the_allowance_with_cpu_evidence(fraction, lie, where):
+    """The true work shows in the process's CPU (single-threaded, in threads: twice the CPU), or only in
+    a forked helper's (the process's CPU is the harness's alone; the helpers' CPU shows at the session's
+    close): the CPU evidence never lets a liar keep more than the wall rule allows."""
+    worst = 0.0
+    for seed in range(12):
+        rng = random.Random(seed)
+        calls, echoes = _honest(rng, n=20)
+        liars = set(rng.sample(range(20), max(1, round(fraction * 20))))
+        lied = [CallTiming(c.wall_s, max(c.t_jail_s - lie, 0.0) if i in liars else c.t_jail_s)
+                for i, c in enumerate(calls)]
+        work = {"process": [0.001] * 20, "threads": [0.002] * 20, "helper": [c.t_jail_s for c in lied]}[where]
+        cpu_calls, overheads = _with_cpu(rng, lied, echoes, alg_cpu=work)
+        helpers = sum(c.t_jail_s - lc.t_jail_s for c, lc in zip(calls, lied)) if where == "helper" else 0.0
+        verdict = decide(cpu_calls, echoes, None, overheads, helpers)
+        assert verdict.source == "sandbox clock"
+        worst = max(worst, 0.001 - statistics.fmean(verdict.t_alg) - verdict.slack_s)
+    assert worst < 40e-6
+
+
+def test_cpu_evidence_bounds_a_tiny_claim():
+    """A liar claiming 20 us of a 600 us algorithm that a noisy calibration cannot check (4x the allowance
+    is 1.2 ms): the CPU its process spent still shows the work; an honest 20 us claim keeps a floor."""
+    rng = random.Random(13)
+    calls, echoes = _honest(rng, n=20, alg=0.0006)
+    noisy = [[e[0] + 0.0003, e[1]] for e in echoes]  # a drift of 0.3 ms between the replay rounds
+    lied = [CallTiming(c.wall_s, 20e-6) for c in calls]
+    cpu_calls, overheads = _with_cpu(rng, lied, noisy, alg_cpu=[0.0006] * 20)
+    verdict = decide(cpu_calls, noisy, None, overheads, 0.0)
+    assert verdict.floor_s > 0.001 and verdict.source.startswith("sandbox clock, floored")
+    eps = verdict.cpu_slack_s
+    assert all(t >= max(4 * eps, 0.0006 - max(eps, 4 * 60e-6) - 3 * 40e-6) for t in verdict.t_alg)  # per call
+    assert statistics.fmean(verdict.t_alg) >= 0.0006 - eps - 30e-6  # on the mean: at most the CPU allowance
+    tiny, overheads = _with_cpu(rng, [CallTiming(c.wall_s - 0.00058, 20e-6) for c in calls], noisy)
+    honest = decide(tiny, noisy, None, overheads, 0.0)
+    assert all(t == pytest.approx(4 * honest.cpu_slack_s) for t in honest.t_alg)  # an unverifiable time: the floor
 
 
 def test_timing_rules_fall_back_and_say_why():
@@ -419,3 +510,141 @@ def test_replays_never_overlap_the_candidates_session(sandbox):
     assert [k for k, _ in candidate] == ["setup", "echo", "echo", "echo", "window", "window", "window", "window"]
     assert [k for k, _ in calibration] == ["setup", "echo", "echo", "echo"] + ["echo"] * 8  # 2 rounds of 4 replays
     assert all(open_ == {"calibration"} for _, open_ in calibration)  # the candidate's session is closed by then
+
+
+# --------------------------------------------------------------- EPLB timing: the per-call CPU evidence
+
+HELPER = """
+import os
+import time
+import reasearch.evaluators.eplb.harness as _h
+from reasearch.native.eplb import rebalance_experts as _lib
+
+_h._CLOCK = lambda: 0  # every call claims no time
+_go_r, _go_w = os.pipe()
+_done_r, _done_w = os.pipe()
+if os.fork() == 0:  # a helper that does each call's 2 ms of work while the candidate's process waits
+    while os.read(_go_r, 1):
+        t = time.thread_time()
+        while time.thread_time() - t < 0.002:  # 2 ms of CPU (a loaded machine stretches its wall time)
+            pass
+        os.write(_done_w, b"x")
+    os._exit(0)
+
+
+def rebalance_experts(weight, *args):
+    os.write(_go_w, b"x")
+    os.read(_done_r, 1)  # blocked: no CPU of this process
+    return _lib(weight, *args)
+"""
+
+
+def test_work_moved_into_a_forked_helper_is_bounded_by_the_sessions_account(sandbox):
+    """The helper's CPU is not the candidate process's (its per-call CPU is the harness's alone), so the
+    per-call CPU cannot bound its raises; the helper's CPU, in the session's account of its descendants,
+    restores them: the claims of 0 s are overruled as before."""
+    res = reasearch.make("eplb/v1", num_windows=8).evaluate(HELPER, executor=sandbox)
+    assert res.status is Status.OK, res.feedback
+    m = res.metrics
+    assert m["t_claimed_per_window_s"] == [0.0] * 7
+    assert m["cpu_descendants_s"] >= 7 * 0.002  # the helper's work, seen at the session's close
+    if m["t_alg_source"].startswith("round trip"):
+        assert m["t_alg_per_window_s"] == m["t_call_per_window_s"]
+        return
+    windows, _ = reasearch.make("eplb/v1", num_windows=8).trace_windows()
+    in_process = []
+    for w in windows[:-1]:
+        t0 = time.process_time()
+        rebalance_experts(w, *CONFIG)
+        in_process.append(time.process_time() - t0)
+    # the process itself did only the library's work (its CPU: robust to a loaded machine), not the helper's
+    assert statistics.median(m["cpu_alg_per_window_s"]) < statistics.median(in_process) + 0.001
+    _check_bounded(m)
+    assert m["t_alg_s"] > 1.0e-3  # its 2 ms of work per call are not hidden
+
+
+THREADS = """
+import hashlib
+import threading
+import time
+import numpy as np
+from reasearch.native.eplb import rebalance_experts as _lib
+
+_data = bytes(1 << 20)
+
+
+def _hash(until):  # hashlib releases the GIL: two threads run on two cores
+    while time.perf_counter() < until:
+        hashlib.sha256(_data).digest()
+
+
+def rebalance_experts(weight, *args):
+    until = time.perf_counter() + 0.003
+    helper = threading.Thread(target=_hash, args=(until,))
+    helper.start()
+    _hash(until)
+    helper.join()
+    return _lib(np.asarray(weight), *args)
+"""
+
+
+def test_a_multithreaded_claim_is_not_raised_to_its_cpu(sandbox):
+    """Two threads of 3 ms: up to 6 ms of CPU per 3 ms call. The claims stand (the CPU caps no raise and
+    sets no floor above them), as they did without the CPU evidence; retried on a disturbed machine."""
+    task = reasearch.make("eplb/v1", num_windows=11)
+    seen = []
+    for _ in range(4):
+        res = task.evaluate(THREADS, executor=sandbox)
+        assert res.status is Status.OK, res.feedback
+        m = res.metrics
+        claimed = statistics.median(m["t_claimed_per_window_s"])
+        t_alg = statistics.median(m["t_alg_per_window_s"])
+        cpu = statistics.median(m["cpu_per_window_s"])
+        seen.append((m["t_alg_source"], claimed, t_alg, cpu, m["t_alg_bounded_windows"]))
+        assert 0.003 <= claimed and t_alg <= statistics.median(m["t_call_per_window_s"])
+        if cpu > 1.3 * claimed + m["cpu_harness_s"]:  # the threads ran in parallel: CPU beyond the wall time
+            assert t_alg < cpu - m["cpu_harness_s"]  # the CPU is not taken for the time
+        if m["t_alg_source"] == "sandbox clock" and t_alg <= claimed * 1.05 and m["t_alg_bounded_windows"] <= 3:
+            break
+    else:
+        pytest.fail(f"source, claimed, t_alg, cpu medians (s), bounded windows per attempt: {seen}")
+
+
+BURNER = """
+import threading
+import time
+import reasearch.evaluators.eplb.harness as _h
+from reasearch.native.eplb import rebalance_experts as _lib
+
+_h._CLOCK = lambda: 0  # every call claims no time
+
+
+def _burn():  # CPU burnt all along, during the calls too: each call's CPU looks larger
+    while True:
+        time.sleep(0)
+        sum(range(1000))
+
+
+threading.Thread(target=_burn, daemon=True).start()
+
+
+def rebalance_experts(weight, *args):
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.002:  # 2 ms of real work
+        pass
+    return _lib(weight, *args)
+"""
+
+
+def test_cpu_burnt_beside_the_calls_buys_nothing(sandbox):
+    """A burner thread inflates every call's CPU: that can only loosen the CPU's caps, never the wall's
+    bound; the claims of 0 s are overruled as for the stopped clock alone."""
+    res = reasearch.make("eplb/v1", num_windows=8).evaluate(BURNER, executor=sandbox)
+    assert res.status is Status.OK, res.feedback
+    m = res.metrics
+    assert m["t_claimed_per_window_s"] == [0.0] * 7
+    if m["t_alg_source"].startswith("round trip"):
+        assert m["t_alg_per_window_s"] == m["t_call_per_window_s"]
+        return
+    _check_bounded(m)
+    assert m["t_alg_s"] > 1.0e-3

@@ -31,32 +31,59 @@ The choice: both, each bounding the other.
    :data:`BIAS_FRACTION` of the transport (the replays run after the calls, in another process). The
    per-call *limit* is ``C = max(CALL_Z * s_d, a)``.
 5. ``t_alg = c + max(0, D - a) + max(0, d - C)``, where ``D`` is the mean over the calls of ``d``
-   clipped to ``[-C, C]``; a call without a usable claim counts ``w - e - C``. The raises, summed,
-   are capped (scaled down alike) by the CPU time the calls could have hidden: the candidate's session CPU (the kernel's
+   clipped to ``[-C, C]``; a call without a usable claim counts ``w - e - C``. With the per-call CPU
+   of step 6 each raise is capped first (step 6). The raises, summed, are then capped (scaled down
+   alike) by the CPU time the calls could have hidden: the candidate's session CPU (the kernel's
    account of its whole process tree) less, per call, the evaluator's own CPU per round trip (the
-   calibration session's CPU beyond its busy-waits, spread over all its round trips: never less than
-   a round trip costs) less the claims, less ``a`` per call. Useful work is CPU work, so a
-   candidate cannot hide more than that; when the calibration ran under a different load than the
-   calls (``D`` high for an honest candidate), the honest claims stand. Never above ``w``;
-   never below the *floor* ``4 a`` (``a / MAX_SLACK_FRACTION``): a shorter time cannot be told from
-   the transport's noise, so an honest 20 us algorithm counts the floor, and so does a liar. When the
-   floor reaches the median round trip the machine is too noisy: every call counts its round trip.
-   ``t_alg_source`` names the case (``"sandbox clock"``, ``"sandbox clock, floored ..."`` when the
-   floor decides most calls, ``"round trip (why)"``).
+   calibration session's CPU beyond its busy-waits, spread over all its round trips) less the claims,
+   less ``a`` per call. Never above ``w``; never below the call's *floor*: ``4 a`` (``a /
+   MAX_SLACK_FRACTION``), or lower where the call's CPU vouches for less (step 7): a shorter time
+   cannot be told from the noise. When the median floor reaches the median round trip the machine is
+   too noisy: every call counts its round trip. ``t_alg_source`` names the case (``"sandbox clock"``,
+   ``"sandbox clock, floored ..."`` when the floor decides most calls, ``"round trip (why)"``).
+6. Per-call CPU, where the runner measures it (``CallOutcome.cpu_s``: the worker reads the kernel's
+   CPU clock of the candidate's whole process, all threads, exited ones included, when it hands the
+   payload over and when the answer arrives; the process can raise it only by running, never lower it;
+   ``RunOutcome.descendants_cpu_s`` ``U``: what the processes it forked used over the session). The
+   replays give the harness's own CPU per call, ``o = cpu - busy-wait`` (the busy-wait's own CPU, read
+   by the evaluator's harness: a preempted busy-wait used less CPU than its wall time), ``o_i``
+   the mean of call ``i``'s replays; the CPU allowance ``eps`` is the largest of
+   :data:`NOISE_FLOOR_S`, ``Z`` standard errors of the mean ``o`` (from the two rounds' differences),
+   the rounds' drift and :data:`CPU_BIAS_FRACTION` of the median ``o``; per call ``eps_c = max(eps,
+   CALL_Z * s_o)``. ``A_i = cpu_i - o_i`` is the CPU the call's process spent beyond the harness: the
+   algorithm's, in all its threads. Each call's raise is capped by ``max(0, A_i - c_i)``: an honest
+   single-threaded call whose round trip had a hiccup, or whose replays ran under a lighter load, did
+   not spend the time the raise would add. What the caps cut is given back up to ``U`` in all (work
+   moved into a forked helper shows only there), and the raises, summed, are capped by ``sum(A_i - c_i)
+   + U - n eps``. A multi-threaded call (``A_i`` above its claim) is capped by nothing: the wall decides.
+7. The floor of a call with CPU evidence is ``min(4 a, max(4 eps, A_i + U / n - eps_c))``, and the
+   mean ``t_alg`` is at least ``min(4 a, mean(A) + U / n - eps)`` (the shortfall spread over the calls
+   in proportion to their room below ``w``). An honest single-threaded claim is thus kept whatever the
+   transport's noise (its ``A`` is its claim, within ``eps``), and an honest 20 us algorithm counts
+   ``4 eps``.
 
 Why this bounds a liar: summed over the calls, ``t_alg >= true time - n * a - sum(e - true
 transport)`` (the CPU cap keeps it: the CPU time beyond the claims is at least the time they hide,
-less what the candidate's own round trips cost below ours): a candidate that under-reports, on every call or on some, by a little or a lot, keeps
-on average at most the allowance ``a`` (at most a quarter of the time it is credited with, by the
-floor), plus the calibration's own error (zero on average). An honest candidate keeps its claims:
-``D`` is sampling noise (rarely above ``a``), and a call is raised only by a transport hiccup larger
-than ``C``, by the hiccup's excess.
+less what the candidate's own round trips cost below ours): a candidate that under-reports, on every
+call or on some, by a little or a lot, keeps on average at most the allowance ``a`` (at most a quarter
+of the time it is credited with, by the floor ``4 a``), plus the calibration's own error (zero on
+average). The per-call CPU (steps 6, 7) never raises that bound: hidden work is CPU work, in the
+process (in ``A_i``, whatever its threads) or in forked processes (in ``U``), so a cap ``A_i - c_i``
+(plus ``U``) cuts a raise only below the work the call hid, less the CPU's own error (``eps`` on the
+mean). Where the CPU lowers a floor below ``4 a``, the call counts at least its CPU less ``eps_c``
+(the mean: less ``eps``), so a liar's claim of little keeps at most about ``eps`` on average (at most
+a quarter of ``4 eps``). An honest candidate keeps its claims: ``D`` is sampling noise (rarely above
+``a``), a call is raised only by a transport hiccup larger than ``C``, by the hiccup's excess, and a
+single-threaded one not even then (its CPU shows it did not spend the time).
 
 What is not closed: the work around the call inside the sandbox (reading the window, narrowing the
 answer's integers, framing it) runs in the candidate's process; a candidate that replaces it by faster
-code can claim that much less unnoticed (tens to a few hundred microseconds at L = 58, E = 256, more
+code can claim that much less unnoticed, by the wall and by the CPU alike (tens to a few hundred microseconds at L = 58, E = 256, more
 with an answer padded with replica columns); a candidate returning narrow integers is credited the
-narrowing of int64 arrays it did not do. The replays cannot be slowed by the candidate: they run
+narrowing of int64 arrays it did not do. Conversely an answer cold in the cache (arrays computed long
+before the call and returned again untouched) costs the harness's narrowing more CPU and time than the
+replays' freshly written arrays (about 0.2 ms for the seed's answer here): neither account can tell that
+from work hidden after the clock, so it counts. The replays cannot be slowed by the candidate: they run
 after its processes are killed, with no code of its, and each waits only as long as its call claimed.
 
 Torch candidates: the calibration echoes NumPy arrays (a calibration session that imported torch would
@@ -76,7 +103,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "BIAS_FRACTION", "CALIBRATION_SOURCE", "CALL_Z", "CLOCK", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S",
+    "BIAS_FRACTION", "CALIBRATION_SOURCE", "CALL_Z", "CLOCK", "CPU_BIAS_FRACTION", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S",
     "NOISE_FLOOR_S",
     "REPLAY_CAP_S", "ROUNDS", "Z", "CallTiming", "Timing", "answer_signature", "decide", "replay_plan",
     "replay_wait_ns", "reported_seconds", "signature_bytes",
@@ -98,14 +125,18 @@ Z = 2.0  # the allowance: Z standard errors of the mean excess (an honest D abov
 CALL_Z = 4.0  # a call's own excess beyond CALL_Z spreads of one call is not noise
 BIAS_FRACTION = 0.05  # the replays run after the calls, in another process: their transport may differ by this share
 CLOCK = "sandbox clock"
+CPU_BIAS_FRACTION = 0.1  # the harness's CPU per call in the candidate's process may differ from its replays' by this share
 
 
 @dataclass(frozen=True, slots=True)
 class CallTiming:
-    """One timed call: the parent's round trip and the time the sandbox reported (None if unusable)."""
+    """One timed call: the parent's round trip, the time the sandbox reported (None if unusable), and the
+    CPU time the candidate's process spent during the call, read by the worker from the kernel's clock
+    (``CallOutcome.cpu_s``; None where unavailable)."""
 
     wall_s: float
     t_jail_s: float | None
+    cpu_s: float | None = None
 
 
 def reported_seconds(value: Any) -> float | None:
@@ -161,7 +192,12 @@ class Timing:
         excess_s: ``D``, the calls' mean (clipped) excess over their replays (None without a calibration).
         transport_per_call_s: each call's reference transport ``e`` (empty without a calibration).
         limit_s: ``C``, the per-call limit (None without a calibration).
-        floor_s: the least ``t_alg`` of a call, four times the allowance (None without a calibration).
+        floor_s: the floor of a call without CPU evidence, four times the allowance (None without a
+            calibration); a call with CPU evidence may have a lower one (step 6).
+        cpu_overhead_s: the harness's median CPU per replay beyond its busy-wait (None without CPU evidence).
+        cpu_slack_s: the CPU allowance ``eps`` (None without CPU evidence).
+        cpu_alg_per_call_s: per call, the CPU evidence of the algorithm ``A`` (None where unknown).
+        floor_per_call_s: per call, its floor (empty without a calibration).
     """
 
     t_alg: list[float]
@@ -173,9 +209,19 @@ class Timing:
     transport_per_call_s: tuple[float, ...] = ()
     limit_s: float | None = None
     floor_s: float | None = None
+    cpu_overhead_s: float | None = None
+    cpu_slack_s: float | None = None
+    cpu_alg_per_call_s: tuple[float | None, ...] = ()
+    floor_per_call_s: tuple[float, ...] = ()
 
 
-def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_bound_s: float | None = None) -> Timing:
+def _spread(pairs: Sequence[float], scale: float) -> float:
+    """The spread of one sample less the mean of others, from differences of pairs (1.4826 MAD, scaled)."""
+    return 1.4826 * statistics.median(abs(p) for p in pairs) * scale
+
+
+def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_bound_s: float | None = None,
+           overheads: Sequence[Sequence[float]] | None = None, descendants_cpu_s: float | None = None) -> Timing:
     """Applies the rule of the module docstring.
 
     Args:
@@ -184,6 +230,11 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
             call not replayed. Within a round the calls were replayed in index order or its reverse.
         cpu_bound_s: the CPU time the candidate's process tree had for its calls (its session's CPU
             less the evaluator's own per-round-trip CPU, measured in the calibration session), or None.
+        overheads: per call, the harness's CPU of each of its replays beyond the replay's busy-wait (the
+            replay's ``cpu_s`` less the busy-wait's own CPU), in the order of ``echoes``; None or empty lists
+            without CPU evidence.
+        descendants_cpu_s: the CPU time of the processes the candidate's process forked, over its
+            session (None: unknown, then no call's raise is capped by its own CPU).
     """
     walls = [c.wall_s for c in calls]
 
@@ -209,7 +260,7 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
     # excess averages only the fast noise, measured between replays adjacent in time (replays run in
     # call order, then in reverse: echoes[i][r] and echoes[i + 1][r] are neighbours).
     scale = math.sqrt((1.0 + 1.0 / per_call) / 2.0)
-    s_d = 1.4826 * statistics.median(abs(p) for p in pairs) * scale
+    s_d = _spread(pairs, scale)
     limit = max(CALL_Z * s_d, NOISE_FLOOR_S)
     replayed = [e for e in echoes if len(e) >= per_call]
     adjacent = [b[r] - a[r] for a, b in zip(replayed, replayed[1:]) for r in range(per_call)] or pairs
@@ -222,32 +273,90 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
     allowance = max(NOISE_FLOOR_S, Z * spread / math.sqrt(max(len(known), 1)), drift, BIAS_FRACTION * median_t)
     limit = max(limit, allowance)
     floor = allowance / MAX_SLACK_FRACTION  # below this, a time cannot be told from the transport's noise
+    cpu = _cpu_evidence(calls, overheads, len(known))
+    floors = [floor] * len(calls)
+    if cpu is not None and descendants_cpu_s is not None:  # step 7: a call's CPU evidence may vouch for less
+        alg, eps, call_eps, _ = cpu
+        helpers = max(0.0, descendants_cpu_s) / len(calls)
+        floors = [floor if a is None else min(floor, max(eps / MAX_SLACK_FRACTION, a + helpers - call_eps))
+                  for a in alg]
     median_w = statistics.median(walls)
-    if floor >= median_w:
+    if statistics.median(floors) >= median_w:
         why = (f"the machine was too noisy to calibrate: allowance {allowance * 1e6:.0f} us; "
                f"{1 / MAX_SLACK_FRACTION:g}x that reaches the median round trip {median_w * 1e6:.0f} us")
+        if cpu is not None:
+            why += ", and so does the calls' CPU evidence"
         return round_trips(why, median_t, allowance, None, refs)
     excess = {i: walls[i] - claims[i] - refs[i] for i in known}  # type: ignore[operator]
     mean_excess = statistics.fmean(min(max(x, -limit), limit) for x in excess.values()) if known else None
     shift = max(0.0, (mean_excess or 0.0) - allowance)
     raise_by = {i: shift + max(0.0, excess[i] - limit) for i in known}
+    if cpu is not None and descendants_cpu_s is not None and known:  # step 6: each call's own CPU bounds its raise
+        alg, eps, _, _ = cpu
+        have = [i for i in known if alg[i] is not None]
+        room = {i: max(0.0, alg[i] - claims[i]) for i in have}  # type: ignore[operator]
+        capped = {i: min(r, room.get(i, r)) for i, r in raise_by.items()}
+        deficit = {i: raise_by[i] - capped[i] for i in known}
+        lost = sum(deficit.values())
+        if lost > 0:  # work moved into forked processes shows only in their CPU: it restores what it can
+            back = min(1.0, max(0.0, descendants_cpu_s) / lost)
+            capped = {i: capped[i] + back * deficit[i] for i in known}
+        total = sum(capped.values())
+        hidden = sum(alg[i] - claims[i] for i in have) + max(0.0, descendants_cpu_s) - len(have) * eps  # type: ignore[operator]
+        if len(have) == len(known) and total > 0:  # all calls measured: their CPU, summed, bounds the raises
+            capped = {i: r * min(1.0, max(0.0, hidden) / total) for i, r in capped.items()}
+        raise_by = capped
     total = sum(raise_by.values())
     if cpu_bound_s is not None and total > 0:  # the kernel's CPU account bounds what the claims can hide
         hidden = max(0.0, cpu_bound_s - sum(claims[i] for i in known) - len(known) * allowance)  # type: ignore[misc]
         raise_by = {i: r * min(1.0, hidden / total) for i, r in raise_by.items()}
     t_alg: list[float] = []
     bounded = floored = 0
-    for i, (w, claim) in enumerate(zip(walls, claims)):
+    for i, (w, claim, call_floor) in enumerate(zip(walls, claims, floors)):
         if claim is None:  # no usable claim: the round trip less this call's transport and the limit
             value, raised = w - refs[i] - limit, True
         else:
             value = claim + raise_by[i]
             raised = value > claim
-        floored += value < floor
-        t_alg.append(max(min(max(value, floor), w), MIN_T_ALG_S))
-        bounded += raised or value < floor
+        floored += value < call_floor
+        t_alg.append(max(min(max(value, call_floor), w), MIN_T_ALG_S))
+        bounded += raised or value < call_floor
+    if cpu is not None and descendants_cpu_s is not None and all(a is not None for a in cpu[0]):
+        # The per-call floors allow for one call's CPU noise; on the mean only the mean-level allowance:
+        # the mean time is at least the mean CPU evidence (helpers' CPU included) less eps, up to the floor.
+        alg, eps, _, _ = cpu
+        target = min(floor, statistics.fmean(alg) + max(0.0, descendants_cpu_s) / len(calls) - eps)  # type: ignore[arg-type]
+        short = target * len(calls) - sum(t_alg)
+        room = [max(0.0, w - t) for w, t in zip(walls, t_alg)]
+        if short > 1e-12 and sum(room) > 0:
+            part = min(1.0, short / sum(room))
+            bounded += sum(1 for r, t, c in zip(room, t_alg, claims) if r > 0 and (c is None or t <= c))
+            t_alg = [t + r * part for t, r in zip(t_alg, room)]
     source = CLOCK
     if 2 * floored > len(calls):
-        source = (f"{CLOCK}, floored at {1 / MAX_SLACK_FRACTION:g}x the allowance ({floor * 1e6:.0f} us): "
-                  "shorter times cannot be told from the transport's noise")
-    return Timing(t_alg, bounded, source, median_t, allowance, mean_excess, tuple(refs), limit, floor)
+        source = (f"{CLOCK}, floored at {1 / MAX_SLACK_FRACTION:g}x the allowance ({floor * 1e6:.0f} us)"
+                  + (" or the call's CPU evidence" if cpu is not None else "")
+                  + ": shorter times cannot be told from the transport's noise")
+    cpu_fields: dict[str, Any] = {"floor_per_call_s": tuple(floors)}
+    if cpu is not None:
+        cpu_fields.update(cpu_overhead_s=cpu[3], cpu_slack_s=cpu[1], cpu_alg_per_call_s=tuple(cpu[0]))
+    return Timing(t_alg, min(bounded, len(calls)), source, median_t, allowance, mean_excess, tuple(refs), limit, floor, **cpu_fields)
+
+
+def _cpu_evidence(calls: Sequence[CallTiming], overheads: Sequence[Sequence[float]] | None,
+                  n: int) -> tuple[list[float | None], float, float, float] | None:
+    """Per call, ``A = cpu - o`` (the CPU its process spent beyond the harness's own, ``o`` the mean over
+    the call's replays), the CPU allowance ``eps`` (mean level), the per-call one ``max(eps, CALL_Z *
+    spread)`` and the median ``o``; None without CPU evidence (no call's CPU, or no replay's)."""
+    if not overheads or len(overheads) != len(calls):
+        return None
+    own = {i: statistics.fmean(o) for i, o in enumerate(overheads) if o}
+    pairs = [o[0] - o[1] for o in overheads if len(o) >= 2]
+    if not own or not pairs or all(c.cpu_s is None for c in calls):
+        return None
+    typical = statistics.median(own.values())
+    per_call = min(len(o) for o in overheads if o)
+    s_o = _spread(pairs, math.sqrt((1.0 + 1.0 / per_call) / 2.0))
+    eps = max(NOISE_FLOOR_S, Z * s_o / math.sqrt(max(n, 1)), abs(statistics.median(pairs)), CPU_BIAS_FRACTION * typical)
+    alg = [None if c.cpu_s is None else c.cpu_s - own.get(i, typical) for i, c in enumerate(calls)]
+    return alg, eps, max(eps, CALL_Z * s_o), typical

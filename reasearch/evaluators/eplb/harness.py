@@ -18,7 +18,9 @@ Three kinds of call, chosen by the parent's payload:
   candidate code ran);
 * ``{"echo": [[shape, dtype], ...], "wait_ns": w, <window>}``: the path of a timed call with the
   candidate's call replaced by building arrays of those shapes and busy-waiting ``w`` ns, so that the
-  parent can measure what the transport of such an answer costs. The replays the timing relies on run
+  parent can measure what the transport of such an answer costs; besides ``t_ns`` it reports
+  ``t_cpu_ns``, the CPU time of that busy-wait (less than ``t_ns`` when the process was preempted), so
+  that the worker's per-call CPU less it is the harness's own CPU. The replays the timing relies on run
   in the parent's own calibration session, never with a candidate's code; a few untimed ones also open
   the candidate's session (the same warm-up on both sides, see ``task.EplbTask._warm_up``).
 """
@@ -38,6 +40,7 @@ __all__ = ["ENTRY_ARGS", "compact", "rebalance", "warmup"]
 
 _NAMES = ("phy2log", "log2phy", "logcnt")
 _CLOCK = time.perf_counter_ns  # bound at import, before the candidate is loaded
+_CPU_CLOCK = time.thread_time_ns  # an echo's own CPU while it busy-waits (the evaluator's session only)
 _ARGS = ("weight", "num_replicas", "num_groups", "num_nodes", "num_gpus")
 
 ENTRY_ARGS: EntryArgs = EntryArgs(
@@ -145,12 +148,14 @@ def _echo(payload: Mapping[str, Any]) -> dict[str, Any]:
     if "weight" in payload:
         _arguments(payload, "numpy")
     wait = int(payload.get("wait_ns") or 0)
+    c0 = _CPU_CLOCK()
     t0 = _CLOCK()
     arrays = [_source_array(shape, dtype) for shape, dtype in payload["echo"]]
     while wait > 0 and _CLOCK() - t0 < wait:
         pass
     t1 = _CLOCK()
-    return _answer(arrays, t1 - t0)
+    c1 = _CPU_CLOCK()
+    return {**_answer(arrays, t1 - t0), "t_cpu_ns": c1 - c0}
 
 
 def rebalance(entry: Callable[..., Any], payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -128,6 +128,36 @@ class _Tally:
         return None
 
 
+class _Accounting:
+    """A session whose calls' CPU figures (``cpu_s`` and ``cpu_before_s``) are appended to a list."""
+
+    def __init__(self, inner: SandboxSession, log: list[float | None]) -> None:
+        self._inner, self._log = inner, log
+
+    @property
+    def closed(self) -> bool:
+        return bool(getattr(self._inner, "closed", False))
+
+    def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> Any:
+        out = self._inner.call(payload, timeout_s=timeout_s)
+        self._log.extend((getattr(out, "cpu_s", None), getattr(out, "cpu_before_s", None)))
+        return out
+
+    def close(self) -> Any:
+        return self._inner.close()
+
+
+def _descendants_cpu(final: Any, accounted: Sequence[float | None]) -> float | None:
+    """The CPU time of the processes the candidate forked: the worker's figure, else (conservatively) the
+    session's CPU less the child's own during and between the calls; None where neither is known."""
+    measured = getattr(final, "descendants_cpu_s", None)
+    if measured is not None:
+        return float(measured)
+    if not accounted or any(x is None for x in accounted) or not final.cpu_s:
+        return None
+    return max(0.0, float(final.cpu_s) - sum(accounted))  # type: ignore[arg-type]
+
+
 def _gpu_loads(phy2log: np.ndarray, logcnt: np.ndarray, load: np.ndarray, layer: int) -> dict[str, Any]:
     """Per-GPU load of one layer without rebalancing (expert e on GPU e * G // E, one replica each) and
     under the candidate's placement: what a report draws as "before / after"."""
@@ -269,7 +299,9 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             f"Score (maximize): {self._score_text()}, where t_alg is the time of your function alone: the "
             "sandbox's clock around each call, bounded by the evaluator's own round trip less that call's "
             "transport, which it replays after your session (t_transport_per_window_s); the transport is not "
-            "counted, and times under 4x the noise allowance count as that floor (t_alg_floor_s). "
+            "counted, and times under 4x the noise allowance count as that floor (t_alg_floor_s) unless the "
+            "CPU time your process spent in the call (the kernel's account, cpu_per_window_s) vouches for less; "
+            "a raise above your claim is capped by that CPU beyond it (plus what processes you fork use). "
             "Only the calls are timed: work done between calls (at import or in background threads) is not in "
             "t_alg, but it shares the one wall-time limit of the whole session and cannot see a window before "
             "it is sent. bal_expert, bal_gpu, t_alg and every score variant are reported separately. `random`, "
@@ -365,6 +397,8 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         session = runner.session(self.build_request(candidate_source, seed=seed))
         answers: list[Any] = []
         calls: list[CallTiming] = []
+        accounted: list[float | None] = []  # the child's CPU per call, and before it, as the worker read it
+        session = _Accounting(session, accounted)
         problem: tuple[Status, str] | None = None
         try:
             if not getattr(session, "closed", False):  # a candidate that failed to load ends the session
@@ -386,7 +420,7 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                     answer = dict(out.value) if isinstance(out.value, Mapping) else out.value
                     t_jail = reported_seconds(answer.pop("t_ns", None)) if isinstance(answer, dict) else None
                     answers.append(answer)
-                    calls.append(CallTiming(out.wall_s, t_jail))
+                    calls.append(CallTiming(out.wall_s, t_jail, getattr(out, "cpu_s", None)))
         finally:
             final = session.close()
         prov = self.provenance(candidate_source, seed=seed, sandbox_mode=final.sandbox_mode)
@@ -407,11 +441,12 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                 text += "\nstderr (tail):\n" + final.stderr[-2000:]
             return EvalResult.failure(status, text, wall_s=final.wall_s, cpu_s=final.cpu_s,
                                       metrics={**info, "windows_scored": len(tally.scores)}, provenance=prov)
-        echoes, per_round_trip_cpu = self._calibrate(runner, windows, answers, calls)
+        echoes, overheads, per_round_trip_cpu = self._calibrate(runner, windows, answers, calls)
         cpu_bound = None
         if per_round_trip_cpu is not None:  # less our own CPU per round trip, for the calls only (never more)
             cpu_bound = float(final.cpu_s) - per_round_trip_cpu * len(calls)
-        verdict = decide(calls, echoes, cpu_bound)
+        descendants = _descendants_cpu(final, accounted)
+        verdict = decide(calls, echoes, cpu_bound, overheads, descendants)
         tally.times.extend(verdict.t_alg)
         timing: dict[str, Any] = {
             "t_transport_s": verdict.transport_s,
@@ -420,7 +455,13 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
             "t_excess_s": verdict.excess_s,
             "t_call_limit_s": verdict.limit_s,
             "t_alg_floor_s": verdict.floor_s,
+            "t_alg_floor_per_window_s": list(verdict.floor_per_call_s),
             "cpu_for_calls_s": cpu_bound,
+            "cpu_per_window_s": [c.cpu_s for c in calls],
+            "cpu_alg_per_window_s": list(verdict.cpu_alg_per_call_s),
+            "cpu_harness_s": verdict.cpu_overhead_s,
+            "cpu_slack_s": verdict.cpu_slack_s,
+            "cpu_descendants_s": descendants,
             "t_alg_bounded_windows": verdict.bounded_calls,
             "t_alg_source": verdict.source,
             "t_call_s": statistics.fmean(c.wall_s for c in calls),
@@ -459,9 +500,11 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                           "wait_ns": 0}, timeout_s=remaining)
 
     def _calibrate(self, runner: SandboxRunner, windows: np.ndarray, answers: Sequence[Any],
-                   calls: Sequence[CallTiming]) -> tuple[list[list[float]], float | None]:
-        """Per call, the transport samples of its replays, in a session of our own (see ``_timing``), and
-        the session's CPU time per round trip beyond the replays' busy-waits (None if unknown).
+                   calls: Sequence[CallTiming]) -> tuple[list[list[float]], list[list[float]], float | None]:
+        """Per call, the transport samples of its replays, in a session of our own (see ``_timing``), the
+        harness's CPU of each replay beyond its busy-wait (the worker's per-call CPU less the busy-wait's
+        own CPU; empty lists where the runner measures no per-call CPU), and the session's CPU time
+        per round trip beyond the replays' busy-waits (None if unknown).
 
         Each replay sends the call's own window and echoes arrays of the call's own answer shapes and
         wire dtypes after a busy-wait of its claim; ``ROUNDS`` rounds, forward then backward. All lists
@@ -470,19 +513,20 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
         sigs = [answer_signature(a) if isinstance(a, Mapping) else None for a in answers]
         plan = [i for i in replay_plan(len(calls)) if sigs[i] is not None]
         echoes: list[list[float]] = [[] for _ in calls]
+        overheads: list[list[float]] = [[] for _ in calls]
         if not plan:
-            return echoes, None
+            return echoes, overheads, None
         request = RunRequest(source=CALIBRATION_SOURCE, entry=self.spec.entries, harness=self.harness,
                              payload={}, limits=self.limits())
         session = runner.session(request)
         waited_total = 0.0
         try:
             if getattr(session, "closed", False):
-                return echoes, None
+                return echoes, overheads, None
             # the same start as the candidate's session: setup (allocator settings), then the warm-up echoes
             setup = session.call({"setup": True, "seed": 0, "weight_type": "numpy"}, timeout_s=10.0)
             if setup.status is not Status.OK:
-                return echoes, None
+                return echoes, overheads, None
             self._warm_up(session, windows, "numpy", time.perf_counter() + 10.0)
             order = [i for r in range(ROUNDS) for i in (plan if r % 2 == 0 else plan[::-1])]
             for i in order:
@@ -491,14 +535,20 @@ trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a
                 out = session.call(payload, timeout_s=10.0)
                 waited = reported_seconds(out.value.get("t_ns")) if isinstance(out.value, Mapping) else None
                 if out.status is not Status.OK or waited is None:
-                    return [[] for _ in calls], None
+                    return [[] for _ in calls], [[] for _ in calls], None
                 echoes[i].append(max(out.wall_s - waited, 0.0))
+                cpu = getattr(out, "cpu_s", None)
+                waited_cpu = reported_seconds(out.value.get("t_cpu_ns"))  # the busy-wait's own CPU
+                if cpu is not None and waited_cpu is not None:
+                    overheads[i].append(cpu - waited_cpu)
                 waited_total += waited
         finally:
             final = session.close()
+        if any(len(o) != len(e) for o, e in zip(overheads, echoes)):  # a replay without its CPU: none used
+            overheads = [[] for _ in calls]
         if final.status is not Status.OK or not final.cpu_s:
-            return echoes, None
-        return echoes, max(0.0, float(final.cpu_s) - waited_total) / (1 + WARM_ECHOES + len(order))
+            return echoes, overheads, None
+        return echoes, overheads, max(0.0, float(final.cpu_s) - waited_total) / (1 + WARM_ECHOES + len(order))
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores raw data: ``{"placements": [answer per window], "t_alg_s": [trusted seconds per call]}``.
