@@ -274,9 +274,14 @@ def _statements(tree: ast.AST) -> Any:
                 stack.extend(block)
 
 
+_SCALARS = frozenset({int, float, bool, str, type(None), bytes})
+
+
 def _carries_arrays(payload: Any) -> bool:
     """True when ``payload`` holds a NumPy array or scalar (the child must load NumPy to decode it),
-    or is too large to tell within :data:`_ARRAY_SCAN_NODES` nodes (then NumPy is assumed)."""
+    or is too large to tell within :data:`_ARRAY_SCAN_NODES` containers (then NumPy is assumed).
+
+    A list or tuple of plain scalars (a grid row, a schedule) is checked in one pass at C speed."""
     np = sys.modules.get("numpy")
     if np is None:  # never loaded here: no array can be in the payload
         return False
@@ -286,12 +291,13 @@ def _carries_arrays(payload: Any) -> bool:
         seen += 1
         if seen > _ARRAY_SCAN_NODES:
             return True
-        if isinstance(obj, (np.ndarray, np.generic)):
-            return True
         if isinstance(obj, dict):
             stack.extend(obj.values())
         elif isinstance(obj, (list, tuple)):
-            stack.extend(obj)
+            if not set(map(type, obj)) <= _SCALARS:
+                stack.extend(obj)
+        elif isinstance(obj, (np.ndarray, np.generic)):
+            return True
     return False
 
 

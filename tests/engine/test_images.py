@@ -96,7 +96,9 @@ def test_fit_profile_adds_numpy_for_a_payload_that_carries_arrays() -> None:
     assert fit({"x": 1, "y": [1, 2.5, "a", {"z": None}]}) == ()
     assert fit({"x": np.zeros(3)}) == ("numpy",)
     assert fit({"x": [{"deep": [1, (2, np.float64(3.0))]}]}) == ("numpy",)  # a NumPy scalar, nested
-    assert fit({"x": list(range(10_000))}) == ("numpy",)  # too large to scan within bounds: assumed
+    assert fit({"x": list(range(10_000))}) == ()  # a flat list of scalars is checked in one pass
+    assert fit({"x": list(range(10_000)) + [np.float64(1.0)]}) == ("numpy",)
+    assert fit({"x": [[i] for i in range(10_000)]}) == ("numpy",)  # too many containers to scan: assumed
     assert fit_profile(RunRequest(source="", payload={"x": np.zeros(3)}), ("numba",)) == ()  # not preloaded
 
 
