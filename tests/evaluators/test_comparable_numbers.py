@@ -168,6 +168,12 @@ def test_timing_rules_keep_honest_claims():
     assert over.t_alg == [c.wall_s for c in calls] and over.bounded_calls == 0
 
 
+def _lie(rng: random.Random, calls: list[CallTiming], fraction: float, lie: float) -> list[CallTiming]:
+    """``calls`` with the claims of a random ``fraction`` of them lowered by ``lie`` seconds."""
+    liars = set(rng.sample(range(len(calls)), max(1, round(fraction * len(calls)))))
+    return [CallTiming(c.wall_s, max(c.t_jail_s - lie, 0.0) if i in liars else c.t_jail_s) for i, c in enumerate(calls)]
+
+
 @pytest.mark.parametrize("fraction", [0.1, 0.3, 0.5, 1.0])
 @pytest.mark.parametrize("lie", [30e-6, 100e-6, 300e-6, 0.001, 0.01])
 def test_a_liar_keeps_at_most_the_allowance(fraction, lie):
@@ -177,9 +183,7 @@ def test_a_liar_keeps_at_most_the_allowance(fraction, lie):
     for seed in range(20):
         rng = random.Random(seed)
         calls, echoes = _honest(rng, n=20)
-        liars = set(rng.sample(range(20), max(1, round(fraction * 20))))
-        lied = [CallTiming(c.wall_s, max(c.t_jail_s - lie, 0.0) if i in liars else c.t_jail_s)
-                for i, c in enumerate(calls)]
+        lied = _lie(rng, calls, fraction, lie)
         for cpu in (None, 20 * 0.001):  # the CPU account (its true work) never weakens the bound
             verdict = decide(lied, echoes, cpu)
             assert verdict.source == "sandbox clock"
@@ -253,9 +257,7 @@ def test_a_liar_keeps_at_most_the_allowance_with_cpu_evidence(fraction, lie, whe
     for seed in range(12):
         rng = random.Random(seed)
         calls, echoes = _honest(rng, n=20)
-        liars = set(rng.sample(range(20), max(1, round(fraction * 20))))
-        lied = [CallTiming(c.wall_s, max(c.t_jail_s - lie, 0.0) if i in liars else c.t_jail_s)
-                for i, c in enumerate(calls)]
+        lied = _lie(rng, calls, fraction, lie)
         work = {"process": [0.001] * 20, "threads": [0.002] * 20, "helper": [c.t_jail_s for c in lied]}[where]
         cpu_calls, overheads = _with_cpu(rng, lied, echoes, alg_cpu=work)
         helpers = sum(c.t_jail_s - lc.t_jail_s for c, lc in zip(calls, lied)) if where == "helper" else 0.0
