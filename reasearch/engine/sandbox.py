@@ -209,6 +209,7 @@ _DYNAMIC = frozenset({"__import__", "import_module", "exec", "eval", "run_module
 _DYNAMIC_WORD = re.compile(r"\b(?:" + "|".join(sorted(_DYNAMIC)) + r")\b")
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements nest (never in expressions)
 _TOPS_CACHE: dict[str, frozenset[str]] = {}
+_TOPS_LOCK = threading.Lock()
 _TOPS_CACHE_MAX, _TOPS_CACHE_TEXT = 256, 64 << 10  # entries; longest text kept (bytes): at most 16 MiB
 
 
@@ -231,9 +232,10 @@ def _imported_tops(text: str) -> frozenset[str]:
         return got
     got = frozenset(_scan_imports(text))
     if len(text) <= _TOPS_CACHE_TEXT:
-        if len(_TOPS_CACHE) >= _TOPS_CACHE_MAX:
-            _TOPS_CACHE.pop(next(iter(_TOPS_CACHE)), None)  # the oldest (dicts keep insertion order)
-        _TOPS_CACHE[text] = got
+        with _TOPS_LOCK:  # callers of a pool run on many threads
+            if len(_TOPS_CACHE) >= _TOPS_CACHE_MAX:
+                _TOPS_CACHE.pop(next(iter(_TOPS_CACHE)), None)  # the oldest (dicts keep insertion order)
+            _TOPS_CACHE[text] = got
     return got
 
 

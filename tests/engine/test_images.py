@@ -397,3 +397,28 @@ def test_churning_images_grow_one_worker_instead_of_replacing_it_each_time(mode:
             assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv", "difflib"]
             assert p.run(RunRequest(source=only_difflib)).value == ["csv", "difflib"]
         assert p.profile_switches == 3
+
+
+def test_kept_import_answers_are_bounded_and_safe_from_many_threads() -> None:
+    import threading
+
+    from reasearch.engine import sandbox as sb
+
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(1500):
+                assert sb._imported_tops(f"import numba\nx = {k * 100_000 + i}\n") == {"numba"}
+        except BaseException as exc:  # noqa: BLE001 (collected for the assertion below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(sb._TOPS_CACHE) <= sb._TOPS_CACHE_MAX
+    assert sb._imported_tops("y = 1\n" * 20_000) == frozenset()  # over 64 KiB: answered, not kept
+    assert "y = 1\n" * 20_000 not in sb._TOPS_CACHE
