@@ -13,7 +13,6 @@ never returns into the worker's code: it always ``os._exit``s.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
 import os
 import resource
@@ -22,10 +21,14 @@ import signal
 import sys
 import time
 import traceback
+from importlib.machinery import ModuleSpec, SourceFileLoader
+from types import ModuleType
 from typing import Any
 
 from reasearch.engine import _wire
+from reasearch.engine._privilege import PDEATH_KILL_ARGS as _PDEATH_ARGS
 from reasearch.engine._privilege import PR_SET_PDEATHSIG, drop_to_uid, prctl
+from reasearch.engine._privilege import libc_prctl as _libc_prctl
 
 __all__ = ["PREWARM_SOURCE", "REQUEST_CAP", "child_main"]
 
@@ -78,10 +81,17 @@ def _set_scratch_env(scratch: str) -> None:
 
 
 def _fresh_module(path: str) -> Any:
-    """A new, empty ``candidate`` module for the file at ``path`` (its spec, ``__file__``, loader)."""
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    assert spec is not None and spec.loader is not None
-    return importlib.util.module_from_spec(spec)
+    """A new, empty ``candidate`` module for the file at ``path``: what ``importlib.util``'s
+    ``spec_from_file_location`` + ``module_from_spec`` make (name, spec, loader, ``__file__``,
+    ``__cached__``), built directly (their generic path touches far more of the interpreter: each
+    page it writes is a copy-on-write fault in a freshly forked child)."""
+    loader = SourceFileLoader("candidate", path)
+    spec = ModuleSpec("candidate", loader, origin=path)
+    spec.has_location = True
+    module = ModuleType("candidate")
+    module.__spec__, module.__loader__, module.__file__, module.__package__ = spec, loader, path, ""
+    module.__cached__ = spec.cached
+    return module
 
 
 def _load_candidate(scratch: str, entry: list[str], source: str | None = None, module: Any = None) -> Any:
@@ -262,7 +272,8 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
     started = time.monotonic_ns()
     try:
         os.setsid()
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if _libc_prctl(*_PDEATH_ARGS) != 0:  # prebuilt arguments: no ctypes object made in the child
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # raises with the reason
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.dup2(fds["out"], 1)

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 from typing import Any
 
 __all__ = [
-    "PR_SET_CHILD_SUBREAPER", "PR_SET_DUMPABLE", "PR_SET_PDEATHSIG", "drop_bounding_set", "drop_to_uid", "prctl",
-    "private_ipc",
+    "PDEATH_KILL_ARGS", "PR_SET_CHILD_SUBREAPER", "PR_SET_DUMPABLE", "PR_SET_PDEATHSIG", "drop_bounding_set",
+    "drop_to_uid", "libc_prctl", "prctl", "private_ipc",
 ]
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
 PR_SET_PDEATHSIG = 1
 _PR_SET_SECUREBITS = 28
+_PR_GET_SECUREBITS = 27
 _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -58,6 +60,8 @@ def _caps_args(mask: int) -> tuple[Any, Any]:
 # of ctypes after the fork) cost ~0.2 ms of copy-on-write faults per child. Never mutated.
 _CAPS_ARGS = {mask: _caps_args(mask) for mask in (0, 1 << _CAP_DAC_READ_SEARCH)}
 _AMBIENT_ARGS = (_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), 0, 0, 0)
+PDEATH_KILL_ARGS = (PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0)  # prctl(PR_SET_PDEATHSIG, SIGKILL), prebuilt
+libc_prctl = _libc.prctl  # the bare function: returns -1 and sets errno on failure
 
 
 def _set_caps(mask: int) -> None:
@@ -76,10 +80,36 @@ def drop_bounding_set(keep_read_search: bool) -> None:
     so each child starts without the ~40 ``prctl`` calls. It limits only what an exec can gain: the
     worker keeps the capabilities it holds (it still hands scratch files to the child's uid).
     """
+    global _UID_CHANGE_CLEARS_ALL
     keep = 1 << _CAP_DAC_READ_SEARCH if keep_read_search else 0
+    if not keep_read_search:
+        # With no inheritable or ambient capability left and no securebit set, a root process that
+        # switches every uid to non-zero loses all its capabilities in that very call (capabilities(7),
+        # "Effect of user ID changes on capabilities"), so each child skips two ctypes calls.
+        _UID_CHANGE_CLEARS_ALL = _clear_inheritable_and_ambient()
     for cap in range(64):
         if not keep >> cap & 1 and _libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0:
             break  # EINVAL: past the last capability this kernel knows
+
+
+# Set by :func:`drop_bounding_set` in the worker (inherited by its children): a child may switch
+# uid with the plain ``setres*id`` calls alone (see :func:`drop_to_uid`).
+_UID_CHANGE_CLEARS_ALL = False
+
+
+def _clear_inheritable_and_ambient() -> bool:
+    """Empties this process's inheritable and ambient sets, keeping its effective and permitted
+    ones; True when done and no securebit changes what a uid change does to capabilities."""
+    head = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _libc.capget(ctypes.byref(head), data) != 0:
+        return False
+    data[0].inheritable = data[1].inheritable = 0
+    if _libc.capset(ctypes.byref(head), data) != 0:
+        return False
+    if _libc.prctl(*_AMBIENT_ARGS) != 0:
+        return False
+    return _libc.prctl(_PR_GET_SECUREBITS, 0, 0, 0, 0) == 0
 
 
 def drop_to_uid(uid: int, keep_read_search: bool, bounding_dropped: bool = False) -> None:
@@ -93,6 +123,13 @@ def drop_to_uid(uid: int, keep_read_search: bool, bounding_dropped: bool = False
     keep = 1 << _CAP_DAC_READ_SEARCH if keep_read_search else 0
     if not bounding_dropped:
         drop_bounding_set(keep_read_search)
+    if not keep and _UID_CHANGE_CLEARS_ALL and os.geteuid() == 0 and uid != 0:
+        # Inheritable and ambient are empty, no securebit is set (checked by drop_bounding_set):
+        # the uid change clears permitted and effective itself.
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        return
     if keep_read_search:
         prctl(_PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS | _SECBIT_NOROOT)
     os.setgroups([])

@@ -245,3 +245,47 @@ def test_a_failing_or_missing_rehearsal_is_ignored(monkeypatch: pytest.MonkeyPat
     _child._rehearse(None)
     mod.rehearse = lambda: {"not": object()}  # type: ignore[attr-defined]  # a value the wire refuses
     _child._rehearse(f"{mod.__name__}:call")
+
+
+def _caps_after_drop(securebits: int) -> dict[str, int]:
+    """In a forked root child that first gains an inheritable and an ambient capability (and sets
+    ``securebits``), the sets after the worker's ``drop_bounding_set`` and the child's ``drop_to_uid``."""
+    from reasearch.engine import _privilege
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked side
+        try:
+            head = _privilege._CapHeader(_privilege._CAP_VERSION_3, 0)
+            data = (_privilege._CapData * 2)()
+            _privilege._libc.capget(_privilege.ctypes.byref(head), data)
+            data[0].inheritable = 1 << 10  # CAP_NET_BIND_SERVICE, then raised into the ambient set
+            assert _privilege._libc.capset(_privilege.ctypes.byref(head), data) == 0
+            assert _privilege._libc.prctl(_privilege._PR_CAP_AMBIENT, 2, 10, 0, 0) == 0  # PR_CAP_AMBIENT_RAISE
+            if securebits:
+                _privilege.prctl(_privilege._PR_SET_SECUREBITS, securebits)
+            _privilege.drop_bounding_set(False)
+            fast = _privilege._UID_CHANGE_CLEARS_ALL
+            _privilege.drop_to_uid(65534, False, bounding_dropped=True)
+            status = open("/proc/self/status").read()
+            caps = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines()
+                    if line.startswith(("CapEff", "CapPrm", "CapInh", "CapAmb"))}
+            caps["fast"] = int(fast)
+            os.write(w, repr(caps).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1000).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    return eval(got)  # noqa: S307 - our own child's repr of a dict of ints
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hold capabilities to drop")
+def test_a_plain_uid_change_leaves_no_capability_once_the_worker_emptied_inheritable_and_ambient() -> None:
+    from reasearch.engine import _privilege
+
+    none = {"CapInh": 0, "CapPrm": 0, "CapEff": 0, "CapAmb": 0}
+    assert _caps_after_drop(0) == {**none, "fast": 1}  # the plain setres*id path
+    # A securebit that changes what a uid change does: the child takes the capset path instead.
+    assert _caps_after_drop(_privilege._SECBIT_KEEP_CAPS) == {**none, "fast": 0}
