@@ -95,3 +95,29 @@ def test_bad_parameters() -> None:
     with pytest.raises(ConfigError, match="workers"):
         _ = ArcSetTask(workers=0).spec
     assert ArcSetTask("training").seed_program() == SEED_PROGRAM
+
+
+def test_a_candidate_that_does_not_parse_costs_one_sandbox_run(pool: SandboxPool, small_split: str) -> None:
+    class Counting:
+        mode = pool.mode
+        workers = 2
+
+        def __init__(self) -> None:
+            self.runs = 0
+
+        def run(self, request):  # type: ignore[no-untyped-def]
+            self.runs += 1
+            return pool.run(request)
+
+    whole = ArcSetTask("evaluation", data_dir=small_split, progress=False)
+    counting = Counting()
+    report = whole.run_set("def transform_grid_attempt_1(g:\n    return g\n", executor=counting)  # type: ignore[arg-type]
+    assert counting.runs == 1
+    assert [r.status for r in report.results.values()] == [Status.CRASH] * 3
+    assert all("SyntaxError" in r.feedback for r in report.results.values())
+    agg = report.aggregate
+    assert agg.status is Status.CRASH and agg.score is None and agg.metrics["n_tasks"] == 3
+    # A candidate that parses still runs every task, even when it fails them all.
+    counting.runs = 0
+    whole.run_set("def transform_grid_attempt_1(g):\n    raise ValueError('x')\n", executor=counting)  # type: ignore[arg-type]
+    assert counting.runs == 3

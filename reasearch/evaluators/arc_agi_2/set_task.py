@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import collections
 import os
 import time
@@ -32,6 +33,15 @@ __all__ = ["SET_IDS", "ArcSetReport", "ArcSetTask"]
 # Registered set ids and the split each one covers.
 SET_IDS = {"evaluation": "arc_agi_2/eval-v1", "training": "arc_agi_2/training-v1"}
 
+
+
+def _compiles(source: str) -> bool:
+    """True when ``source`` parses as Python (checked here, never run)."""
+    try:
+        compile(source, "candidate.py", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return False
+    return True
 
 @dataclass(frozen=True, slots=True)
 class ArcSetReport:
@@ -159,7 +169,15 @@ class ArcSetTask(Task):
             return task.submit(candidate_source, seed=seed, executor=runner)
 
         t0 = time.perf_counter()
-        results = self._map(one, tasks, self._pool_workers(runner), f"{self.spec.id} ({phase})")
+        results: list[EvalResult] | None = None
+        if not _compiles(candidate_source):
+            # It fails every task alike, before any task's input is read: one sandbox run (its
+            # feedback, from the sandbox as for any task) stands for all of them.
+            first = one(tasks[0])
+            if not first.ok:
+                results = [first] * len(tasks)
+        if results is None:
+            results = self._map(one, tasks, self._pool_workers(runner), f"{self.spec.id} ({phase})")
         wall = time.perf_counter() - t0
         by_id = {t.task_id: r for t, r in zip(tasks, results)}
         aggregate = self._aggregate(by_id, phase)
