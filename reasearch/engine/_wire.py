@@ -138,10 +138,12 @@ def _plain_dtypes() -> dict[str, Any]:
     if not _DTYPES:
         import numpy as np  # noqa: PLC0415 (loaded on the first array only: see the module docstring)
 
+        table = {}
         for code in "?bBhHiIlLqQefdg":
             dt = np.dtype(code)
             dt = dt if dt.itemsize == 1 else dt.newbyteorder("<")
-            _DTYPES[dt.str] = dt
+            table[dt.str] = dt
+        _DTYPES.update(table)  # in one step: another thread never sees a partial table
     return _DTYPES
 
 
