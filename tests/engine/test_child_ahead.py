@@ -6,6 +6,7 @@ stall a pool on a busy machine."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import os
 import subprocess
 import sys
@@ -168,23 +169,13 @@ def test_the_pool_keeps_serving_while_cpu_hogs_run(pool: SandboxPool) -> None:
     assert stray_processes(pool) == []
 
 
-def _caps_after(mask: int) -> dict[str, int]:
-    """In a forked child that keeps its capabilities across a uid change (SECBIT_KEEP_CAPS, so that
-    the uid change alone clears nothing): the sets after ``_set_caps(mask)``."""
-    from reasearch.engine import _privilege
-
+def _in_forked_child(fn: Callable[[], dict[str, int]]) -> dict[str, int]:
+    """Runs ``fn`` in a forked child (whatever it does to its privileges stays there); its result."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the forked side
         try:
-            _privilege.prctl(_privilege._PR_SET_SECUREBITS, _privilege._SECBIT_KEEP_CAPS)
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            _privilege._set_caps(mask)
-            status = open("/proc/self/status").read()
-            caps = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines()
-                    if line.startswith(("CapEff", "CapPrm", "CapInh"))}
-            os.write(w, repr(caps).encode())
+            os.write(w, repr(fn()).encode())
         finally:
             os._exit(0)
     os.close(w)
@@ -192,6 +183,26 @@ def _caps_after(mask: int) -> dict[str, int]:
     os.close(r)
     os.waitpid(pid, 0)
     return eval(got)  # noqa: S307 - our own child's repr of a dict of ints
+
+
+def _own_caps(*names: str) -> dict[str, int]:
+    status = open("/proc/self/status").read()
+    return {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines() if line.startswith(names)}
+
+
+def _caps_after(mask: int) -> dict[str, int]:
+    """In a forked child that keeps its capabilities across a uid change (SECBIT_KEEP_CAPS, so that
+    the uid change alone clears nothing): the sets after ``_set_caps(mask)``."""
+    from reasearch.engine import _privilege
+
+    def child() -> dict[str, int]:
+        _privilege.prctl(_privilege._PR_SET_SECUREBITS, _privilege._SECBIT_KEEP_CAPS)
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+        _privilege._set_caps(mask)
+        return _own_caps("CapEff", "CapPrm", "CapInh")
+
+    return _in_forked_child(child)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hold capabilities to drop")
@@ -252,33 +263,21 @@ def _caps_after_drop(securebits: int) -> dict[str, int]:
     ``securebits``), the sets after the worker's ``drop_bounding_set`` and the child's ``drop_to_uid``."""
     from reasearch.engine import _privilege
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the forked side
-        try:
-            head = _privilege._CapHeader(_privilege._CAP_VERSION_3, 0)
-            data = (_privilege._CapData * 2)()
-            _privilege._libc.capget(_privilege.ctypes.byref(head), data)
-            data[0].inheritable = 1 << 10  # CAP_NET_BIND_SERVICE, then raised into the ambient set
-            assert _privilege._libc.capset(_privilege.ctypes.byref(head), data) == 0
-            assert _privilege._libc.prctl(_privilege._PR_CAP_AMBIENT, 2, 10, 0, 0) == 0  # PR_CAP_AMBIENT_RAISE
-            if securebits:
-                _privilege.prctl(_privilege._PR_SET_SECUREBITS, securebits)
-            _privilege.drop_bounding_set(False)
-            fast = _privilege._UID_CHANGE_CLEARS_ALL
-            _privilege.drop_to_uid(65534, False, bounding_dropped=True)
-            status = open("/proc/self/status").read()
-            caps = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines()
-                    if line.startswith(("CapEff", "CapPrm", "CapInh", "CapAmb"))}
-            caps["fast"] = int(fast)
-            os.write(w, repr(caps).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 1000).decode()
-    os.close(r)
-    os.waitpid(pid, 0)
-    return eval(got)  # noqa: S307 - our own child's repr of a dict of ints
+    def child() -> dict[str, int]:
+        head = _privilege._CapHeader(_privilege._CAP_VERSION_3, 0)
+        data = (_privilege._CapData * 2)()
+        _privilege._libc.capget(_privilege.ctypes.byref(head), data)
+        data[0].inheritable = 1 << 10  # CAP_NET_BIND_SERVICE, then raised into the ambient set
+        assert _privilege._libc.capset(_privilege.ctypes.byref(head), data) == 0
+        assert _privilege._libc.prctl(_privilege._PR_CAP_AMBIENT, 2, 10, 0, 0) == 0  # PR_CAP_AMBIENT_RAISE
+        if securebits:
+            _privilege.prctl(_privilege._PR_SET_SECUREBITS, securebits)
+        _privilege.drop_bounding_set(False)
+        fast = _privilege._UID_CHANGE_CLEARS_ALL
+        _privilege.drop_to_uid(65534, False, bounding_dropped=True)
+        return {**_own_caps("CapEff", "CapPrm", "CapInh", "CapAmb"), "fast": int(fast)}
+
+    return _in_forked_child(child)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hold capabilities to drop")
