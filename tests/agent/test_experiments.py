@@ -269,6 +269,17 @@ def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_
 # ------------------------------------------------------------------ experiments in the background
 
 
+def _scripted_agent(run_dir: Path, task: Any, script: list[Any], *, experiments: int) -> tuple[Run, Any]:
+    """A run of ``task`` with a budget of ``experiments`` and an agent driven by ``script``."""
+    from reasearch.agent import Agent
+    from reasearch.agent.testing import InstanceExecutor
+
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
+    run = Run.create(open_store(run_dir), task=task, budget={"experiments": experiments}, executor=InstanceExecutor(task),
+                     config={"driver": "agent", "agent": cfg.to_dict()})
+    return run, Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
+
+
 def _last_tool_text(request: ModelRequest) -> str:
     last = request.messages[-1]["content"]
     return "\n".join(b["content"] if isinstance(b.get("content"), str) else json.dumps(b.get("content"))
@@ -276,8 +287,6 @@ def _last_tool_text(request: ModelRequest) -> str:
 
 
 def test_a_running_experiment_is_listed_its_log_read_live_and_it_can_be_stopped(run_dir: Path) -> None:
-    from reasearch.agent import Agent
-    from reasearch.agent.testing import InstanceExecutor
     from reasearch.evaluators.testing import ToyRepoTrainingTask
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
@@ -315,11 +324,8 @@ def test_a_running_experiment_is_listed_its_log_read_live_and_it_can_be_stopped(
         say("", call("run_experiment", description="fast", time_budget_s=30, wait_s=0)),
         say("", call("finish", reason="the fast one")),
     ]
-    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
-    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 5}, executor=InstanceExecutor(task),
-                     config={"driver": "agent", "agent": cfg.to_dict()})
+    run, agent = _scripted_agent(run_dir, task, script, experiments=5)
     seen["run_id"] = run.id
-    agent = Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
     result = agent.optimize()
 
     step = seen["step"]
@@ -355,8 +361,6 @@ def test_a_running_experiment_is_listed_its_log_read_live_and_it_can_be_stopped(
 
 
 def test_run_experiment_waits_while_every_slot_runs_one_of_the_runs_experiments(run_dir: Path) -> None:
-    from reasearch.agent import Agent
-    from reasearch.agent.testing import InstanceExecutor
     from reasearch.evaluators.testing import ToyRepoTrainingTask
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
@@ -368,10 +372,7 @@ def test_run_experiment_waits_while_every_slot_runs_one_of_the_runs_experiments(
         say("", call("wait_experiment")),
         say("", call("finish", reason="done")),
     ]
-    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
-    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 5}, executor=InstanceExecutor(task),
-                     config={"driver": "agent", "agent": cfg.to_dict()})
-    agent = Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
+    run, agent = _scripted_agent(run_dir, task, script, experiments=5)
     agent.optimize()
     texts = [e.payload["text"] for e in run.events(kind="tool_result")]
     second = next(t for t in texts if "waited" in t)
@@ -448,8 +449,6 @@ def test_over_mcp_a_background_experiment_reaches_the_history_and_finish_waits_f
 
 
 def test_an_experiment_that_ends_during_a_compaction_is_recorded_once(run_dir: Path) -> None:
-    from reasearch.agent import Agent
-    from reasearch.agent.testing import InstanceExecutor
     from reasearch.evaluators.testing import ToyRepoTrainingTask
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
@@ -471,10 +470,7 @@ def test_an_experiment_that_ends_during_a_compaction_is_recorded_once(run_dir: P
         say("", call("get_experiments")),
         say("", call("finish", reason="x 2.5")),
     ]
-    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
-    run = Run.create(open_store(run_dir), task=task, budget={"experiments": 3}, executor=InstanceExecutor(task),
-                     config={"driver": "agent", "agent": cfg.to_dict()})
-    agent = Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
+    run, agent = _scripted_agent(run_dir, task, script, experiments=3)
     result = agent.optimize()
     assert ended == {"during_compaction": True} and len(run.events(kind="compaction")) == 1
     assert len(run.events(kind="experiment")) == 1 and len(run.store.evaluations(run.id)) == 1
