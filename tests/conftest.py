@@ -101,3 +101,25 @@ def no_leftover_children() -> Iterator[None]:
     assert not alive, f"the test run left live child processes behind: {alive}"
     if zombies:
         print(f"\nreaped {len(zombies)} exited process(es) re-parented to the test run: {zombies}", file=sys.stderr)
+
+
+@pytest.fixture()
+def experiment_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """A folder under /var/tmp (the sandbox can reach it) holding the experiments' scratch folders,
+    with one fake GPU, leases of this test's own and one CPU thread per slot; removed afterwards,
+    also when a test chmods folders below it away."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="reasearch-experiments-", dir="/var/tmp"))
+    d.chmod(0o711)
+    monkeypatch.setenv("REASEARCH_EXPERIMENTS_DIR", str(d / "experiments"))
+    monkeypatch.setenv("REASEARCH_LEASE_DIR", str(tmp_path / "leases"))
+    monkeypatch.setenv("REASEARCH_FAKE_GPUS", "1")
+    monkeypatch.setenv("REASEARCH_CPUS_PER_SLOT", "1")  # one torch thread: no spinning OpenMP on busy cores
+    monkeypatch.delenv("REASEARCH_KEEP_CHECKPOINTS", raising=False)
+    yield d
+    for p in d.rglob("*"):
+        if p.is_dir() and not p.is_symlink():
+            p.chmod(0o700)
+    shutil.rmtree(d, ignore_errors=True)

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +25,8 @@ from reasearch.runs import Run, RunState, Unit, open_store
 
 
 @pytest.fixture()
-def run_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="reasearch-agent-ml-", dir="/var/tmp"))
-    d.chmod(0o711)
-    monkeypatch.setenv("REASEARCH_EXPERIMENTS_DIR", str(d / "experiments"))
-    monkeypatch.setenv("REASEARCH_LEASE_DIR", str(tmp_path / "leases"))
-    monkeypatch.setenv("REASEARCH_FAKE_GPUS", "1")
-    monkeypatch.setenv("REASEARCH_CPUS_PER_SLOT", "1")  # one torch thread: no spinning OpenMP on busy cores
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+def run_dir(experiment_root: Path) -> Path:
+    return experiment_root
 
 
 # ---------------------------------------------------------------------------------------------- git

@@ -4,14 +4,11 @@ never removed through a symlink the candidate planted."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,18 +20,8 @@ from reasearch.evaluators.training import prune_experiments
 
 
 @pytest.fixture()
-def root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="reasearch-expdirs-", dir="/var/tmp"))
-    d.chmod(0o711)
-    monkeypatch.setenv("REASEARCH_EXPERIMENTS_DIR", str(d / "experiments"))
-    monkeypatch.setenv("REASEARCH_LEASE_DIR", str(tmp_path / "leases"))
-    monkeypatch.setenv("REASEARCH_FAKE_GPUS", "1")
-    monkeypatch.delenv("REASEARCH_KEEP_CHECKPOINTS", raising=False)
-    yield d
-    for p in d.rglob("*"):  # the hostile tree below chmods folders away
-        if p.is_dir() and not p.is_symlink():
-            p.chmod(0o700)
-    shutil.rmtree(d, ignore_errors=True)
+def root(experiment_root: Path) -> Path:
+    return experiment_root
 
 
 def _victim(base: Path) -> Path:
