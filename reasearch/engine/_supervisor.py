@@ -362,6 +362,9 @@ class Supervisor:
     def finish(self, ch: Child, killed: str | None, frame: bytes | None, too_large: bool) -> None:
         """Kills and reaps the child's tree and sends the final report of this child."""
         self.cleanup(ch)
+        # The CPU figure is the reaped tree's (wait4): the bench's "drain + CPU read" step holds the
+        # teardown on this path (a child that exited before its result was read), not the early one.
+        self.stamps["w_cpu_read"] = _ns()
         status = ch.status
         if status is None:  # cannot happen: every reap books the child's status; never guess one
             raise RuntimeError(f"child {ch.pid} was reaped without its exit status being recorded")
