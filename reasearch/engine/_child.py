@@ -1,10 +1,10 @@
 """The forked child: the only process that runs candidate code.
 
 It is forked by the worker ahead of its request (see :mod:`reasearch.engine._supervisor`): it sets up
-its session, descriptors and uid, sets ``HOME``/``TMPDIR`` and makes the (empty) candidate module for
-the scratch folder the worker will most likely hand over, walks the request path once on a dummy
-candidate (so copy-on-write faults happen before the clock starts), and blocks until the request
-arrives; then it applies the per-evaluation rlimits, imports the candidate and calls it, and writes
+its session, descriptors and uid, sets ``HOME``/``TMPDIR`` to the scratch folder the worker will most
+likely hand over (the worker built that folder's empty candidate module before the fork), walks the
+request path once on a dummy candidate (so copy-on-write faults happen before the clock starts), and
+blocks until the request arrives; then it applies the per-evaluation rlimits, imports the candidate and calls it, and writes
 one result frame (or, in a session, one per call) to fd 3. Once a one-shot result is out it drops to
 ``SCHED_IDLE`` (its exit, the teardown of a forked warm runtime, yields to the next evaluation). It
 never returns into the worker's code: it always ``os._exit``s.
@@ -30,7 +30,7 @@ from reasearch.engine._privilege import PDEATH_KILL_ARGS as _PDEATH_ARGS
 from reasearch.engine._privilege import PR_SET_PDEATHSIG, drop_to_uid, prctl
 from reasearch.engine._privilege import libc_prctl as _libc_prctl
 
-__all__ = ["PREWARM_SOURCE", "REQUEST_CAP", "child_main"]
+__all__ = ["PREWARM_SOURCE", "REQUEST_CAP", "child_main", "fresh_module"]
 
 _TRACEBACK_CHARS = 16_000
 REQUEST_CAP = 1 << 34  # requests come from the trusted engine; this only guards against corruption
@@ -80,7 +80,7 @@ def _set_scratch_env(scratch: str) -> None:
     os.environ["TMPDIR"] = scratch
 
 
-def _fresh_module(path: str) -> Any:
+def fresh_module(path: str) -> Any:
     """A new, empty ``candidate`` module for the file at ``path``: what ``importlib.util``'s
     ``spec_from_file_location`` + ``module_from_spec`` make (name, spec, loader, ``__file__``,
     ``__cached__``), built directly (their generic path touches far more of the interpreter: each
@@ -100,12 +100,12 @@ def _load_candidate(scratch: str, entry: list[str], source: str | None = None, m
     With ``source`` (the text the worker wrote to that file, sent along with the request) the module
     is compiled from it directly: the same module (name, ``__file__``, spec, tracebacks that show
     its lines) without the loader's stat, bytecode-cache and read calls. ``module``: an unused
-    :func:`_fresh_module` of that same file, made before the request came.
+    :func:`fresh_module` of that same file, made before the request came.
     """
     path = os.path.join(scratch, "candidate.py")
     sys.path.insert(0, scratch)
     if module is None or module.__file__ != path:
-        module = _fresh_module(path)
+        module = fresh_module(path)
     sys.modules["candidate"] = module
     if source is None:
         module.__spec__.loader.exec_module(module)
@@ -260,8 +260,12 @@ def _rehearse(harness: str | None) -> None:
 
 
 def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int], prewarm_dir: str | None,
-               bounding_dropped: bool = False, next_scratch: str | None = None, rehearse: str | None = None) -> None:
+               bounding_dropped: bool = False, next_scratch: str | None = None, rehearse: str | None = None,
+               ready_module: Any = None) -> None:
     """Runs in the forked child; never returns.
+
+    ``ready_module``: an empty :func:`fresh_module` of ``next_scratch``'s ``candidate.py``, built by
+    the worker before the fork (this child's copy is its own); used when the request names that folder.
 
     The child is forked ahead of its request (so a request does not wait for the fork): it sets up
     its session, descriptors and uid, then blocks on fd 4 until the worker sends the request. Only
@@ -285,10 +289,8 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
         # (Supervisor.reset_signals), and a fork keeps them.
         if child_uid is not None:
             drop_to_uid(child_uid, keep_read_search, bounding_dropped)
-        ready_module = None
         if next_scratch is not None:  # the folder the worker will most likely hand over: set up ahead
             _set_scratch_env(next_scratch)
-            ready_module = _fresh_module(os.path.join(next_scratch, "candidate.py"))
         # Warm up at once, unless the request is already there: back to back on 2 workers the next
         # request comes ~2 ms after this fork, and a warm-up that waited first (it used to wait
         # 2 ms) ran just when the request came, on its path.

@@ -29,7 +29,7 @@ import traceback
 from typing import Any
 
 from reasearch.engine import _procs, _wire
-from reasearch.engine._child import PREWARM_SOURCE, REQUEST_CAP, child_main
+from reasearch.engine._child import PREWARM_SOURCE, REQUEST_CAP, child_main, fresh_module
 from reasearch.engine._cleanup import free_bytes, remove_tree
 from reasearch.engine._privilege import drop_bounding_set
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
@@ -75,6 +75,7 @@ class Supervisor:
         self.last_harness: str | None = None  # the next child rehearses it (``_child._rehearse``)
         self.counter = 0
         self.prepared: str | None = None  # the next request's scratch folder, made ahead
+        self.ready_module: Any = None  # an empty ``candidate`` module for that folder (see spawn)
         self.session: Child | None = None
         self.idle: Child | None = None
         # Monotonic ns stamps of the request at hand (always taken: a dict store each) and of the
@@ -142,7 +143,7 @@ class Supervisor:
         """Makes the next request's (empty) scratch folder ahead, after a child's clean-up: off the
         caller's path. Only the worker and the pre-forked child (which runs no candidate code before
         its request) live meanwhile, so the folder is still empty when the request comes."""
-        path = os.path.join(self.scratch_root, f"eval-{self.counter + 1}")
+        path = self.scratch_path(self.counter + 1)
         self.prepared = None
         if not remove_tree(path):
             return
@@ -154,12 +155,23 @@ class Supervisor:
             return
         self.prepared = path
 
+    def scratch_path(self, n: int) -> str:
+        """The scratch folder of request ``n``: one name for every evaluation of this worker, the
+        folder itself made afresh each time (removed with all it holds once the evaluation's whole
+        process tree is dead, then made empty again). A constant name lets the worker build what a
+        child needs for it once (the empty ``candidate`` module, see :meth:`spawn`) instead of each
+        child building it after its fork. A request that comes while a session holds that folder
+        (the engine reserves the worker for a session, so none should) gets a name of its own."""
+        if self.session is None:
+            return os.path.join(self.scratch_root, "eval")
+        return os.path.join(self.scratch_root, f"eval-{n}")
+
     def make_scratch(self, files: dict[str, bytes], source: str) -> str:
         for name in files:  # before anything is made: a refused request leaves nothing behind
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise ValueError(f"bad scratch file name {name!r}: plain names only")
         self.counter += 1
-        path = os.path.join(self.scratch_root, f"eval-{self.counter}")
+        path = self.scratch_path(self.counter)
         ready, self.prepared = self.prepared == path, None
         if not ready:
             if not remove_tree(path):
@@ -277,6 +289,13 @@ class Supervisor:
         err_r, err_w = os.pipe()
         req_r, req_w = os.pipe()
         fds = {"result": result_w, "out": out_w, "err": err_w, "req": req_r}
+        # The empty module of the folder the child will most likely be handed, built here once per
+        # folder name (see scratch_path) rather than in every child: each page a child writes is a
+        # copy-on-write fault. The worker never runs anything in it; each child gets its own copy.
+        nxt = self.scratch_path(self.counter + 1)
+        module = self.ready_module
+        if module is None or module.__file__ != os.path.join(nxt, "candidate.py"):
+            module = self.ready_module = fresh_module(os.path.join(nxt, "candidate.py"))
         sys.stdout.flush()
         sys.stderr.flush()
         # Move every object the worker holds out of the collector's reach: a collection in the child
@@ -286,7 +305,7 @@ class Supervisor:
         pid = os.fork()
         if pid == 0:
             child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped,
-                       os.path.join(self.scratch_root, f"eval-{self.counter + 1}"), self.last_harness)
+                       nxt, self.last_harness, module)
         for fd in fds.values():
             os.close(fd)
         for fd in (result_r, out_r, err_r):

@@ -13,6 +13,9 @@ array to encode, so a warm image without NumPy (a candidate that does not import
 from __future__ import annotations
 
 import json
+import json.decoder
+import json.encoder
+import json.scanner
 import math
 import os
 import struct
@@ -30,6 +33,44 @@ __all__ = [
 FRAME_LEN = struct.Struct("!Q")
 _HEAD_LEN = struct.Struct("!I")
 _ND, _BYTES, _ESC = "$nd", "$b", "$d"  # markers inside the JSON header
+
+
+def _not_json(obj: Any) -> Any:
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+# The ``_json`` C encoder and scanner, called directly: what ``json.dumps(separators=(",", ":"))``
+# and ``json.loads`` reach through several layers of Python (an encoder object made per call, the
+# encoding detection). Besides the time, every Python function on a path is a few more pages a
+# freshly forked worker or child writes (reference counts, frames, allocations): a copy-on-write
+# fault each. The fallbacks keep exactly ``json``'s behaviour wherever the fast path is missing or
+# declines (see :func:`_dumps` and :func:`_loads`).
+_C_ENCODER = (json.encoder.c_make_encoder(None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",",
+                                          False, False, True)
+              if json.encoder.c_make_encoder is not None else None)
+_C_SCAN = json.scanner.c_make_scanner(json.decoder.JSONDecoder()) if json.scanner.c_make_scanner else None
+
+
+def _dumps(obj: Any) -> bytes:
+    """``json.dumps(obj, separators=(",", ":"), allow_nan=True).encode()``: ASCII, no spaces."""
+    if _C_ENCODER is None:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=True).encode()
+    return "".join(_C_ENCODER(obj, 0)).encode()
+
+
+def _loads(raw: bytes) -> Any:
+    """``json.loads(raw)``: the scanner alone for a whole UTF-8 document with nothing around it (what
+    :func:`_dumps` writes); anything else (whitespace, another encoding, an error) goes to
+    ``json.loads``, which accepts or refuses it exactly as before."""
+    if _C_SCAN is not None:
+        try:
+            text = raw.decode("utf-8")
+            obj, end = _C_SCAN(text, 0)
+            if end == len(text):
+                return obj
+        except (StopIteration, ValueError):
+            pass
+    return json.loads(raw)
 
 
 class WireError(Exception):
@@ -163,7 +204,7 @@ def encode_frame(header: dict[str, Any], value: Any = None, *, path: str = "valu
     head["value"] = _encode(value, blobs, path)
     head["blobs"] = [len(b) for b in blobs]
     try:
-        hbytes = json.dumps(head, separators=(",", ":"), allow_nan=True).encode()
+        hbytes = _dumps(head)
     except (ValueError, UnicodeEncodeError) as exc:
         raise NotPlainDataError(f"{path}: {exc}") from None
     body_len = _HEAD_LEN.size + len(hbytes) + sum(len(b) for b in blobs)
@@ -196,7 +237,7 @@ def split_body(body: bytes | memoryview) -> tuple[dict[str, Any], list[memoryvie
     if end > len(mv):
         raise WireError("frame header runs past the frame")
     try:
-        head = json.loads(bytes(mv[_HEAD_LEN.size:end]))
+        head = _loads(bytes(mv[_HEAD_LEN.size:end]))
     except (ValueError, UnicodeDecodeError) as exc:
         raise WireError(f"frame header is not JSON: {exc}") from None
     except RecursionError:

@@ -26,7 +26,9 @@ WHERE = textwrap.dedent("""
     import os, sys
     def run(**_):
         spec = __spec__
-        return {"cwd": os.getcwd(), "home": os.environ.get("HOME"), "tmp": os.environ.get("TMPDIR"),
+        found = sorted(os.listdir("."))
+        open("left-behind", "w").close()  # the next evaluation's folder must not have it
+        return {"cwd": os.getcwd(), "found": found, "home": os.environ.get("HOME"), "tmp": os.environ.get("TMPDIR"),
                 "file": os.path.dirname(__file__), "origin": os.path.dirname(spec.origin),
                 "name": __name__, "same": sys.modules["candidate"] is sys.modules[__name__],
                 "path0": sys.path[0]}
@@ -35,19 +37,18 @@ WHERE = textwrap.dedent("""
 
 def _check_where(value: dict) -> str:
     cwd = value["cwd"]
-    assert os.path.basename(cwd).startswith("eval-"), value
+    assert os.path.basename(cwd).startswith("eval"), value
+    assert value["found"] == ["candidate.py"], value  # a folder made afresh for this evaluation
     assert value["home"] == value["tmp"] == value["file"] == value["origin"] == value["path0"] == cwd, value
     assert value["name"] == "candidate" and value["same"] is True, value
     return cwd
 
 
 def test_scratch_env_and_module_match_the_folder_request_after_request(pool: SandboxPool) -> None:
-    seen = set()
-    for _ in range(3 * pool.workers):
+    for _ in range(3 * pool.workers):  # each worker's folder is made afresh (see _check_where)
         out = pool.run(RunRequest(source=WHERE, limits=FAST))
         assert out.status is Status.OK, out.error
-        seen.add(_check_where(out.value))
-    assert len(seen) >= 2  # each evaluation had a folder of its own (one per worker and request)
+        _check_where(out.value)
 
 
 def test_scratch_env_and_module_when_the_child_was_forked_for_another_folder(pool: SandboxPool) -> None:

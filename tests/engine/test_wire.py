@@ -128,3 +128,42 @@ def test_value_nested_past_the_stack_is_a_wire_error() -> None:
             _wire.decode_frame(_body(head))
     finally:
         sys.setrecursionlimit(limit)
+
+
+_JSON_TEXTS = [
+    b'{"a":1}', b' {"a":1} ', b'{"a": [1, 2.5, null, true, "x"]}', '{"a":"\u00e9"}'.encode(),
+    '{"a":1}'.encode("utf-16"), '{"a":1}'.encode("utf-32"), b'\xef\xbb\xbf{"a":1}', b'{"a":1}x', b'{"a":1}{}',
+    b'', b' ', b'{', b'{"a":}', b'\xff\xfe\x00', b'"\\ud800"', b'[NaN, Infinity, -Infinity]', b'1e400',
+    b'{"a":1,"a":2}', b'[' * 100 + b']' * 100,
+]
+
+
+@pytest.mark.parametrize("raw", _JSON_TEXTS)
+def test_the_fast_header_parser_accepts_and_refuses_exactly_what_json_loads_does(raw: bytes) -> None:
+    try:
+        want: object = json.loads(raw)
+    except ValueError as exc:
+        want = type(exc)
+    try:
+        got: object = _wire._loads(raw)
+    except ValueError as exc:
+        got = type(exc)
+    assert repr(got) == repr(want)  # repr: NaN != NaN
+
+
+@pytest.mark.parametrize("obj", [
+    {"kind": "ok", "value": [1, 2.5, None, True, False, "x\u00e9\ud800\n\"\\"], "blobs": []},
+    {"t": (1.5, None), "n": [float("nan"), float("inf"), -float("inf"), -0.0, 1e308, 5e-324]},
+    {"big": 10**40, "neg": -(2**63), "nested": {"a": {"b": [[], {}]}}},
+    "just a string", 7, [], None,
+])
+def test_the_fast_header_writer_writes_what_json_dumps_does(obj: object) -> None:
+    assert _wire._dumps(obj) == json.dumps(obj, separators=(",", ":"), allow_nan=True).encode()
+
+
+def test_the_fast_header_writer_refuses_what_json_dumps_refuses() -> None:
+    for bad in ({"x": object()}, {1j: 1}, {"s": {1, 2}}):
+        with pytest.raises(TypeError):
+            json.dumps(bad, separators=(",", ":"))
+        with pytest.raises(TypeError):
+            _wire._dumps(bad)
