@@ -74,10 +74,22 @@ def _apply_limits(limits: dict[str, Any], base: int) -> None:
     _set_limits(_limit_values(limits, base))
 
 
+_ENV_DATA = getattr(os.environ, "_data", None)  # what ``os.environ`` keeps: encoded name -> encoded value
+_FS_ENCODING = sys.getfilesystemencoding()
+
+
 def _set_scratch_env(scratch: str) -> None:
-    """``HOME`` and ``TMPDIR`` of the candidate: its scratch folder."""
-    os.environ["HOME"] = scratch
-    os.environ["TMPDIR"] = scratch
+    """``HOME`` and ``TMPDIR`` of the candidate: its scratch folder.
+
+    What ``os.environ[name] = scratch`` does (``putenv``, then the mapping's own record), without its
+    Python layers: each is pages a freshly forked child writes."""
+    if not isinstance(_ENV_DATA, dict):
+        os.environ["HOME"] = os.environ["TMPDIR"] = scratch
+        return
+    value = scratch.encode(_FS_ENCODING, "surrogateescape")
+    for name in (b"HOME", b"TMPDIR"):
+        os.putenv(name, value)
+        _ENV_DATA[name] = value
 
 
 def fresh_module(path: str) -> Any:
@@ -102,7 +114,7 @@ def _load_candidate(scratch: str, entry: list[str], source: str | None = None, m
     its lines) without the loader's stat, bytecode-cache and read calls. ``module``: an unused
     :func:`fresh_module` of that same file, made before the request came.
     """
-    path = os.path.join(scratch, "candidate.py")
+    path = f"{scratch}/candidate.py"  # scratch: an absolute path without a trailing slash
     sys.path.insert(0, scratch)
     if module is None or module.__file__ != path:
         module = fresh_module(path)

@@ -69,6 +69,8 @@ class Supervisor:
         self.replied = False
         self.in_jail = os.getpid() == 1  # pid 1 of its own PID namespace: a jail
         self.scratch_root = scratch_root
+        self.scratch_one = os.path.join(scratch_root, "eval")  # see scratch_path
+        self.shm = self.in_jail and os.path.isdir("/dev/shm")  # the jail's own: emptied after each candidate
         self.child_uid = child_uid
         self.keep_read_search = keep_read_search
         self.harnesses: set[str] = set()
@@ -163,8 +165,8 @@ class Supervisor:
         child building it after its fork. A request that comes while a session holds that folder
         (the engine reserves the worker for a session, so none should) gets a name of its own."""
         if self.session is None:
-            return os.path.join(self.scratch_root, "eval")
-        return os.path.join(self.scratch_root, f"eval-{n}")
+            return self.scratch_one
+        return f"{self.scratch_one}-{n}"
 
     def make_scratch(self, files: dict[str, bytes], source: str) -> str:
         for name in files:  # before anything is made: a refused request leaves nothing behind
@@ -187,7 +189,7 @@ class Supervisor:
     def write_file(self, folder: str, name: str, data: bytes) -> None:
         """Writes one scratch file (never through a link) and hands it to the child's uid: a plain
         ``open``/``write``/``fchown``, without a buffered file object."""
-        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+        fd = os.open(f"{folder}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o666)
         try:
             _wire.write_all(fd, data)
@@ -294,8 +296,8 @@ class Supervisor:
         # copy-on-write fault. The worker never runs anything in it; each child gets its own copy.
         nxt = self.scratch_path(self.counter + 1)
         module = self.ready_module
-        if module is None or module.__file__ != os.path.join(nxt, "candidate.py"):
-            module = self.ready_module = fresh_module(os.path.join(nxt, "candidate.py"))
+        if module is None or module.__file__ != f"{nxt}/candidate.py":
+            module = self.ready_module = fresh_module(f"{nxt}/candidate.py")
         sys.stdout.flush()
         sys.stderr.flush()
         # Move every object the worker holds out of the collector's reach: a collection in the child
@@ -445,13 +447,13 @@ class Supervisor:
         post["p_closed"] = _ns()
         self.remove_scratch(ch.scratch)
         post["p_scratch"] = _ns()
-        if self.in_jail and os.path.isdir("/dev/shm"):  # the jail's own: emptied for the next candidate
+        if self.shm:
             try:
                 names = os.listdir("/dev/shm")
             except OSError:
                 names = []
             for name in names:
-                self.remove_scratch(os.path.join("/dev/shm", name))
+                self.remove_scratch(f"/dev/shm/{name}")
         post["p_shm"] = _ns()
         self.check_space()
         if self.retire_reason is None and not select.select([self.rfd], [], [], 0)[0]:
