@@ -1,10 +1,10 @@
-"""The sandbox bench's arithmetic: step breakdown and CPU budget from traced stamps (synthetic traces)."""
+"""The sandbox bench's arithmetic: step breakdown, CPU and page-fault budgets from traced stamps (synthetic traces)."""
 
 from __future__ import annotations
 
 import math
 
-from reasearch._bench.sandbox import CRITICAL_PATH, POST_REPLY, breakdown, cpu_budget
+from reasearch._bench.sandbox import CRITICAL_PATH, POST_REPLY, breakdown, cpu_budget, fault_budget
 
 
 def _trace(worker: int, base: int, *, cpu: int, child_base: int, child_reply: int, child_life: int | None) -> dict[str, int]:
@@ -43,3 +43,21 @@ def test_cpu_budget_pairs_each_workers_consecutive_requests() -> None:
     assert math.isclose(budget["child serving the request"], 1.0)
     assert math.isclose(budget["child after its reply (exit, teardown)"], 0.5)
     assert cpu_budget([]) == []
+
+
+def test_fault_budget_pairs_each_workers_consecutive_requests() -> None:
+    # Two workers in turn, with counters far apart: worker 0 takes 250 faults a cycle and its
+    # children 400; worker 1 takes 300 and 450. A pairing across workers would give huge numbers.
+    traces = []
+    counts = {0: [1_000, 5_000], 1: [900_000, 2_000_000]}
+    step = {0: (250, 400), 1: (300, 450)}
+    for i in range(8):
+        w = i % 2
+        counts[w][0] += step[w][0]
+        counts[w][1] += step[w][1]
+        traces.append({"e_worker": w, "w_minflt": counts[w][0], "w_cminflt": counts[w][1]})
+    traces.append({"e_worker": 0})  # an untraced step is skipped, not paired
+    budget = dict(fault_budget(traces))
+    assert budget["worker (one request cycle, fork included)"] == 275.0  # median of 3 x 250 and 3 x 300
+    assert budget["child (its whole life)"] == 425.0
+    assert fault_budget([]) == []

@@ -135,6 +135,28 @@ def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
     return rows
 
 
+def fault_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
+    """(label, median minor page faults per evaluation) of the worker and of its children, from
+    traces taken one at a time: the worker's own faults from one of its requests to its next, and
+    those of the children it reaped meanwhile (one per evaluation). Right after a fork nearly every
+    page write is a copy-on-write fault, so these count the pages each side writes per evaluation."""
+    worker, children = [], []
+    last: dict[int, Mapping[str, int]] = {}
+    for t in traces:
+        w = t.get("e_worker")
+        if w is None:
+            continue
+        prev = last.get(w)
+        if prev is not None and "w_minflt" in prev and "w_minflt" in t:
+            worker.append(t["w_minflt"] - prev["w_minflt"])
+            children.append(t["w_cminflt"] - prev["w_cminflt"])
+        last[w] = t
+    return [(label, float(statistics.median(xs))) for label, xs in (
+        ("worker (one request cycle, fork included)", worker),
+        ("child (its whole life)", children),
+    ) if xs]
+
+
 def _p95(xs: Sequence[float]) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
@@ -254,6 +276,9 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
         total = sum(ms for _, ms in budget)
         rows.append(BenchRow(SECTION, "CPU per evaluation: total", total, "ms",
                              note=f"{tag}; 2 cores at most {2000.0 / total:.0f} evals/s at this CPU cost"))
+    for label, n in fault_budget(traces):
+        rows.append(BenchRow(SECTION, f"page faults per evaluation: {label}", n, "faults",
+                             note=f"{tag}; minor faults (getrusage): after a fork, mostly copy-on-write"))
     return rows
 
 

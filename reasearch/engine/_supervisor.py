@@ -21,6 +21,7 @@ import fcntl
 import gc
 import importlib
 import os
+import resource
 import select
 import signal
 import sys
@@ -604,6 +605,9 @@ class Supervisor:
             self.stamps = {"w_recv": received, "w_decoded": _ns(), "w_cpu_ns": time.process_time_ns()}
             self.post_prev, self.post = self.post, {}
             self.tracing = head.get("trace") is True
+            if self.tracing:  # minor page faults so far: this worker's own, and its reaped children's
+                self.stamps["w_minflt"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                self.stamps["w_cminflt"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
             self.replied = False
             try:
                 if self.retire_reason is not None:

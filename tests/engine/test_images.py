@@ -277,6 +277,7 @@ def test_traced_run_stamps_every_step_in_order(pool: SandboxPool) -> None:
         path = ["e_start"] + [b for _, _, b in CRITICAL_PATH if b != "w_cpu_read"]
         values = [stamps[k] for k in path]
         assert values == sorted(values), dict(zip(path, values))
+        assert stamps["w_minflt"] > 0 and stamps["w_cminflt"] >= 0  # the worker's page-fault counters
         traces.append(stamps)
     parts = breakdown(traces, CRITICAL_PATH)
     assert {label for label, _, _ in parts} >= {label for label, _, b in CRITICAL_PATH if b != "w_cpu_read"}
