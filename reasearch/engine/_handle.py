@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reasearch.engine import _wire
+from reasearch.engine import _spin, _wire
 from reasearch.engine._procs import descendants_of, kill_orphans, reap_jail_orphans, reap_pids, stop_and_wait
 from reasearch.engine.config import SandboxConfig
 from reasearch.errors import SandboxError
@@ -164,11 +164,16 @@ class WorkerHandle:
         return self.proc is not None and self.proc.poll() is None
 
     # -- frames
+    spin_until = 0.0  # the current wait polls until then (see _spin)
+    last_frame = 0.0  # when the last frame from the worker arrived
+
     def send(self, header: dict[str, Any], value: Any = None, stamps: dict[str, int] | None = None) -> None:
         """Writes one request frame; ``stamps`` (bench trace) gets ``e_sent`` between encoding and writing."""
         if self.proc is None or self.proc.stdin is None:
             raise WorkerDied()
         data = _wire.encode_frame(header, value, path="payload")
+        now = time.monotonic()  # a one-shot run after a pause polls for its reply first (see _spin)
+        self.spin_until = _spin.until(now, self.last_frame, _spin.ENGINE_S) if header.get("op") == "run" else 0.0
         if stamps is not None:
             stamps["e_sent"] = time.monotonic_ns()  # before the write: the worker may read it at once
         try:
@@ -190,13 +195,21 @@ class WorkerHandle:
                 if len(self.buf) >= end:
                     body = bytes(self.buf[_wire.FRAME_LEN.size:end])
                     del self.buf[:end]
+                    self.last_frame = time.monotonic()
                     try:
                         return _wire.split_body(body)
                     except _wire.WireError as exc:
                         self.kill()
                         raise SandboxError(f"sandbox worker sent a malformed frame: {exc}") from None
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([fd], [], [], timeout)
+            now = time.monotonic()
+            if now < self.spin_until:
+                if not select.select([fd], [], [], 0)[0]:
+                    os.sched_yield()
+                    continue
+                ready = [fd]
+            else:
+                timeout = None if deadline is None else max(0.0, deadline - now)
+                ready, _, _ = select.select([fd], [], [], timeout)
             if not ready:
                 raise WorkerStuck()
             chunk = os.read(fd, 1 << 20)

@@ -102,8 +102,11 @@ def frame_kind(body: bytes) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def pump(ch: Child, deadline: float, want_frame: bool) -> str:
+def pump(ch: Child, deadline: float, want_frame: bool, spin_until: float = 0.0) -> str:
     """Moves child output until a result frame is complete, the child exits, or the deadline.
+
+    ``spin_until``: up to this monotonic time, poll without sleeping, yielding the CPU between polls
+    (see :mod:`reasearch.engine._spin`).
 
     Returns ``"frame"``, ``"exited"``, ``"deadline"`` or ``"too_large"``.
     """
@@ -134,11 +137,19 @@ def pump(ch: Child, deadline: float, want_frame: bool) -> str:
                 return got
         if ch.status is not None and not want_frame:
             return "exited"
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             return "deadline"
+        if now < spin_until:
+            events = poller.poll(0)
+            if not events:
+                os.sched_yield()
+                continue
+        else:
+            events = poller.poll(math.ceil(left * 1000))
         # Any event counts as readable (a hang-up or an error too: the read then says EOF).
-        for fd, _ in poller.poll(math.ceil(left * 1000)):
+        for fd, _ in events:
             what = watched.get(fd)
             if what is None:  # unwatched earlier in this batch
                 continue

@@ -29,7 +29,7 @@ import time
 import traceback
 from typing import Any
 
-from reasearch.engine import _procs, _wire
+from reasearch.engine import _procs, _spin, _wire
 from reasearch.engine._child import PREWARM_SOURCE, REQUEST_CAP, child_main, fresh_module
 from reasearch.engine._cleanup import free_bytes, remove_tree
 from reasearch.engine._privilege import drop_bounding_set
@@ -88,6 +88,7 @@ class Supervisor:
         self.post: dict[str, int] = {}
         self.post_prev: dict[str, int] = {}
         self.tracing = False
+        self.last_frame = 0.0  # when this worker last wrote a frame to the engine (see _spin)
         self.prewarm_dir: str | None = self.make_prewarm()
         # Once here rather than in every child (both are inherited at fork): the capability
         # bounding set a child needs, and default SIGINT/SIGTERM dispositions.
@@ -107,6 +108,7 @@ class Supervisor:
 
     def send(self, header: dict[str, Any], value: Any = None) -> None:
         _wire.write_all(self.wfd, _wire.encode_frame(header, value))
+        self.last_frame = time.monotonic()
         if header.get("kind") not in _NOTICES:
             self.replied = True
 
@@ -499,6 +501,8 @@ class Supervisor:
 
     # -- requests
     def handle_run(self, head: dict[str, Any], value: dict[str, Any], session: bool) -> None:
+        # A one-shot run after a pause polls for its child's result before sleeping (see _spin).
+        spin_until = 0.0 if session else _spin.until(time.monotonic(), self.last_frame, _spin.WORKER_S)
         try:
             self.warm_harness(head.get("harness"))
         except BaseException:
@@ -515,7 +519,7 @@ class Supervisor:
             raise _Retire() from None
         ch = self.start(head, value, scratch, session)
         deadline = ch.t0 + float(head["limits"]["wall_s"])
-        state = pump(ch, deadline, want_frame=True)
+        state = pump(ch, deadline, want_frame=True, spin_until=spin_until)
         self.stamps["w_frame"] = _ns()
         if state == "frame":
             frame = take_frame(ch)

@@ -1,0 +1,49 @@
+"""Waits that poll briefly after a pause (reasearch.engine._spin): when they poll, and that polling
+never changes an outcome or outlives a deadline."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+from reasearch.engine import SandboxPool, _spin
+from reasearch.engine.protocol import Limits, RunRequest, Status
+from tests.engine.conftest import stray_processes
+
+
+def test_only_a_wait_after_a_pause_polls() -> None:
+    now = 100.0
+    assert _spin.until(now, now - 2 * _spin.IDLE_S, 0.003) == now + 0.003
+    assert _spin.until(now, now - _spin.IDLE_S / 2, 0.003) == 0.0  # back to back: sleep at once
+    assert _spin.until(now, 0.0, _spin.ENGINE_S) == now + _spin.ENGINE_S  # a fresh channel has paused
+
+
+def test_answers_inside_and_past_the_polling_window_after_pauses(pool: SandboxPool) -> None:
+    # Before, inside and after the window: each answer is the candidate's, whichever way it was awaited.
+    for delay in (0.0, _spin.WORKER_S / 2, 0.02, 0.0):
+        time.sleep(0.03)  # a pause: this request's waits poll first
+        src = f"import time\ndef run():\n    time.sleep({delay})\n    return {delay!r}\n"
+        out = pool.run(RunRequest(source=src, limits=Limits(wall_s=5.0)))
+        assert out.status is Status.OK and out.value == delay, out.error
+    session = pool.session(RunRequest(source="def f(x):\n    return x + 1\n", entry=("f",)))
+    with session:
+        for x in range(3):
+            time.sleep(0.02)
+            got = session.call({"x": x})
+            assert got.status is Status.OK and got.value == x + 1, got.error
+
+
+def test_a_deadline_inside_the_polling_window_still_kills_on_time(pool: SandboxPool) -> None:
+    spin = textwrap.dedent("""
+        def run():
+            while True:
+                pass
+        """).lstrip()
+    time.sleep(0.03)
+    t0 = time.monotonic()
+    out = pool.run(RunRequest(source=spin, limits=Limits(wall_s=0.001)))
+    took = time.monotonic() - t0
+    assert out.status is Status.TIMEOUT, (out.status, out.error)
+    assert took < 2.0, took  # the wall limit, the kill and the grace period; no wait runs on to a poll's end
+    assert pool.run(RunRequest(source="def run():\n    return 1\n")).value == 1
+    assert stray_processes(pool) == []
