@@ -102,6 +102,20 @@ def breakdown(traces: Sequence[Mapping[str, int]],
     return out
 
 
+def _same_worker_pairs(traces: Sequence[Mapping[str, int]]) -> list[tuple[Mapping[str, int], Mapping[str, int]]]:
+    """Each trace with the previous trace of the same worker (``e_worker``), in order."""
+    pairs = []
+    last: dict[int, Mapping[str, int]] = {}
+    for t in traces:
+        w = t.get("e_worker")
+        if w is None:
+            continue
+        if w in last:
+            pairs.append((last[w], t))
+        last[w] = t
+    return pairs
+
+
 def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
     """(label, median CPU ms per evaluation) of each process, from traces taken one at a time.
 
@@ -114,17 +128,11 @@ def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
     serving = [(t["child_cpu_reply_ns"] - t["child_cpu_base_ns"]) / 1e6 for t in traces
                if "child_cpu_reply_ns" in t and "child_cpu_base_ns" in t]
     worker, exits = [], []
-    last: dict[int, Mapping[str, int]] = {}
-    for t in traces:
-        w = t.get("e_worker")
-        if w is None:
-            continue
-        prev = last.get(w)
-        if prev is not None and "w_cpu_ns" in prev and "w_cpu_ns" in t:
+    for prev, t in _same_worker_pairs(traces):
+        if "w_cpu_ns" in prev and "w_cpu_ns" in t:
             worker.append((t["w_cpu_ns"] - prev["w_cpu_ns"]) / 1e6)
-        if prev is not None and "p_child_cpu_ns" in t and "child_cpu_reply_ns" in prev:
+        if "p_child_cpu_ns" in t and "child_cpu_reply_ns" in prev:
             exits.append((t["p_child_cpu_ns"] - prev["child_cpu_reply_ns"]) / 1e6)
-        last[w] = t
     rows = [(label, statistics.median(xs)) for label, xs in (
         ("engine (the caller's thread)", engine),
         ("worker (one request cycle, fork included)", worker),
@@ -141,16 +149,10 @@ def fault_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]
     those of the children it reaped meanwhile (one per evaluation). Right after a fork nearly every
     page write is a copy-on-write fault, so these count the pages each side writes per evaluation."""
     worker, children = [], []
-    last: dict[int, Mapping[str, int]] = {}
-    for t in traces:
-        w = t.get("e_worker")
-        if w is None:
-            continue
-        prev = last.get(w)
-        if prev is not None and "w_minflt" in prev and "w_minflt" in t:
+    for prev, t in _same_worker_pairs(traces):
+        if "w_minflt" in prev and "w_minflt" in t:
             worker.append(t["w_minflt"] - prev["w_minflt"])
             children.append(t["w_cminflt"] - prev["w_cminflt"])
-        last[w] = t
     return [(label, float(statistics.median(xs))) for label, xs in (
         ("worker (one request cycle, fork included)", worker),
         ("child (its whole life)", children),
