@@ -7,7 +7,6 @@ engine process and owns the worker's process (its nsjail in nsjail mode) and the
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import time
@@ -203,14 +202,10 @@ class WorkerHandle:
                         raise SandboxError(f"sandbox worker sent a malformed frame: {exc}") from None
             now = time.monotonic()
             if now < self.spin_until:
-                if not select.select([fd], [], [], 0)[0]:
+                if not _wire.wait_readable(fd, 0):
                     os.sched_yield()
                     continue
-                ready = [fd]
-            else:
-                timeout = None if deadline is None else max(0.0, deadline - now)
-                ready, _, _ = select.select([fd], [], [], timeout)
-            if not ready:
+            elif not _wire.wait_readable(fd, None if deadline is None else deadline - now):
                 raise WorkerStuck()
             chunk = os.read(fd, 1 << 20)
             if not chunk:

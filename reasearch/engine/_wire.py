@@ -18,6 +18,7 @@ import json.encoder
 import json.scanner
 import math
 import os
+import select
 import struct
 import sys
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FRAME_LEN", "NotPlainDataError", "WireError", "decode_frame", "decode_value", "encode_frame",
-    "read_exact", "read_frame", "split_body", "write_all",
+    "read_exact", "read_frame", "split_body", "wait_readable", "write_all",
 ]
 
 FRAME_LEN = struct.Struct("!Q")
@@ -264,6 +265,15 @@ def decode_frame(body: bytes | memoryview) -> tuple[dict[str, Any], Any]:
     """
     head, blobs = split_body(body)
     return head, decode_value(head.get("value"), blobs)
+
+
+def wait_readable(fd: int, timeout_s: float | None) -> bool:
+    """True once ``fd`` is readable (data, EOF or an error), False after ``timeout_s`` (None: no
+    limit). ``poll``, not ``select``: a descriptor numbered 1024 or more (an engine process that holds
+    many files or sockets) is fine."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(-1 if timeout_s is None else math.ceil(max(0.0, timeout_s) * 1000)))
 
 
 def read_exact(fd: int, n: int) -> bytes:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import select
 import selectors
 import signal
 import subprocess
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.engine.gpu import SlotLease
-from reasearch.engine import _procs
+from reasearch.engine import _procs, _wire
 from reasearch.engine._jail import nsjail_argv
 from reasearch.engine._policy import JAIL_UID
 from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV
@@ -435,8 +434,7 @@ class JobSession:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SessionError("the session process did not answer in time")
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            if not _wire.wait_readable(fd, left):
                 continue
             chunk = os.read(fd, min(n - len(buf), 1 << 20))
             if not chunk:
