@@ -4,8 +4,8 @@ It is forked by the worker ahead of its request (see :mod:`reasearch.engine._sup
 its session, descriptors and uid, sets ``HOME``/``TMPDIR`` to the scratch folder the worker will most
 likely hand over (the worker built that folder's empty candidate module before the fork), walks the
 request path once on a dummy candidate (so copy-on-write faults happen before the clock starts), and
-blocks until the request arrives; then it applies the per-evaluation rlimits, imports the candidate and calls it, and writes
-one result frame (or, in a session, one per call) to fd 3. Once a one-shot result is out it drops to
+blocks until the request arrives; then it applies the per-evaluation rlimits, imports the candidate
+and calls it, and writes one result frame (or, in a session, one per call) to fd 3. Once a one-shot result is out it drops to
 ``SCHED_IDLE`` (its exit, the teardown of a forked warm runtime, yields to the next evaluation). It
 never returns into the worker's code: it always ``os._exit``s.
 """

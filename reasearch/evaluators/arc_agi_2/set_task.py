@@ -34,7 +34,6 @@ __all__ = ["SET_IDS", "ArcSetReport", "ArcSetTask"]
 SET_IDS = {"evaluation": "arc_agi_2/eval-v1", "training": "arc_agi_2/training-v1"}
 
 
-
 def _compiles(source: str) -> bool:
     """True when ``source`` parses as Python (checked here, never run)."""
     try:
@@ -42,6 +41,7 @@ def _compiles(source: str) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return False
     return True
+
 
 @dataclass(frozen=True, slots=True)
 class ArcSetReport:
