@@ -13,7 +13,7 @@ extensions = [
     Extension(
         f"reasearch.native.{pyx.stem}",
         [str(pyx.relative_to(HERE))],
-        include_dirs=[numpy.get_include()],
+        include_dirs=[numpy.get_include(), "reasearch/native/include"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3"],
     )

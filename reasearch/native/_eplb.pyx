@@ -20,15 +20,23 @@ cnp.import_array()
 
 ctypedef cnp.int64_t i64
 
+cdef extern from "eplb_simd.h" nogil:
+    ctypedef struct Pair "eplb_pair":  # (key, index) kept together: one 8-byte move per swap
+        float k
+        int v
+    bint EPLB_GREEDY_SIMD  # eplb_greedy8 is the SSE loop (else it must not be called)
+    void eplb_greedy8(const Pair* order, Py_ssize_t n, Py_ssize_t num_packs, Py_ssize_t per, const float* vals,
+                      i64* pack, i64* rank)
+    # the first smallest / largest of w[0..n): SSE, no branch per value (see the header)
+    Py_ssize_t eplb_argmin_first(const float* w, Py_ssize_t n)
+    Py_ssize_t eplb_argmax_first(const float* w, Py_ssize_t n)
+
 cdef enum:
     _THRESHOLD = 16  # libstdc++ _S_threshold
 
 
 # ------------------------------------------------------------------------------------------ the sort
 
-ctypedef struct Pair:  # (key, index) kept together: one 8-byte move per swap
-    float k
-    int v
 
 
 cdef inline Py_ssize_t _lg(Py_ssize_t n) noexcept nogil:
@@ -197,7 +205,11 @@ def argsort_desc_rows(const float[:, ::1] keys):
 
 cdef void _balanced_packing(const float* vals, Py_ssize_t n, Py_ssize_t num_packs, i64* pack, i64* rank,
                             Pair* buf, float* pack_w, i64* pack_n) noexcept nogil:
-    """Greedy: heaviest item first, into the lightest pack that still has room (first on ties)."""
+    """Greedy: heaviest item first, into the lightest pack that still has room (first on ties).
+
+    Up to 8 packs the assignment loop keeps the totals in SSE registers (``eplb_greedy8``); more
+    packs find each lightest one with ``eplb_argmin_first``. Both make the scalar loop's choices
+    (``include/eplb_simd.h``; the twin tests compare them on ties and signed zeros)."""
     cdef Py_ssize_t per = n // num_packs
     cdef Py_ssize_t i, p, item, best
     cdef float bw
@@ -210,17 +222,17 @@ cdef void _balanced_packing(const float* vals, Py_ssize_t n, Py_ssize_t num_pack
         buf[i].k = vals[i]
         buf[i].v = <int>i
     _sort_desc(buf, n)
+    if EPLB_GREEDY_SIMD and num_packs <= 8:
+        eplb_greedy8(buf, n, num_packs, per, vals, pack, rank)
+        return
     for p in range(num_packs):
         pack_w[p] = 0.0
         pack_n[p] = 0
     for i in range(n):
         item = buf[i].v
-        best = 0
-        bw = INFINITY  # a full pack weighs +inf; open packs are finite, so one is always found
-        for p in range(num_packs):
-            if pack_w[p] < bw:
-                best = p
-                bw = pack_w[p]
+        # a full pack weighs +inf; open packs are finite, so the first lightest is an open one
+        best = eplb_argmin_first(pack_w, num_packs)
+        bw = pack_w[best]
         pack[item] = best
         rank[item] = pack_n[best]
         pack_n[best] += 1
@@ -258,10 +270,7 @@ cdef void _rebalance_layers(const float[:, ::1] weight, Py_ssize_t G, Py_ssize_t
                 p2m[j] = j
                 prk[j] = 0
             for i in range(epn, rpn):
-                best = 0
-                for j in range(1, epn):
-                    if ratio[j] > ratio[best]:
-                        best = j
+                best = eplb_argmax_first(&ratio[0], epn)
                 p2m[i] = best
                 prk[i] = cnt[best]
                 cnt[best] += 1
@@ -378,10 +387,7 @@ def replicate_rows(const float[:, ::1] weight, Py_ssize_t num_slots):
                 count[r, j] = 1
                 ratio[j] = weight[r, j]
             for i in range(n, num_slots):
-                best = 0
-                for j in range(1, n):
-                    if ratio[j] > ratio[best]:
-                        best = j
+                best = eplb_argmax_first(&ratio[0], n)
                 item[r, i] = best
                 srank[r, i] = count[r, best]
                 count[r, best] += 1

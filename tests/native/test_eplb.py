@@ -209,3 +209,37 @@ def test_non_finite_loads_raise():
 def test_global_policy_is_chosen_when_groups_do_not_split_over_nodes():
     assert validate_layout(256, 288, 8, 4, 32) is True
     assert validate_layout(60, 64, 5, 2, 8) is False
+
+
+_SIGNED_VALUES = st.one_of(st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5]), st.floats(-1e6, 1e6, width=32))
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_vector_steps_match_the_twins_on_ties_signs_and_widths(data):
+    """The SSE steps (first lightest of <= 8 packs kept in registers, first largest load per replica)
+    against the loop twins: pack counts on both sides of 8 (9 and up take the scalar loop), rows
+    whose width is not a multiple of 4, negative loads, signed zeros and many ties."""
+    packs = data.draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 9, 12]))
+    per = data.draw(st.integers(1, 9))
+    rows = data.draw(st.integers(1, 3))
+    values = data.draw(st.lists(_SIGNED_VALUES, min_size=rows * packs * per, max_size=rows * packs * per))
+    w = np.array(values, dtype=np.float32).reshape(rows, packs * per)
+    for a, b in zip(balanced_packing(w, packs), balanced_packing_reference(w, packs)):
+        np.testing.assert_array_equal(a, b)
+    slots = packs * per + data.draw(st.integers(0, 20))
+    for a, b in zip(replicate_experts(w, slots), replicate_experts_reference(w, slots)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_vector_steps_pick_the_first_of_equal_extremes():
+    """Ties between packs and between experts go to the first one, signed zeros included."""
+    pack, rank = balanced_packing(np.array([[-0.0, 0.0, 0.0, -0.0, 0.0, -0.0, 0.0, 0.0]], np.float32), 8)
+    assert pack.tolist() == [[0, 1, 2, 3, 4, 5, 6, 7]] and rank.tolist() == [[0] * 8]
+    # 16 equal items into 8 packs: the sort's order, then packs 0..7 in turn, twice
+    w = np.full((1, 16), 3.0, np.float32)
+    np.testing.assert_array_equal(balanced_packing(w, 8)[0], balanced_packing_reference(w, 8)[0])
+    assert sorted(balanced_packing(w, 8)[0][0].tolist()) == [p for p in range(8) for _ in range(2)]
+    item, srank, count = replicate_experts(np.array([[1.0, 4.0, 2.0, 4.0, 0.0, -0.0, 4.0]], np.float32), 9)
+    assert item[0, 7:].tolist() == [1, 3]  # 4.0 at 1, 3 and 6: the first, then the next first
+    assert count[0].tolist() == [1, 2, 1, 2, 1, 1, 1] and srank[0, 7:].tolist() == [1, 1]
