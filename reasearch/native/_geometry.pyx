@@ -10,6 +10,12 @@ bit-identical to them; the property tests hold them equal.
 from libc.math cimport sqrt, fabs, isfinite, INFINITY
 from libc.stdlib cimport malloc, free
 
+cdef extern from "geometry_simd.h":
+    int geom_have_avx2()
+    double geom_min_area_avx2(const double* xs, const double* ys, Py_ssize_t n) nogil
+
+cdef int _AVX2 = geom_have_avx2()  # the CPU runs the AVX2 loop (include/geometry_simd.h)
+
 # Violation kinds, mirrored by reasearch.native.geometry.ViolationKind.
 cdef enum:
     K_NONE = 0
@@ -65,12 +71,14 @@ cdef inline double _min_of(const double* a, Py_ssize_t m, double best) noexcept 
     return b2 if b2 < b0 else b0
 
 
-def min_triangle_area(const double[:, ::1] p):
+def min_triangle_area(const double[:, ::1] p, bint simd=True):
     """The smallest triangle area over all triples (inf when n < 3).
 
-    For n >= 32 the innermost loop writes the areas of one (i, j) row into a buffer (a loop the
-    compiler vectorises) and takes their minimum with four accumulators: the same expression in the
-    same order per triangle, and min ignores order, so the result is bit-identical to the twins.
+    For n >= 32, on a CPU with AVX2 (and ``simd`` true), four triangles per instruction
+    (``include/geometry_simd.h``); elsewhere the innermost loop writes the areas of one (i, j) row
+    into a buffer (a loop the compiler vectorises) and takes their minimum with four accumulators.
+    Either way the same expression in the same order per triangle, and min ignores order, so the
+    result is bit-identical to the twins. ``simd=False`` forces the portable loops (tests).
     """
     cdef Py_ssize_t n = p.shape[0]
     cdef Py_ssize_t i, j, k
@@ -102,6 +110,11 @@ def min_triangle_area(const double[:, ::1] p):
     for i in range(n):
         xs[i] = p[i, 0]
         ys[i] = p[i, 1]
+    if _AVX2 and simd:
+        with nogil:
+            best = geom_min_area_avx2(xs, ys, n)
+        free(xs)
+        return best
     with nogil:
         for i in range(n):
             x1 = xs[i]

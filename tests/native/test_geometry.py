@@ -59,6 +59,24 @@ def test_accepts_lists_and_strided_arrays() -> None:
     assert g.min_triangle(strided.tolist()) == g.min_triangle_py(strided)
 
 
+def test_numba_wrappers_convert_every_other_layout_once() -> None:
+    """The numba wrappers pass a C-contiguous native float64 (n, 2) array straight through and convert
+    anything else (lists, Fortran order, views, float32, big-endian): same answer, and no new numba
+    specialisation compiled for the odd inputs."""
+    g.warmup("triangles")
+    nb = g._nb()
+    p = np.random.default_rng(3).uniform(size=(9, 2))
+    expected = g.min_triangle_py(p)
+    before = (len(nb.min_triangle_area_nb.signatures), len(nb.min_triangle_nb.signatures))
+    wide = np.zeros((9, 3))
+    wide[:, :2] = p
+    for q in (p, p.tolist(), np.asfortranarray(p), wide[:, :2], p.astype(">f8")):
+        assert g.min_triangle_area_numba(q) == expected[0]
+        assert g.min_triangle_numba(q) == expected
+    assert g.min_triangle_area_numba(p.astype(np.float32)) == g.min_triangle_py(p.astype(np.float32))[0]
+    assert (len(nb.min_triangle_area_nb.signatures), len(nb.min_triangle_nb.signatures)) == before
+
+
 def test_rejects_wrong_shape() -> None:
     with pytest.raises(ValueError, match=r"\(n, 2\)"):
         g.min_triangle_area(np.zeros((5, 3)))
@@ -95,11 +113,29 @@ def test_numpy_reference_and_smallest_triangles_agree(p: np.ndarray) -> None:
     lambda n: st.lists(st.tuples(wild, wild), min_size=n, max_size=n).map(
         lambda xs: np.array(xs, dtype=np.float64).reshape(-1, 2))))
 def test_buffered_min_area_path_matches_twins(p: np.ndarray) -> None:
-    """n >= 32 takes the Cython kernel's buffered, four-accumulator path: still bit-identical."""
+    """n >= 32 takes the Cython kernel's AVX2 loop (where the CPU has it) or its buffered,
+    four-accumulator loop: both bit-identical, NaN areas (from inf and NaN coordinates) never winning."""
+    from reasearch.native import _geometry
+
     expected = g.min_triangle_py(p)[0]
-    got = g.min_triangle_area(p)
-    assert got == expected or (math.isnan(got) and math.isnan(expected))
+    for simd in (True, False):
+        got = _geometry.min_triangle_area(p, simd)
+        assert got == expected or (math.isnan(got) and math.isnan(expected)), simd
+    assert g.min_triangle_area(p) == expected or math.isnan(expected)
     assert g.min_triangle_area_numba(p) == expected or math.isnan(expected)
+
+
+@pytest.mark.parametrize("n", range(32, 41))
+def test_vector_min_area_every_tail_length(n: int) -> None:
+    """The AVX2 loop takes four triangles at a time and the rest one by one: each remainder, with
+    the smallest triangle placed last (in the tail of the last rows) and first."""
+    from reasearch.native import _geometry
+
+    p = np.random.default_rng(n).uniform(size=(n, 2))
+    p[-1] = (p[-2] + p[-3]) / 2 + 1e-9  # a thin triangle among the last three points
+    for q in (p, p[::-1].copy()):
+        expected = g.min_triangle_py(q)[0]
+        assert _geometry.min_triangle_area(q, True) == expected == _geometry.min_triangle_area(q, False)
 
 
 def test_large_n_matches_python() -> None:
