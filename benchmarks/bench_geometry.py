@@ -6,7 +6,8 @@ code and its reference side by side:
 * ``LP radii n=26``: ``optimal_radii`` (HiGHS, one reused model, strict repair) vs
   ``scipy.optimize.linprog(method="highs")`` on the same centers (goal: <= 1 ms);
 * ``min area n=15`` / ``n=100``: the Cython and numba kernels vs a vectorised NumPy reference
-  (goal: >= 20x);
+  (goal: >= 20x); ``cython_portable`` is the Cython kernel without its AVX2 loop (n >= 32 only
+  differs), the figure the AVX2 loop is measured against;
 * ``evaluate circle_packing/n26``: ``Task.evaluate`` of the seed on the warm pool vs the trusted
   scoring alone (the pool's share is the difference; goal: whole evaluate <= 5 ms, issue 16, as in
   ``reasearch bench --section sandbox``);
@@ -25,7 +26,7 @@ import reasearch
 from reasearch._bench.geometry import _TIMED_ENTRY
 from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.engine.protocol import RunRequest
-from reasearch.native import geometry
+from reasearch.native import _geometry, geometry
 from reasearch.native.lp import optimal_radii, optimal_radii_scipy
 
 
@@ -45,11 +46,11 @@ def test_lp_radii(benchmark, impl):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("n", [15, 100])
-@pytest.mark.parametrize("impl", ["cython", "numba", "numpy"])
+@pytest.mark.parametrize("impl", ["cython", "cython_portable", "numba", "numpy"])
 def test_min_area(benchmark, n, impl):  # type: ignore[no-untyped-def]
     pts = np.random.default_rng(n).uniform(size=(n, 2))
-    fn = {"cython": geometry.min_triangle_area, "numba": geometry.min_triangle_area_numba,
-          "numpy": geometry.min_triangle_area_numpy}[impl]
+    fn = {"cython": geometry.min_triangle_area, "cython_portable": lambda p: _geometry.min_triangle_area(p, False),
+          "numba": geometry.min_triangle_area_numba, "numpy": geometry.min_triangle_area_numpy}[impl]
     fn(pts)  # compile (numba) outside the timing
     benchmark.group = f"min area n={n}"
     assert benchmark(fn, pts) == geometry.min_triangle_area_py(pts)
