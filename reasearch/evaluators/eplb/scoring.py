@@ -82,21 +82,21 @@ def parse_placement(
     # Each check is one vectorized pass; np.argwhere (slow) runs only to name the first culprit.
     wrong = (phy2log < 0) | (phy2log >= E)
     if wrong.any():
-        l, s = np.argwhere(wrong)[0]
-        return f"layer {l}: phy2log[{l}, {s}] = {phy2log[l, s]} is not an expert id in [0, {E})"
+        lay, s = np.argwhere(wrong)[0]
+        return f"layer {lay}: phy2log[{lay}, {s}] = {phy2log[lay, s]} is not an expert id in [0, {E})"
     wrong = logcnt < 0
     if wrong.any():
-        l, e = np.argwhere(wrong)[0]
-        return f"layer {l}: logcnt[{l}, {e}] = {logcnt[l, e]} is negative"
+        lay, e = np.argwhere(wrong)[0]
+        return f"layer {lay}: logcnt[{lay}, {e}] = {logcnt[lay, e]} is negative"
     sums = logcnt.sum(axis=1)
     if (sums != R).any():
-        l = int(np.flatnonzero(sums != R)[0])
-        return f"layer {l}: logcnt sums to {sums[l]}, must be {R} (logcnt.sum(1) == R in every layer)"
+        lay = int(np.flatnonzero(sums != R)[0])
+        return f"layer {lay}: logcnt sums to {sums[lay]}, must be {R} (logcnt.sum(1) == R in every layer)"
     counted = np.bincount((phy2log + np.arange(L)[:, None] * E).ravel(), minlength=L * E).reshape(L, E)
     wrong = counted != logcnt
     if wrong.any():
-        l, e = np.argwhere(wrong)[0]
-        return (f"layer {l}: logcnt[{l}, {e}] = {logcnt[l, e]} but expert {e} holds {counted[l, e]} "
+        lay, e = np.argwhere(wrong)[0]
+        return (f"layer {lay}: logcnt[{lay}, {e}] = {logcnt[lay, e]} but expert {e} holds {counted[lay, e]} "
                 "slots in phy2log")
     if log2phy.ndim != 3 or log2phy.shape[:2] != (L, E):
         return f"log2phy must have shape ({L}, {E}, max replicas), got {log2phy.shape}"
@@ -109,9 +109,9 @@ def parse_placement(
     used = np.arange(K)[None, None, :] < logcnt[:, :, None]
     wrong = ~used & (log2phy != -1)
     if wrong.any():
-        l, e, k = np.argwhere(wrong)[0]
-        return (f"layer {l}: log2phy[{l}, {e}, {k}] = {log2phy[l, e, k]}, expected -1 padding past "
-                f"logcnt[{l}, {e}] = {logcnt[l, e]}")
+        lay, e, k = np.argwhere(wrong)[0]
+        return (f"layer {lay}: log2phy[{lay}, {e}, {k}] = {log2phy[lay, e, k]}, expected -1 padding past "
+                f"logcnt[{lay}, {e}] = {logcnt[lay, e]}")
     # The used entries, in (layer, expert, replica) order: L * R of them (the counts sum to R).
     slots = log2phy[used]
     layer_of = np.repeat(np.arange(L), R)
@@ -119,24 +119,24 @@ def parse_placement(
     wrong = (slots < 0) | (slots >= R)
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
-        l, e, k = np.argwhere(used)[i]
-        return f"layer {l}: log2phy[{l}, {e}, {k}] = {log2phy[l, e, k]} is not a slot in [0, {R})"
+        lay, e, k = np.argwhere(used)[i]
+        return f"layer {lay}: log2phy[{lay}, {e}, {k}] = {log2phy[lay, e, k]} is not a slot in [0, {R})"
     wrong = phy2log[layer_of, slots] != expert_of
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
-        l, e, k = np.argwhere(used)[i]
-        return (f"layer {l}: log2phy[{l}, {e}, {k}] = {log2phy[l, e, k]} but that slot holds expert "
-                f"{phy2log[l, log2phy[l, e, k]]} in phy2log")
+        lay, e, k = np.argwhere(used)[i]
+        return (f"layer {lay}: log2phy[{lay}, {e}, {k}] = {log2phy[lay, e, k]} but that slot holds expert "
+                f"{phy2log[lay, log2phy[lay, e, k]]} in phy2log")
     hits = np.bincount(layer_of * R + slots, minlength=L * R)
     if (hits != 1).any():
-        l, s = divmod(int(np.flatnonzero(hits != 1)[0]), R)
-        return f"layer {l}: slot {s} appears {hits[l * R + s]} times in log2phy (each slot once)"
+        lay, s = divmod(int(np.flatnonzero(hits != 1)[0]), R)
+        return f"layer {lay}: slot {s} appears {hits[lay * R + s]} times in log2phy (each slot once)"
     if next_load is not None:
         wrong = (next_load > 0) & (logcnt == 0)
         if wrong.any():
             bad = np.argwhere(wrong)
-            l, e = bad[0]
-            return (f"layer {l}: expert {e} has load {int(next_load[l, e])} in the next window but no replica "
+            lay, e = bad[0]
+            return (f"layer {lay}: expert {e} has load {int(next_load[lay, e])} in the next window but no replica "
                     f"({len(bad)} such experts in all)")
     return Placement(phy2log, log2phy, logcnt)
 
