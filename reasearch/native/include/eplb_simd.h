@@ -24,15 +24,14 @@ typedef struct {
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
-static inline float eplb_hmin(__m128 v) {
-    v = _mm_min_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    v = _mm_min_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-    return _mm_cvtss_f32(v);
+/* min (largest = 0) or max of two vectors, lane by lane; `largest` is a constant where inlined. */
+static inline __m128 eplb_pick(__m128 a, __m128 b, int largest) {
+    return largest ? _mm_max_ps(a, b) : _mm_min_ps(a, b);
 }
 
-static inline float eplb_hmax(__m128 v) {
-    v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    v = _mm_max_ps(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+static inline float eplb_horizontal(__m128 v, int largest) {
+    v = eplb_pick(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)), largest);
+    v = eplb_pick(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)), largest);
     return _mm_cvtss_f32(v);
 }
 
@@ -51,45 +50,30 @@ static inline Py_ssize_t eplb_first_equal(const float *w, Py_ssize_t n, float m)
     return 0; /* not reached: m is a value of w */
 }
 
-static inline Py_ssize_t eplb_argmin_first(const float *w, Py_ssize_t n) {
+/* The first smallest (largest = 0) or first largest value's index. */
+static inline Py_ssize_t eplb_arg_extreme(const float *w, Py_ssize_t n, int largest) {
     Py_ssize_t i = 4;
     float m;
     if (n < 4) {
         Py_ssize_t best = 0;
         for (i = 1; i < n; i++)
-            if (w[i] < w[best])
+            if (largest ? w[i] > w[best] : w[i] < w[best])
                 best = i;
         return best;
     }
     __m128 acc = _mm_loadu_ps(w);
     for (; i + 4 <= n; i += 4)
-        acc = _mm_min_ps(acc, _mm_loadu_ps(w + i));
-    m = eplb_hmin(acc);
+        acc = eplb_pick(acc, _mm_loadu_ps(w + i), largest);
+    m = eplb_horizontal(acc, largest);
     for (; i < n; i++)
-        if (w[i] < m)
+        if (largest ? w[i] > m : w[i] < m)
             m = w[i];
     return eplb_first_equal(w, n, m);
 }
 
-static inline Py_ssize_t eplb_argmax_first(const float *w, Py_ssize_t n) {
-    Py_ssize_t i = 4;
-    float m;
-    if (n < 4) {
-        Py_ssize_t best = 0;
-        for (i = 1; i < n; i++)
-            if (w[i] > w[best])
-                best = i;
-        return best;
-    }
-    __m128 acc = _mm_loadu_ps(w);
-    for (; i + 4 <= n; i += 4)
-        acc = _mm_max_ps(acc, _mm_loadu_ps(w + i));
-    m = eplb_hmax(acc);
-    for (; i < n; i++)
-        if (w[i] > m)
-            m = w[i];
-    return eplb_first_equal(w, n, m);
-}
+static inline Py_ssize_t eplb_argmin_first(const float *w, Py_ssize_t n) { return eplb_arg_extreme(w, n, 0); }
+
+static inline Py_ssize_t eplb_argmax_first(const float *w, Py_ssize_t n) { return eplb_arg_extreme(w, n, 1); }
 
 
 /* The greedy packing's assignment loop for at most 8 packs: items in the order given, each into
@@ -109,7 +93,7 @@ static inline void eplb_greedy8(const eplb_pair *order, Py_ssize_t n, Py_ssize_t
     const __m128i idx_lo = _mm_setr_epi32(0, 1, 2, 3), idx_hi = _mm_setr_epi32(4, 5, 6, 7);
     for (i = 0; i < n; i++) {
         int item = order[i].v;
-        float m = eplb_hmin(_mm_min_ps(lo, hi));
+        float m = eplb_horizontal(_mm_min_ps(lo, hi), 0);
         __m128 mv = _mm_set1_ps(m);
         int mask = _mm_movemask_ps(_mm_cmpeq_ps(lo, mv)) | (_mm_movemask_ps(_mm_cmpeq_ps(hi, mv)) << 4);
         int best = __builtin_ctz((unsigned)mask);
