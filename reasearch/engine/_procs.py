@@ -147,6 +147,16 @@ def cpu_s(pid: int) -> float:
         return 0.0
 
 
+def last_pid() -> int | None:
+    """The last pid handed out in the caller's PID namespace (``/proc/sys/kernel/ns_last_pid``; threads
+    count, and so do processes that already exited); None where it cannot be read. Only a process
+    holding ``CAP_SYS_ADMIN`` or ``CAP_CHECKPOINT_RESTORE`` over the namespace can set it."""
+    try:
+        return int(read_proc("/proc/sys/kernel/ns_last_pid"))
+    except (OSError, ValueError):
+        return None
+
+
 def process_cpu_ns(pid: int) -> int | None:
     """The kernel's CPU clock of a whole process, in nanoseconds: every thread, exited ones included,
     not its children (``clock_getcpuclockid(pid)``: ``CPUCLOCK_SCHED`` of the thread group). One

@@ -427,7 +427,14 @@ class Supervisor:
     def live_cpu(self, pid: int) -> float:
         """CPU seconds of a live process (all threads, exited ones included, and the children it
         waited for) and of every other live descendant of the worker, from /proc (the candidate
-        cannot write these)."""
+        cannot write these).
+
+        In a jail (its own PID namespace) the walk is skipped when the namespace's last pid is still
+        ``pid``'s own: no process or thread was created since it, so it has no descendant (pids are
+        handed out in increasing order and wrap only past every pid in use; the candidate, without
+        capabilities, cannot set the counter)."""
+        if self.in_jail and _procs.last_pid() == pid:
+            return _procs.cpu_s(pid)
         idle = self.idle.pid if self.idle else None
         others = (d for d in _procs.children_walk(os.getpid(), skip=idle) if d != pid)
         return sum(_procs.cpu_s(p) for p in (pid, *others))

@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 
-from reasearch.engine._procs import children_walk, cpu_s, descendants_of, process_table, reap_pids, task_cpu_s
+from reasearch.engine._procs import children_walk, cpu_s, descendants_of, last_pid, process_table, reap_pids, task_cpu_s
 
 _BURN_THEN_WAIT = textwrap.dedent("""
     import sys, threading, time
@@ -62,3 +62,17 @@ def test_descendants_walk_finds_grandchildren() -> None:
         proc.kill()
         proc.wait()
         reap_pids(below)  # orphaned zombies come to this process when it is a subreaper (a pool made it one)
+
+
+def test_last_pid_moves_past_every_new_process() -> None:
+    """``last_pid`` (the PID namespace's counter) is at least the pid of a process just started: the
+    jailed worker's shortcut (no tree walk when the counter is still the child's pid) relies on it."""
+    before = last_pid()
+    assert isinstance(before, int)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    after = last_pid()
+    assert after is not None and after != before
+    assert after >= pid or after < before  # increasing, or wrapped past pid_max meanwhile

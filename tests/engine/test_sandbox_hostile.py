@@ -320,6 +320,26 @@ def test_candidate_cannot_spoof_its_timing(pool: SandboxPool) -> None:
     assert np.isfinite(out.cpu_s)
 
 
+def test_cpu_hidden_in_a_background_process_is_counted(pool: SandboxPool) -> None:
+    """A candidate that leaves a CPU burner running behind its result: the burner's CPU up to the
+    reply is in ``cpu_s`` (the worker walks the tree whenever any process was created; in a jail it
+    skips the walk only when the namespace's last pid is still the child's own)."""
+    hide = src("""
+        import os, time
+        def run():
+            if os.fork() == 0:
+                while True:  # burn until killed with the evaluation's tree
+                    pass
+            time.sleep(0.4)
+            return 1
+        """)
+    for _ in range(3):  # the reply usually goes out before the child exits (the early path), not always
+        out = pool.run(RunRequest(source=hide, limits=Limits(wall_s=5.0, memory_mb=256)))
+        assert out.status is Status.OK and out.value == 1
+        assert out.cpu_s >= 0.2, out.cpu_s  # the burner's ~0.4 s (less when sharing a core)
+    assert_still_serving(pool)
+
+
 def test_one_uid_worker_killed_by_its_child_is_respawned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where no second uid is available (process mode as a plain user), the child CAN kill its worker:
     the request is a CRASH, the worker is respawned, its orphans are killed, the next request is served."""
