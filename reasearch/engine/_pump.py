@@ -65,6 +65,8 @@ class Child:
         scratch: its scratch folder.
         forked_ns: monotonic ns just before its fork (bench breakdown).
         fork_ret_ns: monotonic ns when the fork returned in the worker (bench breakdown).
+        alone: in a jail, no process or thread had been created since its fork when its result
+            came (the PID namespace's last pid was still its own; see ``Supervisor.live_cpu``).
     """
 
     pid: int
@@ -86,6 +88,7 @@ class Child:
     scratch: str = ""
     forked_ns: int = 0
     fork_ret_ns: int = 0
+    alone: bool = False
 
     def capped(self) -> tuple[Capped, Capped]:
         """The stdout and stderr collectors (the request was handed over)."""

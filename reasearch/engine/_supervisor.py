@@ -231,13 +231,20 @@ class Supervisor:
 
     # -- process tree
     def kill_tree(self, ch: Child | None) -> None:
-        """Kills the child's process group, then every remaining descendant, until none is left."""
+        """Kills the child's process group, then every remaining descendant, until none is left.
+
+        No walk for a child that was :attr:`~Child.alone` at its result when, since then, the only
+        pid handed out in the jail is the next child's, right after it: then nothing else was ever
+        created, and reaping the child itself is the whole clean-up."""
         if ch is not None:
             try:
                 os.killpg(ch.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         idle = self.idle.pid if self.idle else None  # the next request's child is not part of this tree
+        if ch is not None and ch.alone and idle == ch.pid + 1 and _procs.last_pid() == idle:
+            collect_exit(ch)
+            return
         me = os.getpid()
         for _ in range(500):
             pids = _procs.children_walk(me, skip=idle)
@@ -404,7 +411,8 @@ class Supervisor:
         accounting (/proc) of the child and its live descendants, plus what was reaped.
         """
         drain(ch)  # the child flushed its output before writing the result
-        cpu = ch.rusage_cpu + self.live_cpu(ch.pid)
+        ch.alone = self.alone(ch.pid)
+        cpu = ch.rusage_cpu + (_procs.cpu_s(ch.pid) if ch.alone else self.live_cpu(ch.pid))
         self.stamps["w_cpu_read"] = _ns()
         self.stamps["child_cpu_base_ns"] = int(ch.cpu_base * 1e9)
         self.stamps["child_cpu_reply_ns"] = int(cpu * 1e9)
@@ -424,6 +432,10 @@ class Supervisor:
         post["p_refilled"] = _ns()
         self.cleanup(ch)
 
+    def alone(self, pid: int) -> bool:
+        """In a jail: no process or thread was created since ``pid`` (the namespace's last pid is its own)."""
+        return self.in_jail and _procs.last_pid() == pid
+
     def live_cpu(self, pid: int) -> float:
         """CPU seconds of a live process (all threads, exited ones included, and the children it
         waited for) and of every other live descendant of the worker, from /proc (the candidate
@@ -433,7 +445,7 @@ class Supervisor:
         ``pid``'s own: no process or thread was created since it, so it has no descendant (pids are
         handed out in increasing order and wrap only past every pid in use; the candidate, without
         capabilities, cannot set the counter)."""
-        if self.in_jail and _procs.last_pid() == pid:
+        if self.alone(pid):
             return _procs.cpu_s(pid)
         idle = self.idle.pid if self.idle else None
         others = (d for d in _procs.children_walk(os.getpid(), skip=idle) if d != pid)

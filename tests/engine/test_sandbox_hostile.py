@@ -260,6 +260,39 @@ def test_grandchild_left_sleeping_is_killed(pool: SandboxPool) -> None:
     assert_still_serving(pool)
 
 
+def test_process_spawned_right_after_the_worker_read_the_result_is_killed(pool: SandboxPool) -> None:
+    """After its result is out the child runs candidate code once more (its stdout's flush), waits
+    for the worker to read the result, then spawns an escaping sleeper (a new session at once): with
+    no thread ever started, that spawn can land after the worker found no process created since the
+    child (when it may skip its tree walk). Nothing is left behind, whatever the delay: the walk is
+    skipped only when the one pid handed out since is the next child's, right after the child's."""
+    leaver = src("""
+        import fcntl, os, struct, sys, termios, time
+        class LingeringStdout:
+            def __init__(self, real):
+                self.real, self.calls = real, 0
+            def write(self, s):
+                return self.real.write(s)
+            def flush(self):
+                self.calls += 1
+                if self.calls == 2:  # the flush after the result is out
+                    while struct.unpack("i", fcntl.ioctl(3, termios.FIONREAD, bytes(4)))[0]:
+                        pass  # ... until the worker has read it
+                    t = time.perf_counter() + DELAY  # ... and, maybe, is past its checks
+                    while time.perf_counter() < t:
+                        pass
+                    os.posix_spawn("/bin/sleep", ["sleep", "60"], {}, setsid=True)  # out of the group at once
+        def run():
+            sys.stdout = LingeringStdout(sys.stdout)
+            return "returned"
+        """)
+    for delay_us in (0, 10, 20, 30, 40, 50, 60, 80, 100, 150, 200, 300):
+        out = pool.run(RunRequest(source=f"DELAY = {delay_us} / 1e6\n" + leaver, limits=FAST))
+        assert out.status is Status.OK and out.value == "returned"
+    assert stray_processes(pool) == []
+    assert_still_serving(pool)
+
+
 @pytest.mark.parametrize("body, fragment", [
     ("os.write(3, (16).to_bytes(8, 'big') + b'\\xff' * 16)\n    os._exit(0)", "garbage"),
     ("os.write(3, b'\\xff' * 200)\n    os._exit(0)", "result larger than"),
