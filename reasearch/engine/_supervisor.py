@@ -412,7 +412,7 @@ class Supervisor:
         """
         drain(ch)  # the child flushed its output before writing the result
         ch.alone = self.alone(ch.pid)
-        cpu = ch.rusage_cpu + (_procs.cpu_s(ch.pid) if ch.alone else self.live_cpu(ch.pid))
+        cpu = ch.rusage_cpu + self.live_cpu(ch.pid, ch.alone)
         self.stamps["w_cpu_read"] = _ns()
         self.stamps["child_cpu_base_ns"] = int(ch.cpu_base * 1e9)
         self.stamps["child_cpu_reply_ns"] = int(cpu * 1e9)
@@ -436,17 +436,20 @@ class Supervisor:
         """In a jail: no process or thread was created since ``pid`` (the namespace's last pid is its own)."""
         return self.in_jail and _procs.last_pid() == pid
 
-    def live_cpu(self, pid: int) -> float:
+    def live_cpu(self, pid: int, alone: bool | None = None) -> float:
         """CPU seconds of a live process (all threads, exited ones included, and the children it
         waited for) and of every other live descendant of the worker, from /proc (the candidate
         cannot write these).
 
         In a jail (its own PID namespace) the walk is skipped when the namespace's last pid is still
-        ``pid``'s own: no process or thread was created since it, so it has no descendant (pids are
-        handed out in increasing order and wrap only past every pid in use; the candidate, without
-        capabilities, cannot set the counter)."""
-        if self.alone(pid):
-            return _procs.cpu_s(pid)
+        ``pid``'s own (``alone``: :meth:`alone`, asked here when None): no process or thread was
+        created since it, so it has no descendant and never waited for a child, and its process CPU
+        clock (one syscall, every thread) is the whole account. Pids are handed out in increasing
+        order and wrap only past every pid in use; the candidate, without capabilities, cannot set
+        the counter."""
+        if self.alone(pid) if alone is None else alone:
+            ns = _procs.process_cpu_ns(pid)
+            return ns / 1e9 if ns is not None else _procs.cpu_s(pid)
         idle = self.idle.pid if self.idle else None
         others = (d for d in _procs.children_walk(os.getpid(), skip=idle) if d != pid)
         return sum(_procs.cpu_s(p) for p in (pid, *others))
