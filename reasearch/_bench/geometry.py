@@ -58,13 +58,13 @@ def _wait_for_spread(pool, req, evaluate_once, timeout_s: float = 20.0) -> float
     so this keeps evaluating, slowly); None after ``timeout_s`` or with one worker."""
     import time
 
+    if pool.workers <= 1:
+        return None
     want = pool.profile_of(req)
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
-        if pool.workers > 1 and all(p == want for p in pool.profiles()):
+        if all(p == want for p in pool.profiles()):
             return time.monotonic() - t0
-        if pool.workers <= 1:
-            return None
         evaluate_once()
         time.sleep(0.25)
     return None

@@ -7,6 +7,7 @@ engine process and owns the worker's process (its nsjail in nsjail mode) and the
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -184,6 +185,8 @@ class WorkerHandle:
         """Reads one reply frame before ``deadline`` (monotonic seconds; None: no deadline)."""
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         while True:
             if len(self.buf) >= _wire.FRAME_LEN.size:
                 (n,) = _wire.FRAME_LEN.unpack_from(self.buf)
@@ -201,11 +204,10 @@ class WorkerHandle:
                         self.kill()
                         raise SandboxError(f"sandbox worker sent a malformed frame: {exc}") from None
             now = time.monotonic()
-            if now < self.spin_until:
-                if not _wire.wait_readable(fd, 0):
-                    os.sched_yield()
-                    continue
-            elif not _wire.wait_readable(fd, None if deadline is None else deadline - now):
+            events = _spin.poll(poller, now, self.spin_until, None if deadline is None else deadline - now)
+            if events is None:
+                continue
+            if not events:
                 raise WorkerStuck()
             chunk = os.read(fd, 1 << 20)
             if not chunk:

@@ -7,13 +7,12 @@ at its declared length) until a frame is complete, the child exits, or a deadlin
 
 from __future__ import annotations
 
-import math
 import os
 import select
 import time
 from dataclasses import dataclass, field
 
-from reasearch.engine import _wire
+from reasearch.engine import _spin, _wire
 from reasearch.engine._procs import process_cpu_ns
 
 __all__ = ["CHILD_KINDS", "Capped", "Child", "collect_exit", "drain", "frame_kind", "pump", "take_frame"]
@@ -144,13 +143,9 @@ def pump(ch: Child, deadline: float, want_frame: bool, spin_until: float = 0.0) 
         left = deadline - now
         if left <= 0:
             return "deadline"
-        if now < spin_until:
-            events = poller.poll(0)
-            if not events:
-                os.sched_yield()
-                continue
-        else:
-            events = poller.poll(math.ceil(left * 1000))
+        events = _spin.poll(poller, now, spin_until, left)
+        if events is None:
+            continue
         # Any event counts as readable (a hang-up or an error too: the read then says EOF).
         for fd, _ in events:
             what = watched.get(fd)

@@ -16,7 +16,11 @@ calls are timed against replays of the same transport and keep a plain blocking 
 
 from __future__ import annotations
 
-__all__ = ["ENGINE_S", "IDLE_S", "WORKER_S", "until"]
+import math
+import os
+import select
+
+__all__ = ["ENGINE_S", "IDLE_S", "WORKER_S", "poll", "until"]
 
 IDLE_S = 0.005  # a pause longer than this (since the channel's previous frame) lets the next wait poll
 ENGINE_S = 0.003  # the engine's thread, waiting for a worker's reply
@@ -26,3 +30,16 @@ WORKER_S = 0.002  # a worker, waiting for its child's result
 def until(now: float, last_frame: float, spin_s: float) -> float:
     """The monotonic time up to which a wait starting at ``now`` polls (0.0: it does not poll)."""
     return now + spin_s if now - last_frame > IDLE_S else 0.0
+
+
+def poll(poller: select.poll, now: float, spin_until: float, timeout_s: float | None) -> list[tuple[int, int]] | None:
+    """One wait of a loop: ``poller.poll`` without sleeping while ``now < spin_until`` (None when
+    nothing is ready yet: the CPU was yielded, look again), else blocking for up to ``timeout_s``
+    (None: no limit; an empty list once it passed)."""
+    if now < spin_until:
+        events = poller.poll(0)
+        if events:
+            return events
+        os.sched_yield()
+        return None
+    return poller.poll(-1 if timeout_s is None else math.ceil(max(0.0, timeout_s) * 1000))

@@ -436,18 +436,18 @@ class Supervisor:
         """In a jail: no process or thread was created since ``pid`` (the namespace's last pid is its own)."""
         return self.in_jail and _procs.last_pid() == pid
 
-    def live_cpu(self, pid: int, alone: bool | None = None) -> float:
+    def live_cpu(self, pid: int, alone: bool) -> float:
         """CPU seconds of a live process (all threads, exited ones included, and the children it
         waited for) and of every other live descendant of the worker, from /proc (the candidate
         cannot write these).
 
         In a jail (its own PID namespace) the walk is skipped when the namespace's last pid is still
-        ``pid``'s own (``alone``: :meth:`alone`, asked here when None): no process or thread was
+        ``pid``'s own (``alone``, from :meth:`alone`): no process or thread was
         created since it, so it has no descendant and never waited for a child, and its process CPU
         clock (one syscall, every thread) is the whole account. Pids are handed out in increasing
         order and wrap only past every pid in use; the candidate, without capabilities, cannot set
         the counter."""
-        if self.alone(pid) if alone is None else alone:
+        if alone:
             ns = _procs.process_cpu_ns(pid)
             return ns / 1e9 if ns is not None else _procs.cpu_s(pid)
         idle = self.idle.pid if self.idle else None

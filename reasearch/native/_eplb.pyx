@@ -38,7 +38,6 @@ cdef enum:
 # ------------------------------------------------------------------------------------------ the sort
 
 
-
 cdef inline Py_ssize_t _lg(Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t r = -1
     while n > 0:

@@ -105,8 +105,21 @@ class Violation:
         return f"{where} by {self.amount:.6g}{more}"
 
 
+_F64 = np.dtype(np.float64)
+
+
+def _is_points(p: object) -> bool:
+    """Already what the kernels take: a C-contiguous native float64 (n, 2) ndarray (no conversion
+    needed; numba would compile a new specialisation for any other layout or dtype). ``is``: arrays
+    of the builtin float64 share its descriptor; any other (byte-swapped, with metadata) converts."""
+    return (type(p) is np.ndarray and p.dtype is _F64 and p.ndim == 2 and p.shape[1] == 2
+            and p.flags.c_contiguous)
+
+
 def _as_points(points: object) -> np.ndarray:
-    """A C-contiguous float64 (n, 2) array view of ``points``."""
+    """A C-contiguous float64 (n, 2) array view of ``points`` (``points`` itself when it is one)."""
+    if _is_points(points):
+        return points  # type: ignore[return-value]
     arr = np.ascontiguousarray(points, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[1] != 2:
         raise ValueError(f"expected an (n, 2) array of points, got shape {arr.shape}")
@@ -186,25 +199,14 @@ def _nb() -> Any:
     return _numba_kernels
 
 
-_F64 = np.dtype(np.float64)
-
-
-def _is_points(p: object) -> bool:
-    """Already what the kernels take: a C-contiguous native float64 (n, 2) ndarray (no conversion
-    needed; numba would compile a new specialisation for any other layout or dtype). ``is``: arrays
-    of the builtin float64 share its descriptor; any other (byte-swapped, with metadata) converts."""
-    return (type(p) is np.ndarray and p.dtype is _F64 and p.ndim == 2 and p.shape[1] == 2
-            and p.flags.c_contiguous)
-
-
 def min_triangle_area_numba(points: object) -> float:
     """numba twin of :func:`min_triangle_area`."""
-    return float((_numba_kernels or _nb()).min_triangle_area_nb(points if _is_points(points) else _as_points(points)))
+    return float((_numba_kernels or _nb()).min_triangle_area_nb(_as_points(points)))
 
 
 def min_triangle_numba(points: object) -> tuple[float, int, int, int]:
     """numba twin of :func:`min_triangle`."""
-    a, i, j, k = (_numba_kernels or _nb()).min_triangle_nb(points if _is_points(points) else _as_points(points))
+    a, i, j, k = (_numba_kernels or _nb()).min_triangle_nb(_as_points(points))
     return float(a), int(i), int(j), int(k)
 
 

@@ -3,6 +3,8 @@ never changes an outcome or outlives a deadline."""
 
 from __future__ import annotations
 
+import os
+import select
 import textwrap
 import time
 
@@ -16,6 +18,24 @@ def test_only_a_wait_after_a_pause_polls() -> None:
     assert _spin.until(now, now - 2 * _spin.IDLE_S, 0.003) == now + 0.003
     assert _spin.until(now, now - _spin.IDLE_S / 2, 0.003) == 0.0  # back to back: sleep at once
     assert _spin.until(now, 0.0, _spin.ENGINE_S) == now + _spin.ENGINE_S  # a fresh channel has paused
+
+
+def test_one_wait_polls_then_blocks_then_times_out() -> None:
+    r, w = os.pipe()
+    try:
+        poller = select.poll()
+        poller.register(r, select.POLLIN)
+        now = time.monotonic()
+        assert _spin.poll(poller, now, now + 1.0, 5.0) is None  # polling, nothing yet: look again
+        t0 = time.monotonic()
+        assert _spin.poll(poller, now, 0.0, 0.02) == []  # blocking: the timeout passed
+        assert time.monotonic() - t0 >= 0.015
+        os.write(w, b"x")
+        assert _spin.poll(poller, now, now + 1.0, 5.0) == [(r, select.POLLIN)]  # ready while polling
+        assert _spin.poll(poller, now, 0.0, None) == [(r, select.POLLIN)]  # ready while blocking
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 def test_answers_inside_and_past_the_polling_window_after_pauses(pool: SandboxPool) -> None:
