@@ -61,3 +61,22 @@ def test_fault_budget_pairs_each_workers_consecutive_requests() -> None:
     assert budget["worker (one request cycle, fork included)"] == 275.0  # median of 3 x 250 and 3 x 300
     assert budget["child (its whole life)"] == 425.0
     assert fault_budget([]) == []
+
+
+def test_machine_load_is_busy_ticks_per_evaluation_and_share_of_all_ticks() -> None:
+    import os
+
+    from reasearch._bench.sandbox import _cpu_ticks, machine_load
+
+    hz = os.sysconf("SC_CLK_TCK")
+    # 100 evaluations while the machine's CPUs ticked 4 * hz times, 3 * hz of them busy.
+    load = machine_load((1000, 5000), (1000 + 3 * hz, 5000 + 4 * hz), 100)
+    assert load is not None
+    cpu_ms, share = load
+    assert math.isclose(cpu_ms, 30.0) and math.isclose(share, 0.75)
+    # Nothing to divide by, or a reading missing: no figure rather than a made-up one.
+    assert machine_load((0, 10), (5, 10), 100) is None
+    assert machine_load(None, (5, 20), 100) is None
+    assert machine_load((0, 10), (5, 20), 0) is None
+    now = _cpu_ticks()  # this suite runs on Linux: /proc/stat is there
+    assert now is not None and 0 <= now[0] <= now[1]

@@ -28,6 +28,7 @@ jailed interpreter with NumPy, >= 400 trivial evaluations/s with 2 workers, circ
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import statistics
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from typing import Any
 
 from reasearch._bench import BenchRow, median, time_calls
 
-__all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", "cpu_budget", "run"]
+__all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", "cpu_budget", "machine_load", "run"]
 
 SECTION = "sandbox"
 TRIVIAL = "def run():\n    return 1\n"
@@ -170,6 +171,34 @@ def _latency(pool: Any, req: Any, repeat: int) -> tuple[float, float]:
     return median(ts) * 1e3, _p95(ts) * 1e3
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of every CPU of the machine so far (``/proc/stat``); None elsewhere.
+
+    Busy: user, nice, system, irq and softirq time; total adds idle, iowait and the time the
+    hypervisor gave to others (steal)."""
+    try:
+        with open("/proc/stat", "rb") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 8:
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    busy = user + nice + system + irq + softirq
+    return busy, busy + idle + iowait + steal
+
+
+def machine_load(before: tuple[int, int] | None, after: tuple[int, int] | None, n: int) -> tuple[float, float] | None:
+    """(CPU ms per evaluation, busy share of all CPUs) between two :func:`_cpu_ticks` readings
+    around ``n`` evaluations: the CPU every process of the machine spent meanwhile, so it counts
+    the engine, the workers, their children and whatever else ran."""
+    if before is None or after is None or n <= 0 or after[1] <= before[1]:
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = after[0] - before[0]
+    return busy / hz / n * 1e3, busy / (after[1] - before[1])
+
+
 PAUSE_S = 0.02  # an agent's cadence, compressed: every wait of the evaluation starts after a pause
 
 
@@ -229,7 +258,9 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None) -> tuple[list[BenchR
         np_med, np_p95 = _latency(pool, with_numpy, repeat)
         np_rate = _throughput(pool, with_numpy, repeat)
         _fit_workers(pool, fitted)
+        before = _cpu_ticks()
         med, p95 = _latency(pool, fitted, repeat)
+        load = machine_load(before, _cpu_ticks(), repeat + 10)  # time_calls' warm-up runs count too
         paused_med, paused_p95 = _latency_after_pauses(pool, fitted, max(20, repeat // 2))
         rate = _throughput(pool, fitted, repeat)
     except BaseException:
@@ -247,7 +278,10 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None) -> tuple[list[BenchR
         rows.append(BenchRow(SECTION, f"trivial evaluation median ({tag})", med, "ms",
                              note="no filesystem or network isolation" if mode == "process" else ""))
     rows.append(BenchRow(SECTION, f"trivial evaluation p95 ({tag})", p95, "ms",
-                         goal="<= 2 ms" if mode == "nsjail" else "", met=(p95 <= 2.0) if mode == "nsjail" else None))
+                         goal="<= 2 ms" if mode == "nsjail" else "", met=(p95 <= 2.0) if mode == "nsjail" else None,
+                         note="" if load is None else
+                         f"meanwhile the machine's CPUs were {load[1] * 100:.0f}% busy, {load[0]:.2f} ms of CPU per "
+                         f"evaluation (every process; {os.cpu_count()} CPUs)"))
     rows.append(BenchRow(SECTION, f"trivial evaluation median after a {PAUSE_S * 1e3:.0f} ms pause ({tag})", paused_med,
                          "ms", note=f"p95 {paused_p95:.2f} ms; one at a time, as an agent evaluates between model calls"))
     rows.append(BenchRow(SECTION, f"throughput ({tag}, 1 thread per worker)", rate, "evals/s",
@@ -356,7 +390,9 @@ def _circle_packing_row(pool: Any, repeat: int) -> BenchRow:
         raise RuntimeError(f"the circle-packing seed failed in the benchmark: {first.status} {first.feedback[:300]}")
     req = cp.build_request(source, seed=0)
     _fit_workers(pool, req)
+    before = _cpu_ticks()
     ts = time_calls(lambda: cp.evaluate(source, seed=0, executor=pool), repeat=repeat, warmup=5)
+    load = machine_load(before, _cpu_ticks(), repeat + 5)
     ms = median(ts) * 1e3
     run_ms = median(time_calls(lambda: pool.run(req), repeat=repeat, warmup=2)) * 1e3
     out = pool.run(req)
@@ -365,7 +401,8 @@ def _circle_packing_row(pool: Any, repeat: int) -> BenchRow:
     return BenchRow(SECTION, f"evaluate() circle_packing/n26 seed ({pool.mode}, image {image})", ms, "ms",
                     goal="<= 5 ms", met=ms <= 5.0,
                     note=f"end to end; p95 {_p95(ts) * 1e3:.2f} ms; of which the sandbox run alone {run_ms:.2f} ms, "
-                         f"trusted scoring alone {score_ms:.2f} ms")
+                         f"trusted scoring alone {score_ms:.2f} ms" + ("" if load is None else
+                         f"; the machine's CPUs {load[1] * 100:.0f}% busy, {load[0]:.2f} ms of CPU per evaluate()"))
 
 
 def run(quick: bool) -> list[BenchRow]:
