@@ -30,7 +30,8 @@ from reasearch.engine._privilege import PDEATH_KILL_ARGS as _PDEATH_ARGS
 from reasearch.engine._privilege import PR_SET_PDEATHSIG, drop_to_uid, prctl
 from reasearch.engine._privilege import libc_prctl as _libc_prctl
 
-__all__ = ["PREWARM_SOURCE", "REQUEST_CAP", "child_main", "fresh_module"]
+__all__ = ["PREWARM_SOURCE", "QUICKEN_ROUNDS", "REQUEST_CAP", "child_main", "fresh_module", "quicken_harness",
+           "quicken_request_path"]
 
 _TRACEBACK_CHARS = 16_000
 REQUEST_CAP = 1 << 34  # requests come from the trusted engine; this only guards against corruption
@@ -269,6 +270,52 @@ def _rehearse(harness: str | None) -> None:
         _result_frame(fn())
     except Exception:  # only a speed-up: never let it affect the evaluation
         pass
+
+
+QUICKEN_ROUNDS = 100
+"""How many times the worker runs the child's request path, and a harness's rehearsal, before it forks."""
+
+
+def quicken_request_path(prewarm_dir: str | None, rounds: int = QUICKEN_ROUNDS) -> None:
+    """Runs, in the worker, the path :func:`_prewarm` walks in each child, ``rounds`` times, once
+    (before the first fork).
+
+    CPython 3.11 rewrites a function's bytecode as it runs: its first calls count up to quickening,
+    then each instruction specialises to the types it meets. Code first run in a freshly forked
+    child does that there, in every child, and writes to its code objects (copy-on-write faults).
+    Run here, every child inherits it done. This worker's own limits are set to what they are.
+    """
+    if prewarm_dir is None:
+        return
+    limits = [(res, *resource.getrlimit(res)) for res, _, _ in _limit_values(_PREWARM_LIMITS, 0)]
+    for _ in range(rounds):
+        try:
+            _, value = _wire.decode_frame(_PREWARM_FRAME[_wire.FRAME_LEN.size:])
+            fn = _load_candidate(prewarm_dir, ["run"], PREWARM_SOURCE)
+            _guarded(lambda fn=fn, payload=value["payload"]: _call(fn, None, payload))
+            _set_limits(limits)
+            _address_space()
+        except Exception:  # only a speed-up: never let it stop the worker
+            return
+        finally:
+            sys.modules.pop("candidate", None)
+            if sys.path and sys.path[0] == prewarm_dir:
+                sys.path.pop(0)
+
+
+def quicken_harness(module: Any, rounds: int = QUICKEN_ROUNDS) -> None:
+    """Runs a harness module's ``rehearse()`` (see :func:`_rehearse`), its result framed and
+    dropped, ``rounds`` times in the worker right after importing it: its code is quickened
+    before any child runs it (see :func:`quicken_request_path`). Whatever it seeds, every
+    evaluation seeds again."""
+    fn = getattr(module, "rehearse", None)
+    if not callable(fn):
+        return
+    for _ in range(rounds):
+        try:
+            _result_frame(fn())
+        except Exception:  # only a speed-up
+            return
 
 
 def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int], prewarm_dir: str | None,

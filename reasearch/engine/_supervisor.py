@@ -30,7 +30,14 @@ import traceback
 from typing import Any
 
 from reasearch.engine import _procs, _spin, _wire
-from reasearch.engine._child import PREWARM_SOURCE, REQUEST_CAP, child_main, fresh_module
+from reasearch.engine._child import (
+    PREWARM_SOURCE,
+    REQUEST_CAP,
+    child_main,
+    fresh_module,
+    quicken_harness,
+    quicken_request_path,
+)
 from reasearch.engine._cleanup import free_bytes, remove_tree
 from reasearch.engine._privilege import drop_bounding_set
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
@@ -97,6 +104,7 @@ class Supervisor:
             drop_bounding_set(keep_read_search)
             self.bounding_dropped = True
         self.reset_signals()
+        quicken_request_path(self.prewarm_dir)  # before the first fork: every child inherits it
 
     # -- plumbing
     @staticmethod
@@ -126,6 +134,7 @@ class Supervisor:
         warm = getattr(mod, "warmup", None)
         if callable(warm):
             warm()
+        quicken_harness(mod)
         self.reset_signals()  # in case the harness or what it imported installed handlers
         self.harnesses.add(mod_name)
         self.send({"kind": "warmed", "warm_s": time.monotonic() - t0})
