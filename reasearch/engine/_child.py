@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from importlib.machinery import ModuleSpec, SourceFileLoader
 from types import ModuleType
 from typing import Any
@@ -234,22 +235,34 @@ def _prewarm(prewarm_dir: str | None) -> None:
     if prewarm_dir is None:
         return
     try:
-        _, value = _wire.decode_frame(_PREWARM_FRAME[_wire.FRAME_LEN.size:])
-        if _request_waiting():
-            return
-        fn = _load_candidate(prewarm_dir, ["run"], PREWARM_SOURCE)
-        if _request_waiting():
-            return
-        _result_frame(_call(fn, None, value["payload"]))
-        if _request_waiting():
-            return
-        _set_limits([(res, *resource.getrlimit(res)) for res, _, _ in _limit_values(_PREWARM_LIMITS, 0)])
+        _walk_request_path(prewarm_dir, _request_waiting)
     except Exception:  # only a speed-up: never let it affect the evaluation
         pass
+
+
+def _walk_request_path(prewarm_dir: str, stop: Callable[[], bool]) -> None:
+    """One walk of the request path on the dummy candidate (decode, load, call, frame, limits),
+    ending early between its steps once ``stop()`` is true. The limits set are the process's own,
+    unchanged. Leaves ``sys.path`` and ``sys.modules`` as they were; raises what a step raises."""
+    try:
+        _, value = _wire.decode_frame(_PREWARM_FRAME[_wire.FRAME_LEN.size:])
+        if stop():
+            return
+        fn = _load_candidate(prewarm_dir, ["run"], PREWARM_SOURCE)
+        if stop():
+            return
+        _guarded(lambda: _call(fn, None, value["payload"]))
+        if stop():
+            return
+        _set_limits([(res, *resource.getrlimit(res)) for res, _, _ in _limit_values(_PREWARM_LIMITS, 0)])
     finally:
         sys.modules.pop("candidate", None)
         if sys.path and sys.path[0] == prewarm_dir:
             sys.path.pop(0)
+
+
+def _never() -> bool:
+    return False
 
 
 def _rehearse(harness: str | None) -> None:
@@ -290,20 +303,12 @@ def quicken_request_path(prewarm_dir: str | None, rounds: int = QUICKEN_ROUNDS) 
     """
     if prewarm_dir is None:
         return
-    limits = [(res, *resource.getrlimit(res)) for res, _, _ in _limit_values(_PREWARM_LIMITS, 0)]
     for _ in range(rounds):
         try:
-            _, value = _wire.decode_frame(_PREWARM_FRAME[_wire.FRAME_LEN.size:])
-            fn = _load_candidate(prewarm_dir, ["run"], PREWARM_SOURCE)
-            _guarded(lambda fn=fn, payload=value["payload"]: _call(fn, None, payload))
-            _set_limits(limits)
+            _walk_request_path(prewarm_dir, _never)
             _address_space()
         except Exception:  # only a speed-up: never let it stop the worker
             return
-        finally:
-            sys.modules.pop("candidate", None)
-            if sys.path and sys.path[0] == prewarm_dir:
-                sys.path.pop(0)
 
 
 def quicken_harness(module: Any, rounds: int = QUICKEN_ROUNDS) -> None:
