@@ -165,10 +165,17 @@ def _p95(xs: Sequence[float]) -> float:
     return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
 
 
-def _latency(pool: Any, req: Any, repeat: int) -> tuple[float, float]:
-    """(median ms, p95 ms) of one request at a time."""
-    ts = time_calls(lambda: pool.run(req), repeat=repeat, warmup=10)
-    return median(ts) * 1e3, _p95(ts) * 1e3
+def _latency(pool: Any, req: Any, repeat: int) -> tuple[float, float, tuple[float, float] | None]:
+    """(median ms, p95 ms, :func:`machine_load` meanwhile) of one request at a time."""
+    ts, load = _timed_with_load(lambda: pool.run(req), repeat, warmup=10)
+    return median(ts) * 1e3, _p95(ts) * 1e3, load
+
+
+def _timed_with_load(fn: Any, repeat: int, warmup: int) -> tuple[list[float], tuple[float, float] | None]:
+    """``time_calls(fn)`` and the :func:`machine_load` of all its calls, warm-up ones included."""
+    before = _cpu_ticks()
+    ts = time_calls(fn, repeat=repeat, warmup=warmup)
+    return ts, machine_load(before, _cpu_ticks(), repeat + warmup)
 
 
 def _cpu_ticks() -> tuple[int, int] | None:
@@ -252,15 +259,13 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None) -> tuple[list[BenchR
     rows: list[BenchRow] = []
     try:
         _fit_workers(pool, full)
-        full_med, full_p95 = _latency(pool, full, repeat)
+        full_med, full_p95, _ = _latency(pool, full, repeat)
         full_rate = _throughput(pool, full, repeat)
         _fit_workers(pool, with_numpy)
-        np_med, np_p95 = _latency(pool, with_numpy, repeat)
+        np_med, np_p95, _ = _latency(pool, with_numpy, repeat)
         np_rate = _throughput(pool, with_numpy, repeat)
         _fit_workers(pool, fitted)
-        before = _cpu_ticks()
-        med, p95 = _latency(pool, fitted, repeat)
-        load = machine_load(before, _cpu_ticks(), repeat + 10)  # time_calls' warm-up runs count too
+        med, p95, load = _latency(pool, fitted, repeat)
         paused_med, paused_p95 = _latency_after_pauses(pool, fitted, max(20, repeat // 2))
         rate = _throughput(pool, fitted, repeat)
     except BaseException:
@@ -390,9 +395,7 @@ def _circle_packing_row(pool: Any, repeat: int) -> BenchRow:
         raise RuntimeError(f"the circle-packing seed failed in the benchmark: {first.status} {first.feedback[:300]}")
     req = cp.build_request(source, seed=0)
     _fit_workers(pool, req)
-    before = _cpu_ticks()
-    ts = time_calls(lambda: cp.evaluate(source, seed=0, executor=pool), repeat=repeat, warmup=5)
-    load = machine_load(before, _cpu_ticks(), repeat + 5)
+    ts, load = _timed_with_load(lambda: cp.evaluate(source, seed=0, executor=pool), repeat, warmup=5)
     ms = median(ts) * 1e3
     run_ms = median(time_calls(lambda: pool.run(req), repeat=repeat, warmup=2)) * 1e3
     out = pool.run(req)

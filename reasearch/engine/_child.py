@@ -31,8 +31,8 @@ from reasearch.engine._privilege import PDEATH_KILL_ARGS as _PDEATH_ARGS
 from reasearch.engine._privilege import PR_SET_PDEATHSIG, drop_to_uid, prctl
 from reasearch.engine._privilege import libc_prctl as _libc_prctl
 
-__all__ = ["PREWARM_SOURCE", "QUICKEN_ROUNDS", "REQUEST_CAP", "child_main", "fresh_module", "quicken_harness",
-           "quicken_request_path"]
+__all__ = ["PREWARM_SOURCE", "QUICKEN_ROUNDS", "REQUEST_CAP", "child_main", "fresh_module", "quicken_request_path",
+           "rehearse_harness"]
 
 _TRACEBACK_CHARS = 16_000
 REQUEST_CAP = 1 << 34  # requests come from the trusted engine; this only guards against corruption
@@ -276,13 +276,7 @@ def _rehearse(harness: str | None) -> None:
     """
     if not harness or _request_waiting():
         return
-    fn = getattr(sys.modules.get(harness.partition(":")[0]), "rehearse", None)
-    if not callable(fn):
-        return
-    try:
-        _result_frame(fn())
-    except Exception:  # only a speed-up: never let it affect the evaluation
-        pass
+    rehearse_harness(sys.modules.get(harness.partition(":")[0]), 1)
 
 
 QUICKEN_ROUNDS = 16
@@ -311,10 +305,11 @@ def quicken_request_path(prewarm_dir: str | None, rounds: int = QUICKEN_ROUNDS) 
             return
 
 
-def quicken_harness(module: Any, rounds: int = QUICKEN_ROUNDS) -> None:
-    """Runs a harness module's ``rehearse()`` (see :func:`_rehearse`), its result framed and
-    dropped, ``rounds`` times in the worker right after importing it: its code is quickened
-    before any child runs it (see :func:`quicken_request_path`). Whatever it seeds, every
+def rehearse_harness(module: Any, rounds: int) -> None:
+    """Runs a harness module's ``rehearse()`` ``rounds`` times, each result framed and dropped; stops
+    at the first failure (it is only a speed-up). Once in each child (:func:`_rehearse`), and
+    :data:`QUICKEN_ROUNDS` times in the worker right after importing the harness, so that its code is
+    quickened before any child runs it (see :func:`quicken_request_path`). Whatever it seeds, every
     evaluation seeds again."""
     fn = getattr(module, "rehearse", None)
     if not callable(fn):
@@ -322,7 +317,7 @@ def quicken_harness(module: Any, rounds: int = QUICKEN_ROUNDS) -> None:
     for _ in range(rounds):
         try:
             _result_frame(fn())
-        except Exception:  # only a speed-up
+        except Exception:  # never let it affect the evaluation or stop the worker
             return
 
 

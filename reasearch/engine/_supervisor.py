@@ -32,11 +32,12 @@ from typing import Any
 from reasearch.engine import _procs, _spin, _wire
 from reasearch.engine._child import (
     PREWARM_SOURCE,
+    QUICKEN_ROUNDS,
     REQUEST_CAP,
     child_main,
     fresh_module,
-    quicken_harness,
     quicken_request_path,
+    rehearse_harness,
 )
 from reasearch.engine._cleanup import free_bytes, remove_tree
 from reasearch.engine._privilege import drop_bounding_set
@@ -134,7 +135,7 @@ class Supervisor:
         warm = getattr(mod, "warmup", None)
         if callable(warm):
             warm()
-        quicken_harness(mod)
+        rehearse_harness(mod, QUICKEN_ROUNDS)  # quickened before any child runs it
         self.reset_signals()  # in case the harness or what it imported installed handlers
         self.harnesses.add(mod_name)
         self.send({"kind": "warmed", "warm_s": time.monotonic() - t0})

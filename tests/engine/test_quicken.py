@@ -69,7 +69,7 @@ def test_a_harness_rehearsal_runs_the_rounds_and_a_failing_one_stops_quietly() -
         calls.append(1)
         return {"x": [1.0, 2.0]}
 
-    _child.quicken_harness(types.SimpleNamespace(rehearse=rehearse), rounds=25)
+    _child.rehearse_harness(types.SimpleNamespace(rehearse=rehearse), 25)
     assert len(calls) == 25
 
     def broken() -> object:
@@ -77,9 +77,9 @@ def test_a_harness_rehearsal_runs_the_rounds_and_a_failing_one_stops_quietly() -
         raise RuntimeError("no")
 
     calls.clear()
-    _child.quicken_harness(types.SimpleNamespace(rehearse=broken), rounds=25)
+    _child.rehearse_harness(types.SimpleNamespace(rehearse=broken), 25)
     assert len(calls) == 1
-    _child.quicken_harness(types.SimpleNamespace())  # no rehearse(): nothing to run
+    _child.rehearse_harness(types.SimpleNamespace(), 25)  # no rehearse(): nothing to run
 
 
 @pytest.mark.parametrize("value", [object(), {1, 2}])
@@ -90,5 +90,5 @@ def test_a_rehearsal_whose_result_is_not_plain_data_is_only_framed_as_an_error(v
         calls.append(1)
         return value
 
-    _child.quicken_harness(types.SimpleNamespace(rehearse=rehearse), rounds=3)
+    _child.rehearse_harness(types.SimpleNamespace(rehearse=rehearse), 3)
     assert len(calls) == 3  # _result_frame turns it into an error frame; nothing raises
