@@ -93,3 +93,38 @@ def test_a_non_loopback_address_needs_a_token() -> None:
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.10") and not is_loopback("example.org")
     with pytest.raises(ConfigError, match="without a token"):
         http_app(None, host="0.0.0.0", token=None)  # type: ignore[arg-type]
+
+
+class _Announced(Exception):
+    pass
+
+
+class _AnyServer:
+    def streamable_http_app(self, host: str) -> object:
+        async def app(scope: object, receive: object, send: object) -> None:
+            raise AssertionError("no request is served in this test")
+        return app
+
+
+def test_the_announced_address_already_accepts_connections() -> None:
+    """A client that connects the moment the address is printed is queued, not refused (it was, once, in CI)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from reasearch.agent.mcp import serve_http
+
+    outcome: dict[str, object] = {}
+
+    def connect_at_once(url: str) -> None:
+        parts = urlsplit(url)
+        try:
+            socket.create_connection((parts.hostname, parts.port), timeout=5).close()
+            outcome["connected"] = url
+        except OSError as exc:
+            outcome["error"] = exc
+        raise _Announced  # stops serve_http before uvicorn runs
+
+    with pytest.raises(_Announced):
+        serve_http(_AnyServer(), port=0, on_ready=connect_at_once)  # type: ignore[arg-type]
+    assert "error" not in outcome, outcome
+    assert str(outcome["connected"]).startswith("http://127.0.0.1:")

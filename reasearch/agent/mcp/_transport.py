@@ -69,6 +69,9 @@ def http_app(server: Server[Any], *, host: str, token: str | None) -> ASGI:
     return _BearerToken(app, token) if token else app
 
 
+_BACKLOG = 2048  # uvicorn's default
+
+
 def serve_http(server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
                on_ready: Callable[[str], None] | None = None) -> None:
     """Serves MCP over streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted.
@@ -79,16 +82,23 @@ def serve_http(server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765
     import uvicorn
 
     app = http_app(server, host=host, token=token)
+    sock: socket.socket | None = None
     try:
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        # Listening before the address is announced: a client that connects at once waits in the backlog until
+        # uvicorn accepts, instead of being refused (a bound socket that does not listen refuses connections).
+        sock.listen(_BACKLOG)
     except OSError as exc:
+        if sock is not None:
+            sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", backlog=_BACKLOG)
     userver = uvicorn.Server(config)
-    if on_ready is not None:
-        shown = f"[{host}]" if ":" in host else host
-        on_ready(f"http://{shown}:{bound}/mcp")
-    userver.run(sockets=[sock])
+    with sock:
+        if on_ready is not None:
+            shown = f"[{host}]" if ":" in host else host
+            on_ready(f"http://{shown}:{bound}/mcp")
+        userver.run(sockets=[sock])
