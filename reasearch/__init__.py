@@ -7,11 +7,14 @@ imports ``reasearch.engine._worker``) does not import the evaluators, the run st
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from reasearch.errors import ReasearchError
 
+TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from reasearch.evaluators import (
         EvalResult,
         Provenance,

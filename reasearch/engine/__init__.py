@@ -17,9 +17,12 @@ See :mod:`reasearch.engine.sandbox` for how statuses are decided and
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from reasearch.engine.config import DEFAULT_PRELOAD, SandboxConfig, SandboxMode
     from reasearch.engine.exec import ExecOutcome, exec_in_sandbox
     from reasearch.engine.isolation import IsolationReport, detect_isolation

@@ -24,12 +24,15 @@ import traceback
 from collections.abc import Callable
 from importlib.machinery import ModuleSpec, SourceFileLoader
 from types import ModuleType
-from typing import Any
 
 from reasearch.engine import _wire
 from reasearch.engine._privilege import PDEATH_KILL_ARGS as _PDEATH_ARGS
 from reasearch.engine._privilege import PR_SET_PDEATHSIG, drop_to_uid, prctl
 from reasearch.engine._privilege import libc_prctl as _libc_prctl
+
+TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["PREWARM_SOURCE", "QUICKEN_ROUNDS", "REQUEST_CAP", "child_main", "fresh_module", "quicken_request_path",
            "rehearse_harness"]

@@ -6,7 +6,10 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-from typing import Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "PDEATH_KILL_ARGS", "PR_SET_CHILD_SUBREAPER", "PR_SET_DUMPABLE", "PR_SET_PDEATHSIG", "drop_bounding_set",

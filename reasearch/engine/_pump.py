@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import select
 import time
-from dataclasses import dataclass, field
 
 from reasearch.engine import _spin, _wire
 from reasearch.engine._procs import process_cpu_ns
@@ -38,7 +37,6 @@ class Capped:
         return s
 
 
-@dataclass(slots=True)
 class Child:
     """One forked child as the worker sees it (mutable: the pump and the reaper fill it in).
 
@@ -68,26 +66,35 @@ class Child:
             came (the PID namespace's last pid was still its own; see ``Supervisor.live_cpu``).
     """
 
-    pid: int
-    pidfd: int
-    result_r: int | None
-    calls_w: int | None
-    out_r: int
-    err_r: int
-    out: Capped | None = None
-    err: Capped | None = None
-    rbuf: bytearray = field(default_factory=bytearray)
-    status: int | None = None
-    rusage_cpu: float = 0.0
-    cpu_base: float = 0.0
-    t0: float = 0.0
-    cpu_mark_ns: int | None = None
-    own_cpu_ns: int | None = None
-    result_cap: int = 0
-    scratch: str = ""
-    forked_ns: int = 0
-    fork_ret_ns: int = 0
-    alone: bool = False
+    # A plain class with slots rather than a dataclass: the worker imports no ``dataclasses`` (and so
+    # no ``inspect``, ``ast``, ``dis``, ``tokenize``): ~1.4 MB less anonymous memory in the image that
+    # every child's fork copies the page tables of, and every exit tears down.
+    __slots__ = ("pid", "pidfd", "result_r", "calls_w", "out_r", "err_r", "out", "err", "rbuf", "status",
+                 "rusage_cpu", "cpu_base", "t0", "cpu_mark_ns", "own_cpu_ns", "result_cap", "scratch",
+                 "forked_ns", "fork_ret_ns", "alone")
+
+    def __init__(self, *, pid: int, pidfd: int, result_r: int | None, calls_w: int | None, out_r: int,
+                 err_r: int, forked_ns: int = 0, fork_ret_ns: int = 0) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.result_r = result_r
+        self.calls_w = calls_w
+        self.out_r = out_r
+        self.err_r = err_r
+        self.out: Capped | None = None
+        self.err: Capped | None = None
+        self.rbuf = bytearray()
+        self.status: int | None = None
+        self.rusage_cpu = 0.0
+        self.cpu_base = 0.0
+        self.t0 = 0.0
+        self.cpu_mark_ns: int | None = None
+        self.own_cpu_ns: int | None = None
+        self.result_cap = 0
+        self.scratch = ""
+        self.forked_ns = forked_ns
+        self.fork_ret_ns = fork_ret_ns
+        self.alone = False
 
     def capped(self) -> tuple[Capped, Capped]:
         """The stdout and stderr collectors (the request was handed over)."""

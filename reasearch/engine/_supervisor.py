@@ -27,7 +27,6 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any
 
 from reasearch.engine import _procs, _spin, _wire
 from reasearch.engine._child import (
@@ -42,6 +41,10 @@ from reasearch.engine._child import (
 from reasearch.engine._cleanup import free_bytes, remove_tree
 from reasearch.engine._privilege import drop_bounding_set
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
+
+TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SESSION_PIPE_BYTES", "Supervisor"]
 

@@ -21,9 +21,12 @@ import os
 import select
 import struct
 import sys
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
 
 if TYPE_CHECKING:
+    from typing import Any
+
     import numpy as np
 
 __all__ = [
