@@ -327,8 +327,12 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
     for label, med, p95 in total:
         rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms",
                              note=f"p95 {p95:.3f} ms; sum of step medians {sum(m for _, m, _ in crit):.3f} ms"))
+    warmed = sum(1 for t in traces if t.get("c_warmed") == 1)
     for label, med, p95 in breakdown(traces, POST_REPLY):
-        rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms", note=f"p95 {p95:.3f} ms; off the caller's path"))
+        note = f"p95 {p95:.3f} ms; off the caller's path"
+        if label.startswith("after reply: child set-up"):  # back to back a child skips its warm-up (_child._warm_up)
+            note += f"; warmed up before its request in {warmed} of {len(traces)}"
+        rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms", note=note))
     budget = cpu_budget(traces)
     for label, ms in budget:
         rows.append(BenchRow(SECTION, f"CPU per evaluation: {label}", ms, "ms", note=tag))

@@ -46,10 +46,20 @@ TYPE_CHECKING = False  # as typing's, without importing typing into the worker's
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["SESSION_PIPE_BYTES", "Supervisor"]
+__all__ = ["BUSY_WARM_DELAY_S", "SESSION_PIPE_BYTES", "Supervisor", "warm_delay"]
 
 SESSION_PIPE_BYTES = 1 << 19  # a session's request and result pipes (see Supervisor.widen_pipes)
 _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
+# Back to back, the next child waits this long for its request before it warms up: longer than
+# the gaps between one worker's requests then (a few ms on 2 workers), far shorter than a pause.
+BUSY_WARM_DELAY_S = 2 * _spin.IDLE_S
+
+
+def warm_delay(now: float, last_frame: float) -> float:
+    """How long the child forked after this request waits for its own before warming up
+    (``_child._warm_up``): :data:`BUSY_WARM_DELAY_S` when this request came back to back (within
+    ``_spin.IDLE_S`` of the worker's previous frame to the engine), else 0 (warm up at once)."""
+    return BUSY_WARM_DELAY_S if now - last_frame <= _spin.IDLE_S else 0.0
 _ns = time.monotonic_ns
 
 
@@ -100,6 +110,7 @@ class Supervisor:
         self.post_prev: dict[str, int] = {}
         self.tracing = False
         self.last_frame = 0.0  # when this worker last wrote a frame to the engine (see _spin)
+        self.warm_after_s = 0.0  # how long the next child waits for its request before warming up
         self.prewarm_dir: str | None = self.make_prewarm()
         # Once here rather than in every child (both are inherited at fork): the capability
         # bounding set a child needs, and default SIGINT/SIGTERM dispositions.
@@ -330,7 +341,7 @@ class Supervisor:
         pid = os.fork()
         if pid == 0:
             child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped,
-                       nxt, self.last_harness, module)
+                       nxt, self.last_harness, module, self.warm_after_s)
         for fd in fds.values():
             os.close(fd)
         for fd in (result_r, out_r, err_r):
@@ -537,7 +548,9 @@ class Supervisor:
     # -- requests
     def handle_run(self, head: dict[str, Any], value: dict[str, Any], session: bool) -> None:
         # A one-shot run after a pause polls for its child's result before sleeping (see _spin).
-        spin_until = 0.0 if session else _spin.until(time.monotonic(), self.last_frame, _spin.WORKER_S)
+        now = time.monotonic()
+        spin_until = 0.0 if session else _spin.until(now, self.last_frame, _spin.WORKER_S)
+        self.warm_after_s = warm_delay(now, self.last_frame)
         try:
             self.warm_harness(head.get("harness"))
         except BaseException:

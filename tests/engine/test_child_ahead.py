@@ -289,3 +289,41 @@ def test_a_plain_uid_change_leaves_no_capability_once_the_worker_emptied_inherit
     assert _caps_after_drop(0) == {**none, "fast": 1}  # the plain setres*id path
     # A securebit that changes what a uid change does: the child takes the capset path instead.
     assert _caps_after_drop(_privilege._SECBIT_KEEP_CAPS) == {**none, "fast": 0}
+
+
+def _warm_up_with_request_after(wait_s: float, request_after_s: float | None) -> dict[str, int]:
+    """``_child._warm_up(None, None, wait_s)`` in a forked child whose fd 4 gets a request after
+    ``request_after_s`` (0: before the call; None: never): whether it warmed up, and how long the
+    decision took."""
+    import threading
+
+    def child() -> dict[str, int]:
+        r, w = os.pipe()
+        os.dup2(r, 4)
+        if request_after_s == 0.0:
+            os.write(w, b"request")  # already there
+        elif request_after_s is not None:
+            threading.Timer(request_after_s, os.write, (w, b"request")).start()
+        t0 = time.monotonic()
+        warmed = _child._warm_up(None, None, wait_s)
+        return {"warmed": int(warmed), "ms": int((time.monotonic() - t0) * 1000)}
+
+    return _in_forked_child(child)
+
+
+def test_back_to_back_the_child_warms_up_only_if_its_request_is_late() -> None:
+    from reasearch.engine._supervisor import BUSY_WARM_DELAY_S, warm_delay
+
+    # The worker's choice: a wait after a request that came back to back, none after a pause.
+    assert warm_delay(100.0, 100.0 - 0.001) == BUSY_WARM_DELAY_S > 0.0
+    assert warm_delay(100.0, 100.0 - 0.5) == 0.0
+    assert warm_delay(100.0, 0.0) == 0.0  # a worker's first request
+    # The child's side: a request within the wait skips the warm-up, and does not wait it out.
+    early = _warm_up_with_request_after(wait_s=2.0, request_after_s=0.02)
+    assert early["warmed"] == 0 and early["ms"] < 1500, early
+    # No request within the wait (a pause after all): it warms up once the wait is over.
+    late = _warm_up_with_request_after(wait_s=0.05, request_after_s=None)
+    assert late["warmed"] == 1 and late["ms"] >= 50, late
+    # No wait asked: it warms up at once, unless the request is already there.
+    assert _warm_up_with_request_after(wait_s=0.0, request_after_s=None)["warmed"] == 1
+    assert _warm_up_with_request_after(wait_s=0.0, request_after_s=0.0)["warmed"] == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -434,3 +435,18 @@ def test_kept_import_answers_are_bounded_and_safe_from_many_threads() -> None:
     assert len(sb._TOPS_CACHE) <= sb._TOPS_CACHE_MAX
     assert sb._imported_tops("y = 1\n" * 20_000) == frozenset()  # over 64 KiB: answered, not kept
     assert "y = 1\n" * 20_000 not in sb._TOPS_CACHE
+
+
+def test_back_to_back_children_skip_their_warm_up_and_after_a_pause_they_warm_up(pool: SandboxPool) -> None:
+    """The worker asks the child it forks after a back-to-back request to wait for its own request
+    before warming up (``_supervisor.warm_delay``): back to back the request comes first. After a
+    pause the child is warm when its request comes. The trace says which children warmed up."""
+    req = RunRequest(source=PLAIN)
+    pool.run(req)
+    b2b = [pool.run_traced(req)[1].get("c_warmed") for _ in range(12)]
+    paused = []
+    for _ in range(4):
+        time.sleep(0.1)
+        paused.append(pool.run_traced(req)[1].get("c_warmed"))
+    assert set(b2b) <= {0, 1} and sum(b2b) <= 3, b2b  # (the first ones: forked after a pause)
+    assert paused == [1] * len(paused), paused
