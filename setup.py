@@ -1,4 +1,5 @@
-"""Builds the Cython kernels in reasearch/native/ (every ``*.pyx`` there is one extension)."""
+"""Builds the Cython kernels in reasearch/native/ (every ``*.pyx`` there is one extension) and the
+engine's one C extension, the worker's zygote (reasearch/engine/_zygote.c)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,15 @@ extensions = [
     for pyx in sorted((HERE / "reasearch" / "native").glob("*.pyx"))
 ]
 
+zygote = Extension("reasearch.engine._zygote", ["reasearch/engine/_zygote.c"], extra_compile_args=["-O2"])
+
 setup(
-    ext_modules=cythonize(
-        extensions,
-        language_level=3,
-        compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
-    ),
+    ext_modules=[
+        *cythonize(
+            extensions,
+            language_level=3,
+            compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
+        ),
+        zygote,
+    ],
 )

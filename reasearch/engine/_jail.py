@@ -200,7 +200,8 @@ class NsjailLauncher:
     def worker_command(self, index: int, preload: tuple[str, ...] | None = None) -> tuple[list[str], dict[str, str]]:
         cfg = {"scratch_root": "/tmp/scratch", "preload": list(self.config.preload if preload is None else preload),
                "child_uid": self._child_uid, "keep_read_search": False,
-               "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20}
+               "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20,
+               "zygote": bool(getattr(self.config, "zygote", True))}
         argv = nsjail_argv([self.runtime.python, "-m", "reasearch.engine._worker", json.dumps(cfg)],
                            runtime=self.runtime, env={"NUMBA_CACHE_DIR": "/tmp/numba-cache"},
                            rlimit_nproc=4096, rlimit_nofile=4096, tmpfs_mb=512,

@@ -71,26 +71,28 @@ def descendants_of(pid: int, table: dict[int, tuple[int, int, int, str]] | None 
     return out
 
 
-def children_walk(pid: int, skip: int | None = None) -> list[int]:
+def children_walk(pid: int, skip: int | tuple[int | None, ...] | None = None) -> list[int]:
     """Every process below ``pid`` from ``/proc/<pid>/task/<tid>/children`` (no scan of the whole
     process table: the in-jail worker, a subreaper, calls this after every evaluation); falls back to
     :func:`descendants_of` on kernels without that file.
 
-    ``skip``: a process left out together with everything below it (the worker's pre-forked child,
-    which runs no candidate code: walking it would cost two /proc reads per walk, for nothing).
+    ``skip``: a process (or a tuple of them; None entries are ignored) left out together with
+    everything below it: the worker's pre-forked child, which runs no candidate code (walking it
+    would cost two /proc reads per walk, for nothing), and its zygote, which is engine code.
     """
+    skipped = frozenset(s for s in (skip if isinstance(skip, tuple) else (skip,)) if s is not None)
     if not _HAVE_CHILDREN_FILE:
-        if skip is None:
+        if not skipped:
             return descendants_of(pid)
         table = process_table()
-        below_skip = set(descendants_of(skip, table)) | {skip}
+        below_skip = set(skipped).union(*(descendants_of(s, table) for s in skipped))
         return [p for p in descendants_of(pid, table) if p not in below_skip]
     found: list[int] = []
     frontier = [pid]
     while frontier:
         nxt: list[int] = []
         for p in frontier:
-            if p == skip:
+            if p in skipped:
                 continue
             try:
                 tids = os.listdir(f"/proc/{p}/task")
@@ -101,7 +103,7 @@ def children_walk(pid: int, skip: int | None = None) -> list[int]:
                     nxt.extend(int(x) for x in read_proc(f"/proc/{p}/task/{tid}/children").split())
                 except OSError:
                     continue  # the thread or process is gone meanwhile
-        found.extend(p for p in nxt if p != skip)
+        found.extend(p for p in nxt if p not in skipped)
         frontier = nxt
     return found
 

@@ -39,8 +39,13 @@ from reasearch.engine._child import (
     rehearse_harness,
 )
 from reasearch.engine._cleanup import free_bytes, remove_tree
-from reasearch.engine._privilege import drop_bounding_set
+from reasearch.engine._privilege import PDEATH_KILL_ARGS, drop_bounding_set, libc_prctl
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
+
+try:
+    from reasearch.engine import _zygote  # type: ignore[attr-defined]  # C extension (setup.py)
+except ImportError:  # a source tree without its extensions built: the worker forks its children itself
+    _zygote = None
 
 TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
 if TYPE_CHECKING:
@@ -83,7 +88,7 @@ class Supervisor:
     """
 
     def __init__(self, rfd: int, wfd: int, scratch_root: str, child_uid: int | None, keep_read_search: bool,
-                 report_child: bool, min_free_bytes: int = 0) -> None:
+                 report_child: bool, min_free_bytes: int = 0, zygote: bool = True) -> None:
         self.rfd, self.wfd = rfd, wfd
         self.min_free_bytes = min_free_bytes
         self.retire_reason: str | None = None  # set when this worker must be replaced before the next request
@@ -120,6 +125,11 @@ class Supervisor:
             self.bounding_dropped = True
         self.reset_signals()
         quicken_request_path(self.prewarm_dir)  # before the first fork: every child inherits it
+        # The zygote that forks the children (see _zygote.c): its pid and the worker's end of its socket.
+        self.zygote_wanted = zygote and _zygote is not None and _zygote.available()
+        self.zpid: int | None = None
+        self.zsock: int | None = None
+        self.start_zygote()
 
     # -- plumbing
     @staticmethod
@@ -152,6 +162,7 @@ class Supervisor:
         rehearse_harness(mod, QUICKEN_ROUNDS)  # quickened before any child runs it
         self.reset_signals()  # in case the harness or what it imported installed handlers
         self.harnesses.add(mod_name)
+        self.start_zygote()  # a copy of the worker with the harness in it
         self.send({"kind": "warmed", "warm_s": time.monotonic() - t0})
 
     # -- scratch folders
@@ -271,7 +282,7 @@ class Supervisor:
             return
         me = os.getpid()
         for _ in range(500):
-            pids = _procs.children_walk(me, skip=idle)
+            pids = _procs.children_walk(me, skip=(idle, self.zpid))
             if not pids:
                 break
             for sig in (signal.SIGSTOP, signal.SIGKILL):  # freeze first, so a fork bomb cannot outrun us
@@ -294,7 +305,12 @@ class Supervisor:
         self.account(ch, pid, status, ru)
 
     def account(self, ch: Child | None, pid: int, status: int, ru: Any) -> None:
-        """Books a reaped process: the child's status and CPU time, or a pre-forked child that died."""
+        """Books a reaped process: the child's status and CPU time, or a pre-forked child (or the
+        zygote) that died."""
+        if pid == self.zpid:  # killed from outside (process mode: a candidate of the same uid can)
+            self.zpid = None
+            self.close_zygote_socket()
+            return
         if self.idle is not None and pid == self.idle.pid:
             dead, self.idle = self.idle, None  # refill() forks another
             for fd in (dead.calls_w, dead.result_r, dead.out_r, dead.err_r, dead.pidfd):
@@ -329,25 +345,99 @@ class Supervisor:
         # folder name (see scratch_path) rather than in every child: each page a child writes is a
         # copy-on-write fault. The worker never runs anything in it; each child gets its own copy.
         nxt = self.scratch_path(self.counter + 1)
-        module = self.ready_module
-        if module is None or module.__file__ != f"{nxt}/candidate.py":
-            module = self.ready_module = fresh_module(f"{nxt}/candidate.py")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Move every object the worker holds out of the collector's reach: a collection in the child
-        # would otherwise write to (and so copy) nearly every page of the warm runtime.
-        gc.freeze()
         forked = _ns()
-        pid = os.fork()
-        if pid == 0:
-            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped,
-                       nxt, self.last_harness, module, self.warm_after_s)
+        pid = self.zygote_fork(nxt, fds)
+        if pid is None:  # no zygote here: fork from the worker itself
+            module = self.ready_module
+            if module is None or module.__file__ != f"{nxt}/candidate.py":
+                module = self.ready_module = fresh_module(f"{nxt}/candidate.py")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            # Move every object the worker holds out of the collector's reach: a collection in the child
+            # would otherwise write to (and so copy) nearly every page of the warm runtime.
+            gc.freeze()
+            forked = _ns()
+            pid = os.fork()
+            if pid == 0:
+                child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped,
+                           nxt, self.last_harness, module, self.warm_after_s)
         for fd in fds.values():
             os.close(fd)
         for fd in (result_r, out_r, err_r):
             os.set_blocking(fd, False)
         return Child(pid=pid, pidfd=os.pidfd_open(pid), result_r=result_r, calls_w=req_w, out_r=out_r, err_r=err_r,
                      forked_ns=forked, fork_ret_ns=_ns())
+
+    # -- the zygote (see _zygote.c)
+    def start_zygote(self) -> None:
+        """Forks a fresh zygote from the worker as it is now (at start, and after each harness import)."""
+        self.stop_zygote()
+        if not self.zygote_wanted:
+            return
+        nxt = self.scratch_path(self.counter + 1)
+        if self.ready_module is None or self.ready_module.__file__ != f"{nxt}/candidate.py":
+            self.ready_module = fresh_module(f"{nxt}/candidate.py")
+        mine, its = _zygote.pair()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        gc.freeze()  # as before each fork from the worker (spawn): no collection in a child copies the heap
+        pid = os.fork()
+        if pid == 0:
+            self.zygote_main(its)
+        os.close(its)
+        self.zpid, self.zsock = pid, mine
+
+    def zygote_main(self, sock: int) -> None:
+        """The zygote: holds nothing but its socket and stdio, and forks children in C until the
+        worker closes the socket. Each child comes back here from ``serve`` and becomes a
+        :func:`child_main`; nobody returns into the worker's code."""
+        try:
+            libc_prctl(*PDEATH_KILL_ARGS)  # the worker is gone: so is its zygote
+            os.closerange(3, sock)  # the engine's pipes, the worker's ends of its children's pipes, pidfds
+            os.closerange(sock + 1, 1 << 16)
+            msg, ends = _zygote.serve(sock)  # returns in a new child only, the socket closed
+            warm_after_s, nxt, harness = msg.decode().split("\0")
+            fds = dict(zip(("result", "out", "err", "req"), ends, strict=True))
+            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped, nxt,
+                       harness or None, self.ready_module, float(warm_after_s))
+        finally:
+            os._exit(70)
+
+    def zygote_fork(self, nxt: str, fds: dict[str, int]) -> int | None:
+        """The pid of a child the zygote forked with ``fds`` as its pipes, or None without a zygote
+        (none here, or it died: then the worker forks its children itself from now on)."""
+        if self.zsock is None:
+            return None
+        msg = f"{self.warm_after_s!r}\0{nxt}\0{self.last_harness or ''}".encode()
+        try:
+            _zygote.send(self.zsock, msg, (fds["result"], fds["out"], fds["err"], fds["req"]))
+            answer = os.read(self.zsock, 8)
+        except OSError:
+            answer = b""
+        if len(answer) != 8:
+            self.stop_zygote()
+            return None
+        pid = int.from_bytes(answer, "little", signed=True)
+        if pid < 0:
+            raise OSError(-pid, f"the zygote could not fork: {os.strerror(-pid)}")
+        return pid
+
+    def close_zygote_socket(self) -> None:
+        if self.zsock is not None:
+            os.close(self.zsock)
+            self.zsock = None
+
+    def stop_zygote(self) -> None:
+        """Ends the zygote (it has no children of its own: each one it forked is the worker's)."""
+        self.close_zygote_socket()
+        pid, self.zpid = self.zpid, None
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
 
     def start(self, head: dict[str, Any], value: dict[str, Any], scratch: str, session: bool) -> Child:
         """Hands the request to the pre-forked child (forking one now if there is none)."""
@@ -475,7 +565,7 @@ class Supervisor:
             ns = _procs.process_cpu_ns(pid)
             return ns / 1e9 if ns is not None else _procs.cpu_s(pid)
         idle = self.idle.pid if self.idle else None
-        others = (d for d in _procs.children_walk(os.getpid(), skip=idle) if d != pid)
+        others = (d for d in _procs.children_walk(os.getpid(), skip=(idle, self.zpid)) if d != pid)
         return sum(_procs.cpu_s(p) for p in (pid, *others))
 
     def cleanup(self, ch: Child) -> None:
@@ -696,7 +786,7 @@ class Supervisor:
         elif op == "close":
             self.handle_close()
         elif op == "ping":
-            self.send({"kind": "pong", "idle_child": self.idle.pid if self.idle else None})
+            self.send({"kind": "pong", "idle_child": self.idle.pid if self.idle else None, "zygote": self.zpid})
         elif op == "floor":
             self.send({"kind": "floor", "fork_exit_ns": self.fork_floor(int(head.get("n") or 1))})
         else:

@@ -61,7 +61,8 @@ def main() -> None:
         except BaseException:
             errors[name] = traceback.format_exc()
     worker = Supervisor(rfd, wfd, cfg["scratch_root"], cfg.get("child_uid"), bool(cfg.get("keep_read_search")),
-                        bool(cfg.get("report_child")), int(cfg.get("min_free_bytes") or 0))
+                        bool(cfg.get("report_child")), int(cfg.get("min_free_bytes") or 0),
+                        zygote=bool(cfg.get("zygote", True)))
     worker.refill()
     worker.send({"kind": "ready", "pid": os.getpid(), "uid": os.getuid(), "preload_s": time.monotonic() - t0,
                  "errors": errors, "python": sys.version.split()[0], "executable": sys.executable,

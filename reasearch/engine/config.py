@@ -59,6 +59,10 @@ class SandboxConfig:
         jail_memory_mb: memory of each jail as a whole (worker, children, tmpfs pages), enforced by
             a cgroup where one is available (nsjail mode as root with a cgroup v1 memory controller);
             None: no cgroup. Per-evaluation address-space rlimits apply either way.
+        zygote: each worker forks its children through a zygote, a quiet copy of itself that does
+            nothing else, so that the pages the worker writes while serving are not copied again
+            for every evaluation (``reasearch/engine/_zygote.c``; used where the extension is built
+            and the C library is glibc on x86-64 or arm64). False: the worker forks them itself.
     """
 
     mode: str = "auto"
@@ -72,6 +76,7 @@ class SandboxConfig:
     jail_memory_mb: int | None = 8192
     fit_images: bool = True
     switch_interval_s: float = 5.0
+    zygote: bool = True
 
     def __post_init__(self) -> None:
         try:
@@ -90,6 +95,8 @@ class SandboxConfig:
             raise ConfigError("SandboxConfig.start_timeout_s and grace_s must be positive")
         if not isinstance(self.fit_images, bool):
             raise ConfigError(f"SandboxConfig.fit_images must be a bool; got {self.fit_images!r}")
+        if not isinstance(self.zygote, bool):
+            raise ConfigError(f"SandboxConfig.zygote must be a bool; got {self.zygote!r}")
         if not isinstance(self.switch_interval_s, (int, float)) or self.switch_interval_s < 0:
             raise ConfigError(f"SandboxConfig.switch_interval_s must be a number >= 0; got {self.switch_interval_s!r}")
         if not isinstance(self.scratch_min_free_mb, int) or self.scratch_min_free_mb < 0:

@@ -471,8 +471,9 @@ class SandboxPool:
         return self._launcher.separate_child_uid
 
     def ping(self) -> list[dict[str, Any]]:
-        """Asks every worker for its state (waits for busy ones): the pid of its pre-forked child, as
-        seen inside the worker's PID namespace. Used by tests that look for stray processes."""
+        """Asks every worker for its state (waits for busy ones): the pids of its pre-forked child and
+        of its zygote (None without one), as seen inside the worker's PID namespace. Used by tests
+        that look for stray processes."""
         states = []
         taken = [self._acquire() for _ in self._workers]
         try:
@@ -485,7 +486,7 @@ class SandboxPool:
                     w.send({"op": "ping"})
                     head, _, _ = w.reply(time.monotonic() + self.config.grace_s)
                 states.append({"worker": w.index, "pid": w.proc.pid if w.proc else None,
-                               "idle_child": head.get("idle_child")})
+                               "idle_child": head.get("idle_child"), "zygote": head.get("zygote")})
         finally:
             for w in taken:
                 self._release(w)

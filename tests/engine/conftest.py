@@ -54,7 +54,8 @@ def stray_processes(pool: SandboxPool) -> list[int]:
     """Processes (zombies included) left below the pool's workers, or running as a child uid."""
     # Ping first: a worker answers only after it finished cleaning up after its last request (it
     # replies to a request before reaping, off the critical path) and forked its next child.
-    idle = {st["idle_child"] for st in pool.ping()}
+    # The zygote (engine code that forks each child) is not a stray either.
+    idle = {pid for st in pool.ping() for pid in (st["idle_child"], st.get("zygote"))}
     table = process_table()
     workers: set[int] = set()
     for w in pool._workers:

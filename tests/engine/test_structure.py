@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKER_MODULES = {
     "reasearch", "reasearch.errors", "reasearch.engine", "reasearch.engine._worker", "reasearch.engine._supervisor",
     "reasearch.engine._child", "reasearch.engine._pump", "reasearch.engine._privilege", "reasearch.engine._procs",
-    "reasearch.engine._cleanup", "reasearch.engine._spin", "reasearch.engine._wire",
+    "reasearch.engine._cleanup", "reasearch.engine._spin", "reasearch.engine._wire", "reasearch.engine._zygote",
 }
 
 
