@@ -34,15 +34,15 @@ TYPE_CHECKING = False  # as typing's, without importing typing into the worker's
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["PREWARM_SOURCE", "QUICKEN_ROUNDS", "REQUEST_CAP", "child_main", "fresh_module", "quicken_request_path",
-           "rehearse_harness"]
+__all__ = ["PREWARM_SOURCE", "QUICKEN_ROUNDS", "REQUEST_CAP", "address_space", "child_main", "fresh_module",
+           "quicken_request_path", "rehearse_harness", "set_scratch_env"]
 
 _TRACEBACK_CHARS = 16_000
 REQUEST_CAP = 1 << 34  # requests come from the trusted engine; this only guards against corruption
 _OOM_FRAME = _wire.encode_frame({"kind": "oom"})  # built up front: there is no memory to build it later
 
 
-def _address_space() -> int:
+def address_space() -> int:
     """Bytes of address space this process maps now (``/proc/self/statm``, two syscalls)."""
     fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -83,7 +83,7 @@ _ENV_DATA = getattr(os.environ, "_data", None)  # what ``os.environ`` keeps: enc
 _FS_ENCODING = sys.getfilesystemencoding()
 
 
-def _set_scratch_env(scratch: str) -> None:
+def set_scratch_env(scratch: str) -> None:
     """``HOME`` and ``TMPDIR`` of the candidate: its scratch folder.
 
     What ``os.environ[name] = scratch`` does (``putenv``, then the mapping's own record), without its
@@ -321,7 +321,7 @@ def quicken_request_path(prewarm_dir: str | None, rounds: int = QUICKEN_ROUNDS) 
     for _ in range(rounds):
         try:
             _walk_request_path(prewarm_dir, _never)
-            _address_space()
+            address_space()
         except Exception:  # only a speed-up: never let it stop the worker
             return
 
@@ -342,13 +342,18 @@ def rehearse_harness(module: Any, rounds: int) -> None:
             return
 
 
-def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int], prewarm_dir: str | None,
+def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int] | None, prewarm_dir: str | None,
                bounding_dropped: bool = False, next_scratch: str | None = None, rehearse: str | None = None,
-               ready_module: Any = None, warm_after_s: float = 0.0) -> None:
+               ready_module: Any = None, warm_after_s: float = 0.0, *, env_scratch: str | None = None,
+               base: int | None = None) -> None:
     """Runs in the forked child; never returns.
 
     ``ready_module``: an empty :func:`fresh_module` of ``next_scratch``'s ``candidate.py``, built by
     the worker before the fork (this child's copy is its own); used when the request names that folder.
+
+    Forked by the zygote (``fds`` None), the child comes here with its session, death signal and
+    descriptors set up already (``_zygote.c``), ``HOME``/``TMPDIR`` at ``env_scratch`` (set once in
+    the zygote), and ``base``, the zygote's address space, as the runtime its memory limit is on top of.
 
     The child is forked ahead of its request (so a request does not wait for the fork): it sets up
     its session, descriptors and uid, then blocks on fd 4 until the worker sends the request. Only
@@ -358,25 +363,28 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
     code = 70
     started = time.monotonic_ns()
     try:
-        os.setsid()
-        if _libc_prctl(*_PDEATH_ARGS) != 0:  # prebuilt arguments: no ctypes object made in the child
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # raises with the reason
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(fds["out"], 1)
-        os.dup2(fds["err"], 2)
-        os.dup2(fds["result"], 3)
-        os.dup2(fds["req"], 4)
-        os.closerange(5, 1 << 16)
+        if fds is not None:  # forked by the worker itself (no zygote): wire up here
+            os.setsid()
+            if _libc_prctl(*_PDEATH_ARGS) != 0:  # prebuilt arguments: no ctypes object made in the child
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # raises with the reason
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.dup2(fds["out"], 1)
+            os.dup2(fds["err"], 2)
+            os.dup2(fds["result"], 3)
+            os.dup2(fds["req"], 4)
+            os.closerange(5, 1 << 16)
         # SIGINT and SIGTERM are at their defaults already: the worker resets them before any fork
         # (Supervisor.reset_signals), and a fork keeps them.
         if child_uid is not None:
             drop_to_uid(child_uid, keep_read_search, bounding_dropped)
-        if next_scratch is not None:  # the folder the worker will most likely hand over: set up ahead
-            _set_scratch_env(next_scratch)
+        if next_scratch is not None and next_scratch != env_scratch:  # the folder the worker will most
+            set_scratch_env(next_scratch)  # likely hand over: set up ahead
+            env_scratch = next_scratch
         set_up = time.monotonic_ns()
         warmed = _warm_up(prewarm_dir, rehearse, warm_after_s)
-        base = _address_space()
+        if base is None:
+            base = address_space()
         ready = time.monotonic_ns() if warmed else set_up  # a wait for the request is not set-up
         try:
             req, value = _wire.decode_frame(_wire.read_frame(4, REQUEST_CAP))
@@ -386,8 +394,8 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
                   if req.get("trace") else None)
         scratch = req["scratch"]
         os.chdir(scratch)
-        if scratch != next_scratch:
-            _set_scratch_env(scratch)
+        if scratch != env_scratch:
+            set_scratch_env(scratch)
         _apply_limits(req["limits"], base)
         entry_fn: Any = None
 

@@ -33,10 +33,12 @@ from reasearch.engine._child import (
     PREWARM_SOURCE,
     QUICKEN_ROUNDS,
     REQUEST_CAP,
+    address_space,
     child_main,
     fresh_module,
     quicken_request_path,
     rehearse_harness,
+    set_scratch_env,
 )
 from reasearch.engine._cleanup import free_bytes, remove_tree
 from reasearch.engine._privilege import PDEATH_KILL_ARGS, drop_bounding_set, libc_prctl
@@ -388,18 +390,25 @@ class Supervisor:
         self.zpid, self.zsock = pid, mine
 
     def zygote_main(self, sock: int) -> None:
-        """The zygote: holds nothing but its socket and stdio, and forks children in C until the
-        worker closes the socket. Each child comes back here from ``serve`` and becomes a
-        :func:`child_main`; nobody returns into the worker's code."""
+        """The zygote: holds nothing but its socket, stdio and /dev/null, and forks children in C
+        until the worker closes the socket. Each child comes back here from ``serve``, wired up
+        (see ``_zygote.c``), and becomes a :func:`child_main`; nobody returns into the worker's code.
+
+        What is the same for every child is done here once: ``HOME``/``TMPDIR`` set to the
+        worker's scratch folder (the one every request gets outside a session), and the address
+        space measured (the runtime each child's memory limit is on top of)."""
         try:
             libc_prctl(*PDEATH_KILL_ARGS)  # the worker is gone: so is its zygote
             os.closerange(3, sock)  # the engine's pipes, the worker's ends of its children's pipes, pidfds
             os.closerange(sock + 1, 1 << 16)
-            msg, ends = _zygote.serve(sock)  # returns in a new child only, the socket closed
+            devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            scratch = self.scratch_path(self.counter + 1)
+            set_scratch_env(scratch)
+            base = address_space()
+            msg = _zygote.serve(sock, devnull)  # returns in a new child only, wired up
             warm_after_s, nxt, harness = msg.decode().split("\0")
-            fds = dict(zip(("result", "out", "err", "req"), ends, strict=True))
-            child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped, nxt,
-                       harness or None, self.ready_module, float(warm_after_s))
+            child_main(self.child_uid, self.keep_read_search, None, self.prewarm_dir, self.bounding_dropped, nxt,
+                       harness or None, self.ready_module, float(warm_after_s), env_scratch=scratch, base=base)
         finally:
             os._exit(70)
 

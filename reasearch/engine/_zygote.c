@@ -12,9 +12,13 @@
    evaluation.
 
    Protocol on a SOCK_SEQPACKET pair: the worker sends one message (the child's parameters, bytes)
-   with the child's four pipe ends attached (SCM_RIGHTS); the zygote forks, closes its copies of the
-   ends, and answers with 8 bytes: the child's pid, or minus errno. The child returns from serve()
-   with (message, fds), with the zygote's socket already closed, and never comes back into this loop.
+   with the child's four pipe ends attached (SCM_RIGHTS: result, stdout, stderr, request); the
+   zygote forks, closes its copies of the ends, and answers with 8 bytes: the child's pid, or minus
+   errno. The child returns from serve() with the message only, never to come back into this loop,
+   once it has done here, in C, what each child does first (a few syscalls that in Python would also
+   write to a dozen shared pages): a session of its own, SIGKILL when the worker dies (and exit if
+   it died already), /dev/null on fd 0, its pipes on fds 1-4 (stdout, stderr, result, request), and
+   every other descriptor closed, the zygote's socket among them.
 
    glibc caches the thread id in the thread's control block; a raw clone() does not update it, so
    the child passes its control block's tid field as CLONE_CHILD_SETTID (as glibc's own fork does),
@@ -34,6 +38,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -139,12 +144,35 @@ static PyObject *zy_send(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* serve(sock): the zygote's loop. Returns only in a forked child, as (message, fds). */
+/* The child's first steps (see the top of this file); 0 on success. */
+static int wire_child(int devnull, const int *fds, int nfds, pid_t worker)
+{
+    if (nfds != 4)
+        return -1;
+    if (setsid() < 0)
+        return -1;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+        return -1;
+    if (getppid() != worker)
+        _exit(0); /* the worker died before the line above: nobody will ever send a request */
+    /* fds: result, out, err, req, all >= 16 (moved there first), so no dup2 below overwrites one */
+    if (dup2(devnull, 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0 || dup2(fds[0], 3) < 0 ||
+        dup2(fds[3], 4) < 0)
+        return -1;
+    if (syscall(SYS_close_range, 5U, ~0U, 0U) != 0) {
+        for (int fd = 5; fd < 65536; fd++)
+            close(fd);
+    }
+    return 0;
+}
+
+/* serve(sock, devnull): the zygote's loop. Returns only in a forked child, as its message. */
 static PyObject *zy_serve(PyObject *self, PyObject *args)
 {
-    int sock;
-    if (!PyArg_ParseTuple(args, "i", &sock))
+    int sock, devnull;
+    if (!PyArg_ParseTuple(args, "ii", &sock, &devnull))
         return NULL;
+    pid_t worker = getppid();
     if (tid_offset < 0) {
         PyErr_SetString(PyExc_RuntimeError, "the zygote is not available here");
         return NULL;
@@ -195,19 +223,10 @@ static PyObject *zy_serve(PyObject *self, PyObject *args)
                     close(fds[i]);
                     fds[i] = high;
                 }
+                if (wire_child(devnull, fds, nfds, worker) != 0)
+                    _exit(70);
                 PyOS_AfterFork_Child();
-                PyObject *fd_tuple = PyTuple_New(nfds);
-                if (fd_tuple == NULL)
-                    return NULL;
-                for (int i = 0; i < nfds; i++) {
-                    PyObject *v = PyLong_FromLong(fds[i]);
-                    if (v == NULL) {
-                        Py_DECREF(fd_tuple);
-                        return NULL;
-                    }
-                    PyTuple_SET_ITEM(fd_tuple, i, v);
-                }
-                return Py_BuildValue("(y#N)", buf, (Py_ssize_t)n, fd_tuple);
+                return PyBytes_FromStringAndSize(buf, n);
             }
             int err = errno;
             PyOS_AfterFork_Parent();
@@ -229,7 +248,7 @@ static PyMethodDef methods[] = {
     {"pair", zy_pair, METH_NOARGS, "A close-on-exec SOCK_SEQPACKET socket pair: (worker end, zygote end)."},
     {"send", zy_send, METH_VARARGS, "send(sock, data, fds): one message with the descriptors attached."},
     {"serve", zy_serve, METH_VARARGS,
-     "serve(sock): the zygote's loop; returns (message, fds) only in each forked child."},
+     "serve(sock, devnull): the zygote's loop; returns the message only in each forked child, wired."},
     {NULL, NULL, 0, NULL},
 };
 

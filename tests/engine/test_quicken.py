@@ -23,7 +23,7 @@ _PROBE = textwrap.dedent("""
 
     folder = sys.argv[1]
     fns = [_child._load_candidate, _child._guarded, _child._call, _child._result_frame, _child._set_limits,
-           _child._address_space]
+           _child.address_space]
     quick = lambda: [f.__code__._co_code_adaptive != f.__code__.co_code for f in fns]
     limits = lambda: [resource.getrlimit(r) for r in (resource.RLIMIT_AS, resource.RLIMIT_CPU,
                       resource.RLIMIT_FSIZE, resource.RLIMIT_NPROC, resource.RLIMIT_NOFILE)]

@@ -33,28 +33,36 @@ _SCRIPT = textwrap.dedent(
     zpid = os.fork()
     if zpid == 0:
         os.close(mine)
-        msg, ends = _zygote.serve(its)  # returns in each child only
-        (w,) = ends
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        msg = _zygote.serve(its, devnull)  # returns in each child only, its pipes on fds 1-4
         got = []
         signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
         try:
             signal.raise_signal(signal.SIGUSR1)  # glibc's raise(): uses the cached thread id
         except OSError as exc:
             got.append(str(exc))
-        report = {"msg": msg.decode(), "pid": os.getpid(), "ppid": os.getppid(), "raised": got,
-                  "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")), "end": w}
-        os.write(w, json.dumps(report).encode())
+        request = os.read(4, 100).decode()
+        report = {"msg": msg.decode(), "request": request, "pid": os.getpid(), "ppid": os.getppid(),
+                  "sid": os.getsid(0), "raised": got, "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
+                  "stdin": os.readlink("/proc/self/fd/0")}
+        print("to stdout", flush=True)
+        print("to stderr", file=sys.stderr, flush=True)
+        os.write(3, json.dumps(report).encode())
         os._exit(7)
     os.close(its)
     out = []
     for i in range(2):
-        r, w = os.pipe()
-        _zygote.send(mine, f"hello {i}".encode(), [w])
-        os.close(w)
+        ends = [os.pipe() for _ in range(4)]  # result, stdout, stderr, request
+        _zygote.send(mine, f"hello {i}".encode(), [ends[0][1], ends[1][1], ends[2][1], ends[3][0]])
+        for r, w in ends[:3]:
+            os.close(w)
+        os.close(ends[3][0])
         pid = int.from_bytes(os.read(mine, 8), "little", signed=True)
-        report = json.loads(os.read(r, 65536))
+        os.write(ends[3][1], f"request {i}".encode())
+        report = json.loads(os.read(ends[0][0], 65536))
         _, status = os.waitpid(pid, 0)  # only a child of ours can be waited for
-        report.update(answer=pid, status=os.waitstatus_to_exitcode(status), zpid=zpid, me=os.getpid())
+        report.update(answer=pid, status=os.waitstatus_to_exitcode(status), zpid=zpid, me=os.getpid(),
+                      stdout=os.read(ends[1][0], 100).decode(), stderr=os.read(ends[2][0], 100).decode())
         out.append(report)
     os.close(mine)  # the zygote exits on EOF
     _, zstatus = os.waitpid(zpid, 0)
@@ -70,14 +78,16 @@ def test_the_zygote_forks_children_of_its_parent_with_their_own_thread_id() -> N
     assert result["zygote_exit"] == 0  # it ends cleanly when the worker closes its socket
     children = result["children"]
     assert [c["msg"] for c in children] == ["hello 0", "hello 1"]
-    for c in children:
+    for i, c in enumerate(children):
         assert c["pid"] == c["answer"] and c["pid"] != c["zpid"]
         assert c["ppid"] == c["me"]  # CLONE_PARENT: the worker's child, not the zygote's
+        assert c["sid"] == c["pid"]  # a session of its own
         assert c["status"] == 7
         assert c["raised"] == [1]  # raise() reached this process: glibc's cached tid is its own
-        # stdio, the pipe end it was handed (moved above 15), and the listing's own descriptor
-        assert c["end"] >= 16 and c["end"] in c["fds"]
-        assert len([f for f in c["fds"] if f > 2]) == 2  # not the zygote's socket, nothing else
+        assert c["request"] == f"request {i}"  # fd 4: the request pipe; fd 3: the result pipe
+        assert (c["stdout"], c["stderr"]) == ("to stdout\n", "to stderr\n")
+        assert c["stdin"] == "/dev/null"
+        assert c["fds"] == [0, 1, 2, 3, 4, 5]  # 5: the listing's own; not the zygote's socket, nothing else
     assert children[0]["pid"] != children[1]["pid"]
 
 
