@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PDEATH_KILL_ARGS", "PR_SET_CHILD_SUBREAPER", "PR_SET_DUMPABLE", "PR_SET_PDEATHSIG", "drop_bounding_set",
-    "drop_to_uid", "libc_prctl", "prctl", "private_ipc",
+    "drop_to_uid", "libc_prctl", "plain_uid_drop", "prctl", "private_ipc",
 ]
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -126,7 +126,7 @@ def drop_to_uid(uid: int, keep_read_search: bool, bounding_dropped: bool = False
     keep = 1 << _CAP_DAC_READ_SEARCH if keep_read_search else 0
     if not bounding_dropped:
         drop_bounding_set(keep_read_search)
-    if not keep and _UID_CHANGE_CLEARS_ALL and os.geteuid() == 0 and uid != 0:
+    if plain_uid_drop(uid, keep_read_search):
         # Inheritable and ambient are empty, no securebit is set (checked by drop_bounding_set):
         # the uid change clears permitted and effective itself.
         os.setgroups([])
@@ -140,6 +140,13 @@ def drop_to_uid(uid: int, keep_read_search: bool, bounding_dropped: bool = False
     os.setresuid(uid, uid, uid)
     _set_caps(keep)  # effective = permitted = keep; inheritable emptied
     _libc.prctl(*_AMBIENT_ARGS)
+
+
+def plain_uid_drop(uid: int, keep_read_search: bool) -> bool:
+    """Whether switching to ``uid`` is the three plain calls (``setgroups([])``, ``setresgid``,
+    ``setresuid``) and nothing more: root keeping no capability, once :func:`drop_bounding_set`
+    emptied the inheritable and ambient sets with no securebit set (the zygote then makes them in C)."""
+    return not keep_read_search and _UID_CHANGE_CLEARS_ALL and os.geteuid() == 0 and uid != 0
 
 
 def private_ipc() -> bool:

@@ -41,7 +41,7 @@ from reasearch.engine._child import (
     set_scratch_env,
 )
 from reasearch.engine._cleanup import free_bytes, remove_tree
-from reasearch.engine._privilege import PDEATH_KILL_ARGS, drop_bounding_set, libc_prctl
+from reasearch.engine._privilege import PDEATH_KILL_ARGS, drop_bounding_set, libc_prctl, plain_uid_drop
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
 
 try:
@@ -395,8 +395,9 @@ class Supervisor:
         (see ``_zygote.c``), and becomes a :func:`child_main`; nobody returns into the worker's code.
 
         What is the same for every child is done here once: ``HOME``/``TMPDIR`` set to the
-        worker's scratch folder (the one every request gets outside a session), and the address
-        space measured (the runtime each child's memory limit is on top of)."""
+        worker's scratch folder (the one every request gets outside a session), the address space
+        measured (the runtime each child's memory limit is on top of), and whether the switch to
+        the child uid is plain enough to be made in C (:func:`~reasearch.engine._privilege.plain_uid_drop`)."""
         try:
             libc_prctl(*PDEATH_KILL_ARGS)  # the worker is gone: so is its zygote
             os.closerange(3, sock)  # the engine's pipes, the worker's ends of its children's pipes, pidfds
@@ -405,10 +406,12 @@ class Supervisor:
             scratch = self.scratch_path(self.counter + 1)
             set_scratch_env(scratch)
             base = address_space()
-            msg = _zygote.serve(sock, devnull)  # returns in a new child only, wired up
+            uid = self.child_uid
+            in_c = uid is not None and self.bounding_dropped and plain_uid_drop(uid, self.keep_read_search)
+            msg = _zygote.serve(sock, devnull, uid if in_c else -1)  # returns in a new child only, wired up
             warm_after_s, nxt, harness = msg.decode().split("\0")
-            child_main(self.child_uid, self.keep_read_search, None, self.prewarm_dir, self.bounding_dropped, nxt,
-                       harness or None, self.ready_module, float(warm_after_s), env_scratch=scratch, base=base)
+            child_main(None if in_c else uid, self.keep_read_search, None, self.prewarm_dir, self.bounding_dropped,
+                       nxt, harness or None, self.ready_module, float(warm_after_s), env_scratch=scratch, base=base)
         finally:
             os._exit(70)
 

@@ -18,7 +18,8 @@
    once it has done here, in C, what each child does first (a few syscalls that in Python would also
    write to a dozen shared pages): a session of its own, SIGKILL when the worker dies (and exit if
    it died already), /dev/null on fd 0, its pipes on fds 1-4 (stdout, stderr, result, request), and
-   every other descriptor closed, the zygote's socket among them.
+   every other descriptor closed, the zygote's socket among them; and, where that is all it takes
+   (see _privilege.plain_uid_drop), its switch to the child uid.
 
    glibc caches the thread id in the thread's control block; a raw clone() does not update it, so
    the child passes its control block's tid field as CLONE_CHILD_SETTID (as glibc's own fork does),
@@ -40,6 +41,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -144,33 +146,51 @@ static PyObject *zy_send(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* The child's first steps (see the top of this file); 0 on success. */
-static int wire_child(int devnull, const int *fds, int nfds, pid_t worker)
+static void child_failed(const char *what)
 {
-    if (nfds != 4)
-        return -1;
+    dprintf(2, "sandbox child (forked by the zygote): %s failed: %s\n", what, strerror(errno));
+    _exit(70);
+}
+
+/* The child's first steps (see the top of this file); exits on failure. */
+static void wire_child(int devnull, const int *fds, int nfds, pid_t worker, long uid)
+{
+    if (nfds != 4) {
+        errno = EINVAL;
+        child_failed("receiving four pipe ends");
+    }
     if (setsid() < 0)
-        return -1;
+        child_failed("setsid");
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-        return -1;
+        child_failed("prctl(PR_SET_PDEATHSIG)");
     if (getppid() != worker)
         _exit(0); /* the worker died before the line above: nobody will ever send a request */
     /* fds: result, out, err, req, all >= 16 (moved there first), so no dup2 below overwrites one */
     if (dup2(devnull, 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0 || dup2(fds[0], 3) < 0 ||
         dup2(fds[3], 4) < 0)
-        return -1;
+        child_failed("dup2");
     if (syscall(SYS_close_range, 5U, ~0U, 0U) != 0) {
         for (int fd = 5; fd < 65536; fd++)
             close(fd);
     }
-    return 0;
+    /* Raw calls: this thread is the child's only one (glibc's wrappers would also signal threads
+       that exist only in its bookkeeping). */
+    if (uid >= 0) {
+        if (syscall(SYS_setgroups, 0, NULL) != 0)
+            child_failed("setgroups");
+        if (syscall(SYS_setresgid, (gid_t)uid, (gid_t)uid, (gid_t)uid) != 0)
+            child_failed("setresgid");
+        if (syscall(SYS_setresuid, (uid_t)uid, (uid_t)uid, (uid_t)uid) != 0)
+            child_failed("setresuid");
+    }
 }
 
-/* serve(sock, devnull): the zygote's loop. Returns only in a forked child, as its message. */
+/* serve(sock, devnull, uid): the zygote's loop. Returns only in a forked child, as its message. */
 static PyObject *zy_serve(PyObject *self, PyObject *args)
 {
     int sock, devnull;
-    if (!PyArg_ParseTuple(args, "ii", &sock, &devnull))
+    long uid;
+    if (!PyArg_ParseTuple(args, "iil", &sock, &devnull, &uid))
         return NULL;
     pid_t worker = getppid();
     if (tid_offset < 0) {
@@ -223,8 +243,7 @@ static PyObject *zy_serve(PyObject *self, PyObject *args)
                     close(fds[i]);
                     fds[i] = high;
                 }
-                if (wire_child(devnull, fds, nfds, worker) != 0)
-                    _exit(70);
+                wire_child(devnull, fds, nfds, worker, uid);
                 PyOS_AfterFork_Child();
                 return PyBytes_FromStringAndSize(buf, n);
             }
@@ -248,7 +267,8 @@ static PyMethodDef methods[] = {
     {"pair", zy_pair, METH_NOARGS, "A close-on-exec SOCK_SEQPACKET socket pair: (worker end, zygote end)."},
     {"send", zy_send, METH_VARARGS, "send(sock, data, fds): one message with the descriptors attached."},
     {"serve", zy_serve, METH_VARARGS,
-     "serve(sock, devnull): the zygote's loop; returns the message only in each forked child, wired."},
+     "serve(sock, devnull, uid): the zygote's loop; returns the message only in each forked child, wired up "
+     "and switched to uid (unless uid < 0)."},
     {NULL, NULL, 0, NULL},
 };
 

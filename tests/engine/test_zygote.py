@@ -34,7 +34,7 @@ _SCRIPT = textwrap.dedent(
     if zpid == 0:
         os.close(mine)
         devnull = os.open(os.devnull, os.O_RDONLY)
-        msg = _zygote.serve(its, devnull)  # returns in each child only, its pipes on fds 1-4
+        msg = _zygote.serve(its, devnull, -1)  # returns in each child only, its pipes on fds 1-4
         got = []
         signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
         try:
@@ -186,3 +186,50 @@ def test_a_candidate_that_kills_every_sibling_does_not_stop_the_pool(setting: st
         assert stray_processes(pool) == []
     assert [r.value for r in after] == [0, 2, 4, 6, 8]
     assert all(r.status is Status.OK for r in after)
+
+
+_IDENTITY = """
+import os
+def solve():
+    fields = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapAmb", "NoNewPrivs", "Seccomp"):
+                fields[key] = value.split()
+    fields["sid"] = os.getsid(0) == os.getpid()
+    fields["fds"] = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+    fields["stdin"] = os.readlink("/proc/self/fd/0")
+    fields["env"] = [os.environ.get("HOME"), os.environ.get("TMPDIR"), os.getcwd()]
+    return fields
+"""
+
+
+@pytest.mark.parametrize("sandbox_mode", MODES)
+def test_a_child_of_the_zygote_is_set_up_as_one_the_worker_forks(sandbox_mode: str) -> None:
+    """Session, descriptors, uid, groups, capabilities, environment: the same with the zygote
+    (which does part of it in C) as without it, and none of them privileged."""
+    needs_mode(sandbox_mode)
+    seen = {}
+    for zygote in (True, False):
+        cfg = SandboxConfig(mode=sandbox_mode, workers=1, preload=(), fit_images=False, zygote=zygote)
+        with SandboxPool(cfg) as pool:
+            runs = [pool.run(RunRequest(source=_IDENTITY, entry=("solve",))) for _ in range(2)]
+        assert all(r.status is Status.OK for r in runs), [r.error for r in runs]
+        assert runs[0].value == runs[1].value
+        seen[zygote] = runs[0].value
+    per_pool = ("env", "Uid", "Gid")  # process mode: each pool has its own scratch folder and child uid
+    assert {k: v for k, v in seen[True].items() if k not in per_pool} == \
+        {k: v for k, v in seen[False].items() if k not in per_pool}
+    ident = seen[True]
+    assert ident["sid"] is True
+    assert ident["fds"] == [0, 1, 2, 3, 4, 5]  # 5: the listing's own
+    assert ident["stdin"] == "/dev/null"
+    assert len(set(ident["Uid"])) == 1 and ident["Uid"][0] != "0"
+    assert len(set(ident["Gid"])) == 1 and ident["Gid"][0] != "0"
+    assert ident.get("Groups", []) == []
+    assert int(ident["CapInh"][0], 16) == int(ident["CapAmb"][0], 16) == 0
+    # Process mode as root keeps CAP_DAC_READ_SEARCH (bit 2) alone, by design (see drop_to_uid).
+    assert int(ident["CapEff"][0], 16) == (0 if sandbox_mode == "nsjail" else int(ident["CapEff"][0], 16) & 0x4)
+    home, tmpdir, cwd = ident["env"]
+    assert home == tmpdir == cwd
