@@ -38,7 +38,8 @@ def test_cpu_budget_pairs_each_workers_consecutive_requests() -> None:
                              child_life=None if prev_reply is None else prev_reply + 500_000))
     budget = dict(cpu_budget(traces))
     assert math.isclose(budget["engine (the caller's thread)"], 0.2)
-    assert math.isclose(budget["worker (one request cycle, fork included)"], 2.0)  # never across workers
+    assert math.isclose(budget["worker (one request cycle; the fork too without a zygote)"], 2.0)  # never across workers
+    assert "zygote (forks the worker's next child)" not in budget  # no zygote stamps: no row
     assert math.isclose(budget["child before its request (set-up, prewarm)"], 0.3)
     assert math.isclose(budget["child serving the request"], 1.0)
     assert math.isclose(budget["child after its reply (exit, teardown)"], 0.5)
@@ -58,9 +59,26 @@ def test_fault_budget_pairs_each_workers_consecutive_requests() -> None:
         traces.append({"e_worker": w, "w_minflt": counts[w][0], "w_cminflt": counts[w][1]})
     traces.append({"e_worker": 0})  # an untraced step is skipped, not paired
     budget = dict(fault_budget(traces))
-    assert budget["worker (one request cycle, fork included)"] == 275.0  # median of 3 x 250 and 3 x 300
+    assert budget["worker (one request cycle; the fork too without a zygote)"] == 275.0  # median of 3 x 250 and 3 x 300
     assert budget["child (its whole life)"] == 425.0
     assert fault_budget([]) == []
+
+
+def test_the_zygotes_cpu_and_faults_are_paired_per_worker_and_a_new_zygote_is_skipped() -> None:
+    # Each worker's zygote uses 0.3 ms and takes 12 faults per cycle; worker 1's zygote is replaced
+    # midway (its counters start again near 0): that pair is left out, not counted as negative.
+    traces = []
+    z = {0: [10_000_000, 100], 1: [90_000_000, 9_000]}
+    for i in range(10):
+        w = i % 2
+        if w == 1 and i == 5:
+            z[1] = [1_000, 3]
+        else:
+            z[w][0] += 300_000
+            z[w][1] += 12
+        traces.append({"e_worker": w, "z_cpu_ns": z[w][0], "z_minflt": z[w][1], "w_minflt": 0, "w_cminflt": 0})
+    assert math.isclose(dict(cpu_budget(traces))["zygote (forks the worker's next child)"], 0.3)
+    assert dict(fault_budget(traces))["zygote (forks the worker's next child)"] == 12.0
 
 
 def test_machine_load_is_busy_ticks_per_evaluation_and_share_of_all_ticks() -> None:

@@ -121,22 +121,26 @@ def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
     """(label, median CPU ms per evaluation) of each process, from traces taken one at a time.
 
     The worker's share is the CPU clock it advanced from one of its requests to its next (its whole
-    cycle: request, reply, teardown, fork, clean-up); the child's is split at its request and its
-    reply, and its exit comes from ``wait4`` after the next request of the same worker.
+    cycle: request, reply, teardown, fork, clean-up), and so is its zygote's, which does the fork
+    where there is one; the child's is split at its request and its reply, and its exit comes from
+    ``wait4`` after the next request of the same worker.
     """
     engine = [t["e_cpu_ns"] / 1e6 for t in traces if "e_cpu_ns" in t]
     before = [t["child_cpu_base_ns"] / 1e6 for t in traces if "child_cpu_base_ns" in t]
     serving = [(t["child_cpu_reply_ns"] - t["child_cpu_base_ns"]) / 1e6 for t in traces
                if "child_cpu_reply_ns" in t and "child_cpu_base_ns" in t]
-    worker, exits = [], []
+    worker, zygote, exits = [], [], []
     for prev, t in _same_worker_pairs(traces):
         if "w_cpu_ns" in prev and "w_cpu_ns" in t:
             worker.append((t["w_cpu_ns"] - prev["w_cpu_ns"]) / 1e6)
+        if "z_cpu_ns" in prev and "z_cpu_ns" in t and t["z_cpu_ns"] >= prev["z_cpu_ns"]:  # (a new zygote: skip)
+            zygote.append((t["z_cpu_ns"] - prev["z_cpu_ns"]) / 1e6)
         if "p_child_cpu_ns" in t and "child_cpu_reply_ns" in prev:
             exits.append((t["p_child_cpu_ns"] - prev["child_cpu_reply_ns"]) / 1e6)
     rows = [(label, statistics.median(xs)) for label, xs in (
         ("engine (the caller's thread)", engine),
-        ("worker (one request cycle, fork included)", worker),
+        ("worker (one request cycle; the fork too without a zygote)", worker),
+        ("zygote (forks the worker's next child)", zygote),
         ("child before its request (set-up, prewarm)", before),
         ("child serving the request", serving),
         ("child after its reply (exit, teardown)", exits),
@@ -149,13 +153,16 @@ def fault_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]
     traces taken one at a time: the worker's own faults from one of its requests to its next, and
     those of the children it reaped meanwhile (one per evaluation). Right after a fork nearly every
     page write is a copy-on-write fault, so these count the pages each side writes per evaluation."""
-    worker, children = [], []
+    worker, zygote, children = [], [], []
     for prev, t in _same_worker_pairs(traces):
         if "w_minflt" in prev and "w_minflt" in t:
             worker.append(t["w_minflt"] - prev["w_minflt"])
             children.append(t["w_cminflt"] - prev["w_cminflt"])
+        if "z_minflt" in prev and "z_minflt" in t and t["z_minflt"] >= prev["z_minflt"]:
+            zygote.append(t["z_minflt"] - prev["z_minflt"])
     return [(label, float(statistics.median(xs))) for label, xs in (
-        ("worker (one request cycle, fork included)", worker),
+        ("worker (one request cycle; the fork too without a zygote)", worker),
+        ("zygote (forks the worker's next child)", zygote),
         ("child (its whole life)", children),
     ) if xs]
 

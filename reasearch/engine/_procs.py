@@ -33,6 +33,14 @@ def _stat_fields(pid: int) -> list[bytes]:
     return stat[stat.rfind(b")") + 2:].split()
 
 
+def minor_faults(pid: int) -> int | None:
+    """Minor page faults of ``pid`` so far (``/proc/<pid>/stat``), or None where it cannot be read."""
+    try:
+        return int(_stat_fields(pid)[7])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def set_child_subreaper() -> bool:
     """Makes this process a child subreaper, so orphans of a dead worker come back here to be killed
     and reaped instead of piling up as zombies under a slow PID 1. Returns False where unsupported."""

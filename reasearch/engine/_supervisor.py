@@ -762,6 +762,11 @@ class Supervisor:
             if self.tracing:  # minor page faults so far: this worker's own, and its reaped children's
                 self.stamps["w_minflt"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 self.stamps["w_cminflt"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+                if self.zpid is not None:  # and the zygote's (CPU and faults), which forks the children
+                    for key, count in (("z_cpu_ns", _procs.process_cpu_ns(self.zpid)),
+                                       ("z_minflt", _procs.minor_faults(self.zpid))):
+                        if count is not None:
+                            self.stamps[key] = count
             self.replied = False
             try:
                 if self.retire_reason is not None:
