@@ -60,6 +60,10 @@ _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a 
 # Back to back, the next child waits this long for its request before it warms up: longer than
 # the gaps between one worker's requests then (a few ms on 2 workers), far shorter than a pause.
 BUSY_WARM_DELAY_S = 2 * _spin.IDLE_S
+# The longest the worker waits for its zygote's answer (a fork takes well under a millisecond): past
+# it the zygote is taken for stuck (stopped, in one-uid process mode, by a candidate of that uid),
+# killed, and the worker forks its children itself.
+ZYGOTE_TIMEOUT_S = 2.0
 
 
 def warm_delay(now: float, last_frame: float) -> float:
@@ -379,7 +383,7 @@ class Supervisor:
         nxt = self.scratch_path(self.counter + 1)
         if self.ready_module is None or self.ready_module.__file__ != f"{nxt}/candidate.py":
             self.ready_module = fresh_module(f"{nxt}/candidate.py")
-        mine, its = _zygote.pair()
+        mine, its = _zygote.pair(ZYGOTE_TIMEOUT_S)
         sys.stdout.flush()
         sys.stderr.flush()
         gc.freeze()  # as before each fork from the worker (spawn): no collection in a child copies the heap
@@ -417,7 +421,8 @@ class Supervisor:
 
     def zygote_fork(self, nxt: str, fds: dict[str, int]) -> int | None:
         """The pid of a child the zygote forked with ``fds`` as its pipes, or None without a zygote
-        (none here, or it died: then the worker forks its children itself from now on)."""
+        (none here, or it died or did not answer within :data:`ZYGOTE_TIMEOUT_S`: then the worker
+        forks its children itself from now on)."""
         if self.zsock is None:
             return None
         msg = f"{self.warm_after_s!r}\0{nxt}\0{self.last_harness or ''}".encode()

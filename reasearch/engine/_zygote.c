@@ -43,6 +43,7 @@
 #include <sys/socket.h>
 #include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define MAX_FDS 8
@@ -85,11 +86,26 @@ static PyObject *zy_available(PyObject *self, PyObject *unused)
     return PyBool_FromLong(tid_offset >= 0);
 }
 
-static PyObject *zy_pair(PyObject *self, PyObject *unused)
+/* pair(timeout_s): the socket pair; a read on the first end fails with EAGAIN after timeout_s. */
+static PyObject *zy_pair(PyObject *self, PyObject *args)
 {
+    double timeout_s;
+    if (!PyArg_ParseTuple(args, "d", &timeout_s))
+        return NULL;
+    if (!(timeout_s > 0 && timeout_s < 1e6))
+        return PyErr_Format(PyExc_ValueError, "timeout_s must be a positive number of seconds");
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return PyErr_SetFromErrno(PyExc_OSError);
+    struct timeval tv = {.tv_sec = (time_t)timeout_s,
+                         .tv_usec = (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
+    if (setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+        int err = errno;
+        close(sv[0]);
+        close(sv[1]);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
     return Py_BuildValue("(ii)", sv[0], sv[1]);
 }
 
@@ -264,7 +280,9 @@ static PyObject *zy_serve(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"available", zy_available, METH_NOARGS, "Whether serve() can fork children here (glibc's tid field found)."},
-    {"pair", zy_pair, METH_NOARGS, "A close-on-exec SOCK_SEQPACKET socket pair: (worker end, zygote end)."},
+    {"pair", zy_pair, METH_VARARGS,
+     "pair(timeout_s): a close-on-exec SOCK_SEQPACKET socket pair (worker end, zygote end); reads on the "
+     "worker's end give up after timeout_s."},
     {"send", zy_send, METH_VARARGS, "send(sock, data, fds): one message with the descriptors attached."},
     {"serve", zy_serve, METH_VARARGS,
      "serve(sock, devnull, uid): the zygote's loop; returns the message only in each forked child, wired up "

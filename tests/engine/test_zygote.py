@@ -29,7 +29,7 @@ _SCRIPT = textwrap.dedent(
     import json, os, signal, sys
     from reasearch.engine import _zygote
 
-    mine, its = _zygote.pair()
+    mine, its = _zygote.pair(5.0)
     zpid = os.fork()
     if zpid == 0:
         os.close(mine)
@@ -91,8 +91,25 @@ def test_the_zygote_forks_children_of_its_parent_with_their_own_thread_id() -> N
     assert children[0]["pid"] != children[1]["pid"]
 
 
+def test_the_workers_end_gives_up_waiting_for_an_answer() -> None:
+    import time
+
+    a, b = _zygote.pair(0.2)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(BlockingIOError):
+            os.read(a, 8)  # nobody answers
+        assert 0.15 < time.monotonic() - t0 < 5.0
+    finally:
+        os.close(a)
+        os.close(b)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError):
+            _zygote.pair(bad)
+
+
 def test_send_refuses_a_bad_descriptor_list() -> None:
-    a, b = _zygote.pair()
+    a, b = _zygote.pair(1.0)
     try:
         with pytest.raises(ValueError):
             _zygote.send(a, b"x", [])
@@ -233,3 +250,30 @@ def test_a_child_of_the_zygote_is_set_up_as_one_the_worker_forks(sandbox_mode: s
     assert int(ident["CapEff"][0], 16) == (0 if sandbox_mode == "nsjail" else int(ident["CapEff"][0], 16) & 0x4)
     home, tmpdir, cwd = ident["env"]
     assert home == tmpdir == cwd
+
+
+_STOP_SIBLINGS = _KILL_SIBLINGS.replace("signal.SIGKILL", "signal.SIGSTOP")
+
+
+def test_a_zygote_stopped_by_a_candidate_is_replaced_by_forks_from_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One uid for worker and child (process mode as a plain user): a candidate can stop the
+    zygote. The worker waits ZYGOTE_TIMEOUT_S for its answer at most, kills it, and forks its
+    children itself: nothing hangs, the evaluations after it are served."""
+    import time
+
+    from reasearch.engine._supervisor import ZYGOTE_TIMEOUT_S
+
+    with monkeypatch.context() as m:
+        m.setattr(isolation.os, "geteuid", lambda: 1000)  # the launcher then plans for one uid
+        pool = SandboxPool(SandboxConfig(mode="process", workers=1, preload=(), fit_images=False))
+    with pool:
+        zygote = pool.ping()[0]["zygote"]
+        attack = pool.run(RunRequest(source=_STOP_SIBLINGS, entry=("solve",)))
+        assert attack.status is Status.OK and attack.value["killed"] == [zygote]
+        t0 = time.monotonic()
+        after = [pool.run(RunRequest(source=_TWICE, entry=("solve",), payload={"x": i})) for i in range(3)]
+        waited = time.monotonic() - t0
+        assert pool.ping()[0]["zygote"] is None
+        assert stray_processes(pool) == []
+    assert [r.value for r in after] == [0, 2, 4] and all(r.status is Status.OK for r in after)
+    assert waited < ZYGOTE_TIMEOUT_S + 5.0
