@@ -1,13 +1,15 @@
 """The forked child: the only process that runs candidate code.
 
-It is forked by the worker ahead of its request (see :mod:`reasearch.engine._supervisor`): it sets up
-its session, descriptors and uid, sets ``HOME``/``TMPDIR`` to the scratch folder the worker will most
-likely hand over (the worker built that folder's empty candidate module before the fork), walks the
-request path once on a dummy candidate (so copy-on-write faults happen before the clock starts), and
+It is forked ahead of its request, by the worker's zygote (which sets up the child's session,
+descriptors and, where that is plain, its uid in C: ``_zygote.c``) or by the worker itself (see
+:mod:`reasearch.engine._supervisor`; then it sets those up here). ``HOME``/``TMPDIR`` point at the
+scratch folder the worker will most likely hand over (the worker built that folder's empty
+candidate module before the fork). It walks the request path once on a dummy candidate while it
+waits (so copy-on-write faults happen before the clock starts; back to back it skips that), and
 blocks until the request arrives; then it applies the per-evaluation rlimits, imports the candidate
-and calls it, and writes one result frame (or, in a session, one per call) to fd 3. Once a one-shot result is out it drops to
-``SCHED_IDLE`` (its exit, the teardown of a forked warm runtime, yields to the next evaluation). It
-never returns into the worker's code: it always ``os._exit``s.
+and calls it, and writes one result frame (or, in a session, one per call) to fd 3. Once a one-shot
+result is out it drops to ``SCHED_IDLE`` (its exit, the teardown of a forked warm runtime, yields
+to the next evaluation). It never returns into the worker's code: it always ``os._exit``s.
 """
 
 from __future__ import annotations

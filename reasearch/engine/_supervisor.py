@@ -1,6 +1,7 @@
 """The worker's supervisor loop: one request at a time, one forked child per evaluation.
 
-It keeps one child forked ahead of the next request (see :mod:`reasearch.engine._child`), hands it
+It keeps one child forked ahead of the next request (see :mod:`reasearch.engine._child`; forked by
+its zygote, a quiet copy of the worker, where ``_zygote`` is available: see ``_zygote.c``), hands it
 the request, pumps its output (:mod:`reasearch.engine._pump`), enforces the wall limit, kills the
 child's whole tree (process group, then every descendant: the worker is a child subreaper, so
 orphans come back to it), removes what it left on disk (:mod:`reasearch.engine._cleanup`), and

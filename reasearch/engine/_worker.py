@@ -8,6 +8,7 @@ per evaluation. The pieces, one idea each:
 * :mod:`reasearch.engine._child`: the forked child, the only process that runs candidate code;
 * :mod:`reasearch.engine._pump`: the typed child record and the I/O pump of its pipes;
 * :mod:`reasearch.engine._supervisor`: the request loop (limits, kills, clean-up, reports);
+* ``reasearch.engine._zygote`` (C): the zygote that forks each child as the worker's own;
 * :mod:`reasearch.engine._procs`, :mod:`reasearch.engine._cleanup`, :mod:`reasearch.engine._wire`:
   /proc, scratch removal and the frame format, shared with the engine side.
 
