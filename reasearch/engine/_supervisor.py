@@ -343,37 +343,58 @@ class Supervisor:
     # -- one child
     def spawn(self) -> Child:
         """Forks a child that waits for its request; returns the worker-side ends of its pipes."""
-        result_r, result_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        req_r, req_w = os.pipe()
-        fds = {"result": result_w, "out": out_w, "err": err_w, "req": req_r}
-        # The empty module of the folder the child will most likely be handed, built here once per
-        # folder name (see scratch_path) rather than in every child: each page a child writes is a
+        # The empty module of the folder the child will most likely be handed, built once per folder
+        # name (see scratch_path) rather than in every child: each page a child writes is a
         # copy-on-write fault. The worker never runs anything in it; each child gets its own copy.
         nxt = self.scratch_path(self.counter + 1)
+        ends = self.child_pipes()
         forked = _ns()
-        pid = self.zygote_fork(nxt, fds)
-        if pid is None:  # no zygote here: fork from the worker itself
-            module = self.ready_module
-            if module is None or module.__file__ != f"{nxt}/candidate.py":
-                module = self.ready_module = fresh_module(f"{nxt}/candidate.py")
-            sys.stdout.flush()
-            sys.stderr.flush()
-            # Move every object the worker holds out of the collector's reach: a collection in the child
-            # would otherwise write to (and so copy) nearly every page of the warm runtime.
-            gc.freeze()
-            forked = _ns()
-            pid = os.fork()
-            if pid == 0:
-                child_main(self.child_uid, self.keep_read_search, fds, self.prewarm_dir, self.bounding_dropped,
-                           nxt, self.last_harness, module, self.warm_after_s)
-        for fd in fds.values():
-            os.close(fd)
+        try:
+            had_zygote = self.zsock is not None
+            pid = self.zygote_fork(nxt, ends[1])
+            if pid is None and had_zygote:
+                # The zygote failed this fork: fresh pipes, so that a child it may have forked all
+                # the same holds none of the next child's (it reads EOF and exits; a walk reaps it).
+                self.close_fds((*ends[0], *ends[1].values()))
+                ends = self.child_pipes()
+            if pid is None:  # no zygote: fork from the worker itself
+                module = self.ready_module
+                if module is None or module.__file__ != f"{nxt}/candidate.py":
+                    module = self.ready_module = fresh_module(f"{nxt}/candidate.py")
+                sys.stdout.flush()
+                sys.stderr.flush()
+                # Move every object the worker holds out of the collector's reach: a collection in the
+                # child would otherwise write to (and so copy) nearly every page of the warm runtime.
+                gc.freeze()
+                forked = _ns()
+                pid = os.fork()
+                if pid == 0:
+                    child_main(self.child_uid, self.keep_read_search, ends[1], self.prewarm_dir,
+                               self.bounding_dropped, nxt, self.last_harness, module, self.warm_after_s)
+        except BaseException:
+            self.close_fds((*ends[0], *ends[1].values()))
+            raise
+        self.close_fds(ends[1].values())
+        result_r, out_r, err_r, req_w = ends[0]
         for fd in (result_r, out_r, err_r):
             os.set_blocking(fd, False)
         return Child(pid=pid, pidfd=os.pidfd_open(pid), result_r=result_r, calls_w=req_w, out_r=out_r, err_r=err_r,
                      forked_ns=forked, fork_ret_ns=_ns())
+
+    @staticmethod
+    def child_pipes() -> tuple[tuple[int, int, int, int], dict[str, int]]:
+        """A child's four pipes: the worker's ends (result, stdout, stderr to read; request to
+        write) and the child's, by name."""
+        result_r, result_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        req_r, req_w = os.pipe()
+        return (result_r, out_r, err_r, req_w), {"result": result_w, "out": out_w, "err": err_w, "req": req_r}
+
+    @staticmethod
+    def close_fds(fds: Any) -> None:
+        for fd in fds:
+            os.close(fd)
 
     # -- the zygote (see _zygote.c)
     def start_zygote(self) -> None:
