@@ -18,7 +18,9 @@ Figures (one run, same machine, same moment):
   path, then the work each worker does after its reply (off the caller's path, but on the cores);
 * the CPU each process spends per evaluation (engine, worker, child before/serving/after), whose
   sum bounds the throughput 2 cores can give;
-* the floors under it: fork + exit of a minimal Python in a jail, and of each warm image.
+* the floors under it: fork + exit of a minimal Python in a jail, and of each warm image;
+* the zygote against the worker forking its children itself (``SandboxConfig(zygote=False)``):
+  the machine's CPU per trivial evaluation of each, in alternating rounds.
 
 Goals (issue 16, 2 cores): trivial evaluation median and p95 <= 2 ms, >= 50x below the fresh
 jailed interpreter with NumPy, >= 400 trivial evaluations/s with 2 workers, circle-packing
@@ -368,6 +370,40 @@ def _floor_rows(pool: Any, fresh_floor: float | None, repeat: int) -> list[Bench
     return rows
 
 
+def _zygote_row(mode: str, repeat: int, rounds: int = 3) -> BenchRow | None:
+    """The machine's CPU (every process) per trivial evaluation on two pools of the same shape, one
+    whose workers fork through their zygote and one whose workers fork themselves, measured in
+    ``rounds`` alternating rounds of ``repeat`` evaluations one at a time; the ratio is the median
+    of the rounds' paired ratios. None where the zygote is not available."""
+    from reasearch.engine import SandboxConfig, SandboxPool
+    from reasearch.engine._supervisor import _zygote
+    from reasearch.engine.protocol import RunRequest
+
+    if _zygote is None or not _zygote.available():
+        return None
+    req = RunRequest(source=TRIVIAL)
+    pools = {z: SandboxPool(SandboxConfig(mode=mode, workers=2, switch_interval_s=0.0, zygote=z)) for z in (True, False)}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for p in pools.values():
+            _fit_workers(p, req)  # both serve it from its own image (none) before anything is measured
+        for r in range(rounds):
+            for z in ((True, False) if r % 2 == 0 else (False, True)):
+                _, load = _timed_with_load(lambda z=z: pools[z].run(req), repeat, warmup=20)
+                if load is None:
+                    return None
+                cpu[z].append(load[0])
+    finally:
+        for p in pools.values():
+            p.close()
+    ratio = statistics.median(off / on for on, off in zip(cpu[True], cpu[False], strict=True))
+    return BenchRow(SECTION, f"machine CPU per trivial evaluation, children forked by a zygote ({mode})",
+                    statistics.median(cpu[True]), "ms", reference="the worker forking them itself (zygote=False)",
+                    reference_value=statistics.median(cpu[False]), ratio=ratio,
+                    note=f"every process, /proc/stat; {rounds} alternating rounds of {repeat} one at a time; "
+                         "ratio: median of the paired ratios")
+
+
 def _fresh_jail(repeat: int) -> tuple[float, float]:
     """(ms per fresh jailed python + import numpy, ms per fork+exit of a minimal python in a jail)."""
     from reasearch.engine import exec_in_sandbox
@@ -441,6 +477,10 @@ def run(quick: bool) -> list[BenchRow]:
                 rows.extend(_floor_rows(pool, jail_floor, 50 if quick else 200))
         finally:
             pool.close()
+        if i == 0:
+            zygote = _zygote_row(mode, 100 if quick else 400)
+            if zygote is not None:
+                rows.append(zygote)
     if fresh is not None:
         rows.append(BenchRow(SECTION, "fresh nsjail python + import numpy", fresh, "ms",
                              reference="plain subprocess python + import numpy", reference_value=plain,

@@ -38,10 +38,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <stdio.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
