@@ -565,7 +565,7 @@ class Supervisor:
         """
         drain(ch)  # the child flushed its output before writing the result
         ch.alone = self.alone(ch.pid)
-        cpu = ch.rusage_cpu + self.live_cpu(ch.pid, ch.alone)
+        cpu = ch.rusage_cpu + self.live_cpu(ch.pid, ch.alone, ch.pidfd)
         self.stamps["w_cpu_read"] = _ns()
         self.stamps["child_cpu_base_ns"] = int(ch.cpu_base * 1e9)
         self.stamps["child_cpu_reply_ns"] = int(cpu * 1e9)
@@ -589,10 +589,16 @@ class Supervisor:
         """In a jail: no process or thread was created since ``pid`` (the namespace's last pid is its own)."""
         return self.in_jail and _procs.last_pid() == pid
 
-    def live_cpu(self, pid: int, alone: bool) -> float:
+    def live_cpu(self, pid: int, alone: bool, pidfd: int | None = None) -> float:
         """CPU seconds of a live process (all threads, exited ones included, and the children it
         waited for) and of every other live descendant of the worker, from /proc (the candidate
         cannot write these).
+
+        A process that exits while the tree is walked hands its children to the worker (a
+        subreaper) meanwhile, and the walk can find them under neither (a child that exits right
+        after its result, leaving a CPU burner behind, did that in about one run in three of the
+        hostile suite). So when ``pid`` (its ``pidfd``) has exited by the end of the walk, the
+        tree is walked again until two walks agree.
 
         In a jail (its own PID namespace) the walk is skipped when the namespace's last pid is still
         ``pid``'s own (``alone``, from :meth:`alone`): no process or thread was
@@ -604,8 +610,15 @@ class Supervisor:
             ns = _procs.process_cpu_ns(pid)
             return ns / 1e9 if ns is not None else _procs.cpu_s(pid)
         idle = self.idle.pid if self.idle else None
-        others = (d for d in _procs.children_walk(os.getpid(), skip=(idle, self.zpid)) if d != pid)
-        return sum(_procs.cpu_s(p) for p in (pid, *others))
+        me, skip = os.getpid(), (idle, self.zpid)
+        tree = _procs.children_walk(me, skip=skip)
+        if pidfd is not None and select.select([pidfd], [], [], 0)[0]:  # it exited: see above
+            for _ in range(8):
+                again = _procs.children_walk(me, skip=skip)
+                if sorted(again) == sorted(tree):
+                    break
+                tree = again
+        return sum(_procs.cpu_s(p) for p in (pid, *(d for d in tree if d != pid)))
 
     def cleanup(self, ch: Child) -> None:
         """Kills and reaps the child's whole tree, closes its pipes, removes its scratch dir."""
