@@ -429,9 +429,17 @@ def test_one_uid_worker_killed_by_its_child_is_respawned(monkeypatch: pytest.Mon
             under_a_worker = table.get(table[p][0], (0, 0, 0, ""))[1] != os.getsid(0) and table[p][0] != os.getpid()
             if table[p][1] != os.getsid(0) and not pool_process and not under_a_worker:
                 left.append(p)
-        assert left == []
+        assert left == [], [(p, table.get(p), _proc_text(p, "cmdline")) for p in left]
     finally:
         pool.close()
+
+
+def _proc_text(pid: int, name: str) -> str:
+    """/proc/<pid>/<name> as text (for failure messages); '' once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 @pytest.mark.parametrize("mode", ["nsjail", "process"])
