@@ -110,7 +110,6 @@ class WorkerHandle:
         proc = self.proc
         if proc is None:
             return
-        pid = proc.pid
         if self.launcher.mode == "process":
             # Freeze the worker first, so that it cannot fork between the snapshot and the kill.
             stop_and_wait(proc.pid)
@@ -135,7 +134,7 @@ class WorkerHandle:
             kill_orphans(child_pgid=self.child_pid, uid=self.launcher.child_uid(self.index))
             # The worker's own session (its zygote, which dies with it): when the worker was dead before
             # the snapshot above, they came back to us unseen.
-            kill_orphans(child_pgid=pid, uid=None)
+            kill_orphans(child_pgid=proc.pid, uid=None)
         reap_pids(tree)
         reap_jail_orphans()  # a jail dies with its nsjail; its processes came back to us to be reaped
         self.child_pid = None

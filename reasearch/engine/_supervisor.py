@@ -287,9 +287,8 @@ class Supervisor:
         if ch is not None and ch.alone and idle == ch.pid + 1 and _procs.last_pid() == idle:
             collect_exit(ch)
             return
-        me = os.getpid()
         for _ in range(500):
-            pids = _procs.children_walk(me, skip=(idle, self.zpid))
+            pids = self.candidate_tree()
             if not pids:
                 break
             for sig in (signal.SIGSTOP, signal.SIGKILL):  # freeze first, so a fork bomb cannot outrun us
@@ -301,6 +300,11 @@ class Supervisor:
             self.wait_one(ch)  # everything below us is dying: block for the next exit, don't poll
             self.reap(ch)
         self.reap(ch)
+
+    def candidate_tree(self) -> list[int]:
+        """Every process below the worker but the engine's own: the child forked ahead of the next
+        request and the zygote (each left out with all below it)."""
+        return _procs.children_walk(os.getpid(), skip=(self.idle.pid if self.idle else None, self.zpid))
 
     def wait_one(self, ch: Child | None) -> None:
         """Blocks until one child of the worker exits (and reaps it, accounting its CPU time)."""
@@ -343,10 +347,7 @@ class Supervisor:
     # -- one child
     def spawn(self) -> Child:
         """Forks a child that waits for its request; returns the worker-side ends of its pipes."""
-        # The empty module of the folder the child will most likely be handed, built once per folder
-        # name (see scratch_path) rather than in every child: each page a child writes is a
-        # copy-on-write fault. The worker never runs anything in it; each child gets its own copy.
-        nxt = self.scratch_path(self.counter + 1)
+        nxt = self.scratch_path(self.counter + 1)  # the folder the child will most likely be handed
         ends = self.child_pipes()
         forked = _ns()
         try:
@@ -358,19 +359,12 @@ class Supervisor:
                 self.close_fds((*ends[0], *ends[1].values()))
                 ends = self.child_pipes()
             if pid is None:  # no zygote: fork from the worker itself
-                module = self.ready_module
-                if module is None or module.__file__ != f"{nxt}/candidate.py":
-                    module = self.ready_module = fresh_module(f"{nxt}/candidate.py")
-                sys.stdout.flush()
-                sys.stderr.flush()
-                # Move every object the worker holds out of the collector's reach: a collection in the
-                # child would otherwise write to (and so copy) nearly every page of the warm runtime.
-                gc.freeze()
+                self.before_fork(nxt)
                 forked = _ns()
                 pid = os.fork()
                 if pid == 0:
                     child_main(self.child_uid, self.keep_read_search, ends[1], self.prewarm_dir,
-                               self.bounding_dropped, nxt, self.last_harness, module, self.warm_after_s)
+                               self.bounding_dropped, nxt, self.last_harness, self.ready_module, self.warm_after_s)
         except BaseException:
             self.close_fds((*ends[0], *ends[1].values()))
             raise
@@ -380,6 +374,19 @@ class Supervisor:
             os.set_blocking(fd, False)
         return Child(pid=pid, pidfd=os.pidfd_open(pid), result_r=result_r, calls_w=req_w, out_r=out_r, err_r=err_r,
                      forked_ns=forked, fork_ret_ns=_ns())
+
+    def before_fork(self, nxt: str) -> None:
+        """What the worker does before it forks a child or a zygote: builds the empty module of the
+        folder ``nxt`` (the one the child will most likely be handed) unless it has it, once per
+        folder name (see scratch_path) rather than in every child, where each page written is a
+        copy-on-write fault (each child gets its own copy of it); flushes its
+        stdio, and moves every object it holds out of the collector's reach (a collection in a
+        child would otherwise write to, and so copy, nearly every page of the warm runtime)."""
+        if self.ready_module is None or self.ready_module.__file__ != f"{nxt}/candidate.py":
+            self.ready_module = fresh_module(f"{nxt}/candidate.py")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        gc.freeze()
 
     @staticmethod
     def child_pipes() -> tuple[tuple[int, int, int, int], dict[str, int]]:
@@ -402,13 +409,8 @@ class Supervisor:
         self.stop_zygote()
         if not self.zygote_wanted:
             return
-        nxt = self.scratch_path(self.counter + 1)
-        if self.ready_module is None or self.ready_module.__file__ != f"{nxt}/candidate.py":
-            self.ready_module = fresh_module(f"{nxt}/candidate.py")
         mine, its = _zygote.pair(ZYGOTE_TIMEOUT_S)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        gc.freeze()  # as before each fork from the worker (spawn): no collection in a child copies the heap
+        self.before_fork(self.scratch_path(self.counter + 1))
         pid = os.fork()
         if pid == 0:
             self.zygote_main(its)
@@ -609,12 +611,10 @@ class Supervisor:
         if alone:
             ns = _procs.process_cpu_ns(pid)
             return ns / 1e9 if ns is not None else _procs.cpu_s(pid)
-        idle = self.idle.pid if self.idle else None
-        me, skip = os.getpid(), (idle, self.zpid)
-        tree = _procs.children_walk(me, skip=skip)
+        tree = self.candidate_tree()
         if pidfd is not None and select.select([pidfd], [], [], 0)[0]:  # it exited: see above
             for _ in range(8):
-                again = _procs.children_walk(me, skip=skip)
+                again = self.candidate_tree()
                 if sorted(again) == sorted(tree):
                     break
                 tree = again
