@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from reasearch.engine import SandboxPool
-from reasearch.engine._procs import descendants_of, process_table
+from reasearch.engine._procs import process_table
 from reasearch.engine.protocol import Limits, RunRequest
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import needs_mode, stray_processes
@@ -396,7 +396,7 @@ def test_cpu_of_a_burner_is_counted_when_its_parent_exits_right_after_its_result
     assert_still_serving(pool)
 
 
-def test_one_uid_worker_killed_by_its_child_is_respawned(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_uid_worker_killed_by_its_child_is_respawned(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Where no second uid is available (process mode as a plain user), the child CAN kill its worker:
     the request is a CRASH, the worker is respawned, its orphans are killed, the next request is served."""
     from reasearch.engine import SandboxConfig, isolation
@@ -408,28 +408,30 @@ def test_one_uid_worker_killed_by_its_child_is_respawned(monkeypatch: pytest.Mon
         assert not pool.separate_child_uid
         killer = src("""
             import os, signal, time
-            def run():
-                if os.fork() == 0:  # an orphan-to-be in the child's session
+            def run(note):
+                pid = os.fork()
+                if pid == 0:  # an orphan-to-be in the child's session
                     time.sleep(60)
                     os._exit(0)
+                with open(note, "w") as fh:  # who is who, for the checks below
+                    fh.write(f"{os.getpid()} {pid} {os.getppid()}")
                 os.kill(os.getppid(), signal.SIGKILL)
                 time.sleep(60)
             """)
-        out = pool.run(RunRequest(source=killer, limits=Limits(wall_s=5.0, memory_mb=256)))
+        note = tmp_path / "pids"
+        out = pool.run(RunRequest(source=killer, payload={"note": str(note)},
+                                  limits=Limits(wall_s=5.0, memory_mb=256)))
         assert out.status is Status.CRASH
         assert "worker died" in out.error
         assert pool.restarts == 1
         assert_still_serving(pool, 1)
-        # the dead worker's child and grandchild came back to this process (a subreaper): both killed and reaped
+        child, grandchild, worker = (int(x) for x in note.read_text().split())
+        # The dead worker's child and grandchild came back to this process (a subreaper): both are
+        # killed and reaped (no zombie either), and nothing is left in the child's session.
         table = process_table()
-        left = []
-        for p in descendants_of(os.getpid(), table):
-            cmd = Path(f"/proc/{p}/cmdline").read_bytes() if Path(f"/proc/{p}/cmdline").exists() else b""
-            pool_process = b"reasearch.engine._worker" in cmd or b"nsjail" in cmd
-            under_a_worker = table.get(table[p][0], (0, 0, 0, ""))[1] != os.getsid(0) and table[p][0] != os.getpid()
-            if table[p][1] != os.getsid(0) and not pool_process and not under_a_worker:
-                left.append(p)
-        assert left == [], [(p, table.get(p), _proc_text(p, "cmdline")) for p in left]
+        left = {p: table[p] for p in (worker, child, grandchild) if p in table}
+        left.update({p: row for p, row in table.items() if row[1] == child})
+        assert left == {}, [(p, row, _proc_text(p, "cmdline")) for p, row in left.items()]
     finally:
         pool.close()
 
