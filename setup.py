@@ -17,6 +17,7 @@ extensions = [
         include_dirs=[numpy.get_include(), "reasearch/native/include"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3"],
+        depends=[str(h.relative_to(HERE)) for h in sorted((HERE / "reasearch" / "native" / "include").glob("*.h"))],
     )
     for pyx in sorted((HERE / "reasearch" / "native").glob("*.pyx"))
 ]

@@ -7,7 +7,9 @@ comparison is made on the same float32 values, so ties break exactly as they do 
 The descending sort reproduces libstdc++'s ``std::sort`` (introsort: median-of-three quicksort down
 to runs of 16, heapsort past the depth limit, then one insertion sort), which is what PyTorch's CPU
 ``sort(descending=True)`` runs. It is *not* stable: among equal loads (replicas of one expert always
-are) it decides which replica rank lands on which GPU, i.e. the published ``log2phy``.
+are) it decides which replica rank lands on which GPU, i.e. the published ``log2phy``. Its partition
+and its final insertion sort run as branch-free equivalents (``include/eplb_simd.h``); the twin tests
+and a fuzz test hold them to the plain-Python transcription of the libstdc++ code.
 """
 
 import numpy as np
@@ -15,6 +17,7 @@ import numpy as np
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.math cimport INFINITY
+from libc.stdint cimport uint64_t
 
 cnp.import_array()
 
@@ -30,6 +33,10 @@ cdef extern from "eplb_simd.h" nogil:
     # the first smallest / largest of w[0..n): SSE, no branch per value (see the header)
     Py_ssize_t eplb_argmin_first(const float* w, Py_ssize_t n)
     Py_ssize_t eplb_argmax_first(const float* w, Py_ssize_t n)
+    # the sort's partition and its final insertion sort of each short run, without a branch per item
+    Py_ssize_t EPLB_MASK_WORDS(Py_ssize_t n)
+    Py_ssize_t eplb_partition(Pair* a, Py_ssize_t first, Py_ssize_t last, uint64_t* masks)
+    void eplb_sort_small(Pair* a, Py_ssize_t m)
 
 cdef enum:
     _THRESHOLD = 16  # libstdc++ _S_threshold
@@ -44,33 +51,6 @@ cdef inline Py_ssize_t _lg(Py_ssize_t n) noexcept nogil:
         n >>= 1
         r += 1
     return r
-
-
-cdef inline void _unguarded_linear_insert(Pair* a, Py_ssize_t last) noexcept nogil:
-    cdef Pair val = a[last]
-    cdef Py_ssize_t nxt = last - 1
-    while val.k > a[nxt].k:
-        a[last] = a[nxt]
-        last = nxt
-        nxt -= 1
-    a[last] = val
-
-
-cdef void _insertion_sort(Pair* a, Py_ssize_t first, Py_ssize_t last) noexcept nogil:
-    cdef Py_ssize_t i, j
-    cdef Pair val
-    if first == last:
-        return
-    for i in range(first + 1, last):
-        if a[i].k > a[first].k:
-            val = a[i]
-            j = i
-            while j > first:
-                a[j] = a[j - 1]
-                j -= 1
-            a[first] = val
-        else:
-            _unguarded_linear_insert(a, i)
 
 
 cdef void _adjust_heap(Pair* a, Py_ssize_t hole, Py_ssize_t length, Pair val) noexcept nogil:
@@ -135,45 +115,45 @@ cdef void _move_median_to_first(Pair* a, Py_ssize_t res, Py_ssize_t x, Py_ssize_
         _swap(a, res, y)
 
 
-cdef Py_ssize_t _unguarded_partition(Pair* a, Py_ssize_t first, Py_ssize_t last, Py_ssize_t pivot) noexcept nogil:
-    cdef float pk = a[pivot].k  # the pivot stays at `pivot` (outside the range) throughout
-    while True:
-        while a[first].k > pk:
-            first += 1
-        last -= 1
-        while pk > a[last].k:
-            last -= 1
-        if not first < last:
-            return first
-        _swap(a, first, last)
-        first += 1
-
-
-cdef void _introsort_loop(Pair* a, Py_ssize_t first, Py_ssize_t last, Py_ssize_t depth) noexcept nogil:
+cdef void _introsort_loop(Pair* a, Py_ssize_t first, Py_ssize_t last, Py_ssize_t depth,
+                          uint64_t* masks) noexcept nogil:
     cdef Py_ssize_t cut
     while last - first > _THRESHOLD:
         if depth == 0:
-            _heap_sort(a + first, last - first)
+            _heap_sort(a + first, last - first)  # sorted: the final insertion sort leaves it as it is
             return
         depth -= 1
         _move_median_to_first(a, first, first + 1, first + (last - first) // 2, last - 1)
-        cut = _unguarded_partition(a, first + 1, last, first)
-        _introsort_loop(a, cut, last, depth)
+        cut = eplb_partition(a, first + 1, last, masks)
+        _introsort_loop(a, cut, last, depth, masks)
         last = cut
+    # A run of <= 16 that no later step touches but the final insertion sort, which keeps every
+    # item inside its run (include/eplb_simd.h): that sort is done here, run by run.
+    eplb_sort_small(a + first, last - first)
 
 
-cdef void _sort_desc(Pair* a, Py_ssize_t n) noexcept nogil:
-    """Sorts pairs by key, descending, exactly as libstdc++'s std::sort orders them."""
-    cdef Py_ssize_t i
+cdef void _sort_desc(Pair* a, Py_ssize_t n, uint64_t* masks) noexcept nogil:
+    """Sorts pairs by key, descending, exactly as libstdc++'s std::sort orders them.
+
+    ``masks``: scratch of 2 * EPLB_MASK_WORDS(n) words (see :func:`_sort_buffer`)."""
     if n <= 1:
         return
-    _introsort_loop(a, 0, n, 2 * _lg(n))
-    if n > _THRESHOLD:
-        _insertion_sort(a, 0, _THRESHOLD)
-        for i in range(_THRESHOLD, n):
-            _unguarded_linear_insert(a, i)
-    else:
-        _insertion_sort(a, 0, n)
+    if n <= _THRESHOLD:
+        eplb_sort_small(a, n)  # std::sort's insertion sort alone
+        return
+    _introsort_loop(a, 0, n, 2 * _lg(n), masks)
+
+
+cdef Pair* _sort_buffer(Py_ssize_t cap) except NULL:
+    """Room to sort ``cap`` items: ``cap`` pairs, then the partition's masks (:func:`_masks_of`)."""
+    cdef Pair* buf = <Pair*>PyMem_Malloc(max(cap, 1) * sizeof(Pair) + 2 * EPLB_MASK_WORDS(cap) * sizeof(uint64_t))
+    if buf == NULL:
+        raise MemoryError()
+    return buf
+
+
+cdef inline uint64_t* _masks_of(Pair* buf, Py_ssize_t cap) noexcept nogil:
+    return <uint64_t*>(buf + max(cap, 1))
 
 
 def argsort_desc_rows(const float[:, ::1] keys):
@@ -183,16 +163,14 @@ def argsort_desc_rows(const float[:, ::1] keys):
         raise ValueError("rows longer than 2**31 - 1 items are not supported")
     out = np.empty((rows, n), dtype=np.int64)
     cdef i64[:, ::1] o = out
-    cdef Pair* buf = <Pair*>PyMem_Malloc(max(n, 1) * sizeof(Pair))
-    if buf == NULL:
-        raise MemoryError()
+    cdef Pair* buf = _sort_buffer(n)
     try:
         with nogil:
             for r in range(rows):
                 for i in range(n):
                     buf[i].k = keys[r, i]
                     buf[i].v = <int>i
-                _sort_desc(buf, n)
+                _sort_desc(buf, n, _masks_of(buf, n))
                 for i in range(n):
                     o[r, i] = buf[i].v
     finally:
@@ -203,7 +181,7 @@ def argsort_desc_rows(const float[:, ::1] keys):
 # --------------------------------------------------------------------------------- the algorithm
 
 cdef void _balanced_packing(const float* vals, Py_ssize_t n, Py_ssize_t num_packs, i64* pack, i64* rank,
-                            Pair* buf, float* pack_w, i64* pack_n) noexcept nogil:
+                            Pair* buf, uint64_t* masks, float* pack_w, i64* pack_n) noexcept nogil:
     """Greedy: heaviest item first, into the lightest pack that still has room (first on ties).
 
     Up to 8 packs the assignment loop keeps the totals in SSE registers (``eplb_greedy8``); more
@@ -220,7 +198,7 @@ cdef void _balanced_packing(const float* vals, Py_ssize_t n, Py_ssize_t num_pack
     for i in range(n):
         buf[i].k = vals[i]
         buf[i].v = <int>i
-    _sort_desc(buf, n)
+    _sort_desc(buf, n, masks)
     if EPLB_GREEDY_SIMD and num_packs <= 8:
         eplb_greedy8(buf, n, num_packs, per, vals, pack, rank)
         return
@@ -244,7 +222,7 @@ cdef void _rebalance_layers(const float[:, ::1] weight, Py_ssize_t G, Py_ssize_t
                             i64[:, ::1] logcnt, float[::1] gload, i64[::1] gpack, i64[::1] grank,
                             i64[::1] mlog2log, float[::1] vals, float[::1] ratio, i64[::1] cnt, i64[::1] p2m,
                             i64[::1] prk, float[::1] slot_w, i64[::1] ppack, i64[::1] prank, Pair* buf,
-                            float[::1] pack_w, i64[::1] pack_n) noexcept nogil:
+                            uint64_t* masks, float[::1] pack_w, i64[::1] pack_n) noexcept nogil:
     """The per-layer loop of :func:`rebalance_kernel` (scratch passed in, nothing allocated)."""
     cdef Py_ssize_t L = weight.shape[0], E = weight.shape[1]
     cdef Py_ssize_t l, g, e, n, j, i, best, s, m
@@ -256,7 +234,7 @@ cdef void _rebalance_layers(const float[:, ::1] weight, Py_ssize_t G, Py_ssize_t
             for e in range(g * gs, (g + 1) * gs):
                 acc += weight[l, e]
             gload[g] = <float>acc
-        _balanced_packing(&gload[0], G, N, &gpack[0], &grank[0], buf, &pack_w[0], &pack_n[0])
+        _balanced_packing(&gload[0], G, N, &gpack[0], &grank[0], buf, masks, &pack_w[0], &pack_n[0])
         for e in range(E):
             g = e // gs
             mlog2log[(gpack[g] * gpn + grank[g]) * gs + e % gs] = e
@@ -278,7 +256,7 @@ cdef void _rebalance_layers(const float[:, ::1] weight, Py_ssize_t G, Py_ssize_t
             for i in range(rpn):
                 m = p2m[i]
                 slot_w[i] = vals[m] / <float>cnt[m]
-            _balanced_packing(&slot_w[0], rpn, gpus_per_node, &ppack[0], &prank[0], buf, &pack_w[0],
+            _balanced_packing(&slot_w[0], rpn, gpus_per_node, &ppack[0], &prank[0], buf, masks, &pack_w[0],
                               &pack_n[0])
             for i in range(rpn):
                 s = n * rpn + ppack[i] * spg + prank[i]
@@ -322,14 +300,12 @@ def rebalance_kernel(const float[:, ::1] weight, Py_ssize_t num_replicas, Py_ssi
     cdef i64[::1] prank = np.empty(cap, dtype=np.int64)
     cdef float[::1] pack_w = np.empty(cap, dtype=np.float32)
     cdef i64[::1] pack_n = np.empty(cap, dtype=np.int64)
-    cdef Pair* buf = <Pair*>PyMem_Malloc(cap * sizeof(Pair))
-    if buf == NULL:
-        raise MemoryError()
+    cdef Pair* buf = _sort_buffer(cap)
     try:
         with nogil:
             _rebalance_layers(weight, G, N, R, gs, gpn, spg, epn, rpn, gpus_per_node, phy2log, phyrank, logcnt,
                               gload, gpack, grank, mlog2log, vals, ratio, cnt, p2m, prk, slot_w, ppack,
-                              prank, buf, pack_w, pack_n)
+                              prank, buf, _masks_of(buf, cap), pack_w, pack_n)
     finally:
         PyMem_Free(buf)
     return phy2log_a, phyrank_a, logcnt_a
@@ -352,14 +328,12 @@ def balanced_packing_rows(const float[:, ::1] weight, Py_ssize_t num_packs):
     cdef i64[::1] pack_n = np.empty(cap, dtype=np.int64)
     if n == 0:
         return pack_a, rank_a
-    cdef Pair* buf = <Pair*>PyMem_Malloc(cap * sizeof(Pair))
-    if buf == NULL:
-        raise MemoryError()
+    cdef Pair* buf = _sort_buffer(cap)
     try:
         with nogil:
             for r in range(rows):
-                _balanced_packing(&weight[r, 0], n, num_packs, &pack[r, 0], &rank[r, 0], buf, &pack_w[0],
-                                  &pack_n[0])
+                _balanced_packing(&weight[r, 0], n, num_packs, &pack[r, 0], &rank[r, 0], buf, _masks_of(buf, cap),
+                                  &pack_w[0], &pack_n[0])
     finally:
         PyMem_Free(buf)
     return pack_a, rank_a

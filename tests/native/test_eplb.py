@@ -243,3 +243,19 @@ def test_vector_steps_pick_the_first_of_equal_extremes():
     item, srank, count = replicate_experts(np.array([[1.0, 4.0, 2.0, 4.0, 0.0, -0.0, 4.0]], np.float32), 9)
     assert item[0, 7:].tolist() == [1, 3]  # 4.0 at 1, 3 and 6: the first, then the next first
     assert count[0].tolist() == [1, 2, 1, 2, 1, 1, 1] and srank[0, 7:].tolist() == [1, 1]
+
+
+def test_sort_matches_the_twin_across_mask_words_signed_zeros_and_runs():
+    """The compiled partition reads its scans' stops from bit masks, 64 items a word: rows across one
+    to several words, with few distinct keys, signed zeros and sorted runs, against the plain twin."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for n in (17, 63, 64, 65, 72, 127, 128, 129, 200, 513):
+        rows.append(rng.integers(0, 3, size=n).astype(np.float32))  # nearly all ties
+        rows.append(rng.choice(np.array([0.0, -0.0, 1.0], dtype=np.float32), size=n))  # -0.0 == 0.0
+        rows.append(np.arange(n, dtype=np.float32))  # ascending: every item on the wrong side
+        rows.append(np.arange(n, dtype=np.float32)[::-1].copy())  # already in order
+        rows.append(rng.standard_normal(n).astype(np.float32))  # distinct
+    for keys in rows:
+        got = argsort_desc_torch(keys[None, :])[0].tolist()
+        assert got == argsort_desc_torch_reference(keys), (len(keys), keys[:8])

@@ -7,6 +7,19 @@
  * values. Same answer as the loop `if (w[i] < w[best]) best = i` (resp. `>`): the values are never
  * NaN (the callers' loads are checked finite; full packs are +inf), and for -0.0 and 0.0, which
  * compare equal, both give the first of them.
+ *
+ * The descending sort (libstdc++'s std::sort, see _eplb.pyx) gets two pieces here, both giving
+ * exactly the order the plain loops give, ties included:
+ * - eplb_partition: the unguarded Hoare partition. Its scans stop at the items that are not on
+ *   their side of the pivot; which ones those are depends only on the items as they were when the
+ *   partition began (a swap only touches the two positions the scans just stopped at). So the stops
+ *   are read off two bit masks made in one pass (SSE compares), and the k-th swap pairs the k-th
+ *   stop from the left with the k-th from the right until they cross: no branch per item.
+ * - eplb_sort_small: the final insertion sort of each run of at most 16 items the partitions leave.
+ *   Insertion sort is stable, and no item leaves its run (every item of an earlier run is >= every
+ *   item of a later one, and an item only moves past strictly smaller ones), so each run is given
+ *   its stable order directly: an item's place is the number of items greater than it plus the
+ *   number of equal ones before it, counted for 4 items per SSE compare.
  */
 #ifndef REASEARCH_EPLB_SIMD_H
 #define REASEARCH_EPLB_SIMD_H
@@ -109,6 +122,42 @@ static inline void eplb_greedy8(const eplb_pair *order, Py_ssize_t n, Py_ssize_t
     }
 }
 
+
+/* Stable descending order of a[0..m), m <= 16 (see the top of this file). */
+static inline void eplb_sort_small(eplb_pair *a, Py_ssize_t m) {
+    float key[16] = {0};
+    eplb_pair item[16];
+    int place[16];
+    Py_ssize_t i, j;
+    for (i = 0; i < m; i++) {
+        key[i] = a[i].k;
+        item[i] = a[i];
+    }
+    const __m128 k0 = _mm_loadu_ps(key), k1 = _mm_loadu_ps(key + 4), k2 = _mm_loadu_ps(key + 8),
+                 k3 = _mm_loadu_ps(key + 12);
+    const __m128i i0 = _mm_setr_epi32(0, 1, 2, 3), i1 = _mm_setr_epi32(4, 5, 6, 7),
+                  i2 = _mm_setr_epi32(8, 9, 10, 11), i3 = _mm_setr_epi32(12, 13, 14, 15);
+    __m128i c0 = _mm_setzero_si128(), c1 = c0, c2 = c0, c3 = c0;
+    for (j = 0; j < m; j++) { /* item j counts for each item i it is greater than, or equal to with j < i */
+        const __m128 kj = _mm_set1_ps(key[j]);
+        const __m128i jv = _mm_set1_epi32((int)j);
+#define EPLB_COUNT(c, k, idx)                                                                              \
+    c = _mm_sub_epi32(c, _mm_or_si128(_mm_castps_si128(_mm_cmpgt_ps(kj, k)),                              \
+                                      _mm_and_si128(_mm_castps_si128(_mm_cmpeq_ps(kj, k)), _mm_cmpgt_epi32(idx, jv))))
+        EPLB_COUNT(c0, k0, i0);
+        EPLB_COUNT(c1, k1, i1);
+        EPLB_COUNT(c2, k2, i2);
+        EPLB_COUNT(c3, k3, i3);
+#undef EPLB_COUNT
+    }
+    _mm_storeu_si128((__m128i *)place, c0);
+    _mm_storeu_si128((__m128i *)(place + 4), c1);
+    _mm_storeu_si128((__m128i *)(place + 8), c2);
+    _mm_storeu_si128((__m128i *)(place + 12), c3);
+    for (i = 0; i < m; i++)
+        a[place[i]] = item[i];
+}
+
 #else /* no SSE2: the plain loops */
 
 #define EPLB_GREEDY_SIMD 0
@@ -133,5 +182,94 @@ static inline Py_ssize_t eplb_argmax_first(const float *w, Py_ssize_t n) {
     return best;
 }
 
+
+/* Stable descending order of a[0..m), m <= 16: the insertion sort itself. */
+static inline void eplb_sort_small(eplb_pair *a, Py_ssize_t m) {
+    Py_ssize_t i, j;
+    for (i = 1; i < m; i++) {
+        eplb_pair v = a[i];
+        for (j = i; j > 0 && v.k > a[j - 1].k; j--)
+            a[j] = a[j - 1];
+        a[j] = v;
+    }
+}
+
 #endif
+
+/* Words of one of the two bit masks eplb_partition needs for n items (the caller provides 2x). */
+#define EPLB_MASK_WORDS(n) (((n) + 63) >> 6)
+
+/* first set bit at position >= p in w[0..words), or `none` */
+static inline Py_ssize_t eplb_next_bit(const uint64_t *w, Py_ssize_t words, Py_ssize_t p, Py_ssize_t none) {
+    Py_ssize_t wi = p >> 6;
+    uint64_t x;
+    if (wi >= words)
+        return none;
+    x = w[wi] & (~(uint64_t)0 << (p & 63));
+    while (!x) {
+        if (++wi >= words)
+            return none;
+        x = w[wi];
+    }
+    return (wi << 6) + __builtin_ctzll(x);
+}
+
+/* last set bit at position <= p, or -1 */
+static inline Py_ssize_t eplb_prev_bit(const uint64_t *w, Py_ssize_t p) {
+    Py_ssize_t wi;
+    uint64_t x;
+    if (p < 0)
+        return -1;
+    wi = p >> 6;
+    x = w[wi] & (~(uint64_t)0 >> (63 - (p & 63)));
+    while (!x) {
+        if (--wi < 0)
+            return -1;
+        x = w[wi];
+    }
+    return (wi << 6) + 63 - __builtin_clzll(x);
+}
+
+/* libstdc++'s __unguarded_partition(first, last, pivot = first - 1) for the descending order: returns
+ * the cut. `masks` holds 2 * EPLB_MASK_WORDS(last - first) words. The left scan stops at items that
+ * are not > the pivot (mask `lo`), the right scan at items the pivot is not > (mask `hi`). */
+static inline Py_ssize_t eplb_partition(eplb_pair *a, Py_ssize_t first, Py_ssize_t last, uint64_t *masks) {
+    eplb_pair *b = a + first, t;
+    const float pk = a[first - 1].k;
+    const Py_ssize_t m = last - first, words = EPLB_MASK_WORDS(m);
+    uint64_t *lo = masks, *hi = masks + words;
+    Py_ssize_t i = 0, f, l, lprev;
+    for (f = 0; f < words; f++)
+        lo[f] = hi[f] = 0;
+#if defined(__SSE2__)
+    const __m128 pv = _mm_set1_ps(pk);
+    for (; i + 4 <= m; i += 4) {
+        __m128 k = _mm_shuffle_ps(_mm_loadu_ps(&b[i].k), _mm_loadu_ps(&b[i + 2].k), _MM_SHUFFLE(2, 0, 2, 0));
+        uint64_t gt = (uint64_t)_mm_movemask_ps(_mm_cmpgt_ps(k, pv)), lt = (uint64_t)_mm_movemask_ps(_mm_cmplt_ps(k, pv));
+        lo[i >> 6] |= (~gt & 15u) << (i & 63);
+        hi[i >> 6] |= (~lt & 15u) << (i & 63);
+    }
+#endif
+    for (; i < m; i++) {
+        lo[i >> 6] |= (uint64_t)!(b[i].k > pk) << (i & 63);
+        hi[i >> 6] |= (uint64_t)!(pk > b[i].k) << (i & 63);
+    }
+    /* Where the k-th stops have not crossed (f < l), both scans stopped there and the items swap.
+     * Once they cross, the left scan has ended at f or at the previous right stop, whichever comes
+     * first (that position holds a left-stop item since its swap); the median of three moved to the
+     * pivot guarantees a left stop in the range, the pivot itself ends the right scan (-1). */
+    f = eplb_next_bit(lo, words, 0, m);
+    l = eplb_prev_bit(hi, m - 1);
+    lprev = m;
+    while (f < l) {
+        t = b[f];
+        b[f] = b[l];
+        b[l] = t;
+        lprev = l;
+        f = eplb_next_bit(lo, words, f + 1, m);
+        l = eplb_prev_bit(hi, l - 1);
+    }
+    return first + (f < lprev ? f : lprev);
+}
+
 #endif
