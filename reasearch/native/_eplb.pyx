@@ -27,9 +27,10 @@ cdef extern from "eplb_simd.h" nogil:
     ctypedef struct Pair "eplb_pair":  # (key, index) kept together: one 8-byte move per swap
         float k
         int v
-    bint EPLB_GREEDY_SIMD  # eplb_greedy8 is the SSE loop (else it must not be called)
-    void eplb_greedy8(const Pair* order, Py_ssize_t n, Py_ssize_t num_packs, Py_ssize_t per, const float* vals,
-                      i64* pack, i64* rank)
+    bint EPLB_GREEDY_SIMD  # eplb_greedy8(x2) are the SSE loops (else they must not be called)
+    void eplb_greedy8(const Pair* order, Py_ssize_t n, Py_ssize_t num_packs, Py_ssize_t per, i64* pack, i64* rank)
+    void eplb_greedy8x2(const Pair* order_a, const Pair* order_b, Py_ssize_t n, Py_ssize_t num_packs, Py_ssize_t per,
+                        i64* pack_a, i64* rank_a, i64* pack_b, i64* rank_b)
     # the first smallest / largest of w[0..n): SSE, no branch per value (see the header)
     Py_ssize_t eplb_argmin_first(const float* w, Py_ssize_t n)
     Py_ssize_t eplb_argmax_first(const float* w, Py_ssize_t n)
@@ -180,6 +181,15 @@ def argsort_desc_rows(const float[:, ::1] keys):
 
 # --------------------------------------------------------------------------------- the algorithm
 
+cdef inline void _sorted_items(const float* vals, Py_ssize_t n, Pair* buf, uint64_t* masks) noexcept nogil:
+    """``buf[0..n)``: the items ``(vals[i], i)`` in descending order (PyTorch's tie order)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        buf[i].k = vals[i]
+        buf[i].v = <int>i
+    _sort_desc(buf, n, masks)
+
+
 cdef void _balanced_packing(const float* vals, Py_ssize_t n, Py_ssize_t num_packs, i64* pack, i64* rank,
                             Pair* buf, uint64_t* masks, float* pack_w, i64* pack_n) noexcept nogil:
     """Greedy: heaviest item first, into the lightest pack that still has room (first on ties).
@@ -195,12 +205,9 @@ cdef void _balanced_packing(const float* vals, Py_ssize_t n, Py_ssize_t num_pack
             pack[i] = i
             rank[i] = 0
         return
-    for i in range(n):
-        buf[i].k = vals[i]
-        buf[i].v = <int>i
-    _sort_desc(buf, n, masks)
+    _sorted_items(vals, n, buf, masks)
     if EPLB_GREEDY_SIMD and num_packs <= 8:
-        eplb_greedy8(buf, n, num_packs, per, vals, pack, rank)
+        eplb_greedy8(buf, n, num_packs, per, pack, rank)
         return
     for p in range(num_packs):
         pack_w[p] = 0.0
@@ -329,13 +336,27 @@ def balanced_packing_rows(const float[:, ::1] weight, Py_ssize_t num_packs):
     if n == 0:
         return pack_a, rank_a
     cdef Pair* buf = _sort_buffer(cap)
+    cdef Pair* buf2 = NULL
+    cdef uint64_t* masks = _masks_of(buf, cap)
     try:
+        buf2 = _sort_buffer(cap)
         with nogil:
-            for r in range(rows):
-                _balanced_packing(&weight[r, 0], n, num_packs, &pack[r, 0], &rank[r, 0], buf, _masks_of(buf, cap),
+            r = 0
+            if EPLB_GREEDY_SIMD and num_packs <= 8 and n // num_packs > 1:
+                # Two rows at a time: their greedy loops run side by side (eplb_greedy8x2).
+                while r + 1 < rows:
+                    _sorted_items(&weight[r, 0], n, buf, masks)
+                    _sorted_items(&weight[r + 1, 0], n, buf2, masks)
+                    eplb_greedy8x2(buf, buf2, n, num_packs, n // num_packs, &pack[r, 0], &rank[r, 0],
+                                   &pack[r + 1, 0], &rank[r + 1, 0])
+                    r += 2
+            while r < rows:
+                _balanced_packing(&weight[r, 0], n, num_packs, &pack[r, 0], &rank[r, 0], buf, masks,
                                   &pack_w[0], &pack_n[0])
+                r += 1
     finally:
         PyMem_Free(buf)
+        PyMem_Free(buf2)
     return pack_a, rank_a
 
 
