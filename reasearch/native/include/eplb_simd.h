@@ -74,10 +74,16 @@ static inline Py_ssize_t eplb_arg_extreme(const float *w, Py_ssize_t n, int larg
                 best = i;
         return best;
     }
-    __m128 acc = _mm_loadu_ps(w);
+    /* Two accumulators halve the chain of dependent min/max ops (the extreme does not depend on the
+     * order it is taken in: only -0.0 and 0.0 may swap, and eplb_first_equal treats them as equal). */
+    __m128 acc = _mm_loadu_ps(w), acc2 = acc;
+    for (; i + 8 <= n; i += 8) {
+        acc = eplb_pick(acc, _mm_loadu_ps(w + i), largest);
+        acc2 = eplb_pick(acc2, _mm_loadu_ps(w + i + 4), largest);
+    }
     for (; i + 4 <= n; i += 4)
         acc = eplb_pick(acc, _mm_loadu_ps(w + i), largest);
-    m = eplb_horizontal(acc, largest);
+    m = eplb_horizontal(eplb_pick(acc, acc2, largest), largest);
     for (; i < n; i++)
         if (largest ? w[i] > m : w[i] < m)
             m = w[i];
