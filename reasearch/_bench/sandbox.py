@@ -2,7 +2,8 @@
 
 Figures (one run, same machine, same moment):
 
-* warm pool, trivial candidate, one request at a time: median and p95 wall ms as the caller sees it,
+* warm pool, trivial candidate, one request at a time: median and p95 wall ms as the caller sees it
+  (of 1000 requests; 300 for the other images),
   served by a worker whose warm image fits the candidate (``SandboxConfig.fit_images``: it imports
   nothing, so the image is the bare interpreter with the engine), and, beside it, the same candidate
   with ``import numpy`` on top (the NumPy image) and on the full image (NumPy, SciPy, numba
