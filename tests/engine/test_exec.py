@@ -38,18 +38,24 @@ def workdir() -> Iterator[Path]:
 
 
 def run(argv: list[str], workdir: Path, mode: str, limits: Limits = LIM, **kw: object) -> ExecOutcome:
+    before = set(process_table())
     out = exec_in_sandbox(argv, workdir=workdir, limits=limits, mode=mode, **kw)  # type: ignore[arg-type]
     assert out.sandbox_mode == mode
-    assert leftovers() == []  # nothing of the command is left, not even a zombie
+    assert leftovers(before) == []  # nothing of the command is left, not even a zombie
     return out
 
 
-def leftovers() -> list[int]:
-    """Processes below this one that belong to an exec: jailed, nsjail, or in a session of their own."""
+def leftovers(before: set[int]) -> list[int]:
+    """Processes below this one, created since ``before`` (the pids of the process table then), that
+    belong to an exec: jailed, nsjail, or in a session of their own. (This process is a subreaper:
+    orphans of other tests' processes, such as a killed Ray node's, may come back to it meanwhile;
+    they existed before, so they are not the exec's.)"""
     table = process_table()
     mine = os.getsid(0)
     out = []
     for pid in descendants_of(os.getpid(), table):
+        if pid in before:
+            continue
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
