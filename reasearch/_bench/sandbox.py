@@ -257,11 +257,10 @@ def _fit_workers(pool: Any, req: Any) -> None:
     raise RuntimeError(f"the pool's workers did not switch to the image {want}: {pool.profiles()}")
 
 
-def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int | None = None,
-               ) -> tuple[list[BenchRow], Any]:
+def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int) -> tuple[list[BenchRow], Any]:
     """Rows of one isolation mode; returns them with the (still open) pool for further figures.
 
-    ``latency_repeat``: evaluations behind the fitted image's median and p95 (default ``repeat``): a
+    ``latency_repeat``: evaluations behind the fitted image's median and p95 (``repeat`` for the rest): a
     95th percentile of 300 timings moved by ~0.15 ms between runs here, one of 1000 by about half that."""
     from reasearch.engine import SandboxConfig, SandboxPool
     from reasearch.engine.protocol import RunRequest
@@ -279,7 +278,7 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int 
         np_med, np_p95, _ = _latency(pool, with_numpy, repeat)
         np_rate = _throughput(pool, with_numpy, repeat)
         _fit_workers(pool, fitted)
-        med, p95, load = _latency(pool, fitted, latency_repeat or repeat)
+        med, p95, load = _latency(pool, fitted, latency_repeat)
         paused_med, paused_p95 = _latency_after_pauses(pool, fitted, max(20, repeat // 2))
         rate = _throughput(pool, fitted, repeat)
     except BaseException:
@@ -292,13 +291,13 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int 
         rows.append(BenchRow(SECTION, f"trivial evaluation median ({tag})", med, "ms",
                              reference="fresh nsjail python + import numpy", reference_value=fresh, ratio=ratio,
                              goal="<= 2 ms and >= 50x", met=med <= 2.0 and ratio >= 50.0,
-                             note=f"{latency_repeat or repeat} requests one at a time, 2 workers"))
+                             note=f"{latency_repeat} requests one at a time, 2 workers"))
     else:
         rows.append(BenchRow(SECTION, f"trivial evaluation median ({tag})", med, "ms",
                              note="no filesystem or network isolation" if mode == "process" else ""))
     rows.append(BenchRow(SECTION, f"trivial evaluation p95 ({tag})", p95, "ms",
                          goal="<= 2 ms" if mode == "nsjail" else "", met=(p95 <= 2.0) if mode == "nsjail" else None,
-                         note=f"of {latency_repeat or repeat} requests" + ("" if load is None else
+                         note=f"of {latency_repeat} requests" + ("" if load is None else
                          f"; meanwhile the machine's CPUs were {load[1] * 100:.0f}% busy, {load[0]:.2f} ms of CPU per "
                          f"evaluation (every process; {os.cpu_count()} CPUs)")))
     rows.append(BenchRow(SECTION, f"trivial evaluation median after a {PAUSE_S * 1e3:.0f} ms pause ({tag})", paused_med,

@@ -190,6 +190,12 @@ cdef inline void _sorted_items(const float* vals, Py_ssize_t n, Pair* buf, uint6
     _sort_desc(buf, n, masks)
 
 
+cdef inline bint _greedy_in_registers(Py_ssize_t n, Py_ssize_t num_packs) noexcept nogil:
+    """Whether packing ``n`` items into ``num_packs`` runs ``eplb_greedy8`` (the SSE loop; else the
+    scalar one, or none at all with one item per pack)."""
+    return EPLB_GREEDY_SIMD and num_packs <= 8 and n // num_packs > 1
+
+
 cdef void _balanced_packing(const float* vals, Py_ssize_t n, Py_ssize_t num_packs, i64* pack, i64* rank,
                             Pair* buf, uint64_t* masks, float* pack_w, i64* pack_n) noexcept nogil:
     """Greedy: heaviest item first, into the lightest pack that still has room (first on ties).
@@ -206,7 +212,7 @@ cdef void _balanced_packing(const float* vals, Py_ssize_t n, Py_ssize_t num_pack
             rank[i] = 0
         return
     _sorted_items(vals, n, buf, masks)
-    if EPLB_GREEDY_SIMD and num_packs <= 8:
+    if _greedy_in_registers(n, num_packs):
         eplb_greedy8(buf, n, num_packs, per, pack, rank)
         return
     for p in range(num_packs):
@@ -335,14 +341,13 @@ def balanced_packing_rows(const float[:, ::1] weight, Py_ssize_t num_packs):
     cdef i64[::1] pack_n = np.empty(cap, dtype=np.int64)
     if n == 0:
         return pack_a, rank_a
-    cdef Pair* buf = _sort_buffer(cap)
-    cdef Pair* buf2 = NULL
-    cdef uint64_t* masks = _masks_of(buf, cap)
+    cdef Pair* buf = _sort_buffer(2 * cap)  # two rows' items (see below), then the masks
+    cdef Pair* buf2 = buf + cap
+    cdef uint64_t* masks = _masks_of(buf, 2 * cap)
     try:
-        buf2 = _sort_buffer(cap)
         with nogil:
             r = 0
-            if EPLB_GREEDY_SIMD and num_packs <= 8 and n // num_packs > 1:
+            if _greedy_in_registers(n, num_packs):
                 # Two rows at a time: their greedy loops run side by side (eplb_greedy8x2).
                 while r + 1 < rows:
                     _sorted_items(&weight[r, 0], n, buf, masks)
@@ -356,7 +361,6 @@ def balanced_packing_rows(const float[:, ::1] weight, Py_ssize_t num_packs):
                 r += 1
     finally:
         PyMem_Free(buf)
-        PyMem_Free(buf2)
     return pack_a, rank_a
 
 

@@ -282,9 +282,10 @@ static inline Py_ssize_t eplb_partition(eplb_pair *a, Py_ssize_t first, Py_ssize
     const float pk = a[first - 1].k;
     const Py_ssize_t m = last - first, words = EPLB_MASK_WORDS(m);
     uint64_t *lo = masks, *hi = masks + words;
-    Py_ssize_t i = 0, f, l, lprev;
-    for (f = 0; f < words; f++)
-        lo[f] = hi[f] = 0;
+    Py_ssize_t i, f, l, lprev;
+    for (i = 0; i < words; i++)
+        lo[i] = hi[i] = 0;
+    i = 0;
 #if defined(__SSE2__)
     const __m128 pv = _mm_set1_ps(pk);
     for (; i + 4 <= m; i += 4) {
