@@ -164,7 +164,7 @@ def test_resume_records_model_options_and_refuses_a_silent_endpoint_change(
     assert start["endpoints"]["agent"] == first.url
     capsys.readouterr()
 
-    from reasearch.agent.messages import ModelReply, Usage
+    from reasearch.models.messages import ModelReply, Usage
 
     finish = say("", call("finish", reason="seed"))
     with FakeAnthropicServer([ModelReply(finish.content, finish.stop_reason, Usage(1000, 100))]) as second:

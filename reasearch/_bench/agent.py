@@ -40,7 +40,7 @@ class _Stopwatch:
 
 
 def _script(turns: int) -> list[Any]:
-    from reasearch.agent.messages import ModelReply, Usage
+    from reasearch.models.messages import ModelReply, Usage
     from reasearch.agent.testing import call, say
 
     cycle = [lambda i: call("read_file", path="TASK.md"), lambda i: call("get_status"),

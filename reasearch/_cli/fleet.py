@@ -99,7 +99,7 @@ def _executor(text: str) -> tuple[str, str | None]:
 
 
 def _spec_from_args(args: argparse.Namespace) -> Any:
-    from reasearch.agent.fleet import FleetSpec
+    from reasearch.fleets.fleet import FleetSpec
 
     if args.spec:
         if args.task or args.model:
@@ -184,7 +184,7 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from reasearch.agent.fleet import run_fleet
+    from reasearch.fleets.fleet import run_fleet
 
     spec = _spec_from_args(args)
     return _drive(args, lambda kind, address, cb: run_fleet(spec, store=_store(args), run_dir=args.run_dir,
@@ -193,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from reasearch.agent.fleet import resume_fleet
+    from reasearch.fleets.fleet import resume_fleet
 
     return _drive(args, lambda kind, address, cb: resume_fleet(args.fleet_id, store=_store(args), run_dir=args.run_dir,
                                                                  executor=kind, address=address, on_update=cb))
@@ -207,7 +207,7 @@ def _existing_store(args: argparse.Namespace) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from reasearch.agent.fleet import fleet_report
+    from reasearch.fleets.fleet import fleet_report
 
     report = fleet_report(args.fleet_id, store=_existing_store(args))
     if args.json:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.loop import LESSONS_FILE, TASK_FILE, Agent, AgentProgress, AgentResult
-from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, ToolCall, ToolSchema, Usage
-from reasearch.agent.models import (
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolCall, ToolSchema, Usage
+from reasearch.models import (
     AnthropicModel,
     Model,
     ModelSpec,

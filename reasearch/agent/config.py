@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from reasearch.agent.models.base import ModelSpec
+from reasearch.models.base import ModelSpec
 from reasearch.errors import ConfigError
 
 __all__ = ["ROLES", "AgentConfig"]

@@ -30,7 +30,7 @@ from reasearch.agent._console import write_final_files
 from reasearch.agent._routing import edit_problem, fallback_role
 from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.journal import Journal, RunLike
-from reasearch.agent.messages import (
+from reasearch.models.messages import (
     ModelReply,
     ModelRequest,
     StopReason,
@@ -40,7 +40,7 @@ from reasearch.agent.messages import (
     text_block,
     tool_result_block,
 )
-from reasearch.agent.models import Model, build_model
+from reasearch.models import Model, build_model
 from reasearch.agent.prompts import (
     CONTINUE_MESSAGE,
     LESSONS_TEMPLATE,

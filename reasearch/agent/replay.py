@@ -17,8 +17,8 @@ from typing import Any
 from reasearch.agent._routing import fallback_role
 from reasearch.agent.config import ROLES
 from reasearch.agent.loop import Agent
-from reasearch.agent.messages import ModelReply
-from reasearch.agent.models.scripted import ScriptedModel
+from reasearch.models.messages import ModelReply
+from reasearch.models.scripted import ScriptedModel
 from reasearch.agent.session import effective_config, open_existing_store
 from reasearch.runs import Run, Store, open_store
 from reasearch.errors import ModelError

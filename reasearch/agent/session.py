@@ -9,8 +9,8 @@ from typing import Any
 
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.loop import Agent, AgentProgress, AgentResult, require_prices
-from reasearch.agent.models import Model
-from reasearch.agent.models.base import ModelSpec
+from reasearch.models import Model
+from reasearch.models.base import ModelSpec
 from reasearch.agent.tools.workspace import ExecFn
 from reasearch.errors import ConfigError
 from reasearch.runs import Budget, Run, Store, Unit, open_store

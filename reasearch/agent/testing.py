@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from reasearch.agent.messages import ModelReply
-from reasearch.agent.models.scripted import ScriptedModel, call, say
+from reasearch.models.messages import ModelReply
+from reasearch.models.scripted import ScriptedModel, call, say
 from concurrent.futures import Future
 
 from reasearch.runs import Budget, Run, Unit, open_store

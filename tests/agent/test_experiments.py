@@ -16,7 +16,7 @@ import pytest
 from agent_helpers import children, reap_orphans
 
 from reasearch.agent import AgentConfig, ModelSpec, open_agent, start_run
-from reasearch.agent.messages import ModelReply, ModelRequest
+from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.agent.tools.git import GitRepo, GitTools, check_git_args
 from reasearch.agent.tools.schema import ToolError

@@ -21,7 +21,7 @@ import pytest
 
 from tests.pg_helpers import IN_CI, PG_URL, pg_schema
 
-from reasearch.agent.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
+from reasearch.fleets.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
 from reasearch.agent.testing import call, say
 from reasearch.cli import main
 from reasearch.errors import ConfigError
@@ -96,7 +96,7 @@ def test_fleet_spec_rejects_bad_input(tmp_path: Path) -> None:
 
 
 def test_sqlite_is_refused_for_a_multi_node_cluster() -> None:
-    from reasearch.agent.fleet import _check_store_for_cluster
+    from reasearch.fleets.fleet import _check_store_for_cluster
 
     with pytest.raises(ConfigError, match="SQLite file belongs to one machine"):
         _check_store_for_cluster("/var/tmp/runs", nodes=2)
@@ -333,7 +333,7 @@ def test_share_traces_both_compares_shared_and_independent_traces_at_the_same_bu
 
 
 def test_a_training_member_on_a_ray_cluster_with_gpus_takes_one_gpu() -> None:
-    from reasearch.agent.fleet import member_ray_options
+    from reasearch.fleets.fleet import member_ray_options
 
     assert member_ray_options("nanogpt/v1", {}, 2.0) == {"num_gpus": 1}
     assert member_ray_options("nanogpt/v1", {"slot": "gpu"}, 1.0) == {"num_gpus": 1}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from agent_helpers import kinds_by_step, toy_source
 
-from reasearch.agent.messages import ModelReply, StopReason, Usage
+from reasearch.models.messages import ModelReply, StopReason, Usage
 from reasearch.agent.prompts import CONTINUE_MESSAGE, NO_TOOL_NUDGE, RETRY_CUT, RETRY_EMPTY, SUMMARY_REQUEST
 from reasearch.agent.testing import call, executed, ledger_map, say
 from reasearch.runs import Unit
@@ -333,7 +333,7 @@ def test_usage_reported_by_a_model_drives_the_threshold(make_agent: Any) -> None
 
 
 def test_no_helper_model_call_past_a_spent_dollar_cap(make_agent: Any) -> None:
-    from reasearch.agent.models import Price
+    from reasearch.models import Price
 
     agent, run = make_agent([say("", call("evaluate"), call("edit_code", instruction="anything"))],
                             budget={"dollars": 0.01}, editor=[say("```python\n" + BEST + "```")])

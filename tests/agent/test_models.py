@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, ToolSchema, Usage
-from reasearch.agent.models import (
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolSchema, Usage
+from reasearch.models import (
     NO_KEY_MESSAGE,
     AnthropicModel,
     ModelSpec,
@@ -26,7 +26,7 @@ from reasearch.agent.models import (
     price_for,
     say,
 )
-from reasearch.agent.models.openai_compat import to_openai_messages
+from reasearch.models.openai_compat import to_openai_messages
 from reasearch.agent.testing import FakeAnthropicServer, memory_run
 from reasearch.runs import Unit
 from reasearch.errors import ConfigError, ModelError

@@ -15,7 +15,7 @@ from typing import Any
 
 
 from reasearch.agent import start_run
-from reasearch.agent.messages import ModelReply, ModelRequest
+from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.evaluators.prompt.testing import FakeStudentServer
 from reasearch.evaluators.result import Status

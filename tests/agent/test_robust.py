@@ -20,7 +20,7 @@ from reasearch.agent import AgentConfig, AnthropicModel, ModelSpec, OpenAICompat
 from reasearch.agent._console import RunConsole, sparkline, summary_lines
 from reasearch.agent.lessons import lesson_items
 from reasearch.agent.loop import require_prices
-from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 from reasearch.agent.session import check_budget, start_run
 from reasearch.agent.testing import call, ledger_map, memory_run, say
 from reasearch.engine.protocol import Status
@@ -383,8 +383,8 @@ def test_lessons_collect_reads_no_symlink_and_waits_on_no_fifo(tmp_path: Path) -
 def test_an_oversized_answer_is_malformed_not_read_to_the_end(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from misbehaving import RawServer
 
-    import reasearch.agent.models.anthropic as anthropic_mod
-    import reasearch.agent.models.openai_compat as openai_mod
+    import reasearch.models.anthropic as anthropic_mod
+    import reasearch.models.openai_compat as openai_mod
 
     monkeypatch.setattr(anthropic_mod, "MAX_REPLY_BYTES", 4096)
     monkeypatch.setattr(openai_mod, "MAX_REPLY_BYTES", 4096)

@@ -27,8 +27,8 @@ from typing import Any
 
 from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.loop import LESSONS_FILE, TASK_FILE, Agent
-from reasearch.agent.messages import ModelReply, ModelRequest
-from reasearch.agent.models import ModelSpec
+from reasearch.models.messages import ModelReply, ModelRequest
+from reasearch.models import ModelSpec
 from reasearch.agent.snapshot import EvalRecord, fmt_score
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tool, tools_of
 from reasearch.agent.tools.workspace import ExecFn

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reasearch.agent.journal import RunLike
-from reasearch.agent.messages import ModelReply, ModelRequest
+from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.agent.tools.workspace import Workspace
 from reasearch.evaluators.base import Task

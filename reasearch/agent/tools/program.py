@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from reasearch.agent.messages import ModelRequest
+from reasearch.models.messages import ModelRequest
 from reasearch.agent.prompts import EDITOR_SYSTEM, editor_request
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score, score_spreads
 from reasearch.agent.tools.context import ToolContext

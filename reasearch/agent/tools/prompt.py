@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reasearch.agent.messages import ModelRequest
+from reasearch.models.messages import ModelRequest
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool

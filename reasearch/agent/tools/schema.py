@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
-from reasearch.agent.messages import ToolSchema
+from reasearch.models.messages import ToolSchema
 from reasearch.errors import ReasearchError
 
 __all__ = ["Tool", "ToolArgumentError", "ToolError", "ToolOutput", "parse_docstring", "tool", "tools_of"]

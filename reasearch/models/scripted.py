@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage, estimate_tokens
-from reasearch.agent.models.base import Price
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage, estimate_tokens
+from reasearch.models.base import Price
 from reasearch.errors import ModelError
 
 __all__ = ["ScriptItem", "ScriptedModel", "call", "say"]

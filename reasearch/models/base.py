@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from reasearch.agent.messages import ModelReply, ModelRequest, Usage
+from reasearch.models.messages import ModelReply, ModelRequest, Usage
 from reasearch.errors import ConfigError
 
 __all__ = ["PRICES", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "endpoint_of", "price_for", "snippet"]

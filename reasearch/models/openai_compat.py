@@ -14,8 +14,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
-from reasearch.agent.models.base import MAX_REPLY_BYTES, RETRY_STATUS, MalformedReply, ModelSpec, RetryPolicy, snippet
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.models.base import MAX_REPLY_BYTES, RETRY_STATUS, MalformedReply, ModelSpec, RetryPolicy, snippet
 from reasearch.errors import ModelError
 
 __all__ = ["OpenAICompatibleModel", "to_openai_messages"]

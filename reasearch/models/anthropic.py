@@ -6,8 +6,8 @@ import json
 import os
 from typing import Any
 
-from reasearch.agent.messages import ModelReply, ModelRequest, StopReason, Usage
-from reasearch.agent.models.base import (
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.models.base import (
     ANTHROPIC_DEFAULT_URL,
     MAX_REPLY_BYTES,
     RETRY_STATUS,

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent.config import AgentConfig
-from reasearch.agent.models import ModelSpec, build_model
+from reasearch.models import ModelSpec, build_model
 from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.registry import spec as task_spec

@@ -1,13 +1,17 @@
-"""Model clients behind one small protocol: Anthropic, OpenAI-compatible endpoints, scripted replays."""
+"""Model clients behind one small protocol: Anthropic, OpenAI-compatible endpoints, scripted replays.
+
+Used by the agent and by the baseline methods alike; this package imports none of the other layers
+(only :mod:`reasearch.errors`), so every optimizer above it talks to models the same way.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from reasearch.agent.models.anthropic import NO_KEY_MESSAGE, AnthropicModel
-from reasearch.agent.models.base import PRICES, Model, ModelSpec, Price, RetryPolicy, price_for
-from reasearch.agent.models.openai_compat import OpenAICompatibleModel
-from reasearch.agent.models.scripted import ScriptedModel, call, say
+from reasearch.models.anthropic import NO_KEY_MESSAGE, AnthropicModel
+from reasearch.models.base import PRICES, Model, ModelSpec, Price, RetryPolicy, price_for
+from reasearch.models.openai_compat import OpenAICompatibleModel
+from reasearch.models.scripted import ScriptedModel, call, say
 
 __all__ = [
     "NO_KEY_MESSAGE",
