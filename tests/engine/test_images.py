@@ -441,16 +441,49 @@ def test_kept_import_answers_are_bounded_and_safe_from_many_threads() -> None:
     assert "y = 1\n" * 20_000 not in sb._TOPS_CACHE
 
 
-def test_back_to_back_children_skip_their_warm_up_and_after_a_pause_they_warm_up(pool: SandboxPool) -> None:
-    """The worker asks the child it forks after a back-to-back request to wait for its own request
-    before warming up (``_supervisor.warm_delay``): back to back the request comes first. After a
-    pause the child is warm when its request comes. The trace says which children warmed up."""
+def test_the_worker_asks_for_a_wait_only_for_back_to_back_requests() -> None:
+    """The decision itself (``_supervisor.warm_delay``), on a controlled clock: a request that comes
+    within ``_spin.IDLE_S`` of the worker's previous frame is back to back (the next child waits
+    ``BUSY_WARM_DELAY_S`` for its request before warming up); one after a longer pause is not."""
+    from reasearch.engine import _spin
+    from reasearch.engine._supervisor import BUSY_WARM_DELAY_S, warm_delay
+
+    assert BUSY_WARM_DELAY_S > 0
+    assert warm_delay(100.0, 100.0) == BUSY_WARM_DELAY_S
+    assert warm_delay(100.0 + _spin.IDLE_S, 100.0) == BUSY_WARM_DELAY_S
+    assert warm_delay(100.0 + _spin.IDLE_S * 1.01, 100.0) == 0.0
+    assert warm_delay(105.0, 100.0) == 0.0
+
+
+@pytest.mark.parametrize(("request_comes", "warms"), [(True, False), (False, True)])
+def test_the_child_warms_up_only_when_its_request_is_not_there_within_its_wait(
+        monkeypatch: pytest.MonkeyPatch, request_comes: bool, warms: bool) -> None:
+    """``_child._warm_up`` with the request channel and the warm-up steps replaced: it waits the time
+    the worker gave it for the request, and warms up (prewarm, then rehearsal) only when none came."""
+    from reasearch.engine import _child
+
+    waited: list[float] = []
+    steps: list[str] = []
+    monkeypatch.setattr(_child, "_request_waiting", lambda timeout_s=0.0: waited.append(timeout_s) or request_comes)
+    monkeypatch.setattr(_child, "_prewarm", lambda d: steps.append(f"prewarm:{d}"))
+    monkeypatch.setattr(_child, "_rehearse", lambda r: steps.append(f"rehearse:{r}"))
+    assert _child._warm_up("/pre", "harness", 0.01) is warms
+    assert waited == [0.01]
+    assert steps == (["prewarm:/pre", "rehearse:harness"] if warms else [])
+
+
+def test_children_report_whether_they_warmed_up_and_warm_up_after_a_pause(pool: SandboxPool) -> None:
+    """End to end: every traced child says whether it warmed up (``c_warmed`` 0 or 1), and after a
+    pause of half a second (a hundred times the back-to-back window, enough for a forked-ahead child
+    to be scheduled on a busy machine) at least one of four children warmed up before its request.
+    Whether requests count as back to back depends on how fast this machine answers, so that side
+    is checked on the decision itself (the two tests above), not here."""
     req = RunRequest(source=PLAIN)
     pool.run(req)
-    b2b = [pool.run_traced(req)[1].get("c_warmed") for _ in range(12)]
+    b2b = [pool.run_traced(req)[1].get("c_warmed") for _ in range(6)]
     paused = []
     for _ in range(4):
-        time.sleep(0.1)
+        time.sleep(0.5)
         paused.append(pool.run_traced(req)[1].get("c_warmed"))
-    assert set(b2b) <= {0, 1} and sum(b2b) <= 3, b2b  # (the first ones: forked after a pause)
-    assert paused == [1] * len(paused), paused
+    assert set(b2b) <= {0, 1} and set(paused) <= {0, 1}, (b2b, paused)
+    assert 1 in paused, paused
