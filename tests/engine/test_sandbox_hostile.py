@@ -353,23 +353,36 @@ def test_candidate_cannot_spoof_its_timing(pool: SandboxPool) -> None:
     assert np.isfinite(out.cpu_s)
 
 
+def burner_candidate(cpu_s: float) -> str:
+    """A candidate that forks a CPU burner and returns once the burner has burnt ``cpu_s`` of its own
+    CPU (it says so on a pipe, then burns on until killed with the evaluation's tree). The result then
+    waits for CPU actually spent, not for a wall-clock sleep that a busy machine fills with less."""
+    return src(f"""
+        import os, time
+        def run():
+            r, w = os.pipe()
+            if os.fork() == 0:
+                os.close(r)
+                while time.process_time() < {cpu_s}:
+                    pass
+                os.write(w, b"x")
+                while True:
+                    pass
+            os.close(w)
+            os.read(r, 1)
+            return 1
+        """)
+
+
 def test_cpu_hidden_in_a_background_process_is_counted(pool: SandboxPool) -> None:
     """A candidate that leaves a CPU burner running behind its result: the burner's CPU up to the
     reply is in ``cpu_s`` (the worker walks the tree whenever any process was created; in a jail it
     skips the walk only when the namespace's last pid is still the child's own)."""
-    hide = src("""
-        import os, time
-        def run():
-            if os.fork() == 0:
-                while True:  # burn until killed with the evaluation's tree
-                    pass
-            time.sleep(0.4)
-            return 1
-        """)
+    hide = burner_candidate(0.2)
     for _ in range(3):  # the reply usually goes out before the child exits (the early path), not always
-        out = pool.run(RunRequest(source=hide, limits=Limits(wall_s=5.0, memory_mb=256)))
+        out = pool.run(RunRequest(source=hide, limits=Limits(wall_s=20.0, memory_mb=256)))
         assert out.status is Status.OK and out.value == 1
-        assert out.cpu_s >= 0.2, out.cpu_s  # the burner's ~0.4 s (less when sharing a core)
+        assert out.cpu_s >= 0.2, out.cpu_s  # the burner had burnt 0.2 s of CPU before the result
     assert_still_serving(pool)
 
 
@@ -378,21 +391,13 @@ def test_cpu_of_a_burner_is_counted_when_its_parent_exits_right_after_its_result
     result, handing its CPU burner to the worker (a subreaper) while the worker walks the tree for
     the reply's CPU figure; a walk that straddles that hand-over found the burner under neither
     parent. Many short runs, each of which must count the burner."""
-    hide = src("""
-        import os, time
-        def run():
-            if os.fork() == 0:
-                while True:
-                    pass
-            time.sleep(0.2)
-            return 1
-        """)
+    hide = burner_candidate(0.1)
     seen = []
     for _ in range(8):
-        out = pool.run(RunRequest(source=hide, limits=Limits(wall_s=5.0, memory_mb=256)))
+        out = pool.run(RunRequest(source=hide, limits=Limits(wall_s=20.0, memory_mb=256)))
         assert out.status is Status.OK and out.value == 1
         seen.append(out.cpu_s)
-    assert min(seen) >= 0.1, seen  # the burner's ~0.2 s each time (less when sharing a core)
+    assert min(seen) >= 0.1, seen  # the burner had burnt 0.1 s of CPU before each result
     assert_still_serving(pool)
 
 
