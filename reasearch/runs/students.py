@@ -1,7 +1,7 @@
 """Student-model calls of a run: stored, debited and capped one by one (prompt tasks).
 
 :class:`StudentLedger` is the caller a prompt task uses inside a run. For each call, in order: a call
-this run already paid (the same model, prompt, input, sampling parameters and sample index) is
+this run already paid (the same endpoint, model, prompt, input, sampling parameters and sample index) is
 served from the store at no cost; a call that does not fit under the run's ``student_calls`` cap is
 ``REFUSED`` and not made; otherwise it is made, and its reply is stored together with its debits (one
 ``student_calls`` unit, its tokens, and its dollars when the student is priced) in one transaction.
@@ -72,7 +72,8 @@ class StudentLedger:
 
     def call_batch(self, requests: Sequence[StudentRequest]) -> list[StudentReply]:
         """Replies in request order; the same call twice in a batch is made (and paid) once."""
-        keys = [r.key() for r in requests]
+        endpoint = self.client.spec.endpoint  # the same model name on another server is another call
+        keys = [r.key(endpoint) for r in requests]
         unique = dict(zip(keys, requests))
         replies = dict(zip(unique, map_concurrently(self._one, list(unique.items()), self.client.spec.concurrency)))
         out, seen = [], set()

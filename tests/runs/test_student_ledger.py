@@ -247,3 +247,37 @@ def test_run_evaluate_on_a_prompt_task_reserves_a_whole_validation_pass(tmp_path
     again = run.evaluate(GOOD_PROMPT, step=2)  # the evaluation cache: free
     assert again.cached and again.score == first.score and run.used()[Unit.STUDENT_CALLS] == 40
     run.close()
+
+
+def test_the_same_student_name_on_another_endpoint_is_another_call(store_at: str, gsm: Path) -> None:
+    """Attack: run B names its student like run A's (``openai/fake``) but on another server; with the
+    model name as the cache key B is served A's stored replies, scores A's answers, and its own student
+    gets no request. The key names the normalized endpoint, so B asks its own server; a respelling of
+    A's endpoint (host case, default port, trailing slash) is still A's and served from the store."""
+    answers = gsm8k_answer_key(gsm)
+    wrong = {q: str(int(float(a)) + 7) for q, a in answers.items()}  # a server that answers differently
+    with FakeStudentServer(answers) as srv_a, FakeStudentServer(wrong) as srv_b:
+        run_a = _run(store_at, gsm, srv_a)
+        _, res_a = PromptSession(run_a).validate(GOOD_PROMPT, step=1)
+        assert res_a.status is Status.OK and srv_a.paid_hits() == 40
+        run_b = _run(store_at, gsm, srv_b)
+        _, res_b = PromptSession(run_b).validate(GOOD_PROMPT, step=1)
+        assert srv_b.paid_hits() == 40 and srv_a.paid_hits() == 40  # B's own student answered every call
+        assert res_b.status is Status.OK and res_b.score != res_a.score and res_b.metrics["calls_paid"] == 40
+        respelled = srv_a.url.replace("http://", "HTTP://") + "/"
+        run_c = _run(store_at, gsm, srv_a, base_url=respelled)
+        _, res_c = PromptSession(run_c).validate(GOOD_PROMPT, step=1)
+        assert res_c.score == res_a.score and srv_a.paid_hits() == 40  # the same endpoint: served from the store
+
+
+def test_endpoints_are_normalized() -> None:
+    from reasearch.evaluators.prompt._students import StudentSpec, normalized_endpoint
+
+    same = ["http://LocalHost:80/v1", "http://localhost/v1/", "HTTP://localhost:80/v1//"]
+    assert len({normalized_endpoint("openai", u) for u in same}) == 1
+    assert normalized_endpoint("openai", None) == normalized_endpoint("openai", "https://api.openai.com:443/v1/")
+    assert normalized_endpoint("openai", "http://h:8000/v1") != normalized_endpoint("openai", "http://h:8001/v1")
+    assert normalized_endpoint("openai", "http://h/v1") != normalized_endpoint("anthropic", "http://h/v1")
+    assert normalized_endpoint("openai", "http://h/v1") != normalized_endpoint("openai", "http://h/v2")
+    assert "secret" not in normalized_endpoint("openai", "http://user:secret@h/v1")
+    assert StudentSpec("openai", "m", base_url="http://H:80/v1/").endpoint == normalized_endpoint("openai", "http://h/v1")

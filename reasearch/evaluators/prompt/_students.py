@@ -36,6 +36,27 @@ __all__ = ["StudentSpec", "StudentRequest", "StudentReply", "StudentClient", "St
 MAX_REPLY_CHARS = 50_000  # longer student outputs are cut (and flagged) before they are stored or scored
 _MAX_BODY = 8 * 1024 * 1024  # bytes of an HTTP answer read at most
 _PROVIDERS = ("openai", "anthropic")
+_DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalized_endpoint(provider: str, base_url: str | None) -> str:
+    """``provider:scheme://host:port/path`` of a student endpoint, the same for every spelling of it.
+
+    Scheme and host lowercased, the default port written out, no trailing slash, credentials dropped,
+    the query kept (it may select a deployment); None is the provider's default endpoint. Part of a
+    student call's store key: two endpoints serving a model of the same name answer differently.
+    """
+    url = urlsplit(base_url or _DEFAULT_BASE_URLS.get(provider, ""))
+    scheme = url.scheme.lower()
+    try:
+        port = url.port or _DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:
+        raise ConfigError(f"student base URL has a bad port: {base_url!r}") from None
+    host = (url.hostname or "").lower()
+    host = f"[{host}]" if ":" in host else host
+    path = url.path.rstrip("/")
+    return f"{provider}:{scheme}://{host}:{port}{path}" + (f"?{url.query}" if url.query else "")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -93,6 +114,11 @@ class StudentSpec:
     def name(self) -> str:
         return f"{self.provider}/{self.model}"
 
+    @property
+    def endpoint(self) -> str:
+        """The normalized endpoint (:func:`normalized_endpoint`): what a call's store key names besides the model."""
+        return normalized_endpoint(self.provider, self.base_url)
+
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         if self.price_in is None or self.price_out is None:
             return 0.0
@@ -103,8 +129,10 @@ class StudentSpec:
 class StudentRequest:
     """One student call: a system prompt and one input, with its sampling parameters.
 
-    ``key()`` identifies the call for the store: the same (model, prompt, input, sampling parameters,
-    sample index) is served from the store instead of being paid again.
+    ``key(endpoint)`` identifies the call for the store: the same (endpoint, model, prompt, input,
+    sampling parameters, sample index) is served from the store instead of being paid again. The
+    endpoint (:attr:`StudentSpec.endpoint`) is required: a model name alone does not say who answers,
+    and two runs whose students share a name on different servers must not score each other's replies.
     """
 
     model: str  # provider/name
@@ -114,8 +142,10 @@ class StudentRequest:
     max_tokens: int = 1024
     sample_index: int = 0
 
-    def key(self) -> str:
-        material = json.dumps([self.model, self.system, self.user, float(self.temperature), int(self.max_tokens),
+    def key(self, endpoint: str) -> str:
+        if not endpoint:
+            raise ConfigError("a student call's key needs the student's endpoint (StudentSpec.endpoint)")
+        material = json.dumps(["v2", endpoint, self.model, self.system, self.user, float(self.temperature), int(self.max_tokens),
                                int(self.sample_index)], ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -1,0 +1,37 @@
+"""The run store: runs, candidates, evaluations, ledger, event log and evaluation cache.
+
+One abstract interface (:class:`Store`, in the manner of Optuna's ``BaseStorage``) and one SQL code
+path behind it (:class:`SQLStore`) with two dialects: :class:`SQLiteStore`, the embedded default (a
+``store.sqlite`` file in the run directory, WAL mode), and :class:`PostgresStore` (a
+``postgresql://`` URL, so several machines write to one place). Everything JSON in the store is
+plain JSON (``EvalResult.to_dict()``); nothing is pickled.
+
+Crash safety (ARCHITECTURE invariant 5): each write is one transaction. Recording an evaluation
+writes the candidate, the evaluation, its ledger debit and its cache entry together, so a ``kill -9``
+leaves either all of them or none. Writes keyed by ``(run, step, ...)`` are idempotent: replaying a
+step after a resume changes nothing.
+
+The package is cut by concern: :mod:`.records` (records, plain JSON), :mod:`.base` (the interface),
+:mod:`.schema` (tables), :mod:`.core` (the SQL code path), :mod:`.reservations` (budget held in
+flight, driver liveness), :mod:`.fleets`, :mod:`.metered` (student calls), :mod:`.sql` (the joined
+SQL store), :mod:`.sqlite`, :mod:`.postgres` and :mod:`.opening` (``open_store``).
+"""
+
+from __future__ import annotations
+
+from reasearch.runs.store.base import Store
+from reasearch.runs.store.core import SQLCore  # noqa: F401 (importable as before)
+from reasearch.runs.store.opening import open_existing_store, open_store
+from reasearch.runs.store.postgres import PostgresStore
+from reasearch.runs.store.records import (
+    DEFAULT_RUN_DIR, MEMORY_URL, SCHEMA_VERSION, STORE_FILENAME, CandidateRecord, DriverRecord, EvaluationRecord,
+    Event, Reservation, RunRecord, RunState, _redact, dumps, new_run_id,
+)  # noqa: F401 (STORE_FILENAME, _redact: importable as before)
+from reasearch.runs.store.sql import SQLStore
+from reasearch.runs.store.sqlite import MemoryStore, SQLiteStore
+
+__all__ = [
+    "SCHEMA_VERSION", "DEFAULT_RUN_DIR", "RunState", "RunRecord", "CandidateRecord", "EvaluationRecord",
+    "Event", "DriverRecord", "Reservation", "Store", "SQLStore", "SQLiteStore", "PostgresStore", "MemoryStore",
+    "open_store", "open_existing_store", "new_run_id", "dumps", "MEMORY_URL",
+]

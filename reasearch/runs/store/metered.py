@@ -1,0 +1,68 @@
+"""Metered student-model calls in the SQL stores: each call's reply (an ``OK`` one is the cache, served
+to any run by its key) written with its ledger debits and the release of its reservation in one
+transaction, so a call is paid once per run and a crash leaves the reply and its debit or neither.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Mapping, Sequence
+
+from reasearch.runs.ledger import LedgerEntry, Unit
+from reasearch.runs.store.core import SQLCore, _AlreadyRecorded
+from reasearch.runs.store.records import dumps
+
+
+class MeteredCallsMixin(SQLCore):
+    """The student-call methods of :class:`~reasearch.runs.store.base.Store` over :class:`SQLCore`."""
+
+    def student_call_get(self, key: str) -> dict[str, Any] | None:
+        row = self._one("SELECT reply FROM student_calls WHERE key = ? AND status = 'OK'", (key,))
+        return json.loads(row[0]) if row else None
+
+    def record_student_call(self, run_id: str, step: int, key: str, model: str, reply: Mapping[str, Any],
+                            debits: Sequence[LedgerEntry] = (), release: str | None = None) -> tuple[dict[str, Any], bool]:
+        status = str(reply["status"])
+        text = dumps(dict(reply))
+        try:
+            with self._tx():
+                if release is not None:
+                    self._exec("DELETE FROM reservations WHERE token = ?", (release,))
+                cur = self._exec("INSERT INTO student_calls (key, run_id, step, model, status, reply, created_at) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                 (key, run_id, int(step), model, status, text, time.time()))
+                if cur.rowcount != 1:
+                    raise _AlreadyRecorded  # stored first by another writer: no second debit
+                for entry in debits:
+                    self._insert_debit(entry)
+                self._touch(run_id)
+        except _AlreadyRecorded:  # rolled back, the reservation too: drop it on its own
+            if release is not None:
+                self.release(release)
+            existing = self.student_call_get(key)
+            assert existing is not None
+            return existing, False
+        return json.loads(text), True
+
+    def debit_student_call(self, debits: Sequence[LedgerEntry], release: str | None = None) -> bool:
+        with self._tx():
+            if release is not None:
+                self._exec("DELETE FROM reservations WHERE token = ?", (release,))
+            written = [self._insert_debit(entry) for entry in debits]
+            for run_id in {entry.run_id for entry in debits}:
+                self._touch(run_id)
+        return any(written)
+
+    def student_call_paid(self, run_id: str, notes: Sequence[str]) -> bool:
+        notes = list(notes)
+        if not notes:
+            return False
+        marks = ", ".join("?" for _ in notes)
+        row = self._one(f"SELECT 1 FROM ledger WHERE run_id = ? AND unit = ? AND note IN ({marks}) LIMIT 1",
+                        (run_id, Unit.STUDENT_CALLS.value, *notes))
+        return row is not None
+
+    def student_calls(self, run_id: str) -> list[tuple[int, str, str]]:
+        rows = self._all("SELECT step, key, status FROM student_calls WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]

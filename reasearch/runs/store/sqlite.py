@@ -1,0 +1,73 @@
+"""The embedded SQLite backend (a ``store.sqlite`` file in the run directory, WAL mode) and the
+in-memory store built on it (tests, throw-away runs)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Iterator
+
+from reasearch.errors import StoreError
+from reasearch.runs.store.records import MEMORY_URL
+from reasearch.runs.store.sql import SQLStore
+
+
+class SQLiteStore(SQLStore):
+    """The embedded default: one SQLite file (WAL mode), safe for one writer process at a time and
+    any number of readers (``reasearch runs`` while a run writes)."""
+
+    _types = {"bigint": "INTEGER", "float": "REAL", "serial": "INTEGER PRIMARY KEY AUTOINCREMENT"}
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(f"sqlite:///{self.path.resolve()}")
+
+    def _connect(self) -> Any:
+        import sqlite3
+
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS
+            # crash or power loss can drop the last commits, never corrupt the file.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from None
+        return conn
+
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front, so two writers never deadlock upgrading a read lock.
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        else:
+            self._conn.execute("COMMIT")
+
+    def _table_exists(self, name: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                  (name,)).fetchone() is not None
+
+
+class MemoryStore(SQLiteStore):
+    """A store that lives in memory (SQLite ``:memory:``), for tests and throw-away runs.
+
+    The same SQL code path as the other backends, so the step, budget and cache rules are never
+    implemented twice; gone when closed. One process only (``open_store("memory://")``).
+    """
+
+    def __init__(self) -> None:
+        self.path = Path(":memory:")
+        SQLStore.__init__(self, MEMORY_URL)
+
+    def _connect(self) -> Any:
+        import sqlite3
+
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
