@@ -207,3 +207,26 @@ def test_the_mcp_server_serves_the_same_guarded_git(tmp_path: Path) -> None:
     assert not marker.exists(), "the nested repository's config ran on the host over MCP"
     assert run.store.evaluations(run.id) == []
     assert os.listdir(tmp_path / run.id / "git")  # the harness's git dir is there, untouched by the refusals
+
+
+def test_the_pinned_config_alone_stops_a_nested_repository(box: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attacker wins the race between the harness's check and git's start (the nested repository appears
+    in between): with the refusal switched off, the pinned config (no submodule recursion, no fsmonitor) is
+    the second layer, and the nested repository's filter still runs nothing -- as a gitlink or dirty."""
+    import reasearch.agent.tools.git as git_tool
+
+    monkeypatch.setattr(git_tool, "check_work_tree", lambda *a, **k: None, raising=False)
+    monkeypatch.setattr(GitRepo, "check", lambda self: None, raising=False)
+    _nested_repo(box.ws / "sub", box.marker)
+    box.repo.run(["add", "-A"])  # records sub as a gitlink; its untracked .gitattributes makes it dirty
+    calls = (box.repo.dirty, box.snapshot.current_text, lambda: box.tools.git("status"), lambda: box.tools.git("diff"),
+             lambda: box.tools.git("show"), box.repo.listed_files, lambda: box.tools.git('commit -am "x"'),
+             lambda: box.tools.git("log -p -2"))
+    for _ in range(2):
+        for call in calls:
+            try:
+                call()
+            except ToolError:  # nothing to commit (the gitlink's changes are ignored): a refusal, not a run
+                pass
+        (box.ws / "sub" / "f.txt").write_text("changed\n")
+    assert not box.marker.exists(), "the nested repository's config ran on the host"
