@@ -11,9 +11,7 @@ library lists the lessons with the largest gains first.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 from reasearch.agent.loop import LESSONS_FILE
 from reasearch.agent.snapshot import fmt_score
+from reasearch.evaluators._guarded_path import Root, UnsafePathError
 from reasearch.runs import Run, RunState, Store
 
 __all__ = ["Lesson", "collect_lessons", "lesson_items", "render_library"]
@@ -72,18 +71,18 @@ def lesson_items(text: str) -> list[str]:
 
 
 def _read_plain(path: Path) -> str | None:
-    """A workspace file the agent may have tampered with: a regular file only (no symlink followed, no
-    FIFO waited on), capped at ``_MAX_FILE`` bytes; None when it is anything else."""
+    """A workspace file the agent may have tampered with, through the guarded reader: a regular file only
+    (no symlink followed, no FIFO waited on), cut at ``_MAX_FILE`` bytes; None when it is anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fs = Root(path.parent)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, _MAX_FILE).decode("utf-8", errors="replace")
+        return fs.read_bytes(path.name, cap=_MAX_FILE, cut=True).decode("utf-8", errors="replace")
+    except (OSError, UnsafePathError):
+        return None
     finally:
-        os.close(fd)
+        fs.close()
 
 
 def _lessons_writes(events: Iterable[Any]) -> list[tuple[int, str]]:

@@ -6,8 +6,10 @@ replay and export reproduce them. An optional ``time_budget_s`` records the budg
 asked for. A plain Python source (not a manifest) is read as a repository holding only ``train.py``.
 
 Paths are relative POSIX paths of letters, digits, ``._-`` and ``/``: no ``..``, no absolute paths, no
-``.git``. Files are UTF-8 text; sizes are capped. Reading a folder never follows a symlink (one is an
-error), so a candidate cannot smuggle a host file into the manifest.
+``.git``. Files are UTF-8 text; sizes are capped. Reading a folder goes through the guarded reader
+(:mod:`._guarded_path`): no symlink in any component (one is an error), regular files only, so a
+candidate cannot smuggle a host file into the manifest. Which files a folder with a ``.git`` holds is
+asked of git without its own config (:func:`_git_listed`), so the folder's config runs nothing.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import os
 import re
 import stat
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators._guarded_path import Root, UnsafePathError
+from reasearch.evaluators._host_git import check_work_tree, git_argv, git_env
 
 __all__ = ["MAX_FILES", "MAX_TOTAL_BYTES", "RepoCandidate", "decode_repo", "encode_repo", "read_repo_dir", "write_repo"]
 
@@ -31,6 +36,7 @@ MAX_FILES = 200
 MAX_TOTAL_BYTES = 4 << 20
 _PATH = re.compile(r"^[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*$")
 _SKIP_DIRS = {".git", "__pycache__", ".ipynb_checkpoints"}
+_MAX_INDEX_BYTES = 64 << 20
 
 
 class RepoCandidate:
@@ -116,17 +122,42 @@ def decode_repo(text: str, *, entry_file: str = "train.py") -> RepoCandidate:
 
 
 def _git_listed(root: Path) -> list[str] | None:
-    """Tracked and untracked-but-not-ignored files, as git sees them (None without a git repository)."""
-    if not (root / ".git").is_dir():
-        return None
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent",
-           "GIT_CONFIG_GLOBAL": "/dev/null"}
+    """Tracked and untracked-but-not-ignored files, as git sees them (None without a git repository).
+
+    The folder's own git directory is never handed to git (its config could name a filter, an fsmonitor
+    or a work tree elsewhere): its index and ``info/exclude`` are copied, through the guarded reader,
+    into a fresh git directory whose only config is the pinned one (:mod:`._host_git`)."""
+    fs = Root(root)
     try:
-        cp = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-                             "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=root, env=env, capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+        st = fs.lstat(".git")
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            return None
+        copied = {}
+        for name in ("index", "info/exclude"):
+            try:
+                copied[name] = fs.read_bytes(f".git/{name}", cap=_MAX_INDEX_BYTES)
+            except FileNotFoundError:
+                continue
+    except UnsafePathError as exc:
+        raise ConfigError(f"{root}/.git cannot be read safely: {exc}") from None
+    finally:
+        fs.close()
+    check_work_tree(root, own_git_dir=root / ".git")
+    with tempfile.TemporaryDirectory(prefix="reasearch-ls-") as tmp:
+        git_dir = Path(tmp) / "git"
+        env = git_env(home=Path(tmp) / "home", git_dir=git_dir, work_tree=Path(os.path.realpath(root)))
+        try:
+            init = subprocess.run(git_argv(["init", "-q"]), cwd=tmp, env=env, capture_output=True, timeout=30,
+                                  check=False)
+            if init.returncode != 0:
+                return None
+            for name, data in copied.items():
+                (git_dir / name).parent.mkdir(parents=True, exist_ok=True)
+                (git_dir / name).write_bytes(data)
+            cp = subprocess.run(git_argv(["ls-files", "-z", "--cached", "--others", "--exclude-standard"]),
+                                cwd=env["GIT_WORK_TREE"], env=env, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
     if cp.returncode != 0:
         return None
     return sorted({p for p in cp.stdout.decode("utf-8", "surrogateescape").split("\0") if p})
@@ -135,34 +166,52 @@ def _git_listed(root: Path) -> list[str] | None:
 def read_repo_dir(root: str | Path, *, listed: list[str] | None = None) -> dict[str, str]:
     """The files of a folder as a repository candidate's files (``.git``, caches and ignored files left out).
 
+    Every read goes through the guarded reader (:class:`~reasearch.evaluators._guarded_path.Root`): a
+    symlink in any component of a path (``sub`` -> ``/proc/self`` for ``sub/environ``) is refused, only
+    regular files are read, and no more than the size cap.
+
     Args:
         root: the folder.
         listed: the relative paths to read (default: what git lists in ``root/.git``, else every file).
 
     Raises:
-        ConfigError: a symlink, a non-UTF-8 file, a bad path or too much data.
+        ConfigError: a symlink, a non-UTF-8 file, a bad path, too much data, or (with a ``.git``) a nested
+            repository or a driver attribute.
     """
     root = Path(root)
-    if not root.is_dir():
+    if not root.is_dir() or root.is_symlink():
         raise ConfigError(f"{root} is not a directory")
     if listed is None:
         listed = _git_listed(root)
+    fs = Root(root)
+    try:
+        return _read_listed(fs, root, listed)
+    except UnsafePathError as exc:
+        raise ConfigError(f"{exc}; repository candidates hold regular files only") from None
+    finally:
+        fs.close()
+
+
+def _read_listed(fs: Root, root: Path, listed: list[str] | None) -> dict[str, str]:
     if listed is None:
         listed = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-            for d in dirnames:
-                if os.path.islink(os.path.join(dirpath, d)):
-                    raise ConfigError(f"{os.path.relpath(os.path.join(dirpath, d), root)} is a symlink; "
-                                      "repository candidates hold regular files only")
-            listed += [os.path.relpath(os.path.join(dirpath, f), root) for f in filenames]
+        pruned: tuple[str, ...] = ()
+        for e in fs.walk():
+            if pruned and e.rel.startswith(pruned):
+                continue
+            if stat.S_ISLNK(e.st.st_mode):
+                raise ConfigError(f"{e.rel} is a symlink; repository candidates hold regular files only")
+            if e.is_dir:
+                if e.rel.rsplit("/", 1)[-1] in _SKIP_DIRS:
+                    pruned = (*pruned, e.rel + "/")
+                continue
+            listed.append(e.rel)
     files: dict[str, str] = {}
     total = 0
     for rel in sorted(listed):
         if any(p in _SKIP_DIRS for p in rel.split("/")) or rel.endswith((".pyc", ".pyo")):
             continue
-        full = root / rel
-        st = os.lstat(full) if os.path.lexists(full) else None
+        st = fs.lstat(rel)  # no component is followed: a symlinked parent is refused here
         if st is None:  # listed by git but deleted in the working tree
             continue
         if stat.S_ISLNK(st.st_mode):
@@ -173,13 +222,18 @@ def read_repo_dir(root: str | Path, *, listed: list[str] | None = None) -> dict[
         if total > MAX_TOTAL_BYTES or len(files) >= MAX_FILES:
             raise ConfigError(f"{root} holds more than {MAX_FILES} files or {MAX_TOTAL_BYTES} bytes; keep data and "
                               "checkpoints out of the repository (.gitignore)")
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read(MAX_TOTAL_BYTES + 1)
+        try:
+            data = fs.read_bytes(rel, cap=MAX_TOTAL_BYTES)
+        except FileNotFoundError:
+            continue
+        total += len(data) - st.st_size  # what was read, should it have changed since the lstat
         try:
             files[check_path(rel)] = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ConfigError(f"{rel} is not UTF-8 text; repository candidates hold text files only") from None
+    if total > MAX_TOTAL_BYTES:
+        raise ConfigError(f"{root} holds more than {MAX_TOTAL_BYTES} bytes; keep data and checkpoints out of the "
+                          "repository (.gitignore)")
     return files
 
 

@@ -61,9 +61,13 @@ def test_git_works_and_never_runs_a_hook_or_repo_config(tmp_path: Path) -> None:
         h.parent.mkdir(parents=True, exist_ok=True)
         h.write_text(f"#!/bin/sh\ntouch {marker}\n")
         h.chmod(0o755)
-    # A workspace-local .git (the agent can write files) is ignored: the git dir lives outside.
+    # A workspace-local .git (the agent can write files) is refused, never used: the git dir lives outside.
     (ws / ".git").mkdir()
     (ws / ".git" / "config").write_text(f"[core]\n\tfsmonitor = touch {marker}\n\tpager = touch {marker}\n")
+    with pytest.raises(ToolError, match="nested git repository"):
+        tools.git("status --short")
+    (ws / ".git" / "config").unlink()
+    (ws / ".git").rmdir()
     assert "train.py" in tools.git("status --short")
     tools.git("add train.py")
     assert "lr 1" in tools.git('commit -m "lr 1"') or repo.head() is not None
@@ -75,7 +79,7 @@ def test_git_works_and_never_runs_a_hook_or_repo_config(tmp_path: Path) -> None:
     tools.git("reset --hard HEAD~1")
     assert (ws / "train.py").read_text() == "lr = 1\n"
     assert not marker.exists(), "a hook or a config command ran on the host"
-    assert not (ws / ".git" / "HEAD").exists()
+    assert not (ws / ".git").exists()
     with pytest.raises(ToolError, match="failed"):
         tools.git("checkout no-such-branch")
 

@@ -4,7 +4,9 @@ leave the workspace, nothing from the host may reach the model, and the workspac
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import subprocess
 import tempfile
 import threading
@@ -17,6 +19,7 @@ import pytest
 from reasearch.agent import Agent
 from reasearch.agent.testing import Run
 from reasearch.agent.tools import ToolError, Workspace, WorkspaceTools
+from reasearch.errors import ConfigError
 
 SECRET = "SECRET-API-KEY-do-not-leak-4242"
 
@@ -218,3 +221,123 @@ def test_the_quota_comes_from_the_agent_config(make_agent: Callable[..., tuple[A
     assert AgentConfig.from_dict(agent.config.to_dict()).workspace_max_files == 100  # stored, read back on resume
     with pytest.raises(ConfigError, match="workspace_max_files"):
         AgentConfig(workspace_max_files=3)
+
+
+# ---------------------------------------------------------------- issue 26 item 9: one guarded reader for every host-side read
+def _path_line() -> str:
+    """A line of this process's own environment, as ``/proc/self/environ`` shows it to the harness."""
+    environ = Path("/proc/self/environ").read_bytes().replace(b"\0", b"\n").decode(errors="replace")
+    return next(ln for ln in environ.splitlines() if ln.startswith("PATH="))
+
+
+def test_a_symlinked_parent_folder_leaks_no_environment_into_an_experiment_over_mcp(tmp_path: Path) -> None:
+    """The attacker commits ``sub/environ`` and ``sub/passwd`` (regular files), then replaces ``sub`` with a
+    symlink to ``/proc/self`` (or ``/etc``): ``run_experiment`` would read the driver's environment (its API
+    key) into the candidate (``sub`` itself is in ``.gitignore``, so only the committed paths are listed),
+    and ``read_file`` into the model's context. Over MCP, the same tools."""
+    from reasearch.agent import AgentConfig, ModelSpec
+    from reasearch.agent.mcp.driver import McpDriver, _agent
+    from reasearch.agent.testing import InstanceExecutor
+    from reasearch.evaluators.testing import ToyRepoTrainingTask
+    from reasearch.runs import Run as StoredRun
+    from reasearch.runs import open_store
+
+    task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="mcp-client")})
+    run = StoredRun.create(open_store(tmp_path), task=task, budget={"experiments": 2}, executor=InstanceExecutor(task),
+                           config={"driver": "mcp", "agent": cfg.to_dict(), "mcp": {"max_calls": 50}})
+    agent = _agent(run, tmp_path / run.id, exec_fn=None)
+    agent.begin()
+    driver = McpDriver(agent, max_calls=50)
+    for name in ("sub/environ", "sub/passwd"):
+        assert not driver.call("write_file", {"path": name, "content": "harmless\n"}).is_error
+    assert not driver.call("git", {"command": "add -A"}).is_error
+    assert not driver.call("git", {"command": 'commit -m "sub"'}).is_error
+    ws = agent.workspace.root
+    ignore = agent.workspace.read_text(".gitignore")  # the link itself is ignored, its committed files stay listed
+    assert not driver.call("write_file", {"path": ".gitignore", "content": ignore + "sub\n"}).is_error
+    secrets = [_path_line(), Path("/etc/passwd").read_text().splitlines()[0]]
+    for target in ("/proc/self", "/etc"):
+        if (ws / "sub").is_symlink():
+            (ws / "sub").unlink()
+        else:
+            for f in ("environ", "passwd"):
+                (ws / "sub" / f).unlink()
+            (ws / "sub").rmdir()
+        os.symlink(target, ws / "sub")
+        outs = [driver.call("run_experiment", {"description": f"sub -> {target}", "wait_s": 0}),
+                driver.call("read_file", {"path": "sub/environ" if target == "/proc/self" else "sub/passwd"}),
+                driver.call("list_files", {"path": "sub"})]
+        for out in outs:
+            assert out.is_error and "symlink" in out.text, out.text
+        texts = [o.text for o in outs] + [driver.call(n, {}).text for n in ("get_status", "get_experiments")]
+        assert not any(s in t for s in secrets for t in texts)
+    assert run.store.evaluations(run.id) == []  # nothing was encoded, nothing ran
+
+
+def _plant(root: Path, kind: str, name: str) -> str:
+    """Plants an attack at ``root/d/name`` (the ``d`` folder itself for a parent link); returns the path read."""
+    outside = root.parent / f"outside-{root.name}"
+    outside.mkdir(exist_ok=True)
+    (outside / name).write_text(json.dumps({"state": SECRET}) if name.endswith(".json") else SECRET + "\n")
+    d = root / "d"
+    if kind == "parent-link":
+        os.symlink(outside, d)
+        return f"d/{name}"
+    d.mkdir(parents=True, exist_ok=True)
+    target = d / name
+    if kind == "file-link":
+        os.symlink(outside / name, target)
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "zero-device":
+        if os.geteuid() != 0:
+            pytest.skip("making a character device takes root (the harness's real situation)")
+        os.mknod(target, stat.S_IFCHR | 0o666, os.makedev(1, 5))  # what /dev/zero is
+    else:  # huge: sparse, 8 GiB of apparent size
+        with open(target, "wb") as f:
+            f.truncate(8 << 30)
+    return f"d/{name}"
+
+
+def _read_with_every_reader(root: Path, rel: str) -> list[str]:
+    """What each host-side reader returns (or refuses) for ``rel`` beneath ``root``."""
+    from reasearch.agent.tools.experiments import _read_file, _read_status
+    from reasearch.evaluators._guarded_path import UnsafePathError
+    from reasearch.evaluators.repo import read_repo_dir
+
+    out: list[str] = []
+    readers: list[Callable[[], object]] = [
+        lambda: WorkspaceTools(Workspace(root)).read_file(rel),
+        lambda: read_repo_dir(root, listed=[rel]),
+        lambda: _read_file(root, rel, None)[0][:4096],
+        lambda: _read_file(root, rel, 3)[0][:4096],
+        lambda: _read_status(root / rel.rsplit("/", 1)[0]),
+    ]
+    for read in readers:
+        try:
+            out.append(str(read())[:1 << 20])
+        except (ToolError, ConfigError, UnsafePathError) as exc:
+            out.append(f"refused: {exc}")
+    return out
+
+
+@pytest.mark.timeout(120)  # the FIFO and /dev/zero cases hung (or filled memory) on the old readers
+@pytest.mark.parametrize("kind", ["parent-link", "file-link", "fifo", "zero-device", "huge"])
+@pytest.mark.parametrize("name", ["train.log", "status.json", "x.py"])
+def test_every_host_side_reader_refuses_links_special_and_huge_files(tmp_path: Path, kind: str, name: str) -> None:
+    """The attacker (the agent's bash in the workspace, a training job in its experiment folder) plants,
+    where the harness reads: a symlinked parent folder, a symlinked file, a FIFO (blocks an open), a
+    ``/dev/zero``-like device (never ends), an 8 GiB sparse file. Every reader -- the ``read_file`` tool,
+    the repository encoder, ``read_log`` (tail and offset), the experiment status reader -- returns no host
+    byte, returns at all, and returns a bounded answer."""
+    root = tmp_path / "root"
+    root.mkdir()
+    rel = _plant(root, kind, name)
+    outs = _read_with_every_reader(root, rel)
+    assert not any(SECRET in o for o in outs), outs
+    assert all(len(o) <= 3 << 20 for o in outs)
+    if kind in ("parent-link", "file-link"):
+        assert all("symlink" in o for o in outs[:4]), outs
+    if kind in ("fifo", "zero-device"):
+        assert "refused" in outs[0] and all("not a regular file" in o for o in outs[2:4]), outs

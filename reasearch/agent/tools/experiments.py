@@ -46,6 +46,7 @@ from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.git import GitRepo, GitTools
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
+from reasearch.evaluators._guarded_path import Root, UnsafePathError
 from reasearch.evaluators.repo import encode_repo, read_repo_dir
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ GITIGNORE = "# kept out of experiments (the harness's files, data and checkpoint
 
 _LOG_READ_CAP = 2 << 20
 _OFFSET_CHUNK = 64 << 10
+_STATUS_CAP = 64 << 10
 _SUMMARY_KEYS = ("train_s", "eval_s", "gpu_s", "slot", "log_path", "last_step", "last_train_loss", "median_step_ms",
                  "first_metric_s", "started_at", "stopped")
 
@@ -79,10 +81,12 @@ def setup_repository(workspace_root: Path, repo: GitRepo, files: dict[str, str])
     """Writes the seed repository into the workspace and commits it; returns the commit."""
     repo.init()
     if repo.head() is None:
-        for path, text in {**files, ".gitignore": GITIGNORE}.items():
-            target = workspace_root / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+        fs = Root(workspace_root)
+        try:
+            for path, text in {**files, ".gitignore": GITIGNORE}.items():
+                fs.write_bytes(path, text.encode())
+        finally:
+            fs.close()
         repo.run(["add", "-A"])
         repo.run(["commit", "-q", "-m", "seed"])
     head = repo.head()
@@ -467,13 +471,12 @@ class ExperimentTools:
         step = self._pick(step)
         r = self._running.get(step)
         exp = next((e for e in self.experiments() if e["step"] == step), None)
-        path_text = (exp or {}).get("log_path") or str(self.folder / f"step-{step:05d}" / "train.log")
         state = "running" if r is not None and not r.done.is_set() else (exp or {}).get("status", "?")
         try:
-            data, size = _read_file(Path(path_text), offset)
+            data, size = _read_file(self.folder, f"step-{step:05d}/train.log", offset)
         except FileNotFoundError:
             return f"[log of experiment {step} ({state}): nothing written yet]"
-        except OSError as exc:
+        except (OSError, UnsafePathError) as exc:
             raise ToolError(f"the log of experiment {step} cannot be read: {exc}") from None
         text = data.decode("utf-8", errors="replace")
         if offset is not None:
@@ -503,17 +506,34 @@ def _experiment_payload(start: dict[str, Any], step: int, result: Any) -> dict[s
             "feedback": (result.feedback or "")[-3000:], "evaluation": rec.to_dict(), "ended_at": time.time()}
 
 
+def _experiments_root(folder: Path) -> Root:
+    """The guarded root of the run's experiment folders (``<run>/experiments``, created if missing)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return Root(folder)
+
+
 def _read_status(folder: Path) -> dict[str, Any]:
+    """``status.json`` of one experiment folder (``{}`` when missing, unreadable or refused)."""
     try:
-        data = json.loads((folder / "status.json").read_text())
-    except (OSError, ValueError):
+        fs = _experiments_root(folder.parent)
+    except OSError:
         return {}
+    try:
+        data = json.loads(fs.read_bytes(f"{folder.name}/status.json", cap=_STATUS_CAP))
+    except (OSError, ValueError, UnsafePathError):
+        return {}
+    finally:
+        fs.close()
     return data if isinstance(data, dict) else {}
 
 
 def _touch(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("stop\n")
+    """Writes ``path`` (an experiment folder's ``STOP``) beneath the experiments root, through no symlink."""
+    fs = _experiments_root(path.parent.parent)
+    try:
+        fs.write_bytes(f"{path.parent.name}/{path.name}", b"stop\n")
+    finally:
+        fs.close()
 
 
 def _slot_count(kind: str) -> int:
@@ -525,13 +545,13 @@ def _slot_count(kind: str) -> int:
         return 1
 
 
-def _read_file(path: Path, offset: int | None) -> tuple[bytes, int]:
-    """(bytes, file size): from ``offset`` (64 KB at most) or the last 2 MB; never through a symlink."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        size = os.fstat(fd).st_size
+def _read_file(folder: Path, rel: str, offset: int | None) -> tuple[bytes, int]:
+    """(bytes, file size) of ``folder/rel``: from ``offset`` (64 KB at most) or the last 2 MB, through the
+    guarded reader (no symlink in any component, a regular file only)."""
+    fs = _experiments_root(folder)
+    try:
         if offset is not None:
-            fh.seek(min(max(0, int(offset)), size))
-            return fh.read(_OFFSET_CHUNK), size
-        fh.seek(max(0, size - _LOG_READ_CAP))
-        return fh.read(), size
+            return fs.read_slice(rel, start=max(0, int(offset)), length=_OFFSET_CHUNK)
+        return fs.read_slice(rel, start=None, length=_LOG_READ_CAP)
+    finally:
+        fs.close()

@@ -1,10 +1,14 @@
 """The agent's ``git`` tool: version control of a repository candidate, without ever running agent code.
 
 The git directory lives OUTSIDE the workspace (``<run>/git``, beside it), so nothing the agent writes
-(files, ``bash`` in the sandbox) can reach ``.git/config`` or ``.git/hooks``. Every call runs git with
-hooks off (``core.hooksPath=/dev/null``), no fsmonitor, no pager, no external diff or textconv, no
-system or global config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``, an empty ``HOME``),
-no prompts, and ``true`` as the editor. Only status, diff, log, show, add, commit, checkout, reset,
+(files, ``bash`` in the sandbox) can reach ``.git/config`` or ``.git/hooks``. Every call -- the tool's
+and the harness's own (``status``/``add``/``ls-files`` each turn and each experiment) -- goes through
+:mod:`reasearch.evaluators._host_git`: every key that runs a program pinned (hooks, fsmonitor, pager,
+external diff, textconv, credential, ssh, gpg, submodule recursion), no system or global config or
+attributes, an empty private ``HOME``, and a refusal before git starts when the workspace holds a
+nested ``.git`` (folder or ``gitdir:`` file, any depth), a ``.gitattributes`` naming a filter, diff or
+merge driver, or a gitlink in the index: a nested repository's own config is what a recursing git
+would run. Only status, diff, log, show, add, commit, checkout, reset,
 branch (and rev-parse, ls-files) are allowed; options that read or write files outside the repository
 (``--output``, ``-F``, ``--template``, ``--pathspec-from-file``, ...) or change where git looks
 (``--git-dir``, ``-c``) are refused. Remotes, push, fetch, config and hooks are refused.
@@ -12,13 +16,13 @@ branch (and rev-parse, ls-files) are allowed; options that read or write files o
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from pathlib import Path
 
 from reasearch.agent.tools.schema import ToolError, tool
 from reasearch.errors import ConfigError
+from reasearch.evaluators._host_git import check_work_tree, git_argv, git_env, gitlinks
 
 __all__ = ["ALLOWED_COMMANDS", "GitRepo", "GitTools", "check_git_args"]
 
@@ -89,27 +93,35 @@ class GitRepo:
         self._home = self.git_dir.parent / "git-home"  # an empty HOME: no ~/.gitconfig is read
 
     def _env(self) -> dict[str, str]:
-        self._home.mkdir(parents=True, exist_ok=True)
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self._home),
-                "XDG_CONFIG_HOME": str(self._home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-                "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_EDITOR": "true",
-                "GIT_DIR": str(self.git_dir), "GIT_WORK_TREE": str(self.work_tree), "LANG": "C.UTF-8",
-                "GIT_AUTHOR_NAME": "reasearch agent", "GIT_AUTHOR_EMAIL": "agent@reasearch.invalid",
-                "GIT_COMMITTER_NAME": "reasearch agent", "GIT_COMMITTER_EMAIL": "agent@reasearch.invalid"}
+        return git_env(home=self._home, git_dir=self.git_dir, work_tree=self.work_tree)
 
-    def run(self, args: list[str], *, timeout_s: float = 60.0, check: bool = True) -> str:
-        """Runs ``git ARGS`` safely; returns stdout+stderr. Raises ConfigError on failure when ``check``."""
-        cmd = ["git", "--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-               "-c", "core.pager=cat", "-c", "diff.external=", "-c", "core.editor=true",
-               "-c", "commit.gpgSign=false", "-c", "core.sshCommand=false", "-c", "protocol.allow=never",
-               "-c", "init.defaultBranch=main", *args]
-        if args and args[0] in ("diff", "show", "log"):
-            cmd = cmd[:len(cmd) - len(args) + 1] + ["--no-ext-diff", "--no-textconv"] + list(args[1:])
+    def _git(self, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[bytes]:
         try:
-            cp = subprocess.run(cmd, cwd=self.work_tree, env=self._env(), capture_output=True, timeout=timeout_s,
-                                stdin=subprocess.DEVNULL, check=False)
+            return subprocess.run(git_argv(args), cwd=self.work_tree, env=self._env(), capture_output=True,
+                                  timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired:
             raise ConfigError(f"git {args[0]} timed out after {timeout_s:g} s") from None
+
+    def check(self) -> None:
+        """Raises ConfigError when the work tree or the index holds what could make git run a program: a
+        nested ``.git`` anywhere, a ``.gitattributes`` naming a driver, a gitlink (submodule) entry."""
+        check_work_tree(self.work_tree, own_git_dir=self.git_dir)
+        if (self.git_dir / "HEAD").is_file():
+            links = gitlinks(self._git(["ls-files", "-s", "-z"], 60.0))
+            if links:
+                raise ConfigError(f"the index holds a submodule (gitlink) at {links[0]}; the harness's git takes "
+                                  f"none: drop it with git reset -- {links[0]} (and remove {links[0]} from the "
+                                  "last commit if it is there: git reset HEAD~1)")
+
+    def run(self, args: list[str], *, timeout_s: float = 60.0, check: bool = True) -> str:
+        """Runs ``git ARGS`` safely; returns stdout+stderr. Raises ConfigError on failure when ``check``, and
+        always when the work tree holds a nested repository, a driver attribute or a gitlink (:meth:`check`;
+        ``reset`` alone still runs beside a gitlink, to drop it)."""
+        if args and args[0] == "reset":
+            check_work_tree(self.work_tree, own_git_dir=self.git_dir)
+        elif not (args and args[0] == "init"):
+            self.check()
+        cp = self._git(args, timeout_s)
         out = (cp.stdout + cp.stderr).decode("utf-8", errors="replace")
         if check and cp.returncode != 0:
             raise ConfigError(f"git {' '.join(args[:2])} failed (exit {cp.returncode}): {out.strip()[-2000:]}")

@@ -1,6 +1,10 @@
-"""File operations confined to one directory, that never follow a symlink (the agent's workspace).
+"""File operations confined to one directory, that never follow a symlink: the one guarded reader.
 
-The workspace is writable by the jailed ``bash`` tool, which can plant symlinks, FIFOs and deep trees
+Every host-side read of a folder that untrusted code can write -- the agent's workspace (its tools,
+the harness's snapshot, host-side git's pre-flight), a repository candidate read for encoding
+(:mod:`reasearch.evaluators.repo`), an experiment's log and status files -- goes through :class:`Root`.
+It lives in ``evaluators/`` (not ``agent/``) so that the repository reader, below the agent layer,
+uses the same code. The workspace is writable by the jailed ``bash`` tool, which can plant symlinks, FIFOs and deep trees
 anywhere in it at any time, while the harness that reads and writes it runs as root. Every operation
 here therefore works relative to an open descriptor of the root and refuses symlinks in *every*
 component: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` where the
@@ -269,6 +273,33 @@ class Root:
             if len(out) > cap:  # it grew while being read
                 raise UnsafePathError(f"{rel!r} grew over the {cap}-byte limit while being read; it is not read")
             return out
+        finally:
+            os.close(fd)
+
+    def read_slice(self, rel: str, *, start: int | None, length: int) -> tuple[bytes, int]:
+        """``(bytes, file size)`` of regular file ``rel``: ``length`` bytes from ``start`` (the last ``length``
+        bytes when ``start`` is None), however large the file; same refusals as :meth:`read_bytes`."""
+        try:
+            fd = self._open(split(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise _refusal(exc, rel, self.fd) from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafePathError(f"{rel!r} is not a regular file ({_kind(st)}); it is not read")
+            size = st.st_size
+            pos = max(0, size - length) if start is None else min(max(0, int(start)), size)
+            chunks, left = [], max(0, length)
+            while left > 0:
+                data = os.pread(fd, min(left, 1 << 20), pos)
+                if not data:
+                    break
+                chunks.append(data)
+                left -= len(data)
+                pos += len(data)
+            return b"".join(chunks), size
         finally:
             os.close(fd)
 
