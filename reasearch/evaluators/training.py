@@ -27,6 +27,7 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 import threading
 import time
 from abc import abstractmethod
@@ -279,6 +280,7 @@ class TrainingTask(Task):
             t0 = time.monotonic()
             scored = self.trusted_evaluation(exp_dir=exp_dir, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease)
             eval_s = time.monotonic() - t0
+            scored = _keep_scoring_logs(scored, exp_dir, own)
         finally:
             lease.release()
         metrics = {**train, **dict(scored.metrics), "eval_s": round(eval_s, 3),
@@ -294,6 +296,20 @@ class TrainingTask(Task):
     def describe_budget(self) -> str:
         return (f"Each experiment trains for time_budget_s seconds (default {float(self.time_budget_s):g}, at most "
                 f"{float(self.max_time_budget_s):g}); the process is killed at budget + {float(self.grace_s):g} s.")
+
+
+def _keep_scoring_logs(scored: EvalResult, exp_dir: Path, own: Path | None) -> EvalResult:
+    """Moves the scoring jails' logs (``exp_dir/scoring``: candidate output on held-out data, never shown to
+    the agent) into the caller's experiment folder, for a person; records where in ``scoring_log_dir``."""
+    logs = exp_dir / "scoring"
+    if not logs.is_dir() or logs.is_symlink():
+        return scored
+    where: Path | None = logs if keep_checkpoints() else None
+    if own is not None:
+        where = own / "scoring"
+        remove_tree(str(where))
+        shutil.move(str(logs), str(where))  # trusted files only: the jails never see this folder
+    return scored.with_(metrics={**dict(scored.metrics), "scoring_log_dir": None if where is None else str(where)})
 
 
 def _train_metrics(job: JobOutcome, budget: float, exp_dir: Path, lease: SlotLease, log_path: Path | None,

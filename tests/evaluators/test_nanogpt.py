@@ -18,14 +18,14 @@ from tests.engine.conftest import needs_mode
 
 
 @pytest.fixture(scope="module")
-def task(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> NanoGPTTask:
+def task() -> NanoGPTTask:
     import os
 
     os.environ.setdefault("REASEARCH_FAKE_GPUS", "0")  # CPU slots, whatever the machine has
     os.environ.setdefault("REASEARCH_CPUS_PER_SLOT", "1")  # one torch thread: no spinning OpenMP on busy cores
-    text = shared_data / "text" / "tinyshakespeare.txt"  # a clean clone without ../shared uses the stdlib corpus
-    return reasearch.make("nanogpt/v1", corpus=str(text) if text.is_file() else "stdlib", time_budget_s=30.0,
-                          grace_s=30.0, eval_tokens=1024, eval_time_limit_s=120.0)  # type: ignore[return-value]
+    # The default corpus: tiny Shakespeare, shipped with the package (sealed).
+    return reasearch.make("nanogpt/v1", time_budget_s=30.0, grace_s=30.0, eval_tokens=1024,
+                          eval_time_limit_s=120.0)  # type: ignore[return-value]
 
 
 def _with(task: NanoGPTTask, **replace: str) -> str:
@@ -50,10 +50,13 @@ def test_the_seed_trains_and_scores_better_than_uniform(task: NanoGPTTask, tmp_p
     assert m["val_bpb"] == res.score and m["eval_tokens"] == 1024 and m["block_size"] == 64
     assert m["causality_max_diff"] <= 1e-3
     assert m["last_step"] is not None and m["metric_lines"] >= 1 and m["train_s"] > 0
-    if task.corpus.endswith("tinyshakespeare.txt"):
-        assert m["data_sha256"] == "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+    assert m["corpus"] == "shakespeare" and m["sealed"] is True and "NOT SEALED" not in res.feedback
+    assert m["data_sha256"] == "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"  # tiny Shakespeare
+    assert res.provenance.versions["corpus_sha256"] == m["data_sha256"]
+    assert res.provenance.versions["corpus_sealed"] == "true"
     assert m["log_path"] == str(tmp_path / "exp" / "train.log") and '"step": 0' in Path(m["log_path"]).read_text()
     assert res.provenance is not None and res.provenance.task_id == "nanogpt/v1"
+    assert res.provenance.params["corpus"] == "shakespeare"
     assert task.evaluation_costs(res) == {"experiments": 1.0, "gpu_seconds": 0.0}  # a CPU slot
 
 

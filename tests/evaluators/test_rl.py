@@ -1,4 +1,4 @@
-"""``rl/{env}-v1``: the seed trains and scores on held-out episodes the trusted side steps itself; bad
+"""``rl/{env}-v2``: the seed trains and scores on held-out episodes the trusted side steps itself; bad
 actions (wrong shape, NaN), pickled weights and a policy that prints to stdout are handled."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from reasearch.evaluators.rl.task import RLTask
 def task() -> RLTask:
     os.environ.setdefault("REASEARCH_FAKE_GPUS", "0")
     os.environ.setdefault("REASEARCH_CPUS_PER_SLOT", "1")
-    return reasearch.make("rl/InvertedPendulum-v5-v1", time_budget_s=30.0, grace_s=30.0, episodes=3,
+    return reasearch.make("rl/InvertedPendulum-v5-v2", time_budget_s=30.0, grace_s=30.0, episodes=3,
                           max_episode_steps=200, eval_time_limit_s=120.0)  # type: ignore[return-value]
 
 

@@ -1,12 +1,20 @@
 """``nanogpt/v1``: train a byte-level GPT within a time budget; scored by validation bits per byte.
 
 The candidate is a repository (``train.py``, ``model.py`` and whatever else it adds). Training runs in a
-jail with only the training split. The trusted evaluation then runs the fixed module ``_infer.py`` twice
-in fresh jails: once on evenly spaced held-out windows, once on the same windows with every row's
-suffix (from a random position on) replaced by other held-out text, in an order the candidate cannot
-tell apart. The trusted side (this process) computes the metric from the raw logits of the first run,
-and checks that each row's logits before its cut are identical in both runs: a model whose earlier
-predictions move when later bytes change peeks at the future and is ``INVALID``.
+jail with only the training split; the default corpus (tiny Shakespeare, packaged data) is *sealed*: no
+jail can read its source, so the held-out bytes cannot be rebuilt, only predicted (``corpus=stdlib`` is
+not sealed and its results say so: ``metrics["sealed"] is False``). The trusted evaluation then runs the
+fixed module ``_infer.py`` twice in fresh jails: once on evenly spaced held-out windows, once on the same
+windows with every row's suffix (from a random position on) replaced by other held-out text, in an order
+the candidate cannot tell apart. The trusted side (this process) computes the metric from the raw logits
+of the first run, and checks that each row's log-probabilities before its cut agree in both runs (in a
+space the candidate cannot rescale: see :func:`causality_gap`): a model whose earlier predictions move
+when later bytes change peeks at the future and is ``INVALID``.
+
+Candidate code in the scoring jails sees held-out bytes: what it prints or raises there never reaches
+the agent (feedback gives the step, a built-in exception class and a ``file:line`` of the repository,
+checked by :mod:`reasearch.evaluators._scoring_report`); the jails' logs stay on the host for a person
+(``metrics["scoring_log_dir"]``).
 """
 
 from __future__ import annotations
@@ -23,16 +31,32 @@ import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import run_job
-from reasearch.evaluators.nanogpt._data import Corpus, load_corpus
-from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
+from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, load_corpus
+from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingTask
 
-__all__ = ["NanoGPTTask", "bits_per_byte"]
+__all__ = ["CAUSALITY_FLOOR", "CAUSALITY_TOL", "NanoGPTTask", "bits_per_byte", "causality_gap"]
 
 _MAX_CONFIG_BYTES = 64 * 1024
 _MAX_BLOCK = 4096
 _BATCH_TOKENS = 8192  # tokens per inference batch
+# The causality check compares log-probabilities (nats) clipped at this floor, with this absolute tolerance.
+# A peeking model can move a checked log-probability by at most CAUSALITY_TOL unseen, so it gains at most
+# ~CAUSALITY_TOL / ln 2 bits per byte; below the floor a byte already costs >= 20 nats, more than any model
+# worth scoring pays, so nothing is won by peeking there.
+CAUSALITY_FLOOR = -20.0
+CAUSALITY_TOL = 1e-4
+# The steps of _infer.py, as the feedback names them.
+_INFER_STEPS = {
+    "weights": "while loading the weights (torch.load(weights_only=True), or safetensors): model.pt must hold a "
+               "state_dict of plain tensors, and config.json a JSON object",
+    "import": "while importing model.py", "build": "in build_model(config)",
+    "load_state_dict": "in load_state_dict(the saved weights)", "forward": "during model(idx) on held-out windows",
+    "output": "checking the output: model(idx) must return float logits [B, T, 256] (or a tuple whose first item "
+              "is that)",
+}
 
 
 def bits_per_byte(logits: np.ndarray, targets: np.ndarray) -> float:
@@ -44,11 +68,31 @@ def bits_per_byte(logits: np.ndarray, targets: np.ndarray) -> float:
     return float(np.mean(logz - picked) / math.log(2))
 
 
+def _clipped_log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64)
+    z -= z.max(axis=-1, keepdims=True)
+    z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    return np.maximum(z, CAUSALITY_FLOOR)
+
+
+def causality_gap(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest difference between two runs' predictions, as ``max |clip(log_softmax)|`` (nats).
+
+    Adding a constant to a row of logits, or scaling them, changes nothing here unless it changes the
+    probabilities; the tolerance it is compared with is absolute (:data:`CAUSALITY_TOL`), so a model cannot
+    buy itself slack by inflating its logits.
+    """
+    if a.size == 0:
+        return 0.0
+    return float(np.max(np.abs(_clipped_log_softmax(a) - _clipped_log_softmax(b))))
+
+
 class NanoGPTTask(TrainingTask):
     """Byte-level GPT language modelling under a training time budget (minimize validation bpb).
 
     Args:
-        corpus: ``"stdlib"`` (the Python standard library's sources) or a text file path.
+        corpus: ``"shakespeare"`` (default: tiny Shakespeare, packaged, sealed), ``"stdlib"`` (the Python
+            standard library's sources: NOT sealed, a jail can read them) or a text file path.
         time_budget_s: training seconds of one experiment unless it asks for another budget
             (paper: 300 on a GPU; tests: a few seconds on CPU).
         max_time_budget_s: the most one experiment may ask for.
@@ -60,7 +104,7 @@ class NanoGPTTask(TrainingTask):
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
     """
 
-    def __init__(self, corpus: str = "stdlib", time_budget_s: float = 300.0, max_time_budget_s: float = 1800.0,
+    def __init__(self, corpus: str = DEFAULT_CORPUS, time_budget_s: float = 300.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 30.0, eval_tokens: int = 65536, eval_time_limit_s: float = 300.0,
                  slot: str = "auto", memory_mb: int = 8192, sandbox_mode: str = "auto") -> None:
         self.corpus = corpus
@@ -98,7 +142,8 @@ class NanoGPTTask(TrainingTask):
         return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("model.py", "train.py")}
 
     def describe(self) -> str:
-        corpus = "the Python standard library's .py sources" if self.corpus == "stdlib" else f"the file {self.corpus}"
+        corpus = {DEFAULT_CORPUS: "tiny Shakespeare", "stdlib": "the Python standard library's .py sources"}.get(
+            str(self.corpus), f"the file {self.corpus}")
         return f"""# nanogpt/v1: train a byte-level GPT within a time budget (minimize validation bits per byte)
 
 The candidate is the repository in your workspace (train.py, model.py, any files you add), under git.
@@ -119,7 +164,10 @@ Metric (trusted, fixed; train.py cannot change it): the evaluator imports model.
 idx is an int64 tensor [B, T]; the model must return logits [B, T, 256] (or a tuple whose first item is
 that) predicting byte t+1 from bytes <= t. Score = mean cross-entropy / ln 2 over {int(self.eval_tokens)}
 held-out bytes (bits per byte, lower is better; 8.0 = uniform guessing). A causality check perturbs
-later bytes and requires earlier predictions to stay identical: a model that looks ahead is INVALID.
+later bytes and requires earlier predictions (log-probabilities) to stay the same within {CAUSALITY_TOL:g}
+nats: a model that looks ahead is INVALID. During scoring your code sees held-out bytes, so what it prints
+or raises there is withheld: a failure is reported as its step, exception class and file:line only.
+{"" if self._corpus().sealed else "This corpus is NOT sealed (" + self._corpus().seal_note + ")."}
 
 Print JSON lines such as {{"step": 100, "loss": 1.9}} to show the training curve (read_log shows them);
 what train.py prints about its own score is informational only.
@@ -190,9 +238,26 @@ what train.py prints about its own score is informational only.
         k = int(self.eval_tokens)
         bpb = bits_per_byte(logits.reshape(-1, 256)[:k], targets.reshape(-1)[:k])
         corpus = self._corpus()
+        feedback = f"val_bpb {bpb:.4f} over {k} held-out bytes (context {block})"
+        if not corpus.sealed:
+            feedback += f"\nNOT SEALED: corpus {corpus.name!r}: {corpus.seal_note}; this score may be memorized, not learned"
         return self.result(bpb, metrics={"val_bpb": bpb, "eval_tokens": k, "block_size": block,
-                                         "data_sha256": corpus.sha256, "corpus": corpus.name},
-                           feedback=f"val_bpb {bpb:.4f} over {k} held-out bytes (context {block})")
+                                         "data_sha256": corpus.sha256, "corpus": corpus.name,
+                                         "sealed": corpus.sealed},
+                           feedback=feedback)
+
+    def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
+        """The base provenance, plus which corpus scored it and whether a jail could read that corpus."""
+        import dataclasses
+
+        prov = super().provenance(candidate_source, seed=seed, sandbox_mode=sandbox_mode)
+        try:
+            corpus = self._corpus()
+        except Exception:  # a corpus that cannot load has no hash to record (the result says why)
+            return prov
+        return dataclasses.replace(prov, versions={**prov.versions, "corpus": corpus.name,
+                                                   "corpus_sha256": corpus.sha256,
+                                                   "corpus_sealed": str(corpus.sealed).lower()})
 
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
         cfg = self._read_config(ckpt_dir)
@@ -216,8 +281,11 @@ what train.py prints about its own score is informational only.
         order = ["score", "probe"] if rng.random() < 0.5 else ["probe", "score"]
         logits: dict[str, np.ndarray] = {}
         infer = str(Path(__file__).with_name("_infer.py"))
+        logs = exp_dir / "scoring"  # the jails' logs: kept on the host for a person, never shown to the agent
+        logs.mkdir(mode=0o700, exist_ok=True)
         for i, name in enumerate(order):
-            out = self._infer(exp_dir / f"eval{i}", runs[name], infer, repo_dir, ckpt_dir, lease)
+            out = self._infer(exp_dir / f"eval{i}", runs[name], infer, repo_dir, ckpt_dir, lease,
+                              logs / f"infer-{i}.log")
             if isinstance(out, EvalResult):
                 return out
             logits[name] = out
@@ -227,50 +295,50 @@ what train.py prints about its own score is informational only.
         worst = 0.0
         for i in range(n):
             c = int(cuts[i])
-            a, b = logits["score"][i, :c], logits["probe"][i, :c]
-            diff = float(np.max(np.abs(a - b))) if c else 0.0
-            tol = 1e-3 + 1e-3 * float(np.max(np.abs(a))) if c else 0.0
+            diff = causality_gap(logits["score"][i, :c], logits["probe"][i, :c])
             worst = max(worst, diff)
-            if not np.isfinite(diff) or diff > tol:
+            if not np.isfinite(diff) or diff > CAUSALITY_TOL:
                 return self.invalid(
-                    f"causality check failed: changing the bytes from position {c} on changed the predictions at "
-                    f"earlier positions of window {i} (max |logit change| {diff:.3g} > {tol:.3g}); the model looks "
-                    "at future bytes (check attention masks, and that nothing mixes positions or batch rows)",
-                    metrics={"causality_max_diff": diff})
-        return scored.with_(metrics={**dict(scored.metrics), "causality_max_diff": worst})
+                    "causality check failed: changing later bytes of a held-out window changed the model's "
+                    f"predictions at earlier positions (log-probabilities moved by more than {CAUSALITY_TOL:g} nats); "
+                    "the model looks at future bytes (check attention masks, and that nothing mixes positions or "
+                    "batch rows)")
+        return scored.with_(metrics={**dict(scored.metrics), "causality_max_diff": round(worst, 6)})
 
     def _infer(self, folder: Path, inputs: np.ndarray, infer: str, repo_dir: Path, ckpt_dir: Path,
-               lease: SlotLease) -> np.ndarray | EvalResult:
+               lease: SlotLease, log_path: Path) -> np.ndarray | EvalResult:
         folder.mkdir(mode=0o755)
         np.save(folder / "inputs.npy", inputs.astype(np.uint8))
         per = max(1, _BATCH_TOKENS // inputs.shape[1])
         batches = [[a, min(a + per, len(inputs))] for a in range(0, len(inputs), per)]
         req = {"repo": str(repo_dir), "ckpt": str(ckpt_dir), "inputs": str(folder / "inputs.npy"),
-               "out": str(folder / "logits.npy"), "batches": batches}
+               "out": str(folder / "logits.npy"), "report": str(folder / REPORT_NAME), "batches": batches}
         (folder / "request.json").write_text(json.dumps(req))
         script = folder / "_infer.py"
         script.write_text(Path(infer).read_text())
         os.chmod(script, 0o444)
         job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
-                      time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=folder / "infer.log",
+                      time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=log_path,
                       binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
                       memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
+        # Nothing of the job's output (its log tail, exit code or messages) goes into the feedback: candidate
+        # code ran on held-out windows and could have put them there.
+        if job.status in (Status.TIMEOUT, Status.OOM):
+            words = {Status.TIMEOUT: f"ran past its {float(self.eval_time_limit_s):g} s limit",
+                     Status.OOM: "ran out of memory"}[job.status]
+            return EvalResult.failure(job.status, f"the scoring run of the checkpoint {words}. {WITHHELD}")
         if not job.ok:
-            status = job.status if job.status is not Status.OK else Status.CRASH
-            if "REASEARCH-INFER-ERROR" in job.log_tail:
-                status = Status.INVALID
-            return EvalResult.failure(status, f"the trusted evaluation of the checkpoint ended {job.status.value}:\n"
-                                              f"{job.log_tail[-3000:]}",
-                                      metrics={"eval_log_path": job.log_path})
+            step, text = describe_failure(folder, repo_dir, _INFER_STEPS, "the scoring run of the checkpoint")
+            return EvalResult.failure(Status.INVALID if step == "output" else Status.CRASH, text)
         if (folder / "logits.npy").is_symlink():
             return self.invalid("the evaluation's logits.npy was replaced by a symlink")
-        try:
+        try:  # a trusted read of a file candidate code could write (shape and dtype checked below)
             logits = np.load(folder / "logits.npy", allow_pickle=False, mmap_mode="r")
-        except (OSError, ValueError) as exc:
-            return self.invalid(f"the evaluation produced no readable logits: {exc}")
+        except (OSError, ValueError):
+            return self.invalid("the scoring run left no readable logits.npy (candidate code can write there: "
+                                "do not touch it)")
         if logits.dtype != np.float32 or logits.shape != (*inputs.shape, 256):
-            return self.invalid(f"the evaluation produced logits {logits.dtype} {logits.shape}, expected float32 "
-                                f"{(*inputs.shape, 256)}")
+            return self.invalid(f"the scoring run left logits that are not float32 {(*inputs.shape, 256)}")
         out = np.array(logits)
         del logits
         for name in ("logits.npy", "inputs.npy"):  # tens of MB per run at real eval_tokens; the log stays

@@ -1,4 +1,4 @@
-"""Reinforcement learning on MuJoCo locomotion (``rl/{env}-v1``, default ``HalfCheetah-v5``); see :mod:`.task`.
+"""Reinforcement learning on MuJoCo locomotion (``rl/{env}-v2``, default ``HalfCheetah-v5``); see :mod:`.task`.
 
 Registering the family imports neither Gymnasium nor MuJoCo (the task class loads on first use).
 """
@@ -16,10 +16,10 @@ _ENVS = ("HalfCheetah-v5", "InvertedPendulum-v5", "Hopper-v5", "Walker2d-v5", "A
 
 
 def register_all() -> None:
-    """Registers the ``rl/{env}-v1`` family (lazy entry point)."""
+    """Registers the ``rl/{env}-v2`` family (lazy entry point)."""
     from reasearch.evaluators.registry import register
 
-    register("rl/{env}-v1", "reasearch.evaluators.rl.task:RLTask",
+    register("rl/{env}-v2", "reasearch.evaluators.rl.task:RLTask",
              enumerate=lambda: ({"env": e} for e in _ENVS),
              summary="train a MuJoCo policy within a time budget; maximize the mean return on held-out seeds")
 

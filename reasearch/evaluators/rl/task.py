@@ -1,15 +1,26 @@
-"""``rl/{env}-v1``: train a MuJoCo locomotion policy within a time budget; scored by mean return.
+"""``rl/{env}-v2``: train a MuJoCo locomotion policy within a time budget; scored by mean return.
 
 The candidate is a repository (``train.py``, ``policy.py``, ...). Training runs in a jail (Gymnasium and
 MuJoCo importable, no network). Scoring: the trusted side (this process) creates ``episodes`` held-out
-environments with seeds the candidate never sees, and steps them itself, vectorized: each step it sends
-the batch of observations of the running episodes to the fixed policy server (``_policy_server.py``) in a
-fresh jail, checks the actions (shape, finite), clips them to the action space, and sums the
-undiscounted rewards. Score = mean return over the episodes (maximize).
+environments and steps them itself, vectorized: each step it sends the batch of observations of the
+running episodes to the fixed policy server (``_policy_server.py``) in a fresh jail, checks the actions
+(shape, finite), clips them to the action space, and sums the undiscounted rewards. Score = mean return
+over the episodes (maximize).
+
+The episodes' seeds are derived from the evaluator's secret (:mod:`reasearch.evaluators._secret`, as
+EPLB's traces are): no jail can read the secret, so a ``train.py`` cannot compute them and plan against
+them open-loop; results record the secret's fingerprint (``provenance.versions["scoring_secret"]``).
+``-v2``: ``-v1`` scored on public seeds (a constant plus the episode number).
+
+What candidate code prints or raises in the policy server never reaches the agent (it sees the held-out
+episodes): failures are reported as a step, a built-in exception class and a ``file:line`` of the
+repository (:mod:`reasearch.evaluators._scoring_report`); the log stays on the host
+(``metrics["scoring_log_dir"]``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -22,16 +33,31 @@ import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import SessionError, start_session
-from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
+from reasearch.evaluators._secret import derive_seed, fingerprint, secret
+from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingTask, experiments_root
 
-__all__ = ["ENVS", "RLTask"]
+__all__ = ["ENVS", "RLTask", "scoring_seeds"]
 
 ENVS = ("HalfCheetah-v5", "InvertedPendulum-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Swimmer-v5",
         "Reacher-v5", "InvertedDoublePendulum-v5")
-_HELD_OUT_SEED = 7_919_000  # scoring seeds: _HELD_OUT_SEED + episode (the candidate never steps these envs)
 _MAX_CONFIG_BYTES = 64 * 1024
+# The steps of _policy_server.py, as the feedback names them.
+_SERVER_STEPS = {
+    "weights": "while loading config.json and the weights (weights.npz with allow_pickle=False, or model.pt with "
+               "torch.load(weights_only=True): plain arrays or tensors only)",
+    "import": "while importing policy.py", "build": "in build_policy(config, weights)",
+    "act": "in policy.act(obs) on a held-out episode",
+    "output": "converting policy.act's answer to a float64 array [B, act_dim]",
+}
+
+
+def scoring_seeds(env: str, episodes: int, key: bytes | None = None) -> list[int]:
+    """The held-out episodes' seeds: derived from the evaluator's secret, so only its holder can compute them."""
+    key = secret() if key is None else key
+    return [derive_seed("rl held-out episode", {"env": env, "episode": i}, key) for i in range(int(episodes))]
 
 
 class RLTask(TrainingTask):
@@ -73,7 +99,7 @@ class RLTask(TrainingTask):
         if self.max_episode_steps is not None and not 1 <= int(self.max_episode_steps) <= 100_000:
             raise ValueError(f"max_episode_steps must be in [1, 100000], not {self.max_episode_steps}")
         return TaskSpec(
-            id=f"rl/{self.env}-v1", version=1, direction="maximize",
+            id=f"rl/{self.env}-v2", version=2, direction="maximize",
             time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + float(self.eval_time_limit_s),
             memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params())
 
@@ -91,7 +117,7 @@ class RLTask(TrainingTask):
 
     def describe(self) -> str:
         steps = "the environment's own limit" if self.max_episode_steps is None else f"{int(self.max_episode_steps)} steps"
-        return f"""# rl/{self.env}-v1: train a {self.env} policy within a time budget (maximize mean return)
+        return f"""# rl/{self.env}-v2: train a {self.env} policy within a time budget (maximize mean return)
 
 The candidate is the repository in your workspace (train.py, policy.py, any files you add), under git.
 An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; Gymnasium
@@ -105,11 +131,18 @@ An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no 
 
 Metric (trusted, fixed): the evaluator imports policy.py and calls `build_policy(config, weights)`
 (weights: a dict of arrays, or the state_dict). It then steps {int(self.episodes)} held-out episodes itself
-(seeds you never see; {steps} each) and calls `policy.act(obs)` with a float64 batch [B, obs_dim] of the
+(seeds derived from a secret you cannot read; {steps} each) and calls `policy.act(obs)` with a float64 batch [B, obs_dim] of the
 running episodes; it must return actions [B, act_dim] (finite; clipped to the action space by the
 evaluator). Score = mean undiscounted return over the episodes (higher is better), deterministic policy.
-Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training curve.
+Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training curve. What policy.py prints
+or raises during scoring is withheld (it sees held-out episodes): a failure is reported as its step,
+exception class and file:line only.
 """
+
+    def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
+        """The base provenance, plus the fingerprint of the secret the scoring seeds came from."""
+        prov = super().provenance(candidate_source, seed=seed, sandbox_mode=sandbox_mode)
+        return dataclasses.replace(prov, versions={**prov.versions, "scoring_secret": fingerprint()})
 
     # ------------------------------------------------------------ trusted side
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
@@ -141,14 +174,17 @@ Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training cur
             return self.invalid("train.py saved no weights.npz or model.pt in REASEARCH_OUT_DIR")
         folder = exp_dir / "eval"
         folder.mkdir(mode=0o755)
+        logs = exp_dir / "scoring"  # the server's log: kept on the host for a person, never shown to the agent
+        logs.mkdir(mode=0o700, exist_ok=True)
         server = folder / "_policy_server.py"
         server.write_text(Path(__file__).with_name("_policy_server.py").read_text())
-        (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir)}))
+        (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir),
+                                                         "report": str(folder / REPORT_NAME)}))
         kwargs = {} if self.max_episode_steps is None else {"max_episode_steps": int(self.max_episode_steps)}
         envs = [gym.make(self.env, **kwargs) for _ in range(int(self.episodes))]
         space = envs[0].action_space
         low, high = space.low.astype(np.float64), space.high.astype(np.float64)
-        obs = [e.reset(seed=_HELD_OUT_SEED + i)[0] for i, e in enumerate(envs)]
+        obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.env, int(self.episodes)))]
         returns = [0.0] * len(envs)
         running = list(range(len(envs)))
         calls = steps = 0
@@ -156,7 +192,7 @@ Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training cur
         deadline = t0 + float(self.eval_time_limit_s)
         try:
             with start_session(["python3", str(server), str(folder / "request.json")], cwd=folder, lease=lease,
-                               wall_s=float(self.eval_time_limit_s) + 10, log_path=folder / "policy.log",
+                               wall_s=float(self.eval_time_limit_s) + 10, log_path=logs / "policy.log",
                                binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
                                memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode) as session:
                 while running:
@@ -168,13 +204,16 @@ Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training cur
                     np.save(buf, batch, allow_pickle=False)
                     reply = session.call(buf.getvalue(), timeout_s=max(1.0, deadline - time.monotonic()))
                     calls += 1
+                    # No text of the reply goes into the feedback: policy.act saw held-out observations.
                     try:
                         actions = np.load(io.BytesIO(reply), allow_pickle=False)
-                    except (ValueError, OSError, EOFError) as exc:
-                        return self.invalid(f"the policy answered something that is not an array: {exc}")
+                    except (ValueError, OSError, EOFError):
+                        return self.invalid("the policy server's reply was not an .npy array (candidate code "
+                                            "must not write to the reply channel, fd 1 of the server)")
                     want = (len(running), *space.shape)
                     if actions.shape != want or not np.issubdtype(actions.dtype, np.number):
-                        return self.invalid(f"policy.act returned {actions.dtype} {actions.shape}, expected {want}")
+                        return self.invalid(f"policy.act returned an array that is not a number array of the "
+                                            f"expected shape {want} (one row per running episode)")
                     if not np.isfinite(actions).all():
                         return self.invalid("policy.act returned non-finite actions (NaN or inf)")
                     actions = np.clip(actions.astype(np.float64), low, high)
@@ -186,10 +225,12 @@ Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training cur
                         if not (terminated or truncated):
                             still.append(i)
                     running = still
-        except SessionError as exc:
-            log = (folder / "policy.log").read_bytes()[-3000:].decode("utf-8", errors="replace")
-            return EvalResult.failure(Status.CRASH, f"the policy server failed: {exc}\n{log}",
-                                      metrics={"policy_calls": calls, "env_steps": steps})
+        except SessionError:  # its message may hold numbers the candidate chose (a frame length): not shown
+            step, text = describe_failure(folder, repo_dir, _SERVER_STEPS, "the policy server")
+            if step is None and not (folder / REPORT_NAME).exists():
+                text = (f"the policy server failed: it exited, stopped answering, or broke the reply framing after "
+                        f"{steps} environment steps. {WITHHELD}")
+            return EvalResult.failure(Status.CRASH, text, metrics={"policy_calls": calls, "env_steps": steps})
         finally:
             for e in envs:
                 e.close()
