@@ -35,6 +35,8 @@ def test_the_package_keeps_its_layer_contract() -> None:
     ("reasearch/native/lp.py", "import reasearch.engine  # deliberate violation\n"),
     ("reasearch/models/base.py", "import reasearch.runs  # deliberate violation\n"),
     ("reasearch/agent/loop.py", "import reasearch.fleets  # deliberate violation\n"),
+    ("reasearch/methods/evolve.py", "import reasearch.agent.loop  # deliberate violation\n"),
+    ("reasearch/agent/loop.py", "import reasearch.methods.evolve  # deliberate violation\n"),
 ])
 def test_a_lower_layer_importing_a_higher_one_fails_the_contract(tmp_path: Path, module: str, line: str) -> None:
     shutil.copytree(ROOT / "reasearch", tmp_path / "reasearch",

@@ -1,0 +1,292 @@
+"""The harness every baseline method shares: journaled model calls, evaluations on the run, budget checks.
+
+A method drives the same :class:`~reasearch.runs.Run` as the agent: evaluations go through
+:meth:`Run.evaluate` (program tasks) or :meth:`PromptSession.validate` (prompt tasks), so the budget
+unit, cache, ledger and store are the agent's. Every model call is one step: its reply is written to the
+run's event log (``method_reply``) before anything acts on it, and debited (model calls, tokens,
+dollars) with the agent's ledger notes, idempotently per step. A method's loop is a deterministic
+function of its seed, the recorded replies and the recorded evaluations, so a run killed at any point
+resumes by running the loop again from the start: recorded steps replay from the store without calling
+the model or the evaluator, and nothing is charged twice.
+
+Trust boundary: model replies and candidate sources are untrusted text. They are only parsed here
+(fenced blocks, SEARCH/REPLACE edits, ``compile`` as a syntax check), never executed on the host;
+candidates run only inside the sandbox via the run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from reasearch.errors import BudgetExceededError, ConfigError, ModelError
+from reasearch.evaluators.base import candidate_sha256
+from reasearch.evaluators.result import EvalResult, Status
+from reasearch.models import Model
+from reasearch.models.messages import ModelReply, ModelRequest, text_block
+from reasearch.runs.ledger import Unit
+from reasearch.runs.run import Run
+
+__all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
+
+REPLY_EVENT = "method_reply"  # one model call of a method (the reply, recorded before it is used)
+FINAL_EVENT = "final"
+MAX_IDLE = 25  # proposals in a row that spent no budget (no code, or already evaluated) before a method stops
+_HARD_UNITS = (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)
+_BLOCK = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n```|\Z)", re.DOTALL)
+_EDIT = re.compile(r"<<<<<<< SEARCH\n(.*?)\n=======\n(.*?)\n>>>>>>> REPLACE", re.DOTALL)
+_MAX_CANDIDATE = 2 * 1024 * 1024  # a longer proposal is dropped, never evaluated cut
+
+C = TypeVar("C")
+
+
+def config_from(cls: type[C], data: Mapping[str, Any] | None) -> C:
+    """An instance of the frozen config dataclass ``cls`` from plain data; unknown keys are an error."""
+    data = dict(data or {})
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} keys {unknown}; known: {sorted(known)}")
+    for key, value in list(data.items()):
+        if isinstance(value, list):
+            data[key] = tuple(value)
+    return cls(**data)
+
+
+def last_block(text: str, fence: str) -> str | None:
+    """The last fenced block of ``text`` tagged ``fence`` (or untagged); None when there is none."""
+    tags = {"python": ("python", "py", ""), "text": ("text", "txt", "")}[fence]
+    blocks = [body for tag, body in _BLOCK.findall(text) if tag.lower() in tags]
+    if not blocks:
+        return None
+    body = blocks[-1]
+    return body.rstrip() + "\n" if fence == "python" else body.strip()
+
+
+def apply_edits(source: str, reply: str) -> str | None:
+    """``source`` with the reply's SEARCH/REPLACE edits applied in order (None when it has none or one
+    does not match: a partial edit is never evaluated)."""
+    edits = _EDIT.findall(reply)
+    if not edits:
+        return None
+    out = source
+    for old, new in edits:
+        if old not in out:
+            return None
+        out = out.replace(old, new, 1)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One evaluated candidate as a method keeps it."""
+
+    step: int
+    id: str
+    source: str
+    parent: str | None
+    result: EvalResult
+
+    @property
+    def ok(self) -> bool:
+        return self.result.status is Status.OK and self.result.score is not None
+
+
+class MethodDriver:
+    """A method's door to its run and its model (see the module docstring).
+
+    Args:
+        run: the run (created or reopened; the driver never creates one).
+        model: the proposal model; requests carry no tools, replies hold one fenced block.
+        method: the method's name (recorded with each reply).
+    """
+
+    def __init__(self, run: Run, model: Model, *, method: str) -> None:
+        self.run = run
+        self.model = model
+        self.method = method
+        self.task = run.task
+        self.spec = self.task.spec
+        kind = getattr(self.task, "candidate_kind", "program")
+        if kind not in ("program", "prompt"):
+            raise ConfigError(f"the {method} method drives program and prompt tasks; {self.spec.id} is a {kind} "
+                              "task (use the agent for it)")
+        self.kind: str = kind
+        self.fence = "python" if kind == "program" else "text"
+        self.session: Any = None
+        if kind == "prompt":
+            from reasearch.runs.students import PromptSession
+
+            self.session = PromptSession(run)
+        self.unit: Unit = run.eval_unit
+        self.needed: float = float(run.evaluation_estimate().get(self.unit, 1.0))
+        self._events: dict[tuple[int, str], dict[str, Any]] = {
+            (int(e.step), str(e.kind)): dict(e.payload) for e in run.events()}
+        self.step = 0
+        self.idle = 0  # proposals in a row that spent nothing
+        self.history: list[Candidate] = []
+        self.model_calls = 0
+
+    # ------------------------------------------------------------ journal
+    def record(self, step: int, kind: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Writes an event once (idempotent per step and kind) and returns what is stored."""
+        known = self._events.get((step, kind))
+        if known is not None:
+            return known
+        payload = dict(payload)
+        self.run.log_event(step, kind, payload)
+        self._events[(step, kind)] = payload
+        return payload
+
+    def recorded(self, step: int, kind: str) -> dict[str, Any] | None:
+        return self._events.get((step, kind))
+
+    def next_step(self) -> int:
+        self.step += 1
+        return self.step
+
+    # ------------------------------------------------------------ model
+    def ask(self, system: str, user: str, *, note: str) -> str:
+        """One model call (no tools) as one step: replayed when recorded, else made, recorded, debited.
+
+        Raises:
+            BudgetExceededError: a token, dollar or model-call cap is spent (nothing is called).
+            ModelError: the model failed after its retries (the run stays resumable).
+        """
+        step = self.next_step()
+        rec = self.recorded(step, REPLY_EVENT)
+        if rec is None:
+            self._check_money()
+            request = ModelRequest(system, [{"role": "user", "content": [text_block(user)]}])
+            reply = _call(self.model, request)
+            rec = self.record(step, REPLY_EVENT, {"method": self.method, "note": note, "model": self.model.name,
+                                                  "reply": reply.to_dict()})
+        reply = ModelReply.from_dict(rec["reply"])
+        ledger_note = f"{self.method}:{note}"
+        self.run.debit(Unit.MODEL_CALLS, 1, step=step, note=ledger_note)
+        if reply.usage.total:
+            self.run.debit(Unit.TOKENS, reply.usage.total, step=step, note=ledger_note)
+        if reply.cost_usd:
+            self.run.debit(Unit.DOLLARS, reply.cost_usd, step=step, note=ledger_note)
+        self.model_calls += 1
+        return reply.text
+
+    def _check_money(self) -> None:
+        remaining = self.run.remaining()
+        for unit in _HARD_UNITS:
+            left = remaining.get(unit)
+            if left is not None and left <= 0:
+                raise BudgetExceededError(f"the {unit.value} budget is spent: no further model call")
+
+    def candidate_from(self, reply: str, parent_source: str | None = None) -> str | None:
+        """The full candidate a reply proposes: SEARCH/REPLACE edits of ``parent_source`` when it holds
+        some, else its last fenced block; None when there is none, it is oversized, or (programs) it
+        does not compile (the cascade's free first stage: nothing is spent on it)."""
+        source = apply_edits(parent_source, reply) if parent_source is not None else None
+        if source is None:
+            source = last_block(reply, self.fence)
+        if not source or not source.strip() or len(source) > _MAX_CANDIDATE:
+            return None
+        if self.kind == "program":
+            try:
+                compile(source, "candidate.py", "exec")
+            except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
+                return None
+        return source
+
+    # ------------------------------------------------------------ evaluation
+    def evaluate(self, source: str, *, parent: str | None, note: str) -> Candidate:
+        """Evaluates a candidate as the next step (one budget unit, or nothing for a repeat in this run)."""
+        step = self.next_step()
+        if self.session is not None:
+            cid, result = self.session.validate(source, step=step, parent=parent, note=note)
+        else:
+            cid = candidate_sha256(source)
+            result = self.run.evaluate(source, step=step, parent=parent, note=note)
+        cand = Candidate(step, cid, source, parent, result)
+        self.history.append(cand)
+        self.idle = self.idle + 1 if result.cached else 0
+        return cand
+
+    def skipped(self) -> None:
+        """A proposal that gave nothing to evaluate (no block, no compile): counts toward :data:`MAX_IDLE`."""
+        self.idle += 1
+
+    def seen(self, source: str) -> Candidate | None:
+        cid = candidate_sha256(source)
+        return next((c for c in self.history if c.id == cid), None)
+
+    def better(self, a: Candidate, b: Candidate | None) -> bool:
+        """True when ``a`` scored OK and beats ``b`` in the task's direction."""
+        return a.ok and (b is None or not b.ok or self.spec.is_better(float(a.result.score), float(b.result.score)))
+
+    def best(self) -> Candidate | None:
+        best: Candidate | None = None
+        for c in self.history:
+            if self.better(c, best):
+                best = c
+        return best
+
+    def stop_reason(self) -> str | None:
+        """Why the method must stop now (None: go on): its evaluation unit or a hard cap is spent, or it idles."""
+        remaining = self.run.remaining()
+        for unit in _HARD_UNITS:
+            left = remaining.get(unit)
+            if left is not None and left <= 0:
+                return f"the {unit.value} budget is spent"
+        left = remaining.get(self.unit)
+        if left is not None and left + 1e-9 < self.needed:
+            return f"the {self.unit.value} budget is spent"
+        if self.idle >= MAX_IDLE:
+            return f"{MAX_IDLE} proposals in a row spent nothing (no new candidate)"
+        return None
+
+    # ------------------------------------------------------------ the end
+    def conclude(self, reason: str) -> Candidate | None:
+        """Records the final choice (the best OK candidate) and ends the run; a prompt's final prompt is
+        scored on the sealed test split by the trusted side, as the agent's is."""
+        best = self.best()
+        step = self.next_step()
+        self.record(step, FINAL_EVENT, {"candidate": best.id if best else None,
+                                        "score": best.result.score if best else None, "chosen_by": self.method,
+                                        "stop_reason": reason, "model_calls": self.model_calls})
+        if self.session is not None and best is not None and not self.run.events(kind="test_result"):
+            from reasearch.runs.students import score_test
+
+            score_test(self.run, client=self.session.client)
+        self.run.finish(state="finished", final_candidate=best.id if best else None, reason=f"{self.method}: {reason}")
+        return best
+
+    def describe_result(self, cand: Candidate, limit: int = 4000) -> str:
+        """What the model is told of an evaluation: status, score and the evaluator's feedback (cut)."""
+        r = cand.result
+        lines = [f"status: {r.status.value}"]
+        if r.score is not None:
+            lines.append(f"score: {r.score:.12g} ({self.spec.direction})")
+        if r.feedback:
+            lines.append("feedback:\n" + r.feedback[-limit:])
+        return "\n".join(lines)
+
+    def system_prompt(self) -> str:
+        """The system prompt of every proposal: what to write and in which form."""
+        what = "program" if self.kind == "program" else "system prompt for the student model"
+        return (f"You improve a {what} for an optimization task. Reply with exactly one fenced ```{self.fence} "
+                f"block holding the full new {what} (not a fragment); text outside the block is ignored.")
+
+    def block(self, source: str) -> str:
+        """``source`` in this task's fence."""
+        return f"```{self.fence}\n{source.rstrip()}\n```"
+
+
+def _call(model: Model, request: ModelRequest) -> ModelReply:
+    try:
+        reply = model.complete(request)
+    except (ModelError, BudgetExceededError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a client bug or an unexpected endpoint: the run stays resumable
+        raise ModelError(f"{model.name} failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
+    if not isinstance(reply, ModelReply):
+        raise ModelError(f"{model.name} returned {type(reply).__name__}, not a ModelReply")
+    return reply

@@ -1,0 +1,114 @@
+"""The baseline methods on a real program task: each improves the seed within a tiny budget, spends
+exactly its budget through the run's ledger, and resumes after kill -9 with nothing charged twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from reasearch.errors import ConfigError
+from reasearch.methods import METHODS, method_config, open_method, start_method
+from reasearch.methods._driver import REPLY_EVENT, apply_edits, last_block
+from reasearch.methods.reflect import pareto_front
+from reasearch.methods.testing import MutatingModel
+from reasearch.models import ModelSpec
+from reasearch.runs import RunState, Unit, open_store
+
+TASK = "heilbronn/n11-v1"
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ModelSpec(provider="scripted", name="")
+SMALL = {"evolve": {"num_islands": 2, "migration_interval": 3}, "reflect": {"use_merge": True}}
+
+
+def _charged_once(store, run_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Every ledger row is unique per (step, unit, note); model calls debited = replies recorded; the
+    evaluation unit debited = evaluations that ran (not cached, not refused)."""
+    ledger = store.ledger(run_id)
+    keys = Counter((e.step, e.unit, e.note) for e in ledger)
+    assert max(keys.values()) == 1
+    replies = store.events(run_id, kind=REPLY_EVENT)
+    assert sum(e.amount for e in ledger if e.unit is Unit.MODEL_CALLS) == len(replies)
+    ran = [ev for ev in store.evaluations(run_id) if not ev.result.cached and ev.result.status.value != "REFUSED"]
+    assert sum(e.amount for e in ledger if e.unit is Unit.EVALUATIONS) == len(ran)
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_each_method_improves_the_seed_within_its_budget(method: str) -> None:
+    store = open_store("memory://")
+    runner = start_method(method, TASK, budget={"evaluations": 8}, store=store, model_spec=SPEC,
+                          model=MutatingModel(1), config=SMALL.get(method))
+    result = runner.optimize()
+    evaluations = store.evaluations(runner.run.id)
+    seed = evaluations[0]
+    assert seed.step == 1 and seed.result.score == pytest.approx(runner.run.task.spec.seed_score)
+    assert result.final_score is not None and result.final_score > seed.result.score
+    st = runner.run.status()
+    assert st.used[Unit.EVALUATIONS] == 8 and st.state is RunState.FINISHED
+    assert st.best_score == result.final_score
+    _charged_once(store, runner.run.id)
+
+
+def test_a_finished_run_reopened_replays_without_calling_the_model() -> None:
+    store = open_store("memory://")
+    runner = start_method("reflect", TASK, budget={"evaluations": 4}, store=store, model_spec=SPEC, model=MutatingModel(2))
+    first = runner.optimize()
+    again = MutatingModel(3)
+    second = open_method(runner.run.id, store=store, model=again).optimize()
+    assert again.calls == 0 and second.final_candidate == first.final_candidate
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_kill_9_mid_run_then_resume_charges_nothing_twice(method: str, tmp_path: Path) -> None:
+    store_dir, marker, run_id = tmp_path / "runs", tmp_path / "blocked", f"kill-{method}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_killable.py")), method, TASK,
+                             str(store_dir), run_id, "4", str(marker), "7"], env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert proc.poll() is None, "the method process ended before it was killed"
+            assert time.monotonic() < deadline, "the method never reached its 4th model call"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    store = open_store(str(store_dir))
+    before = {ev.step: ev.candidate_id for ev in store.evaluations(run_id)}
+    replies_before = len(store.events(run_id, kind=REPLY_EVENT))
+    assert replies_before == 3 and len(before) >= 2  # killed mid-run: three replies and their evaluations stored
+    model = MutatingModel(11)
+    result = open_method(run_id, store=store, model=model, takeover=True).optimize()
+    after = {ev.step: ev.candidate_id for ev in store.evaluations(run_id)}
+    assert {s: after[s] for s in before} == before  # recorded steps replayed unchanged
+    assert model.calls == len(store.events(run_id, kind=REPLY_EVENT)) - replies_before  # recorded replies not asked again
+    assert store.usage(run_id)[Unit.EVALUATIONS] == 7 and result.final_score is not None
+    assert store.get_run(run_id).state is RunState.FINISHED
+    _charged_once(store, run_id)
+
+
+def test_configs_are_typed_and_unknown_keys_are_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown EvolveConfig keys"):
+        method_config("evolve", {"islands": 3})
+    with pytest.raises(ConfigError, match="unknown method"):
+        method_config("simulated-annealing")
+    assert method_config("evolve").num_islands == 5 and method_config("reflect").reflection_minibatch_size == 3
+
+
+def test_replies_are_parsed_not_run() -> None:
+    parent = "x = 1\ny = 2\n"
+    edit = "<<<<<<< SEARCH\ny = 2\n=======\ny = 3\n>>>>>>> REPLACE"
+    assert apply_edits(parent, edit) == "x = 1\ny = 3\n"
+    assert apply_edits(parent, edit.replace("y = 2\n=", "z = 9\n=")) is None  # a non-matching edit is dropped
+    assert last_block("a\n```python\nA\n```\nb\n```python\nB\n```", "python") == "B\n"
+    assert last_block("```text\nbe brief\n```", "python") is None
+    assert pareto_front({"a": {"i": 1.0, "j": 0.0}, "b": {"i": 0.0, "j": 2.0}, "c": {"i": 0.5, "j": 1.0}}) == {"a": 1, "b": 1}
