@@ -40,6 +40,11 @@ class AgentConfig:
         workspace_max_mb: bytes (MiB) the workspace may hold on the host; a command that leaves more is
             rolled back with a tool error.
         workspace_max_files: files, directories and links the workspace may hold (likewise).
+        use_snapshot: re-emit the state snapshot every turn; False is the ``agent:no-snapshot`` ablation (the
+            model sees only its own history, as in a plain coding agent).
+        use_lessons: keep ``lessons.md`` (in the workspace, the snapshot and compactions); False is ``agent:no-lessons``.
+        use_compaction: compact the context at the threshold or on ``compact()``; False is ``agent:no-compaction``
+            (no ``compact`` tool; the context only grows).
     """
 
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: {"agent": ModelSpec()})
@@ -58,6 +63,9 @@ class AgentConfig:
     tool_result_max_chars: int = 20_000
     workspace_max_mb: int = 256
     workspace_max_files: int = 20_000
+    use_snapshot: bool = True
+    use_lessons: bool = True
+    use_compaction: bool = True
 
     def __post_init__(self) -> None:
         models = {}
@@ -84,6 +92,15 @@ class AgentConfig:
             raise ConfigError("tool_timeout_s and max_wall_s must be > 0")
         if self.sandbox_mode not in ("auto", "nsjail", "process"):
             raise ConfigError(f"sandbox_mode must be auto, nsjail or process, not {self.sandbox_mode!r}")
+
+    @classmethod
+    def ablation(cls, name: str) -> dict[str, bool]:
+        """The settings of an ablation flag (``no-snapshot``, ``no-lessons``, ``no-compaction``)."""
+        flags = {"no-snapshot": {"use_snapshot": False}, "no-lessons": {"use_lessons": False},
+                 "no-compaction": {"use_compaction": False}}
+        if name not in flags:
+            raise ConfigError(f"unknown agent ablation {name!r}; known: {sorted(flags)}")
+        return flags[name]
 
     def model(self, role: str) -> ModelSpec:
         """The spec of ``role`` (the agent's own model when the role has none)."""

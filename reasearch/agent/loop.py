@@ -148,6 +148,8 @@ class Agent:
         else:
             self.domain = PromptTools(ctx) if is_prompt_task(self.task) else ProgramTools(ctx)
         self.tools: dict[str, Tool] = tools_of(ws_tools, self.domain, *extra_tools, ControlTools(ctx))
+        if not self.config.use_compaction:  # the no-compaction ablation: the context only grows
+            self.tools.pop("compact", None)
         self.traces = TraceGroup.of(run)  # a trace of a multi-trace fleet: the others' lessons and best
         if self.traces is not None:
             self.tools.update(tools_of(TraceTools(self.traces, self.workspace, self._best_score, self.candidate_file)))
@@ -213,7 +215,8 @@ class Agent:
                 setup()
             else:
                 self.workspace.write_text(self.candidate_file, self.task.seed_program())
-            self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
+            if self.config.use_lessons:
+                self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
                 "task_id": self.task.id, "config": self.config.to_dict(),
                 "models": {role: m.name for role, m in self.models.items()}, "endpoints": self.endpoints(),
@@ -232,7 +235,7 @@ class Agent:
         if self.compact_requested:
             return "compact", "the agent called compact()"
         size = self.context_tokens + estimate_tokens(self.pending)
-        if size > self.config.compact_threshold_tokens:
+        if self.config.use_compaction and size > self.config.compact_threshold_tokens:
             return "compact", f"the context reached ~{size} tokens (threshold {self.config.compact_threshold_tokens})"
         limit, hard = self._limit()
         if limit is None:
@@ -282,7 +285,7 @@ class Agent:
             "turn": self.turn + 1, "wrap_up": wrap_up,
             "text": self.snapshot_text(notice=wrap_up_notice(wrap_up) if wrap_up else "")})
         content = list(self.pending)
-        if not self.snapshot_fresh:  # right after a compaction the snapshot is already message one
+        if not self.snapshot_fresh and self.config.use_snapshot:  # after a compaction it is already message one
             content.append(text_block(rec["text"]))
         self.snapshot_fresh = False
         self.messages.append({"role": "user", "content": content})
@@ -367,10 +370,12 @@ class Agent:
                 "reason": reason, "transcript": transcript, "tokens_before": self.context_tokens,
                 "summary": summary or "(the summarizer wrote nothing)",
                 "snapshot": self.snapshot_text(include_lessons=False), "lessons": self.lessons()})
-        self.messages = [{"role": "user", "content": [text_block(rec["snapshot"])]},
+        first = rec["snapshot"] if self.config.use_snapshot else "The context was compacted."
+        self.messages = [{"role": "user", "content": [text_block(first)]},
                          {"role": "assistant", "content": [text_block(
                              "Summary of the work so far (written before the context was compacted):\n" + rec["summary"])]}]
-        self.pending = [text_block(f"## lessons.md\n{rec['lessons'].strip()}\n\nContinue the work from here.")]
+        lessons = f"## lessons.md\n{rec['lessons'].strip()}\n\n" if self.config.use_lessons else ""
+        self.pending = [text_block(f"{lessons}Continue the work from here.")]
         self.snapshot_fresh, self.compact_requested = True, False
         self.context_tokens = estimate_tokens(self.messages)
 
@@ -494,7 +499,10 @@ class Agent:
         return self._elapsed_base + self.clock() - self._t0
 
     def lessons(self) -> str:
-        """lessons.md through the workspace's guarded reader (never a symlink, FIFO or device; capped)."""
+        """lessons.md through the workspace's guarded reader (never a symlink, FIFO or device; capped);
+        empty in the no-lessons ablation."""
+        if not self.config.use_lessons:
+            return ""
         try:
             return self.workspace.read_text(LESSONS_FILE, missing="")
         except ToolError as exc:
@@ -525,7 +533,7 @@ class Agent:
         return render_snapshot(
             turn=self.turn + 1, max_turns=self.config.max_turns, spec=self.task.spec, remaining=self.run.remaining(),
             best=(best.candidate, best.score, best.normalized_score) if best else None, history=self.history,
-            current=current, lessons=self.lessons() if include_lessons else None,
+            current=current, lessons=self.lessons() if include_lessons and self.config.use_lessons else None,
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
             lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
             max_wall_s=self.config.max_wall_s,
