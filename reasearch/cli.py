@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.runs",
     "reasearch._cli.agent",
     "reasearch._cli.fleet",
+    "reasearch._cli.compare",
     "reasearch._cli.prompt",
     "reasearch._cli.mcp",
     "reasearch._cli.reports",

@@ -128,11 +128,11 @@ def _fmt(x: float | None) -> str:
 
 def members_table(rows: list[Any], title: str) -> Table:
     t = Table(title=title)
-    for col in ("#", "run", "task", "seed", "model", "trace", "state", "best", "normalized", "evals", "dollars"):
+    for col in ("#", "run", "task", "seed", "model", "method", "trace", "state", "best", "normalized", "evals", "dollars"):
         t.add_column(col)
     for r in rows:
         m = r.member
-        t.add_row(str(m.index), r.run_id, m.task_id, str(m.seed), m.model, str(m.trace), r.state, _fmt(r.best_score),
+        t.add_row(str(m.index), r.run_id, m.task_id, str(m.seed), m.model, m.method, str(m.trace), r.state, _fmt(r.best_score),
                   _fmt(r.normalized), str(r.evaluations), f"{r.used.get('dollars', 0.0):.4g}")
     return t
 

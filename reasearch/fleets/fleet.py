@@ -39,6 +39,7 @@ from reasearch.models import ModelSpec, build_model
 from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.registry import spec as task_spec
+from reasearch.methods import method_config, open_method, start_method
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
 from reasearch.runs.run import effective_state
 
@@ -55,13 +56,14 @@ class FleetMember:
     model: str
     trace: int = 0
     shared: bool = False  # a trace that shares lessons and best candidates with the others of its group
+    method: str = "agent"  # the optimizer: agent, agent:<ablation>, or a baseline of reasearch.methods
 
     def run_id(self, fleet_id: str) -> str:
         return f"{fleet_id}-m{self.index:03d}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "task_id": self.task_id, "seed": self.seed, "model": self.model,
-                "trace": self.trace, "shared": self.shared}
+                "trace": self.trace, "shared": self.shared, "method": self.method}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,11 @@ class FleetSpec:
             lessons in their snapshots and may adopt each other's best candidate; False runs them
             independently; ``"both"`` runs each group twice, shared and independent, at the same
             per-run budget, and the results table compares the two.
+        methods: the optimizers every (task, seed, model) runs: ``agent``, ``agent:no-snapshot`` (or
+            ``no-lessons``, ``no-compaction``), ``best-of-n``, ``evolve``, ``reflect``.
+        task_budgets: per-task caps replacing ``budget`` for that task (a prompt task's unit is
+            student calls, a program task's evaluations).
+        method_configs: settings per baseline method (the keys of its config class).
     """
 
     tasks: tuple[str, ...]
@@ -101,11 +108,14 @@ class FleetSpec:
     price_in: float | None = None
     price_out: float | None = None
     share_traces: bool | str = True
+    methods: tuple[str, ...] = ("agent",)
+    task_budgets: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    method_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.share_traces not in (True, False, "both"):
             raise ConfigError(f"share_traces is true, false or \"both\", not {self.share_traces!r}")
-        for name in ("tasks", "seeds", "models"):
+        for name in ("tasks", "seeds", "models", "methods"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
                 raise ConfigError(f"a fleet's {name} is a non-empty list, not {value!r}")
@@ -126,25 +136,46 @@ class FleetSpec:
         AgentConfig(**{**dict(self.agent), "models": {"agent": ModelSpec()}})  # bad values fail here
         for model in self.models:
             ModelSpec.parse(model)
+        for method in self.methods:
+            check_method(method, self.method_configs.get(method))
+        unknown = (set(self.task_budgets) - set(self.tasks)) | (set(self.method_configs) - set(self.methods))
+        if unknown:
+            raise ConfigError(f"task_budgets or method_configs name what the fleet does not run: {sorted(unknown)}")
+        for caps in self.task_budgets.values():
+            Budget.from_dict(caps)
 
     def members(self) -> list[FleetMember]:
         """Every member, in a stable order (task, seed, model, trace)."""
         shared = self.traces > 1 and self.share_traces is not False
         modes = (True, False) if self.traces > 1 and self.share_traces == "both" else (shared,)
-        combos = itertools.product(self.tasks, self.seeds, self.models, modes, range(self.traces))
-        return [FleetMember(i, t, s, m, tr, sh) for i, (t, s, m, sh, tr) in enumerate(combos)]
+        combos = itertools.product(self.tasks, self.seeds, self.models, self.methods, modes, range(self.traces))
+        return [FleetMember(i, t, s, m, tr, sh, me) for i, (t, s, m, me, sh, tr) in enumerate(combos)]
 
-    def agent_config(self, model: str) -> AgentConfig:
-        """The agent settings of a member using ``model``."""
-        spec = ModelSpec.parse(model, base_url=self.base_url, price_in=self.price_in, price_out=self.price_out)
-        return AgentConfig(**{**dict(self.agent), "models": {"agent": spec}})
+    def model_spec(self, model: str) -> ModelSpec:
+        """The spec of ``model`` with the fleet's endpoint and prices."""
+        return ModelSpec.parse(model, base_url=self.base_url, price_in=self.price_in, price_out=self.price_out)
+
+    def agent_config(self, model: str, method: str = "agent") -> AgentConfig:
+        """The agent settings of a member using ``model`` (with the ablation ``method`` names, if any)."""
+        _, _, ablation = method.partition(":")
+        extra = AgentConfig.ablation(ablation) if ablation else {}
+        return AgentConfig(**{**dict(self.agent), **extra, "models": {"agent": self.model_spec(model)}})
+
+    def budget_of(self, task_id: str) -> Mapping[str, float]:
+        """The per-run caps of ``task_id``'s members."""
+        return self.task_budgets.get(task_id, self.budget)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tasks": list(self.tasks), "seeds": list(self.seeds), "models": list(self.models),
                 "budget": dict(self.budget), "caps": dict(self.caps), "parallelism": self.parallelism,
                 "traces": self.traces, "task_params": {k: dict(v) for k, v in self.task_params.items()},
                 "agent": dict(self.agent), "base_url": self.base_url, "price_in": self.price_in,
-                "price_out": self.price_out, "share_traces": self.share_traces}
+                "price_out": self.price_out, "share_traces": self.share_traces,
+                # written only when used, so a fleet recorded before methods existed compares equal
+                **({"methods": list(self.methods)} if self.methods != ("agent",) else {}),
+                **({"task_budgets": {k: dict(v) for k, v in self.task_budgets.items()}} if self.task_budgets else {}),
+                **({"method_configs": {k: dict(v) for k, v in self.method_configs.items()}}
+                   if self.method_configs else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FleetSpec:
@@ -200,12 +231,13 @@ class FleetReport:
     def groups(self) -> list[dict[str, Any]]:
         """Mean and spread of the best normalized score per (task, model), over seeds and traces."""
         out = []
-        key = lambda m: (m.member.task_id, m.member.model, m.member.shared)  # noqa: E731
-        for (task, model, shared), rows in itertools.groupby(sorted(self.members, key=key), key=key):
+        key = lambda m: (m.member.task_id, m.member.model, m.member.method, m.member.shared)  # noqa: E731
+        for (task, model, method, shared), rows in itertools.groupby(sorted(self.members, key=key), key=key):
             rows = list(rows)
             scores = [r.normalized if r.normalized is not None else r.best_score for r in rows]
             vals = [s for s in scores if s is not None]
-            out.append({"task_id": task, "model": model, "traces": "shared" if shared else "independent",
+            out.append({"task_id": task, "model": model, "method": method,
+                        "traces": "shared" if shared else "independent",
                         "runs": len(rows),
                         "finished": sum(r.state == RunState.FINISHED.value for r in rows),
                         "mean": statistics.fmean(vals) if vals else None,
@@ -256,10 +288,13 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
             rec = None
         if rec is not None and rec.state in (RunState.FINISHED, RunState.FAILED):
             return _member_result(store, member, run_id, node).to_dict()
+        if not member.method.startswith("agent"):
+            _run_method(fleet_id, spec, member, store, run_id, rec is None)
+            return _member_result(store, member, run_id, node).to_dict()
         if rec is None:
-            config = spec.agent_config(member.model)
+            config = spec.agent_config(member.model, member.method)
             models = {role: build_model(s) for role, s in config.models.items()}
-            agent = start_run(member.task_id, budget=spec.budget, config=config, run_dir=run_dir, store=store,
+            agent = start_run(member.task_id, budget=spec.budget_of(member.task_id), config=config, run_dir=run_dir, store=store,
                               task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
                               models=models, run_id=run_id,
                               fleet={"id": fleet_id, "caps": dict(spec.caps), "member": member.index,
@@ -271,6 +306,34 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
         finally:
             agent.run.close()
         return _member_result(store, member, run_id, node).to_dict()
+
+
+def check_method(method: str, config: Mapping[str, Any] | None = None) -> None:
+    """Raises ConfigError for an unknown method, ablation or method setting."""
+    name, _, ablation = method.partition(":")
+    if name == "agent":
+        if ablation:
+            AgentConfig.ablation(ablation)
+        if config:
+            raise ConfigError("the agent's settings go in the fleet's agent section, not method_configs")
+        return
+    method_config(method, config)
+
+
+def _run_method(fleet_id: str, spec: FleetSpec, member: FleetMember, store: Store, run_id: str, new: bool) -> None:
+    """Runs (or resumes, as the only driver) a baseline method's member."""
+    if new:
+        runner = start_method(member.method, member.task_id, budget=spec.budget_of(member.task_id), store=store,
+                              model_spec=spec.model_spec(member.model),
+                              config=spec.method_configs.get(member.method),
+                              task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
+                              run_id=run_id, fleet={"id": fleet_id, "caps": dict(spec.caps), "member": member.index})
+    else:
+        runner = open_method(run_id, store=store, takeover=True)
+    try:
+        runner.optimize()
+    finally:
+        runner.run.close()
 
 
 def _result_from(data: Mapping[str, Any]) -> MemberResult:

@@ -42,16 +42,18 @@ def best_of_n(driver: MethodDriver, config: BestOfNConfig) -> str:
     """Runs best-of-n on ``driver``'s run; returns why it stopped."""
     seed = driver.task.seed_program()
     seed_cand = driver.evaluate(seed, parent=None, note="seed")
-    user = (f"# Task\n{driver.task.describe()}\n\n# Starting candidate\n{driver.block(seed)}\n\n"
-            "Write an improved version of this candidate. Reply with the full new candidate in one fenced block.")
+    head = f"# Task\n{driver.task.describe()}\n\n# Starting candidate\n{driver.block(seed)}\n\n"
     drawn = 0
     while (reason := driver.stop_reason()) is None:
         if config.samples is not None and drawn >= config.samples:
             return f"{config.samples} samples drawn"
         drawn += 1
-        source = driver.candidate_from(driver.ask(driver.system_prompt(), user, note=f"sample {drawn}"))
+        source = driver.candidate_from(driver.ask(driver.system_prompt(), head + (
+            f"Write an improved version of this candidate (independent sample {drawn}: try your own idea). "
+            "Reply with the full new candidate in one fenced block."), note=f"sample {drawn}"))
         if source is None:
             driver.skipped()
             continue
         driver.evaluate(source, parent=seed_cand.id, note=f"best-of-n sample {drawn}")
     return reason
+

@@ -199,8 +199,8 @@ class ProgramDatabase:
             self.add(self.programs[cid], dest)
 
 
-def _prompt(driver: MethodDriver, parent: Candidate, inspirations: list[Candidate], diff: bool) -> str:
-    parts = [f"# Task\n{driver.task.describe()}"]
+def _prompt(driver: MethodDriver, parent: Candidate, inspirations: list[Candidate], diff: bool, iteration: int) -> str:
+    parts = [f"# Task\n{driver.task.describe()}", f"(evolution iteration {iteration})"]
     if inspirations:
         parts.append("# Other programs of the population, for inspiration")
         for c in inspirations:
@@ -231,7 +231,7 @@ def evolve(driver: MethodDriver, config: EvolveConfig) -> str:
         iteration += 1
         parent = db.parent(island, rng)
         inspirations = db.inspirations(island, parent.id, rng)
-        reply = driver.ask(driver.system_prompt(), _prompt(driver, parent, inspirations, config.diff_based_evolution),
+        reply = driver.ask(driver.system_prompt(), _prompt(driver, parent, inspirations, config.diff_based_evolution, iteration),
                            note=f"island {island}")
         source = driver.candidate_from(reply, parent.source if config.diff_based_evolution else None)
         if source is None:

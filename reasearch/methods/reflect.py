@@ -145,7 +145,8 @@ def reflect(driver: MethodDriver, config: ReflectConfig) -> str:
                 driver.skipped()
                 continue
             feedback += f"\n\nThe student's outputs with this prompt on train examples:\n{outcomes}"
-        user = (f"# Task\n{driver.task.describe()}\n\n# What the evaluator said about the current candidate\n"
+        user = (f"# Task\n{driver.task.describe()}\n\n(reflection {iteration})\n\n"
+                f"# What the evaluator said about the current candidate\n"
                 f"{feedback}\n\n# Current candidate\n{driver.block(parent.source)}\n\n"
                 "Read the feedback, find what went wrong or what limits the score, and fix it. Reply with the "
                 "full fixed candidate in one fenced block.")

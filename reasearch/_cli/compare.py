@@ -1,0 +1,108 @@
+"""``reasearch compare TASK... --methods ...``: methods x tasks x seeds on equal budgets, one HTML comparison."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from reasearch._cli.fleet import _executor, _fmt, _seeds, members_table
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="compare optimizers (agent, ablations, evolve, reflect, best-of-n) on equal budgets",
+                       description="Run methods x tasks x seeds as one fleet (each run capped at the same budget of its "
+                                   "task's unit), then write one self-contained HTML comparison.")
+    p.add_argument("tasks", nargs="+", metavar="TASK", help="registry ids, e.g. circle_packing/n26-v1 gsm8k/v1")
+    p.add_argument("--methods", default="agent,evolve,reflect,best-of-n", metavar="LIST",
+                   help="comma list of agent, agent:no-snapshot, agent:no-lessons, agent:no-compaction, best-of-n, "
+                        "evolve, reflect (default: agent,evolve,reflect,best-of-n)")
+    p.add_argument("--seeds", default="0", metavar="LIST", help="seeds, e.g. 0,1,2 or 0-4 (default 0)")
+    p.add_argument("--budget", type=float, default=20, metavar="N",
+                   help="per run: evaluations (programs), student calls (prompts), experiments (training); default 20")
+    p.add_argument("--model", default="claude-sonnet-4-6", metavar="M", help="the model of every method")
+    p.add_argument("--base-url", metavar="URL", help="model endpoint")
+    p.add_argument("--price-in", type=float, metavar="USD", help="USD per million input tokens (unlisted models)")
+    p.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
+    p.add_argument("--parallelism", type=int, default=2, metavar="N", help="runs at once (default 2)")
+    p.add_argument("--max-turns", type=int, metavar="N", help="the agent's model turns per run")
+    p.add_argument("--executor", default="local", metavar="local|ray[=ADDRESS]", help="where runs go (default local)")
+    p.add_argument("--store", metavar="URL", help="run store (default: the run directory)")
+    p.add_argument("--run-dir", default="runs", metavar="D", help="workspaces of agent runs (default ./runs)")
+    p.add_argument("--id", metavar="FLEET_ID", help="an explicit fleet id; an existing one is continued (resume)")
+    p.add_argument("--json", metavar="PATH", help="also write the comparison's numbers as JSON")
+    p.add_argument("-o", "--output", default="compare.html", metavar="FILE", help="the HTML report (default compare.html)")
+    p.add_argument("--quiet", action="store_true", help="no live table")
+    p.set_defaults(func=cmd_compare)
+
+
+def final_table(task: dict[str, Any], reference: str) -> Table:
+    t = Table(title=f"{task['task_id']} ({task['direction']}; budget {task['unit']}; "
+                    + ("equal budgets" if task["ranked"] else "NOT RANKED: " + task["budget_check"]["why"]) + ")")
+    for col in ("method", "rank", "runs", "mean best", "std", "min", "max", f"gain vs {reference} [95% CI]",
+                "spent", "INVALID", "TIMEOUT", "CRASH", "REFUSED"):
+        t.add_column(col)
+    for r in task["table"]:
+        v = r["vs_reference"]
+        gain = "reference" if v is None else ("-" if not v["pairs"] else
+                                              f"{v['mean_gain']:+.4g} [{v['ci95'][0]:+.4g}, {v['ci95'][1]:+.4g}]")
+        f = r["failures"]
+        t.add_row(r["method"], str(r.get("rank", "-")), str(r["runs"]), _fmt(r["mean"]), _fmt(r["std"]), _fmt(r["min"]),
+                  _fmt(r["max"]), gain, f"{r['spent']:g}", str(f["INVALID"]), str(f["TIMEOUT"]), str(f["CRASH"]),
+                  str(f["REFUSED"]))
+    if task.get("published"):
+        t.add_row(f"published best known ({task['published']['source']})", "-", "-",
+                  _fmt(task["published"]["best_known"]), *["-"] * 9)
+    return t
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import os
+
+    from reasearch.fleets.compare import compare_spec, comparison, run_compare
+    from reasearch.reports.compare_methods import write_compare_methods
+
+    kind, address = _executor(args.executor)
+    spec = compare_spec(args.tasks, [m.strip() for m in args.methods.split(",") if m.strip()],
+                        seeds=_seeds(args.seeds), budget=args.budget, model=args.model, base_url=args.base_url,
+                        price_in=args.price_in, price_out=args.price_out, parallelism=args.parallelism,
+                        agent={"max_turns": args.max_turns} if args.max_turns else None)
+    store = args.store or os.environ.get("REASEARCH_STORE") or args.run_dir
+    console = Console(stderr=True)
+    live: Live | None = None
+    title = f"compare ({kind}): {len(spec.members())} runs"
+
+    def on_update(rows: list[Any]) -> None:
+        if live is not None:
+            live.update(members_table(rows, title))
+
+    if console.is_terminal and not args.quiet:
+        live = Live(console=console, refresh_per_second=2)
+        live.__enter__()
+    try:
+        report = run_compare(spec, store=store, run_dir=args.run_dir, fleet_id=args.id, executor=kind,
+                             address=address, on_update=on_update)
+    finally:
+        if live is not None:
+            live.__exit__(None, None, None)
+    data = comparison(store, report.fleet_id)
+    out = Console() if sys.stdout.isatty() else Console(width=200)  # a pipe or file gets whole rows
+    for task in data["tasks"]:
+        out.print(final_table(task, data["reference"]))
+    path = write_compare_methods(data, args.output)
+    if args.json:
+        Path(args.json).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    print(f"report: {path}\nfleet {report.fleet_id} ({report.wall_s:.1f} s); continue or resume with: reasearch compare "
+          f"... --id {report.fleet_id} --store {store}", file=sys.stderr)
+    return EXIT_OK if all(r.state == "finished" for r in report.members) else EXIT_FAILED
+
+
+__all__ = ["add_parser"]

@@ -1,0 +1,196 @@
+"""``compare``: methods x tasks x seeds as one fleet on equal budgets, and the numbers of the comparison.
+
+:func:`compare_spec` builds the fleet (every method gets the same per-run cap of its task's budget
+unit: evaluations for programs, student calls for prompts, experiments for training tasks);
+:func:`run_compare` runs it with the fleet machinery (live table, resume by fleet id, caps, Ray);
+:func:`comparison` reads the store and computes what the report shows: best-so-far curves against
+budget spent, dollars and wall time per run, a final table per task (mean, spread, a paired bootstrap
+interval of each method against the agent over seeds), failures by status, each run's spend by unit,
+the agent's tool mix, and whether the budgets are equal (runs whose caps differ are not ranked).
+
+Trust boundary: reads the store only (scores and feedback were decided by the trusted evaluators).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from reasearch.errors import ConfigError
+from reasearch.evaluators.registry import build_task
+from reasearch.fleets.fleet import FleetReport, FleetSpec, MemberResult, check_method, fleet_report, run_fleet
+from reasearch.runs import Run, Store, Unit, open_store
+from reasearch.runs.run import effective_state
+
+__all__ = ["FAILURES", "budget_unit", "compare_spec", "comparison", "run_compare"]
+
+FAILURES = ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED")
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def budget_unit(task_id: str, task_params: Mapping[str, Any] | None = None) -> Unit:
+    """The unit one evaluation of ``task_id`` mainly spends (its ``budget_estimate``'s first unit)."""
+    task = build_task(task_id, dict(task_params or {}))
+    estimate = getattr(task, "budget_estimate", None)
+    return Unit(next(iter(estimate())) if callable(estimate) else Unit.EVALUATIONS)
+
+
+def compare_spec(tasks: Sequence[str], methods: Sequence[str], *, seeds: Sequence[int], budget: float, model: str,
+                 base_url: str | None = None, price_in: float | None = None, price_out: float | None = None,
+                 parallelism: int = 2, agent: Mapping[str, Any] | None = None,
+                 method_configs: Mapping[str, Mapping[str, Any]] | None = None) -> FleetSpec:
+    """The fleet of a comparison: every method x task x seed with ``budget`` units of the task's unit.
+
+    Raises:
+        ConfigError: an unknown method, task or setting; a budget that allows nothing.
+    """
+    if budget <= 0:
+        raise ConfigError(f"--budget must be above 0, not {budget:g}")
+    methods = list(dict.fromkeys(methods))
+    if not methods:
+        raise ConfigError("give at least one method, e.g. --methods agent,evolve")
+    for m in methods:
+        check_method(m, (method_configs or {}).get(m))
+    budgets = {t: {budget_unit(t).value: float(budget)} for t in tasks}
+    return FleetSpec(tasks=tuple(tasks), seeds=tuple(seeds), models=(model,), methods=tuple(methods),
+                     budget=next(iter(budgets.values())), task_budgets=budgets, parallelism=parallelism,
+                     agent=dict(agent or {}), base_url=base_url, price_in=price_in, price_out=price_out,
+                     method_configs=dict(method_configs or {}))
+
+
+def run_compare(spec: FleetSpec, *, store: str, run_dir: str = "runs", fleet_id: str | None = None,
+                executor: str = "local", address: str | None = None,
+                on_update: Callable[[list[MemberResult]], None] | None = None) -> FleetReport:
+    """Runs (or, with an existing ``fleet_id``, continues) the comparison fleet."""
+    return run_fleet(spec, store=store, run_dir=run_dir, fleet_id=fleet_id, executor=executor, address=address,
+                     on_update=on_update)
+
+
+# ---------------------------------------------------------------- the numbers
+def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
+    rec = store.get_run(run_id)
+    run = Run(store, rec)
+    spec = run.task.spec
+    unit = run.eval_unit
+    ledger = sorted(store.ledger(run_id), key=lambda e: e.step)
+    points = []
+    for ev in store.evaluations(run_id):
+        spent = sum(e.amount for e in ledger if e.unit is unit and e.step <= ev.step)
+        dollars = sum(e.amount for e in ledger if e.unit is Unit.DOLLARS and e.step <= ev.step)
+        ok = ev.result.status.value == "OK" and ev.result.score is not None
+        points.append({"step": ev.step, "spent": spent, "dollars": dollars,
+                       "wall_s": max(0.0, ev.created_at - rec.created_at), "status": ev.result.status.value,
+                       "score": float(ev.result.score) if ok else None, "cached": ev.result.cached})
+    st = run.status()
+    tests = store.events(run_id, kind="test_result")
+    test_score = tests[-1].payload.get("result", {}).get("score") if tests else None
+    return {
+        "run_id": run_id, "task_id": rec.task_id, "method": member.method, "seed": member.seed,
+        "model": member.model, "state": effective_state(store, rec).value, "unit": unit.value,
+        "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
+        "caps": dict(rec.budget), "used": {u.value: v for u, v in st.used.items() if v},
+        "best_score": st.best_score, "test_score": test_score, "points": points,
+        "failures": dict(Counter(p["status"] for p in points if p["status"] in FAILURES)),
+        "tool_mix": dict(Counter(str(e.payload.get("name")) for e in store.events(run_id, kind="tool_call"))),
+    }
+
+
+def _better_sign(direction: str) -> float:
+    return 1.0 if direction == "maximize" else -1.0
+
+
+def paired_bootstrap(diffs: Sequence[float], *, seed: int = 0,
+                     resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float] | None:
+    """A 95% percentile interval of the mean of paired differences (None with no pair)."""
+    if not diffs:
+        return None
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=n)) for _ in range(resamples))
+    return means[int(0.025 * (resamples - 1))], means[int(0.975 * (resamples - 1))]
+
+
+def _task_table(runs: list[dict[str, Any]], methods: Sequence[str], reference: str) -> list[dict[str, Any]]:
+    direction = runs[0]["direction"]
+    sign = _better_sign(direction)
+    ref = {r["seed"]: r["best_score"] for r in runs if r["method"] == reference and r["best_score"] is not None}
+    rows = []
+    for method in methods:
+        mine = [r for r in runs if r["method"] == method]
+        vals = [r["best_score"] for r in mine if r["best_score"] is not None]
+        diffs = [sign * (r["best_score"] - ref[r["seed"]]) for r in mine
+                 if r["best_score"] is not None and r["seed"] in ref]
+        ci = paired_bootstrap(diffs) if method != reference else None
+        failures: Counter[str] = Counter()
+        for r in mine:
+            failures.update(r["failures"])
+        rows.append({"method": method, "runs": len(mine), "scored": len(vals),
+                     "mean": statistics.fmean(vals) if vals else None,
+                     "std": statistics.stdev(vals) if len(vals) > 1 else (0.0 if vals else None),
+                     "min": min(vals) if vals else None, "max": max(vals) if vals else None,
+                     "vs_reference": None if method == reference else {
+                         "pairs": len(diffs), "mean_gain": statistics.fmean(diffs) if diffs else None,
+                         "ci95": list(ci) if ci else None},
+                     "failures": {k: failures.get(k, 0) for k in FAILURES},
+                     "evaluations": sum(len(r["points"]) for r in mine),
+                     "spent": sum(r["used"].get(r["unit"], 0.0) for r in mine),
+                     "dollars": sum(r["used"].get("dollars", 0.0) for r in mine)})
+    return rows
+
+
+def _budget_check(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Equal caps over the task's runs, and no run past its cap of the budget unit."""
+    caps = {tuple(sorted(r["caps"].items())) for r in runs}
+    over = [r["run_id"] for r in runs
+            if r["used"].get(r["unit"], 0.0) > float(r["caps"].get(r["unit"], float("inf"))) + 1e-9]
+    equal = len(caps) == 1 and not over
+    why = ""
+    if len(caps) > 1:
+        why = "the runs' caps differ: " + "; ".join(", ".join(f"{k}={v:g}" for k, v in c) for c in sorted(caps))
+    elif over:
+        why = f"runs spent past their cap: {', '.join(over)}"
+    return {"equal": equal, "caps": [dict(c) for c in sorted(caps)], "why": why}
+
+
+def comparison(store: str, fleet_id: str, *, reference: str = "agent") -> dict[str, Any]:
+    """Everything the comparison report shows, as plain JSON data (see the module docstring).
+
+    Args:
+        store: the run store's URL or directory.
+        fleet_id: the comparison's fleet.
+        reference: the method every other is paired with (default ``agent``; the first method when
+            the fleet has no agent).
+    """
+    report = fleet_report(fleet_id, store=store)
+    with open_store(store) as s:
+        return _comparison(s, report, fleet_id, reference)
+
+
+def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str) -> dict[str, Any]:
+    spec = FleetSpec.from_dict(store.get_fleet(fleet_id))
+    methods = list(spec.methods)
+    if reference not in methods:
+        reference = methods[0]
+    runs = [_run_data(store, m.member, m.run_id) for m in report.members if m.state != "pending"]
+    tasks = []
+    for task_id in spec.tasks:
+        mine = [r for r in runs if r["task_id"] == task_id]
+        if not mine:
+            continue
+        check = _budget_check(mine)
+        first = mine[0]
+        table = _task_table(mine, methods, reference)
+        if check["equal"]:  # ranks only when every run had the same caps
+            sign = _better_sign(first["direction"])
+            scored = sorted((r for r in table if r["mean"] is not None), key=lambda r: -sign * r["mean"])
+            for i, row in enumerate(scored, 1):
+                row["rank"] = i
+        tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
+                      "budget_check": check, "ranked": check["equal"], "table": table,
+                      "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}
+                                    if first["best_known"] is not None else None)})
+    return {"fleet_id": fleet_id, "methods": methods, "reference": reference, "seeds": list(spec.seeds),
+            "models": list(spec.models), "tasks": tasks, "runs": runs}

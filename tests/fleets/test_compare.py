@@ -1,0 +1,55 @@
+"""The numbers of a methods comparison: equal budgets are checked (unequal caps are not ranked), the
+paired bootstrap interval, the fleet spec of a comparison (one cap of each task's own unit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reasearch.errors import ConfigError
+from reasearch.fleets.compare import _budget_check, compare_spec, paired_bootstrap
+from reasearch.fleets.fleet import FleetSpec
+
+
+def _run(method: str, seed: int, best: float, caps: dict[str, float], used: float) -> dict[str, Any]:
+    return {"run_id": f"{method}-{seed}", "method": method, "seed": seed, "best_score": best, "caps": caps,
+            "used": {"evaluations": used}, "unit": "evaluations", "direction": "maximize", "points": [],
+            "failures": {}}
+
+
+def test_runs_whose_caps_differ_are_not_ranked() -> None:
+    same = [_run("agent", 0, 1.0, {"evaluations": 10}, 10), _run("evolve", 0, 2.0, {"evaluations": 10}, 10)]
+    assert _budget_check(same)["equal"]
+    differ = [*same, _run("evolve", 1, 3.0, {"evaluations": 20}, 20)]
+    check = _budget_check(differ)
+    assert not check["equal"] and "caps differ" in check["why"]
+    over = [_run("agent", 0, 1.0, {"evaluations": 10}, 11), same[1]]
+    assert not _budget_check(over)["equal"] and "past their cap" in _budget_check(over)["why"]
+
+
+def test_paired_bootstrap_interval_brackets_the_mean_gain() -> None:
+    lo, hi = paired_bootstrap([1.0, 2.0, 3.0, 4.0])
+    assert 1.0 <= lo <= 2.5 <= hi <= 4.0
+    assert paired_bootstrap([0.5]) == (0.5, 0.5) and paired_bootstrap([]) is None
+
+
+def test_a_comparison_caps_every_task_in_its_own_unit() -> None:
+    spec = compare_spec(["heilbronn/n11-v1"], ["agent", "agent:no-snapshot", "evolve"], seeds=[0, 1], budget=7,
+                        model="claude-sonnet-4-6")
+    assert spec.budget_of("heilbronn/n11-v1") == {"evaluations": 7.0}
+    members = spec.members()
+    assert len(members) == 6 and {m.method for m in members} == {"agent", "agent:no-snapshot", "evolve"}
+    assert spec.agent_config("claude-sonnet-4-6", "agent:no-snapshot").use_snapshot is False
+    assert FleetSpec.from_dict(spec.to_dict()) == spec
+    with pytest.raises(ConfigError, match="unknown method"):
+        compare_spec(["heilbronn/n11-v1"], ["annealing"], seeds=[0], budget=5, model="m")
+    with pytest.raises(ConfigError, match="unknown agent ablation"):
+        compare_spec(["heilbronn/n11-v1"], ["agent:no-tools"], seeds=[0], budget=5, model="m")
+
+
+def test_a_plain_fleet_spec_is_stored_as_before() -> None:
+    """A fleet without methods writes no new keys: fleets recorded before methods existed compare equal."""
+    spec = FleetSpec(tasks=("heilbronn/n11-v1",))
+    assert not {"methods", "task_budgets", "method_configs"} & set(spec.to_dict())
+    assert [m.method for m in spec.members()] == ["agent"]
