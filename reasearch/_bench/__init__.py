@@ -20,6 +20,7 @@ SECTIONS: tuple[str, ...] = (
     "reasearch._bench.arc",
     "reasearch._bench.store",
     "reasearch._bench.agent",
+    "reasearch._bench.methods",
 )
 
 

@@ -29,6 +29,7 @@ __all__ = ["FAILURES", "budget_unit", "compare_spec", "comparison", "run_compare
 
 FAILURES = ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED")
 BOOTSTRAP_RESAMPLES = 2000
+_TEST_NOTE = "test:"
 
 
 def budget_unit(task_id: str, task_params: Mapping[str, Any] | None = None) -> Unit:
@@ -75,7 +76,11 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
     run = Run(store, rec)
     spec = run.task.spec
     unit = run.eval_unit
-    ledger = sorted(store.ledger(run_id), key=lambda e: e.step)
+    # The trusted side's sealed test pass (prompt tasks) is debited under "test:" but is not the optimizer's spend.
+    ledger = sorted((e for e in store.ledger(run_id) if not e.note.startswith(_TEST_NOTE)), key=lambda e: e.step)
+    used: dict[str, float] = {}
+    for e in ledger:
+        used[e.unit.value] = used.get(e.unit.value, 0.0) + e.amount
     points = []
     for ev in store.evaluations(run_id):
         spent = sum(e.amount for e in ledger if e.unit is unit and e.step <= ev.step)
@@ -91,7 +96,7 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
         "run_id": run_id, "task_id": rec.task_id, "method": member.method, "seed": member.seed,
         "model": member.model, "state": effective_state(store, rec).value, "unit": unit.value,
         "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
-        "caps": dict(rec.budget), "used": {u.value: v for u, v in st.used.items() if v},
+        "caps": dict(rec.budget), "used": {u: v for u, v in used.items() if v},
         "best_score": st.best_score, "test_score": test_score, "points": points,
         "failures": dict(Counter(p["status"] for p in points if p["status"] in FAILURES)),
         "tool_mix": dict(Counter(str(e.payload.get("name")) for e in store.events(run_id, kind="tool_call"))),

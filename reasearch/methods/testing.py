@@ -17,8 +17,8 @@ __all__ = ["MutatingModel"]
 
 _BLOCK = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)\n```", re.DOTALL)
 _NUMBER = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
-_HINTS = ("Think step by step.", "Give the final answer on its own line.", "Check the arithmetic before answering.",
-          "Answer with a number only at the end.")
+_HINTS = ("Think step by step.", "End your reply with a line '#### <answer>'.", "Double-check the arithmetic.",
+          "Be concise.")
 
 
 class MutatingModel:
@@ -61,7 +61,7 @@ class MutatingModel:
         literal = m.group(0)
         value = float(literal)
         factor = self._rng.choice((0.5, 0.8, 0.9, 1.1, 1.25, 2.0))
-        new = value * factor
+        new = value * factor if value else factor - 0.45  # a zero moves too (to 0.05 .. 1.55)
         out = str(max(1, round(new))) if re.fullmatch(r"\d+", literal) else repr(new)
         return body[:m.start()] + out + body[m.end():]
 

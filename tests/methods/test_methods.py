@@ -112,3 +112,24 @@ def test_replies_are_parsed_not_run() -> None:
     assert last_block("a\n```python\nA\n```\nb\n```python\nB\n```", "python") == "B\n"
     assert last_block("```text\nbe brief\n```", "python") is None
     assert pareto_front({"a": {"i": 1.0, "j": 0.0}, "b": {"i": 0.0, "j": 2.0}, "c": {"i": 0.5, "j": 1.0}}) == {"a": 1, "b": 1}
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_each_method_improves_a_prompt_against_a_toy_student(method: str, tmp_path: Path) -> None:
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key, write_synthetic_gsm8k
+
+    folder = write_synthetic_gsm8k(tmp_path / "gsm8k")
+    store = open_store("memory://")
+    with FakeStudentServer(gsm8k_answer_key(folder)) as srv:
+        params = dict(student="openai/fake", base_url=srv.url, n_train=30, n_validation=20, n_test=20,
+                      data_dir=str(folder))
+        runner = start_method(method, "gsm8k/v1", budget={"student_calls": 150}, store=store, model_spec=SPEC,
+                              model=MutatingModel(1), task_params=params, config=SMALL.get(method))
+        result = runner.optimize()
+    seed = store.evaluations(runner.run.id)[0].result
+    assert seed.score is not None and result.final_score is not None and result.final_score > seed.score
+    ledger = store.ledger(runner.run.id)
+    optimizer = sum(e.amount for e in ledger if e.unit is Unit.STUDENT_CALLS and not e.note.startswith("test:"))
+    assert 0 < optimizer <= 150  # the cap binds the optimizer; the sealed test pass is the trusted side's
+    (test,) = runner.run.events(kind="test_result")
+    assert test.payload["candidate"] == result.final_candidate
