@@ -53,3 +53,32 @@ def test_a_plain_fleet_spec_is_stored_as_before() -> None:
     spec = FleetSpec(tasks=("heilbronn/n11-v1",))
     assert not {"methods", "task_budgets", "method_configs"} & set(spec.to_dict())
     assert [m.method for m in spec.members()] == ["agent"]
+
+
+def test_a_method_member_interrupted_by_its_model_resumes_through_the_fleet(tmp_path: Any,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from reasearch.errors import ModelError
+    from reasearch.fleets.fleet import resume_fleet, run_fleet
+    from reasearch.methods.testing import MutatingModel
+    from reasearch.runs import RunState, Unit, open_store
+
+    class Failing(MutatingModel):
+        def complete(self, request: Any) -> Any:
+            if self.calls >= 2:
+                raise ModelError("endpoint down")
+            return super().complete(request)
+
+    monkeypatch.setattr("reasearch.methods.build_model", lambda spec, **kw: Failing(3))
+    spec = compare_spec(["heilbronn/n11-v1"], ["reflect"], seeds=[0], budget=5, model="scripted/none")
+    store = str(tmp_path / "runs")
+    with pytest.raises(ModelError):
+        run_fleet(spec, store=store, run_dir=store, fleet_id="f1")
+    with open_store(store) as s:
+        (run_id,) = s.fleet_members("f1").values()
+        assert s.get_run(run_id).state is RunState.INTERRUPTED and 0 < s.usage(run_id)[Unit.EVALUATIONS] < 5
+    monkeypatch.setattr("reasearch.methods.build_model", lambda spec, **kw: MutatingModel(4))
+    report = resume_fleet("f1", store=store, run_dir=store)
+    (member,) = report.members
+    assert member.state == "finished" and member.member.method == "reflect"
+    with open_store(store) as s:
+        assert s.usage(run_id)[Unit.EVALUATIONS] == 5
