@@ -12,6 +12,7 @@ _TASK_MODULES = (
     "reasearch.evaluators.heilbronn",
     "reasearch.evaluators.nanogpt",
     "reasearch.evaluators.rl",
+    "reasearch.evaluators.tabular",
     "reasearch.evaluators.prompt",
     "reasearch.evaluators.txn_scheduling",
 )
