@@ -49,12 +49,14 @@ class TabularTask(TrainingTask):
         val_frac: share of the train period (its end) held out as the validation period.
         test_frac: share of all rows (the end) held out as the private test period.
         time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
+        max_submissions: how many private-test scores (``submit``) one run may ask for (a run's
+            ``submissions`` cap, when lower, wins).
     """
 
     def __init__(self, data: str = "default", target: str = "", time: str = "", metric: str = "rmse",
                  val_frac: float = 0.2, test_frac: float = 0.2, time_budget_s: float = 60.0,
                  max_time_budget_s: float = 1800.0, grace_s: float = 10.0, slot: str = "auto",
-                 memory_mb: int = 8192, sandbox_mode: str = "auto") -> None:
+                 memory_mb: int = 8192, sandbox_mode: str = "auto", max_submissions: int = 5) -> None:
         self.data = data
         self.target = target
         self.time = time
@@ -67,6 +69,7 @@ class TabularTask(TrainingTask):
         self.slot = slot
         self.memory_mb = memory_mb
         self.sandbox_mode = sandbox_mode
+        self.max_submissions = max_submissions
 
     def _make_spec(self) -> TaskSpec:
         if self.metric not in METRICS:
@@ -78,6 +81,8 @@ class TabularTask(TrainingTask):
                 raise ValueError(f"{name} must be in [0.01, 0.5], not {getattr(self, name)}")
         if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
             raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
+        if not 0 <= int(self.max_submissions) <= 1000:
+            raise ValueError(f"max_submissions must be in [0, 1000], not {self.max_submissions}")
         return TaskSpec(
             id="tabular/csv-v1", version=1, direction=DIRECTIONS[self.metric],
             time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + 60.0,
@@ -131,7 +136,8 @@ importable) with these environment variables:
 Metric (trusted, fixed): {self.metric} of val_predictions.csv on the validation period's targets is the
 experiment's score. A malformed file (missing or extra ids, NaN, wrong header) is INVALID.
 submission.csv is validated with every experiment; its score on the private test period is only
-available through `submit` (a separate, small budget of submissions, as in a competition).
+available through `submit(step)` ({int(self.max_submissions)} submissions per run, as a competition
+limits them): submit an experiment whose validation score you trust.
 Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
 """
 
