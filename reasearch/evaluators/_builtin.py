@@ -10,8 +10,10 @@ _TASK_MODULES = (
     "reasearch.evaluators.circle_packing",
     "reasearch.evaluators.eplb",
     "reasearch.evaluators.heilbronn",
+    "reasearch.evaluators.img",
     "reasearch.evaluators.nanogpt",
     "reasearch.evaluators.rl",
+    "reasearch.evaluators.tabular",
     "reasearch.evaluators.prompt",
     "reasearch.evaluators.txn_scheduling",
 )

@@ -97,8 +97,11 @@ def setup_repository(workspace_root: Path, repo: GitRepo, files: dict[str, str])
 def experiment_toolset(ctx: ToolContext) -> list[Any]:
     """The domain tools of a repository task: experiments (first) and git. The git directory is
     ``<run>/git``, beside the workspace (never inside it)."""
+    from reasearch.agent.tools.submissions import submission_toolset
+
     repo = GitRepo(ctx.workspace.root, ctx.workspace.root.parent / "git")
-    return [ExperimentTools(ctx, repo), GitTools(repo)]
+    subs = submission_toolset(ctx)  # `submit`, for a task with a private split
+    return [ExperimentTools(ctx, repo, submissions=subs[0] if subs else None), GitTools(repo), *subs]
 
 
 def _num(x: Any, digits: int = 4) -> str:
@@ -119,9 +122,10 @@ class ExperimentTools:
                      "background and returns its id: read_log(id) follows its log while it runs, wait_experiment(id) "
                      "returns its result, stop_experiment(id) ends it. Commit what you want to keep.")
 
-    def __init__(self, ctx: ToolContext, repo: GitRepo) -> None:
+    def __init__(self, ctx: ToolContext, repo: GitRepo, submissions: Any = None) -> None:
         self.ctx = ctx
         self.repo = repo
+        self.submissions = submissions  # SubmissionTools: its lines join the snapshot
         self.folder = ctx.workspace.root.parent / "experiments"
         self._running: dict[int, _Running] = {}
         self._cond = threading.Condition()
@@ -197,6 +201,8 @@ class ExperimentTools:
                                     else f"busy (pid {s['holder_pid']})") for s in slots))
         except Exception as exc:  # the snapshot never fails over a status line
             lines.append(f"Slots: unknown ({exc})")
+        if self.submissions is not None:
+            lines += self.submissions.snapshot_lines()
         return lines
 
     # ------------------------------------------------------------ the loop's hooks

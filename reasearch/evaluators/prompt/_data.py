@@ -15,7 +15,7 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 
-__all__ = ["Example", "Splits", "GSM8K_ENV", "read_jsonl", "gsm8k_dir", "gsm8k_reference", "make_splits"]
+__all__ = ["Example", "Splits", "GSM8K_ENV", "context_text", "read_jsonl", "gsm8k_dir", "gsm8k_reference", "make_splits"]
 
 GSM8K_ENV = "REASEARCH_GSM8K_DATA"
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -40,8 +40,10 @@ class Splits:
     test: tuple[Example, ...]
 
 
-def read_jsonl(path: str | os.PathLike[str], input_field: str, answer_field: str) -> list[tuple[str, str]]:
-    """``(input, answer)`` pairs of a JSONL file; blank lines are skipped.
+def read_jsonl(path: str | os.PathLike[str], input_field: str, answer_field: str, *,
+               context_field: str | None = None) -> list[tuple[str, str]]:
+    """``(input, answer)`` pairs of a JSONL file; blank lines are skipped. With ``context_field`` the input is
+    that field's text (:func:`context_text`), a blank line and ``Question: <input>``.
 
     Raises:
         ConfigError: missing file, oversized file or record, bad JSON, missing or non-text fields.
@@ -66,12 +68,44 @@ def read_jsonl(path: str | os.PathLike[str], input_field: str, answer_field: str
                     raise ConfigError(f"{p}:{lineno}: not JSON ({exc.msg})") from None
                 if not isinstance(rec, dict):
                     raise ConfigError(f"{p}:{lineno}: each line must be a JSON object, not {type(rec).__name__}")
-                rows.append((_field(rec, input_field, p, lineno), _field(rec, answer_field, p, lineno)))
+                question = _field(rec, input_field, p, lineno)
+                if context_field:
+                    if context_field not in rec:
+                        raise ConfigError(f"{p}:{lineno}: no field {context_field!r} (fields: {sorted(rec)[:10]})")
+                    question = f"{context_text(rec[context_field], f'{p}:{lineno}')}\n\nQuestion: {question}"
+                rows.append((question, _field(rec, answer_field, p, lineno)))
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{p}: not UTF-8 text ({exc.reason})") from None
     if not rows:
         raise ConfigError(f"{p} holds no records")
     return rows
+
+
+def context_text(value: Any, where: str) -> str:
+    """Supporting context as text: a string; a list of strings; HotpotQA's ``[[title, [sentences]], ...]``
+    or its ``{"title": [...], "sentences": [[...], ...]}`` form (one ``[title] sentences`` line per paragraph).
+
+    Raises:
+        ConfigError: any other shape (the message names ``where``).
+    """
+    def para(title: Any, sentences: Any) -> str:
+        if not isinstance(title, str) or not isinstance(sentences, list) or not all(isinstance(x, str) for x in sentences):
+            raise ConfigError(f"{where}: a context paragraph must be [title, [sentence, ...]] of text")
+        return f"[{title}] " + "".join(sentences).strip()
+
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and set(value) >= {"title", "sentences"}:
+        titles, sents = value["title"], value["sentences"]
+        if not isinstance(titles, list) or not isinstance(sents, list) or len(titles) != len(sents):
+            raise ConfigError(f"{where}: context title and sentences must be lists of the same length")
+        return "\n".join(para(t, s) for t, s in zip(titles, sents))
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return "\n".join(value)
+    if isinstance(value, list) and all(isinstance(x, list) and len(x) == 2 for x in value):
+        return "\n".join(para(t, s) for t, s in value)
+    raise ConfigError(f"{where}: the context must be text, a list of text, or HotpotQA's [[title, [sentences]], ...] "
+                      f"or {{'title': [...], 'sentences': [...]}}, not {type(value).__name__}")
 
 
 def _field(rec: dict[str, Any], name: str, path: Path, lineno: int) -> str:

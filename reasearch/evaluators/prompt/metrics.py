@@ -1,4 +1,4 @@
-"""Answer extraction and the named metrics of prompt tasks (exact, normalized exact, numeric, token F1).
+"""Answer extraction, the named metrics and the answer rules of prompt tasks.
 
 Every metric maps ``(prediction text, reference text)`` to a value in ``[0, 1]``; an example counts as
 correct when the value is 1. Extraction is deterministic and never raises on any input.
@@ -6,13 +6,16 @@ correct when the value is 1. Extraction is deterministic and never raises on any
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import string
 from collections import Counter
 from decimal import Decimal, InvalidOperation
-from typing import Callable
+from typing import Any, Callable
 
-__all__ = ["METRICS", "extract_final_number", "extract_prediction", "normalize_text", "number_value",
+__all__ = ["ANSWER_RULES", "METRICS", "apply_answer_rule", "check_answer_rule", "extract_json_field", "split_code",
+           "extract_final_number", "extract_prediction", "normalize_text", "number_value",
            "exact", "normalized_exact", "numeric", "token_f1"]
 
 _NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\.\d+")
@@ -97,3 +100,105 @@ METRICS: dict[str, Callable[[str, str], float]] = {
     "numeric": numeric,
     "token_f1": token_f1,
 }
+
+
+# ---------------------------------------------------------------------------------------- answer rules
+# ``-p answer=RULE`` of prompt/jsonl-v1: how the prediction is found in a reply and compared with the
+# reference. Every rule reads the reply outside fenced code blocks first and looks inside them only when
+# nothing is found outside (a worked solution's code is not its answer; a reply that is only a code block
+# still has one), and takes the *last* answer when there are several (replies revise themselves).
+
+ANSWER_RULES = ("after-####", "last-number", "json:FIELD", "exact", "normalized-exact", "token-f1")
+_FENCE = re.compile(r"```[^\n`]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+_MAX_JSON_STARTS = 200  # '{' positions tried from the end of the reply (a reply of many braces stays cheap)
+
+
+def check_answer_rule(rule: str) -> str:
+    """``rule`` if it names an answer rule (``json:FIELD`` with a non-empty FIELD); ValueError otherwise."""
+    if rule in ANSWER_RULES and rule != "json:FIELD":
+        return rule
+    if rule.startswith("json:") and rule[5:].strip():
+        return rule
+    raise ValueError(f"answer must be one of {', '.join(ANSWER_RULES)} (json:FIELD names a field, e.g. "
+                     f"json:final_answer), not {rule!r}")
+
+
+def split_code(text: str) -> tuple[str, str]:
+    """``(outside, inside)``: the reply without its fenced code blocks, and their contents joined."""
+    text = str(text)[-_MAX_SCAN:]
+    inside = "\n".join(m.group(1) for m in _FENCE.finditer(text))
+    return _FENCE.sub("\n", text), inside
+
+
+def _after_marker(text: str, marker: str = "####") -> Decimal | None:
+    if marker not in text:
+        return None
+    found = _NUMBER.findall(text.rsplit(marker, 1)[1])
+    return number_value(found[0]) if found else None
+
+
+def _last_number(text: str) -> Decimal | None:
+    found = _NUMBER.findall(text)
+    return number_value(found[-1]) if found else None
+
+
+def extract_json_field(text: str, field: str) -> Any:
+    """The value of ``field`` in the last JSON object of ``text`` that has it (trailing text, code fences and
+    several objects allowed); :data:`MISSING` when none has it."""
+    decoder = json.JSONDecoder()
+    starts = [i for i, ch in enumerate(text) if ch == "{"][-_MAX_JSON_STARTS:]
+    for i in reversed(starts):
+        try:
+            obj, _ = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and field in obj:
+            return obj[field]
+    return MISSING
+
+
+MISSING: Any = object()
+
+
+def _first(extract: Callable[[str], Any], text: str) -> Any:
+    outside, inside = split_code(text)
+    value = extract(outside)
+    if value is None or value is MISSING:
+        value = extract(inside)
+    return value
+
+
+def _json_text(value: Any) -> str | None:
+    """A JSON field's value as answer text: strings and numbers (bools, null, lists, objects are no answer)."""
+    if isinstance(value, bool) or value is None or value is MISSING:
+        return None
+    if isinstance(value, (int, float)):
+        return format(Decimal(str(value)).normalize(), "f") if math.isfinite(value) else None
+    return value.strip() if isinstance(value, str) else None
+
+
+def apply_answer_rule(rule: str, reply: str, reference: str, *, prefix: str = "Answer:") -> tuple[float, str]:
+    """``(value in [0, 1], prediction)`` of ``reply`` under ``rule``; the prediction is ``""`` when the reply has
+    no answer. Numeric rules compare decimals exactly (``1,000`` = ``1000.0``); ``json:FIELD`` compares numbers
+    as numbers and text by normalized exact match; the text rules compare what follows the last ``prefix``
+    (else the last non-empty line). Never raises."""
+    if rule in ("after-####", "last-number"):
+        pred = _first(_after_marker if rule == "after-####" else _last_number, reply)
+        if pred is None:
+            return 0.0, ""
+        ref = number_value(reference)
+        ref = ref if ref is not None else extract_final_number(reference, marker="####")
+        return (1.0 if ref is not None and pred == ref else 0.0), format(pred.normalize(), "f")
+    if rule.startswith("json:"):
+        text = _json_text(_first(lambda t: extract_json_field(t, rule[5:]), reply))
+        if not text:
+            return 0.0, ""
+        a, b = number_value(text), number_value(reference)
+        if a is not None and b is not None:
+            return (1.0 if a == b else 0.0), text
+        return normalized_exact(text, reference), text
+    pred = _first(lambda t: extract_prediction(t, prefix) or None, reply) or ""
+    if not pred:
+        return 0.0, ""
+    metric = {"exact": exact, "normalized-exact": normalized_exact, "token-f1": token_f1}[rule]
+    return float(metric(pred, reference)), pred

@@ -40,7 +40,14 @@ from reasearch.evaluators.prompt._students import (
     StudentSpec,
     build_student,
 )
-from reasearch.evaluators.prompt.metrics import METRICS, extract_final_number, extract_prediction, number_value
+from reasearch.evaluators.prompt.metrics import (
+    METRICS,
+    apply_answer_rule,
+    check_answer_rule,
+    extract_final_number,
+    extract_prediction,
+    number_value,
+)
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 
@@ -351,6 +358,10 @@ class JsonlPromptTask(PromptTask):
         answer_prefix: the prediction is what follows the reply's last ``answer_prefix`` on its line,
             else the reply's last non-empty line.
         test_path: a separate test file; default: the examples left after train and validation.
+        answer: an answer rule that replaces ``metric`` (see :func:`.metrics.apply_answer_rule`):
+            ``after-####``, ``last-number``, ``json:FIELD``, ``exact``, ``normalized-exact``, ``token-f1``.
+        context_field: a field with supporting text shown before the question (a string, a list of
+            strings, HotpotQA's ``[[title, [sentences]], ...]`` or ``{"title": [...], "sentences": [...]}``).
     """
 
     SEED_PROMPT = "You are a helpful assistant. Answer the question. End with a line 'Answer: <answer>'."
@@ -360,39 +371,69 @@ class JsonlPromptTask(PromptTask):
                  student: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
                  concurrency: int = 8, temperature: float = 0.0, max_tokens: int = 1024, timeout_s: float = 60.0,
                  retries: int = 4, backoff_s: float = 1.0, price_in: float | None = None, price_out: float | None = None,
-                 n_train: int = 100, n_validation: int = 100, n_test: int | None = None, split_seed: int = 0) -> None:
+                 n_train: int = 100, n_validation: int = 100, n_test: int | None = None, split_seed: int = 0,
+                 answer: str | None = None, context_field: str | None = None) -> None:
         self._student_params(student=student, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                              temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s, retries=retries,
                              backoff_s=backoff_s, price_in=price_in, price_out=price_out, n_train=n_train,
                              n_validation=n_validation, n_test=n_test, split_seed=split_seed)
         self.path, self.input_field, self.answer_field = path, input_field, answer_field
         self.metric, self.answer_prefix, self.test_path = metric, answer_prefix, test_path
+        self.answer, self.context_field = answer, context_field
 
     def _make_spec(self) -> TaskSpec:
         if self.metric not in METRICS:
             raise ConfigError(f"metric must be one of {sorted(METRICS)}, not {self.metric!r}")
+        if self.answer is not None:
+            try:
+                check_answer_rule(str(self.answer))
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         return self._spec("prompt/jsonl-v1")
 
     def metric_name(self) -> str:
-        return str(self.metric)
+        return str(self.metric) if self.answer is None else f"answer={self.answer}"
 
     def describe(self) -> str:
+        name = os.path.basename(str(self.path or '(no path given)'))
+        context = (f" Each input starts with supporting context (the {self.context_field!r} field: paragraphs, "
+                   "some of them distractors), then the question." if self.context_field else "")
+        prefix = f"follows the reply's last {self.answer_prefix!r} on its line, else its last non-empty line"
+        rule = {
+            None: f"The prediction is what {prefix}; it is compared with the reference by the {self.metric} metric.",
+            "after-####": "The prediction is the first number after the reply's last '####' (no '####': no answer); "
+                          "it must equal the reference number.",
+            "last-number": "The prediction is the last number in the reply; it must equal the reference number.",
+            "exact": f"The prediction is what {prefix}; it must equal the reference exactly.",
+            "normalized-exact": f"The prediction is what {prefix}; it must equal the reference after lower-casing "
+                                "and removing punctuation and articles.",
+            "token-f1": f"The prediction is what {prefix}; the score is its token F1 against the reference "
+                        "(partial credit).",
+        }.get(None if self.answer is None else str(self.answer),
+              f"The prediction is the {str(self.answer)[5:]!r} field of the last JSON object in the reply that has "
+              "it (text after the object is ignored); numbers must be equal, text equal after normalization.")
         return self._describe_common(
-            f"Answer the inputs of {os.path.basename(str(self.path or '(no path given)'))}. The prediction is what "
-            f"follows the reply's last {self.answer_prefix!r}, else its last non-empty line; it is compared with "
-            f"the reference by the {self.metric} metric.")
+            f"Answer the inputs of {name}.{context} {rule} Answers inside fenced code blocks count only when the "
+            "reply has none outside them; when there are several, the last one counts.")
 
     def _load(self) -> Splits:
         if not self.path:
             raise ConfigError("prompt/jsonl-v1 needs a data file: -p path=FILE.jsonl (and input_field, answer_field)")
-        pool = [(i, a, a) for i, a in read_jsonl(self.path, self.input_field, self.answer_field)]
+        ctx = self.context_field
+        pool = [(i, a, a) for i, a in read_jsonl(self.path, self.input_field, self.answer_field, context_field=ctx)]
         test = None
         if self.test_path:
-            test = [(i, a, a) for i, a in read_jsonl(self.test_path, self.input_field, self.answer_field)]
+            test = [(i, a, a) for i, a in read_jsonl(self.test_path, self.input_field, self.answer_field,
+                                                      context_field=ctx)]
         return make_splits(pool, test, n_train=int(self.n_train), n_validation=int(self.n_validation),
                            n_test=None if self.n_test is None else int(self.n_test), seed=int(self.split_seed))
 
     def judge_one(self, reply_text: str, example: Example) -> tuple[str, float, str]:
+        if self.answer is not None:
+            value, pred = apply_answer_rule(str(self.answer), reply_text, example.answer, prefix=self.answer_prefix)
+            if not pred:
+                return "no_answer", 0.0, ""
+            return ("correct" if value >= 1.0 else "partial" if value > 0 else "wrong_answer"), value, pred
         pred = extract_prediction(reply_text, self.answer_prefix)
         if not pred:
             return "no_answer", 0.0, ""

@@ -9,7 +9,8 @@ like a weak student that a better prompt improves, deterministically:
   in ``[0, 100)``. The skill is 30, 70 with ``step by step`` in the system prompt, and 90 when the
   prompt also says ``double-check``. An unsolved problem gets a wrong answer (the reference plus one,
   or the reference with ``wrong`` appended for text answers).
-* **format**: with ``####`` in the prompt the reply ends ``#### <answer>``; with ``Answer:`` it ends
+* **format**: with ``final_answer`` in the prompt the reply ends with a fenced JSON object
+  ``{"final_answer": <answer>}`` and a line of chatter; with ``####`` it ends ``#### <answer>``; with ``Answer:`` it ends
   ``Answer: <answer>``; otherwise it ends ``The answer is <answer> (found in 2 steps).`` (so a
   "last number" extraction picks the 2: the prompt must ask for a format).
 * An input it does not know is answered ``I do not know.``
@@ -67,6 +68,8 @@ def fake_reply(system: str, user: str, answers: Mapping[str, str]) -> str:
     ref = answers[user]
     answer = ref if bucket(user) < student_skill(system) else _wrong(ref)
     reasoning = f"Let me think about it. There are {len(user.split())} words in the problem."
+    if "final_answer" in system:  # GEPA's JSON format: a fenced object, then chatter
+        return f'{reasoning}\n```json\n{{"final_answer": {json.dumps(answer)}}}\n```\nHope this helps.'
     if "####" in system:
         return f"{reasoning}\n#### {answer}"
     if "answer:" in system.lower():

@@ -1,0 +1,26 @@
+"""Image classification (``img/folder-v1``); see :mod:`.task`.
+
+Registering the family imports nothing of the task (the class loads on first use).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["ImageFolderTask", "register_all"]
+
+
+def register_all() -> None:
+    """Registers ``img/folder-v1`` (lazy entry point)."""
+    from reasearch.evaluators.registry import register
+
+    register("img/folder-v1", "reasearch.evaluators.img.task:ImageFolderTask",
+             summary="train an image classifier within a time budget (-p data=digits|FOLDER|FILE.npz); maximize "
+                     "accuracy on a held-out split scored in a sealed jail")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ImageFolderTask":
+        return importlib.import_module("reasearch.evaluators.img.task").ImageFolderTask
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

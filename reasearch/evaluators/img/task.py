@@ -1,0 +1,228 @@
+"""``img/folder-v1``: train an image classifier within a time budget; scored by held-out accuracy.
+
+The candidate is a repository (``train.py``, ``model.py``, ...). Training runs in a jail that reads the
+public folder (``train.npz``, ``val.npz``, ``classes.json``) and writes ``config.json`` and
+``weights.npz`` (or ``model.pt``) to ``REASEARCH_OUT_DIR``. Scoring: the trusted side writes the held-out
+test images (never their labels) to a fresh folder and runs the fixed ``_infer.py`` in a scoring jail,
+which imports ``model.py`` and saves a predicted class per image; the trusted side reads that file
+through the guarded reader and computes accuracy itself. What candidate code prints in the scoring jail
+never reaches the agent: a failure is reported as the exception type and the candidate's file:line,
+both checked against the repository (the full log stays on disk for a person).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import re
+import shutil
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reasearch.engine.gpu import SlotLease
+from reasearch.engine.training import run_job
+from reasearch.evaluators._outputs import OutputError, read_output, read_output_npy
+from reasearch.evaluators.img._data import ImageSplit, load_image_split
+from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.spec import TaskSpec
+from reasearch.evaluators.training import TrainingTask
+
+__all__ = ["ImageFolderTask"]
+
+_MAX_CONFIG_BYTES = 64 * 1024
+_BATCH = 256
+_ERROR = re.compile(r"REASEARCH-INFER-ERROR (\S{1,100}) (\S{1,300})\s*$")
+_own = threading.local()  # the caller's experiment folder of the evaluation running in this thread
+_BUILTIN_ERRORS = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+
+
+class ImageFolderTask(TrainingTask):
+    """Image classification under a training time budget: maximize accuracy on a held-out split.
+
+    Args:
+        data: ``digits`` (bundled: scikit-learn's 8x8 digits, 1,797 images, 10 classes), a folder with one
+            subfolder of images per class, or an ``.npz`` with ``images`` and ``labels``.
+        image_size: resize folder images to this square size (0: keep; they must all be one size).
+        test_frac: held-out share of each class (scored; never in a training jail).
+        val_frac: share of the rest given to training as a labelled validation set.
+        split_seed: the split's seed.
+        time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
+        eval_time_limit_s: wall limit of the scoring jail.
+    """
+
+    def __init__(self, data: str = "digits", image_size: int = 0, test_frac: float = 0.2, val_frac: float = 0.1,
+                 split_seed: int = 0, time_budget_s: float = 60.0, max_time_budget_s: float = 1800.0,
+                 grace_s: float = 10.0, eval_time_limit_s: float = 120.0, slot: str = "auto", memory_mb: int = 8192,
+                 sandbox_mode: str = "auto") -> None:
+        self.data = data
+        self.image_size = image_size
+        self.test_frac = test_frac
+        self.val_frac = val_frac
+        self.split_seed = split_seed
+        self.time_budget_s = time_budget_s
+        self.max_time_budget_s = max_time_budget_s
+        self.grace_s = grace_s
+        self.eval_time_limit_s = eval_time_limit_s
+        self.slot = slot
+        self.memory_mb = memory_mb
+        self.sandbox_mode = sandbox_mode
+
+    def _make_spec(self) -> TaskSpec:
+        for name in ("test_frac", "val_frac"):
+            if not 0.01 <= float(getattr(self, name)) <= 0.5:
+                raise ValueError(f"{name} must be in [0.01, 0.5], not {getattr(self, name)}")
+        if not 0 <= int(self.image_size) <= 512:
+            raise ValueError(f"image_size must be in [0, 512], not {self.image_size}")
+        if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
+            raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
+        return TaskSpec(
+            id="img/folder-v1", version=1, direction="maximize",
+            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + float(self.eval_time_limit_s),
+            memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params(),
+            best_known_source="paper (IMG-100, CIFAR-100-like, 30 min on a GPU): 82.38% -> 84.03% by the agent")
+
+    def split(self) -> ImageSplit:
+        return load_image_split(str(self.data), int(self.image_size), float(self.test_frac), float(self.val_frac),
+                                int(self.split_seed))
+
+    def train_data_dir(self) -> Path:
+        return self.split().public_dir
+
+    def seed_files(self) -> dict[str, str]:
+        seed = resources.files("reasearch.evaluators.img") / "seed"
+        return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("model.py", "train.py")}
+
+    def describe(self) -> str:
+        s = self.split()
+        what = ("scikit-learn's handwritten digits (8x8 grey images, 10 classes)" if self.data == "digits"
+                else f"{self.data} ({len(s.classes)} classes)")
+        return f"""# img/folder-v1: train an image classifier within a time budget (maximize held-out accuracy)
+
+Data: {what}; images are uint8 arrays of shape {list(s.shape)} (H, W, C). Training sees {s.n_train} labelled
+images and {s.n_val} labelled validation images; {len(s.test_labels)} held-out images are scored and never
+available to training.
+
+The candidate is the repository in your workspace (train.py, model.py, any files you add), under git. An
+experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; NumPy and torch
+importable) with these environment variables:
+
+- REASEARCH_DATA_DIR: train.npz and val.npz (arrays `images` [N, H, W, C] uint8 and `labels` int64) and
+  classes.json (class names and the image shape).
+- REASEARCH_OUT_DIR: the only writable folder. train.py must save there config.json (a JSON object) and
+  weights.npz (NumPy arrays, loaded with allow_pickle=False) or model.pt (a state_dict, loaded with
+  torch.load(weights_only=True)).
+- REASEARCH_TIME_BUDGET_S: training seconds. {self.describe_budget()}
+- CUDA_VISIBLE_DEVICES: the leased GPU (empty on a CPU slot).
+
+Metric (trusted, fixed): in a separate sandbox the evaluator imports model.py, calls
+`build_model(config, weights)` (weights: the dict of arrays, or the state_dict) and then `model.predict(images)`
+on batches of at most {_BATCH} held-out images (uint8 [B, H, W, C]); predict returns class scores [B, classes]
+(argmax is taken) or integer class ids [B]. Score = accuracy over the held-out images (higher is better).
+If model.py fails there, you see only the exception type and its file:line. Print JSON lines such as
+{{"step": 10, "loss": 0.4}} to show the training curve.
+"""
+
+    # ------------------------------------------------------------ trusted side
+    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None,
+                 experiment_dir: str | None = None) -> EvalResult:
+        _own.folder = experiment_dir
+        try:
+            return super().evaluate(candidate_source, seed=seed, executor=executor, experiment_dir=experiment_dir)
+        finally:
+            _own.folder = None
+
+    def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
+        """Scores predicted classes of the held-out images: ``{"predictions": [one class id per image]}``."""
+        s = self.split()
+        if not isinstance(data, dict) or not isinstance(data.get("predictions"), (list, np.ndarray)):
+            return self.invalid("expected {'predictions': [one class id per held-out image]}")
+        try:
+            pred = np.asarray(data["predictions"])
+        except (TypeError, ValueError):
+            return self.invalid("predictions must be integers")
+        if pred.shape != s.test_labels.shape or not np.issubdtype(pred.dtype, np.integer):
+            return self.invalid(f"expected {len(s.test_labels)} integer predictions, got {pred.dtype} {pred.shape}")
+        acc = float(np.mean(pred == s.test_labels))
+        return self.result(acc, metrics={"test_accuracy": acc, "test_images": len(s.test_labels), "data": s.name,
+                                         "split_key": s.key, "classes": len(s.classes)},
+                           feedback=f"held-out accuracy {acc:.4f} over {len(s.test_labels)} images")
+
+    def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
+        try:
+            cfg = json.loads(read_output(ckpt_dir / "config.json", _MAX_CONFIG_BYTES))
+        except OutputError as exc:
+            return self.invalid(f"{exc}: train.py must save config.json (a JSON object) in REASEARCH_OUT_DIR")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return self.invalid(f"config.json is not valid JSON: {exc}")
+        if not isinstance(cfg, dict):
+            return self.invalid("config.json must hold a JSON object")
+        for name in ("weights.npz", "model.pt"):
+            p = ckpt_dir / name
+            if os.path.lexists(p) and (p.is_symlink() or not p.is_file()):
+                return self.invalid(f"{name} must be a regular file")
+        if not any((ckpt_dir / n).is_file() for n in ("weights.npz", "model.pt")):
+            return self.invalid("train.py saved no weights.npz or model.pt in REASEARCH_OUT_DIR")
+        s = self.split()
+        folder = exp_dir / "eval"
+        folder.mkdir(mode=0o755)
+        np.save(folder / "inputs.npy", s.test_images, allow_pickle=False)
+        req = {"repo": str(repo_dir), "ckpt": str(ckpt_dir), "inputs": str(folder / "inputs.npy"),
+               "out": str(folder / "predictions.npy"), "batch": _BATCH}
+        (folder / "request.json").write_text(json.dumps(req))
+        script = folder / "_infer.py"
+        script.write_text(Path(__file__).with_name("_infer.py").read_text())
+        os.chmod(script, 0o444)
+        job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
+                      time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=folder / "infer.log",
+                      binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
+                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
+        (folder / "inputs.npy").unlink(missing_ok=True)
+        own = getattr(_own, "folder", None)
+        if own is not None and os.path.isfile(job.log_path):  # the scoring log, for a person (never the agent)
+            shutil.copyfile(job.log_path, Path(own) / "scoring.log")
+        if not job.ok:
+            return self._scoring_failure(job.status, job.log_tail, repo_dir)
+        try:
+            pred = read_output_npy(folder / "predictions.npy", 64 + 16 * len(s.test_labels) + 4096)
+        except OutputError as exc:
+            return self.invalid(f"the scoring run left no predictions ({exc})")
+        return self.score_solution({"predictions": pred})
+
+    def _scoring_failure(self, status: Status, log_tail: str, repo_dir: Path) -> EvalResult:
+        """The verdict of a failed scoring run, saying nothing the candidate's code printed there: only a
+        built-in exception type and a file:line of the repository that exist (else ``an exception``)."""
+        lines = log_tail.strip().splitlines()
+        m = _ERROR.search(lines[-1]) if lines else None
+        if status is Status.TIMEOUT:
+            what = f"did not finish within {float(self.eval_time_limit_s):g} s"
+        elif lines and lines[-1].startswith("REASEARCH-INFER-SHAPE"):
+            what = "model.predict returned an array that is neither [B, classes] scores nor [B] integer classes"
+            status = Status.INVALID
+        elif m is not None:
+            kind = m.group(1) if m.group(1) in _BUILTIN_ERRORS else "an exception (not a built-in type)"
+            where = _repo_place(m.group(2), repo_dir)
+            what = f"raised {kind}" + (f" at {where}" if where else "")
+            status = Status.CRASH
+        else:
+            what = f"ended {status.value}"
+        return EvalResult.failure(status, f"the scoring run of model.py {what} (its output is not shown: the "
+                                          "held-out images were its input)")
+
+
+def _repo_place(place: str, repo_dir: Path) -> str | None:
+    """``file:line`` when the file is a regular file of the repository and has that line, else None."""
+    path, _, line = place.rpartition(":")
+    if not line.isdigit() or not re.fullmatch(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*", path) or ".." in path:
+        return None
+    f = repo_dir / path
+    try:
+        if f.is_symlink() or not f.is_file() or not 1 <= int(line) <= len(f.read_text().splitlines()):
+            return None
+    except (OSError, UnicodeDecodeError):
+        return None
+    return f"{path}:{int(line)}"

@@ -1,0 +1,26 @@
+"""Tabular / time-series forecasting with a private split (``tabular/csv-v1``); see :mod:`.task`.
+
+Registering the family imports nothing of the task (the class loads on first use).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["TabularTask", "register_all"]
+
+
+def register_all() -> None:
+    """Registers ``tabular/csv-v1`` (lazy entry point)."""
+    from reasearch.evaluators.registry import register
+
+    register("tabular/csv-v1", "reasearch.evaluators.tabular.task:TabularTask",
+             summary="forecast a column of a time-ordered CSV (-p data=PATH target=COL metric=rmse|mae|pearson|"
+                     "accuracy); validation feedback, private test via submit")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TabularTask":
+        return importlib.import_module("reasearch.evaluators.tabular.task").TabularTask
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

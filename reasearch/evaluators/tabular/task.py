@@ -1,0 +1,206 @@
+"""``tabular/csv-v1``: time-series / tabular forecasting scored like a competition with a private split.
+
+The candidate is a repository whose ``train.py`` runs in a training jail that reads only the public
+folder (``train.csv`` with the target, ``val.csv`` and ``test.csv`` without it) and writes two prediction
+files to ``REASEARCH_OUT_DIR``: ``val_predictions.csv`` (the validation period: the experiment's score)
+and ``submission.csv`` (the test period). Nothing of the candidate runs at scoring: the trusted side
+reads both files through the guarded reader (:mod:`reasearch.evaluators._outputs`), validates them
+(header, every id once, finite numbers) and scores the validation predictions on labels held only in
+this process's memory. The test labels are used by :meth:`TabularTask.score_submission` alone, which the
+agent reaches through ``submit`` (a separate, small ``submissions`` budget), never through an experiment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reasearch.engine.gpu import SlotLease
+from reasearch.evaluators._outputs import OutputError, read_output
+from reasearch.evaluators._secret import derive_seed, fingerprint
+from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.spec import TaskSpec
+from reasearch.evaluators.tabular._data import Split, load_split
+from reasearch.evaluators.tabular.metrics import DIRECTIONS, METRICS, PredictionError, parse_predictions
+from reasearch.evaluators.training import TrainingTask
+
+__all__ = ["SUBMISSION_FILE", "TabularTask"]
+
+SUBMISSION_FILE = "submission.csv"
+VAL_FILE = "val_predictions.csv"
+_BYTES_PER_ROW = 128  # a prediction file may hold this much per row (plus a header's worth)
+_own = threading.local()  # the caller's experiment folder of the evaluation running in this thread
+
+
+class TabularTask(TrainingTask):
+    """Forecast a target column from a time-ordered table; scored on a validation period, submitted on a
+    private test period.
+
+    Args:
+        data: ``default`` (a daily series generated from the evaluator secret; target ``sales``) or a CSV path.
+        target: the column to predict (default ``sales`` for the default data; required otherwise).
+        time: the time column (default: the first column named time, date, timestamp, datetime or ds).
+        metric: ``rmse`` (default), ``mae``, ``pearson`` or ``accuracy`` (class labels as numbers).
+        val_frac: share of the train period (its end) held out as the validation period.
+        test_frac: share of all rows (the end) held out as the private test period.
+        time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
+        max_submissions: how many private-test scores (``submit``) one run may ask for (a run's
+            ``submissions`` cap, when lower, wins).
+    """
+
+    def __init__(self, data: str = "default", target: str = "", time: str = "", metric: str = "rmse",
+                 val_frac: float = 0.2, test_frac: float = 0.2, time_budget_s: float = 60.0,
+                 max_time_budget_s: float = 1800.0, grace_s: float = 10.0, slot: str = "auto",
+                 memory_mb: int = 8192, sandbox_mode: str = "auto", max_submissions: int = 5) -> None:
+        self.data = data
+        self.target = target
+        self.time = time
+        self.metric = metric
+        self.val_frac = val_frac
+        self.test_frac = test_frac
+        self.time_budget_s = time_budget_s
+        self.max_time_budget_s = max_time_budget_s
+        self.grace_s = grace_s
+        self.slot = slot
+        self.memory_mb = memory_mb
+        self.sandbox_mode = sandbox_mode
+        self.max_submissions = max_submissions
+
+    def _make_spec(self) -> TaskSpec:
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {self.metric!r}")
+        if self.data != "default" and not self.target:
+            raise ValueError("a data file needs -p target=COLUMN (the column to predict)")
+        for name in ("val_frac", "test_frac"):
+            if not 0.01 <= float(getattr(self, name)) <= 0.5:
+                raise ValueError(f"{name} must be in [0.01, 0.5], not {getattr(self, name)}")
+        if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
+            raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
+        if not 0 <= int(self.max_submissions) <= 1000:
+            raise ValueError(f"max_submissions must be in [0, 1000], not {self.max_submissions}")
+        return TaskSpec(
+            id="tabular/csv-v1", version=1, direction=DIRECTIONS[self.metric],
+            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + 60.0,
+            memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params(),
+            best_known_source="none: the default series is generated from the evaluator secret")
+
+    # ------------------------------------------------------------ data and seed
+    def _target(self) -> str:
+        return self.target or "sales"
+
+    def split(self) -> Split:
+        """The prepared split (public files written once; labels in memory only)."""
+        seed = derive_seed("tabular/csv-v1 default series", {"version": 1}) if self.data == "default" else 0
+        return load_split(str(self.data), self._target(), str(self.time), float(self.val_frac),
+                          float(self.test_frac), seed)
+
+    def train_data_dir(self) -> Path:
+        return self.split().public_dir
+
+    def job_env(self) -> dict[str, str]:
+        return {"REASEARCH_METRIC": str(self.metric)}
+
+    def seed_files(self) -> dict[str, str]:
+        seed = resources.files("reasearch.evaluators.tabular") / "seed"
+        return {"train.py": (seed / "train.py.txt").read_text(encoding="utf-8")}
+
+    def describe(self) -> str:
+        s = self.split()
+        what = ("a daily series generated for this evaluator (target `sales`; trend with regime changes, weekly "
+                "and yearly seasonality, promotions, price, temperature, noise)" if self.data == "default"
+                else f"the file {self.data}")
+        better = "higher" if DIRECTIONS[self.metric] == "maximize" else "lower"
+        return f"""# tabular/csv-v1: forecast `{s.target_col}` on a time-ordered table ({self.metric}, {better} is better)
+
+Data: {what}. Rows are sorted by `{s.time_col}` and cut in time order: train ({s.n_train} rows), a
+validation period ({len(s.val_ids)} rows, the end of the train period) and a private test period
+({len(s.test_ids)} rows, the end of the data). Every row has an integer `row_id`.
+
+The candidate is the repository in your workspace (train.py and any files you add), under git. An
+experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; NumPy and torch
+importable) with these environment variables:
+
+- REASEARCH_DATA_DIR: train.csv (row_id, {s.time_col}, features, {s.target_col}), val.csv and test.csv
+  (row_id, {s.time_col}, features: no target), meta.json (the column names). The validation and test
+  targets are never available to training.
+- REASEARCH_OUT_DIR: the only writable folder. train.py must write there val_predictions.csv (every
+  val.csv row) and submission.csv (every test.csv row), each with the header `row_id,prediction`, one
+  row per id, finite numbers.
+- REASEARCH_METRIC: {self.metric}. REASEARCH_TIME_BUDGET_S: training seconds. {self.describe_budget()}
+
+Metric (trusted, fixed): {self.metric} of val_predictions.csv on the validation period's targets is the
+experiment's score. A malformed file (missing or extra ids, NaN, wrong header) is INVALID.
+submission.csv is validated with every experiment; its score on the private test period is only
+available through `submit(step)` ({int(self.max_submissions)} submissions per run, as a competition
+limits them): submit an experiment whose validation score you trust.
+Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
+"""
+
+    # ------------------------------------------------------------ trusted side
+    def _score(self, pred: np.ndarray, truth: np.ndarray) -> float:
+        return METRICS[str(self.metric)](pred, truth)
+
+    def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
+        """Scores validation predictions given as ``{"predictions": [one number per validation row]}``."""
+        s = self.split()
+        if not isinstance(data, dict) or not isinstance(data.get("predictions"), list):
+            return self.invalid("expected {'predictions': [one number per validation row]}")
+        try:
+            pred = np.asarray(data["predictions"], dtype=np.float64)
+        except (TypeError, ValueError):
+            return self.invalid("predictions must be numbers")
+        if pred.shape != (len(s.val_ids),) or not np.isfinite(pred).all():
+            return self.invalid(f"expected {len(s.val_ids)} finite predictions, got shape {pred.shape}")
+        value = self._score(pred, s.val_labels)
+        return self.result(value, metrics={f"val_{self.metric}": value, "val_rows": len(s.val_ids),
+                                           "data": s.name, "split_key": s.key},
+                           feedback=f"val_{self.metric} {value:.5g} over the {len(s.val_ids)} validation rows")
+
+    def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
+        s = self.split()
+        try:
+            val = parse_predictions(read_output(ckpt_dir / VAL_FILE, _cap(len(s.val_ids))), s.val_ids, VAL_FILE)
+            raw = read_output(ckpt_dir / SUBMISSION_FILE, _cap(len(s.test_ids)))
+            parse_predictions(raw, s.test_ids, SUBMISSION_FILE)
+        except (OutputError, PredictionError) as exc:
+            return self.invalid(f"{exc}; train.py must write {VAL_FILE} and {SUBMISSION_FILE} (header "
+                                "row_id,prediction, one row per id) in REASEARCH_OUT_DIR")
+        res = self.score_solution({"predictions": val.tolist()})
+        digest = hashlib.sha256(raw).hexdigest()
+        own = getattr(_own, "folder", None)
+        if own is not None:  # what `submit` scores later: the validated bytes, kept beside the training log
+            (Path(own) / SUBMISSION_FILE).write_bytes(raw)
+        return res.with_(metrics={**dict(res.metrics), "submission_rows": len(s.test_ids),
+                                  "submission_sha256": digest},
+                         feedback=res.feedback + f"; {SUBMISSION_FILE} valid ({len(s.test_ids)} rows, sha256 "
+                                                 f"{digest[:12]}): `submit` scores it on the private test period")
+
+    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None,
+                 experiment_dir: str | None = None) -> EvalResult:
+        _own.folder = experiment_dir
+        try:
+            return super().evaluate(candidate_source, seed=seed, executor=executor, experiment_dir=experiment_dir)
+        finally:
+            _own.folder = None
+
+    def score_submission(self, data: bytes) -> EvalResult:
+        """Scores a submission file's bytes on the private test period (trusted side; costs a submission)."""
+        s = self.split()
+        try:
+            pred = parse_predictions(data, s.test_ids, SUBMISSION_FILE)
+        except PredictionError as exc:
+            return self.invalid(str(exc))
+        value = self._score(pred, s.test_labels)
+        return self.result(value, metrics={f"test_{self.metric}": value, "test_rows": len(s.test_ids),
+                                           "submission_sha256": hashlib.sha256(data).hexdigest(),
+                                           "secret_fingerprint": fingerprint() if self.data == "default" else None},
+                           feedback=f"private test {self.metric} {value:.5g} over {len(s.test_ids)} rows")
+
+
+def _cap(rows: int) -> int:
+    return 4096 + _BYTES_PER_ROW * rows
