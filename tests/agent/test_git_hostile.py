@@ -230,3 +230,45 @@ def test_the_pinned_config_alone_stops_a_nested_repository(box: SimpleNamespace,
                 pass
         (box.ws / "sub" / "f.txt").write_text("changed\n")
     assert not box.marker.exists(), "the nested repository's config ran on the host"
+
+
+@pytest.mark.parametrize("mode", ["nsjail", "process"])
+def test_the_agents_own_bash_makes_the_nested_repository(mode: str) -> None:
+    """The attack exactly as the issue tells it: the agent's ``bash`` (in the sandbox, with git there) makes
+    ``sub/`` a repository whose config sets a clean filter naming a host path, then the harness's next
+    turn runs ``git status``/``git add`` and the agent calls the ``git`` tool. (The repository is owned by
+    the sandbox uid, so git 2.35.2+ already declines to enter it as root -- "dubious ownership" -- which
+    the refusal must not depend on: a repository owned by the harness's uid is the first test above.)"""
+    import tempfile
+
+    from reasearch.agent.tools.workspace import WorkspaceTools
+
+    base = Path(tempfile.mkdtemp(prefix="reasearch-git-hostile-", dir="/var/tmp"))
+    try:
+        base.chmod(0o711)  # the sandbox uid reaches the workspace (pytest's tmp folders are 0700)
+        (base / "outside").mkdir()
+        marker = base / "outside" / "PWNED"
+        ws = base / "workspace"
+        ws.mkdir()
+        repo = GitRepo(ws, base / "git")
+        setup_repository(ws, repo, {"train.py": "lr = 1\n"})
+        tools = WorkspaceTools(Workspace(ws), timeout_s=60, sandbox_mode=mode)
+        out = tools.bash(
+            "mkdir sub && cd sub && git init -q && echo hi > f && git add f && "
+            "git -c user.name=a -c user.email=a@b commit -qm x && "
+            f"git config filter.x.clean \"sh -c 'touch {marker}; cat'\" && "
+            f"git config core.fsmonitor 'touch {marker}' && echo '* filter=x' > .gitattributes && echo changed > f")
+        assert out.startswith("[status OK, exit code 0"), out
+        box = SimpleNamespace(ws=ws, repo=repo, tools=GitTools(repo), marker=marker,
+                              snapshot=ExperimentTools(SimpleNamespace(workspace=Workspace(ws)), repo))
+        refusals = _every_git_call(box)
+        assert not marker.exists(), "the nested repository the agent made ran its filter on the host"
+        assert len(refusals) == 14 and all("sub/.git is a nested git repository" in r for r in refusals)
+        assert tools.bash("rm -rf sub/.git").startswith("[status OK")  # what the refusal tells the agent to do
+        with pytest.raises(ToolError, match="sub/.gitattributes sets a filter"):  # the next layer's refusal
+            box.tools.git("status")
+        assert tools.bash("rm sub/.gitattributes").startswith("[status OK")
+        assert "sub/" in box.tools.git("status --short")
+        assert not marker.exists()
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(base)], check=False)
