@@ -179,7 +179,7 @@ def read_repo_dir(root: str | Path, *, listed: list[str] | None = None) -> dict[
             repository or a driver attribute.
     """
     root = Path(root)
-    if not root.is_dir() or root.is_symlink():
+    if not root.is_dir():
         raise ConfigError(f"{root} is not a directory")
     if listed is None:
         listed = _git_listed(root)
