@@ -77,3 +77,21 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 120.0, what: str = "
 def text(result: Any) -> str:
     """All text of a CallToolResult."""
     return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def call_through_server(provider: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """Each call's result through the MCP server (the SDK's in-process client on ``build_server(provider)``)."""
+    import anyio
+    from mcp import Client
+
+    from reasearch.agent.mcp import build_server
+
+    out: list[Any] = []
+
+    async def go() -> None:
+        async with Client(build_server(provider)) as c:
+            for name, args in calls:
+                out.append(await c.call_tool(name, args))
+
+    anyio.run(go)
+    return out

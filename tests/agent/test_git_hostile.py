@@ -188,6 +188,7 @@ def test_the_mcp_server_serves_the_same_guarded_git(tmp_path: Path) -> None:
     from reasearch.agent.testing import InstanceExecutor
     from reasearch.evaluators.testing import ToyRepoTrainingTask
     from reasearch.runs import Run, open_store
+    from tests.agent.mcp_helpers import call_through_server
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
     cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="mcp-client")})
@@ -204,6 +205,10 @@ def test_the_mcp_server_serves_the_same_guarded_git(tmp_path: Path) -> None:
         assert name == "get_status" or (out.is_error and "nested git repository" in out.text), out.text
     (agent.workspace.root / "sub" / "f.txt").write_text("changed\n")
     driver.call("git", {"command": "diff"})
+    over_the_wire = call_through_server(driver, [("git", {"command": "status"}), ("git", {"command": "add -A"}),
+                                                      ("get_status", {})])
+    assert over_the_wire[0].is_error and over_the_wire[1].is_error
+    assert all("nested git repository" in r.content[0].text for r in over_the_wire[:2])
     assert not marker.exists(), "the nested repository's config ran on the host over MCP"
     assert run.store.evaluations(run.id) == []
     assert os.listdir(tmp_path / run.id / "git")  # the harness's git dir is there, untouched by the refusals

@@ -241,6 +241,7 @@ def test_a_symlinked_parent_folder_leaks_no_environment_into_an_experiment_over_
     from reasearch.evaluators.testing import ToyRepoTrainingTask
     from reasearch.runs import Run as StoredRun
     from reasearch.runs import open_store
+    from tests.agent.mcp_helpers import call_through_server, text
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
     cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="mcp-client")})
@@ -272,6 +273,9 @@ def test_a_symlinked_parent_folder_leaks_no_environment_into_an_experiment_over_
             assert out.is_error and "symlink" in out.text, out.text
         texts = [o.text for o in outs] + [driver.call(n, {}).text for n in ("get_status", "get_experiments")]
         assert not any(s in t for s in secrets for t in texts)
+    wire = call_through_server(driver, [("run_experiment", {"description": "again", "wait_s": 0}),
+                                        ("read_file", {"path": "sub/passwd"})])  # the MCP server: the same
+    assert all(r.is_error and "symlink" in text(r) and secrets[1] not in text(r) for r in wire)
     assert run.store.evaluations(run.id) == []  # nothing was encoded, nothing ran
 
 
