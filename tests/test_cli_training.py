@@ -33,7 +33,7 @@ def test_seed_writes_a_committed_repository_for_a_training_task(tmp_path: Path) 
     assert main(["seed", "nanogpt/v1", "-o", str(repo)]) == 2  # not an empty folder
 
 
-def test_eval_runs_one_experiment_on_a_repository(shared_data: Path, monkeypatch: pytest.MonkeyPatch,
+def test_eval_runs_one_experiment_on_a_repository(monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     monkeypatch.setenv("REASEARCH_FAKE_GPUS", "1")
     monkeypatch.setenv("REASEARCH_CPUS_PER_SLOT", "1")
@@ -45,15 +45,14 @@ def test_eval_runs_one_experiment_on_a_repository(shared_data: Path, monkeypatch
         train.write_text(train.read_text().replace("max_steps = None", "max_steps = 5"))
         (repo / "out").mkdir()
         (repo / "out" / "model.pt").write_bytes(b"x" * 10)  # ignored (.gitignore): not part of the candidate
-        text = shared_data / "text" / "tinyshakespeare.txt"
-        corpus = str(text) if text.is_file() else "stdlib"
         capsys.readouterr()
-        code = main(["eval", "nanogpt/v1", str(repo), "-p", "time_budget_s=60", "-p", f"corpus={corpus}",
+        code = main(["eval", "nanogpt/v1", str(repo), "-p", "time_budget_s=60",  # the default corpus: packaged, sealed
                      "-p", "eval_tokens=512", "-p", "grace_s=30", "--json"])
         doc = json.loads(capsys.readouterr().out)
         assert code == 0 and doc["status"] == "OK", doc["feedback"][-2000:]
         m = doc["metrics"]
         assert m["slot"].startswith("gpu0") and m["gpu_s"] > 0 and m["train_s"] > 0 and m["last_step"] == 0
+        assert m["corpus"] == "shakespeare" and m["sealed"] is True
         assert "training log tail" in doc["feedback"] and 0 < doc["score"] < 9
     finally:
         import shutil

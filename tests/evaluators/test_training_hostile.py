@@ -17,7 +17,12 @@ import pytest
 import reasearch
 from reasearch.evaluators._secret import secret_path
 from reasearch.evaluators.nanogpt._data import PACKAGED_CORPUS, load_corpus
-from reasearch.evaluators.nanogpt.task import CAUSALITY_TOL, NanoGPTTask, bits_per_byte, causality_gap
+from reasearch.evaluators.nanogpt.task import (
+    CAUSALITY_TOL,
+    NanoGPTTask,
+    bits_per_byte,
+    causality_gap,
+)
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.result import EvalResult, Status
 from tests.engine.conftest import needs_mode
@@ -39,17 +44,21 @@ def _nanogpt(**params: object) -> NanoGPTTask:
 # A train.py that reads what the jail shows and memorizes it as an exact 16-byte-context -> next-byte table
 # (sorted 32-bit hashes, first writer wins, in priority order): the interpreter's standard library (the
 # old default corpus), the training split, anything whose path names the corpus, and the continuation of
-# the training split's last 24 bytes wherever they occur in any readable file on the whole file system
-# (compressed ones decompressed). It prints what it read.
+# the training split's last 24 bytes wherever they occur in any readable text file of 32 KiB or more on the
+# whole file system (compressed ones decompressed; data-like files first, until its time is nearly up).
+# It prints what it read.
 MEMORIZER_TRAIN = r'''
 import bz2, gzip, json, lzma, os, stat, sys, time
 import numpy as np, torch
-K, CAP = 16, 48 << 20
+K, CAP = 16, 24 << 20
+DEADLINE = float(os.environ["REASEARCH_DEADLINE"]) - 30  # time left to hash and save
+CODE = (".py", ".pyi", ".h", ".hpp", ".c", ".cc", ".js", ".html", ".css", ".pm", ".pl", ".vim", ".cmake", ".xml")
 out, data_dir = os.environ["REASEARCH_OUT_DIR"], os.environ["REASEARCH_DATA_DIR"]
 train = open(os.path.join(data_dir, "train.bin"), "rb").read()
 needle = train[-24:]
 stdlib = os.path.dirname(os.__file__)
-blobs, found, stats = [], [], {"files": 0, "searched": 0, "bytes_searched": 0, "unreadable": 0}
+blobs, found, todo = [], [], []
+stats = {"files": 0, "searched": 0, "bytes_searched": 0, "unreadable": 0, "search_complete": False}
 
 def text(path, size):
     try:
@@ -79,17 +88,24 @@ for dp, dns, fns in os.walk("/"):
         if not stat.S_ISREG(st.st_mode):
             continue
         stats["files"] += 1
-        if p.startswith(stdlib + "/") and p.endswith(".py") or "shakespeare" in p.lower() or p.endswith("val.bin"):
+        stdlib_py = p.startswith(stdlib + "/") and p.endswith(".py") and "site-packages" not in p
+        if stdlib_py or "shakespeare" in p.lower() or p.endswith("val.bin"):
             raw = text(p, 64 << 20)
             if raw and sum(map(len, blobs)) < CAP:
                 blobs.append(raw)
-        if st.st_size >= 16384 and st.st_size <= (64 << 20):  # a copy of a 10% split is at least this big
-            raw = text(p, st.st_size)
-            if raw:
-                stats["searched"] += 1; stats["bytes_searched"] += len(raw)
-                at = raw.find(needle)
-                if at >= 0 and not p.startswith(data_dir):
-                    found.append(p); blobs.insert(0, raw[at + len(needle):])  # the held-out bytes, first
+        if 32768 <= st.st_size <= (64 << 20):  # any copy of a held-out split (even xz'd) is at least this big
+            todo.append((p.endswith(CODE), st.st_size, p))  # data-like files first, small first
+for _, size, p in sorted(todo):
+    if time.time() > DEADLINE:
+        break
+    raw = text(p, size)
+    if raw:
+        stats["searched"] += 1; stats["bytes_searched"] += len(raw)
+        at = raw.find(needle)
+        if at >= 0 and not p.startswith(data_dir):
+            found.append(p); blobs.insert(0, raw[at + len(needle):])  # the held-out bytes, first
+else:
+    stats["search_complete"] = True
 blobs.append(train)
 keys, vals = [], []
 for b in blobs:
@@ -105,7 +121,7 @@ keys, first = np.unique(keys, return_index=True)
 vals = vals[first]
 print(json.dumps({"memorized": int(len(keys)), "found": found[:20], **stats}), flush=True)
 json.dump({"block_size": 1024, "n": int(len(keys))}, open(os.path.join(out, "config.json"), "w"))
-torch.save({"keys": torch.from_numpy(keys), "vals": torch.from_numpy(vals.astype(np.int64))},
+torch.save({"keys": torch.from_numpy(keys), "vals": torch.from_numpy(vals.astype(np.uint8))},
            os.path.join(out, "model.pt"))
 '''
 
@@ -116,7 +132,7 @@ class Lookup(nn.Module):
     def __init__(self, n):
         super().__init__()
         self.register_buffer("keys", torch.zeros(n, dtype=torch.int64))
-        self.register_buffer("vals", torch.zeros(n, dtype=torch.int64))
+        self.register_buffer("vals", torch.zeros(n, dtype=torch.uint8))
     def forward(self, idx):
         B, T = idx.shape
         logits = torch.zeros(B, T, 256)
@@ -129,7 +145,7 @@ class Lookup(nn.Module):
         h = ((lo * -7046029254386353131) ^ (hi * -4417276706812531889)) >> 32 & 0xFFFFFFFF
         pos = torch.searchsorted(self.keys, h).clamp(max=len(self.keys) - 1)
         hit = self.keys[pos] == h
-        guess = torch.nn.functional.one_hot(self.vals[pos], 256).float() * math.log(0.99 * 255 / 0.01)
+        guess = torch.nn.functional.one_hot(self.vals[pos].long(), 256).float() * math.log(0.99 * 255 / 0.01)
         logits[:, K - 1 :] = torch.where(hit[..., None], guess, torch.zeros(()))
         return logits
 def build_model(config):
@@ -157,7 +173,7 @@ def test_memorizing_everything_the_jail_can_read(corpus: str, tmp_path: Path) ->
     require > 6 bits per byte. The same attack on ``corpus=stdlib`` (not sealed) must win (< 3 bits per byte):
     the test can fail."""
     needs_mode("nsjail")
-    task = _nanogpt(corpus=corpus)
+    task = _nanogpt(corpus=corpus, time_budget_s=240.0)
     corpus_obj = load_corpus(corpus)
     res = task.evaluate(_memorizer([str(PACKAGED_CORPUS), str(corpus_obj.val_path)]), seed=0,
                         experiment_dir=str(tmp_path / "exp"))
@@ -189,8 +205,7 @@ for path in ({str(PACKAGED_CORPUS)!r}, {str(val)!r}):
     except OSError as exc:
         print("DENIED", path, type(exc).__name__)
 '''
-    res = task.evaluate(encode_repo({"train.py": probe, "model.py": "x = 1\n"}), seed=0,
-                        experiment_dir=str(tmp_path / "exp"))
+    task.evaluate(encode_repo({"train.py": probe, "model.py": "x = 1\n"}), seed=0, experiment_dir=str(tmp_path / "exp"))
     log = (tmp_path / "exp" / "train.log").read_text()
     assert "LEAK" not in log and log.count("DENIED") == 2, log[-2000:]
     mounts = log.split("MOUNTINFO-BEGIN", 1)[1].split("MOUNTINFO-END", 1)[0].strip().splitlines()
@@ -244,18 +259,20 @@ def _held_out_leaks(text: str, windows: np.ndarray) -> list[str]:
     return hits
 
 
+@pytest.mark.parametrize("mode", ["nsjail", "process"])
 @pytest.mark.parametrize("action, words", [
     ("raise ValueError('HELD-OUT ' + held_out.hex() + repr(held_out))", "ValueError"),
     ("print('HELD-OUT', held_out, held_out.hex(), flush=True); import sys; sys.exit(5)", "SystemExit"),
 ])
-def test_scoring_output_never_reaches_the_agent(action: str, words: str, tmp_path: Path) -> None:
+def test_scoring_output_never_reaches_the_agent(action: str, words: str, mode: str, tmp_path: Path) -> None:
     """Attacker: model.py's forward (run on held-out windows during scoring) raises an exception whose message
     is the held-out bytes, or prints them and exits. Nothing of them may reach the result's feedback, its
     metrics, or what the agent's experiment tools show; the feedback names the exception class and the line
     of model.py; the full log stays on the host for a person (``scoring_log_dir``)."""
     from reasearch.agent.tools.experiments import _experiment_payload
 
-    task = _nanogpt(sandbox_mode="auto")
+    needs_mode(mode)
+    task = _nanogpt(sandbox_mode=mode)
     model = LEAKING_MODEL.replace("{action}", action)
     res = task.evaluate(encode_repo({"train.py": SAVE_ONLY, "model.py": model}), seed=0,
                         experiment_dir=str(tmp_path / "exp"))
@@ -317,7 +334,7 @@ def test_a_peeking_model_fails_however_it_inflates_its_logits(inflate: float) ->
     honest = _honest()
     nxt_score, nxt_probe = rng.integers(0, 256, (2, 4, 16))
     nxt_probe = np.where(nxt_probe == nxt_score, (nxt_score + 1) % 256, nxt_probe)
-    bonus = lambda nxt: 3.0 * np.eye(256, dtype=np.float32)[nxt]  # noqa: E731
+    bonus = lambda nxt: 3.0 * np.eye(256, dtype=np.float32)[nxt]
     a = (honest + inflate + bonus(nxt_score)).astype(np.float32)
     b = (honest + inflate + bonus(nxt_probe)).astype(np.float32)
     assert causality_gap(a, b) > 100 * CAUSALITY_TOL
@@ -412,12 +429,14 @@ print("ENV", os.environ.get("REASEARCH_SECRET"), os.environ.get("XDG_DATA_HOME")
     assert key.hex() not in log
 
 
-def test_rl_policy_output_never_reaches_the_agent() -> None:
+@pytest.mark.parametrize("mode", ["nsjail", "process"])
+def test_rl_policy_output_never_reaches_the_agent(mode: str) -> None:
     """Attacker: policy.act (run on the held-out episodes' observations) raises an exception carrying them, as
     text. The feedback gives the class and policy.py's line, never the observations."""
     pytest.importorskip("gymnasium")
+    needs_mode(mode)
     task = reasearch.make("rl/InvertedPendulum-v5-v2", time_budget_s=30.0, grace_s=30.0, episodes=2,
-                          max_episode_steps=20, eval_time_limit_s=60.0)
+                          max_episode_steps=20, eval_time_limit_s=60.0, sandbox_mode=mode)
     save = ("import json, os, numpy as np\nout = os.environ['REASEARCH_OUT_DIR']\n"
             "json.dump({}, open(os.path.join(out, 'config.json'), 'w'))\n"
             "np.savez(os.path.join(out, 'weights.npz'), w=np.zeros(1))\n")

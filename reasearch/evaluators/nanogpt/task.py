@@ -31,6 +31,7 @@ import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import run_job
+from reasearch.errors import ConfigError
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, load_corpus
 from reasearch.evaluators.result import EvalResult, Provenance, Status
@@ -253,7 +254,7 @@ what train.py prints about its own score is informational only.
         prov = super().provenance(candidate_source, seed=seed, sandbox_mode=sandbox_mode)
         try:
             corpus = self._corpus()
-        except Exception:  # a corpus that cannot load has no hash to record (the result says why)
+        except (ConfigError, OSError, ValueError):  # a corpus that cannot load has no hash to record
             return prov
         return dataclasses.replace(prov, versions={**prov.versions, "corpus": corpus.name,
                                                    "corpus_sha256": corpus.sha256,
