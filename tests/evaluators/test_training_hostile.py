@@ -189,6 +189,18 @@ def test_memorizing_everything_the_jail_can_read(corpus: str, tmp_path: Path) ->
         assert res.score is not None and res.score < 3.0, (res.score, stats)
 
 
+def test_the_packaged_corpus_stays_out_of_the_jails_code_copy() -> None:
+    """Attacker: a candidate that imports or opens ``reasearch`` package files inside the jail, hoping the
+    packaged corpus came along with the code. The code copy holds no data file, nothing of nanogpt's package
+    but what is marked for the jail, and the corpus file itself is packaged (pyproject's package-data)."""
+    from reasearch.engine._runtime import code_copy_files
+
+    files = code_copy_files()
+    assert files and PACKAGED_CORPUS.is_file() and PACKAGED_CORPUS not in files
+    assert not [f for f in files if f.suffix in (".xz", ".gz", ".bin", ".txt") or "data" in f.parts], files
+    assert "*.txt.xz" in (Path(reasearch.__file__).parents[1] / "pyproject.toml").read_text()
+
+
 def test_no_jail_mount_exposes_the_corpus_or_the_private_split(tmp_path: Path) -> None:
     """Attacker: a train.py that lists every mount of its jail (``/proc/self/mountinfo``) and opens the packaged
     corpus and the private validation split by their host paths. No mount may lie above either file (so no
