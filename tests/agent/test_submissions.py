@@ -14,7 +14,6 @@ from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.runs import Unit
 
-
 BETTER_TRAIN = Path(__file__).with_name("tabular_seasonal_train.py.txt").read_text()
 
 
@@ -63,7 +62,7 @@ def test_submit_scores_the_private_split_charges_a_submission_and_stops_at_the_c
     task = run.task
     kept = (experiment_root / run.id / "experiments" / f"step-{seen['step']:05d}" / "submission.csv").read_bytes()
     assert task.score_submission(kept).score == subs[0]["score"]  # type: ignore[attr-defined]
-    exp = [e.payload for e in run.events(kind="experiment")][0]
+    exp = next(e.payload for e in run.events(kind="experiment"))
     assert str(subs[0]["score"])[:8] not in json.dumps(exp) and "test_rmse" not in json.dumps(exp)
     assert "Submissions: 2/2 used" in agent.snapshot_text()
 

@@ -15,7 +15,14 @@ import reasearch
 from reasearch.errors import ConfigError
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.result import Status
-from reasearch.evaluators.tabular.metrics import PredictionError, accuracy, mae, parse_predictions, pearson, rmse
+from reasearch.evaluators.tabular.metrics import (
+    PredictionError,
+    accuracy,
+    mae,
+    parse_predictions,
+    pearson,
+    rmse,
+)
 from reasearch.evaluators.tabular.task import TabularTask
 from tests.engine.conftest import needs_mode
 

@@ -144,7 +144,7 @@ def _stratified(labels: np.ndarray, frac: float, rng: np.random.Generator) -> np
     mask = np.zeros(len(labels), dtype=bool)
     for c in np.unique(labels):
         idx = np.flatnonzero(labels == c)
-        k = int(round(len(idx) * frac)) if len(idx) > 1 else 0
+        k = round(len(idx) * frac) if len(idx) > 1 else 0
         mask[rng.permutation(idx)[:max(k, 1 if len(idx) > 1 else 0)]] = True
     return mask
 

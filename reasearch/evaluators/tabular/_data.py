@@ -23,6 +23,7 @@ import datetime as dt
 import functools
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
@@ -133,7 +134,7 @@ def default_table(seed: int, n: int = DEFAULT_ROWS) -> Table:
     base = 50.0
     sigma = np.empty(n)
     edges = [0, *breaks.tolist(), n]
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in itertools.pairwise(edges):
         seg = np.arange(b - a)
         level[a:b] = base + slope * seg
         sigma[a:b] = rng.uniform(0.6, 2.0)
