@@ -9,8 +9,8 @@ memory only (:class:`Split`): they are never written to any file, so no jail can
 it binds.
 
 The default series is generated instead of shipped (statsmodels holds real series in its wheel, but
-it is a 10 MB dependency for a few kilobytes of data, and a public series can be looked up or
-memorized): a daily series keyed by ``derive_seed`` of the evaluator secret, with a trend whose level
+that is 12 MB, plus pandas and patsy, for a few kilobytes of data, and a public series can be looked
+up or memorized): a daily series keyed by ``derive_seed`` of the evaluator secret, with a trend whose level
 and slope change at regime breaks, weekly and yearly seasonality, promotions, a price effect, a
 nonlinear temperature effect, noise whose scale changes by regime, autocorrelated residuals, and two
 pure-noise columns. A linear model on the raw columns leaves most of that structure on the table.
