@@ -214,7 +214,9 @@ def _publish(key: str, files: dict[str, tuple[list[str], list[list[str]]]], meta
     root = _cache_root()
     root.mkdir(mode=0o755, exist_ok=True)
     final = root / key
-    if (final / "meta.json").is_file() and not final.is_symlink():
+    if final.is_symlink():  # never bind what a link points to: made again below
+        final.unlink()
+    if (final / "meta.json").is_file():
         return final
     tmp = root / f".tmp-{secrets.token_hex(6)}"
     tmp.mkdir(mode=0o755)
@@ -241,7 +243,7 @@ def load_split(data: str, target: str, time_col: str, val_frac: float, test_frac
     """
     stamp = _stamp(data)  # an edited file is read again
     split = _load_split(data, target, time_col, val_frac, test_frac, seed, str(_cache_root()), stamp)
-    if not (split.public_dir / "meta.json").is_file():
+    if split.public_dir.is_symlink() or not (split.public_dir / "meta.json").is_file():
         _load_split.cache_clear()
         split = _load_split(data, target, time_col, val_frac, test_frac, seed, str(_cache_root()), stamp)
     return split
