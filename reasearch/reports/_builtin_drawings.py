@@ -253,6 +253,7 @@ def draw_training(ctx: DrawContext) -> str:
 BUILTIN_DRAWINGS: dict[str, Drawing] = {
     "tabular": draw_training,
     "img": draw_training,
+    "atari": draw_training,
     "circle_packing": draw_packing,
     "heilbronn": draw_points,
     "txn_scheduling": draw_schedules,

@@ -14,6 +14,8 @@ from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.runs import Unit
 
+BETTER_TRAIN = Path(__file__).with_name("tabular_seasonal_train.py.txt").read_text()
+
 
 def _last_results(request: ModelRequest) -> str:
     last = request.messages[-1]["content"]
@@ -60,6 +62,32 @@ def test_submit_scores_the_private_split_charges_a_submission_and_stops_at_the_c
     task = run.task
     kept = (experiment_root / run.id / "experiments" / f"step-{seen['step']:05d}" / "submission.csv").read_bytes()
     assert task.score_submission(kept).score == subs[0]["score"]  # type: ignore[attr-defined]
-    exp = [e.payload for e in run.events(kind="experiment")][0]
+    exp = next(e.payload for e in run.events(kind="experiment"))
     assert str(subs[0]["score"])[:8] not in json.dumps(exp) and "test_rmse" not in json.dumps(exp)
     assert "Submissions: 2/2 used" in agent.snapshot_text()
+
+
+def test_a_scripted_agent_improves_on_the_seed_and_submits_its_best(experiment_root: Path) -> None:
+    """Seed, then a seasonal linear model (weekday, yearly terms, trend): a new best on validation, then
+    one submission of it; the private score is far better than the seed's would be."""
+    script: list[Any] = [
+        say("", call("run_experiment", description="seed: linear on raw columns", wait_s=60)),
+        say("", call("write_file", path="train.py", content=BETTER_TRAIN)),
+        say("", call("git", command='commit -am "seasonal linear model"')),
+        say("", call("run_experiment", description="weekday one-hot, yearly Fourier terms, trend", wait_s=60)),
+        lambda request: say("", call("submit", step=int(re.search(r"experiment (\d+) \(",  # type: ignore[union-attr]
+                                                                          _last_results(request)).group(1)))),
+        say("Done.", call("finish", reason="the seasonal model")),
+    ]
+    config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
+    agent = start_run("tabular/csv-v1", task_params={"time_budget_s": 30.0, "grace_s": 10.0},
+                      budget={"experiments": 3}, config=config, run_dir=experiment_root,
+                      models={"agent": ScriptedModel(script)})
+    result = agent.optimize()
+    seed, better = [e.payload for e in agent.run.events(kind="experiment")]
+    assert seed["status"] == better["status"] == "OK", (seed.get("feedback"), better.get("feedback"))
+    assert better["score"] < 0.5 * seed["score"]  # rmse: lower is better
+    assert result.final_score == better["score"]
+    sub = [e.payload for e in agent.run.events(kind="submission")]
+    assert len(sub) == 1 and sub[0]["status"] == "OK" and sub[0]["candidate"] == better["candidate"]
+    assert agent.run.used()[Unit.SUBMISSIONS] == 1

@@ -30,12 +30,16 @@ SLOW: dict[str, str] = {
 # Parameters that keep a check fast without changing the task's id (training tasks: seconds of budget).
 _RL_TEST_PARAMS = {"time_budget_s": 3.0, "grace_s": 20.0, "episodes": 2, "max_episode_steps": 100,
                    "eval_time_limit_s": 90.0}
+_ATARI_TEST_PARAMS = {"time_budget_s": 3.0, "grace_s": 20.0, "episodes": 2, "max_frames": 400,
+                      "eval_time_limit_s": 90.0}
 TEST_PARAMS: dict[str, dict[str, object]] = {
     "nanogpt/v1": {"time_budget_s": 3.0, "grace_s": 20.0, "eval_tokens": 1024, "eval_time_limit_s": 90.0},
 }
 
 
 def _test_params(task_id: str) -> dict[str, object]:
+    if task_id.startswith("atari/"):
+        return _ATARI_TEST_PARAMS
     return _RL_TEST_PARAMS if task_id.startswith("rl/") else TEST_PARAMS.get(task_id, {})
 
 

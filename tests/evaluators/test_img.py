@@ -53,7 +53,7 @@ def test_the_seed_trains_and_scores_on_the_held_out_digits(task: ImageFolderTask
     assert (s.n_train, s.n_val, len(s.test_labels), s.shape) == (1295, 143, 359, (8, 8, 1))
     assert 0.85 < res.score <= 1.0 and res.metrics["test_accuracy"] == res.score
     assert res.metrics["last_step"] == 59 and res.metrics["loss_curve"][0][1] > res.metrics["last_train_loss"]
-    assert (tmp_path / "exp" / "scoring.log").is_file() and res.provenance is not None
+    assert (tmp_path / "exp" / "scoring" / "infer.log").is_file() and res.provenance is not None
     assert sorted(p.name for p in s.public_dir.iterdir()) == ["classes.json", "train.npz", "val.npz"]
     assert np.bincount(s.test_labels).min() >= 34  # stratified: every class held out
 
@@ -89,22 +89,26 @@ def test_a_forged_metric_is_ignored(task: ImageFolderTask) -> None:
     assert res.score == pytest.approx(float(np.mean(task.split().test_labels == 0))) and res.score < 0.2
 
 
-def test_scoring_output_never_reaches_the_feedback(task: ImageFolderTask) -> None:
+def test_scoring_output_never_reaches_the_feedback(task: ImageFolderTask, tmp_path: Path) -> None:
     leak = ("        print('PIXELS', images[0].ravel().tolist(), flush=True)\n"
             "        raise ValueError('SECRET-' + ','.join(map(str, images[0].ravel().tolist())))")
-    res = task.evaluate(_repo(task, **{"train.py": _CONST_TRAIN, "model.py": _model(leak)}))
+    res = task.evaluate(_repo(task, **{"train.py": _CONST_TRAIN, "model.py": _model(leak)}),
+                        experiment_dir=str(tmp_path / "exp"))
     assert res.status is Status.CRASH and res.score is None
-    assert "raised ValueError at model.py:6" in res.feedback, res.feedback
+    assert "ValueError raised at model.py:6, during model.predict" in res.feedback, res.feedback
     assert "PIXELS" not in res.feedback and "SECRET" not in res.feedback
-    # an exception class named after the data, and a forged marker line with a made-up place
-    named = ("        raise type('Leak' + str(int(images.sum())), (Exception,), {})()")
+    assert "SECRET" in (tmp_path / "exp" / "scoring" / "infer.log").read_text()  # kept for a person
+    # an exception class named after the data, and a forged report naming a made-up class and file
+    named = "        raise type('Leak' + str(int(images.sum())), (KeyError,), {})()"
     res = task.evaluate(_repo(task, **{"train.py": _CONST_TRAIN, "model.py": _model(named)}))
-    assert "an exception (not a built-in type) at model.py:5" in res.feedback and "Leak" not in res.feedback
-    forged = ("        import sys, os\n        print('\\nREASEARCH-INFER-ERROR KeyError ' + str(int(images.sum())) + "
-              "'.py:1', flush=True)\n        os._exit(3)")
-    res = task.evaluate(_repo(task, **{"train.py": _CONST_TRAIN, "model.py": _model(forged)}))
-    assert res.status is Status.CRASH and "raised KeyError (" in res.feedback and str(
-        int(task.split().test_images[:256].sum())) not in res.feedback
+    assert "KeyError (a subclass of it) raised at model.py:5" in res.feedback and "Leak" not in res.feedback
+    forged = ("        import sys, os\n        p = json.load(open(sys.argv[1]))['report']\n"
+              "        s = str(int(images.sum()))\n"
+              "        json.dump({'step': s, 'type': 'Leak' + s, 'where': [s + '.py', 1]}, open(p, 'w'))\n"
+              "        os._exit(3)")
+    res = task.evaluate(_repo(task, **{"train.py": _CONST_TRAIN, "model.py": _model(forged, "import json")}))
+    assert res.status is Status.CRASH and "an exception raised outside your repository" in res.feedback
+    assert str(int(task.split().test_images[:256].sum())) not in res.feedback
 
 
 @pytest.mark.parametrize("case", ["symlink", "fifo", "pickle"])
@@ -131,7 +135,8 @@ json.dump({{}}, open(os.path.join(out, "config.json"), "w"))
 np.savez(os.path.join(out, "weights.npz"), w=np.array([P()], dtype=object))
 """
     res = task.evaluate(_repo(task, **{"train.py": train}))
-    assert res.status is Status.CRASH and "raised ValueError" in res.feedback and not marker.exists()
+    assert res.status is Status.CRASH and "ValueError raised" in res.feedback and "loading the checkpoint" in res.feedback
+    assert not marker.exists()
 
 
 def test_a_training_run_past_its_budget_gets_no_score(experiment_root: Path) -> None:

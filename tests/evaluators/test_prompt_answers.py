@@ -11,7 +11,12 @@ import pytest
 import reasearch
 from reasearch.errors import ConfigError
 from reasearch.evaluators.prompt._data import context_text, read_jsonl
-from reasearch.evaluators.prompt.metrics import apply_answer_rule, check_answer_rule, extract_json_field, split_code
+from reasearch.evaluators.prompt.metrics import (
+    apply_answer_rule,
+    check_answer_rule,
+    extract_json_field,
+    split_code,
+)
 from reasearch.evaluators.prompt.testing import FakeStudentServer
 
 FENCE = "```"

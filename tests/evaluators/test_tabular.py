@@ -15,7 +15,14 @@ import reasearch
 from reasearch.errors import ConfigError
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.result import Status
-from reasearch.evaluators.tabular.metrics import PredictionError, accuracy, mae, parse_predictions, pearson, rmse
+from reasearch.evaluators.tabular.metrics import (
+    PredictionError,
+    accuracy,
+    mae,
+    parse_predictions,
+    pearson,
+    rmse,
+)
 from reasearch.evaluators.tabular.task import TabularTask
 from tests.engine.conftest import needs_mode
 
@@ -217,3 +224,16 @@ def test_describe_names_the_files_and_the_submit_rule(task: TabularTask) -> None
     with pytest.raises(ValueError, match="metric must be one of"):
         _ = reasearch.make("tabular/csv-v1", metric="r2").spec
     assert os.environ["REASEARCH_EXPERIMENTS_DIR"] in str(task.train_data_dir())
+
+
+def test_a_public_folder_replaced_by_a_symlink_is_made_again(user_task: TabularTask, tmp_path: Path) -> None:
+    s = user_task.split()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "meta.json").write_text("{}")
+    import shutil
+
+    shutil.rmtree(s.public_dir)
+    s.public_dir.symlink_to(elsewhere)
+    again = user_task.split()
+    assert not again.public_dir.is_symlink() and (again.public_dir / "train.csv").is_file()

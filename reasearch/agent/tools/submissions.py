@@ -46,8 +46,8 @@ class SubmissionTools:
 
     def snapshot_lines(self) -> list[str]:
         subs = self.submissions()
-        lines = [f"Submissions: {len(subs)}/{self.cap()} used (submit(step) scores an experiment's submission.csv "
-                 "on the private test period)"]
+        lines = [(f"Submissions: {len(subs)}/{self.cap()} used (submit(step) scores an experiment's submission.csv "
+                 "on the private test period)")]
         lines += [f"  experiment {s['experiment']}: {s['status']} {fmt_score(s.get('score'))}" for s in subs[-5:]]
         return lines
 

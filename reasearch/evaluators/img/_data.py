@@ -144,7 +144,7 @@ def _stratified(labels: np.ndarray, frac: float, rng: np.random.Generator) -> np
     mask = np.zeros(len(labels), dtype=bool)
     for c in np.unique(labels):
         idx = np.flatnonzero(labels == c)
-        k = int(round(len(idx) * frac)) if len(idx) > 1 else 0
+        k = round(len(idx) * frac) if len(idx) > 1 else 0
         mask[rng.permutation(idx)[:max(k, 1 if len(idx) > 1 else 0)]] = True
     return mask
 
@@ -158,7 +158,7 @@ def _cache_root() -> Path:
 def load_image_split(data: str, image_size: int, test_frac: float, val_frac: float, split_seed: int) -> ImageSplit:
     """The split of ``data``; the public folder is written once per content and split (remade when gone)."""
     split = _load(data, int(image_size), float(test_frac), float(val_frac), int(split_seed), str(_cache_root()))
-    if not (split.public_dir / "classes.json").is_file():
+    if split.public_dir.is_symlink() or not (split.public_dir / "classes.json").is_file():
         _load.cache_clear()
         split = _load(data, int(image_size), float(test_frac), float(val_frac), int(split_seed), str(_cache_root()))
     return split
@@ -174,6 +174,8 @@ def _load(data: str, image_size: int, test_frac: float, val_frac: float, split_s
     val, train = rest[val_in_rest], rest[~val_in_rest]
     key = hashlib.sha256(json.dumps([digest, image_size, test_frac, val_frac, split_seed]).encode()).hexdigest()[:20]
     final = Path(root) / key
+    if final.is_symlink():  # never bind what a link points to: made again below
+        final.unlink()
     if not (final / "classes.json").is_file():
         Path(root).mkdir(mode=0o755, parents=True, exist_ok=True)
         tmp = Path(root) / f".tmp-{secrets.token_hex(6)}"

@@ -12,12 +12,8 @@ both checked against the repository (the full log stays on disk for a person).
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
-import re
-import shutil
-import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,6 +23,7 @@ import numpy as np
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import run_job
 from reasearch.evaluators._outputs import OutputError, read_output, read_output_npy
+from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators.img._data import ImageSplit, load_image_split
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
@@ -36,9 +33,13 @@ __all__ = ["ImageFolderTask"]
 
 _MAX_CONFIG_BYTES = 64 * 1024
 _BATCH = 256
-_ERROR = re.compile(r"REASEARCH-INFER-ERROR (\S{1,100}) (\S{1,300})\s*$")
-_own = threading.local()  # the caller's experiment folder of the evaluation running in this thread
-_BUILTIN_ERRORS = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+_INFER_STEPS = {
+    "weights": "while loading the checkpoint (config.json a JSON object; weights.npz arrays without pickled "
+               "objects, or model.pt a state_dict of plain tensors)",
+    "import": "while importing model.py", "build": "in build_model(config, weights)",
+    "predict": "during model.predict(images) on held-out images",
+    "output": "checking the output: predict must return scores [B, classes] or integer classes [B]",
+}
 
 
 class ImageFolderTask(TrainingTask):
@@ -128,14 +129,6 @@ If model.py fails there, you see only the exception type and its file:line. Prin
 """
 
     # ------------------------------------------------------------ trusted side
-    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None,
-                 experiment_dir: str | None = None) -> EvalResult:
-        _own.folder = experiment_dir
-        try:
-            return super().evaluate(candidate_source, seed=seed, executor=executor, experiment_dir=experiment_dir)
-        finally:
-            _own.folder = None
-
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores predicted classes of the held-out images: ``{"predictions": [one class id per image]}``."""
         s = self.split()
@@ -170,59 +163,31 @@ If model.py fails there, you see only the exception type and its file:line. Prin
         s = self.split()
         folder = exp_dir / "eval"
         folder.mkdir(mode=0o755)
+        logs = exp_dir / "scoring"  # the jail's log: kept on the host for a person, never shown to the agent
+        logs.mkdir(mode=0o700, exist_ok=True)
         np.save(folder / "inputs.npy", s.test_images, allow_pickle=False)
         req = {"repo": str(repo_dir), "ckpt": str(ckpt_dir), "inputs": str(folder / "inputs.npy"),
-               "out": str(folder / "predictions.npy"), "batch": _BATCH}
+               "out": str(folder / "predictions.npy"), "report": str(folder / REPORT_NAME), "batch": _BATCH}
         (folder / "request.json").write_text(json.dumps(req))
         script = folder / "_infer.py"
         script.write_text(Path(__file__).with_name("_infer.py").read_text())
         os.chmod(script, 0o444)
         job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
-                      time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=folder / "infer.log",
+                      time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=logs / "infer.log",
                       binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
                       memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
         (folder / "inputs.npy").unlink(missing_ok=True)
-        own = getattr(_own, "folder", None)
-        if own is not None and os.path.isfile(job.log_path):  # the scoring log, for a person (never the agent)
-            shutil.copyfile(job.log_path, Path(own) / "scoring.log")
+        # Nothing of the job's output (log tail, exit code, messages) goes into the feedback: candidate code
+        # ran on the held-out images and could have put them there.
+        if job.status in (Status.TIMEOUT, Status.OOM):
+            words = {Status.TIMEOUT: f"ran past its {float(self.eval_time_limit_s):g} s limit",
+                     Status.OOM: "ran out of memory"}[job.status]
+            return EvalResult.failure(job.status, f"the scoring run of model.py {words}. {WITHHELD}")
         if not job.ok:
-            return self._scoring_failure(job.status, job.log_tail, repo_dir)
+            step, text = describe_failure(folder, repo_dir, _INFER_STEPS, "the scoring run of model.py")
+            return EvalResult.failure(Status.INVALID if step == "output" else Status.CRASH, text)
         try:
             pred = read_output_npy(folder / "predictions.npy", 64 + 16 * len(s.test_labels) + 4096)
         except OutputError as exc:
             return self.invalid(f"the scoring run left no predictions ({exc})")
         return self.score_solution({"predictions": pred})
-
-    def _scoring_failure(self, status: Status, log_tail: str, repo_dir: Path) -> EvalResult:
-        """The verdict of a failed scoring run, saying nothing the candidate's code printed there: only a
-        built-in exception type and a file:line of the repository that exist (else ``an exception``)."""
-        lines = log_tail.strip().splitlines()
-        m = _ERROR.search(lines[-1]) if lines else None
-        if status is Status.TIMEOUT:
-            what = f"did not finish within {float(self.eval_time_limit_s):g} s"
-        elif lines and lines[-1].startswith("REASEARCH-INFER-SHAPE"):
-            what = "model.predict returned an array that is neither [B, classes] scores nor [B] integer classes"
-            status = Status.INVALID
-        elif m is not None:
-            kind = m.group(1) if m.group(1) in _BUILTIN_ERRORS else "an exception (not a built-in type)"
-            where = _repo_place(m.group(2), repo_dir)
-            what = f"raised {kind}" + (f" at {where}" if where else "")
-            status = Status.CRASH
-        else:
-            what = f"ended {status.value}"
-        return EvalResult.failure(status, f"the scoring run of model.py {what} (its output is not shown: the "
-                                          "held-out images were its input)")
-
-
-def _repo_place(place: str, repo_dir: Path) -> str | None:
-    """``file:line`` when the file is a regular file of the repository and has that line, else None."""
-    path, _, line = place.rpartition(":")
-    if not line.isdigit() or not re.fullmatch(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*", path) or ".." in path:
-        return None
-    f = repo_dir / path
-    try:
-        if f.is_symlink() or not f.is_file() or not 1 <= int(line) <= len(f.read_text().splitlines()):
-            return None
-    except (OSError, UnicodeDecodeError):
-        return None
-    return f"{path}:{int(line)}"

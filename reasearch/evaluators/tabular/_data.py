@@ -9,8 +9,8 @@ memory only (:class:`Split`): they are never written to any file, so no jail can
 it binds.
 
 The default series is generated instead of shipped (statsmodels holds real series in its wheel, but
-it is a 10 MB dependency for a few kilobytes of data, and a public series can be looked up or
-memorized): a daily series keyed by ``derive_seed`` of the evaluator secret, with a trend whose level
+that is 12 MB, plus pandas and patsy, for a few kilobytes of data, and a public series can be looked
+up or memorized): a daily series keyed by ``derive_seed`` of the evaluator secret, with a trend whose level
 and slope change at regime breaks, weekly and yearly seasonality, promotions, a price effect, a
 nonlinear temperature effect, noise whose scale changes by regime, autocorrelated residuals, and two
 pure-noise columns. A linear model on the raw columns leaves most of that structure on the table.
@@ -23,6 +23,7 @@ import datetime as dt
 import functools
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
@@ -133,7 +134,7 @@ def default_table(seed: int, n: int = DEFAULT_ROWS) -> Table:
     base = 50.0
     sigma = np.empty(n)
     edges = [0, *breaks.tolist(), n]
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in itertools.pairwise(edges):
         seg = np.arange(b - a)
         level[a:b] = base + slope * seg
         sigma[a:b] = rng.uniform(0.6, 2.0)
@@ -213,7 +214,9 @@ def _publish(key: str, files: dict[str, tuple[list[str], list[list[str]]]], meta
     root = _cache_root()
     root.mkdir(mode=0o755, exist_ok=True)
     final = root / key
-    if (final / "meta.json").is_file() and not final.is_symlink():
+    if final.is_symlink():  # never bind what a link points to: made again below
+        final.unlink()
+    if (final / "meta.json").is_file():
         return final
     tmp = root / f".tmp-{secrets.token_hex(6)}"
     tmp.mkdir(mode=0o755)
@@ -240,7 +243,7 @@ def load_split(data: str, target: str, time_col: str, val_frac: float, test_frac
     """
     stamp = _stamp(data)  # an edited file is read again
     split = _load_split(data, target, time_col, val_frac, test_frac, seed, str(_cache_root()), stamp)
-    if not (split.public_dir / "meta.json").is_file():
+    if split.public_dir.is_symlink() or not (split.public_dir / "meta.json").is_file():
         _load_split.cache_clear()
         split = _load_split(data, target, time_col, val_frac, test_frac, seed, str(_cache_root()), stamp)
     return split

@@ -10,8 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Sequence
-from typing import Callable
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -44,7 +44,8 @@ def accuracy(pred: np.ndarray, truth: np.ndarray) -> float:
 
 METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "pearson": pearson, "rmse": rmse, "mae": mae, "accuracy": accuracy}
-DIRECTIONS = {"pearson": "maximize", "rmse": "minimize", "mae": "minimize", "accuracy": "maximize"}
+DIRECTIONS: dict[str, Literal["maximize", "minimize"]] = {
+    "pearson": "maximize", "rmse": "minimize", "mae": "minimize", "accuracy": "maximize"}
 
 
 def parse_predictions(data: bytes, ids: Sequence[int], what: str) -> np.ndarray:

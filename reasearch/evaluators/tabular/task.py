@@ -26,7 +26,12 @@ from reasearch.evaluators._secret import derive_seed, fingerprint
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.tabular._data import Split, load_split
-from reasearch.evaluators.tabular.metrics import DIRECTIONS, METRICS, PredictionError, parse_predictions
+from reasearch.evaluators.tabular.metrics import (
+    DIRECTIONS,
+    METRICS,
+    PredictionError,
+    parse_predictions,
+)
 from reasearch.evaluators.training import TrainingTask
 
 __all__ = ["SUBMISSION_FILE", "TabularTask"]

@@ -1,0 +1,217 @@
+"""``atari/{game}-v1``: train an Atari policy from pixels within a time budget; scored by mean return.
+
+The candidate is a repository (``train.py``, ``policy.py``, ...). Training runs in a jail with ale-py (the
+emulator and its ROMs) and Gymnasium importable. Scoring: the trusted side (this process) creates
+``episodes`` environments with sticky actions (``repeat_action_probability``), a frame skip and a frame cap
+per episode, reset with seeds derived from the evaluator's secret (:mod:`reasearch.evaluators._secret`),
+and steps them itself. Each step it sends the grey frames of the running episodes (uint8 [B, 210, 160]) to
+the fixed policy server (``rl/_policy_server.py``, shared with the MuJoCo tasks) in a scoring jail and
+checks the answers (one integer action in range per frame). The policy process never holds an emulator:
+it cannot read the console's RAM or state, only the pixels it is sent. Score = mean undiscounted return
+(maximize), with its spread in the metrics. What policy code prints or raises is withheld.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from reasearch.engine.gpu import SlotLease
+from reasearch.engine.training import SessionError, start_session
+from reasearch.evaluators._outputs import OutputError, read_output
+from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
+from reasearch.evaluators._secret import derive_seed, secret
+from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.rl.task import RLTask
+from reasearch.evaluators.spec import TaskSpec
+from reasearch.evaluators.training import experiments_root
+
+__all__ = ["GAMES", "AtariTask", "ale_id", "scoring_seeds"]
+
+GAMES = ("qbert", "pong", "breakout", "space_invaders", "ms_pacman", "seaquest", "beam_rider", "enduro")
+_MAX_CONFIG_BYTES = 64 * 1024
+_SERVER_STEPS = {
+    "weights": "while loading config.json and the weights (weights.npz with allow_pickle=False, or model.pt with "
+               "torch.load(weights_only=True): plain arrays or tensors only)",
+    "import": "while importing policy.py", "build": "in build_policy(config, weights)",
+    "act": "in policy.act(frames) on a held-out episode",
+    "output": "converting policy.act's answer to an array of one action per frame",
+}
+
+
+def ale_id(game: str) -> str:
+    """``qbert`` -> ``ALE/Qbert-v5``."""
+    return "ALE/" + "".join(part.capitalize() for part in game.split("_")) + "-v5"
+
+
+def scoring_seeds(game: str, episodes: int, key: bytes | None = None) -> list[int]:
+    """The scored episodes' seeds: derived from the evaluator's secret (only its holder can compute them)."""
+    key = secret() if key is None else key
+    return [derive_seed("atari held-out episode", {"game": game, "episode": i}, key) % (1 << 31)
+            for i in range(int(episodes))]
+
+
+class AtariTask(RLTask):
+    """Atari from pixels (ale-py) under a training time budget: maximize the mean undiscounted return.
+
+    Args:
+        game: one of :data:`GAMES` (default ``qbert``).
+        time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
+        episodes: scored episodes (seeds from the secret), stepped together.
+        max_frames: the frame cap of a scored episode (108,000 = 30 emulated minutes, the usual protocol).
+        sticky: probability that the console repeats the previous action (0.25, Machado et al. 2018).
+        frameskip: emulator frames per agent step.
+        eval_time_limit_s: wall limit of the scoring session.
+    """
+
+    def __init__(self, game: str = "qbert", time_budget_s: float = 600.0, max_time_budget_s: float = 1800.0,
+                 grace_s: float = 30.0, episodes: int = 10, max_frames: int = 108_000, sticky: float = 0.25,
+                 frameskip: int = 4, eval_time_limit_s: float = 900.0, slot: str = "auto", memory_mb: int = 8192,
+                 sandbox_mode: str = "auto") -> None:
+        self.game = game
+        self.env = ale_id(game)
+        self.time_budget_s = time_budget_s
+        self.max_time_budget_s = max_time_budget_s
+        self.grace_s = grace_s
+        self.episodes = episodes
+        self.max_frames = max_frames
+        self.sticky = sticky
+        self.frameskip = frameskip
+        self.eval_time_limit_s = eval_time_limit_s
+        self.slot = slot
+        self.memory_mb = memory_mb
+        self.sandbox_mode = sandbox_mode
+
+    def _make_spec(self) -> TaskSpec:
+        if self.game not in GAMES:
+            raise ValueError(f"game must be one of {', '.join(GAMES)}, not {self.game!r}")
+        if not 1 <= int(self.episodes) <= 100:
+            raise ValueError(f"episodes must be in [1, 100], not {self.episodes}")
+        if not 100 <= int(self.max_frames) <= 1_000_000:
+            raise ValueError(f"max_frames must be in [100, 1000000], not {self.max_frames}")
+        if not 0.0 <= float(self.sticky) < 1.0 or not 1 <= int(self.frameskip) <= 8:
+            raise ValueError("sticky must be in [0, 1) and frameskip in [1, 8]")
+        return TaskSpec(
+            id=f"atari/{self.game}-v1", version=1, direction="maximize",
+            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + float(self.eval_time_limit_s),
+            memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params())
+
+    def job_env(self) -> dict[str, str]:
+        return {"REASEARCH_ENV": self.env, "REASEARCH_STICKY": f"{float(self.sticky):g}",
+                "REASEARCH_FRAMESKIP": str(int(self.frameskip))}
+
+    def train_data_dir(self) -> Path:
+        path = experiments_root() / "rl-data"  # nothing to read: the emulator is the data
+        path.mkdir(mode=0o755, exist_ok=True)
+        return path
+
+    def seed_files(self) -> dict[str, str]:
+        seed = resources.files("reasearch.evaluators.atari") / "seed"
+        return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("policy.py", "train.py")}
+
+    def describe(self) -> str:
+        return f"""# atari/{self.game}-v1: train a {self.env} policy from pixels within a time budget (maximize mean return)
+
+The candidate is the repository in your workspace (train.py, policy.py, any files you add), under git.
+An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; ale-py with its
+ROMs, Gymnasium, NumPy and torch importable) with these environment variables:
+
+- REASEARCH_ENV: {self.env}; REASEARCH_STICKY: {float(self.sticky):g}; REASEARCH_FRAMESKIP: {int(self.frameskip)}
+  (how scoring plays: make the training environment the same way, obs_type="grayscale").
+- REASEARCH_TIME_BUDGET_S / REASEARCH_DEADLINE: training seconds allowed. {self.describe_budget()}
+- REASEARCH_OUT_DIR: the only writable folder. train.py must save there config.json (a JSON object) and
+  weights.npz (numpy arrays; loaded with allow_pickle=False) or model.pt (a state_dict; loaded with
+  torch.load(weights_only=True)).
+
+Metric (trusted, fixed): the evaluator imports policy.py and calls `build_policy(config, weights)`. It plays
+{int(self.episodes)} episodes itself (seeds derived from a secret you cannot read; sticky actions {float(self.sticky):g};
+frame skip {int(self.frameskip)}; at most {int(self.max_frames)} frames each) and calls `policy.act(frames)` with the grey
+frames of the running episodes, uint8 [B, 210, 160]; act returns one integer action in [0, n_actions) per
+frame. The policy gets pixels only: no emulator, RAM or game state. Score = mean undiscounted return over
+the episodes (higher is better; the spread is reported). Print JSON lines such as {{"step": 3, "return": 120,
+"loss": -120}} to show the training curve. What policy.py prints or raises during scoring is withheld: a
+failure is reported as its step, exception class and file:line only.
+"""
+
+    # ------------------------------------------------------------ trusted side
+    def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
+        import ale_py
+        import gymnasium as gym
+
+        try:
+            if not isinstance(json.loads(read_output(ckpt_dir / "config.json", _MAX_CONFIG_BYTES)), dict):
+                return self.invalid("config.json must hold a JSON object")
+        except OutputError as exc:
+            return self.invalid(f"{exc}: train.py must save config.json (a JSON object) in REASEARCH_OUT_DIR")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return self.invalid(f"config.json is not valid JSON: {exc}")
+        if not any(p.is_file() and not p.is_symlink() for p in (ckpt_dir / "weights.npz", ckpt_dir / "model.pt")):
+            return self.invalid("train.py saved no weights.npz or model.pt in REASEARCH_OUT_DIR")
+        folder = exp_dir / "eval"
+        folder.mkdir(mode=0o755)
+        logs = exp_dir / "scoring"  # the server's log: kept on the host for a person, never shown to the agent
+        logs.mkdir(mode=0o700, exist_ok=True)
+        server = folder / "_policy_server.py"
+        server.write_text((Path(__file__).parents[1] / "rl" / "_policy_server.py").read_text())
+        (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir),
+                                                         "report": str(folder / REPORT_NAME)}))
+        gym.register_envs(ale_py)
+        envs = [gym.make(self.env, obs_type="grayscale", frameskip=int(self.frameskip),
+                         repeat_action_probability=float(self.sticky), max_num_frames_per_episode=int(self.max_frames))
+                for _ in range(int(self.episodes))]
+        n_actions = int(envs[0].action_space.n)  # type: ignore[attr-defined]  # Discrete
+        obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.game, int(self.episodes)))]
+        returns = [0.0] * len(envs)
+        running = list(range(len(envs)))
+        calls = steps = 0
+        t0 = time.monotonic()
+        deadline = t0 + float(self.eval_time_limit_s)
+        try:
+            with start_session(["python3", str(server), str(folder / "request.json")], cwd=folder, lease=lease,
+                               wall_s=float(self.eval_time_limit_s) + 10, log_path=logs / "policy.log",
+                               binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
+                               memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode) as session:
+                while running:
+                    if time.monotonic() > deadline:
+                        return EvalResult.failure(Status.TIMEOUT, f"scoring passed {self.eval_time_limit_s:g} s "
+                                                                  f"after {steps} steps: the policy is too slow")
+                    buf = io.BytesIO()
+                    np.save(buf, np.stack([obs[i] for i in running]).astype(np.uint8), allow_pickle=False)
+                    reply = session.call(buf.getvalue(), timeout_s=max(1.0, deadline - time.monotonic()))
+                    calls += 1
+                    # No text of the reply goes into the feedback: policy.act saw held-out frames.
+                    try:
+                        actions = np.load(io.BytesIO(reply), allow_pickle=False)
+                    except (ValueError, OSError, EOFError):
+                        return self.invalid("the policy server's reply was not an .npy array (candidate code "
+                                            "must not write to the reply channel, fd 1 of the server)")
+                    if (actions.shape != (len(running),) or not np.issubdtype(actions.dtype, np.number)
+                            or not np.isfinite(actions).all() or not np.all(actions == np.round(actions))
+                            or actions.min() < 0 or actions.max() >= n_actions):
+                        return self.invalid(f"policy.act must return one integer action in [0, {n_actions}) per "
+                                            f"frame ({len(running)} frames were sent)")
+                    still = []
+                    for row, i in enumerate(running):
+                        obs[i], reward, terminated, truncated, _ = envs[i].step(int(actions[row]))
+                        returns[i] += float(reward)
+                        steps += 1
+                        if not (terminated or truncated):
+                            still.append(i)
+                    running = still
+        except SessionError:  # its message may hold numbers the candidate chose: not shown
+            step, text = describe_failure(folder, repo_dir, _SERVER_STEPS, "the policy server")
+            if step is None and not (folder / REPORT_NAME).exists():
+                text = (f"the policy server failed: it exited, stopped answering, or broke the reply framing after "
+                        f"{steps} environment steps. {WITHHELD}")
+            return EvalResult.failure(Status.CRASH, text, metrics={"policy_calls": calls, "env_steps": steps})
+        finally:
+            for e in envs:
+                e.close()
+        res = self.score_solution({"returns": returns})
+        return res.with_(metrics={**dict(res.metrics), "policy_calls": calls, "env_steps": steps, "game": self.game,
+                                  "score_s": round(time.monotonic() - t0, 3)})
