@@ -69,6 +69,7 @@ class WorkerHandle:
         self.child_pid: int | None = None
         self.log_path = log_dir / f"worker-{index}.log"
         self.generation = 0
+        self.cold = False  # a slot of a lazily started pool that has not started yet (see SandboxConfig.lazy_start)
 
     # -- life cycle
     def start(self) -> None:
@@ -156,6 +157,7 @@ class WorkerHandle:
         try:
             self.start()
             self.wait_ready(self.config.start_timeout_s)
+            self.cold = False
         except BaseException:
             # An image that cannot start (a module that fails to import) must not stick to this
             # slot: its next restart brings back the pool's default image.

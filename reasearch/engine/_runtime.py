@@ -346,12 +346,17 @@ def _install(work: Path, final: Path, *, full: bool, expect: dict[str, str] | No
     return final
 
 
-# A mirror (30k entries) takes ~0.5 s to walk; one-shot jails build their runtime on every command. So a
-# process re-walks a mirror it verified at most every _REVERIFY_S seconds, provided the folder and its
-# manifest are still the same objects, ours, with the same modes (checked with lstat every time). Only our
-# own uid (or root) can write below the private root, so the walk guards against our own mistakes and a
-# crash mid-build, and the window changes nothing for other users. The code copy is re-hashed on every use.
+# A mirror (30k entries) takes ~0.3-0.5 s to walk, and every new process (a CLI command, a script that
+# evaluates once, a Ray worker) would pay it before its first evaluation. So a mirror verified within the
+# last _REVERIFY_S seconds is not walked again, provided the folder and its manifest are still the same
+# objects, ours, with the same modes (checked with lstat every time). "Verified" is remembered in this
+# process and, for the processes that follow, in a stamp file beside the mirror in the private root
+# (``.verified-<name>``: ours, mode 0600, not writable by anyone else, holding the identity it vouches
+# for and when). Only our own uid (or root) can write below the private root, so the walk guards against
+# our own mistakes and a crash mid-build, a stamp could only be forged by who could forge the mirror
+# itself, and the window changes nothing for other users. The code copy is re-hashed on every use.
 _REVERIFY_S = 300.0
+_STAMP_PREFIX = ".verified-"
 _verified: dict[Path, tuple[tuple[int, ...], float]] = {}
 
 
@@ -360,14 +365,63 @@ def _identity(top: Path) -> tuple[int, ...]:
     return (a.st_ino, a.st_uid, a.st_mode, m.st_ino, m.st_uid, m.st_mode, m.st_mtime_ns, m.st_size)
 
 
-def _recently_verified(final: Path) -> bool:
-    hit = _verified.get(final)
-    if hit is None or time.monotonic() - hit[1] >= _REVERIFY_S:
+def _stamp_path(final: Path) -> Path:
+    return final.parent / f"{_STAMP_PREFIX}{final.name}"
+
+
+def write_stamp(stamp: Path, identity: Sequence[int | str]) -> None:
+    """Records at ``stamp`` that a check of ``identity`` passed now, for the processes that follow
+    (best effort: a stamp that cannot be written only means the next process checks again)."""
+    tmp = stamp.parent / f"{stamp.name}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"identity": list(identity), "at": time.time()}, f)
+        os.rename(tmp, stamp)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def stamped(stamp: Path, identity: Sequence[int | str]) -> bool:
+    """True when ``stamp`` (a real file of ours that no one else can read or write) says a check of
+    this very ``identity`` passed less than :data:`_REVERIFY_S` seconds ago."""
+    if _REVERIFY_S <= 0:
         return False
     try:
-        return _identity(final) == hit[0]
+        st = os.lstat(stamp)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            return False
+        with open(stamp, encoding="utf-8") as f:
+            got = json.loads(f.read(4096))
+        age = time.time() - float(got["at"])
+        return list(got["identity"]) == list(identity) and 0.0 <= age < _REVERIFY_S
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _recently_verified(final: Path) -> bool:
+    if _REVERIFY_S <= 0:
+        return False
+    try:
+        identity = _identity(final)
     except OSError:
         return False
+    hit = _verified.get(final)
+    if hit is not None and time.monotonic() - hit[1] < _REVERIFY_S:
+        return identity == hit[0]
+    if stamped(_stamp_path(final), identity):
+        _verified[final] = (identity, time.monotonic())  # from now on this process's own window
+        return True
+    return False
+
+
+def _remember_verified(final: Path) -> None:
+    identity = _identity(final)
+    _verified[final] = (identity, time.monotonic())
+    write_stamp(_stamp_path(final), identity)
 
 
 def _reuse_or_build(final: Path, build: object, *, full: bool, expect: dict[str, str] | None = None) -> bool:
@@ -380,7 +434,7 @@ def _reuse_or_build(final: Path, build: object, *, full: bool, expect: dict[str,
         if why is None:
             os.utime(final, follow_symlinks=False)  # mark as recently used (pruning keeps it)
             if not full:
-                _verified[final] = (_identity(final), time.monotonic())
+                _remember_verified(final)
             return False
         if os.path.islink(final) or os.lstat(final).st_uid != os.geteuid():
             raise _refuse(final, why)  # not something we built: say so rather than delete it
@@ -393,7 +447,7 @@ def _reuse_or_build(final: Path, build: object, *, full: bool, expect: dict[str,
         shutil.rmtree(work, ignore_errors=True)
         raise
     if not full:
-        _verified[final] = (_identity(final), time.monotonic())
+        _remember_verified(final)
     return True
 
 
@@ -493,6 +547,13 @@ def _prune(code_age_s: float = 3600.0, mirror_age_s: float = 86400.0) -> None:
     for where, private in places:
         for p in where.glob("reasearch-*") if not private else where.iterdir():
             name = p.name
+            if private and name.startswith(_STAMP_PREFIX + _MIRROR_PREFIX):  # a stamp outlives no mirror
+                if not os.path.lexists(root / name[len(_STAMP_PREFIX):].split(".", 1)[0]):
+                    try:
+                        os.unlink(p)
+                    except OSError:
+                        pass
+                continue
             if name.startswith(".stale-"):
                 age = 0.0
             elif name.startswith(_CODE_PREFIX):

@@ -63,6 +63,13 @@ class SandboxConfig:
             nothing else, so that the pages the worker writes while serving are not copied again
             for every evaluation (``reasearch/engine/_zygote.c``; used where the extension is built
             and the C library is glibc on x86-64 or arm64). False: the worker forks them itself.
+        lazy_start: start no worker with the pool: each slot starts on first need, with the warm
+            image of the request that needs it (a slot is started rather than an idle worker of
+            another image replaced, or a request kept waiting while slots are left). A process that
+            evaluates once waits for one jail with its candidate's image (~0.1 s with NumPy here),
+            not for every worker's full preload; the same launcher, jail and limits serve it.
+            :func:`reasearch.engine.sandbox.default_pool` starts this way. False: every worker
+            starts (with ``preload``) before the constructor returns.
     """
 
     mode: str = "auto"
@@ -77,6 +84,7 @@ class SandboxConfig:
     fit_images: bool = True
     switch_interval_s: float = 5.0
     zygote: bool = True
+    lazy_start: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -95,6 +103,8 @@ class SandboxConfig:
             raise ConfigError("SandboxConfig.start_timeout_s and grace_s must be positive")
         if not isinstance(self.fit_images, bool):
             raise ConfigError(f"SandboxConfig.fit_images must be a bool; got {self.fit_images!r}")
+        if not isinstance(self.lazy_start, bool):
+            raise ConfigError(f"SandboxConfig.lazy_start must be a bool; got {self.lazy_start!r}")
         if not isinstance(self.zygote, bool):
             raise ConfigError(f"SandboxConfig.zygote must be a bool; got {self.zygote!r}")
         if not isinstance(self.switch_interval_s, (int, float)) or self.switch_interval_s < 0:

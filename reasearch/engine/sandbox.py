@@ -399,11 +399,16 @@ class SandboxPool:
         self._workers = [WorkerHandle(i, self._launcher, self.config, self._tmp, self._count_restart,
                                       spawn=self._spawn)
                          for i in range(self.config.n_workers)]
+        if self.config.lazy_start:
+            for w in self._workers:
+                w.cold = True  # started by _acquire, on first need, with the image that need asks for
         try:
             for w in self._workers:
-                w.start()
+                if not w.cold:
+                    w.start()
             for w in self._workers:
-                w.wait_ready(self.config.start_timeout_s)
+                if not w.cold:
+                    w.wait_ready(self.config.start_timeout_s)
         except BaseException:
             self.close()
             raise
@@ -523,10 +528,14 @@ class SandboxPool:
                     raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
                 # First in, first out: the worker released longest ago has had the most time to
                 # tear down its last child and fork the next one (it does that after its reply).
-                pick = next((w for w in self._idle if profile is None or w.profile == profile), None)
+                pick = next((w for w in self._idle if not w.cold and (profile is None or w.profile == profile)),
+                            None)
                 switch = False
                 target = profile
-                if pick is None and self._idle:
+                cold = None if pick is not None else next((w for w in self._idle if w.cold), None)
+                if cold is not None:  # a slot never started: start it with this image (nothing warm is lost)
+                    pick = cold
+                elif pick is None and self._idle:
                     assert profile is not None
                     recent = time.monotonic() - self._last_switch < self.config.switch_interval_s
                     wanted = set(profile)
@@ -539,7 +548,7 @@ class SandboxPool:
                             target = tuple(sorted(wanted | set(pick.profile)))
                 if pick is not None:
                     self._idle.remove(pick)
-                    spread = None if switch or profile is None else self._spread_target(profile)
+                    spread = None if switch or cold is not None or profile is None else self._spread_target(profile)
                     break
                 self._cond.wait(0.5)
         if spread is not None:
@@ -549,7 +558,9 @@ class SandboxPool:
             self._background.add(t)
             t.start()
         try:
-            if switch:
+            if cold is not None:
+                pick.switch_profile(tuple(sorted(set(self.config.preload))) if profile is None else profile)
+            elif switch:
                 assert target is not None
                 pick.switch_profile(target)
             elif not pick.alive():
@@ -565,7 +576,7 @@ class SandboxPool:
         the idle list; None when none qualifies. Call with ``self._cond`` held."""
         now = time.monotonic()
         interval = self.config.switch_interval_s
-        if now - self._last_switch < interval or sum(w.profile == profile for w in self._workers) != 1:
+        if now - self._last_switch < interval or sum(w.profile == profile and not w.cold for w in self._workers) != 1:
             return None
         other = next((w for w in self._idle if w.profile != profile and now - w.last_used >= interval), None)
         if other is not None:
@@ -781,7 +792,7 @@ def default_pool() -> SandboxPool:
     global _default, _atexit_registered
     with _default_lock:
         if _default is None or _default.closed:
-            _default = SandboxPool()
+            _default = SandboxPool(SandboxConfig(lazy_start=True))  # a process may evaluate only once
             if not _atexit_registered:
                 atexit.register(close_default_pool)
                 _atexit_registered = True
