@@ -29,10 +29,36 @@ _COMMAND_MODULES = (
     "reasearch._cli.reports",
 )
 
+# The commands each module adds (tests/test_cli_lazy.py holds this in step with the modules): a command
+# line naming one of them imports only its module, so `reasearch tasks` does not pay for the run store,
+# the agent or Ray's clients. Help, and anything else, imports them all.
+_COMMANDS = {
+    "sandbox": "reasearch._cli.sandbox",
+    "tasks": "reasearch._cli.tasks", "eval": "reasearch._cli.tasks", "seed": "reasearch._cli.tasks",
+    "bench": "reasearch._cli.bench",
+    "runs": "reasearch._cli.runs", "show": "reasearch._cli.runs", "export": "reasearch._cli.runs",
+    "optimize": "reasearch._cli.agent", "resume": "reasearch._cli.agent", "replay": "reasearch._cli.agent",
+    "lessons": "reasearch._cli.agent",
+    "fleet": "reasearch._cli.fleet",
+    "test": "reasearch._cli.prompt",
+    "mcp": "reasearch._cli.mcp",
+    "report": "reasearch._cli.reports", "serve": "reasearch._cli.reports",
+}
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(argv: Sequence[str] | None) -> tuple[str, ...]:
+    """The command modules a command line needs: the one defining its command, else all of them."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    first = next((a for a in args if not a.startswith("-")), None)
+    if first in _COMMANDS and not any(a in ("-h", "--help", "--version") for a in args[:args.index(first)]):
+        return (_COMMANDS[first],)
+    return _COMMAND_MODULES
+
+
+def build_parser(argv: Sequence[str] | None = ()) -> argparse.ArgumentParser:
+    """The parser for ``argv``'s command (only its module is imported); ``()``: every command."""
     parser = argparse.ArgumentParser(
         prog="reasearch",
         description="An optimizer that is a single tool-using LLM agent, on a fast sandboxed evaluator engine.",
@@ -42,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"reasearch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _COMMAND_MODULES:
+    for name in _modules_for(argv) if argv != () else _COMMAND_MODULES:
         importlib.import_module(name).add_parser(sub)
     return parser
 
@@ -53,7 +79,7 @@ def error(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -12,11 +12,13 @@ import importlib
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from reasearch.errors import ConfigError, UnknownTaskError
-from reasearch.evaluators.base import Task
 from reasearch.evaluators.spec import TaskSpec
+
+if TYPE_CHECKING:  # the base class (and the engine under it) loads with the first task class, not the registry
+    from reasearch.evaluators.base import Task
 
 __all__ = ["TaskEntry", "register", "make", "spec", "build_task", "list_tasks", "registered_entry", "unregister"]
 
@@ -61,6 +63,8 @@ def _load_class(entry_point: str) -> type[Task]:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"cannot load task class {entry_point!r}: {exc}") from None
+    from reasearch.evaluators.base import Task
+
     if not (isinstance(obj, type) and issubclass(obj, Task)):
         raise ConfigError(f"{entry_point} is not a Task subclass")
     return obj

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         render_pair_png,
     )
     from reasearch.evaluators.arc_agi_2._scoring import PairScore
-    from reasearch.evaluators.arc_agi_2.set_task import SET_IDS, ArcSetReport, ArcSetTask
+    from reasearch.evaluators.arc_agi_2.set_task import ArcSetReport, ArcSetTask
     from reasearch.evaluators.arc_agi_2.task import SEED_PROGRAM, ArcTask
 
 __all__ = [
@@ -94,7 +94,6 @@ _LAZY = {
     "render_grids_png": "reasearch.evaluators.arc_agi_2._render",
     "render_pair_png": "reasearch.evaluators.arc_agi_2._render",
     "PairScore": "reasearch.evaluators.arc_agi_2._scoring",
-    "SET_IDS": "reasearch.evaluators.arc_agi_2.set_task",
     "ArcSetReport": "reasearch.evaluators.arc_agi_2.set_task",
     "ArcSetTask": "reasearch.evaluators.arc_agi_2.set_task",
     "SEED_PROGRAM": "reasearch.evaluators.arc_agi_2.task",
@@ -102,16 +101,25 @@ _LAZY = {
 }
 
 
+SET_IDS = {"evaluation": "arc_agi_2/eval-v1", "training": "arc_agi_2/training-v1"}
+"""The id of each split's set task (``arc_agi_2/eval-v1`` evaluates one program on the whole split)."""
+
+
+def _family_fields() -> Any:
+    """Every ``{task_id}`` of the family: the data loader is imported only when the ids are listed."""
+    from reasearch.evaluators.arc_agi_2._data import iter_family_fields
+
+    return iter_family_fields()
+
+
 def register_all() -> None:
     """Registers the per-task family and the set ids (called once by the built-in registry)."""
-    from reasearch.evaluators.arc_agi_2._data import iter_family_fields
-    from reasearch.evaluators.arc_agi_2.set_task import SET_IDS
     from reasearch.evaluators.registry import register
 
     register(
         "arc_agi_2/{task_id}-v1",
         "reasearch.evaluators.arc_agi_2.task:ArcTask",
-        enumerate=iter_family_fields,
+        enumerate=_family_fields,
         summary="one ARC-AGI-2 task: train pairs solved by either of two attempts",
     )
     for split, set_id in SET_IDS.items():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators.arc_agi_2 import SET_IDS  # the registered set ids and the split each one covers
 from reasearch.evaluators.arc_agi_2._data import SPLITS, task_ids
 from reasearch.evaluators.arc_agi_2.task import (
     MEMORY_MB,
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 __all__ = ["SET_IDS", "ArcSetReport", "ArcSetTask"]
-
-# Registered set ids and the split each one covers.
-SET_IDS = {"evaluation": "arc_agi_2/eval-v1", "training": "arc_agi_2/training-v1"}
 
 
 def _compiles(source: str) -> bool:
