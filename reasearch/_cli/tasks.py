@@ -20,6 +20,7 @@ from reasearch.evaluators.registry import list_tasks, make, registered_entry
 from reasearch.evaluators.result import EvalResult, Status
 
 EXIT_OK, EXIT_FAILED = 0, 1
+_LISTED = ("direction", "best_known", "best_known_source", "seed_score")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -67,6 +68,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _row(task_id: str) -> dict[str, Any]:
     """One listing row: spec facts of a concrete id (building the task is cheap: constructors only store)."""
     entry, _ = registered_entry(task_id)
+    if entry.listing:  # declared at registration: the task's module is not imported
+        return {"id": task_id, **{k: entry.listing[k] for k in _LISTED}, "summary": entry.summary}
     spec = make(task_id).spec
     return {
         "id": task_id,

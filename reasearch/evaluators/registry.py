@@ -20,7 +20,7 @@ from reasearch.evaluators.spec import TaskSpec
 if TYPE_CHECKING:  # the base class (and the engine under it) loads with the first task class, not the registry
     from reasearch.evaluators.base import Task
 
-__all__ = ["TaskEntry", "register", "make", "spec", "build_task", "list_tasks", "registered_entry", "unregister"]
+__all__ = ["LISTING_KEYS", "TaskEntry", "register", "make", "spec", "build_task", "list_tasks", "registered_entry", "unregister"]
 
 _ID = re.compile(r"^[a-z0-9_]+/(?:[A-Za-z0-9_.{}\-]+-)?v\d+$")  # name-vN, or a bare vN (eplb/v1)
 
@@ -34,6 +34,7 @@ class TaskEntry:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     enumerate: Callable[[], Iterable[Mapping[str, Any]]] | None = None  # families only
     summary: str = ""
+    listing: Mapping[str, Any] = field(default_factory=dict)  # spec facts `reasearch tasks` shows (LISTING_KEYS)
 
     @property
     def is_family(self) -> bool:
@@ -70,6 +71,9 @@ def _load_class(entry_point: str) -> type[Task]:
     return obj
 
 
+LISTING_KEYS = frozenset({"direction", "best_known", "best_known_source", "seed_score"})
+"""The spec facts a registration may declare so that listing the id imports nothing (see :func:`register`)."""
+
 _REGISTRY: dict[str, TaskEntry] = {}
 _BUILTINS_LOADED = False
 _BUILTINS_LOCK = threading.RLock()
@@ -83,6 +87,7 @@ def register(
     enumerate: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
     summary: str = "",
     overwrite: bool = False,
+    listing: Mapping[str, Any] | None = None,
 ) -> None:
     """Registers a task id (or a ``{field}`` pattern) with a lazy ``"module:Class"`` entry point.
 
@@ -93,12 +98,18 @@ def register(
         enumerate: for patterns, a callable yielding the field values of every concrete id.
         summary: one line shown by ``reasearch tasks``.
         overwrite: replace an existing registration instead of raising.
+        listing: for a concrete id, the spec facts ``reasearch tasks`` shows (all of
+            :data:`LISTING_KEYS`), so that listing imports no task module; they must equal the
+            built task's spec (the registry's conformance test checks every built-in id). Without
+            them the listing builds the task.
     """
+    if listing is not None and set(listing) != LISTING_KEYS:
+        raise ConfigError(f"listing of {task_id!r} must give exactly {sorted(LISTING_KEYS)}; got {sorted(listing)}")
     if not _ID.match(task_id):
         raise ConfigError(f"task id {task_id!r} must look like 'namespace/name-vN' (or 'namespace/vN')")
     if task_id in _REGISTRY and not overwrite:
         raise ConfigError(f"task id {task_id!r} is already registered (pass overwrite=True to replace it)")
-    _REGISTRY[task_id] = TaskEntry(task_id, entry_point, dict(kwargs or {}), enumerate, summary)
+    _REGISTRY[task_id] = TaskEntry(task_id, entry_point, dict(kwargs or {}), enumerate, summary, dict(listing or {}))
 
 
 def unregister(task_id: str) -> None:

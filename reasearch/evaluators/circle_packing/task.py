@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from reasearch.evaluators._geometry_task import GeometryTask
+from reasearch.evaluators.circle_packing._records import BEST_KNOWN, BEST_KNOWN_SOURCE, SEED_SCORES
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import ViolationKind, packing_violation
@@ -19,34 +20,6 @@ __all__ = ["BEST_KNOWN", "SEED_SCORES", "SIZES", "CirclePackingTask"]
 
 SIZES = range(23, 33)
 
-# Packomania csqv snapshot of 2026-08-09 (TASKS.md); AlphaEvolve reported 2.6358627564 (n=26) and
-# 2.9379445262 (n=32).
-BEST_KNOWN: dict[int, float] = {
-    23: 2.478013611963,
-    24: 2.530311586971,
-    25: 2.587275055266,
-    26: 2.635983084918,
-    27: 2.685978684198,
-    28: 2.737739985536,
-    29: 2.790344154631,
-    30: 2.842668747462,
-    31: 2.889969851933,
-    32: 2.939572771205,
-}
-
-# Scores of seed.py.txt (equal radii on a ceil(sqrt(n))-wide grid), checked by check_task.
-SEED_SCORES: dict[int, float] = {
-    23: 2.2999999977,
-    24: 2.3999999976,
-    25: 2.4999999975000002,
-    26: 2.1666666645,
-    27: 2.2499999977500003,
-    28: 2.333333331,
-    29: 2.41666666425,
-    30: 2.4999999975000002,
-    31: 2.58333333075,
-    32: 2.666666664,
-}
 
 _ENTRY_ALIASES = ("run_packing", "construct_packing")
 ROUNDING_LEVEL = 1e-9
@@ -109,7 +82,7 @@ class CirclePackingTask(GeometryTask):
             time_limit_s=float(self.time_limit_s),
             memory_mb=int(self.memory_mb),
             best_known=BEST_KNOWN.get(n),
-            best_known_source="Packomania csqv snapshot 2026-08-09" if n in BEST_KNOWN else "",
+            best_known_source=BEST_KNOWN_SOURCE if n in BEST_KNOWN else "",
             entry_point="run",
             entry_aliases=_ENTRY_ALIASES,
             deterministic=True,

@@ -36,6 +36,7 @@ def register_all() -> None:
         "eplb/v1",
         "reasearch.evaluators.eplb.task:EplbTask",
         summary="place 256 MoE experts on 288 GPU slots per layer: next-window balance and speed (timed)",
+        listing={"direction": "maximize", "best_known": None, "best_known_source": "", "seed_score": None},
     )
 
 

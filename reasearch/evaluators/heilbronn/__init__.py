@@ -21,6 +21,7 @@ _SIZES = range(11, 16)
 
 def register_all() -> None:
     """Registers ``heilbronn/n{N}-v1`` for N = 11..15 (lazy entry points)."""
+    from reasearch.evaluators.heilbronn._records import BEST_KNOWN, BEST_KNOWN_SOURCES, SEED_SCORES
     from reasearch.evaluators.registry import register
 
     for n in _SIZES:
@@ -29,6 +30,8 @@ def register_all() -> None:
             "reasearch.evaluators.heilbronn.task:HeilbronnTask",
             kwargs={"n": n},
             summary=f"{n} points in the unit square, maximize the smallest triangle area",
+            listing={"direction": "maximize", "best_known": BEST_KNOWN.get(n), "seed_score": SEED_SCORES.get(n),
+                     "best_known_source": BEST_KNOWN_SOURCES.get(n, "")},
         )
 
 

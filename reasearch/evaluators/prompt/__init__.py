@@ -41,13 +41,18 @@ __all__ = [
 ]
 
 
+_NO_RECORD = {"direction": "maximize", "best_known": None, "best_known_source": "", "seed_score": None}
+
+
 def register_all() -> None:
     from reasearch.evaluators.registry import register
 
     register("gsm8k/v1", "reasearch.evaluators.prompt.task:Gsm8kTask",
-             summary="GSM8K: a system prompt for a student model (accuracy; 500 train / 500 validation / test sealed)")
+             summary="GSM8K: a system prompt for a student model (accuracy; 500 train / 500 validation / test sealed)",
+             listing=_NO_RECORD)
     register("prompt/jsonl-v1", "reasearch.evaluators.prompt.task:JsonlPromptTask",
-             summary="a system prompt for a student on your JSONL data (-p path=... input_field answer_field metric)")
+             summary="a system prompt for a student on your JSONL data (-p path=... input_field answer_field metric)",
+             listing=_NO_RECORD)
 
 
 # Lazy (PEP 562): registering the ids (every `reasearch` command that lists or makes a task) must not
