@@ -13,6 +13,7 @@ from typing import Any, Callable
 __all__ = ["BenchRow", "SECTIONS", "time_calls"]
 
 SECTIONS: tuple[str, ...] = (
+    "reasearch._bench.coldstart",  # first: fresh processes, before this one has warmed anything
     "reasearch._bench.sandbox",
     "reasearch._bench.geometry",
     "reasearch._bench.txn",

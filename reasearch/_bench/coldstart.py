@@ -1,0 +1,130 @@
+"""``reasearch bench`` section ``coldstart``: time to the first result, each figure a fresh process.
+
+What a person trying the CLI, a script that evaluates once, a CI job or a new Ray worker pays before
+anything is warm. Each figure is the median of several fresh processes (interpreter start included),
+side by side with what a fresh interpreter pays at the least:
+
+* ``reasearch tasks`` (the registry listed) vs ``python -c "import numpy"``;
+* ``reasearch eval circle_packing/n26-v1 seed.py``, end to end (a table printed, the pool closed);
+* the first ``Task.evaluate`` of that seed in a fresh process (timed inside it, around the call: the
+  pool's start included) vs a fresh jailed interpreter importing NumPy (nsjail, no engine).
+
+The children run this interpreter on the same ``sys.path`` (``PYTHONPATH`` is passed on), so they
+measure the code that the bench itself imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from reasearch._bench import BenchRow, median
+
+__all__ = ["run"]
+
+SECTION = "coldstart"
+TASK_ID = "circle_packing/n26-v1"
+_FIRST_EVALUATE = (
+    "import json, sys, time\n"
+    "import reasearch\n"
+    "task = reasearch.make(sys.argv[1])\n"
+    "source = open(sys.argv[2]).read()\n"
+    "t0 = time.perf_counter()\n"
+    "result = task.evaluate(source)\n"
+    "print(json.dumps({'s': time.perf_counter() - t0, 'status': str(result.status)}))\n"
+)
+
+
+def _env() -> dict[str, str]:
+    import reasearch
+
+    env = dict(os.environ)
+    here = str(Path(reasearch.__file__).resolve().parents[1])  # the code this bench imports, first
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def fresh_runs(argv: Sequence[str], *, runs: int, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds (the whole process tree's, from the kernel's
+    accounting of reaped children) of ``runs`` fresh processes of ``argv``; each must exit 0."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(list(argv), capture_output=True, env=env or _env(), check=False)
+        walls.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv[:4])} ... exited {proc.returncode}: "
+                               f"{proc.stderr.decode(errors='replace')[-400:]}")
+    return median(walls), median(cpus)
+
+
+def first_evaluate(seed_file: str, *, runs: int, env: dict[str, str] | None = None) -> float:
+    """Median seconds of a fresh process's first ``Task.evaluate`` (timed inside it)."""
+    out = []
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "-c", _FIRST_EVALUATE, TASK_ID, seed_file], capture_output=True,
+                              text=True, env=env or _env(), check=False)
+        try:
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            raise RuntimeError(f"first-evaluate child failed ({proc.returncode}): {proc.stderr[-400:]}") from None
+        if got["status"] != "OK":
+            raise RuntimeError(f"the seed did not score in a fresh process: {got}")
+        out.append(float(got["s"]))
+    return median(out)
+
+
+def _jailed_numpy(runs: int) -> float | None:
+    """Median wall of a fresh jailed interpreter importing NumPy (None where nsjail cannot run)."""
+    from reasearch.engine import _jail
+    from reasearch.engine._runtime import build_runtime
+
+    if _jail.nsjail_problem() is not None:
+        return None
+    runtime = build_runtime()
+    argv = _jail.nsjail_argv([runtime.python, "-c", "import numpy"], runtime=runtime, time_limit_s=30)
+    return fresh_runs(argv, runs=runs)[0]
+
+
+def run(quick: bool) -> list[BenchRow]:
+    """Each figure the median of ``3`` (quick) or ``5`` fresh processes."""
+    import reasearch
+
+    runs = 3 if quick else 5
+    cli = [sys.executable, "-m", "reasearch.cli"]
+    with tempfile.TemporaryDirectory(prefix="reasearch-bench-cold-") as tmp:
+        seed = Path(tmp) / "seed.py"
+        seed.write_text(reasearch.make(TASK_ID).seed_program())  # type: ignore[attr-defined]
+        numpy_s, _ = fresh_runs([sys.executable, "-c", "import numpy"], runs=runs)
+        jail_s = _jailed_numpy(runs)
+        fresh_runs(cli + ["eval", TASK_ID, str(seed)], runs=1)  # mirrors, code copy, .pyc files in place
+        tasks_s, tasks_cpu = fresh_runs(cli + ["tasks"], runs=runs)
+        eval_s, eval_cpu = fresh_runs(cli + ["eval", TASK_ID, str(seed)], runs=runs)
+        first_s = first_evaluate(str(seed), runs=runs)
+    nan = float("nan")
+    jail_ref = jail_s if jail_s is not None else nan
+    jail_note = "" if jail_s is not None else "nsjail cannot run here: no jailed reference"
+    return [
+        BenchRow(SECTION, "`reasearch tasks`, fresh process", tasks_s, "s",
+                 reference='python -c "import numpy"', reference_value=numpy_s, ratio=numpy_s / tasks_s,
+                 goal="<= 0.3 s", met=tasks_s <= 0.3,
+                 note=f"median of {runs} processes; CPU {tasks_cpu:.3f} s (median)"),
+        BenchRow(SECTION, f"`reasearch eval {TASK_ID}` seed, end to end", eval_s, "s",
+                 reference='python -c "import numpy"', reference_value=numpy_s, ratio=numpy_s / eval_s,
+                 goal="<= 0.5 s", met=eval_s <= 0.5,
+                 note=f"median of {runs} processes, pool started and closed; CPU {eval_cpu:.3f} s (median, jails included)"),
+        BenchRow(SECTION, "first Task.evaluate in a fresh process (seed)", first_s, "s",
+                 reference="fresh jailed interpreter + NumPy", reference_value=jail_ref,
+                 ratio=jail_ref / first_s, goal="<= 0.3 s", met=first_s <= 0.3,
+                 note=(f"median of {runs} processes, timed around the call (pool start included) " + jail_note).strip()),
+    ]
