@@ -15,6 +15,7 @@ to the next evaluation). It never returns into the worker's code: it always ``os
 from __future__ import annotations
 
 import importlib
+import marshal
 import math
 import os
 import resource
@@ -113,20 +114,24 @@ def fresh_module(path: str) -> Any:
     return module
 
 
-def _load_candidate(scratch: str, entry: list[str], source: str | None = None, module: Any = None) -> Any:
+def _load_candidate(scratch: str, entry: list[str], source: str | None = None, module: Any = None,
+                    code: bytes | None = None) -> Any:
     """Imports ``candidate.py`` from the scratch dir and returns the first entry point it defines.
 
     With ``source`` (the text the worker wrote to that file, sent along with the request) the module
     is compiled from it directly: the same module (name, ``__file__``, spec, tracebacks that show
     its lines) without the loader's stat, bytecode-cache and read calls. ``module``: an unused
-    :func:`fresh_module` of that same file, made before the request came.
+    :func:`fresh_module` of that same file, made before the request came. ``code``: that source
+    already compiled by the worker (marshalled; see ``Supervisor.compiled``), loaded instead.
     """
     path = f"{scratch}/candidate.py"  # scratch: an absolute path without a trailing slash
     sys.path.insert(0, scratch)
     if module is None or module.__file__ != path:
         module = fresh_module(path)
     sys.modules["candidate"] = module
-    if source is None:
+    if code is not None:
+        exec(marshal.loads(code), module.__dict__)
+    elif source is None:
         module.__spec__.loader.exec_module(module)
     else:
         exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
@@ -406,8 +411,9 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
             if stamps is not None:
                 stamps["c_limits"] = time.monotonic_ns()
             source = req.get("source")
+            code = value.get("code") if isinstance(value, dict) else None
             entry_fn = _load_candidate(scratch, list(req["entry"]), source if isinstance(source, str) else None,
-                                       ready_module)
+                                       ready_module, code if isinstance(code, bytes) else None)
             if stamps is not None:
                 stamps["c_loaded"] = time.monotonic_ns()
 

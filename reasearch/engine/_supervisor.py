@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import gc
 import importlib
+import marshal
 import os
 import resource
 import select
@@ -28,6 +29,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 
 from reasearch.engine import _procs, _spin, _wire
 from reasearch.engine._child import (
@@ -57,6 +59,9 @@ if TYPE_CHECKING:
 __all__ = ["BUSY_WARM_DELAY_S", "SESSION_PIPE_BYTES", "Supervisor", "warm_delay"]
 
 SESSION_PIPE_BYTES = 1 << 19  # a session's request and result pipes (see Supervisor.widen_pipes)
+# Candidates compiled once per worker (see Supervisor.compiled): at least this long (shorter ones
+# compile in a few tens of us in the child), at most this long, at most this many, newest kept.
+_CODE_MIN_TEXT, _CODE_MAX_TEXT, _CODE_ENTRIES = 2 << 10, 1 << 20, 8
 _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
 # Back to back, the next child waits this long for its request before it warms up: longer than
 # the gaps between one worker's requests then (a few ms on 2 workers), far shorter than a pause.
@@ -108,6 +113,7 @@ class Supervisor:
         self.child_uid = child_uid
         self.keep_read_search = keep_read_search
         self.harnesses: set[str] = set()
+        self.code_cache: dict[tuple[str, str], bytes] = {}  # (file name, exact source) -> its marshalled code
         self.last_harness: str | None = None  # the next child rehearses it (``_child._rehearse``)
         self.counter = 0
         self.prepared: str | None = None  # the next request's scratch folder, made ahead
@@ -492,8 +498,9 @@ class Supervisor:
         ch.scratch = scratch
         if self.report_child:  # one uid, no jail: the engine kills this session if the worker dies
             self.send({"kind": "started", "pid": ch.pid})
+        code = self.compiled(head["source"], scratch)
         req = {"scratch": scratch, "entry": head["entry"], "harness": head.get("harness"), "limits": limits,
-               "session": session, "trace": bool(head.get("trace")), "source": head["source"]}
+               "session": session, "trace": bool(head.get("trace")), "source": None if code else head["source"]}
         # CPU the child spent before its request (set-up, warm-up) is not the candidate's. Until it
         # reads its request the child runs engine code only, in its one thread (a fork copies
         # only the calling thread): that thread's accounting is the whole process's.
@@ -503,7 +510,7 @@ class Supervisor:
             ch.cpu_mark_ns = _procs.process_cpu_ns(ch.pid)  # the start of its CPU account per call (handle_call)
         ch.t0 = time.monotonic()
         assert ch.calls_w is not None
-        frame = _wire.encode_frame(req, {"payload": value.get("payload")})
+        frame = _wire.encode_frame(req, {"payload": value.get("payload"), "code": code})
         self.stamps["w_handed"] = _ns()  # before the write: the child may read it at once
         try:
             _wire.write_all(ch.calls_w, frame)
@@ -512,6 +519,35 @@ class Supervisor:
         self.stamps["w_forked"] = ch.forked_ns
         self.stamps["w_fork_ret"] = ch.fork_ret_ns
         return ch
+
+    def compiled(self, source: Any, scratch: str) -> bytes | None:
+        """The candidate's module code, compiled here once per distinct source and marshalled for each
+        child to load (a 36 KB ARC solver with its DSL compiles in ~10-30 ms; loading takes ~1 ms), so
+        that the tasks of a set evaluation do not each compile the same file again. None: the child
+        compiles the source itself, as it always did (short or huge text, or one that does not compile
+        cleanly: its error or warning is then the child's to report, on the candidate's clock).
+
+        The key is the exact source text and the file name the code carries (the worker's one scratch
+        path); the bytes go one way only, from this worker to its children, which never send code back.
+        """
+        if not isinstance(source, str) or not _CODE_MIN_TEXT <= len(source) <= _CODE_MAX_TEXT:
+            return None
+        key = (f"{scratch}/candidate.py", source)
+        code = self.code_cache.pop(key, None)
+        if code is None:
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    obj = compile(source, key[0], "exec", dont_inherit=True)
+            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                return None
+            if caught:
+                return None
+            code = marshal.dumps(obj)
+            if len(self.code_cache) >= _CODE_ENTRIES:
+                self.code_cache.pop(next(iter(self.code_cache)))  # the least recently used
+        self.code_cache[key] = code  # (re)inserted last: most recently used
+        return code
 
     @staticmethod
     def widen_pipes(ch: Child) -> None:
