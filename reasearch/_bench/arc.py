@@ -50,7 +50,8 @@ _PRIMITIVES = (
 def dsl_candidate(size: int = 36_000, tag: str = "") -> str:
     """A solver the size of a real hand-written one: grid primitives (a DSL) and attempts built on
     them. ``tag`` makes a distinct text (a never-seen candidate) of the same size and behaviour."""
-    parts, i = [f"# generated DSL-sized ARC candidate {tag}\n"], 0
+    parts, i = [f"# generated DSL-sized ARC candidate {tag}\n"
+                "from typing import Any, Callable, FrozenSet, Tuple\nimport itertools\nimport collections\n"], 0
     while sum(map(len, parts)) < size - 400:
         parts.append(_PRIMITIVES[i % len(_PRIMITIVES)].format(n=f"p{i}", k=i % 10))
         i += 1
