@@ -13,7 +13,6 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from reasearch._cli.runs import _open, _store_args
 from reasearch.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -25,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "on the sealed test split, on the trusted side. Calls already made are served "
                                    "from the store for free. Exit 0 if scored, 1 if the test pass failed.")
     p.add_argument("run", metavar="RUN", help="run id (a unique prefix is enough)")
+    from reasearch._cli.runs import _store_args  # the run store: only for this command, not for `eval`
+
     _store_args(p)
     p.add_argument("--prompt-file", metavar="FILE", help="score this prompt instead of the run's final one")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -80,6 +81,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         from reasearch._cli.tasks import _read_source
 
         prompt = _read_source(args.prompt_file)
+    from reasearch._cli.runs import _open
+
     with _open(args) as store:
         run = Run.open(store, args.run)
         task = prompt_task_of(run)

@@ -9,6 +9,7 @@ import importlib
 import inspect
 import platform
 import sys
+import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
@@ -25,6 +26,10 @@ _FEEDBACK_TAIL = 4000  # characters of traceback/stderr handed to the agent
 
 def default_runner() -> SandboxRunner:
     """The process-wide sandbox pool (started on first use, closed at exit)."""
+    if package_versions.cache_info().currsize == 0:
+        # A process's first evaluation waits ~0.1-0.2 s for its worker's jail; reading the package
+        # metadata for its provenance (~40 ms) meanwhile takes it off that evaluation's path.
+        threading.Thread(target=package_versions, name="reasearch-versions", daemon=True).start()
     return default_pool()
 
 
