@@ -40,6 +40,7 @@ _COMMANDS = {
     "optimize": "reasearch._cli.agent", "resume": "reasearch._cli.agent", "replay": "reasearch._cli.agent",
     "lessons": "reasearch._cli.agent",
     "fleet": "reasearch._cli.fleet",
+    "compare": "reasearch._cli.compare",
     "test": "reasearch._cli.prompt",
     "mcp": "reasearch._cli.mcp",
     "report": "reasearch._cli.reports", "serve": "reasearch._cli.reports",

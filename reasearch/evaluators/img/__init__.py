@@ -17,7 +17,10 @@ def register_all() -> None:
 
     register("img/folder-v1", "reasearch.evaluators.img.task:ImageFolderTask",
              summary="train an image classifier within a time budget (-p data=digits|FOLDER|FILE.npz); maximize "
-                     "accuracy on a held-out split scored in a sealed jail")
+                     "accuracy on a held-out split scored in a sealed jail",
+             listing={"direction": "maximize", "best_known": None, "seed_score": None,
+                      "best_known_source": "paper (IMG-100, CIFAR-100-like, 30 min on a GPU): 82.38% -> 84.03% by "
+                                           "the agent"})
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,9 @@ def register_all() -> None:
 
     register("tabular/csv-v1", "reasearch.evaluators.tabular.task:TabularTask",
              summary="forecast a column of a time-ordered CSV (-p data=PATH target=COL metric=rmse|mae|pearson|"
-                     "accuracy); validation feedback, private test via submit")
+                     "accuracy); validation feedback, private test via submit",
+             listing={"direction": "minimize", "best_known": None, "seed_score": None,  # the default metric, rmse
+                      "best_known_source": "none: the default series is generated from the evaluator secret"})
 
 
 def __getattr__(name: str) -> Any:
