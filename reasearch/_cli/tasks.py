@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -168,9 +169,32 @@ def result_table(task_id: str, result: EvalResult, best_known: float | None) -> 
     return table
 
 
+def _start_sandbox_ahead(path: str) -> None:
+    """For a ``.py`` candidate, starts the sandbox worker for its image in the background, so that its
+    jail starts while the task's module is imported (the evaluation then finds it up, or waits for it)."""
+    if not path.endswith(".py"):
+        return
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # the evaluation reports it
+
+    def start() -> None:
+        from reasearch.engine import default_pool
+        from reasearch.engine.protocol import RunRequest
+
+        try:
+            default_pool().prestart(RunRequest(source=source))
+        except Exception:  # noqa: BLE001 - a head start only: the evaluation itself reports what is wrong
+            pass
+
+    threading.Thread(target=start, name="reasearch-sandbox-ahead", daemon=True).start()
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from reasearch._cli.prompt import ProgressCaller, is_prompt_task, progress_bar, student_params
 
+    _start_sandbox_ahead(args.file)
     params = key_values(args.param)
     task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
     if is_prompt_task(task) and student_params(args):

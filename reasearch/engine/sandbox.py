@@ -455,6 +455,7 @@ class SandboxPool:
         self._switches = 0
         self._last_switch = float("-inf")
         self._background: set[threading.Thread] = set()  # workers being replaced for another image
+        self._starting: dict[WorkerHandle, tuple[str, ...]] = {}  # cold slots started ahead (prestart)
         self._lock = threading.Lock()
         self._cond = threading.Condition(threading.Lock())
         self._idle: list[WorkerHandle] = []  # least recently released first
@@ -599,6 +600,9 @@ class SandboxPool:
                 # tear down its last child and fork the next one (it does that after its reply).
                 pick = next((w for w in self._idle if not w.cold and (profile is None or w.profile == profile)),
                             None)
+                if pick is None and profile is not None and profile in self._starting.values():
+                    self._cond.wait(0.5)  # a slot is being started ahead with this very image: it serves
+                    continue
                 switch = False
                 target = profile
                 cold = None if pick is not None else next((w for w in self._idle if w.cold), None)
@@ -639,6 +643,43 @@ class SandboxPool:
             raise
         self._launcher.keepalive()
         return pick
+
+    def prestart(self, request: RunRequest) -> bool:
+        """Starts, in the background, a never-started slot of a lazy pool (``config.lazy_start``) with
+        the image that will serve ``request`` (:meth:`profile_of`), so that its jail starts while the
+        caller still prepares (``reasearch eval`` imports the task's module meanwhile). A request for
+        that image waits for it rather than starting another slot. Returns False (and starts nothing)
+        when no slot is cold, or a worker with that image is already up or on its way.
+
+        Raises:
+            ConfigError: as :meth:`profile_of`.
+        """
+        profile = self.profile_of(request)
+        with self._cond:
+            if self._closed or any(w.profile == profile and not w.cold for w in self._workers) \
+                    or profile in self._starting.values():
+                return False
+            cold = next((w for w in self._idle if w.cold), None)
+            if cold is None:
+                return False
+            self._idle.remove(cold)
+            self._starting[cold] = profile
+            t = threading.Thread(target=self._start_ahead, args=(cold, profile), name="sandbox-prestart", daemon=True)
+            self._background.add(t)
+        t.start()
+        return True
+
+    def _start_ahead(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
+        try:
+            if not self._closed:
+                w.switch_profile(profile)
+        except BaseException:
+            pass  # it failed to start: it stays cold, and the request that needs it starts it (and reports why)
+        finally:
+            with self._cond:
+                self._starting.pop(w, None)
+                self._background.discard(threading.current_thread())
+            self._release(w)
 
     def _spread_target(self, profile: tuple[str, ...]) -> WorkerHandle | None:
         """An idle worker to give ``profile`` in the background (see :meth:`_acquire`), taken off

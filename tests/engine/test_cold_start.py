@@ -210,3 +210,55 @@ def test_lazy_start_must_be_a_bool() -> None:
 
     with pytest.raises(ConfigError, match="lazy_start"):
         SandboxConfig(lazy_start="yes")  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- prestart
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_slot_started_ahead_serves_the_request_it_was_started_for(mode: str) -> None:
+    needs_mode(mode)
+    req = RunRequest(source="import numpy\n\ndef run():\n    return 7\n")
+    with SandboxPool(SandboxConfig(mode=mode, workers=2, lazy_start=True)) as pool:
+        assert pool.prestart(req) is True
+        assert pool.prestart(req) is False  # already on its way: not a second slot
+        out = pool.run(req)  # waits for the slot started ahead rather than starting the other one
+        assert out.status is Status.OK and out.value == 7
+        assert [w.profile for w in pool._workers if w.proc is not None] == [("numpy",)]
+        assert sum(w.cold for w in pool._workers) == 1 and pool.profile_switches == 0
+        assert pool.prestart(req) is False  # a worker with that image is up
+
+
+def test_prestart_needs_a_cold_slot_and_a_failed_one_is_reported_by_the_request() -> None:
+    with SandboxPool(SandboxConfig(mode="process", workers=1)) as eager:
+        assert eager.prestart(RunRequest(source="def run():\n    return 1\n")) is False  # nothing cold
+    bad = RunRequest(source="def run():\n    return 1\n", preload=("numpy.no_such_module_xyz",))
+    with SandboxPool(SandboxConfig(mode="process", workers=1, lazy_start=True)) as pool:
+        assert pool.prestart(bad) is True
+        with pytest.raises(Exception, match="could not preload"):
+            pool.run(bad)  # the slot stayed cold: the request starts it and says why it fails
+        assert pool.run(RunRequest(source="def run():\n    return 3\n")).value == 3
+
+
+def test_reasearch_eval_starts_the_sandbox_ahead_for_a_python_candidate(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from reasearch._cli import tasks as cli_tasks
+
+    seen: list[str] = []
+    monkeypatch.setattr(SandboxPool, "prestart", lambda self, req: seen.append(req.source) or True)
+    monkeypatch.setattr(SandboxPool, "__init__", lambda self, config=None: setattr(self, "_closed", False))
+    from reasearch.engine import sandbox
+
+    monkeypatch.setattr(sandbox, "_default", None)
+    cand = tmp_path / "cand.py"
+    cand.write_text("def run():\n    return 1\n")
+    (tmp_path / "prompt.txt").write_text("be brief")
+    for path in (str(tmp_path / "prompt.txt"), str(tmp_path / "missing.py"), str(cand)):
+        cli_tasks._start_sandbox_ahead(path)
+    for t in threading.enumerate():
+        if t.name == "reasearch-sandbox-ahead":
+            t.join(10)
+    monkeypatch.setattr(sandbox, "_default", None)
+    assert seen == ["def run():\n    return 1\n"]
