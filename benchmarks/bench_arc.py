@@ -57,3 +57,20 @@ def test_one_task(benchmark, pool, impl):
 
         res = benchmark.pedantic(fresh, rounds=5, iterations=1)
     assert res.ok and res.metrics["n_pairs"] == 4
+
+
+@pytest.mark.parametrize("impl", ["warm_pool", "in_process"])
+def test_dsl_sized_candidate_one_task(benchmark, pool, impl):
+    """A ~36 KB candidate (a DSL and a solver built on it) on one task: through the pool (compiled
+    once per worker) vs compiling and running the file in this process (no sandbox)."""
+    from reasearch._bench.arc import _in_process_set, dsl_candidate
+
+    task = ArcTask("0934a4d8")
+    source = dsl_candidate()
+    benchmark.group = "36 KB DSL candidate, one task (0934a4d8)"
+    if impl == "warm_pool":
+        task.evaluate(source, executor=pool)
+        res = benchmark(task.evaluate, source, executor=pool)
+        assert res.status.value in ("OK", "INVALID")
+    else:
+        benchmark(_in_process_set, [task], source)
