@@ -60,8 +60,10 @@ __all__ = ["BUSY_WARM_DELAY_S", "SESSION_PIPE_BYTES", "Supervisor", "warm_delay"
 
 SESSION_PIPE_BYTES = 1 << 19  # a session's request and result pipes (see Supervisor.widen_pipes)
 # Candidates compiled once per worker (see Supervisor.compiled): at least this long (shorter ones
-# compile in a few tens of us in the child), at most this long, at most this many, newest kept.
-_CODE_MIN_TEXT, _CODE_MAX_TEXT, _CODE_ENTRIES = 2 << 10, 1 << 20, 8
+# compile in a few tens of us in the child), at most this long (the worker's compile is bounded only by
+# the request's wall limit, not by the child's CPU limit: a longer text compiles in the child, under
+# it), at most this many, newest kept.
+_CODE_MIN_TEXT, _CODE_MAX_TEXT, _CODE_ENTRIES = 2 << 10, 256 << 10, 8
 _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
 # Back to back, the next child waits this long for its request before it warms up: longer than
 # the gaps between one worker's requests then (a few ms on 2 workers), far shorter than a pause.

@@ -13,7 +13,7 @@ import types
 import pytest
 
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.engine._supervisor import _CODE_ENTRIES, Supervisor
+from reasearch.engine._supervisor import _CODE_ENTRIES, _CODE_MAX_TEXT, Supervisor
 from reasearch.engine.protocol import RunRequest
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import MODES, needs_mode
@@ -49,6 +49,8 @@ def test_compiled_is_keyed_by_the_exact_text_and_file_name() -> None:
 def test_compiled_leaves_to_the_child_what_it_should_report_or_what_is_not_worth_it() -> None:
     w = _cache()
     assert Supervisor.compiled(w, "def run():\n    return 1\n", "/s") is None  # short: the child compiles it
+    huge = "x = 1\n" * (_CODE_MAX_TEXT // 6 + 1) + "def run():\n    return x\n"
+    assert Supervisor.compiled(w, huge, "/s") is None  # long: compiled in the child, under its CPU limit
     assert Supervisor.compiled(w, _big("def run(:\n"), "/s") is None  # a syntax error is the child's to report
     assert Supervisor.compiled(w, _big("x = 1\nok = x is 1\n"), "/s") is None  # and so is a warning
     assert w.code_cache == {}
