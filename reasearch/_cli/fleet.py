@@ -187,6 +187,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from reasearch.fleets.fleet import run_fleet
 
     spec = _spec_from_args(args)
+    if "dollars" in spec.caps:
+        unpriced = [m for m in spec.models if spec.model_spec(m).price is None and spec.model_spec(m).provider != "scripted"]
+        if unpriced:
+            print(f"note: no price is known for {', '.join(unpriced)}: the fleet's dollar cap binds the other members "
+                  "(give price_in/price_out in a --spec file to count them)", file=sys.stderr)
     return _drive(args, lambda kind, address, cb: run_fleet(spec, store=_store(args), run_dir=args.run_dir,
                                                               fleet_id=args.id, executor=kind, address=address,
                                                               on_update=cb))

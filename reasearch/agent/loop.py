@@ -123,7 +123,10 @@ class Agent:
             self.config.workspace_max_mb << 20, self.config.workspace_max_files))
         self.transcripts = self.root / "transcripts"
         self.journal = Journal(run)
-        if run.remaining().get(Unit.DOLLARS) is not None:
+        fleet_caps = dict((run.config.get("fleet") or {}).get("caps") or {})
+        # A fleet-wide dollar cap binds the members whose models have a price (a local model's has none);
+        # the run's own dollar cap needs prices (start_run checks it before anything is stored).
+        if run.remaining().get(Unit.DOLLARS) is not None and "dollars" not in fleet_caps:
             require_prices(self.config)
         self.models = _role_models(self.config, dict(models or {}), self.journal)
         self._exec_fn = exec_fn
