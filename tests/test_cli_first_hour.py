@@ -69,3 +69,77 @@ def test_a_fleet_specs_base_url_reaches_its_openai_members(run_dir: Path, capsys
         assert main(["fleet", "run", "--spec", str(spec), "--run-dir", str(run_dir), "--json", "--quiet"]) == 0
         assert json.loads(capsys.readouterr().out)["members"][0]["state"] == "finished"
         assert len(oa.requests) == 2
+
+
+# ---------------------------------------------------------------- item 2: wrong values, one line each
+@pytest.mark.parametrize("task_id, param, words", [
+    ("circle_packing/n26-v1", "n=abc", ["parameter n ", "an integer >= 2", "'abc'"]),
+    ("circle_packing/n26-v1", "n=1", ["parameter n ", "an integer >= 2", "not 1"]),
+    ("circle_packing/n26-v1", "foo=1", ["no parameter 'foo'", "n, time_limit_s, memory_mb"]),
+    ("nanogpt/v1", "time_budget_s=abc", ["parameter time_budget_s ", "a number > 0", "'abc'"]),
+    ("nanogpt/v1", "time_budget_s=-5", ["parameter time_budget_s ", "a number > 0", "not -5"]),
+    ("nanogpt/v1", "slot=tpu", ["parameter slot ", "one of 'auto', 'gpu', 'cpu'"]),
+])
+@pytest.mark.parametrize("command", ["optimize", "eval", "seed"])
+def test_a_wrong_parameter_is_one_line_exit_2_and_nothing_is_created(
+        task_id: str, param: str, words: list[str], command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cand.py").write_text("def run():\n    return 1\n")
+    argv = {"optimize": ["optimize", task_id, "--model", "demo", "--run-dir", "runs"],
+            "eval": ["eval", task_id, "cand.py"], "seed": ["seed", task_id, "-o", "out"]}[command]
+    assert main([*argv, "-p", param]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("reasearch: error: "), err
+    assert all(w in err for w in words), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cand.py"]  # no runs/, no out
+
+
+def test_tasks_params_lists_names_types_defaults_ranges_and_meaning(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "nanogpt/v1", "--params", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["time_budget_s"] == {"name": "time_budget_s", "type": "a number", "required": False, "default": 300.0,
+                                     "range": "> 0", "meaning": rows["time_budget_s"]["meaning"]}
+    assert rows["time_budget_s"]["meaning"].startswith("training seconds of one experiment")
+    assert rows["eval_tokens"]["range"] == ">= 256 and <= 4194304"
+    assert main(["tasks", "circle_packing/n26-v1", "--params"]) == 0
+    out = capsys.readouterr().out
+    assert "time_limit_s" in out and "number of circles" in out
+    assert main(["tasks", "--params"]) == 2
+
+
+def test_every_registered_task_declares_each_parameter_with_a_meaning_and_a_valid_default() -> None:
+    """The declaration is the class itself: a parameter added without a line in Args: fails here."""
+    import inspect
+
+    from reasearch.evaluators.params import describe_params
+    from reasearch.evaluators.registry import list_tasks, registered_entry
+
+    seen = set()
+    for task_id in list_tasks(include_families=True, expand=False):
+        entry, implied = registered_entry(task_id)
+        cls = entry.load()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        names = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        assert set(getattr(cls, "PARAM_RANGES", {})) <= names, cls
+        for p in describe_params(cls):
+            assert p.meaning, f"{cls.__name__}.{p.name} has no line in its Args: docstring"
+            if not p.required and p.default is not None:
+                assert p.accepts(p.default) and (p.range is None or p.range.ok(p.default)), (cls, p)
+    assert len(seen) >= 8
+
+
+def test_tasks_json_into_a_closed_pipe_is_quiet() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "reasearch.cli", "tasks", "--all", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"["
+    proc.stdout.close()  # what `| head -1` does
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err and err == "", err

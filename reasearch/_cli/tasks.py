@@ -30,6 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("filter", nargs="?", default="", help="show only ids containing this text")
     p.add_argument("--all", action="store_true", help="list every id of each family (e.g. each ARC task)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--params", action="store_true",
+                   help="with an exact id: the task's parameters (-p KEY=VALUE): names, types, defaults, ranges, meaning")
     p.set_defaults(func=run_tasks)
 
     e = sub.add_parser("eval", help="evaluate a candidate program on a task (in the sandbox)",
@@ -97,7 +99,31 @@ def _num(x: float | None, digits: int = 12) -> str:
     return "" if x is None else f"{x:.{digits}g}"
 
 
+def _params(task_id: str, as_json: bool) -> int:
+    """The parameters of one task, read from its class (signature, docstring, PARAM_RANGES)."""
+    from reasearch.evaluators.params import describe_params
+
+    if not task_id:
+        raise ConfigError("--params needs a task id, e.g. reasearch tasks circle_packing/n26-v1 --params")
+    entry, implied = registered_entry(task_id)
+    params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
+    if as_json:
+        print(json.dumps([p.to_dict() for p in params], indent=2))
+        return EXIT_OK
+    table = Table(title=f"parameters of {task_id} (-p KEY=VALUE)")
+    table.add_column("name", no_wrap=True)
+    for col in ("type", "default", "range", "meaning"):
+        table.add_column(col, overflow="fold")
+    for p in params:
+        table.add_row(p.name, p.type_text(), "required" if p.required else repr(p.default),
+                      p.range.text() if p.range else "", p.meaning)
+    Console().print(table)
+    return EXIT_OK
+
+
 def run_tasks(args: argparse.Namespace) -> int:
+    if args.params:
+        return _params(args.filter, args.json)
     rows = _listing(args.filter, args.all)
     if args.json:
         print(json.dumps(rows, indent=2))

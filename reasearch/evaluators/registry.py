@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from reasearch.errors import ConfigError, UnknownTaskError
 from reasearch.evaluators.base import Task
+from reasearch.evaluators.params import check_params
 from reasearch.evaluators.spec import TaskSpec
 
 __all__ = ["TaskEntry", "register", "make", "spec", "build_task", "list_tasks", "registered_entry", "unregister"]
@@ -157,6 +158,7 @@ def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only:
         return build_task(task_id.id, task_id.params, task_id.task_class)
     entry, kwargs = registered_entry(task_id)
     cls = entry.load()
+    check_params(cls, task_id, params)  # a wrong name, type or range: one line naming the parameter
     kwargs.update(params)
     try:
         task = cls(**kwargs)
