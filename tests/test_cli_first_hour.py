@@ -143,3 +143,115 @@ def test_tasks_json_into_a_closed_pipe_is_quiet() -> None:
     proc.stdout.close()  # what `| head -1` does
     err = proc.stderr.read().decode() if proc.stderr else ""
     assert proc.wait(timeout=60) == 141 and "Traceback" not in err and err == "", err
+
+
+# ---------------------------------------------------------------- item 3: --model demo, offline
+def _run_ids(run_dir: Path) -> list[str]:
+    if not (run_dir / "store.sqlite").exists():
+        return []
+    with open_store(run_dir) as store:
+        return [r.id for r in store.list_runs()]
+
+
+def test_optimize_with_the_demo_model_improves_on_the_seed_offline(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing may be called
+    argv = ["optimize", "circle_packing/n26-v1", "--model", "demo", "--budget", "12", "--run-dir", str(run_dir),
+            "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().err
+    from reasearch.runs import Run
+
+    with open_store(run_dir) as store:
+        (rec,) = store.list_runs()
+        run = Run.open(store, rec.id)
+        seed = make_seed_score()
+        best = run.best()
+        assert best is not None and best[1].score > seed * 1.1  # rows + LP radii: 2.5 vs the grid's 2.1667
+        tools = [e.payload["name"] for e in run.events(kind="tool_call")]
+    assert tools[:2] == ["read_file", "get_current_code"] and tools[-1] == "finish"
+    assert tools.count("evaluate") == 12 and "chosen by agent" in out
+    # deterministic: a second run makes the same decisions and scores
+    assert main(argv) == 0
+    with open_store(run_dir) as store:
+        runs = [Run.open(store, r.id) for r in store.list_runs()]
+        scores = [[e.result.score for e in r.evaluations()] for r in runs]
+    assert scores[0] == scores[1]
+
+
+def make_seed_score() -> float:
+    from reasearch.evaluators import make
+
+    score = make("circle_packing/n26-v1").spec.seed_score
+    assert score is not None
+    return score
+
+
+@pytest.mark.parametrize("task_id", ["heilbronn/n11-v1", "txn_scheduling/v1"])
+def test_the_demo_model_plays_other_program_tasks(task_id: str, run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["optimize", task_id, "--model", "demo", "--budget", "4", "--run-dir", str(run_dir), "--quiet"]) == 0
+    assert "chosen by agent" in capsys.readouterr().err
+
+
+def test_the_demo_model_plays_gsm8k_with_a_local_toy_student(run_dir: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key, write_synthetic_gsm8k
+
+    gsm = write_synthetic_gsm8k(tmp_path / "gsm8k", n_train=60, n_test=10)
+    with FakeStudentServer(gsm8k_answer_key(gsm)) as student:
+        assert main(["optimize", "gsm8k/v1", "--model", "demo", "--student", "openai/toy", "--student-base-url",
+                     student.url, "--student-calls", "150", "-p", f"data_dir={gsm}", "-p", "n_train=20", "-p",
+                     "n_validation=20", "--run-dir", str(run_dir), "--quiet"]) == 0
+    from reasearch.runs import Run
+
+    with open_store(run_dir) as store:
+        (rec,) = store.list_runs()
+        scores = [e.result.score for e in Run.open(store, rec.id).evaluations() if e.result.score is not None]
+    assert len(scores) >= 3 and max(scores) > scores[0]  # an instruction from the list helped the toy student
+
+
+def test_demo_no_tools_contract_mutates_the_last_fenced_block() -> None:
+    import ast
+
+    from reasearch.models import DemoModel
+    from reasearch.models.demo import INSTRUCTIONS
+    from reasearch.models.messages import ModelRequest
+
+    program = "import math\n\nA = 0.25\n\n\ndef run():\n    return [A * 2.0, math.pi, -1.5e-3]\n"
+    ask = f"Improve this.\n```python\nX = 1.0\n```\nand this one:\n```python\n{program}```\n"
+    req = ModelRequest("", [{"role": "user", "content": [{"type": "text", "text": ask}]}])
+    model = DemoModel()
+    reply = model.complete(req)
+    assert reply.tool_calls == [] and reply.text.count("```") == 2 and reply.text.startswith("```python\n")
+    new = reply.text.split("\n", 1)[1].rsplit("```", 1)[0]
+    ast.parse(new)
+    assert new != program and "def run():" in new and "import math" in new and "X = 1.0" not in new
+    assert model.complete(req).text == reply.text  # seeded by the request: deterministic
+    text_req = ModelRequest("", [{"role": "user", "content": f"a prompt:\n```text\nSolve it.\n```"}])
+    out = model.complete(text_req).text
+    body = out.split("\n", 1)[1].rsplit("```", 1)[0]
+    assert out.startswith("```text\n") and body.startswith("Solve it.") and any(i in body for i in INSTRUCTIONS)
+    bare = model.complete(ModelRequest("", [{"role": "user", "content": "no block"}])).text
+    assert bare == f"```text\n{INSTRUCTIONS[0]}\n```"
+    hostile = "```python\ndef f(:\n    return 1.5\n```"  # does not parse: comes back unchanged
+    assert "def f(:" in model.complete(ModelRequest("", [{"role": "user", "content": hostile}])).text
+
+
+@pytest.mark.parametrize("script, words", [
+    ([{"foo": 1}], ["reply 1 of 1", "unknown key 'foo'"]),
+    ([{"content": [{"type": "text", "text": "hi"}]}, {"content": "evaluate"}], ["reply 2 of 2", "'content'"]),
+    ([{"content": [{"type": "tool_use", "name": "evaluate", "id": "a", "input": [1]}]}], ["block 1", "input"]),
+    ([{"content": [{"type": "text", "text": "x"}], "stop_reason": "done"}], ["unknown stop_reason 'done'"]),
+    ([], ["non-empty JSON list"]),
+    ({"foo": []}, ["non-empty JSON list"]),
+])
+def test_a_bad_scripted_reply_file_is_one_line_naming_the_entry(script: Any, words: list[str], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.json").write_text(json.dumps(script))
+    assert main(["optimize", "circle_packing/n26-v1", "--model", "scripted/s.json", "--run-dir", "runs"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(w in err for w in words) and "docs/demo-and-scripted-models.md" in err, err
+    assert not (tmp_path / "runs").exists()

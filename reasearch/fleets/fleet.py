@@ -259,6 +259,8 @@ class FleetReport:
 
 def _provider(model: str) -> str:
     """The provider ``ModelSpec.parse`` gives ``model`` (a name without a known prefix is Anthropic's)."""
+    if model == "demo":
+        return "demo"
     prefix, sep, _ = model.partition("/")
     return prefix if sep and prefix in ("anthropic", "openai", "scripted", "demo") else "anthropic"
 

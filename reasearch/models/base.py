@@ -14,6 +14,9 @@ from reasearch.errors import ConfigError
 __all__ = ["PRICES", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "endpoint_of", "price_for", "snippet"]
 
 
+PROVIDERS = ("anthropic", "openai", "scripted", "demo")
+
+
 @runtime_checkable
 class Model(Protocol):
     """Anything that answers a :class:`ModelRequest` with a :class:`ModelReply`."""
@@ -65,7 +68,8 @@ class ModelSpec:
     """How to build one model client; stored in the run's config (provenance) and used on resume.
 
     Attributes:
-        provider: ``anthropic``, ``openai`` (any OpenAI-compatible endpoint) or ``scripted``.
+        provider: ``anthropic``, ``openai`` (any OpenAI-compatible endpoint), ``scripted`` or ``demo``
+            (the offline demo model, :mod:`reasearch.models.demo`).
         name: the model name sent to the provider (for ``scripted``: the script file, or empty).
         base_url: endpoint override (required for ``openai``; optional for ``anthropic``).
         max_tokens: output token limit of one reply.
@@ -88,8 +92,8 @@ class ModelSpec:
     attempts: int = 6
 
     def __post_init__(self) -> None:
-        if self.provider not in ("anthropic", "openai", "scripted"):
-            raise ConfigError(f"model provider must be anthropic, openai or scripted, not {self.provider!r}")
+        if self.provider not in PROVIDERS:
+            raise ConfigError(f"model provider must be anthropic, openai, scripted or demo, not {self.provider!r}")
         if self.provider == "openai" and not self.base_url:
             raise ConfigError("an openai-compatible model needs a base URL, e.g. --base-url http://127.0.0.1:11434/v1")
         if self.attempts < 1:
@@ -103,13 +107,17 @@ class ModelSpec:
     def price(self) -> Price | None:
         if self.price_in is not None and self.price_out is not None:
             return Price(self.price_in, self.price_out)
+        if self.provider == "demo":
+            return Price(0.0, 0.0)  # runs on this machine: free, and a dollar cap still binds
         return price_for(self.name) if self.provider == "anthropic" else None
 
     @classmethod
     def parse(cls, text: str, **overrides: Any) -> ModelSpec:
-        """``"claude-sonnet-4-6"``, ``"anthropic/NAME"``, ``"openai/NAME"`` or ``"scripted/FILE"``."""
+        """``"claude-sonnet-4-6"``, ``"anthropic/NAME"``, ``"openai/NAME"``, ``"scripted/FILE"`` or ``"demo"``."""
+        if text == "demo":
+            return cls(provider="demo", name="demo", **overrides)
         provider, sep, name = text.partition("/")
-        if not sep or provider not in ("anthropic", "openai", "scripted"):
+        if not sep or provider not in PROVIDERS:
             provider, name = "anthropic", text
         return cls(provider=provider, name=name, **overrides)
 
@@ -155,7 +163,7 @@ def endpoint_of(spec: ModelSpec) -> str | None:
     """
     import os
 
-    if spec.provider == "scripted":
+    if spec.provider in ("scripted", "demo"):
         return None
     if spec.provider == "openai":
         return (spec.base_url or "").rstrip("/")
