@@ -255,3 +255,28 @@ def test_a_bad_scripted_reply_file_is_one_line_naming_the_entry(script: Any, wor
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and all(w in err for w in words) and "docs/demo-and-scripted-models.md" in err, err
     assert not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------- item 7: a model that never calls a tool
+def test_a_model_that_never_calls_a_tool_is_warned_then_stopped(run_dir: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAIServer(lambda body: say("I think the answer is to make the circles bigger.")) as oa:
+        code = main(["optimize", "circle_packing/n26-v1", "--model", "openai/chatty", "--base-url", oa.url,
+                     "--run-dir", str(run_dir), "--quiet"])
+        err = capsys.readouterr().err
+        assert len(oa.requests) == 5  # the default limit, not 200 turns
+        last_user = [m for m in oa.requests[-1]["messages"] if m["role"] == "user"][-1]["content"]
+        assert "WARNING: 4 replies in a row called no tool" in last_user
+        assert not any("WARNING" in str(m) for r in oa.requests[:-1] for m in r["messages"][-1:])
+    assert code == 1  # nothing scored
+    assert "5 turns in a row without calling a tool" in err
+    assert "tokens of a 10,000,000 cap" in err  # the default token cap, stated
+    assert "report: reasearch report " in err
+
+
+def test_the_no_tool_limit_and_the_token_cap_are_flags(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAIServer(lambda body: say("thinking")) as oa:
+        main(["optimize", "circle_packing/n26-v1", "--model", "openai/chatty", "--base-url", oa.url, "--run-dir",
+              str(run_dir), "--quiet", "--max-turns-without-tools", "2", "--max-tokens", "5000"])
+        assert len(oa.requests) == 2
+    assert "tokens of a 5,000 cap" in capsys.readouterr().err

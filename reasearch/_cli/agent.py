@@ -17,6 +17,7 @@ from reasearch._cli._params import key_values
 from reasearch.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
+DEFAULT_MAX_TOKENS = 10_000_000  # every run has a token cap: a model that loops on text cannot spend without end
 _EXITS = ("exit status: 0 a final candidate was chosen; 1 the run ended without an OK candidate (or replay found a "
           "divergence); 2 bad input or configuration, nothing run; 3 the run was interrupted (model endpoint "
           "failure after its retries): it is saved, and the command on stderr resumes it")
@@ -54,8 +55,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _model_args(p, resume=False)
     p.add_argument("--budget", type=int, default=50, metavar="N", help="evaluations the agent may spend (default 50; experiments for training tasks)")
     p.add_argument("--max-dollars", type=float, metavar="USD", help="dollar cap on model calls")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="cap on model tokens (input + output)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+                   help="cap on model tokens, input + output (default %(default)s; the summary states it)")
     p.add_argument("--max-turns", type=int, default=200, metavar="N", help="model turns (default 200)")
+    p.add_argument("--max-turns-without-tools", type=int, default=5, metavar="N",
+                   help="stop after N replies in a row that call no tool; the model is warned the turn before "
+                        "(default %(default)s)")
     p.add_argument("--max-wall", type=float, metavar="S", help="active wall seconds")
     p.add_argument("--compact-at", type=int, default=90_000, metavar="TOKENS", help="compaction threshold (default 90000)")
     p.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
@@ -210,6 +215,7 @@ def optimize(args: argparse.Namespace) -> int:
     check_budget(Budget.from_dict(budget))  # --budget 0: refused before a model is built or called
     specs, fallbacks = _specs(args)
     config = AgentConfig(models=specs, fallbacks=fallbacks, max_turns=args.max_turns, max_wall_s=args.max_wall,
+                         max_turns_without_tools=args.max_turns_without_tools,
                          compact_threshold_tokens=args.compact_at, sandbox_mode=args.sandbox)
     models = {role: build_model(spec) for role, spec in specs.items()}  # no key: one line, exit 2, no run made
     models.update({f"{role}:fallback": build_model(spec) for role, spec in fallbacks.items()})
