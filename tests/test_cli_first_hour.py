@@ -280,3 +280,95 @@ def test_the_no_tool_limit_and_the_token_cap_are_flags(run_dir: Path, capsys: py
               str(run_dir), "--quiet", "--max-turns-without-tools", "2", "--max-tokens", "5000"])
         assert len(oa.requests) == 2
     assert "tokens of a 5,000 cap" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- item 6: a down endpoint, runs delete/prune
+def test_a_down_endpoint_fails_at_once_and_creates_no_run(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["optimize", "circle_packing/n26-v1", "--model", "openai/q", "--base-url",
+                 f"http://127.0.0.1:{port}/v1", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not answer (connection refused)" in err and "no run was created" in err
+    assert _run_ids(run_dir) == []
+    assert main(["fleet", "run", "--task", "circle_packing/n26-v1", "--model", "openai/q", "--base-url",
+                 f"http://127.0.0.1:{port}/v1", "--run-dir", str(run_dir)]) == 2
+    assert "connection refused" in capsys.readouterr().err and _run_ids(run_dir) == []
+
+
+def test_a_missing_client_library_fails_before_a_run(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if not installed
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    assert main(["optimize", "circle_packing/n26-v1", "--model", "claude-sonnet-4-6", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "needs the 'anthropic' package, which is not installed: pip install" in err and err.count("\n") == 1
+    assert _run_ids(run_dir) == []
+
+
+def test_each_retry_is_announced(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAIServer(lambda body: _evaluate_then_finish(body["messages"]), fail_first=[503, 429]) as oa:
+        assert main(["optimize", "circle_packing/n26-v1", "--model", "openai/q", "--base-url", oa.url,
+                     "--run-dir", str(run_dir), "--quiet", "--budget", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "model endpoint: HTTP 503, retry 2/6 in 0 s" in err and "model endpoint: HTTP 429, retry 3/6 in 0 s" in err
+
+
+def test_a_refused_connection_retry_names_its_cause() -> None:
+    import socket
+
+    from reasearch.models import ModelSpec, OpenAICompatibleModel, RetryPolicy
+    from reasearch.models.messages import ModelRequest
+    from reasearch.errors import ModelError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lines: list[str] = []
+    sleeps: list[float] = []
+    model = OpenAICompatibleModel(ModelSpec(provider="openai", name="q", base_url=f"http://127.0.0.1:{port}/v1"),
+                                  retry=RetryPolicy(max_attempts=3, sleep=sleeps.append, notify=lines.append))
+    with pytest.raises(ModelError):
+        model.complete(ModelRequest("s", [{"role": "user", "content": "hi"}]))
+    assert [ln.split(" in ")[0] for ln in lines] == ["model endpoint: connection refused, retry 2/3",
+                                                     "model endpoint: connection refused, retry 3/3"]
+    assert len(sleeps) == 2
+
+
+def _demo_run(run_dir: Path, budget: str = "2") -> str:
+    assert main(["optimize", "circle_packing/n26-v1", "--model", "demo", "--budget", budget, "--run-dir",
+                 str(run_dir), "--quiet"]) == 0
+    return _run_ids(run_dir)[-1]
+
+
+def test_runs_delete_and_prune_remove_runs_but_never_a_live_one(run_dir: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from reasearch.runs import Budget, Run
+
+    full = _demo_run(run_dir)
+    with open_store(run_dir) as store:  # an empty run, as a failed start leaves one
+        dead = Run.create(store, task_id="circle_packing/n26-v1", budget=Budget.from_dict({"evaluations": 1}))
+        dead.close()  # its driver stopped
+        empty = dead.id
+        live = Run.create(store, task_id="circle_packing/n26-v1", budget=Budget.from_dict({"evaluations": 1}))
+        live.resume()  # this process drives it: a live heartbeat
+        (run_dir / empty).mkdir()
+        try:
+            d = ["--run-dir", str(run_dir)]
+            assert main(["runs", "delete", full, *d]) == 2  # it holds evaluations
+            assert "holds 2 evaluations; pass --force" in capsys.readouterr().err
+            assert main(["runs", "delete", live.id, *d]) == 2
+            assert "held by a live driver" in capsys.readouterr().err
+            assert main(["runs", "prune", "--empty", *d]) == 0
+            assert f"deleted run {empty}" in capsys.readouterr().err
+            assert sorted(_run_ids(run_dir)) == sorted([full, live.id]) and not (run_dir / empty).exists()
+            assert main(["runs", *d, "delete", full[:-3], "--force"]) == 0
+            assert _run_ids(run_dir) == [live.id] and not (run_dir / full).exists()
+            assert main(["runs", "delete", "nope", *d]) == 2
+        finally:
+            live.close()

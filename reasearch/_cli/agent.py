@@ -176,6 +176,16 @@ def _run_agent(agent: Any, console: Console, quiet: bool, title: str, run_dir: s
     return EXIT_OK if result.final_candidate else EXIT_FAILED
 
 
+def _check_models(config: Any) -> None:
+    """Every model the run would call: its client library is installed and its endpoint answers."""
+    from reasearch.models.probe import check_model
+
+    specs = [(role, spec) for role, spec in config.models.items()]
+    specs += [(f"{role} fallback", spec) for role, spec in config.fallbacks.items()]
+    for role, spec in specs:
+        check_model(spec, role=role)
+
+
 def _executor(text: str) -> Any:
     """``local`` (None: the run's default local pool) or a RayExecutor for ``ray`` / ``ray=ADDRESS``."""
     kind, _, address = text.partition("=")
@@ -219,6 +229,7 @@ def optimize(args: argparse.Namespace) -> int:
                          compact_threshold_tokens=args.compact_at, sandbox_mode=args.sandbox)
     models = {role: build_model(spec) for role, spec in specs.items()}  # no key: one line, exit 2, no run made
     models.update({f"{role}:fallback": build_model(spec) for role, spec in fallbacks.items()})
+    _check_models(config)  # a missing client library or a silent endpoint: one line, exit 2, no run made
     lessons = Path(args.lessons).read_text() if args.lessons else None
     console = Console(stderr=True)
     from reasearch.runs import open_store
@@ -283,6 +294,7 @@ def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, mo
 
     agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs, executor=executor,
                        fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
+    _check_models(agent.config)
     console.print(f"resuming run {agent.run.id} ({run.state.value}; {agent.journal.last_recorded + 1} steps recorded)",
                   highlight=False, soft_wrap=True)
     agent.run.resume()  # this process drives the run now (state running, heartbeat)

@@ -186,7 +186,11 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from reasearch.fleets.fleet import run_fleet
 
+    from reasearch.models.probe import check_model
+
     spec = _spec_from_args(args)
+    for model in dict.fromkeys(spec.models):  # before the fleet is stored: a down endpoint makes no runs
+        check_model(spec.model_spec(model), role="fleet member")
     if "dollars" in spec.caps:
         unpriced = [m for m in spec.models if spec.model_spec(m).price is None and spec.model_spec(m).provider != "scripted"]
         if unpriced:

@@ -246,13 +246,15 @@ class FakeOpenAIServer:
 
     Args:
         answer: request body (chat completion JSON) -> :class:`ModelReply`; called under a lock.
+        fail_first: HTTP statuses to answer first (each with ``retry-after: 0``), to exercise retries.
 
     Attributes:
         requests: JSON bodies of the chat completions received, in order.
     """
 
-    def __init__(self, answer: Any) -> None:
+    def __init__(self, answer: Any, *, fail_first: Iterable[int] = ()) -> None:
         self._answer = answer
+        self._failures = list(fail_first)
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
@@ -266,6 +268,8 @@ class FakeOpenAIServer:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
+                if status != 200:
+                    self.send_header("retry-after", "0")
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -282,7 +286,11 @@ class FakeOpenAIServer:
                     return
                 with server._lock:
                     server.requests.append(body)
-                    reply = server._answer(body)
+                    status = server._failures.pop(0) if server._failures else 0
+                    reply = None if status else server._answer(body)
+                if reply is None:
+                    self._send(status, {"error": {"message": f"fake {status}"}})
+                    return
                 self._send(200, chat_completion_json(reply, model=body.get("model", "fake")))
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
