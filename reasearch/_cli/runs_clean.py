@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reasearch.errors import ConfigError
+from reasearch.errors import ConfigError, StoreError
 from reasearch.runs.run import live_drivers
-from reasearch.runs.store import Store, StoreError
+from reasearch.runs.store import Store
 
 
 def add_subcommands(p: argparse.ArgumentParser, store_args: Any) -> None:

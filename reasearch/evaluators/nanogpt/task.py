@@ -106,9 +106,7 @@ class NanoGPTTask(TrainingTask):
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
     """
 
-    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {  # reasearch tasks ID --params shows them
-        "eval_tokens": Range(ge=256, le=4194304), "grace_s": Range(ge=0),
-        "slot": Range(choices=("auto", "gpu", "cpu")), "sandbox_mode": Range(choices=("auto", "nsjail", "process"))}
+    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {**TrainingTask.PARAM_RANGES, "eval_tokens": Range(ge=256, le=4194304)}
 
     def __init__(self, corpus: str = DEFAULT_CORPUS, time_budget_s: float = 300.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 30.0, eval_tokens: int = 65536, eval_time_limit_s: float = 300.0,
