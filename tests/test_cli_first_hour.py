@@ -372,3 +372,135 @@ def test_runs_delete_and_prune_remove_runs_but_never_a_live_one(run_dir: Path,
             assert main(["runs", "delete", "nope", *d]) == 2
         finally:
             live.close()
+
+
+# ---------------------------------------------------------------- item 10: the smaller ones
+def _demo_fleet(run_dir: Path, fleet_id: str, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["fleet", "run", "--task", "circle_packing/n26-v1", "--model", "demo", "--budget", "2", "--id",
+                 fleet_id, "--run-dir", str(run_dir), "--quiet"]) == 0
+    return capsys.readouterr().out
+
+
+def test_fleet_show_takes_a_prefix_and_a_finished_fleet_prints_no_resume_line(
+        run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _demo_fleet(run_dir, "fleet-demo-abc123", capsys)
+    assert "fleet fleet-demo-abc123" in out and "resume with" not in out
+    assert main(["fleet", "show", "fleet-demo-a", "--run-dir", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fleet_id"] == "fleet-demo-abc123"
+    _demo_fleet(run_dir, "fleet-demo-abd456", capsys)
+    assert main(["fleet", "show", "fleet-demo-ab", "--run-dir", str(run_dir)]) == 2
+    assert "ambiguous (2 fleets)" in capsys.readouterr().err
+    assert main(["fleet", "show", "nope", "--run-dir", str(run_dir)]) == 2
+
+
+@pytest.mark.parametrize("argv", [["serve"], ["mcp", "circle_packing/n26-v1", "--http"]])
+def test_a_busy_port_is_one_line_and_creates_no_run(argv: list[str], run_dir: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    _demo_run(run_dir)  # a store to serve
+    capsys.readouterr()
+    before = _run_ids(run_dir)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main([*argv, "--port", str(port), "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"port {port} on 127.0.0.1 is already in use" in err, err
+    assert _run_ids(run_dir) == before
+
+
+def test_eval_of_a_folder_for_a_file_task_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "cand").mkdir()
+    assert main(["eval", "circle_packing/n26-v1", str(tmp_path / "cand")]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder, but a candidate of circle_packing/n26-v1 is one Python file" in err
+
+
+def test_report_into_a_missing_folder_names_the_folder(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_id = _demo_run(run_dir)
+    capsys.readouterr()
+    assert main(["report", run_id, "--run-dir", str(run_dir), "-o", "/missing/dir/x.html"]) == 2
+    err = capsys.readouterr().err
+    assert "the folder /missing/dir does not exist" in err and err.count("\n") == 1
+
+
+def test_ctrl_c_prints_one_line(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    from reasearch.models.demo import DemoModel
+
+    real = DemoModel.complete
+    calls = []
+
+    def interrupted(self: DemoModel, request: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, request)
+
+    monkeypatch.setattr(DemoModel, "complete", interrupted)
+    assert main(["optimize", "circle_packing/n26-v1", "--model", "demo", "--run-dir", str(run_dir), "--quiet"]) == 130
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("reasearch:")]
+    assert len(lines) == 1 and "interrupted by the user; the run is saved" in lines[0], lines
+
+
+def test_seed_of_a_training_task_leaves_no_git_home(tmp_path: Path) -> None:
+    assert main(["seed", "nanogpt/v1", "-o", str(tmp_path / "ng")]) == 0
+    assert sorted(p.name for p in (tmp_path / "ng").iterdir()) == [".git", "model.py", "train.py"]
+
+
+def test_lessons_collect_keeps_the_worked_and_failed_categories(run_dir: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    lessons = ("# Lessons\n\n## What worked\n\n- rows of 5,5,6,5,5 with LP radii\n\n## What failed (and why)\n\n"
+               "- a hex grid: circles too small at the walls\n\n## What to try next\n\n- move the middle row\n")
+    replies = [say("", call("evaluate")), say("", call("write_file", path="lessons.md", content=lessons)),
+               say("", call("finish", reason="done"))]
+    script = run_dir / "s.json"
+    script.write_text(json.dumps([r.to_dict() for r in replies]))
+    assert main(["optimize", "circle_packing/n26-v1", "--model", f"scripted/{script}", "--run-dir", str(run_dir),
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["lessons", "collect", "circle_packing/", "--run-dir", str(run_dir)]) == 0
+    text = capsys.readouterr().out
+    worked, failed, nxt = (text.index(h) for h in ("## What worked", "## What failed (and why)", "## What to try next"))
+    assert worked < text.index("rows of 5,5,6,5,5") < failed < text.index("a hex grid") < nxt < text.index("middle row")
+
+
+def test_sandbox_clean_removes_unused_runtime_folders_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import subprocess
+    import time
+
+    base = tmp_path / "rt"
+    base.mkdir()
+    monkeypatch.setenv("REASEARCH_RUNTIME_DIR", str(base))
+    from reasearch.engine._runtime import runtime_root
+
+    root = runtime_root()
+    old = time.time() - 7200
+    made = {}
+    for name in ("reasearch-runtime-unused", "reasearch-code-used", "reasearch-code-fresh", "data"):
+        (root / name / "lib").mkdir(parents=True)
+        (root / name / "lib" / "f.py").write_text("x = 1\n" * 1000)
+        made[name] = root / name
+        if name != "reasearch-code-fresh":
+            os.utime(root / name, (old, old))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    (root / "reasearch-code-link").symlink_to(outside)
+    user = subprocess.Popen(["sleep", "60"], env={**os.environ, "PYTHONHOME": str(made["reasearch-code-used"])})
+    try:
+        assert main(["sandbox", "clean", "--dry-run"]) == 0
+        assert "would remove: " + str(made["reasearch-runtime-unused"]) in capsys.readouterr().err
+        assert made["reasearch-runtime-unused"].exists()
+        assert main(["sandbox", "clean"]) == 0
+        err = capsys.readouterr().err
+    finally:
+        user.kill()
+        user.wait()
+    assert not made["reasearch-runtime-unused"].exists() and "1 of 3 runtime folders removed" in err
+    assert made["reasearch-code-used"].exists() and made["reasearch-code-fresh"].exists() and made["data"].exists()
+    assert (outside / "keep.txt").read_text() == "mine"

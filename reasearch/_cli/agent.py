@@ -17,6 +17,7 @@ from reasearch._cli._params import key_values
 from reasearch.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
+EXIT_CTRL_C = 130  # as the shell reports a process ended by SIGINT
 DEFAULT_MAX_TOKENS = 10_000_000  # every run has a token cap: a model that loops on text cannot spend without end
 _EXITS = ("exit status: 0 a final candidate was chosen; 1 the run ended without an OK candidate (or replay found a "
           "divergence); 2 bad input or configuration, nothing run; 3 the run was interrupted (model endpoint "
@@ -168,9 +169,9 @@ def _run_agent(agent: Any, console: Console, quiet: bool, title: str, run_dir: s
         print(f"reasearch: interrupted: {_one_line(str(exc))[:600]}; the run is saved: `{resume}` continues it",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # one line (the command's own), not a second from the top level
         print(f"reasearch: interrupted by the user; the run is saved: `{resume}` continues it", file=sys.stderr)
-        raise
+        return EXIT_CTRL_C
     for line in summary_lines(agent, result, run_dir, agent.final_files):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     return EXIT_OK if result.final_candidate else EXIT_FAILED

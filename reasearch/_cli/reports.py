@@ -52,6 +52,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError("--task selects runs to compare: add --compare")
     if not args.runs and not args.task:
         raise ConfigError("give a run id (or --compare with run ids and/or --task PATTERN)")
+    if args.output is not None and not args.output.parent.is_dir():  # before the report is built
+        raise ConfigError(f"cannot write {args.output}: the folder {args.output.parent} does not exist (create it, "
+                          "or give -o a file in an existing folder)")
     with _open(args) as store:
         if args.compare:
             ids = [store.get_run(r).id for r in args.runs]
@@ -76,6 +79,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     check_bind(args.host, token)  # before the store is opened: a refused bind touches nothing
+    from reasearch._cli._port import check_port_free
+
+    check_port_free(args.host, args.port)  # a busy port: one line, exit 2 (not uvicorn's raw error)
     with _open(args) as store:
         host = f"[{args.host}]" if ":" in args.host else args.host
         print(f"dashboard of {store.display_url} on http://{host}:{args.port}/"

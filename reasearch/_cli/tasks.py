@@ -146,8 +146,14 @@ def run_tasks(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------- eval
 
 
-def _read_source(path: str) -> str:
+def _read_source(path: str, task: Any = None) -> str:
     p = Path(path)
+    if p.is_dir():
+        kind = getattr(task, "candidate_kind", "program")
+        what = "a system prompt (a text file)" if kind == "prompt" else "one Python file"
+        name = getattr(task, "candidate_file", "candidate.py")
+        raise ConfigError(f"{path} is a folder, but a candidate of {task.spec.id if task else 'this task'} is {what}, "
+                          f"e.g. {path.rstrip('/')}/{name}")
     if not p.is_file():
         raise ConfigError(f"no such candidate file: {path}")
     try:
@@ -205,7 +211,7 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"reasearch: running one experiment of {task.spec.id} on {args.file} "
               f"(budget {getattr(task, 'time_budget_s', '?')} s) ...", file=sys.stderr)
     else:
-        source = _read_source(args.file)
+        source = _read_source(args.file, task)
     if is_prompt_task(task):
         with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
             caller = ProgressCaller(task.student_client(), progress, f"{task.spec.id} validation")  # type: ignore[attr-defined]
@@ -260,13 +266,16 @@ def run_seed(args: argparse.Namespace) -> int:
 
 def _git_init(folder: Path, message: str) -> bool:
     """``git init`` + one commit, with hooks and user config disabled; False when git is missing."""
+    import tempfile
+
     from reasearch.agent.tools.git import GitRepo
 
-    try:
-        repo = GitRepo(folder, git_dir=folder / ".git")
-        repo.init()
-        repo.run(["add", "-A"])
-        repo.run(["commit", "-q", "-m", message])
-    except (FileNotFoundError, ConfigError):
-        return False
+    with tempfile.TemporaryDirectory(prefix="reasearch-git-home-") as home:  # not left in the user's folder
+        try:
+            repo = GitRepo(folder, git_dir=folder / ".git", home=home)
+            repo.init()
+            repo.run(["add", "-A"])
+            repo.run(["commit", "-q", "-m", message])
+        except (FileNotFoundError, ConfigError):
+            return False
     return True
