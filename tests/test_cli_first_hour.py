@@ -117,7 +117,7 @@ def test_every_registered_task_declares_each_parameter_with_a_meaning_and_a_vali
 
     seen = set()
     for task_id in list_tasks(include_families=True, expand=False):
-        entry, implied = registered_entry(task_id)
+        entry, _ = registered_entry(task_id)
         cls = entry.load()
         if cls in seen:
             continue
@@ -196,7 +196,11 @@ def test_the_demo_model_plays_other_program_tasks(task_id: str, run_dir: Path, c
 
 def test_the_demo_model_plays_gsm8k_with_a_local_toy_student(run_dir: Path, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key, write_synthetic_gsm8k
+    from reasearch.evaluators.prompt.testing import (
+        FakeStudentServer,
+        gsm8k_answer_key,
+        write_synthetic_gsm8k,
+    )
 
     gsm = write_synthetic_gsm8k(tmp_path / "gsm8k", n_train=60, n_test=10)
     with FakeStudentServer(gsm8k_answer_key(gsm)) as student:
@@ -228,7 +232,7 @@ def test_demo_no_tools_contract_mutates_the_last_fenced_block() -> None:
     ast.parse(new)
     assert new != program and "def run():" in new and "import math" in new and "X = 1.0" not in new
     assert model.complete(req).text == reply.text  # seeded by the request: deterministic
-    text_req = ModelRequest("", [{"role": "user", "content": f"a prompt:\n```text\nSolve it.\n```"}])
+    text_req = ModelRequest("", [{"role": "user", "content": "a prompt:\n```text\nSolve it.\n```"}])
     out = model.complete(text_req).text
     body = out.split("\n", 1)[1].rsplit("```", 1)[0]
     assert out.startswith("```text\n") and body.startswith("Solve it.") and any(i in body for i in INSTRUCTIONS)
@@ -322,9 +326,9 @@ def test_each_retry_is_announced(run_dir: Path, capsys: pytest.CaptureFixture[st
 def test_a_refused_connection_retry_names_its_cause() -> None:
     import socket
 
+    from reasearch.errors import ModelError
     from reasearch.models import ModelSpec, OpenAICompatibleModel, RetryPolicy
     from reasearch.models.messages import ModelRequest
-    from reasearch.errors import ModelError
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

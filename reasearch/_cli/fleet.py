@@ -186,7 +186,6 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from reasearch.fleets.fleet import run_fleet
-
     from reasearch.models.probe import check_model
 
     spec = _spec_from_args(args)

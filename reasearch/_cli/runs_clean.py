@@ -43,9 +43,9 @@ def add_subcommands(p: argparse.ArgumentParser, store_args: Any) -> None:
 
 def _run_dir(args: argparse.Namespace) -> Path | None:
     """The run directory whose ``<run id>`` folders belong to this store (None for a store URL)."""
-    from reasearch.runs.store import DEFAULT_RUN_DIR
-
     import os
+
+    from reasearch.runs.store import DEFAULT_RUN_DIR
 
     if getattr(args, "store", None):
         return None

@@ -168,8 +168,8 @@ def collect_lessons(store: Store, task_prefix: str, *, run_dir: str | Path) -> t
 def render_library(lessons: Sequence[Lesson], task_prefix: str, runs: Sequence[str]) -> str:
     """The library as markdown (a valid ``lessons.md``: ``--lessons FILE`` loads it as is)."""
     lines = [f"# Lessons library: {task_prefix}*", "",
-             f"{len(lessons)} lessons from {len(runs)} finished runs; each with the run that wrote it and the "
-             "best-score gain over that run's first OK score when it was written.", ""]
+             (f"{len(lessons)} lessons from {len(runs)} finished runs; each with the run that wrote it and the "
+              "best-score gain over that run's first OK score when it was written."), ""]
     # The template's sections first (a library is a valid lessons.md), then any other heading runs used.
     sections = [*_SECTIONS, *dict.fromkeys(lesson.section for lesson in lessons if lesson.section not in _SECTIONS)]
     for section in sections:

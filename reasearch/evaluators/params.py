@@ -117,19 +117,20 @@ def _arg_lines(cls: type) -> dict[str, str]:
     out: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         doc = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
-        section = re.search(r"^Args:\n((?:[ \t]+.*\n?|\n)*)", doc, re.M)
+        section = re.search(r"^Args:\n((?:[ \t]+.*\n?|\n)*)", doc, re.MULTILINE)
         if not section:
             continue
-        for m in re.finditer(r"^([ \t]{2,4})(\w+)(?: \([^)]*\))?: (.+(?:\n\1[ \t]+\S.*)*)", section.group(1), re.M):
+        for m in re.finditer(r"^([ \t]{2,4})(\w+)(?: \([^)]*\))?: (.+(?:\n\1[ \t]+\S.*)*)", section.group(1), re.MULTILINE):
             out[m.group(2)] = " ".join(m.group(3).replace("``", "").split())
     return out
 
 
 def describe_params(cls: type) -> list[TaskParam]:
     """The parameters of task class ``cls``, in signature order."""
-    sig = inspect.signature(cls.__init__)
+    init = vars(cls).get("__init__") or next(vars(k)["__init__"] for k in cls.__mro__ if "__init__" in vars(k))
+    sig = inspect.signature(init)
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(init)
     except (NameError, TypeError):
         hints = {}
     ranges = dict(getattr(cls, "PARAM_RANGES", {}) or {})

@@ -47,7 +47,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage, estimate_tokens
+from reasearch.models.messages import (
+    ModelReply,
+    ModelRequest,
+    StopReason,
+    Usage,
+    estimate_tokens,
+)
 
 __all__ = ["INSTRUCTIONS", "DemoModel", "mutate_python", "mutate_text"]
 
@@ -59,7 +65,7 @@ INSTRUCTIONS = (
     "Be concise: no more than a few short sentences of reasoning.",
     "Restate what the question asks before you solve it.",
 )
-_FENCE = re.compile(r"```(python|text)[^\n]*\n(.*?)```", re.S)
+_FENCE = re.compile(r"```(python|text)[^\n]*\n(.*?)```", re.DOTALL)
 _CENTERS_PROGRAM = '''"""Circle packing: fixed centers, radii from the library's LP (written by the demo model)."""
 
 import numpy as np
@@ -98,21 +104,26 @@ def mutate_python(source: str, rng: random.Random, *, scale: float = 0.05, count
         tree = ast.parse(source)
     except SyntaxError:
         return source
-    floats, ints = [], []
+    floats: list[tuple[ast.Constant, float]] = []
+    ints: list[tuple[ast.Constant, int]] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.end_col_offset is not None \
-                and node.lineno == node.end_lineno:
-            (floats if isinstance(node.value, float) else ints).append(node)
+        if not (isinstance(node, ast.Constant) and node.end_col_offset is not None and node.lineno == node.end_lineno):
+            continue
+        if type(node.value) is float:
+            floats.append((node, node.value))
+        elif type(node.value) is int and abs(node.value) >= 2:
+            ints.append((node, node.value))
+    new: dict[int, str] = {}
     if floats:
-        picked = rng.sample(floats, min(count, len(floats)))
-        new = {id(n): _float_text(n.value * (1.0 + rng.gauss(0.0, scale)) if n.value else rng.gauss(0.0, scale * 0.1))
-               for n in picked}
+        for node, value in rng.sample(floats, min(count, len(floats))):
+            moved = value * (1.0 + rng.gauss(0.0, scale)) if value else rng.gauss(0.0, scale * 0.1)
+            new[id(node)] = _float_text(moved)
+        picked = [node for node, _ in floats if id(node) in new]
+    elif ints:
+        node, value = rng.choice(ints)
+        picked, new = [node], {id(node): str(value + rng.choice((-1, 1)))}
     else:
-        candidates = [n for n in ints if abs(n.value) >= 2]
-        if not candidates:
-            return source
-        n = rng.choice(candidates)
-        picked, new = [n], {id(n): str(n.value + rng.choice((-1, 1)))}
+        return source
     lines = source.splitlines(keepends=True)
     for node in sorted(picked, key=lambda n: (n.lineno, n.col_offset), reverse=True):
         line = lines[node.lineno - 1]
@@ -272,7 +283,7 @@ class DemoModel:
                 current = _strip_read(s.result) if s.name == "read_file" else s.result
         scored = []
         for s in steps:
-            m = re.search(r"^(?:score|accuracy): (-?[0-9.eE+-]+|inf|-inf)", s.result, re.M)
+            m = re.search(r"^(?:score|accuracy): (-?[0-9.eE+-]+|inf|-inf)", s.result, re.MULTILINE)
             if s.name == score_tool and not s.error and m and "status: OK" in s.result:
                 code = str(s.input.get(arg)) if s.input.get(arg) is not None else current
                 scored.append((float(m.group(1)), code))
