@@ -508,3 +508,16 @@ def test_sandbox_clean_removes_unused_runtime_folders_only(tmp_path: Path, monke
     assert not made["reasearch-runtime-unused"].exists() and "1 of 3 runtime folders removed" in err
     assert made["reasearch-code-used"].exists() and made["reasearch-code-fresh"].exists() and made["data"].exists()
     assert (outside / "keep.txt").read_text() == "mine"
+
+
+def test_report_without_an_id_reports_the_latest_run(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(run_dir.parent)
+    assert main(["report", "--run-dir", str(run_dir)]) == 2  # no store yet: one line
+    assert "no run store at" in capsys.readouterr().err
+    _demo_run(run_dir)
+    latest = _demo_run(run_dir, budget="3")
+    capsys.readouterr()
+    out = run_dir / "r.html"
+    assert main(["report", "--run-dir", str(run_dir), "-o", str(out)]) == 0
+    assert f"the latest run, {latest}" in capsys.readouterr().err and latest in out.read_text()
