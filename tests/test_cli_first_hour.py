@@ -521,3 +521,30 @@ def test_report_without_an_id_reports_the_latest_run(run_dir: Path, monkeypatch:
     out = run_dir / "r.html"
     assert main(["report", "--run-dir", str(run_dir), "-o", str(out)]) == 0
     assert f"the latest run, {latest}" in capsys.readouterr().err and latest in out.read_text()
+
+
+def test_the_lineage_follows_the_program_a_written_file_builds_on(run_dir: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from reasearch.evaluators import make
+
+    seed = make("circle_packing/n26-v1").seed_program()
+    rows = seed.replace("radius = 0.5 * step * (1.0 - 1e-9)", "radius = 0.5 * step * (1.0 - 1e-6)")
+    other = ("import numpy as np\n\n\ndef run():\n    k = np.arange(26)\n"
+             "    c = np.stack([(k % 6 + 0.5) / 6, (k // 6 + 0.5) / 6], axis=1)\n    return c, np.full(26, 1 / 13)\n")
+    again = seed.replace("radius = 0.5 * step * (1.0 - 1e-9)", "radius = 0.5 * step * (1.0 - 1e-7)")
+    replies = [say("", call("evaluate")), say("", call("evaluate", code=other)),
+               say("", call("evaluate", code=rows)), say("", call("evaluate", code=again)),
+               say("", call("finish", reason="done"))]
+    script = run_dir / "s.json"
+    script.write_text(json.dumps([r.to_dict() for r in replies]))
+    assert main(["optimize", "circle_packing/n26-v1", "--model", f"scripted/{script}", "--run-dir", str(run_dir),
+                 "--quiet"]) == 0
+    from reasearch.evaluators.base import candidate_sha256
+
+    with open_store(run_dir) as store:
+        (rec,) = store.list_runs()
+        parents = {c.id: c.parent for c in store.candidates(rec.id)}
+    s, o, r, a = (candidate_sha256(x) for x in (seed, other, rows, again))
+    assert parents[s] is None and parents[o] == s
+    assert parents[r] == s  # written after `other`, but built on the seed: not a chain
+    assert parents[a] == r  # closest to `rows` (one literal apart), the later of two equally close
