@@ -230,6 +230,10 @@ def optimize(args: argparse.Namespace) -> int:
                          compact_threshold_tokens=args.compact_at, sandbox_mode=args.sandbox)
     models = {role: build_model(spec) for role, spec in specs.items()}  # no key: one line, exit 2, no run made
     models.update({f"{role}:fallback": build_model(spec) for role, spec in fallbacks.items()})
+    if "dollars" in budget:  # a configuration error first: it needs no endpoint to be found
+        from reasearch.agent.loop import require_prices
+
+        require_prices(config)
     _check_models(config)  # a missing client library or a silent endpoint: one line, exit 2, no run made
     lessons = Path(args.lessons).read_text() if args.lessons else None
     console = Console(stderr=True)
