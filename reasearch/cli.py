@@ -93,6 +93,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         error("interrupted")
         return 130
+    except BrokenPipeError:  # `reasearch tasks --json | head`: the reader left; stop quietly
+        _silence_stdout()
+        return 141
+
+
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null so the interpreter's last flush does not fail on the closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (a test's capture)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

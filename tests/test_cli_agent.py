@@ -264,7 +264,7 @@ def test_the_end_of_a_run_writes_the_final_candidate_its_picture_and_a_summary(
     assert (ws / "best_candidate.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "evaluation 1: OK score 2.5 (normalized 0.9484) - new best" in err  # a plain line: stderr is no TTY
     assert "score 2.5 = 0.9484 of the best known 2.63598308492 (chosen by agent)" in err
-    assert "spent: 1 evaluations of 3, 4 model calls," in err and "tokens, $0.0000," in err and "active wall time" in err
+    assert "spent: 1 evaluations of 3, 4 model calls," in err and "tokens of a 10,000,000 cap, $0.0000," in err and "active wall time" in err
     assert f"final candidate: {ws / 'best_candidate.py'}" in err and f"picture: {ws / 'best_candidate.png'}" in err
     for cmd in ("show", "replay", "resume"):
         assert f"reasearch {cmd} {record.id} --run-dir {run_dir}" in err

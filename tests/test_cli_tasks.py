@@ -83,7 +83,7 @@ def test_candidate_failures_exit_1_with_their_status(run, tmp_path: Path) -> Non
     ("argv", "needle"),
     [
         (("eval", "circle_packing/n26-v2", "{file}"), "Did you mean 'circle_packing/n26-v1'"),
-        (("eval", "circle_packing/n26-v1", "{file}", "-p", "bogus=1"), "unexpected keyword argument 'bogus'"),
+        (("eval", "circle_packing/n26-v1", "{file}", "-p", "bogus=1"), "has no parameter 'bogus'"),
         (("eval", "circle_packing/n26-v1", "{file}", "-p", "novalue"), "write -p key=value"),
         (("eval", "circle_packing/n26-v1", "/nonexistent/cand.py"), "no such candidate file"),
     ],

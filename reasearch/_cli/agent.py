@@ -17,6 +17,8 @@ from reasearch._cli._params import key_values
 from reasearch.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
+EXIT_CTRL_C = 130  # as the shell reports a process ended by SIGINT
+DEFAULT_MAX_TOKENS = 10_000_000  # every run has a token cap: a model that loops on text cannot spend without end
 _EXITS = ("exit status: 0 a final candidate was chosen; 1 the run ended without an OK candidate (or replay found a "
           "divergence); 2 bad input or configuration, nothing run; 3 the run was interrupted (model endpoint "
           "failure after its retries): it is saved, and the command on stderr resumes it")
@@ -54,8 +56,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _model_args(p, resume=False)
     p.add_argument("--budget", type=int, default=50, metavar="N", help="evaluations the agent may spend (default 50; experiments for training tasks)")
     p.add_argument("--max-dollars", type=float, metavar="USD", help="dollar cap on model calls")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="cap on model tokens (input + output)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+                   help="cap on model tokens, input + output (default %(default)s; the summary states it)")
     p.add_argument("--max-turns", type=int, default=200, metavar="N", help="model turns (default 200)")
+    p.add_argument("--max-turns-without-tools", type=int, default=5, metavar="N",
+                   help="stop after N replies in a row that call no tool; the model is warned the turn before "
+                        "(default %(default)s)")
     p.add_argument("--max-wall", type=float, metavar="S", help="active wall seconds")
     p.add_argument("--compact-at", type=int, default=90_000, metavar="TOKENS", help="compaction threshold (default 90000)")
     p.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
@@ -163,12 +169,22 @@ def _run_agent(agent: Any, console: Console, quiet: bool, title: str, run_dir: s
         print(f"reasearch: interrupted: {_one_line(str(exc))[:600]}; the run is saved: `{resume}` continues it",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # one line (the command's own), not a second from the top level
         print(f"reasearch: interrupted by the user; the run is saved: `{resume}` continues it", file=sys.stderr)
-        raise
+        return EXIT_CTRL_C
     for line in summary_lines(agent, result, run_dir, agent.final_files):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     return EXIT_OK if result.final_candidate else EXIT_FAILED
+
+
+def _check_models(config: Any) -> None:
+    """Every model the run would call: its client library is installed and its endpoint answers."""
+    from reasearch.models.probe import check_model
+
+    specs = [(role, spec) for role, spec in config.models.items()]
+    specs += [(f"{role} fallback", spec) for role, spec in config.fallbacks.items()]
+    for role, spec in specs:
+        check_model(spec, role=role)
 
 
 def _executor(text: str) -> Any:
@@ -210,9 +226,15 @@ def optimize(args: argparse.Namespace) -> int:
     check_budget(Budget.from_dict(budget))  # --budget 0: refused before a model is built or called
     specs, fallbacks = _specs(args)
     config = AgentConfig(models=specs, fallbacks=fallbacks, max_turns=args.max_turns, max_wall_s=args.max_wall,
+                         max_turns_without_tools=args.max_turns_without_tools,
                          compact_threshold_tokens=args.compact_at, sandbox_mode=args.sandbox)
     models = {role: build_model(spec) for role, spec in specs.items()}  # no key: one line, exit 2, no run made
     models.update({f"{role}:fallback": build_model(spec) for role, spec in fallbacks.items()})
+    if "dollars" in budget:  # a configuration error first: it needs no endpoint to be found
+        from reasearch.agent.loop import require_prices
+
+        require_prices(config)
+    _check_models(config)  # a missing client library or a silent endpoint: one line, exit 2, no run made
     lessons = Path(args.lessons).read_text() if args.lessons else None
     console = Console(stderr=True)
     from reasearch.runs import open_store
@@ -277,6 +299,7 @@ def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, mo
 
     agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs, executor=executor,
                        fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
+    _check_models(agent.config)
     console.print(f"resuming run {agent.run.id} ({run.state.value}; {agent.journal.last_recorded + 1} steps recorded)",
                   highlight=False, soft_wrap=True)
     agent.run.resume()  # this process drives the run now (state running, heartbeat)

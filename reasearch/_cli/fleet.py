@@ -60,13 +60,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=cmd_run)
 
     s = fs.add_parser("resume", help="finish what a crash left of a fleet")
-    s.add_argument("fleet_id", metavar="FLEET_ID")
+    s.add_argument("fleet_id", metavar="FLEET_ID", help="fleet id (a unique prefix is enough)")
     _store_args(s)
     _exec_args(s)
     s.set_defaults(func=cmd_resume)
 
     w = fs.add_parser("show", help="the results table of a fleet")
-    w.add_argument("fleet_id", metavar="FLEET_ID")
+    w.add_argument("fleet_id", metavar="FLEET_ID", help="fleet id (a unique prefix is enough)")
     _store_args(w)
     w.add_argument("--json", action="store_true", help="print the results as JSON")
     w.set_defaults(func=cmd_show)
@@ -178,23 +178,49 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
         out = Console()
         out.print(members_table(list(report.members), f"fleet {report.fleet_id}: {report.wall_s:.1f} s"))
         out.print(groups_table(report))
-        out.print(f"resume with: reasearch fleet resume {report.fleet_id} --store {_store(args)}", markup=False,
-                  highlight=False)
+        if not all(r.state == "finished" for r in report.members):  # nothing to resume when every member finished
+            out.print(f"resume with: reasearch fleet resume {report.fleet_id} --store {_store(args)}", markup=False,
+                      highlight=False)
     return EXIT_OK if all(r.state == "finished" for r in report.members) else EXIT_FAILED
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from reasearch.fleets.fleet import run_fleet
+    from reasearch.models.probe import check_model
 
     spec = _spec_from_args(args)
+    for model in dict.fromkeys(spec.models):  # before the fleet is stored: a down endpoint makes no runs
+        check_model(spec.model_spec(model), role="fleet member")
+    if "dollars" in spec.caps:
+        unpriced = [m for m in spec.models if spec.model_spec(m).price is None and spec.model_spec(m).provider != "scripted"]
+        if unpriced:
+            print(f"note: no price is known for {', '.join(unpriced)}: the fleet's dollar cap binds the other members "
+                  "(give price_in/price_out in a --spec file to count them)", file=sys.stderr)
     return _drive(args, lambda kind, address, cb: run_fleet(spec, store=_store(args), run_dir=args.run_dir,
                                                               fleet_id=args.id, executor=kind, address=address,
                                                               on_update=cb))
 
 
+def _fleet_id(store_url: str, given: str) -> str:
+    """The fleet id ``given`` names: the id itself or a unique prefix (as run ids take)."""
+    from reasearch.runs import open_store
+
+    with open_store(store_url) as store:
+        ids = [fid for fid, _ in store.list_fleets()]
+    if given in ids:
+        return given
+    matches = [fid for fid in ids if fid.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise ConfigError(f"fleet id prefix {given!r} is ambiguous ({len(matches)} fleets); give more characters")
+    raise ConfigError(f"no fleet {given!r} in {store_url}; `reasearch fleet list` lists the fleets")
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     from reasearch.fleets.fleet import resume_fleet
 
+    args.fleet_id = _fleet_id(_existing_store(args), args.fleet_id)
     return _drive(args, lambda kind, address, cb: resume_fleet(args.fleet_id, store=_store(args), run_dir=args.run_dir,
                                                                  executor=kind, address=address, on_update=cb))
 
@@ -209,7 +235,8 @@ def _existing_store(args: argparse.Namespace) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from reasearch.fleets.fleet import fleet_report
 
-    report = fleet_report(args.fleet_id, store=_existing_store(args))
+    store = _existing_store(args)
+    report = fleet_report(_fleet_id(store, args.fleet_id), store=store)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return EXIT_OK

@@ -82,6 +82,10 @@ def serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"refusing to serve on {args.host!r} without a token: give --token (or ${TOKEN_ENV}) "
                           "or bind 127.0.0.1")
     transport = "http" if args.http else "stdio"
+    if args.http:
+        from reasearch._cli._port import check_port_free
+
+        check_port_free(args.host, args.port)  # before a run is made for the server
     driver = None
     if args.evaluators:
         if args.task_id or args.run:

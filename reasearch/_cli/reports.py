@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Write a run's report: summary, score curves, best solution drawn, candidate "
                                    "lineage, ledger, lessons.md, compactions and the transcript, in one HTML file "
                                    "that opens offline. With --compare: several runs' curves overlaid and a table.")
-    p.add_argument("runs", nargs="*", metavar="RUN", help="run id (a unique prefix is enough)")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run id (a unique prefix is enough; default: the latest run)")
     p.add_argument("--compare", action="store_true", help="compare the runs given (curves overlaid, results table)")
     p.add_argument("--task", metavar="PATTERN", action="append",
                    help="with --compare: also every run whose task id matches PATTERN (shell-style, e.g. "
@@ -50,8 +50,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError("several runs given: add --compare to compare them, or give one run")
     if args.task and not args.compare:
         raise ConfigError("--task selects runs to compare: add --compare")
-    if not args.runs and not args.task:
-        raise ConfigError("give a run id (or --compare with run ids and/or --task PATTERN)")
+    if not args.runs and not args.task and args.compare:
+        raise ConfigError("--compare needs run ids and/or --task PATTERN")
+    if args.output is not None and not args.output.parent.is_dir():  # before the report is built
+        raise ConfigError(f"cannot write {args.output}: the folder {args.output.parent} does not exist (create it, "
+                          "or give -o a file in an existing folder)")
     with _open(args) as store:
         if args.compare:
             ids = [store.get_run(r).id for r in args.runs]
@@ -63,7 +66,14 @@ def cmd_report(args: argparse.Namespace) -> int:
             text = build_compare(store, ids)
             out = args.output or Path("compare.html")
         else:
-            rec = store.get_run(args.runs[0])
+            if args.runs:
+                rec = store.get_run(args.runs[0])
+            else:  # no id: the latest run of the store (what the README's first minutes show)
+                runs = store.list_runs()
+                if not runs:
+                    raise ConfigError(f"no run in {store.display_url} yet: `reasearch optimize TASK_ID` makes one")
+                rec = max(runs, key=lambda r: r.created_at)
+                print(f"reasearch: the latest run, {rec.id} ({rec.task_id})", file=sys.stderr)
             text = build_report(store, rec.id)
             out = args.output or Path(f"report-{rec.id}.html")
     out.write_text(text, encoding="utf-8")
@@ -76,6 +86,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     check_bind(args.host, token)  # before the store is opened: a refused bind touches nothing
+    from reasearch._cli._port import check_port_free
+
+    check_port_free(args.host, args.port)  # a busy port: one line, exit 2 (not uvicorn's raw error)
     with _open(args) as store:
         host = f"[{args.host}]" if ":" in args.host else args.host
         print(f"dashboard of {store.display_url} on http://{host}:{args.port}/"

@@ -26,12 +26,23 @@ def _store_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--store", metavar="URL", help="store URL: postgresql://... or sqlite:///path")
 
 
+def _sub_store_args(p: argparse.ArgumentParser) -> None:
+    """The store options of a ``runs`` subcommand (SUPPRESS: a value given before the subcommand stays)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--run-dir", type=Path, metavar="DIR", default=argparse.SUPPRESS,
+                   help=f"run directory holding {STORE_FILENAME} (default: $REASEARCH_STORE or ./{DEFAULT_RUN_DIR})")
+    g.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help="store URL: postgresql://... or sqlite:///path")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list the runs in a run store",
                        description="List the runs in a run store: task, state, best score, budget.")
     _store_args(p)
     p.add_argument("--json", action="store_true", help="print the runs as JSON")
     p.set_defaults(func=cmd_runs)
+    from reasearch._cli.runs_clean import add_subcommands
+
+    add_subcommands(p, _sub_store_args)  # runs delete RUN..., runs prune --empty
 
     p = sub.add_parser("show", help="summary of one run: budget, best candidate, ledger",
                        description="Show one run: its status, budget used and left, best candidate and ledger.")

@@ -35,6 +35,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "leased slot in a jail (device visible, CUDA_VISIBLE_DEVICES, torch.cuda)")
     c.set_defaults(func=_check)
 
+    k = ss.add_parser("clean", help="remove the sandbox's runtime folders that no live process uses",
+                      description="Remove the interpreter mirrors and code copies in the per-user private runtime "
+                                  "folder that no live process uses (a mirror holds up to ~1 GB); the next pool "
+                                  "rebuilds what it needs.")
+    k.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    k.set_defaults(func=_clean)
+
     r = ss.add_parser("run", help="run one function of a Python file in the sandbox and print the outcome",
                       description="Run FUNC from FILE in a fresh sandbox worker and print the outcome. Exit status "
                       "0 when the status is OK, 1 otherwise (TIMEOUT, OOM, CRASH).")
@@ -48,6 +55,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--mode", choices=("auto", "nsjail", "process"), default="auto", help="isolation mode (auto)")
     r.add_argument("--json", action="store_true", help="print the outcome as JSON")
     r.set_defaults(func=_run)
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from reasearch.engine._runtime_clean import clean_runtime
+
+    folders = clean_runtime(dry_run=args.dry_run)
+    gone = [f for f in folders if not f.in_use]
+    for f in folders:
+        what = "in use, kept" if f.in_use else ("would remove" if args.dry_run else "removed")
+        print(f"{what}: {f.path} ({f.bytes / 1e6:.1f} MB)", file=sys.stderr)
+    verb = "would free" if args.dry_run else "freed"
+    print(f"{len(gone)} of {len(folders)} runtime folders {'to remove' if args.dry_run else 'removed'}; {verb} "
+          f"{sum(f.bytes for f in gone) / 1e6:.1f} MB", file=sys.stderr)
+    return EXIT_OK
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -32,6 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("filter", nargs="?", default="", help="show only ids containing this text")
     p.add_argument("--all", action="store_true", help="list every id of each family (e.g. each ARC task)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--params", action="store_true",
+                   help="with an exact id: the task's parameters (-p KEY=VALUE): names, types, defaults, ranges, meaning")
     p.set_defaults(func=run_tasks)
 
     e = sub.add_parser("eval", help="evaluate a candidate program on a task (in the sandbox)",
@@ -101,7 +103,31 @@ def _num(x: float | None, digits: int = 12) -> str:
     return "" if x is None else f"{x:.{digits}g}"
 
 
+def _params(task_id: str, as_json: bool) -> int:
+    """The parameters of one task, read from its class (signature, docstring, PARAM_RANGES)."""
+    from reasearch.evaluators.params import describe_params
+
+    if not task_id:
+        raise ConfigError("--params needs a task id, e.g. reasearch tasks circle_packing/n26-v1 --params")
+    entry, implied = registered_entry(task_id)
+    params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
+    if as_json:
+        print(json.dumps([p.to_dict() for p in params], indent=2))
+        return EXIT_OK
+    table = Table(title=f"parameters of {task_id} (-p KEY=VALUE)")
+    table.add_column("name", no_wrap=True)
+    for col in ("type", "default", "range", "meaning"):
+        table.add_column(col, overflow="fold")
+    for p in params:
+        table.add_row(p.name, p.type_text(), "required" if p.required else repr(p.default),
+                      p.range.text() if p.range else "", p.meaning)
+    Console().print(table)
+    return EXIT_OK
+
+
 def run_tasks(args: argparse.Namespace) -> int:
+    if args.params:
+        return _params(args.filter, args.json)
     rows = _listing(args.filter, args.all)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -124,8 +150,14 @@ def run_tasks(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------- eval
 
 
-def _read_source(path: str) -> str:
+def _read_source(path: str, task: Any = None) -> str:
     p = Path(path)
+    if p.is_dir():
+        kind = getattr(task, "candidate_kind", "program")
+        what = "a system prompt (a text file)" if kind == "prompt" else "one Python file"
+        name = getattr(task, "candidate_file", "candidate.py")
+        raise ConfigError(f"{path} is a folder, but a candidate of {task.spec.id if task else 'this task'} is {what}, "
+                          f"e.g. {path.rstrip('/')}/{name}")
     if not p.is_file():
         raise ConfigError(f"no such candidate file: {path}")
     try:
@@ -206,7 +238,7 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"reasearch: running one experiment of {task.spec.id} on {args.file} "
               f"(budget {getattr(task, 'time_budget_s', '?')} s) ...", file=sys.stderr)
     else:
-        source = _read_source(args.file)
+        source = _read_source(args.file, task)
     if is_prompt_task(task):
         with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
             caller = ProgressCaller(task.student_client(), progress, f"{task.spec.id} validation")  # type: ignore[attr-defined]
@@ -261,13 +293,16 @@ def run_seed(args: argparse.Namespace) -> int:
 
 def _git_init(folder: Path, message: str) -> bool:
     """``git init`` + one commit, with hooks and user config disabled; False when git is missing."""
+    import tempfile
+
     from reasearch.agent.tools.git import GitRepo
 
-    try:
-        repo = GitRepo(folder, git_dir=folder / ".git")
-        repo.init()
-        repo.run(["add", "-A"])
-        repo.run(["commit", "-q", "-m", message])
-    except (FileNotFoundError, ConfigError):
-        return False
+    with tempfile.TemporaryDirectory(prefix="reasearch-git-home-") as home:  # not left in the user's folder
+        try:
+            repo = GitRepo(folder, git_dir=folder / ".git", home=home)
+            repo.init()
+            repo.run(["add", "-A"])
+            repo.run(["commit", "-q", "-m", message])
+        except (FileNotFoundError, ConfigError):
+            return False
     return True

@@ -271,6 +271,7 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
     spec = agent.task.spec
     used = agent.run.used()
     cap = agent.run.budget.cap(Unit.EVALUATIONS) if hasattr(agent.run, "budget") else None
+    token_cap = agent.run.budget.cap(Unit.TOKENS) if hasattr(agent.run, "budget") else None
     rec = next((r for r in reversed(agent.history) if r.candidate == result.final_candidate and r.score is not None), None)
     score = result.final_score
     if score is None:
@@ -288,7 +289,8 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
         f"(chosen by {result.chosen_by})",
         f"why: {result.reason}",
         f"spent: {used.get(Unit.EVALUATIONS, 0):g} evaluations" + (f" of {cap:g}" if cap is not None else "")
-        + f", {used.get(Unit.MODEL_CALLS, 0):g} model calls, {int(used.get(Unit.TOKENS, 0)):,} tokens, "
+        + f", {used.get(Unit.MODEL_CALLS, 0):g} model calls, {int(used.get(Unit.TOKENS, 0)):,} tokens"
+        + (f" of a {int(token_cap):,} cap" if token_cap is not None else "") + ", "
           f"${used.get(Unit.DOLLARS, 0):.4f}, {_duration(agent.elapsed())} active wall time, {result.turns} turns",
     ]
     files = dict(files or {})
@@ -301,7 +303,7 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
     elif "picture_note" in files:
         lines.append(f"picture: none ({files['picture_note']})")
     lines.append(f"workspace: {agent.workspace.root}")
-    lines.append(f"report: reasearch show {rid} --run-dir {d}")
+    lines.append(f"report: reasearch report {rid} --run-dir {d}   (summary: reasearch show {rid} --run-dir {d})")
     lines.append(f"replay: reasearch replay {rid} --run-dir {d}")
     lines.append(f"resume: reasearch resume {rid} --run-dir {d}"
                  + ("   (finished: a resume has nothing left to do)" if result.state == "finished" else ""))

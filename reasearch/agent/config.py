@@ -25,6 +25,9 @@ class AgentConfig:
             reply, or for ``editor`` an edit that has no code block, does not compile, lacks the entry
             point or does not import. Both attempts are recorded and debited.
         max_turns: model turns before the run wraps up.
+        max_turns_without_tools: consecutive model turns without a tool call after which the run
+            stops (the harness chooses the best candidate); the turn before the last one, the nudge
+            warns the model.
         max_wall_s: active wall seconds (summed over resumes) before the run wraps up; None = no limit.
         compact_threshold_tokens: context size that triggers a compaction.
         stagnation_after: evaluations without improvement before the snapshot warns.
@@ -50,6 +53,7 @@ class AgentConfig:
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: {"agent": ModelSpec()})
     fallbacks: Mapping[str, ModelSpec] = field(default_factory=dict)
     max_turns: int = 200
+    max_turns_without_tools: int = 5
     max_wall_s: float | None = None
     compact_threshold_tokens: int = 90_000
     stagnation_after: int = 8
@@ -82,7 +86,7 @@ class AgentConfig:
                 raise ConfigError(f"unknown fallback role {role!r}; roles are {list(ROLES)}")
             fallbacks[role] = spec if isinstance(spec, ModelSpec) else ModelSpec.from_dict(spec)
         object.__setattr__(self, "fallbacks", fallbacks)
-        for name in ("max_turns", "compact_threshold_tokens", "stagnation_after", "recent_evaluations",
+        for name in ("max_turns", "max_turns_without_tools", "compact_threshold_tokens", "stagnation_after", "recent_evaluations",
                      "max_reply_attempts", "lessons_max_chars", "tool_result_max_chars", "tool_memory_mb", "workspace_max_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")

@@ -22,7 +22,7 @@ from reasearch.agent.snapshot import fmt_score
 from reasearch.evaluators._guarded_path import Root, UnsafePathError
 from reasearch.runs import Run, RunState, Store
 
-__all__ = ["Lesson", "collect_lessons", "lesson_items", "render_library"]
+__all__ = ["Lesson", "collect_lessons", "lesson_items", "lesson_sections", "render_library"]
 
 _MAX_FILE = 256 * 1024
 _MAX_LESSON = 1000  # characters of one lesson kept in a library
@@ -49,6 +49,7 @@ class Lesson:
     step: int | None
     gain: float | None
     also_in: int = 0
+    section: str = ""  # the lessons.md heading it was filed under ("What worked", ...; '' for none)
 
 
 def _key(text: str) -> str:
@@ -57,17 +58,24 @@ def _key(text: str) -> str:
 
 def lesson_items(text: str) -> list[str]:
     """The list items of a lessons file, one line each (continuation lines joined; credits dropped)."""
-    items: list[str] = []
+    return [item for _, item in lesson_sections(text)]
+
+
+def lesson_sections(text: str) -> list[tuple[str, str]]:
+    """``(section, item)`` for each list item: the ``##`` heading it sits under ('' before any), so that a
+    library keeps the categories (What worked, What failed, ...) its runs filed lessons under."""
+    items: list[list[str]] = []
+    section = ""
     for line in text.splitlines():
         m = _ITEM.match(line)
         if m:
-            items.append(m.group(1))
+            items.append([section, m.group(1)])
         elif items and line.startswith((" ", "\t")) and line.strip():
-            items[-1] += " " + line.strip()
-        elif not line.strip() or line.lstrip().startswith("#"):
-            continue
-    out = [_CREDIT.sub("", i).strip() for i in items]
-    return [i if len(i) <= _MAX_LESSON else i[:_MAX_LESSON] + "..." for i in out if i]
+            items[-1][1] += " " + line.strip()
+        elif line.lstrip().startswith("## "):
+            section = line.strip()[3:].strip()
+    out = [(sec, _CREDIT.sub("", i).strip()) for sec, i in items]
+    return [(sec, i if len(i) <= _MAX_LESSON else i[:_MAX_LESSON] + "...") for sec, i in out if i]
 
 
 def _read_plain(path: Path) -> str | None:
@@ -139,7 +147,7 @@ def collect_lessons(store: Store, task_prefix: str, *, run_dir: str | Path) -> t
             final_text = writes[-1][1] if writes else ""
         marks, first, spec = _gain_by_step(run)
         runs.append(record.id)
-        for item in lesson_items(final_text):
+        for section, item in lesson_sections(final_text):
             key = _key(item)
             if not key or key in preloaded:
                 continue
@@ -148,11 +156,11 @@ def collect_lessons(store: Store, task_prefix: str, *, run_dir: str | Path) -> t
             gain = None
             if first is not None and upto:
                 gain = (upto[-1] - first) if spec.direction == "maximize" else (first - upto[-1])
-            found.setdefault(key, []).append(Lesson(item, record.id, record.task_id, step, gain))
+            found.setdefault(key, []).append(Lesson(item, record.id, record.task_id, step, gain, section=section))
     lessons = []
     for same in found.values():
         best = max(same, key=lambda lesson: (lesson.gain is not None, lesson.gain or 0.0))
-        lessons.append(Lesson(best.text, best.run_id, best.task_id, best.step, best.gain, len(same) - 1))
+        lessons.append(Lesson(best.text, best.run_id, best.task_id, best.step, best.gain, len(same) - 1, best.section))
     lessons.sort(key=lambda lesson: (lesson.gain is None, -(lesson.gain or 0.0), lesson.text))
     return lessons, runs
 
@@ -160,14 +168,24 @@ def collect_lessons(store: Store, task_prefix: str, *, run_dir: str | Path) -> t
 def render_library(lessons: Sequence[Lesson], task_prefix: str, runs: Sequence[str]) -> str:
     """The library as markdown (a valid ``lessons.md``: ``--lessons FILE`` loads it as is)."""
     lines = [f"# Lessons library: {task_prefix}*", "",
-             f"{len(lessons)} lessons from {len(runs)} finished runs; each with the run that wrote it and the "
-             "best-score gain over that run's first OK score when it was written.", "",
-             "## What earlier runs learned", ""]
-    for lesson in lessons:
-        gain = "gain n/a" if lesson.gain is None else f"gain {'+' if lesson.gain >= 0 else ''}{fmt_score(lesson.gain)}"
-        where = f"step {lesson.step}" if lesson.step is not None else "final lessons.md"
-        also = f", also in {lesson.also_in} other runs" if lesson.also_in else ""
-        lines.append(f"- {lesson.text} _(run {lesson.run_id} on {lesson.task_id}, {where}, {gain}{also})_")
-    lines += ["", "## What worked", "", "## What failed (and why)", "", "## What to try next", ""]
+             (f"{len(lessons)} lessons from {len(runs)} finished runs; each with the run that wrote it and the "
+              "best-score gain over that run's first OK score when it was written."), ""]
+    # The template's sections first (a library is a valid lessons.md), then any other heading runs used.
+    sections = [*_SECTIONS, *dict.fromkeys(lesson.section for lesson in lessons if lesson.section not in _SECTIONS)]
+    for section in sections:
+        title = section or "What earlier runs learned"
+        rows = [lesson for lesson in lessons if lesson.section == section]
+        if not rows and section not in _SECTIONS:
+            continue
+        lines += [f"## {title}", ""]
+        for lesson in rows:
+            gain = "gain n/a" if lesson.gain is None else f"gain {'+' if lesson.gain >= 0 else ''}{fmt_score(lesson.gain)}"
+            where = f"step {lesson.step}" if lesson.step is not None else "final lessons.md"
+            also = f", also in {lesson.also_in} other runs" if lesson.also_in else ""
+            lines.append(f"- {lesson.text} _(run {lesson.run_id} on {lesson.task_id}, {where}, {gain}{also})_")
+        lines.append("")
     return "\n".join(lines)
+
+
+_SECTIONS = ("What worked", "What failed (and why)", "What to try next")  # LESSONS_TEMPLATE's headings
 

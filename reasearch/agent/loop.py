@@ -50,6 +50,7 @@ from reasearch.agent.prompts import (
     START_MESSAGE,
     SUMMARY_REQUEST,
     agent_system,
+    no_tool_warning,
     wrap_up_notice,
 )
 from reasearch.agent.snapshot import EvalRecord, best_of, render_snapshot
@@ -123,7 +124,10 @@ class Agent:
             self.config.workspace_max_mb << 20, self.config.workspace_max_files))
         self.transcripts = self.root / "transcripts"
         self.journal = Journal(run)
-        if run.remaining().get(Unit.DOLLARS) is not None:
+        fleet_caps = dict((run.config.get("fleet") or {}).get("caps") or {})
+        # A fleet-wide dollar cap binds the members whose models have a price (a local model's has none);
+        # the run's own dollar cap needs prices (start_run checks it before anything is stored).
+        if run.remaining().get(Unit.DOLLARS) is not None and "dollars" not in fleet_caps:
             require_prices(self.config)
         self.models = _role_models(self.config, dict(models or {}), self.journal)
         self._exec_fn = exec_fn
@@ -167,6 +171,7 @@ class Agent:
         self.snapshot_fresh = False
         self.wrapped_up = False
         self.context_tokens = 0
+        self.no_tool_streak = 0  # consecutive replies without a tool call
         self.last_tool = ""
         self._last_usage = Usage()
         self.final_files: dict[str, str] = {}
@@ -186,7 +191,8 @@ class Agent:
                 if action == "stop":
                     return self.conclude(step, reason)
                 reply = self._turn(step, wrap_up=reason)
-                self.pending = self._execute_all(reply.tool_calls) or [text_block(NO_TOOL_NUDGE)]
+                self.no_tool_streak = 0 if reply.tool_calls else self.no_tool_streak + 1
+                self.pending = self._execute_all(reply.tool_calls) or [text_block(self._nudge())]
                 if self.final is not None:
                     return self.conclude(self._next_step(), "the agent called finish")
         except BudgetExceededError as exc:  # a retry or a helper call met a spent cap
@@ -199,6 +205,13 @@ class Agent:
             self.settle(stop=True)
             self.run.finish(state="interrupted", reason="interrupted by the user")
             raise
+
+    def _nudge(self) -> str:
+        """What a reply without a tool call gets back (with a warning when one more such reply stops the run)."""
+        limit = self.config.max_turns_without_tools
+        if self.no_tool_streak == limit - 1:
+            return NO_TOOL_NUDGE + "\n" + no_tool_warning(self.no_tool_streak, limit)
+        return NO_TOOL_NUDGE
 
     # ---------------------------------------------------------------- steps
     def _next_step(self) -> int:
@@ -251,6 +264,9 @@ class Agent:
             left = remaining.get(unit)
             if left is not None and left <= 0:
                 return f"the {unit.value} budget is spent", True
+        if self.no_tool_streak >= self.config.max_turns_without_tools:  # hard: it would not call finish either
+            return (f"the model answered {self.no_tool_streak} turns in a row without calling a tool "
+                    f"(limit {self.config.max_turns_without_tools})"), True
         if self.turn >= self.config.max_turns:
             return f"the turn limit ({self.config.max_turns}) is reached", False
         if self.config.max_wall_s is not None and self.elapsed() >= self.config.max_wall_s:

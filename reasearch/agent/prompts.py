@@ -12,6 +12,7 @@ __all__ = [
     "START_MESSAGE",
     "SUMMARY_REQUEST",
     "agent_system",
+    "no_tool_warning",
     "editor_request",
     "wrap_up_notice",
 ]
@@ -60,6 +61,12 @@ START_MESSAGE = ("Begin. TASK.md holds the task, candidate.py the starting progr
 
 NO_TOOL_NUDGE = ("Your reply called no tool. Act with a tool call (evaluate, edit_code, write_file, ...); "
                  "call finish(reason, candidate_id) when you are done.")
+
+def no_tool_warning(turns: int, limit: int) -> str:
+    """The nudge's warning when one more turn without a tool call stops the run."""
+    return (f"WARNING: {turns} replies in a row called no tool. If your next reply calls none either, the run "
+            f"stops after {limit} such replies and the harness chooses the best candidate for you.")
+
 
 CONTINUE_MESSAGE = "Your reply was cut off at the output token limit. Continue exactly where it stopped, without repeating anything."
 RETRY_EMPTY = "Your reply was empty. Answer again: call a tool."

@@ -7,6 +7,8 @@
   candidate's entry point returns (``return [1.0, 2.0]``) from the syntax tree. For harness tests and
   benchmarks that must exclude evaluation time; real evaluations go through the engine's sandbox.
 - :class:`FakeAnthropicServer`: a local HTTP stand-in for the Messages API (``POST /v1/messages``).
+- :class:`FakeOpenAIServer`: a local OpenAI-compatible endpoint (``POST /v1/chat/completions``,
+  ``GET /v1/models``) answering with a function of the request body.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from reasearch.evaluators.result import EvalResult, Status
 
 __all__ = [
     "FakeAnthropicServer",
+    "FakeOpenAIServer",
     "InstanceExecutor",
     "executed",
     "ledger_map",
@@ -217,6 +220,87 @@ class FakeAnthropicServer:
             return 200, item
 
     def __enter__(self) -> FakeAnthropicServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+def chat_completion_json(reply: ModelReply, *, model: str = "fake") -> dict[str, Any]:
+    """The chat completion body of a reply (what an OpenAI-compatible server sends)."""
+    text = "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
+    calls = [{"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+             for b in reply.content if b.get("type") == "tool_use"]
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = calls
+    return {"model": model, "choices": [{"finish_reason": "tool_calls" if calls else "stop", "message": message}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible endpoint on 127.0.0.1 (``url`` ends in ``/v1``).
+
+    Args:
+        answer: request body (chat completion JSON) -> :class:`ModelReply`; called under a lock.
+        fail_first: HTTP statuses to answer first (each with ``retry-after: 0``), to exercise retries.
+
+    Attributes:
+        requests: JSON bodies of the chat completions received, in order.
+    """
+
+    def __init__(self, answer: Any, *, fail_first: Iterable[int] = ()) -> None:
+        self._answer = answer
+        self._failures = list(fail_first)
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                if status != 200:
+                    self.send_header("retry-after", "0")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                else:
+                    self._send(404, {"error": f"no route {self.path}"})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                if self.path != "/v1/chat/completions":
+                    self._send(404, {"error": f"no route {self.path}"})
+                    return
+                with server._lock:
+                    server.requests.append(body)
+                    status = server._failures.pop(0) if server._failures else 0
+                    reply = None if status else server._answer(body)
+                if reply is None:
+                    self._send(status, {"error": {"message": f"fake {status}"}})
+                    return
+                self._send(200, chat_completion_json(reply, model=body.get("model", "fake")))
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
 

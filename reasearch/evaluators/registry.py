@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from reasearch.errors import ConfigError, UnknownTaskError
+from reasearch.evaluators.params import check_params
 from reasearch.evaluators.spec import TaskSpec
 
 if TYPE_CHECKING:  # the base class (and the engine under it) loads with the first task class, not the registry
@@ -172,6 +173,7 @@ def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only:
         return build_task(task_id.id, task_id.params, task_id.task_class)
     entry, kwargs = registered_entry(task_id)
     cls = entry.load()
+    check_params(cls, task_id, params)  # a wrong name, type or range: one line naming the parameter
     kwargs.update(params)
     try:
         task = cls(**kwargs)

@@ -39,6 +39,7 @@ from reasearch.engine.gpu import SlotLease, lease_slot
 from reasearch.engine.training import JobOutcome, run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
+from reasearch.evaluators.params import Range
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
 
@@ -158,10 +159,21 @@ class TrainingTask(Task):
     Common constructor parameters (subclasses store them): ``time_budget_s`` (default budget of one
     experiment), ``max_time_budget_s`` (the most an experiment may ask for), ``grace_s`` (kill at
     budget + grace), ``slot`` (``auto``/``gpu``/``cpu``), ``sandbox_mode``.
+
+    Args:
+        time_budget_s: training seconds of one experiment unless it asks for another budget.
+        max_time_budget_s: the most one experiment may ask for.
+        grace_s: the training process is killed at budget + grace.
+        slot: ``auto`` (a GPU when there is one), ``gpu`` or ``cpu``.
+        memory_mb: address-space limit of CPU jobs (GPU jobs get none).
+        sandbox_mode: ``auto``, ``nsjail`` or ``process``.
     """
 
     candidate_kind: ClassVar[str] = "repository"
     entry_file: ClassVar[str] = "train.py"
+    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {  # reasearch tasks ID --params shows them
+        "grace_s": Range(ge=0), "slot": Range(choices=("auto", "gpu", "cpu")),
+        "sandbox_mode": Range(choices=("auto", "nsjail", "process"))}
     time_budget_s: float
     max_time_budget_s: float
     grace_s: float

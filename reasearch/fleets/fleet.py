@@ -81,7 +81,9 @@ class FleetSpec:
         traces: agents per (task, seed, model): independent traces at the same per-run budget.
         task_params: constructor parameters per task id.
         agent: :class:`~reasearch.agent.AgentConfig` settings for every member (``max_turns``, ...).
-        base_url: model endpoint for every member (an OpenAI-compatible URL for ``openai/...``).
+        base_url: endpoint of the ``openai/...`` members (an OpenAI-compatible ``.../v1`` URL); a fleet
+            with no ``openai/`` model sends every member there (an Anthropic proxy). Anthropic members of
+            a mixed fleet use ``$ANTHROPIC_BASE_URL`` or the default endpoint.
         price_in: USD per million input tokens for every member's model (models without a list price).
         price_out: USD per million output tokens.
         share_traces: with ``traces > 1``, the traces of one (task, seed, model) see each other's
@@ -135,7 +137,7 @@ class FleetSpec:
             raise ConfigError(f"unknown agent settings {sorted(set(self.agent) - known)}; known: {sorted(known)}")
         AgentConfig(**{**dict(self.agent), "models": {"agent": ModelSpec()}})  # bad values fail here
         for model in self.models:
-            ModelSpec.parse(model)
+            self.model_spec(model)  # validated with its endpoint: openai/NAME needs the fleet's base_url
         for method in self.methods:
             check_method(method, self.method_configs.get(method))
         unknown = (set(self.task_budgets) - set(self.tasks)) | (set(self.method_configs) - set(self.methods))
@@ -152,8 +154,11 @@ class FleetSpec:
         return [FleetMember(i, t, s, m, tr, sh, me) for i, (t, s, m, me, sh, tr) in enumerate(combos)]
 
     def model_spec(self, model: str) -> ModelSpec:
-        """The spec of ``model`` with the fleet's endpoint and prices."""
-        return ModelSpec.parse(model, base_url=self.base_url, price_in=self.price_in, price_out=self.price_out)
+        """The spec of a member's ``model``, with the endpoint it uses (see ``base_url``)."""
+        providers = {_provider(m) for m in self.models}
+        mixed = "openai" in providers and "anthropic" in providers
+        base_url = self.base_url if _provider(model) == "openai" or not mixed else None
+        return ModelSpec.parse(model, base_url=base_url, price_in=self.price_in, price_out=self.price_out)
 
     def agent_config(self, model: str, method: str = "agent") -> AgentConfig:
         """The agent settings of a member using ``model`` (with the ablation ``method`` names, if any)."""
@@ -250,6 +255,14 @@ class FleetReport:
     def to_dict(self) -> dict[str, Any]:
         return {"fleet_id": self.fleet_id, "wall_s": self.wall_s, "members": [m.to_dict() for m in self.members],
                 "groups": self.groups()}
+
+
+def _provider(model: str) -> str:
+    """The provider ``ModelSpec.parse`` gives ``model`` (a name without a known prefix is Anthropic's)."""
+    if model == "demo":
+        return "demo"
+    prefix, sep, _ = model.partition("/")
+    return prefix if sep and prefix in ("anthropic", "openai", "scripted", "demo") else "anthropic"
 
 
 def new_fleet_id() -> str:

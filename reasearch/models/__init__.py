@@ -1,4 +1,5 @@
-"""Model clients behind one small protocol: Anthropic, OpenAI-compatible endpoints, scripted replays.
+"""Model clients behind one small protocol: Anthropic, OpenAI-compatible endpoints, scripted replays,
+and the offline demo model (``--model demo``).
 
 Used by the agent and by the baseline methods alike; this package imports none of the other layers
 (only :mod:`reasearch.errors`), so every optimizer above it talks to models the same way.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from reasearch.models.anthropic import NO_KEY_MESSAGE, AnthropicModel
+from reasearch.models.demo import DemoModel
 from reasearch.models.base import PRICES, Model, ModelSpec, Price, RetryPolicy, price_for
 from reasearch.models.openai_compat import OpenAICompatibleModel
 from reasearch.models.scripted import ScriptedModel, call, say
@@ -17,6 +19,7 @@ __all__ = [
     "NO_KEY_MESSAGE",
     "PRICES",
     "AnthropicModel",
+    "DemoModel",
     "Model",
     "ModelSpec",
     "OpenAICompatibleModel",
@@ -40,4 +43,6 @@ def build_model(spec: ModelSpec, **kwargs: Any) -> Model:
         return AnthropicModel(spec, **kwargs)
     if spec.provider == "openai":
         return OpenAICompatibleModel(spec, **kwargs)
+    if spec.provider == "demo":
+        return DemoModel(name=spec.name)
     return ScriptedModel.from_file(spec.name, price=spec.price)

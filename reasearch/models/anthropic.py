@@ -16,6 +16,7 @@ from reasearch.models.base import (
     Price,
     RetryPolicy,
     snippet,
+    why_failed,
 )
 from reasearch.errors import ModelError
 
@@ -125,16 +126,16 @@ class AnthropicModel:
                 status = getattr(exc, "status_code", None)
                 if status not in RETRY_STATUS or last:
                     raise ModelError(f"Anthropic API error {status}: {snippet(str(exc.message), 300)}") from exc
-                self.retry.sleep(self.retry.delay(attempt, _retry_after(exc)))
+                self.retry.pause(attempt, f"HTTP {status}", _retry_after(exc))
             except (anthropic.APIConnectionError, anthropic.APITimeoutError, _BrokenBody) as exc:
                 if last:
                     raise ModelError(f"cannot reach the Anthropic API at {self.endpoint}: {snippet(str(exc), 300)}") from exc
-                self.retry.sleep(self.retry.delay(attempt))
+                self.retry.pause(attempt, why_failed(exc.__cause__ or exc))
             except MalformedReply as exc:
                 if last:
                     raise ModelError(f"{self.endpoint} answered {self.retry.max_attempts} times with something that is "
                                      f"not a Messages API reply: {exc}") from None
-                self.retry.sleep(self.retry.delay(attempt))
+                self.retry.pause(attempt, "an answer that is not a Messages API reply")
             except anthropic.AnthropicError as exc:  # anything else the SDK raises: no traceback, no retry
                 raise ModelError(f"Anthropic SDK error from {self.endpoint}: {type(exc).__name__}: "
                                  f"{snippet(str(exc), 300)}") from exc

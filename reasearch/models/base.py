@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -11,7 +12,10 @@ from typing import Any, Protocol, runtime_checkable
 from reasearch.models.messages import ModelReply, ModelRequest, Usage
 from reasearch.errors import ConfigError
 
-__all__ = ["PRICES", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "endpoint_of", "price_for", "snippet"]
+__all__ = ["PRICES", "PROVIDERS", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "endpoint_of", "price_for", "snippet", "why_failed"]
+
+
+PROVIDERS = ("anthropic", "openai", "scripted", "demo")
 
 
 @runtime_checkable
@@ -65,7 +69,8 @@ class ModelSpec:
     """How to build one model client; stored in the run's config (provenance) and used on resume.
 
     Attributes:
-        provider: ``anthropic``, ``openai`` (any OpenAI-compatible endpoint) or ``scripted``.
+        provider: ``anthropic``, ``openai`` (any OpenAI-compatible endpoint), ``scripted`` or ``demo``
+            (the offline demo model, :mod:`reasearch.models.demo`).
         name: the model name sent to the provider (for ``scripted``: the script file, or empty).
         base_url: endpoint override (required for ``openai``; optional for ``anthropic``).
         max_tokens: output token limit of one reply.
@@ -88,8 +93,8 @@ class ModelSpec:
     attempts: int = 6
 
     def __post_init__(self) -> None:
-        if self.provider not in ("anthropic", "openai", "scripted"):
-            raise ConfigError(f"model provider must be anthropic, openai or scripted, not {self.provider!r}")
+        if self.provider not in PROVIDERS:
+            raise ConfigError(f"model provider must be anthropic, openai, scripted or demo, not {self.provider!r}")
         if self.provider == "openai" and not self.base_url:
             raise ConfigError("an openai-compatible model needs a base URL, e.g. --base-url http://127.0.0.1:11434/v1")
         if self.attempts < 1:
@@ -103,13 +108,17 @@ class ModelSpec:
     def price(self) -> Price | None:
         if self.price_in is not None and self.price_out is not None:
             return Price(self.price_in, self.price_out)
+        if self.provider == "demo":
+            return Price(0.0, 0.0)  # runs on this machine: free, and a dollar cap still binds
         return price_for(self.name) if self.provider == "anthropic" else None
 
     @classmethod
     def parse(cls, text: str, **overrides: Any) -> ModelSpec:
-        """``"claude-sonnet-4-6"``, ``"anthropic/NAME"``, ``"openai/NAME"`` or ``"scripted/FILE"``."""
+        """``"claude-sonnet-4-6"``, ``"anthropic/NAME"``, ``"openai/NAME"``, ``"scripted/FILE"`` or ``"demo"``."""
+        if text == "demo":
+            return cls(provider="demo", name="demo", **overrides)
         provider, sep, name = text.partition("/")
-        if not sep or provider not in ("anthropic", "openai", "scripted"):
+        if not sep or provider not in PROVIDERS:
             provider, name = "anthropic", text
         return cls(provider=provider, name=name, **overrides)
 
@@ -132,6 +141,18 @@ class RetryPolicy:
     base_delay_s: float = 1.0
     max_delay_s: float = 60.0
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+    notify: Callable[[str], None] | None = field(default=None, compare=False, repr=False)  # None: a line on stderr
+
+    def pause(self, attempt: int, why: str, retry_after: float | None = None) -> None:
+        """Says why and when the next attempt comes ("model endpoint: connection refused, retry 2/6 in 4 s"),
+        then waits: a retrying run is never silent."""
+        delay = self.delay(attempt, retry_after)
+        line = f"model endpoint: {why}, retry {attempt + 2}/{self.max_attempts} in {delay:.2g} s"
+        if self.notify is not None:
+            self.notify(line)
+        else:
+            print(f"reasearch: {line}", file=sys.stderr, flush=True)
+        self.sleep(delay)
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait before attempt ``attempt + 1`` (``retry-after`` wins when the server gives one)."""
@@ -155,7 +176,7 @@ def endpoint_of(spec: ModelSpec) -> str | None:
     """
     import os
 
-    if spec.provider == "scripted":
+    if spec.provider in ("scripted", "demo"):
         return None
     if spec.provider == "openai":
         return (spec.base_url or "").rstrip("/")
@@ -165,6 +186,18 @@ def endpoint_of(spec: ModelSpec) -> str | None:
 class MalformedReply(Exception):
     """A 200 answer that is not a valid message (bad JSON, wrong shape, an HTML page): retried like an
     overload, then reported as a :class:`~reasearch.errors.ModelError`. Internal to the clients."""
+
+
+def why_failed(exc: BaseException) -> str:
+    """A short reason for a retry notice: ``connection refused``, ``timed out``, ``HTTP 529``."""
+    text = str(getattr(exc, "reason", "") or exc).lower()
+    if "refused" in text:
+        return "connection refused"
+    if "timed out" in text or "timeout" in text or isinstance(exc, TimeoutError):
+        return "timed out"
+    if "name or service not known" in text or "nodename nor servname" in text or "temporary failure in name" in text:
+        return "host name not found"
+    return snippet(str(exc) or type(exc).__name__, 80)
 
 
 def snippet(body: bytes | str, limit: int = 160) -> str:

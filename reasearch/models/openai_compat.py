@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
-from reasearch.models.base import MAX_REPLY_BYTES, RETRY_STATUS, MalformedReply, ModelSpec, RetryPolicy, snippet
+from reasearch.models.base import MAX_REPLY_BYTES, RETRY_STATUS, MalformedReply, ModelSpec, RetryPolicy, snippet, why_failed
 from reasearch.errors import ModelError
 
 __all__ = ["OpenAICompatibleModel", "to_openai_messages"]
@@ -126,16 +126,16 @@ class OpenAICompatibleModel:
                     detail = ""
                 if exc.code not in RETRY_STATUS or last:
                     raise ModelError(f"{self._url} answered HTTP {exc.code}: {detail}") from exc
-                self.retry.sleep(self.retry.delay(attempt, _seconds(exc.headers.get("retry-after") if exc.headers else None)))
+                self.retry.pause(attempt, f"HTTP {exc.code}", _seconds(exc.headers.get("retry-after") if exc.headers else None))
             except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException, OSError) as exc:
                 if last:
                     raise ModelError(f"cannot reach {self._url}: {snippet(str(exc), 300)}") from exc
-                self.retry.sleep(self.retry.delay(attempt))
+                self.retry.pause(attempt, why_failed(exc))
             except MalformedReply as exc:
                 if last:
                     raise ModelError(f"{self._url} answered {self.retry.max_attempts} times with something that is not "
                                      f"a chat completion: {exc}") from None
-                self.retry.sleep(self.retry.delay(attempt))
+                self.retry.pause(attempt, "an answer that is not a chat completion")
         raise ModelError("unreachable")
 
     def _reply(self, body: bytes | Mapping[str, Any]) -> ModelReply:

@@ -38,6 +38,7 @@ from reasearch.runs.executor import (
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit, refusal_message
 from reasearch.runs.store import (
     CandidateRecord,
+    DriverRecord,
     EvaluationRecord,
     Event,
     RunRecord,
@@ -59,6 +60,12 @@ STALE_S = 45.0  # a running run none of whose drivers beat for this long is show
 RESERVATION_TTL_S = 60.0  # a reservation of a driver that stopped beating expires after this
 
 
+def live_drivers(store: Store, run_id: str, *, now: float | None = None) -> list[DriverRecord]:
+    """The drivers of a run that beat within :data:`STALE_S` seconds and did not stop: processes that hold it."""
+    now = time.time() if now is None else now
+    return [d for d in store.drivers(run_id) if not d.stopped and now - d.heartbeat_at < STALE_S]
+
+
 def effective_state(store: Store, record: RunRecord, *, now: float | None = None) -> RunState:
     """The state a person should see: ``interrupted`` for a ``running`` run whose drivers all died.
 
@@ -71,9 +78,7 @@ def effective_state(store: Store, record: RunRecord, *, now: float | None = None
     drivers = store.drivers(record.id)
     if not drivers:  # recorded before liveness existed: no evidence either way
         return record.state
-    now = time.time() if now is None else now
-    alive = any(not d.stopped and now - d.heartbeat_at < STALE_S for d in drivers)
-    return RunState.RUNNING if alive else RunState.INTERRUPTED
+    return RunState.RUNNING if live_drivers(store, record.id, now=now) else RunState.INTERRUPTED
 
 
 class _Heartbeat:

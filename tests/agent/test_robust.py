@@ -180,7 +180,7 @@ def test_the_final_candidate_gets_its_own_file_and_a_summary(make_agent: Any, tm
     assert f"final candidate {candidate_sha256(BEST)[:12]} score 0" in lines[0]
     assert "spent: 1 evaluations of 10, 3 model calls," in text and "tokens, $0.0000," in text
     assert "active wall time, 3 turns" in text
-    for cmd in ("reasearch show", "reasearch replay", "reasearch resume"):
+    for cmd in ("reasearch report", "reasearch show", "reasearch replay", "reasearch resume"):
         assert f"{cmd} {result.run_id} --run-dir {tmp_path / 'runs'}" in text
 
 

@@ -85,12 +85,15 @@ class GitRepo:
     Args:
         work_tree: the folder of the files (the agent's workspace).
         git_dir: where git keeps its objects and config (default: ``<work_tree>/../git``).
+        home: the empty HOME git runs with, so no ~/.gitconfig is read (default: ``git-home`` beside
+            ``git_dir``; a caller whose git directory lies inside the work tree passes a folder elsewhere).
     """
 
-    def __init__(self, work_tree: str | Path, git_dir: str | Path | None = None) -> None:
+    def __init__(self, work_tree: str | Path, git_dir: str | Path | None = None,
+                 home: str | Path | None = None) -> None:
         self.work_tree = Path(work_tree).resolve()
         self.git_dir = Path(git_dir).resolve() if git_dir is not None else self.work_tree.parent / "git"
-        self._home = self.git_dir.parent / "git-home"  # an empty HOME: no ~/.gitconfig is read
+        self._home = Path(home) if home is not None else self.git_dir.parent / "git-home"
 
     def _env(self) -> dict[str, str]:
         return git_env(home=self._home, git_dir=self.git_dir, work_tree=self.work_tree)

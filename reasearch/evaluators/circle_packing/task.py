@@ -6,13 +6,14 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from reasearch.evaluators._geometry_task import GeometryTask
 from reasearch.evaluators.circle_packing._records import BEST_KNOWN, BEST_KNOWN_SOURCE, SEED_SCORES
 from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.params import Range
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import ViolationKind, packing_violation
 
@@ -61,6 +62,8 @@ class CirclePackingTask(GeometryTask):
         time_limit_s: wall-time limit of one evaluation.
         memory_mb: address-space limit of one evaluation.
     """
+
+    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {"n": Range(ge=2)}  # reasearch tasks ID --params shows them
 
     seed_package = __package__
 

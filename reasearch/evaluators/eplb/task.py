@@ -203,7 +203,7 @@ class EplbTask(Task):
         trace_path: a published load trace (``{"load_history": [{"logical_expert_load": [[E] x L]}]}``);
             None uses the synthetic trace. Parsed once per process.
         num_windows: windows used (the first ones); None: 11 synthetic windows, or all of a file's.
-trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a seed passed to
+        trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a seed passed to
             ``evaluate`` selects the synthetic trace instead; ignored for a trace file). The generator's
             own seed is derived from it with the evaluator's secret (:mod:`reasearch.evaluators._secret`),
             so knowing it and the generator does not reveal the scored windows; results record the

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from reasearch.evaluators._geometry_task import GeometryTask
 from reasearch.evaluators.heilbronn._records import BEST_KNOWN, BEST_KNOWN_SOURCES, SEED_SCORES
 from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.params import Range
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import min_triangle_area, smallest_triangles
 
@@ -51,6 +52,8 @@ class HeilbronnTask(GeometryTask):
         time_limit_s: wall-time limit of one evaluation.
         memory_mb: address-space limit of one evaluation.
     """
+
+    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {"n": Range(ge=3)}  # reasearch tasks ID --params shows them
 
     seed_package = __package__
 

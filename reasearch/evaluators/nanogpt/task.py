@@ -25,7 +25,8 @@ import os
 import secrets
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from reasearch.errors import ConfigError
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, load_corpus
 from reasearch.evaluators.result import EvalResult, Provenance, Status
+from reasearch.evaluators.params import Range
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingTask
 
@@ -104,6 +106,8 @@ class NanoGPTTask(TrainingTask):
         memory_mb: address-space limit of CPU jobs (GPU jobs get none: CUDA maps far more than it uses).
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
     """
+
+    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {**TrainingTask.PARAM_RANGES, "eval_tokens": Range(ge=256, le=4194304)}
 
     def __init__(self, corpus: str = DEFAULT_CORPUS, time_budget_s: float = 300.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 30.0, eval_tokens: int = 65536, eval_time_limit_s: float = 300.0,

@@ -16,7 +16,7 @@ from abc import abstractmethod
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -49,6 +49,7 @@ from reasearch.evaluators.prompt.metrics import (
     number_value,
 )
 from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.params import Range
 from reasearch.evaluators.spec import TaskSpec
 
 __all__ = ["PromptTask", "Gsm8kTask", "JsonlPromptTask", "Judgment", "SPLITS", "FAILURE_KINDS", "MAX_PROMPT_CHARS"]
@@ -80,7 +81,30 @@ class PromptTask(Task):
     Student parameters (shared by every prompt task): ``student`` (``openai/NAME``, ``anthropic/NAME``
     or a bare name), ``base_url``, ``api_key_env``, ``concurrency``, ``temperature``, ``max_tokens``,
     ``timeout_s``, ``retries``, ``backoff_s``, ``price_in``/``price_out`` (USD per million tokens).
+
+    Args:
+        student: the student model, ``openai/NAME``, ``anthropic/NAME`` or a bare (Anthropic) name.
+        base_url: the student's endpoint (an OpenAI-compatible ``.../v1`` URL for ``openai/``).
+        api_key_env: the environment variable holding the student's API key.
+        concurrency: student calls in flight at once.
+        temperature: the student's sampling temperature.
+        max_tokens: output tokens of one student reply.
+        timeout_s: seconds one student call may take.
+        retries: retries of a failed student call (overload, rate limit, refused connection).
+        backoff_s: first backoff between retries (doubles each time).
+        price_in: USD per million input tokens of the student (models without a list price).
+        price_out: USD per million output tokens of the student.
+        n_train: examples of the train split (shown to the agent).
+        n_validation: examples of the validation split (what an evaluation scores).
+        n_test: examples of the sealed test split (None: all of them).
+        split_seed: seed of the shuffle that draws the splits.
+        data_dir: the folder holding the data files (default: the shared data folder).
     """
+
+    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {  # reasearch tasks ID --params shows them
+        "concurrency": Range(ge=1), "temperature": Range(ge=0), "max_tokens": Range(ge=1), "retries": Range(ge=0),
+        "backoff_s": Range(ge=0), "price_in": Range(ge=0), "price_out": Range(ge=0), "n_train": Range(ge=1),
+        "n_validation": Range(ge=1), "n_test": Range(ge=1), "split_seed": Range(ge=0)}
 
     harness = None
     candidate_kind: ClassVar[str] = "prompt"

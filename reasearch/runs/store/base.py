@@ -41,6 +41,10 @@ class Store(ABC):
         """Every run, oldest first."""
 
     @abstractmethod
+    def delete_run(self, run_id: str) -> None:
+        """Removes a run and everything recorded under it (the shared evaluation cache stays)."""
+
+    @abstractmethod
     def set_run_state(self, run_id: str, state: RunState, *, final_candidate: str | None = None,
                       reason: str = "") -> None:
         """Updates a run's state (and final candidate and reason)."""

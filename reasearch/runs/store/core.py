@@ -151,6 +151,12 @@ class SQLCore(Store):
     def list_runs(self) -> list[RunRecord]:
         return [self._run(r) for r in self._all(f"SELECT {_RUN_COLS} FROM runs ORDER BY created_at, id")]
 
+    def delete_run(self, run_id: str) -> None:
+        with self._tx():
+            for table in ("candidates", "evaluations", "ledger", "events", "student_calls", "drivers", "reservations",
+                          "fleet_members", "runs"):
+                self._exec(f"DELETE FROM {table} WHERE {'id' if table == 'runs' else 'run_id'} = ?", (run_id,))
+
     def set_run_state(self, run_id: str, state: RunState, *, final_candidate: str | None = None,
                       reason: str = "") -> None:
         with self._tx():

@@ -1,0 +1,109 @@
+"""``reasearch runs delete RUN...`` and ``reasearch runs prune --empty``: remove runs from a store.
+
+A run a live driver holds (a process that beat its heartbeat within the staleness window, see
+:func:`reasearch.runs.run.live_drivers`) is never removed. ``delete`` refuses a run that holds
+evaluations unless ``--force``; ``prune --empty`` removes only runs with no evaluation (what a down
+endpoint or a refused start leaves). A run's folder (``<run dir>/<run id>``: workspace, transcripts)
+goes with it when the store lives in that run directory.
+
+Trust boundary: run ids come from the user; folders are removed only when their name is exactly a
+stored run id directly under the run directory, and never through a symlink.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from reasearch.errors import ConfigError, StoreError
+from reasearch.runs.run import live_drivers
+from reasearch.runs.store import Store
+
+
+def add_subcommands(p: argparse.ArgumentParser, store_args: Any) -> None:
+    sub = p.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
+    d = sub.add_parser("delete", help="remove runs (and their folders) from the store",
+                       description="Remove runs and everything recorded under them. Refuses a run a live driver "
+                                   "holds, and a run with evaluations unless --force.")
+    d.add_argument("run_ids", nargs="+", metavar="RUN", help="run id (a unique prefix is enough)")
+    d.add_argument("--force", action="store_true", help="also delete runs that hold evaluations")
+    store_args(d)
+    d.set_defaults(func=cmd_delete)
+    pr = sub.add_parser("prune", help="remove the runs that never evaluated anything",
+                        description="Remove the runs with no evaluation (a failed start, a down endpoint), except "
+                                    "runs a live driver holds.")
+    pr.add_argument("--empty", action="store_true", required=True, help="runs with no evaluation (required)")
+    pr.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    store_args(pr)
+    pr.set_defaults(func=cmd_prune)
+
+
+def _run_dir(args: argparse.Namespace) -> Path | None:
+    """The run directory whose ``<run id>`` folders belong to this store (None for a store URL)."""
+    import os
+
+    from reasearch.runs.store import DEFAULT_RUN_DIR
+
+    if getattr(args, "store", None):
+        return None
+    path = getattr(args, "run_dir", None) or Path(os.environ.get("REASEARCH_STORE", str(DEFAULT_RUN_DIR)))
+    return Path(path) if Path(path).is_dir() else None
+
+
+def _remove(store: Store, run_id: str, run_dir: Path | None) -> None:
+    store.delete_run(run_id)
+    if run_dir is None:
+        return
+    folder = run_dir / run_id
+    if folder.is_dir() and not folder.is_symlink() and folder.parent.resolve() == run_dir.resolve():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _refusal(store: Store, run_id: str, force: bool) -> str:
+    live = live_drivers(store, run_id)
+    if live:
+        d = live[0]
+        return f"run {run_id} is held by a live driver (pid {d.pid} on {d.host}); stop it first"
+    n = len(store.evaluations(run_id))
+    if n and not force:
+        return f"run {run_id} holds {n} evaluations; pass --force to delete it anyway"
+    return ""
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from reasearch._cli.runs import _open
+
+    with _open(args) as store:
+        ids = []
+        for given in args.run_ids:
+            try:
+                ids.append(store.get_run(given).id)
+            except StoreError as exc:
+                raise ConfigError(str(exc)) from None
+        for run_id in ids:  # every refusal before anything is removed
+            why = _refusal(store, run_id, args.force)
+            if why:
+                raise ConfigError(why + "; nothing was deleted")
+        run_dir = _run_dir(args)
+        for run_id in dict.fromkeys(ids):
+            _remove(store, run_id, run_dir)
+            print(f"deleted run {run_id}", file=sys.stderr)
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from reasearch._cli.runs import _open
+
+    with _open(args) as store:
+        empty = [r.id for r in store.list_runs() if not store.evaluations(r.id) and not live_drivers(store, r.id)]
+        run_dir = _run_dir(args)
+        for run_id in empty:
+            if not args.dry_run:
+                _remove(store, run_id, run_dir)
+            print(f"{'would delete' if args.dry_run else 'deleted'} run {run_id} (no evaluation)", file=sys.stderr)
+        if not empty:
+            print("no run without evaluations", file=sys.stderr)
+    return 0

@@ -1,0 +1,165 @@
+"""A task's parameters, read from the task's own declaration so that help and checks cannot drift.
+
+Names, types and defaults come from the task class's ``__init__`` signature (its type hints), the
+one line of meaning from the ``Args:`` section of its docstring (a base class's docstring counts too),
+and ranges from the class's ``PARAM_RANGES`` (a :class:`Range` per name; time and memory limits,
+``*_s`` and ``*_mb``, are > 0 unless declared otherwise). ``reasearch tasks ID --params`` prints
+these rows and ``make()`` checks what a user passes against them before a task is built: a wrong
+value is a one-line :class:`~reasearch.errors.ConfigError` naming the parameter, its type and range.
+
+Trust boundary: parameters come from the command line or a spec file (the user), never from a candidate.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from reasearch.errors import ConfigError
+
+__all__ = ["Range", "TaskParam", "check_params", "describe_params"]
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """Bounds of a numeric parameter (or the values a text one may take)."""
+
+    ge: float | None = None  # value >= ge
+    gt: float | None = None  # value > gt
+    le: float | None = None  # value <= le
+    choices: tuple[Any, ...] = ()
+
+    def ok(self, value: Any) -> bool:
+        if self.choices:
+            return value in self.choices
+        return ((self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
+                and (self.le is None or value <= self.le))
+
+    def text(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        parts = [f">= {_num(self.ge)}" if self.ge is not None else "", f"> {_num(self.gt)}" if self.gt is not None else "",
+                 f"<= {_num(self.le)}" if self.le is not None else ""]
+        return " and ".join(p for p in parts if p)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+_POSITIVE = Range(gt=0)
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
+
+
+@dataclass(frozen=True, slots=True)
+class TaskParam:
+    """One constructor parameter of a task class."""
+
+    name: str
+    types: tuple[type, ...]  # int, float, str, bool; NoneType when None is allowed
+    default: Any
+    range: Range | None
+    meaning: str
+
+    @property
+    def required(self) -> bool:
+        return self.default is inspect.Parameter.empty
+
+    def type_text(self) -> str:
+        words = [_TYPE_WORDS.get(t, t.__name__) for t in self.types if t is not type(None)]
+        text = " or ".join(words) or "any value"
+        return text + (" or null" if type(None) in self.types else "")
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return type(None) in self.types
+        for t in self.types:
+            if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+                return True
+            if t is int and isinstance(value, int) and not isinstance(value, bool):
+                return True
+            if t in (str, bool) and isinstance(value, t):
+                return True
+            if t not in (int, float, str, bool, type(None)):
+                return True  # a type the command line cannot name: the constructor checks it
+        return False
+
+    def describe(self) -> str:
+        """``an integer >= 2 (default 26)``: what the parameter takes."""
+        default = "required" if self.required else f"default {self.default!r}"
+        if self.range is not None and self.range.choices:
+            return f"{self.range.text()} ({default})"
+        rng = self.range.text() if self.range else ""
+        return f"{self.type_text()}{' ' + rng if rng else ''} ({default})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type_text(), "required": self.required,
+                "default": None if self.required else self.default,
+                "range": self.range.text() if self.range else "", "meaning": self.meaning}
+
+
+def _types(hint: Any) -> tuple[type, ...]:
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return tuple(t for a in typing.get_args(hint) for t in _types(a))
+    if hint is None:
+        return (type(None),)
+    if typing.get_origin(hint) is typing.Literal:
+        return tuple(dict.fromkeys(type(a) for a in typing.get_args(hint)))
+    return (hint,) if isinstance(hint, type) else (object,)
+
+
+def _arg_lines(cls: type) -> dict[str, str]:
+    """``name -> first line of meaning`` from the ``Args:`` sections of the class and its bases."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        doc = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
+        section = re.search(r"^Args:\n((?:[ \t]+.*\n?|\n)*)", doc, re.MULTILINE)
+        if not section:
+            continue
+        for m in re.finditer(r"^([ \t]{2,4})(\w+)(?: \([^)]*\))?: (.+(?:\n\1[ \t]+\S.*)*)", section.group(1), re.MULTILINE):
+            out[m.group(2)] = " ".join(m.group(3).replace("``", "").split())
+    return out
+
+
+def describe_params(cls: type) -> list[TaskParam]:
+    """The parameters of task class ``cls``, in signature order."""
+    init = vars(cls).get("__init__") or next(vars(k)["__init__"] for k in cls.__mro__ if "__init__" in vars(k))
+    sig = inspect.signature(init)
+    try:
+        hints = typing.get_type_hints(init)
+    except (NameError, TypeError):
+        hints = {}
+    ranges = dict(getattr(cls, "PARAM_RANGES", {}) or {})
+    meanings = {**_arg_lines(cls), **dict(getattr(cls, "PARAM_HELP", {}) or {})}
+    out = []
+    for name, p in sig.parameters.items():
+        if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        kinds = _types(hints.get(name, object))
+        numeric = bool({int, float} & set(kinds))
+        rng = ranges.get(name, _POSITIVE if numeric and name.endswith(("_s", "_mb")) else None)
+        out.append(TaskParam(name, kinds, p.default, rng, meanings.get(name, "")))
+    return out
+
+
+def check_params(cls: type, task_id: str, given: dict[str, Any]) -> None:
+    """Raises a one-line ConfigError for an unknown parameter or a value of the wrong type or range."""
+    params = {p.name: p for p in describe_params(cls)}
+    hint = f"`reasearch tasks {task_id} --params` lists them"
+    for name, value in given.items():
+        p = params.get(name)
+        if p is None:
+            raise ConfigError(f"{task_id} has no parameter {name!r}; its parameters: {', '.join(params) or 'none'} "
+                              f"({hint})")
+        ok = p.accepts(value)
+        if ok and value is not None and p.range is not None and not isinstance(value, bool):
+            try:
+                ok = p.range.ok(value)
+            except TypeError:
+                ok = False
+        if not ok:
+            raise ConfigError(f"parameter {name} of {task_id} takes {p.describe()}, not {value!r} ({hint})")
