@@ -119,6 +119,10 @@ def experiment_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     monkeypatch.setenv("REASEARCH_CPUS_PER_SLOT", "1")  # one torch thread: no spinning OpenMP on busy cores
     monkeypatch.delenv("REASEARCH_KEEP_CHECKPOINTS", raising=False)
     yield d
+    from reasearch.engine.files import unmount
+
+    for p in sorted(d.glob("experiments/exp-*")):  # the tmpfs of an experiment whose driver a test killed
+        unmount(p)
     for p in d.rglob("*"):
         if p.is_dir() and not p.is_symlink():
             p.chmod(0o700)

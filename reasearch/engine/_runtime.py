@@ -161,7 +161,7 @@ def _refuse(path: Path, why: str) -> SandboxUnavailableError:
         f"{os.geteuid()} that nobody else can write (it must be searchable by others: the jail reads from it)")
 
 
-def _check_ancestors(base: Path) -> None:
+def check_ancestors(base: Path) -> None:
     """Every folder from ``/`` to ``base``: owned by root or us, writable by others only when sticky."""
     me = os.geteuid()
     for p in (*reversed(base.parents), base):
@@ -202,7 +202,7 @@ def runtime_root() -> Path:
         raise SandboxUnavailableError(f"REASEARCH_RUNTIME_DIR must be an absolute path, got {str(base)!r}")
     base.mkdir(parents=True, exist_ok=True)
     base = base.resolve()
-    _check_ancestors(base)
+    check_ancestors(base)
     root = base / f"reasearch.u{os.geteuid()}"
     try:
         os.mkdir(root, 0o711)
@@ -210,7 +210,12 @@ def runtime_root() -> Path:
         pass
     st = _check_private(root)
     if stat.S_IMODE(st.st_mode) & 0o011 != 0o011:  # ours, but the jail's uid must be able to traverse it
-        os.chmod(root, stat.S_IMODE(st.st_mode) | 0o011)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:  # the checked folder itself, never what a name swapped in meanwhile points to
+            if os.fstat(fd).st_ino == st.st_ino:
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o011)
+        finally:
+            os.close(fd)
     return root
 
 

@@ -4,11 +4,34 @@
 new nsjail (no network, read-only runtime with torch, folders bound read-only or read-write at their
 own paths, the leased GPU's device nodes and nothing else of ``/dev/nvidia*``), or as a plain process
 in ``process`` mode (no filesystem or network isolation). The budget reaches the script as
-``REASEARCH_TIME_BUDGET_S`` (and ``REASEARCH_DEADLINE``, a Unix time); the process tree is killed at
-``budget + grace`` (status ``TIMEOUT``). Standard output and error stream to a log file on the host as
-the job runs (capped); JSON-object lines (``{"step": 10, "loss": 2.1}``) are kept as metrics, stamped
-with the host's clock. Nothing the script prints is trusted: the metric comes from a separate
-evaluation.
+``REASEARCH_TIME_BUDGET_S`` (and ``REASEARCH_DEADLINE``, a Unix time).
+
+The budget is enforced, not advisory. At the budget every process of the job gets ``SIGTERM`` (the
+documented budget signal); the job has ``grace_s`` seconds to save and exit, and its tree is killed
+with ``SIGKILL`` at ``budget + grace``. A job killed there, or one that died of the budget's SIGTERM
+(it was still working at its budget and did not handle the signal), is ``TIMEOUT``: no score. The
+outcome records the decision: ``term_s`` (when the signal went out), ``wall_s`` (when the job ended),
+``time_budget_s`` and ``hard_limit_s``.
+
+Standard output and error stream to a log file on the host as the job runs (capped; opened without
+following a symlink); the tail in the outcome is the driver's own copy of what it wrote, never a
+re-read of a file the job could replace. JSON-object lines (``{"step": 10, "loss": 2.1}``) are kept as
+metrics, stamped with the host's clock. Nothing the script prints is trusted: the metric comes from a
+separate evaluation.
+
+Whose processes. In nsjail mode the job is the init of its own PID namespace: every process it made,
+double-forked ``setsid`` daemons included, dies with it. In process mode (no filesystem isolation) a
+job would run as the driver's user, root included, and read what it reads (the held-out split, the
+evaluator secret): so process mode runs each job under a dedicated uid of its own (root required; it
+is refused otherwise), from the world-readable runtime (:func:`reasearch.engine._runtime.build_runtime`)
+since the driver's interpreter may sit in a private home; its writable folders are handed to that
+uid, and after the job every process of that uid is killed, reparented daemons included.
+
+Disk. ``disk_quota_mb`` bounds what the job may write: each file by ``RLIMIT_FSIZE`` (never more than
+the quota), and the bytes and entries below its writable folders are checked every few seconds; a job
+over the quota, or one that leaves less than ``min_free_mb`` free on their filesystem, is killed
+(``CRASH``, with the reason in its log). A hard cap is the caller's: experiment folders are size-capped
+tmpfs mounts where the driver is root (:func:`reasearch.engine.files.mount_bounded`).
 
 The job cannot outlive its driver: the launcher asks the kernel to SIGKILL it when the driver's thread
 dies (``PR_SET_PDEATHSIG``), nsjail does the same for the jailed tree, and the slot's lock descriptor
@@ -17,6 +40,7 @@ is inherited by the launcher, so the lease lasts exactly as long as the job.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -32,18 +56,27 @@ from typing import Any
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine import _procs, _wire
+from reasearch.engine._cleanup import free_bytes
 from reasearch.engine._jail import nsjail_argv
 from reasearch.engine._policy import JAIL_UID
+from reasearch.engine._runtime import build_runtime
+from reasearch.engine.files import folder_usage
 from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV
 from reasearch.engine.exec import _kill_group
 from reasearch.engine.isolation import make_launcher
 from reasearch.engine.protocol import Status
-from reasearch.errors import ConfigError, SandboxError
+from reasearch.errors import ConfigError, SandboxError, SandboxUnavailableError
 
 __all__ = ["JobOutcome", "JobSession", "SessionError", "gpu_jail_args", "make_reachable", "run_job", "start_session"]
 
 _MAX_METRIC_LINES = 5000
 _TAIL = 4000
+_QUOTA_CHECK_S = 2.0  # how often the writable folders' bytes are counted (a hard cap is a tmpfs mount)
+_QUOTA_MAX_ENTRIES = 100_000  # entries counted per check; more than this is over the quota too
+# Dedicated uids of process-mode jobs: a block per driver process, apart from the sandbox pools' blocks
+# (1_800_000_000 and up, see isolation.ProcessLauncher).
+_JOB_UID_BASE = 1_700_000_000
+_JOB_UIDS = itertools.count()
 
 # Run as ``python -S -c _LAUNCH CONFIG_JSON ARGV...``: dies with the driver's thread, pins cores, sets
 # rlimits (process mode), then execs the command (nsjail, or the job itself in process mode).
@@ -54,6 +87,10 @@ _LAUNCH = (
     "if os.getppid() != cfg['ppid']:\n    os._exit(70)\n"  # the driver died before prctl
     "if cfg['cpus']:\n    os.sched_setaffinity(0, cfg['cpus'])\n"
     "for name, value in cfg['rlimits'].items():\n    resource.setrlimit(getattr(resource, name), tuple(value))\n"
+    "if cfg['uid'] is not None:\n"  # process mode as root: the job's own uid, no capability, no group
+    "    os.setgroups([]); os.setresgid(cfg['uid'], cfg['uid'], cfg['uid']); os.setresuid(cfg['uid'], cfg['uid'], cfg['uid'])\n"
+    "    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)\n"  # a uid change cleared the parent-death signal
+    "    if os.getppid() != cfg['ppid']:\n        os._exit(70)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
 
@@ -63,7 +100,8 @@ class JobOutcome:
     """What one jailed job did.
 
     Attributes:
-        status: ``OK`` (exit 0), ``TIMEOUT`` (killed at budget + grace), ``OOM``, ``CRASH``.
+        status: ``OK`` (exit 0 by budget + grace), ``TIMEOUT`` (killed at budget + grace, or died of the
+            budget's SIGTERM), ``OOM``, ``CRASH`` (also: over its disk quota, see ``over_quota``).
         exit_code: exit code, or None when killed by a signal.
         signal: the killing signal, if any.
         wall_s: wall seconds from launch to exit, on the engine's clock.
@@ -77,6 +115,10 @@ class JobOutcome:
         first_metric_s: seconds from launch to the first metrics line (None: it printed none).
         hard_limit_s: when it would have been killed.
         stopped: killed early on request (its ``stop_file`` appeared): status ``CRASH``, never a score.
+        time_budget_s: the budget; ``SIGTERM`` went out then.
+        term_s: seconds from launch to the budget's ``SIGTERM`` (None: the job ended before its budget).
+        over_quota: why the job was killed for its disk use (None: it was not).
+        job_uid: the dedicated uid a process-mode job ran as (None: nsjail, whose namespaces hold it).
     """
 
     status: Status
@@ -93,6 +135,10 @@ class JobOutcome:
     first_metric_s: float | None = None
     hard_limit_s: float = 0.0
     stopped: bool = False
+    time_budget_s: float = 0.0
+    term_s: float | None = None
+    over_quota: str | None = None
+    job_uid: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -102,7 +148,9 @@ class JobOutcome:
         return {"status": self.status.value, "exit_code": self.exit_code, "signal": self.signal,
                 "wall_s": self.wall_s, "cpu_s": self.cpu_s, "gpu_s": self.gpu_s, "slot": self.slot,
                 "sandbox_mode": self.sandbox_mode, "log_path": self.log_path, "first_metric_s": self.first_metric_s,
-                "hard_limit_s": self.hard_limit_s, "metrics": len(self.metrics), "stopped": self.stopped}
+                "hard_limit_s": self.hard_limit_s, "metrics": len(self.metrics), "stopped": self.stopped,
+                "time_budget_s": self.time_budget_s, "term_s": self.term_s, "over_quota": self.over_quota,
+                "job_uid": self.job_uid}
 
 
 class _Config:
@@ -112,9 +160,9 @@ class _Config:
         self.numba_cache_dir = None
 
 
-def make_reachable(path: Path, *, writable: bool) -> None:
-    """Lets the jail's uid reach ``path``: parents searchable (checked), the tree readable; a writable
-    tree is handed to the jail uid (as root). Without root the jail runs as this user: nothing to do."""
+def make_reachable(path: Path, *, writable: bool, uid: int = JAIL_UID) -> None:
+    """Lets the job's uid reach ``path``: parents searchable (checked), the tree readable; a writable
+    tree is handed to ``uid`` (as root). Without root the jail runs as this user: nothing to do."""
     path = Path(path)
     if os.geteuid() != 0:
         return
@@ -125,8 +173,8 @@ def make_reachable(path: Path, *, writable: bool) -> None:
     for dirpath, dirnames, filenames in os.walk(path):
         for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
             st = os.lstat(name)
-            if writable and st.st_uid != JAIL_UID:
-                os.lchown(name, JAIL_UID, JAIL_UID)
+            if writable and st.st_uid != uid:
+                os.lchown(name, uid, uid)
             if not os.path.islink(name):
                 os.chmod(name, (st.st_mode & 0o777) | (0o055 if os.path.isdir(name) else 0o044))
 
@@ -170,6 +218,8 @@ def run_job(
     log_cap_bytes: int = 16 << 20,
     mode: str = "auto",
     stop_file: Path | None = None,
+    disk_quota_mb: int | None = None,
+    min_free_mb: int = 0,
 ) -> JobOutcome:
     """Runs ``argv`` once on ``lease``'s slot, in a fresh jail, under a time budget.
 
@@ -177,8 +227,8 @@ def run_job(
         argv: the command; ``python3`` is the sandbox runtime's interpreter (torch importable).
         cwd: working directory (must be one of the bound folders).
         lease: the slot (GPU or CPU cores) it runs on; it stays leased until the job is gone.
-        time_budget_s: handed to the job as ``REASEARCH_TIME_BUDGET_S``.
-        grace_s: the job is killed at ``time_budget_s + grace_s``.
+        time_budget_s: handed to the job as ``REASEARCH_TIME_BUDGET_S``; at this point it gets ``SIGTERM``.
+        grace_s: seconds after the budget's ``SIGTERM`` to save and exit; killed at ``time_budget_s + grace_s``.
         log_path: the host file that receives stdout and stderr as they come.
         binds_ro: host folders visible read-only at their own paths.
         binds_rw: host folders visible read-write at their own paths (checkpoints).
@@ -186,34 +236,51 @@ def run_job(
         memory_mb: address-space limit (None: none; a CUDA process maps far more than it uses).
         fsize_mb: largest file the job may write.
         log_cap_bytes: the log keeps this much; the rest is dropped (the job never blocks on output).
-        mode: ``auto``, ``nsjail`` or ``process``.
+        mode: ``auto``, ``nsjail`` or ``process`` (as root only: the job runs under a dedicated uid).
         stop_file: when this path appears (checked about once a second), the job is killed and reported
             ``stopped`` (how a driver stops an experiment that runs in another thread or process).
+        disk_quota_mb: the most the job may hold below ``binds_rw`` (checked; also caps ``fsize_mb``).
+        min_free_mb: the job is killed when their filesystem has less free than this.
 
     Returns:
         A :class:`JobOutcome` (failures of the job are statuses, never exceptions).
+
+    Raises:
+        SandboxUnavailableError: process mode without root (a job would run as this user).
     """
     if not argv or not all(isinstance(a, str) for a in argv):
         raise ConfigError("argv must be a non-empty sequence of str")
     if not (time_budget_s > 0 and math.isfinite(time_budget_s)) or grace_s < 0:
         raise ConfigError(f"time_budget_s must be > 0 and grace_s >= 0, not {time_budget_s!r}/{grace_s!r}")
+    if disk_quota_mb is not None:
+        fsize_mb = min(fsize_mb, int(disk_quota_mb))
     hard = float(time_budget_s) + float(grace_s)
-    full, popen_cwd, popen_env, jail_mode = _command(argv, cwd=cwd, lease=lease, time_budget_s=time_budget_s,
-                                                     hard_s=hard, binds_ro=binds_ro, binds_rw=binds_rw, env=env,
-                                                     memory_mb=memory_mb, fsize_mb=fsize_mb, mode=mode)
-    return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, hard_s=hard, log_path=Path(log_path),
-                      log_cap=log_cap_bytes, mode=jail_mode, stop_file=stop_file)
+    full, popen_cwd, popen_env, jail_mode, uid = _command(
+        argv, cwd=cwd, lease=lease, time_budget_s=time_budget_s, hard_s=hard, binds_ro=binds_ro, binds_rw=binds_rw,
+        env=env, memory_mb=memory_mb, fsize_mb=fsize_mb, mode=mode)
+    quota = None if disk_quota_mb is None and not min_free_mb else (
+        [Path(p) for p in binds_rw], None if disk_quota_mb is None else int(disk_quota_mb) << 20, int(min_free_mb) << 20)
+    return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, budget_s=float(time_budget_s), hard_s=hard,
+                      log_path=Path(log_path), log_cap=log_cap_bytes, mode=jail_mode, stop_file=stop_file, uid=uid,
+                      quota=quota)
+
+
+def _job_uid() -> int:
+    """A uid no other job of this driver uses now (64 in turn per driver process) and no pool's child uses."""
+    return _JOB_UID_BASE + (os.getpid() % 1_000_000) * 64 + next(_JOB_UIDS) % 64
 
 
 def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: float, hard_s: float,
              binds_ro: Sequence[Path], binds_rw: Sequence[Path], env: Mapping[str, str] | None, memory_mb: int | None,
-             fsize_mb: int, mode: str) -> tuple[list[str], str | None, dict[str, str], str]:
-    """The launcher command line, its cwd and environment, and the mode it resolved to."""
+             fsize_mb: int, mode: str) -> tuple[list[str], str | None, dict[str, str], str, int | None]:
+    """The launcher command line, its cwd and environment, the mode it resolved to, and the job's
+    dedicated uid (process mode; None in a jail)."""
     hard = hard_s
     launcher = make_launcher(_Config(mode), Path("/nonexistent"))  # type: ignore[arg-type]
     job_env = {"REASEARCH_TIME_BUDGET_S": f"{float(time_budget_s):g}",
                "REASEARCH_DEADLINE": f"{time.time() + float(time_budget_s):.3f}", **lease.env(), **dict(env or {})}
     rlimits: dict[str, list[int]] = {}
+    uid: int | None = None
     if launcher.mode == "nsjail":
 
         runtime = launcher.runtime
@@ -237,9 +304,20 @@ def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s:
         popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         popen_cwd = None
     else:
+        if os.geteuid() != 0:
+            raise SandboxUnavailableError(
+                "process mode runs a training job under a uid of its own so it cannot read the held-out data or "
+                "the evaluator secret, which needs root; run the driver as root, or use nsjail (`reasearch "
+                "sandbox check` says why it cannot run here)")
+        uid = _job_uid()
+        runtime = build_runtime()  # world-readable: the driver's interpreter may sit in a 0700 home
+        for p in binds_rw:
+            make_reachable(Path(p), writable=True, uid=uid)
+        for p in binds_ro:
+            make_reachable(Path(p), writable=False)
         cmd = list(argv)
         if cmd[0] in ("python", "python3"):
-            cmd[0] = sys.executable
+            cmd[0] = runtime.python
         elif "/" not in cmd[0]:
             import shutil
 
@@ -248,20 +326,67 @@ def _command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s:
             rlimits["RLIMIT_AS"] = [memory_mb << 20] * 2
         rlimits["RLIMIT_FSIZE"] = [fsize_mb << 20] * 2
         rlimits["RLIMIT_CORE"] = [0, 0]
-        passthrough = {k: os.environ[k] for k in ("PYTHONPATH", "LANG", "VIRTUAL_ENV") if k in os.environ}
-        popen_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd),
-                     "LANG": "C.UTF-8", **passthrough, **_THREAD_ENV, **job_env}
+        popen_env = {"PATH": f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd),
+                     "LANG": "C.UTF-8", "TMPDIR": str(cwd), **dict(runtime.env), **_THREAD_ENV, **job_env}
         popen_cwd = str(cwd)
-    cfg = {"ppid": os.getpid(), "cpus": list(lease.cpus), "rlimits": rlimits}
-    return [sys.executable, "-S", "-c", _LAUNCH, json.dumps(cfg), *cmd], popen_cwd, popen_env, launcher.mode
+    cfg = {"ppid": os.getpid(), "cpus": list(lease.cpus), "rlimits": rlimits, "uid": uid}
+    return [sys.executable, "-S", "-c", _LAUNCH, json.dumps(cfg), *cmd], popen_cwd, popen_env, launcher.mode, uid
 
 
-def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: SlotLease, hard_s: float,
-               log_path: Path, log_cap: int, mode: str, stop_file: Path | None = None) -> JobOutcome:
+def _signal_job(pid: int, mode: str, sig: int) -> None:
+    """Sends ``sig`` to the job's processes: in a jail those below nsjail (nsjail itself would kill them
+    all on SIGTERM), in process mode the job and its process group too."""
+    targets = _procs.descendants_of(pid)
+    if mode != "nsjail":
+        targets.append(pid)
+    for p in targets:
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _end_job(pid: int, uid: int | None) -> None:
+    """Kills the job's whole tree and, for a job with a uid of its own, every process of that uid
+    (a double-forked ``setsid`` daemon reparented away from the tree included)."""
+    _kill_group(pid)
+    if uid is not None:
+        _procs.kill_orphans(child_pgid=None, uid=uid, keep_unreaped=pid)
+
+
+def _open_log(log_path: Path) -> Any:
+    """The log file, created or truncated, never through a symlink planted at its name."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise SandboxError(f"cannot open the job's log {log_path} ({exc.strerror}); remove what is there") from None
+    return os.fdopen(fd, "wb")
+
+
+def _over_quota(quota: tuple[list[Path], int | None, int]) -> str | None:
+    """Why the writable folders are over the job's quota or the disk's floor (None: they are not)."""
+    folders, max_bytes, min_free = quota
+    used = entries = 0
+    for folder in folders:
+        b, n = folder_usage(folder, _QUOTA_MAX_ENTRIES)
+        used, entries = used + b, entries + n
+        free = free_bytes(str(folder))
+        if min_free and free is not None and free < min_free:
+            return f"the disk holding {folder} has {free >> 20} MB free, under the {min_free >> 20} MB floor"
+    if max_bytes is not None and used > max_bytes:
+        return f"the writable folders hold {used >> 20} MB, over the {max_bytes >> 20} MB quota"
+    if entries >= _QUOTA_MAX_ENTRIES:
+        return f"the writable folders hold {entries} entries or more, over the {_QUOTA_MAX_ENTRIES} entry quota"
+    return None
+
+
+def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: SlotLease, budget_s: float,
+               hard_s: float, log_path: Path, log_cap: int, mode: str, stop_file: Path | None = None,
+               uid: int | None = None, quota: tuple[list[Path], int | None, int] | None = None) -> JobOutcome:
 
     _procs.set_child_subreaper()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "wb")
+    log = _open_log(log_path)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -280,10 +405,21 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
     written = 0
     dropped = 0
     partial = b""
+    tail = bytearray()  # the last _TAIL bytes written to the log: the outcome's tail, never re-read from disk
     metrics: list[dict[str, Any]] = []
     first_metric: float | None = None
     killed = exited = eof = stopped = False
+    term_s: float | None = None
+    over: str | None = None
     deadline = t0 + hard_s
+    term_at = t0 + budget_s
+    next_quota = t0 + _QUOTA_CHECK_S
+
+    def note(text: str) -> None:
+        data = text.encode()
+        log.write(data)
+        tail.extend(data)
+        del tail[:-_TAIL]
 
     def take(data: bytes) -> None:
         nonlocal written, dropped, partial, first_metric
@@ -292,6 +428,8 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
             log.write(data[:room])
             log.flush()
             written += min(room, len(data))
+            tail.extend(data[:room])
+            del tail[:-_TAIL]
         dropped += max(0, len(data) - max(room, 0))
         partial += data
         *lines, partial = partial.split(b"\n")
@@ -314,14 +452,24 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
                     first_metric = now
 
     while not (exited and eof):
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             killed = True
             break
+        if term_s is None and now >= term_at and not exited:
+            _signal_job(proc.pid, mode, signal.SIGTERM)  # the budget: save and exit within the grace
+            term_s = now - t0
         if stop_file is not None and os.path.lexists(stop_file):
             stopped = True
             break
-        for key, _ in sel.select(min(left, 1.0)):
+        if quota is not None and now >= next_quota:
+            over = _over_quota(quota)
+            next_quota = time.monotonic() + _QUOTA_CHECK_S
+            if over is not None:
+                break
+        wait = min(left, 1.0, max(0.0, term_at - now) if term_s is None else 1.0)
+        for key, _ in sel.select(wait):
             if key.data == "exit":
                 exited = True
                 sel.unregister(pidfd)
@@ -347,7 +495,7 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
                     break
                 take(data)
             eof = True
-    _kill_group(proc.pid)
+    _end_job(proc.pid, uid)
     _, status, ru = os.wait4(proc.pid, 0)
     proc.returncode = status
     wall = time.monotonic() - t0
@@ -355,41 +503,33 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
     os.close(pidfd)
     proc.stdout.close()
     if killed:
-        note = f"\n[reasearch: killed at the hard limit, {hard_s:g} s = time budget + grace]\n"
-        log.write(note.encode())
+        note(f"\n[reasearch: killed at the hard limit, {hard_s:g} s = time budget + grace (SIGTERM went out at "
+             f"the budget, {budget_s:g} s)]\n")
     elif stopped:
-        log.write(f"\n[reasearch: stopped on request after {wall:.1f} s]\n".encode())
+        note(f"\n[reasearch: stopped on request after {wall:.1f} s]\n")
+    elif over is not None:
+        note(f"\n[reasearch: killed after {wall:.1f} s: {over}]\n")
     if dropped:
-        log.write(f"\n[reasearch: {dropped} bytes of output dropped past the {log_cap} byte log cap]\n".encode())
+        note(f"\n[reasearch: {dropped} bytes of output dropped past the {log_cap} byte log cap]\n")
     log.close()
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     if mode == "nsjail" and code is not None and code > 128 and not killed:
         sig, code = code - 128, None
-    tail = _tail(log_path)
-    if stopped:
+    text = tail.decode("utf-8", errors="replace")
+    if stopped or over is not None:
         st = Status.CRASH
-    elif killed or sig == signal.SIGXCPU:
-        st = Status.TIMEOUT
-    elif "MemoryError" in tail[-600:] or "out of memory" in tail[-600:].lower() or sig == signal.SIGKILL:
+    elif killed or sig == signal.SIGXCPU or (term_s is not None and sig == signal.SIGTERM):
+        st = Status.TIMEOUT  # still running at the hard limit, or killed by the budget's own signal
+    elif "MemoryError" in text[-600:] or "out of memory" in text[-600:].lower() or sig == signal.SIGKILL:
         st = Status.OOM
     elif code == 0:
         st = Status.OK
     else:
         st = Status.CRASH
     return JobOutcome(st, code, sig, wall, ru.ru_utime + ru.ru_stime, wall if lease.gpu else 0.0, lease.describe(),
-                      mode, str(log_path), tail, tuple(metrics), first_metric, hard_s, stopped)
-
-
-def _tail(path: Path, n: int = _TAIL) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - n))
-            return fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+                      mode, str(log_path), text, tuple(metrics), first_metric, hard_s, stopped,
+                      float(budget_s), None if term_s is None else round(term_s, 4), over, uid)
 
 
 class JobSession:
@@ -401,8 +541,10 @@ class JobSession:
     :func:`start_session`; :meth:`close` kills the tree (it also dies with its driver).
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], log: Any, max_reply_bytes: int, mode: str, t0: float) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], log: Any, max_reply_bytes: int, mode: str, t0: float,
+                 uid: int | None = None) -> None:
         self.proc = proc
+        self.job_uid = uid
         self._log = log
         self.max_reply_bytes = max_reply_bytes
         self.sandbox_mode = mode
@@ -451,8 +593,7 @@ class JobSession:
         if self.closed:
             return
         self.closed = True
-
-        _kill_group(self.proc.pid)
+        _end_job(self.proc.pid, self.job_uid)
         try:
             self.proc.wait(timeout=10)
         except (subprocess.TimeoutExpired, ChildProcessError):
@@ -483,17 +624,16 @@ def start_session(argv: Sequence[str], *, cwd: Path, lease: SlotLease, wall_s: f
 
     ``wall_s`` is the jail's own time limit (nsjail kills it then, whatever the driver does).
     """
-    full, popen_cwd, popen_env, jail_mode = _command(argv, cwd=cwd, lease=lease, time_budget_s=wall_s, hard_s=wall_s,
-                                                     binds_ro=binds_ro, binds_rw=binds_rw, env=env,
-                                                     memory_mb=memory_mb, fsize_mb=64, mode=mode)
+    full, popen_cwd, popen_env, jail_mode, uid = _command(
+        argv, cwd=cwd, lease=lease, time_budget_s=wall_s, hard_s=wall_s, binds_ro=binds_ro, binds_rw=binds_rw,
+        env=env, memory_mb=memory_mb, fsize_mb=64, mode=mode)
 
     _procs.set_child_subreaper()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "wb")
+    log = _open_log(Path(log_path))
     try:
         proc = subprocess.Popen(full, cwd=popen_cwd, env=popen_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=log, start_new_session=True, close_fds=True, pass_fds=(lease.fd,))
     except OSError as exc:
         log.close()
         raise SandboxError(f"could not start the session: {exc}") from exc
-    return JobSession(proc, log, max_reply_bytes, jail_mode, time.monotonic())
+    return JobSession(proc, log, max_reply_bytes, jail_mode, time.monotonic(), uid)

@@ -19,6 +19,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from reasearch.engine.files import UntrustedFileError, read_untrusted
+
 __all__ = ["BUILTIN_EXCEPTIONS", "REPORT_NAME", "WITHHELD", "describe_failure"]
 
 REPORT_NAME = "error.json"
@@ -31,11 +33,9 @@ _MAX_REPORT_BYTES = 4096
 
 def _read_report(path: Path) -> dict[str, object] | None:
     """The report, or None (absent, too big, not a JSON object). Candidate code can write this file."""
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_REPORT_BYTES:
-            return None
-        doc = json.loads(path.read_bytes())  # trusted read of a candidate-writable file (size checked above)
-    except (OSError, ValueError):
+    try:  # the one trusted reader: no symlink, a regular file (never a FIFO), at most the cap
+        doc = json.loads(read_untrusted(path.parent, path.name, max_bytes=_MAX_REPORT_BYTES))
+    except (UntrustedFileError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
 

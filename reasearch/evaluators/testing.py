@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from reasearch.engine.files import UntrustedFileError, read_untrusted
 from reasearch.evaluators._toy_harness import toy_harness
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult
@@ -157,11 +158,10 @@ class ToyRepoTrainingTask(TrainingTask):
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: Any) -> EvalResult:
         import json
 
-        path = ckpt_dir / "x.json"
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > 4096:
-            return self.invalid("train.py saved no x.json")
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_untrusted(ckpt_dir, "x.json", max_bytes=4096))
+        except UntrustedFileError as exc:
+            return self.invalid(f"train.py saved no readable x.json: {exc}")
         except ValueError:
             return self.invalid("x.json is not JSON")
         return self.score_solution(data)

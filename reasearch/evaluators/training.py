@@ -10,6 +10,25 @@ scores the checkpoint in a jail of its own. The log of the training run is kept 
 Each evaluation costs one ``experiments`` unit and the GPU-seconds the trusted side measured, debited
 with the result (``budget_estimate`` / ``evaluation_costs``).
 
+Budget. At its budget ``train.py`` gets ``SIGTERM`` and has a short *save grace* to save and exit:
+``min(grace_s, max(3 s, 5% of the budget))`` (:func:`save_grace_s`); a run still going then is killed,
+and a run that died of that signal or was killed is ``TIMEOUT`` (no score). So ``grace_s`` can never
+buy training time: a 5 s budget with ``grace_s=30`` ends at 8 s at the latest.
+
+Disk. Each experiment folder is its own size-capped tmpfs mount where the driver is root
+(``REASEARCH_EXPERIMENT_MAX_MB``, default 4096, and 200,000 inodes): a job's writes there, ``fallocate``
+included, fail with ``ENOSPC`` at the cap and never touch the host's disk; a mount, because a hard cap
+is the only kind a single ``fallocate`` cannot outrun (a polled quota sees 11 GB after they are taken).
+Without root (nsjail as an ordinary user), and for folders kept with ``REASEARCH_KEEP_CHECKPOINTS=1``
+(a mount would hold their memory until removed), the folder stays on disk and the job is bounded by
+``RLIMIT_FSIZE`` (the cap), the same cap checked every 2 s on its writable folders, and a free-space
+floor (``REASEARCH_MIN_FREE_MB``, default 1024): over either, it is killed (``CRASH``).
+
+Where. ``experiments_root()`` is ``experiments`` in this user's private folder
+(``/var/tmp/reasearch.u<euid>/``, :func:`reasearch.engine.files.private_folder`), or
+``REASEARCH_EXPERIMENTS_DIR``, checked the same way: a symlink or another user's folder at that name
+is refused, never followed or chmod'ed.
+
 Experiment folders (``experiments_root()/exp-*``: the repository copy, the checkpoint folder, the
 trusted evaluation's files) are scratch: each is removed as soon as its experiment is scored, unless
 ``REASEARCH_KEEP_CHECKPOINTS=1`` (then it is marked ``KEEP`` and left alone). What outlives it is the
@@ -28,6 +47,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import threading
 import time
 from abc import abstractmethod
@@ -35,6 +55,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from reasearch.engine._cleanup import remove_tree
+from reasearch.engine.files import mount_bounded, private_folder, unmount
 from reasearch.engine.gpu import SlotLease, lease_slot
 from reasearch.engine.training import JobOutcome, run_job
 from reasearch.errors import ConfigError
@@ -43,24 +64,50 @@ from reasearch.evaluators.params import Range
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["TrainingTask", "experiments_root", "keep_checkpoints", "prune_experiments"]
+__all__ = ["TrainingTask", "experiment_cap_mb", "experiments_root", "keep_checkpoints", "prune_experiments",
+           "save_grace_s"]
 
 _LOG_TAIL = 3000
 _LOCK = ".lock"
 _KEEP = "KEEP"
 _LEGACY_AGE_S = 86400.0  # an exp-* folder without a lock (an older version wrote it) is pruned after a day
 _NEW_AGE_S = 3600.0  # a folder being set up (".new-*") whose creator died
+_SAVE_GRACE_MIN_S = 3.0
+_SAVE_GRACE_FRACTION = 0.05
+_MAX_INODES = 200_000
 _pruned: set[str] = set()
 _prune_lock = threading.Lock()
 
 
+def save_grace_s(budget_s: float, grace_s: float) -> float:
+    """Seconds a run has after its budget's SIGTERM to save and exit: ``min(grace_s, max(3, 5% of budget))``."""
+    return min(float(grace_s), max(_SAVE_GRACE_MIN_S, _SAVE_GRACE_FRACTION * float(budget_s)))
+
+
+def _env_mb(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number of megabytes, not {raw!r}") from None
+    if value < 1:
+        raise ConfigError(f"{name} must be at least 1 (MB), not {value}")
+    return value
+
+
+def experiment_cap_mb() -> int:
+    """The most one experiment folder may hold (``REASEARCH_EXPERIMENT_MAX_MB``, default 4096)."""
+    return _env_mb("REASEARCH_EXPERIMENT_MAX_MB", 4096)
+
+
 def experiments_root() -> Path:
-    """Where experiment folders go: ``REASEARCH_EXPERIMENTS_DIR``, else ``/var/tmp/reasearch-experiments``.
+    """Where experiment folders go: ``experiments`` in this user's private folder
+    (``/var/tmp/reasearch.u<euid>/experiments``), or ``REASEARCH_EXPERIMENTS_DIR``; either is refused
+    when it is a symlink or another user's folder (:func:`reasearch.engine.files.private_folder`).
 
     The first call of a process for a folder prunes it (:func:`prune_experiments`).
     """
-    root = Path(os.environ.get("REASEARCH_EXPERIMENTS_DIR") or "/var/tmp/reasearch-experiments")
-    root.mkdir(parents=True, exist_ok=True, mode=0o711)
+    root = private_folder("experiments", override=os.environ.get("REASEARCH_EXPERIMENTS_DIR") or None)
     with _prune_lock:
         if str(root) not in _pruned:
             _pruned.add(str(root))
@@ -121,6 +168,7 @@ def prune_experiments(root: Path) -> list[str]:
                 if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     continue  # a live experiment
                 raise
+            unmount(path)  # its tmpfs (a dead driver left it mounted); the folder beneath goes next
             if remove_tree(path):
                 removed.append(name)
         finally:
@@ -130,7 +178,8 @@ def prune_experiments(root: Path) -> list[str]:
 
 def _new_experiment_folder() -> tuple[Path, int]:
     """A fresh ``exp-*`` folder with its lock held (made under a temporary name, so a pruner never sees
-    it unlocked); returns it and the lock's descriptor (close it to release)."""
+    it unlocked), a size-capped tmpfs mount where this process may mount one (``os.path.ismount`` says);
+    returns it and the lock's descriptor (close it to release)."""
     root = experiments_root()
     tmp = root / f".new-{secrets.token_hex(8)}"
     tmp.mkdir(mode=0o711)
@@ -138,6 +187,18 @@ def _new_experiment_folder() -> tuple[Path, int]:
     fcntl.flock(fd, fcntl.LOCK_EX)
     final = root / f"exp-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
     os.rename(tmp, final)
+    if not keep_checkpoints() and mount_bounded(final, max_bytes=experiment_cap_mb() << 20, max_inodes=_MAX_INODES):
+        # The lock beneath is hidden now: the pruner opens the one on the mount (until it exists, it finds
+        # none and judges the folder by its fresh mtime: kept).
+        try:
+            on_mount = os.open(final / _LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fcntl.flock(on_mount, fcntl.LOCK_EX)
+        except OSError:
+            unmount(final)
+            os.close(fd)
+            raise
+        os.close(fd)
+        fd = on_mount
     return final, fd
 
 
@@ -245,16 +306,17 @@ class TrainingTask(Task):
             own.mkdir(parents=True, exist_ok=True)
         exp_dir, lock_fd = _new_experiment_folder()
         try:
-            return self._experiment(candidate, candidate_source, seed, budget, exp_dir, own)
+            return self._experiment(candidate, candidate_source, seed, budget, exp_dir, own, os.path.ismount(exp_dir))
         finally:
-            if keep_checkpoints():
+            if keep_checkpoints():  # a kept folder is never a mount (it would hold memory until removed)
                 (exp_dir / _KEEP).write_text("kept: REASEARCH_KEEP_CHECKPOINTS=1\n")
             else:
+                unmount(exp_dir)
                 remove_tree(str(exp_dir))
             os.close(lock_fd)
 
     def _experiment(self, candidate: RepoCandidate, candidate_source: str, seed: int | None, budget: float,
-                    exp_dir: Path, own: Path | None) -> EvalResult:
+                    exp_dir: Path, own: Path | None, mounted: bool = False) -> EvalResult:
         repo_dir = write_repo(candidate.files, exp_dir / "repo")
         ckpt_dir = exp_dir / "out"
         ckpt_dir.mkdir()
@@ -264,9 +326,11 @@ class TrainingTask(Task):
         lease = lease_slot(self.slot)
         started_at = time.time()
         _write_status(own, state="training", slot=lease.describe(), started_at=started_at, time_budget_s=budget)
+        grace = save_grace_s(budget, float(self.grace_s))
         try:
             job = run_job(["python3", self.entry_file], cwd=repo_dir, lease=lease, time_budget_s=budget,
-                          grace_s=float(self.grace_s), log_path=log_path,
+                          grace_s=grace, log_path=log_path, disk_quota_mb=experiment_cap_mb(),
+                          min_free_mb=0 if mounted else _env_mb("REASEARCH_MIN_FREE_MB", 1024),
                           binds_ro=[repo_dir, data_dir], binds_rw=[ckpt_dir],
                           env={"REASEARCH_DATA_DIR": str(data_dir), "REASEARCH_OUT_DIR": str(ckpt_dir),
                                **self.job_env()},
@@ -280,10 +344,13 @@ class TrainingTask(Task):
                                          wall_s=job.wall_s, cpu_s=job.cpu_s, metrics={**train, "stopped": True})
                 return self._stamp(res, candidate_source, seed, job.sandbox_mode)
             if not job.ok:
-                verdict = {Status.TIMEOUT: f"killed at the hard limit ({job.hard_limit_s:g} s = budget {budget:g} s + "
-                                           f"grace {float(self.grace_s):g} s): train.py must stop within its budget "
-                                           "(REASEARCH_TIME_BUDGET_S) and save its checkpoint"}.get(
-                    job.status, f"train.py ended {job.status.value} (exit code {job.exit_code}, signal {job.signal})")
+                how = (f"it died of the signal at {job.term_s or budget:g} s" if job.signal == signal.SIGTERM
+                       else f"killed at {job.hard_limit_s:g} s")
+                verdict = {Status.TIMEOUT: f"train.py did not end within its budget ({how}; SIGTERM at {budget:g} s, "
+                                           f"then {grace:g} s to save and exit): it must stop within "
+                                           "REASEARCH_TIME_BUDGET_S and save its checkpoint (no score)"}.get(
+                    job.status, f"train.py ended {job.status.value} (exit code {job.exit_code}, signal {job.signal})"
+                    + (f": {job.over_quota}" if job.over_quota else ""))
                 res = EvalResult.failure(job.status, f"{verdict}\nlog tail:\n{job.log_tail[-_LOG_TAIL:]}",
                                          wall_s=job.wall_s, cpu_s=job.cpu_s, metrics=train)
                 _write_status(own, state="done", status=job.status.value, slot=lease.describe(), started_at=started_at)
@@ -306,8 +373,12 @@ class TrainingTask(Task):
         return result.with_(provenance=self.provenance(source, seed=seed, sandbox_mode=mode))
 
     def describe_budget(self) -> str:
+        grace = save_grace_s(float(self.time_budget_s), float(self.grace_s))
         return (f"Each experiment trains for time_budget_s seconds (default {float(self.time_budget_s):g}, at most "
-                f"{float(self.max_time_budget_s):g}); the process is killed at budget + {float(self.grace_s):g} s.")
+                f"{float(self.max_time_budget_s):g}). At the budget train.py gets SIGTERM and has min(grace "
+                f"{float(self.grace_s):g} s, max(3 s, 5% of the budget)) to save and exit ({grace:g} s at the "
+                f"default budget); a run still going then is killed and scored TIMEOUT, as is one the signal "
+                f"killed. Its writable folders hold at most {experiment_cap_mb()} MB.")
 
 
 def _keep_scoring_logs(scored: EvalResult, exp_dir: Path, own: Path | None) -> EvalResult:
@@ -333,6 +404,7 @@ def _train_metrics(job: JobOutcome, budget: float, exp_dir: Path, lease: SlotLea
     dts = [m["dt_ms"] for m in curve if isinstance(m.get("dt_ms"), (int, float))]
     return {
         "train_status": job.status.value, "train_s": round(job.wall_s, 3), "time_budget_s": budget,
+        "budget_signal_s": job.term_s, "hard_limit_s": job.hard_limit_s,
         "gpu_s": round(job.gpu_s, 3), "slot": job.slot, "started_at": round(started_at, 3),
         # The devices this process was given (a Ray task: the GPUs Ray assigned it; None: not restricted).
         "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -347,5 +419,7 @@ def _train_metrics(job: JobOutcome, budget: float, exp_dir: Path, lease: SlotLea
 
 
 def remove_experiment(exp_dir: str | Path) -> bool:
-    """Deletes an experiment folder (checkpoints and logs) without following a symlink; True when gone."""
+    """Deletes an experiment folder (checkpoints and logs; its tmpfs unmounted) without following a
+    symlink; True when gone."""
+    unmount(exp_dir)
     return remove_tree(str(exp_dir))

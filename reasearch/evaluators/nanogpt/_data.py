@@ -11,9 +11,11 @@ So the held-out 10% cannot be rebuilt by candidate code, only predicted.
 split and memorize it. It stays as an explicitly named option; its results say ``sealed: false``. A file
 path works too: sealed unless it lies in a folder every jail binds (:func:`corpus_is_sealed`).
 
-The split is cached under ``REASEARCH_DATA_CACHE`` (default ``/var/tmp/reasearch-data``) as
-``<sha16>/train/train.bin`` (world-readable: bound read-only into the training jail) and
-``<sha16>/private/val.bin`` (mode 0700: never bound into a training jail, unreadable by the jail uid).
+The split is cached in this user's private folder (``/var/tmp/reasearch.u<euid>/data``, or
+``REASEARCH_DATA_CACHE``; a symlink or another user's folder there is refused, never followed or
+chmod'ed: :func:`reasearch.engine.files.private_folder`) as ``<sha16>/train/train.bin`` (world-readable:
+bound read-only into the training jail) and ``<sha16>/private/val.bin`` (mode 0700: never bound into a
+training jail, unreadable by the jail uid).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from reasearch.engine._runtime import SYSTEM_RO
+from reasearch.engine.files import private_folder
 from reasearch.errors import ConfigError
 
 __all__ = ["DEFAULT_CORPUS", "PACKAGED_CORPUS", "Corpus", "corpus_is_sealed", "load_corpus", "packaged_corpus_bytes",
@@ -106,7 +109,7 @@ def corpus_is_sealed(corpus: str) -> tuple[bool, str]:
 
 
 def _cache_root() -> Path:
-    return Path(os.environ.get("REASEARCH_DATA_CACHE") or "/var/tmp/reasearch-data")
+    return private_folder("data", override=os.environ.get("REASEARCH_DATA_CACHE") or None, mode=0o711)
 
 
 @functools.lru_cache(maxsize=8)
@@ -124,18 +127,14 @@ def load_corpus(corpus: str) -> Corpus:
     if len(data) < 10_000:
         raise ConfigError(f"corpus {corpus!r} has {len(data)} bytes; at least 10,000 are needed")
     sha = hashlib.sha256(data).hexdigest()
-    base = _cache_root() / sha[:16]
+    cache = _cache_root()  # ours and private (checked): nobody else can plant anything below it
+    base = private_folder("", override=str(cache / sha[:16]), mode=0o755)
     train_dir, private = base / "train", base / "private"
     split = int(len(data) * 0.9)
     if not ((train_dir / "train.bin").is_file() and (private / "val.bin").is_file()):
-        _cache_root().mkdir(parents=True, exist_ok=True, mode=0o755)
-        os.chmod(_cache_root(), 0o755)
-        base.mkdir(exist_ok=True, mode=0o755)
-        os.chmod(base, 0o755)
         for folder, mode, name, blob in ((train_dir, 0o755, "train.bin", data[:split]),
                                          (private, 0o700, "val.bin", data[split:])):
-            folder.mkdir(exist_ok=True, mode=mode)
-            os.chmod(folder, mode)
+            private_folder("", override=str(folder), mode=mode)
             fd, tmp = tempfile.mkstemp(dir=folder)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(blob)

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from reasearch.engine.files import UntrustedFileError, read_npy, read_untrusted
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import run_job
 from reasearch.errors import ConfigError
@@ -180,13 +181,12 @@ what train.py prints about its own score is informational only.
 
     # ------------------------------------------------------------ trusted side
     def _read_config(self, ckpt_dir: Path) -> dict[str, Any] | str:
-        path = ckpt_dir / "config.json"
-        if path.is_symlink() or not path.is_file():
-            return "train.py saved no config.json in REASEARCH_OUT_DIR"
-        if path.stat().st_size > _MAX_CONFIG_BYTES:
-            return f"config.json is over {_MAX_CONFIG_BYTES} bytes"
         try:
-            cfg = json.loads(path.read_text(encoding="utf-8"))
+            raw = read_untrusted(ckpt_dir, "config.json", max_bytes=_MAX_CONFIG_BYTES)
+        except UntrustedFileError as exc:
+            return f"train.py saved no config.json in REASEARCH_OUT_DIR that can be read ({exc})"
+        try:
+            cfg = json.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             return f"config.json is not valid JSON: {exc}"
         if not isinstance(cfg, dict):
@@ -335,17 +335,11 @@ what train.py prints about its own score is informational only.
         if not job.ok:
             step, text = describe_failure(folder, repo_dir, _INFER_STEPS, "the scoring run of the checkpoint")
             return EvalResult.failure(Status.INVALID if step == "output" else Status.CRASH, text)
-        if (folder / "logits.npy").is_symlink():
-            return self.invalid("the evaluation's logits.npy was replaced by a symlink")
-        try:  # a trusted read of a file candidate code could write (shape and dtype checked below)
-            logits = np.load(folder / "logits.npy", allow_pickle=False, mmap_mode="r")
-        except (OSError, ValueError):
+        try:  # a trusted read of a file candidate code could write: no symlink, a regular file, dtype/shape/size
+            out = read_npy(folder, "logits.npy", dtype="<f4", shape=(*inputs.shape, 256))
+        except UntrustedFileError:
             return self.invalid("the scoring run left no readable logits.npy (candidate code can write there: "
                                 "do not touch it)")
-        if logits.dtype != np.float32 or logits.shape != (*inputs.shape, 256):
-            return self.invalid(f"the scoring run left logits that are not float32 {(*inputs.shape, 256)}")
-        out = np.array(logits)
-        del logits
         for name in ("logits.npy", "inputs.npy"):  # tens of MB per run at real eval_tokens; the log stays
             (folder / name).unlink(missing_ok=True)
         return out

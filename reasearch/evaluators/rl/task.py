@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from reasearch.engine.files import UntrustedFileError, read_untrusted
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import SessionError, start_session
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
@@ -162,11 +163,13 @@ exception class and file:line only.
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
         import gymnasium as gym
 
-        cfg = ckpt_dir / "config.json"
-        if cfg.is_symlink() or not cfg.is_file() or cfg.stat().st_size > _MAX_CONFIG_BYTES:
-            return self.invalid("train.py saved no config.json (a JSON object of at most 64 KiB) in REASEARCH_OUT_DIR")
         try:
-            if not isinstance(json.loads(cfg.read_text(encoding="utf-8")), dict):
+            raw = read_untrusted(ckpt_dir, "config.json", max_bytes=_MAX_CONFIG_BYTES)
+        except UntrustedFileError as exc:
+            return self.invalid(f"train.py saved no config.json (a JSON object of at most 64 KiB) in "
+                                f"REASEARCH_OUT_DIR: {exc}")
+        try:
+            if not isinstance(json.loads(raw.decode("utf-8")), dict):
                 return self.invalid("config.json must hold a JSON object")
         except (ValueError, UnicodeDecodeError) as exc:
             return self.invalid(f"config.json is not valid JSON: {exc}")
