@@ -86,7 +86,7 @@ def _open_checked(folder: str | os.PathLike[str], rel: str | os.PathLike[str], m
         try:
             pfd = os.open(parts[-1], _PATH_FLAGS, dir_fd=dfd)
         except FileNotFoundError:
-            raise UntrustedFileError(f"{shown} does not exist") from None
+            raise UntrustedFileError(f"{shown} is missing") from None
         except OSError as exc:
             raise UntrustedFileError(f"{shown} cannot be opened ({exc.strerror}); refused") from None
     finally:
