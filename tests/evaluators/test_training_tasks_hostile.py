@@ -99,7 +99,7 @@ def test_fallocate_past_the_experiment_cap_fails_and_the_host_disk_is_untouched(
     needs_mode(mode)
     if os.geteuid() != 0:
         pytest.skip("the hard cap is a tmpfs mount, which needs root (without it the checked quota applies: "
-                    "tests/engine/test_training_hostile.py::test_writes_past_the_disk_quota_are_bounded)")
+                    "tests/engine/test_training_jobs_hostile.py::test_writes_past_the_disk_quota_are_bounded)")
     monkeypatch.setenv("REASEARCH_EXPERIMENT_MAX_MB", "8")
     task = ToyRepoTrainingTask(time_budget_s=30.0, grace_s=5.0, sandbox_mode=mode)
     own = experiment_root / "own"
@@ -152,6 +152,40 @@ def test_hostile_logits_are_invalid_and_never_hang_the_scorer(tmp_path: Path, mo
     task = nanogpt_task.NanoGPTTask(time_budget_s=3.0, grace_s=5.0, eval_tokens=1024)
     folder = tmp_path / "eval0"
     lease = SimpleNamespace(gpu=False)
-    out = task._infer(folder, np.zeros((4, 8), dtype=np.uint8), __file__, tmp_path, tmp_path, lease)  # type: ignore[arg-type]
+    out = task._infer(folder, np.zeros((4, 8), dtype=np.uint8), __file__, tmp_path, tmp_path, lease,  # type: ignore[arg-type]
+                      tmp_path / "infer.log")
     assert not isinstance(out, np.ndarray)
-    assert out.status is Status.INVALID and why in out.feedback, out.feedback
+    assert out.status is Status.INVALID and "no readable logits.npy" in out.feedback, out.feedback  # reason withheld
+    from reasearch.engine.files import UntrustedFileError, read_npy
+
+    if (folder / "logits.npy").exists() or (folder / "logits.npy").is_symlink():
+        with pytest.raises(UntrustedFileError, match=why):  # what the reader refused it for
+            read_npy(folder, "logits.npy", dtype="<f4", shape=(4, 8, 256))
+
+
+@pytest.mark.parametrize("variable", ["REASEARCH_DATA_CACHE", "REASEARCH_EXPERIMENTS_DIR"])
+def test_a_planted_symlink_at_the_cache_or_experiment_root_is_refused_and_its_target_untouched(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """Another user plants a symlink at the predictable corpus-cache or experiment-root path (a shared
+    /var/tmp-like folder), pointing at a folder of theirs: root used to follow it, chmod the target
+    0755 and write the held-out split (or the experiments) into it."""
+    from reasearch.evaluators import training
+    from reasearch.evaluators.nanogpt import _data
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    target = tmp_path / "attacker"
+    target.mkdir(mode=0o700)
+    (shared / "planted").symlink_to(target)
+    monkeypatch.setenv(variable, str(shared / "planted"))
+    text = tmp_path / "corpus.txt"
+    text.write_bytes(bytes(range(256)) * 64)
+    _data.load_corpus.cache_clear()
+    with pytest.raises(Exception, match="symlink"):
+        if variable == "REASEARCH_DATA_CACHE":
+            _data.load_corpus(str(text))
+        else:
+            training.experiments_root()
+    _data.load_corpus.cache_clear()
+    assert oct(target.stat().st_mode & 0o777) == oct(0o700) and list(target.iterdir()) == []
