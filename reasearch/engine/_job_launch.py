@@ -48,7 +48,8 @@ _LAUNCH = (
     "if cfg['cpus']:\n    os.sched_setaffinity(0, cfg['cpus'])\n"
     "for name, value in cfg['rlimits'].items():\n    resource.setrlimit(getattr(resource, name), tuple(value))\n"
     "if cfg['uid'] is not None:\n"  # process mode as root: the job's own uid, no capability, no group
-    "    os.setgroups([]); os.setresgid(cfg['uid'], cfg['uid'], cfg['uid']); os.setresuid(cfg['uid'], cfg['uid'], cfg['uid'])\n"
+    "    u = cfg['uid']\n"
+    "    os.setgroups([]); os.setresgid(u, u, u); os.setresuid(u, u, u)\n"
     "    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)\n"  # a uid change cleared the parent-death signal
     "    if os.getppid() != cfg['ppid']:\n        os._exit(70)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
@@ -165,8 +166,10 @@ def command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: 
             rlimits["RLIMIT_AS"] = [memory_mb << 20] * 2
         rlimits["RLIMIT_FSIZE"] = [fsize_mb << 20] * 2
         rlimits["RLIMIT_CORE"] = [0, 0]
+        rlimits["RLIMIT_NPROC"] = [4096, 4096]  # counted per uid: the job's own, so exactly its processes
         popen_env = {"PATH": f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd),
-                     "LANG": "C.UTF-8", "TMPDIR": str(cwd), **dict(runtime.env), **_THREAD_ENV, **job_env}
+                     "LANG": "C.UTF-8", "TMPDIR": str(binds_rw[0] if binds_rw else cwd),  # a folder it may write
+                     **dict(runtime.env), **_THREAD_ENV, **job_env}
         popen_cwd = str(cwd)
     cfg = {"ppid": os.getpid(), "cpus": list(lease.cpus), "rlimits": rlimits, "uid": uid}
     return [sys.executable, "-S", "-c", _LAUNCH, json.dumps(cfg), *cmd], popen_cwd, popen_env, launcher.mode, uid

@@ -178,8 +178,8 @@ def run_job(
     full, popen_cwd, popen_env, jail_mode, uid = _command(
         argv, cwd=cwd, lease=lease, time_budget_s=time_budget_s, hard_s=hard, binds_ro=binds_ro, binds_rw=binds_rw,
         env=env, memory_mb=memory_mb, fsize_mb=fsize_mb, mode=mode)
-    quota = None if disk_quota_mb is None and not min_free_mb else (
-        [Path(p) for p in binds_rw], None if disk_quota_mb is None else int(disk_quota_mb) << 20, int(min_free_mb) << 20)
+    cap = None if disk_quota_mb is None else int(disk_quota_mb) << 20
+    quota = None if cap is None and not min_free_mb else ([Path(p) for p in binds_rw], cap, int(min_free_mb) << 20)
     return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, budget_s=float(time_budget_s), hard_s=hard,
                       log_path=Path(log_path), log_cap=log_cap_bytes, mode=jail_mode, stop_file=stop_file, uid=uid,
                       quota=quota)
