@@ -11,9 +11,9 @@ Each evaluation costs one ``experiments`` unit and the GPU-seconds the trusted s
 with the result (``budget_estimate`` / ``evaluation_costs``).
 
 Budget. At its budget ``train.py`` gets ``SIGTERM`` and has a short *save grace* to save and exit:
-``min(grace_s, max(3 s, 5% of the budget))`` (:func:`save_grace_s`); a run still going then is killed,
+``min(grace_s, max(10 s, 5% of the budget))`` (:func:`save_grace_s`); a run still going then is killed,
 and a run that died of that signal or was killed is ``TIMEOUT`` (no score). So ``grace_s`` can never
-buy training time: a 5 s budget with ``grace_s=30`` ends at 8 s at the latest.
+buy training time: a 5 s budget with ``grace_s=30`` ends at 15 s at the latest (not 35 s).
 
 Disk. Each experiment folder is its own size-capped tmpfs mount where the driver is root
 (``REASEARCH_EXPERIMENT_MAX_MB``, default 4096, and 200,000 inodes): a job's writes there, ``fallocate``
@@ -72,7 +72,7 @@ _LOCK = ".lock"
 _KEEP = "KEEP"
 _LEGACY_AGE_S = 86400.0  # an exp-* folder without a lock (an older version wrote it) is pruned after a day
 _NEW_AGE_S = 3600.0  # a folder being set up (".new-*") whose creator died
-_SAVE_GRACE_MIN_S = 3.0
+_SAVE_GRACE_MIN_S = 10.0  # saving, and a slow exit (torch, a CUDA context), on a busy machine
 _SAVE_GRACE_FRACTION = 0.05
 _MAX_INODES = 200_000
 _pruned: set[str] = set()
@@ -80,7 +80,7 @@ _prune_lock = threading.Lock()
 
 
 def save_grace_s(budget_s: float, grace_s: float) -> float:
-    """Seconds a run has after its budget's SIGTERM to save and exit: ``min(grace_s, max(3, 5% of budget))``."""
+    """Seconds a run has after its budget's SIGTERM to save and exit: ``min(grace_s, max(10, 5% of budget))``."""
     return min(float(grace_s), max(_SAVE_GRACE_MIN_S, _SAVE_GRACE_FRACTION * float(budget_s)))
 
 
@@ -376,7 +376,7 @@ class TrainingTask(Task):
         grace = save_grace_s(float(self.time_budget_s), float(self.grace_s))
         return (f"Each experiment trains for time_budget_s seconds (default {float(self.time_budget_s):g}, at most "
                 f"{float(self.max_time_budget_s):g}). At the budget train.py gets SIGTERM and has min(grace "
-                f"{float(self.grace_s):g} s, max(3 s, 5% of the budget)) to save and exit ({grace:g} s at the "
+                f"{float(self.grace_s):g} s, max(10 s, 5% of the budget)) to save and exit ({grace:g} s at the "
                 f"default budget); a run still going then is killed and scored TIMEOUT, as is one the signal "
                 f"killed. Its writable folders hold at most {experiment_cap_mb()} MB.")
 
