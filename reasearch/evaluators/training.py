@@ -218,13 +218,14 @@ class TrainingTask(Task):
     training may read) and :meth:`trusted_evaluation`.
 
     Common constructor parameters (subclasses store them): ``time_budget_s`` (default budget of one
-    experiment), ``max_time_budget_s`` (the most an experiment may ask for), ``grace_s`` (kill at
-    budget + grace), ``slot`` (``auto``/``gpu``/``cpu``), ``sandbox_mode``.
+    experiment), ``max_time_budget_s`` (the most an experiment may ask for), ``grace_s`` (the most
+    a run gets to save after its budget's SIGTERM: :func:`save_grace_s`), ``slot`` (``auto``/``gpu``/``cpu``), ``sandbox_mode``.
 
     Args:
         time_budget_s: training seconds of one experiment unless it asks for another budget.
         max_time_budget_s: the most one experiment may ask for.
-        grace_s: the training process is killed at budget + grace.
+        grace_s: at most this long to save after the budget's SIGTERM (:func:`save_grace_s`: min(grace_s,
+            max(10 s, 5% of the budget))); then the run is killed and scored ``TIMEOUT``.
         slot: ``auto`` (a GPU when there is one), ``gpu`` or ``cpu``.
         memory_mb: address-space limit of CPU jobs (GPU jobs get none).
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
