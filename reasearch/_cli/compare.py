@@ -40,6 +40,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--id", metavar="FLEET_ID", help="an explicit fleet id; an existing one is continued (resume)")
     p.add_argument("--json", metavar="PATH", help="also write the comparison's numbers as JSON")
     p.add_argument("-o", "--output", default="compare.html", metavar="FILE", help="the HTML report (default compare.html)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="[TASK:]KEY=VALUE",
+                   help="task parameter (repeatable); without TASK: for every task")
+    p.add_argument("--student", metavar="MODEL", help="prompt tasks: the student, openai/NAME or anthropic/NAME")
+    p.add_argument("--student-base-url", metavar="URL", help="prompt tasks: the student's endpoint")
     p.add_argument("--quiet", action="store_true", help="no live table")
     p.set_defaults(func=cmd_compare)
 
@@ -64,6 +68,29 @@ def final_table(task: dict[str, Any], reference: str) -> Table:
     return t
 
 
+def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Per-task parameters from ``-p [TASK:]KEY=VALUE`` and, for prompt tasks, ``--student``."""
+    from reasearch._cli._params import key_values
+    from reasearch._cli.prompt import is_prompt_task, student_params
+    from reasearch.errors import ConfigError
+    from reasearch.evaluators.registry import build_task
+
+    out: dict[str, dict[str, Any]] = {t: {} for t in args.tasks}
+    for item in args.param:
+        head, sep, rest = item.partition(":")
+        targets = [head] if sep and "=" not in head else list(args.tasks)
+        if sep and "=" not in head and head not in out:
+            raise ConfigError(f"-p {item!r} names {head!r}, which is not one of the compared tasks")
+        pair = rest if sep and "=" not in head else item
+        for t in targets:
+            out[t].update(key_values([pair]))
+    student = student_params(args, "student_base_url")
+    for t in args.tasks:
+        if student and is_prompt_task(build_task(t, out[t])):
+            out[t].update(student)
+    return {t: p for t, p in out.items() if p}
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     import os
 
@@ -74,7 +101,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     spec = compare_spec(args.tasks, [m.strip() for m in args.methods.split(",") if m.strip()],
                         seeds=_seeds(args.seeds), budget=args.budget, model=args.model, base_url=args.base_url,
                         price_in=args.price_in, price_out=args.price_out, parallelism=args.parallelism,
-                        agent={"max_turns": args.max_turns} if args.max_turns else None)
+                        agent={"max_turns": args.max_turns} if args.max_turns else None, task_params=task_params(args))
     store = args.store or os.environ.get("REASEARCH_STORE") or args.run_dir
     console = Console(stderr=True)
     live: Live | None = None

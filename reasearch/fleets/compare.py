@@ -42,7 +42,8 @@ def budget_unit(task_id: str, task_params: Mapping[str, Any] | None = None) -> U
 def compare_spec(tasks: Sequence[str], methods: Sequence[str], *, seeds: Sequence[int], budget: float, model: str,
                  base_url: str | None = None, price_in: float | None = None, price_out: float | None = None,
                  parallelism: int = 2, agent: Mapping[str, Any] | None = None,
-                 method_configs: Mapping[str, Mapping[str, Any]] | None = None) -> FleetSpec:
+                 method_configs: Mapping[str, Mapping[str, Any]] | None = None,
+                 task_params: Mapping[str, Mapping[str, Any]] | None = None) -> FleetSpec:
     """The fleet of a comparison: every method x task x seed with ``budget`` units of the task's unit.
 
     Raises:
@@ -55,11 +56,12 @@ def compare_spec(tasks: Sequence[str], methods: Sequence[str], *, seeds: Sequenc
         raise ConfigError("give at least one method, e.g. --methods agent,evolve")
     for m in methods:
         check_method(m, (method_configs or {}).get(m))
-    budgets = {t: {budget_unit(t).value: float(budget)} for t in tasks}
+    params = {t: dict(p) for t, p in (task_params or {}).items()}
+    budgets = {t: {budget_unit(t, params.get(t)).value: float(budget)} for t in tasks}
     return FleetSpec(tasks=tuple(tasks), seeds=tuple(seeds), models=(model,), methods=tuple(methods),
                      budget=next(iter(budgets.values())), task_budgets=budgets, parallelism=parallelism,
                      agent=dict(agent or {}), base_url=base_url, price_in=price_in, price_out=price_out,
-                     method_configs=dict(method_configs or {}))
+                     method_configs=dict(method_configs or {}), task_params=params)
 
 
 def run_compare(spec: FleetSpec, *, store: str, run_dir: str = "runs", fleet_id: str | None = None,
@@ -146,6 +148,14 @@ def _task_table(runs: list[dict[str, Any]], methods: Sequence[str], reference: s
     return rows
 
 
+def rank_rows(table: list[dict[str, Any]], direction: str) -> None:
+    """Sets ``rank`` on each row with a mean: 1 is best in ``direction``; ties share a rank (1, 2, 2, 4)."""
+    sign = _better_sign(direction)
+    scored = [r for r in table if r["mean"] is not None]
+    for row in scored:
+        row["rank"] = 1 + sum(1 for o in scored if sign * o["mean"] > sign * row["mean"])
+
+
 def _budget_check(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Equal caps over the task's runs, and no run past its cap of the budget unit."""
     caps = {tuple(sorted(r["caps"].items())) for r in runs}
@@ -189,10 +199,7 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
         first = mine[0]
         table = _task_table(mine, methods, reference)
         if check["equal"]:  # ranks only when every run had the same caps
-            sign = _better_sign(first["direction"])
-            scored = sorted((r for r in table if r["mean"] is not None), key=lambda r: -sign * r["mean"])
-            for i, row in enumerate(scored, 1):
-                row["rank"] = i
+            rank_rows(table, first["direction"])
         tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
                       "budget_check": check, "ranked": check["equal"], "table": table,
                       "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from reasearch.errors import ConfigError
-from reasearch.fleets.compare import _budget_check, compare_spec, paired_bootstrap
+from reasearch.fleets.compare import _budget_check, compare_spec, paired_bootstrap, rank_rows
 from reasearch.fleets.fleet import FleetSpec
 
 
@@ -82,3 +82,11 @@ def test_a_method_member_interrupted_by_its_model_resumes_through_the_fleet(tmp_
     assert member.state == "finished" and member.member.method == "reflect"
     with open_store(store) as s:
         assert s.usage(run_id)[Unit.EVALUATIONS] == 5
+
+
+def test_ranks_follow_the_direction_and_ties_share_a_rank() -> None:
+    rows = [{"method": m, "mean": v} for m, v in (("a", 2.0), ("b", 3.0), ("c", 2.0), ("d", None))]
+    rank_rows(rows, "maximize")
+    assert [r.get("rank") for r in rows] == [2, 1, 2, None]
+    rank_rows(rows, "minimize")
+    assert [r.get("rank") for r in rows] == [1, 3, 1, None]

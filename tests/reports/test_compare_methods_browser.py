@@ -37,7 +37,7 @@ def test_compare_two_methods_two_seeds_through_the_cli(offline_model: None, brow
                                                                  ("evolve", 1)}
     assert all(r["used"]["evaluations"] == 5 and r["state"] == "finished" for r in data["runs"])
     (task,) = data["tasks"]
-    assert task["ranked"] and sorted(r.get("rank") for r in task["table"]) == [1, 2]
+    assert task["ranked"] and all(r.get("rank") in (1, 2) for r in task["table"])
     page, errors, requests = open_report(browser, html)
     try:
         assert errors == [] and requests == []
