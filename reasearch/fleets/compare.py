@@ -78,8 +78,12 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
     run = Run(store, rec)
     spec = run.task.spec
     unit = run.eval_unit
-    # The trusted side's sealed test pass (prompt tasks) is debited under "test:" but is not the optimizer's spend.
-    ledger = sorted((e for e in store.ledger(run_id) if not e.note.startswith(_TEST_NOTE)), key=lambda e: e.step)
+    # The trusted side's sealed test pass (prompt tasks) is debited (notes "test:", or "shared:" for calls another
+    # run paid) at the step of its test_result event, but it is not the optimizer's spend.
+    tests = store.events(run_id, kind="test_result")
+    test_steps = {int(e.step) for e in tests}
+    ledger = sorted((e for e in store.ledger(run_id) if not e.note.startswith(_TEST_NOTE) and e.step not in test_steps),
+                    key=lambda e: e.step)
     used: dict[str, float] = {}
     for e in ledger:
         used[e.unit.value] = used.get(e.unit.value, 0.0) + e.amount
@@ -92,7 +96,6 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
                        "wall_s": max(0.0, ev.created_at - rec.created_at), "status": ev.result.status.value,
                        "score": float(ev.result.score) if ok else None, "cached": ev.result.cached})
     st = run.status()
-    tests = store.events(run_id, kind="test_result")
     test_score = tests[-1].payload.get("result", {}).get("score") if tests else None
     return {
         "run_id": run_id, "task_id": rec.task_id, "method": member.method, "seed": member.seed,
