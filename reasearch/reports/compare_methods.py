@@ -81,8 +81,11 @@ def _figures(task: Mapping[str, Any], runs: list[Mapping[str, Any]], methods: Se
                          "line": {"color": color, "shape": "hv"}, "name": esc(f"{method} (median of {len(mine)})"),
                          "meta": "median"})
         title = f"{task['task_id']}: best score ({task['direction']}) by {xtitle}; band = min-max over seeds"
-        figs[f"fig-{_slug(task['task_id'])}-{name}"] = {"data": data, "layout": _layout(esc(title), esc(xtitle),
-                                                                                          "best score")}
+        layout = _layout(esc(title), esc(xtitle), "best score")
+        if xmax <= 0:  # e.g. no dollars: an unpriced model, or a scripted one
+            layout["annotations"] = [{"text": f"nothing on this axis: {esc(xtitle)} stayed 0", "showarrow": False,
+                                      "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]
+        figs[f"fig-{_slug(task['task_id'])}-{name}"] = {"data": data, "layout": layout}
     return figs
 
 

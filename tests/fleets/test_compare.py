@@ -90,3 +90,47 @@ def test_ranks_follow_the_direction_and_ties_share_a_rank() -> None:
     assert [r.get("rank") for r in rows] == [2, 1, 2, None]
     rank_rows(rows, "minimize")
     assert [r.get("rank") for r in rows] == [1, 3, 1, None]
+
+
+@pytest.mark.ray
+def test_method_members_give_the_same_results_on_ray_as_locally(tmp_path: Any) -> None:
+    """Baseline members run as Ray tasks like agent members (their model rebuilt from the spec there)."""
+    import json
+    import os
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    import ray
+
+    from reasearch.evaluators.registry import build_task
+    from reasearch.fleets.fleet import run_fleet
+
+    seed = build_task("heilbronn/n11-v1").seed_program()
+    replies = [{"content": [{"type": "text", "text": "```python\n" + seed.replace("ITERATIONS = 12000",
+                                                                                  f"ITERATIONS = {9000 + 1500 * k}")
+                             + "```"}]} for k in range(6)]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(replies))
+    spec = compare_spec(["heilbronn/n11-v1"], ["best-of-n", "reflect"], seeds=[0, 1], budget=4,
+                        model=f"scripted/{script}")
+    local = run_fleet(spec, store=str(tmp_path / "local"), run_dir=str(tmp_path / "local"), fleet_id="f")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+    from agent_helpers import children, reap_orphans
+
+    known = set(children())
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = run_fleet(spec, store=str(tmp_path / "ray"), run_dir=str(tmp_path / "ray"), fleet_id="f",
+                           executor="ray")
+    finally:
+        ray.shutdown()
+        reap_orphans(known)  # Ray's exited processes (the sandbox pool makes this process a subreaper)
+
+    def per_run(report: Any) -> list[tuple[Any, ...]]:
+        return sorted((m.member.method, m.member.seed, m.state, m.best_score, m.evaluations) for m in report.members)
+
+    assert per_run(remote) == per_run(local)
+    assert all(m.state == "finished" and m.used["evaluations"] == 4 for m in remote.members)
