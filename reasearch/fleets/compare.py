@@ -57,6 +57,12 @@ def compare_spec(tasks: Sequence[str], methods: Sequence[str], *, seeds: Sequenc
     for m in methods:
         check_method(m, (method_configs or {}).get(m))
     params = {t: dict(p) for t, p in (task_params or {}).items()}
+    baselines = [m for m in methods if not m.startswith("agent")]
+    for t in tasks:
+        kind = getattr(build_task(t, params.get(t, {})), "candidate_kind", "program")
+        if baselines and kind not in ("program", "prompt"):
+            raise ConfigError(f"{t} is a {kind} task: the baselines {baselines} drive program and prompt tasks only; "
+                              "compare the agent and its ablations on it")
     budgets = {t: {budget_unit(t, params.get(t)).value: float(budget)} for t in tasks}
     return FleetSpec(tasks=tuple(tasks), seeds=tuple(seeds), models=(model,), methods=tuple(methods),
                      budget=next(iter(budgets.values())), task_budgets=budgets, parallelism=parallelism,

@@ -11,7 +11,9 @@ rewrite, and the child is evaluated and placed. Every ``migration_interval`` eva
 ``migration_rate`` of each island is copied to the next island (a ring). Cascade: a child that does
 not compile is dropped before it spends anything (stage 0); a task with a cheap stage
 (``task.cheap_stage(source) -> EvalResult``, none registered today) gates the full evaluation on it
-reaching ``cascade_threshold`` of the parent's normalized score.
+reaching ``cascade_threshold`` of the parent's normalized score. Such a stage must run the candidate
+in the task's sandbox, and its cost is not debited here: a task that adds one must also say what it
+costs in the run's units (no registered task does yet).
 
 Defaults follow OpenEvolve's ``DatabaseConfig`` and ``Config`` (openevolve/config.py, v0.2):
 ``num_islands=5``, ``migration_interval=50``, ``migration_rate=0.1``, ``feature_bins=10``,

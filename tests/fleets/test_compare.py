@@ -134,3 +134,15 @@ def test_method_members_give_the_same_results_on_ray_as_locally(tmp_path: Any) -
 
     assert per_run(remote) == per_run(local)
     assert all(m.state == "finished" and m.used["evaluations"] == 4 for m in remote.members)
+
+
+def test_bad_compare_input_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
+    from reasearch.cli import main
+
+    store = str(tmp_path / "runs")
+    assert main(["compare", "heilbronn/n11-v1", "--methods", "agent,annealing", "--store", store]) == 2
+    assert main(["compare", "nanogpt/v1", "--methods", "evolve", "--store", store]) == 2
+    assert main(["compare", "heilbronn/n11-v1", "--budget", "0", "--store", store]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "unknown method 'annealing'" in err[0] and "repository task" in err[1]
+    assert "--budget must be above 0" in err[2]
