@@ -146,3 +146,25 @@ def test_bad_compare_input_is_a_one_line_usage_error(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "unknown method 'annealing'" in err[0] and "repository task" in err[1]
     assert "--budget must be above 0" in err[2]
+
+
+def test_a_prompt_comparison_counts_the_optimizers_spend_only(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sealed test pass is debited to each run (as 'shared:' when another run paid those calls first)
+    but is not the optimizer's spend: both runs spent exactly their cap and the task is ranked."""
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key, write_synthetic_gsm8k
+    from reasearch.fleets.compare import comparison, run_compare
+    from reasearch.methods.testing import MutatingModel
+
+    monkeypatch.setattr("reasearch.methods.build_model", lambda spec, **kw: MutatingModel(1))
+    folder = write_synthetic_gsm8k(tmp_path / "gsm8k")
+    store = str(tmp_path / "runs")
+    with FakeStudentServer(gsm8k_answer_key(folder)) as srv:
+        params = {"student": "openai/fake", "base_url": srv.url, "n_train": 30, "n_validation": 20, "n_test": 20,
+                  "data_dir": str(folder)}
+        spec = compare_spec(["gsm8k/v1"], ["evolve", "reflect"], seeds=[0], budget=60, model="scripted/none",
+                            task_params={"gsm8k/v1": params}, parallelism=1)
+        report = run_compare(spec, store=store, run_dir=store)
+    data = comparison(store, report.fleet_id)
+    (task,) = data["tasks"]
+    assert task["unit"] == "student_calls" and task["ranked"], task["budget_check"]
+    assert all(0 < r["used"]["student_calls"] <= 60 and r["test_score"] is not None for r in data["runs"])
