@@ -161,8 +161,9 @@ def rank_rows(table: list[dict[str, Any]], direction: str) -> None:
     """Sets ``rank`` on each row with a mean: 1 is best in ``direction``; ties share a rank (1, 2, 2, 4)."""
     sign = _better_sign(direction)
     scored = [r for r in table if r["mean"] is not None]
-    for row in scored:
-        row["rank"] = 1 + sum(1 for o in scored if sign * o["mean"] > sign * row["mean"])
+    for row in scored:  # means within a rounding error of each other (the same scores averaged) are ties
+        tol = 1e-12 * max(1.0, abs(row["mean"]))
+        row["rank"] = 1 + sum(1 for o in scored if sign * (o["mean"] - row["mean"]) > tol)
 
 
 def _budget_check(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -90,6 +90,10 @@ def test_ranks_follow_the_direction_and_ties_share_a_rank() -> None:
     assert [r.get("rank") for r in rows] == [2, 1, 2, None]
     rank_rows(rows, "minimize")
     assert [r.get("rank") for r in rows] == [1, 3, 1, None]
+    x = 2.1666666645
+    rows = [{"mean": x * (1 + 1e-15)}, {"mean": x}, {"mean": 2.1666666649}, {"mean": 2.5}]
+    rank_rows(rows, "maximize")
+    assert [r["rank"] for r in rows] == [3, 3, 2, 1]  # a rounding error ties, a real difference (4e-10) ranks
 
 
 @pytest.mark.ray
