@@ -124,6 +124,12 @@ class MethodDriver:
         self.needed: float = float(run.evaluation_estimate().get(self.unit, 1.0))
         self._events: dict[tuple[int, str], dict[str, Any]] = {
             (int(e.step), str(e.kind)): dict(e.payload) for e in run.events()}
+        # The last step an earlier session wrote before its conclusion: up to it the loop replays and never
+        # stops on the budget (the store's totals already hold the spend of the steps still to replay).
+        ending = {step for (step, kind) in self._events if kind in (FINAL_EVENT, "test_result")}
+        written = [step for (step, _kind) in self._events]
+        written += [ev.step for ev in run.store.evaluations(run.id)] + [e.step for e in run.store.ledger(run.id)]
+        self.replay_until = max((step for step in written if step not in ending), default=0)
         self.step = 0
         self.idle = 0  # proposals in a row that spent nothing
         self.history: list[Candidate] = []
@@ -230,7 +236,10 @@ class MethodDriver:
         return best
 
     def stop_reason(self) -> str | None:
-        """Why the method must stop now (None: go on): its evaluation unit or a hard cap is spent, or it idles."""
+        """Why the method must stop now (None: go on): its evaluation unit or a hard cap is spent, or it idles.
+        Never while replaying the steps an earlier session recorded (it went on there, so the replay does too)."""
+        if self.step < self.replay_until:
+            return None
         remaining = self.run.remaining()
         for unit in _HARD_UNITS:
             left = remaining.get(unit)

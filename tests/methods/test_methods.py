@@ -133,3 +133,30 @@ def test_each_method_improves_a_prompt_against_a_toy_student(method: str, tmp_pa
     assert 0 < optimizer <= 150  # the cap binds the optimizer; the sealed test pass is the trusted side's
     (test,) = runner.run.events(kind="test_result")
     assert test.payload["candidate"] == result.final_candidate
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_a_run_killed_after_its_last_evaluation_concludes_with_its_best_on_resume(method: str,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replaying a run whose budget the store shows spent must not stop at the first budget check."""
+    from reasearch.methods._driver import MethodDriver
+
+    store = open_store("memory://")
+    runner = start_method(method, TASK, budget={"evaluations": 8}, store=store, model_spec=SPEC,
+                          model=MutatingModel(1), config=SMALL.get(method))
+
+    def killed(self: MethodDriver, reason: str) -> None:
+        raise RuntimeError("killed before the conclusion")
+
+    monkeypatch.setattr(MethodDriver, "conclude", killed)
+    with pytest.raises(RuntimeError):
+        runner.optimize()
+    monkeypatch.undo()
+    best = runner.run.best()
+    assert best is not None and best[1].score > store.evaluations(runner.run.id)[0].result.score
+    steps = runner.run.last_step()
+    model = MutatingModel(9)
+    result = open_method(runner.run.id, store=store, model=model, takeover=True).optimize()
+    assert model.calls == 0 and result.final_candidate == best[0]
+    (final,) = store.events(runner.run.id, kind="final")
+    assert final.step == steps + 1 and store.usage(runner.run.id)[Unit.EVALUATIONS] == 8
