@@ -141,7 +141,9 @@ def open_method(run_id: str, *, store: Store, model: Model | None = None, execut
 
     ``takeover=True`` drops the budget reservations of drivers known to be dead (a killed process).
     """
-    run = Run.open(store, run_id, executor=executor, resume=True, takeover=takeover)
+    run = Run.open(store, run_id, executor=executor)
+    if store.get_run(run.id).state is not RunState.FINISHED:  # a finished run is only read back
+        run.resume(takeover=takeover)
     if run.config.get("driver") != "method":
         raise ConfigError(f"run {run.id} is not a method's run (driver {run.config.get('driver')!r})")
     method = str(run.config["method"])

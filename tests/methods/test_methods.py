@@ -59,9 +59,11 @@ def test_a_finished_run_reopened_replays_without_calling_the_model() -> None:
     store = open_store("memory://")
     runner = start_method("reflect", TASK, budget={"evaluations": 4}, store=store, model_spec=SPEC, model=MutatingModel(2))
     first = runner.optimize()
+    first_reason = store.get_run(runner.run.id).reason
     again = MutatingModel(3)
     second = open_method(runner.run.id, store=store, model=again).optimize()
     assert again.calls == 0 and second.final_candidate == first.final_candidate
+    assert store.get_run(runner.run.id).reason == first_reason  # read back, not resumed and finished again
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
