@@ -139,10 +139,10 @@ def members_table(rows: list[Any], title: str) -> Table:
 
 def groups_table(report: Any) -> Table:
     t = Table(title="per task and model (best score, normalized where a best known exists)")
-    for col in ("task", "model", "traces", "runs", "finished", "mean", "std", "best", "evaluations", "dollars"):
+    for col in ("task", "model", "method", "traces", "runs", "finished", "mean", "std", "best", "evaluations", "dollars"):
         t.add_column(col)
     for g in report.groups():
-        t.add_row(g["task_id"], g["model"], g["traces"], str(g["runs"]), str(g["finished"]), _fmt(g["mean"]), _fmt(g["std"]),
+        t.add_row(g["task_id"], g["model"], g["method"], g["traces"], str(g["runs"]), str(g["finished"]), _fmt(g["mean"]), _fmt(g["std"]),
                   _fmt(g["best"]), str(g["evaluations"]), f"{g['dollars']:.4g}")
     return t
 
