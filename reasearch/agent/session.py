@@ -139,6 +139,9 @@ def open_agent(run_id: str, *, run_dir: str | Path = DEFAULT_RUN_DIR, store: Sto
     run = Run.open(store, run_id, executor=executor, resume=takeover, takeover=takeover)
     if run.config.get("driver") == "mcp":  # its model was the MCP client: there is none to resume with here
         raise ConfigError(f"run {run.id} was driven over MCP: continue it with `reasearch mcp --run {run.id}`")
+    if run.config.get("driver") == "method":  # a baseline's run: the agent must not take it over
+        raise ConfigError(f"run {run.id} was driven by the {run.config.get('method')} method, not the agent: continue "
+                          "its comparison with `reasearch fleet resume FLEET_ID` (or reasearch.methods.open_method)")
     config = effective_config(run)
     if model_specs:
         config = replace(config, models={**dict(config.models), **dict(model_specs)},

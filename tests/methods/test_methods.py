@@ -162,3 +162,14 @@ def test_a_run_killed_after_its_last_evaluation_concludes_with_its_best_on_resum
     assert model.calls == 0 and result.final_candidate == best[0]
     (final,) = store.events(runner.run.id, kind="final")
     assert final.step == steps + 1 and store.usage(runner.run.id)[Unit.EVALUATIONS] == 8
+
+
+def test_the_agent_refuses_to_resume_a_methods_run(tmp_path: Path) -> None:
+    from reasearch.agent.session import open_agent
+
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("best-of-n", TASK, budget={"evaluations": 2}, store=store, model_spec=SPEC,
+                          model=MutatingModel(1))
+    runner.run.finish(state="interrupted", reason="test")
+    with pytest.raises(ConfigError, match="driven by the best-of-n method, not the agent"):
+        open_agent(runner.run.id, run_dir=tmp_path / "runs", store=store)
