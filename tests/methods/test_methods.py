@@ -173,3 +173,22 @@ def test_the_agent_refuses_to_resume_a_methods_run(tmp_path: Path) -> None:
     runner.run.finish(state="interrupted", reason="test")
     with pytest.raises(ConfigError, match="driven by the best-of-n method, not the agent"):
         open_agent(runner.run.id, run_dir=tmp_path / "runs", store=store)
+
+
+def test_hostile_replies_are_dropped_on_the_host_without_running_anything(tmp_path: Path) -> None:
+    """What a model writes is parsed and compiled (a syntax check), never run: a bomb that would run
+    on import, an unparseable nesting, an oversized block and a constant-folding bomb give no crash."""
+    from reasearch.methods._driver import MethodDriver
+
+    marker = tmp_path / "ran"
+    store = open_store("memory://")
+    runner = start_method("best-of-n", TASK, budget={"evaluations": 2}, store=store, model_spec=SPEC,
+                          model=MutatingModel(1))
+    driver: MethodDriver = runner.driver
+    runs_on_import = f"open({str(marker)!r}, 'w').write('x')\ndef run():\n    return []\n"
+    assert driver.candidate_from(f"```python\n{runs_on_import}```") == runs_on_import and not marker.exists()
+    assert driver.candidate_from("```python\nx = " + "(" * 100_000 + "```") is None
+    assert driver.candidate_from("```python\n" + "x = 1\n" * 400_000 + "```") is None  # over 2 MiB
+    assert driver.candidate_from("```python\nx = 2 ** 10 ** 8\ny = 'a' * 10 ** 9\n```") is not None
+    assert driver.candidate_from("no block at all") is None
+    runner.run.close()
