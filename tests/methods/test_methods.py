@@ -192,3 +192,26 @@ def test_hostile_replies_are_dropped_on_the_host_without_running_anything(tmp_pa
     assert driver.candidate_from("```python\nx = 2 ** 10 ** 8\ny = 'a' * 10 ** 9\n```") is not None
     assert driver.candidate_from("no block at all") is None
     runner.run.close()
+
+
+def test_reflect_reads_per_instance_scores_and_keeps_each_instances_leader() -> None:
+    """An ARC set's per-task scores (metrics["tasks"]) are the instances; a failure leads none; minimize flips."""
+    from reasearch.evaluators.result import EvalResult, Status
+    from reasearch.evaluators.spec import TaskSpec
+    from reasearch.methods._driver import Candidate
+    from reasearch.methods.reflect import instance_scores
+
+    class _Task:
+        spec = TaskSpec(id="x/set-v1", version=1, direction="maximize", time_limit_s=1, memory_mb=64)
+
+    def cand(cid: str, tasks: dict[str, float], status: Status = Status.OK) -> Candidate:
+        metrics = {"tasks": {k: {"status": "OK", "score": v} for k, v in tasks.items()}}
+        score = sum(tasks.values()) / len(tasks) if status is Status.OK else None
+        result = EvalResult(status, score, None, metrics, "", 0.0, 0.0)
+        return Candidate(0, cid, "", None, result)
+
+    pool = [cand("a", {"t1": 1.0, "t2": 0.0}), cand("b", {"t1": 0.0, "t2": 1.0}), cand("c", {"t1": 0.5, "t2": 0.5}),
+            cand("d", {"t1": 1.0, "t2": 1.0}, Status.CRASH)]
+    scores = {c.id: instance_scores(_Task(), c) for c in pool}
+    assert scores["d"] == {"t1": float("-inf"), "t2": float("-inf")}
+    assert pareto_front(scores) == {"a": 1, "b": 1}  # c is best on no instance; the crash leads nothing
