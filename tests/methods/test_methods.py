@@ -24,6 +24,7 @@ from reasearch.runs import RunState, Unit, open_store
 TASK = "heilbronn/n11-v1"
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ModelSpec(provider="scripted", name="")
+DEMO = ModelSpec.parse("demo")
 SMALL = {"evolve": {"num_islands": 2, "migration_interval": 3}, "reflect": {"use_merge": True}}
 
 
@@ -41,16 +42,17 @@ def _charged_once(store, run_id: str) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_each_method_improves_the_seed_within_its_budget(method: str) -> None:
+    """With the offline demo model (``--model demo``), built from its spec as a user's run builds it."""
     store = open_store("memory://")
-    runner = start_method(method, TASK, budget={"evaluations": 8}, store=store, model_spec=SPEC,
-                          model=MutatingModel(1), config=SMALL.get(method))
+    runner = start_method(method, TASK, budget={"evaluations": 16}, store=store, model_spec=DEMO,
+                          config=SMALL.get(method))
     result = runner.optimize()
     evaluations = store.evaluations(runner.run.id)
     seed = evaluations[0]
     assert seed.step == 1 and seed.result.score == pytest.approx(runner.run.task.spec.seed_score)
     assert result.final_score is not None and result.final_score > seed.result.score
     st = runner.run.status()
-    assert st.used[Unit.EVALUATIONS] == 8 and st.state is RunState.FINISHED
+    assert st.used[Unit.EVALUATIONS] == 16 and st.state is RunState.FINISHED
     assert st.best_score == result.final_score
     _charged_once(store, runner.run.id)
 
@@ -125,8 +127,8 @@ def test_each_method_improves_a_prompt_against_a_toy_student(method: str, tmp_pa
     with FakeStudentServer(gsm8k_answer_key(folder)) as srv:
         params = dict(student="openai/fake", base_url=srv.url, n_train=30, n_validation=20, n_test=20,
                       data_dir=str(folder))
-        runner = start_method(method, "gsm8k/v1", budget={"student_calls": 150}, store=store, model_spec=SPEC,
-                              model=MutatingModel(1), task_params=params, config=SMALL.get(method))
+        runner = start_method(method, "gsm8k/v1", budget={"student_calls": 150}, store=store, model_spec=DEMO,
+                              task_params=params, config=SMALL.get(method))
         result = runner.optimize()
     seed = store.evaluations(runner.run.id)[0].result
     assert seed.score is not None and result.final_score is not None and result.final_score > seed.score

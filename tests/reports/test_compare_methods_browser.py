@@ -1,6 +1,7 @@
-"""``reasearch compare`` end to end: two methods x two seeds through the CLI on a real program task,
-then the HTML comparison opened in headless chromium (curves present, one row per method, equal
-budgets stated, nothing fetched, no console error)."""
+"""``reasearch compare`` end to end: the agent and evolve x two seeds through the CLI on a real program
+task with the offline demo model, then the HTML comparison opened in headless chromium (curves
+present, one row per method, equal budgets stated, the agent's tool mix, nothing fetched, no console
+error)."""
 
 from __future__ import annotations
 
@@ -12,28 +13,21 @@ import pytest
 from test_report_browser import open_report
 
 from reasearch.cli import main
-from reasearch.methods.testing import MutatingModel
 
 TASK = "heilbronn/n11-v1"
 
 
-@pytest.fixture()
-def offline_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every method's model is the mutating test double (the demo model's contract)."""
-    monkeypatch.setattr("reasearch.methods.build_model", lambda spec, **kw: MutatingModel(5))
-
-
-def test_compare_two_methods_two_seeds_through_the_cli(offline_model: None, browser: Any, tmp_path: Path,
+def test_compare_two_methods_two_seeds_through_the_cli(browser: Any, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     html, data_path = tmp_path / "compare.html", tmp_path / "compare.json"
-    rc = main(["compare", TASK, "--methods", "best-of-n,evolve", "--seeds", "0-1", "--budget", "5",
-               "--model", "scripted/none", "--store", str(tmp_path / "runs"), "--run-dir", str(tmp_path / "runs"),
+    rc = main(["compare", TASK, "--methods", "agent,evolve", "--seeds", "0-1", "--budget", "5",
+               "--model", "demo", "--store", str(tmp_path / "runs"), "--run-dir", str(tmp_path / "runs"),
                "--json", str(data_path), "-o", str(html), "--quiet"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "best-of-n" in out and "evolve" in out and "equal budgets" in out
+    assert "agent" in out and "evolve" in out and "equal budgets" in out
     data = json.loads(data_path.read_text())
-    assert {(r["method"], r["seed"]) for r in data["runs"]} == {("best-of-n", 0), ("best-of-n", 1), ("evolve", 0),
+    assert {(r["method"], r["seed"]) for r in data["runs"]} == {("agent", 0), ("agent", 1), ("evolve", 0),
                                                                  ("evolve", 1)}
     assert all(r["used"]["evaluations"] == 5 and r["state"] == "finished" for r in data["runs"])
     (task,) = data["tasks"]
@@ -43,11 +37,12 @@ def test_compare_two_methods_two_seeds_through_the_cli(offline_model: None, brow
         assert errors == [] and requests == []
         rows = page.locator("table.final-table tr.method-row")
         assert rows.count() == 2
-        assert sorted(rows.nth(i).get_attribute("data-method") for i in range(2)) == ["best-of-n", "evolve"]
+        assert sorted(rows.nth(i).get_attribute("data-method") for i in range(2)) == ["agent", "evolve"]
         assert page.locator("tr.published").count() == 1 and page.locator("p.budget-ok").count() == 1
         for fig in ("budget", "dollars", "wall"):
             # one median line per method, drawn by plotly (its traces are SVG paths)
             assert page.locator(f"#fig-heilbronn-n11-v1-{fig} .scatterlayer .trace").count() == 6
         assert page.locator("table.spend-table tr.run-row").count() == 4
+        assert page.locator("table.tool-mix th", has_text="evaluate").count() == 1  # where the agent spent its turns
     finally:
         page.close()
