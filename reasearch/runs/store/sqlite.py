@@ -50,6 +50,10 @@ class SQLiteStore(SQLStore):
         else:
             self._conn.execute("COMMIT")
 
+    def _column_exists(self, table: str, column: str) -> bool:
+        row = self._conn.execute("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)).fetchone()
+        return row is not None
+
     def _table_exists(self, name: str) -> bool:
         return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                                   (name,)).fetchone() is not None
