@@ -40,7 +40,8 @@ from reasearch.models.messages import (
     text_block,
     tool_result_block,
 )
-from reasearch.models import Model, build_model
+from reasearch.models import Model, ModelSpec, build_model
+from reasearch.models.base import call_ceiling
 from reasearch.agent.prompts import (
     CONTINUE_MESSAGE,
     LESSONS_TEMPLATE,
@@ -515,14 +516,9 @@ class Agent:
         reply's max tokens, at the model's price) in the store before the call: the run's caps and its
         fleet's are then held by every driver and fleet member calling at once, not only checked.
         A refusal stops the run (BudgetExceededError) with the cap that refused it."""
-        spec = getattr(model, "spec", None) or self.config.model(role)
-        tokens_in = (estimate_tokens(request.system) + estimate_tokens(list(request.messages))
-                     + estimate_tokens([t.to_dict() for t in request.tools]))
-        tokens_out = int(request.max_tokens or getattr(spec, "max_tokens", 0) or 0)
-        price = getattr(spec, "price", None)
-        dollars = price.cost(Usage(input_tokens=tokens_in, output_tokens=tokens_out)) if price is not None else 0.0
-        token, refusal = self.run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens_in + tokens_out),
-                                           Unit.DOLLARS: dollars})
+        spec = getattr(model, "spec", None)
+        tokens, dollars = call_ceiling(request, spec if isinstance(spec, ModelSpec) else self.config.model(role))
+        token, refusal = self.run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens), Unit.DOLLARS: dollars})
         if refusal is not None:
             unit, used, cap = refusal
             raise BudgetExceededError(f"the {unit.value} budget is spent for a model call: {refusal_text(refusal)}")

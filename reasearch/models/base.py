@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from reasearch.models.messages import ModelReply, ModelRequest, Usage
+from reasearch.models.messages import ModelReply, ModelRequest, Usage, estimate_tokens
 from reasearch.errors import ConfigError
 
-__all__ = ["PRICES", "PROVIDERS", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "endpoint_of", "price_for", "snippet", "why_failed"]
+__all__ = ["PRICES", "PROVIDERS", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "call_ceiling",
+           "endpoint_of", "price_for", "snippet", "why_failed"]
 
 
 PROVIDERS = ("anthropic", "openai", "scripted", "demo")
@@ -167,6 +168,18 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
 MAX_REPLY_BYTES = 32 << 20  # a larger answer is malformed (a reply of max_tokens is far smaller)
+
+
+def call_ceiling(request: ModelRequest, spec: ModelSpec | None) -> tuple[int, float]:
+    """``(tokens, dollars)`` one call of ``request`` can cost at most: the prompt's estimate (system,
+    messages, tools) plus the reply's max tokens (the request's, else the spec's, else the default), at
+    the spec's price (no price: 0 dollars). What a caller reserves against its caps before the call."""
+    tokens_in = (estimate_tokens(request.system) + estimate_tokens(list(request.messages))
+                 + estimate_tokens([t.to_dict() for t in request.tools]))
+    tokens_out = int(request.max_tokens or (spec.max_tokens if spec is not None else ModelSpec().max_tokens))
+    price = spec.price if spec is not None else None
+    dollars = price.cost(Usage(input_tokens=tokens_in, output_tokens=tokens_out)) if price is not None else 0.0
+    return tokens_in + tokens_out, dollars
 
 
 def endpoint_of(spec: ModelSpec) -> str | None:

@@ -133,3 +133,37 @@ def test_each_method_improves_a_prompt_against_a_toy_student(method: str, tmp_pa
     assert 0 < optimizer <= 150  # the cap binds the optimizer; the sealed test pass is the trusted side's
     (test,) = runner.run.events(kind="test_result")
     assert test.payload["candidate"] == result.final_candidate
+
+
+def test_a_methods_model_call_is_reserved_against_its_fleets_cap() -> None:
+    """A baseline method in a fleet is a member like an agent: its model call reserves (1 call, its worst
+    tokens and dollars) against the fleet-wide cap before it is made, so while another member holds the
+    fleet's last model call, no request reaches the model and the method stops on the fleet's cap."""
+    from reasearch.agent.testing import InstanceExecutor, StaticRunner
+    from reasearch.errors import BudgetExceededError
+    from reasearch.evaluators.testing import ToyTask
+    from reasearch.methods._driver import MethodDriver
+    from reasearch.models import ScriptedModel, say
+    from reasearch.runs import Run
+
+    store = open_store("memory://")
+    store.create_fleet("f", {})
+    fleet = {"id": "f", "caps": {"model_calls": 1}}
+    runs = []
+    for i in range(2):
+        task = ToyTask(dim=2)
+        runs.append(Run.create(store, task=task, budget={"evaluations": 5}, seed=i, config={"fleet": fleet},
+                               executor=InstanceExecutor(task, StaticRunner())))
+        store.add_fleet_member("f", i, runs[-1].id)
+    token, refusal = runs[0].reserve({Unit.MODEL_CALLS: 1.0})  # the other member's call in flight
+    assert refusal is None
+    model = ScriptedModel([say("```python\ndef run():\n    return [3.0, 3.0]\n```")])
+    driver = MethodDriver(runs[1], model, method="test")
+    with pytest.raises(BudgetExceededError, match="fleet f's model-call budget is spent"):
+        driver.ask("system", "user", note="propose")
+    assert model.requests == [] and store.usage(runs[1].id) == {}
+    runs[0].release(token)  # the other member's call ended unanswered: the hold returns
+    assert "def run" in driver.ask("system", "user", note="propose")
+    assert store.fleet_usage("f")[Unit.MODEL_CALLS] == 1.0 and store.reserved(runs[1].id) == {}
+    for run in runs:
+        run.close()
