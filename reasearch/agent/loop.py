@@ -518,7 +518,8 @@ class Agent:
         A refusal stops the run (BudgetExceededError) with the cap that refused it."""
         spec = getattr(model, "spec", None)
         tokens, dollars = call_ceiling(request, spec if isinstance(spec, ModelSpec) else self.config.model(role))
-        token, refusal = self.run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens), Unit.DOLLARS: dollars})
+        token, refusal = self.run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens), Unit.DOLLARS: dollars},
+                                          wait=True)
         if refusal is not None:
             unit, used, cap = refusal
             raise BudgetExceededError(f"the {unit.value} budget is spent for a model call: {refusal_text(refusal)}")

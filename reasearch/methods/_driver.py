@@ -166,7 +166,8 @@ class MethodDriver:
             # once), at its worst case; the actual cost is settled below and the rest returned.
             spec = getattr(self.model, "spec", None)
             tokens, dollars = call_ceiling(request, spec if isinstance(spec, ModelSpec) else None)
-            token, refusal = self.run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens), Unit.DOLLARS: dollars})
+            token, refusal = self.run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens),
+                                               Unit.DOLLARS: dollars}, wait=True)
             if refusal is not None:
                 raise BudgetExceededError(f"the {refusal[0].value} budget is spent for a model call: "
                                           f"{refusal_text(refusal)}")

@@ -408,16 +408,25 @@ class Run:
         stops when it is spent (``student_calls`` for a prompt task)."""
         return next(iter(self.evaluation_estimate()), Unit.EVALUATIONS)
 
-    def reserve(self, costs: Mapping[Unit | str, float]) -> tuple[str, Refusal | None]:
+    def reserve(self, costs: Mapping[Unit | str, float], *, wait: bool = False) -> tuple[str, Refusal | None]:
         """Reserves ``costs`` in the store for work about to run (every driver of the run sees it, and
         every member of its fleet, against the fleet-wide caps).
+
+        Args:
+            costs: what the work may cost at most, per unit.
+            wait: when the only obstacle is what other drivers (or fleet members) hold in flight, wait for
+                them (at most :data:`OTHERS_WAIT_S`) instead of refusing at once: their work may cost
+                less than it holds, or end without paying.
 
         Returns ``(token, None)`` when reserved: settle it with :meth:`settle` or release it with
         :meth:`release` (or in the store write that records the debits); else ``(token, refusal)``
         with the first cap it does not fit under (:func:`refusal_text` words it), with nothing held.
         """
         token = uuid.uuid4().hex
-        refusal = self.store.reserve(self.id, token, _units(costs), self.budget.units(), driver_id=self.driver_id,
+        amounts = _units(costs)
+        if wait:
+            return token, self._reserve_waiting(token, amounts)
+        refusal = self.store.reserve(self.id, token, amounts, self.budget.units(), driver_id=self.driver_id,
                                      ttl_s=RESERVATION_TTL_S, fleet=self._fleet_caps())
         return token, refusal
 
@@ -552,8 +561,8 @@ class Run:
             self.store.release(token)
 
     def _reserve_waiting(self, token: str, estimate: Mapping[Unit, float]) -> Refusal | None:
-        """``store.reserve`` for an evaluation; a refusal caused only by other drivers' reservations waits
-        for them (at most :data:`OTHERS_WAIT_S`; dead drivers of this host are reclaimed at once)."""
+        """``store.reserve``; a refusal caused only by other drivers' reservations waits for them (at most
+        :data:`OTHERS_WAIT_S`; dead drivers of this run on this host are reclaimed at once)."""
         deadline = time.monotonic() + OTHERS_WAIT_S
         while True:
             refusal = self.store.reserve(self.id, token, estimate, self.budget.units(), driver_id=self.driver_id,

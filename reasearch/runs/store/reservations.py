@@ -59,7 +59,8 @@ class ReservationsMixin(SQLCore):
             if refusal is None and fleet is not None and fleet[1]:
                 fleet_id = str(fleet[0])
                 self._lock_fleet(fleet_id)
-                refusal = _first_refusal(Budget(dict(fleet[1])), self._fleet_held(fleet_id, now), amounts, fleet_id)
+                held, fleet_others = self._fleet_held(fleet_id, now, driver_id)
+                refusal = _first_refusal(Budget(dict(fleet[1])), held, amounts, fleet_id, fleet_others)
             if refusal is not None:
                 return refusal
             for unit, amount in amounts.items():
@@ -68,17 +69,22 @@ class ReservationsMixin(SQLCore):
                                                          now + ttl_s))
         return None
 
-    def _fleet_held(self, fleet_id: str, now: float) -> dict[str, float]:
-        """Debited plus held (live reservations) per unit over every member run of the fleet."""
+    def _fleet_held(self, fleet_id: str, now: float, driver_id: str) -> tuple[dict[str, float], dict[str, float]]:
+        """Debited plus held (live reservations) per unit over every member run of the fleet, and of that
+        what other drivers' reservations hold."""
         held: dict[str, float] = {}
-        for sql in ("SELECT l.unit, SUM(l.amount) FROM ledger l JOIN fleet_members f ON f.run_id = l.run_id "
-                    "WHERE f.fleet_id = ? GROUP BY l.unit",
-                    "SELECT r.unit, SUM(r.amount) FROM reservations r JOIN fleet_members f ON f.run_id = r.run_id "
-                    "WHERE f.fleet_id = ? AND r.expires_at > ? GROUP BY r.unit"):
-            params: tuple[object, ...] = (fleet_id,) if "expires_at" not in sql else (fleet_id, now)
-            for u, t in self._exec(sql, params).fetchall():
-                held[u] = held.get(u, 0.0) + float(t)
-        return held
+        others: dict[str, float] = {}
+        for u, t in self._exec("SELECT l.unit, SUM(l.amount) FROM ledger l JOIN fleet_members f "
+                               "ON f.run_id = l.run_id WHERE f.fleet_id = ? GROUP BY l.unit", (fleet_id,)).fetchall():
+            held[u] = held.get(u, 0.0) + float(t)
+        for u, holder, t in self._exec(
+                "SELECT r.unit, r.driver_id, SUM(r.amount) FROM reservations r JOIN fleet_members f "
+                "ON f.run_id = r.run_id WHERE f.fleet_id = ? AND r.expires_at > ? GROUP BY r.unit, r.driver_id",
+                (fleet_id, now)).fetchall():
+            held[u] = held.get(u, 0.0) + float(t)
+            if holder != driver_id:
+                others[u] = others.get(u, 0.0) + float(t)
+        return held, others
 
     def settle(self, token: str | None, debits: Sequence[LedgerEntry]) -> bool:
         with self._tx():
