@@ -41,7 +41,6 @@ from reasearch.models.messages import (
     tool_result_block,
 )
 from reasearch.models import Model, ModelSpec, build_model
-from reasearch.models.base import call_ceiling
 from reasearch.agent.prompts import (
     CONTINUE_MESSAGE,
     LESSONS_TEMPLATE,
@@ -62,7 +61,7 @@ from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
 from reasearch.runs.ledger import Unit
-from reasearch.runs.run import refusal_text
+from reasearch.runs.model_calls import reserve_model_call
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
 
@@ -478,8 +477,7 @@ class Agent:
             token: str | None = None
             if rec is None:
                 self._check_money()
-                call_request = replace(request, messages=messages)
-                token = self._reserve_call(role, model, call_request)
+                token, call_request = self._reserve_call(role, model, replace(request, messages=messages))
                 try:
                     reply = _call(model, call_request)
                     rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
@@ -511,19 +509,18 @@ class Agent:
             if left is not None and left <= 0:
                 raise BudgetExceededError(f"the {unit.value} budget is spent: no further model call")
 
-    def _reserve_call(self, role: str, model: Model, request: ModelRequest) -> str:
+    def _reserve_call(self, role: str, model: Model, request: ModelRequest) -> tuple[str, ModelRequest]:
         """Holds one model call, its tokens and its dollars at their worst (the prompt's estimate plus the
         reply's max tokens, at the model's price) in the store before the call: the run's caps and its
-        fleet's are then held by every driver and fleet member calling at once, not only checked.
+        fleet's are then held by every driver and fleet member calling at once, not only checked. Near
+        a token or dollar cap the reply's limit is lowered to what is left (the request returned).
         A refusal stops the run (BudgetExceededError) with the cap that refused it."""
         spec = getattr(model, "spec", None)
-        tokens, dollars = call_ceiling(request, spec if isinstance(spec, ModelSpec) else self.config.model(role))
-        token, refusal = self.run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens), Unit.DOLLARS: dollars},
-                                          wait=True)
+        token, refusal, request = reserve_model_call(self.run, request,
+                                                     spec if isinstance(spec, ModelSpec) else self.config.model(role))
         if refusal is not None:
-            unit, used, cap = refusal
-            raise BudgetExceededError(f"the {unit.value} budget is spent for a model call: {refusal_text(refusal)}")
-        return token
+            raise BudgetExceededError(refusal)
+        return token, request
 
     def _debit(self, step: int, note: str, reply: ModelReply, token: str | None = None) -> None:
         """The call's actual cost, debited together with the release of its reservation (the unused part returns)."""

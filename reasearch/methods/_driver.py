@@ -25,10 +25,10 @@ from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.models import Model, ModelSpec
-from reasearch.models.base import call_ceiling
 from reasearch.models.messages import ModelReply, ModelRequest, text_block
 from reasearch.runs.ledger import Unit
-from reasearch.runs.run import Run, refusal_text
+from reasearch.runs.model_calls import reserve_model_call
+from reasearch.runs.run import Run
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
 
@@ -165,12 +165,10 @@ class MethodDriver:
             # Held in the store before the call (the run's caps and its fleet's, whoever else calls at
             # once), at its worst case; the actual cost is settled below and the rest returned.
             spec = getattr(self.model, "spec", None)
-            tokens, dollars = call_ceiling(request, spec if isinstance(spec, ModelSpec) else None)
-            token, refusal = self.run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens),
-                                               Unit.DOLLARS: dollars}, wait=True)
+            token, refusal, request = reserve_model_call(self.run, request,
+                                                         spec if isinstance(spec, ModelSpec) else None)
             if refusal is not None:
-                raise BudgetExceededError(f"the {refusal[0].value} budget is spent for a model call: "
-                                          f"{refusal_text(refusal)}")
+                raise BudgetExceededError(refusal)
             try:
                 reply = _call(self.model, request)
                 rec = self.record(step, REPLY_EVENT, {"method": self.method, "note": note, "model": self.model.name,

@@ -13,7 +13,7 @@ from reasearch.models.messages import ModelReply, ModelRequest, Usage, estimate_
 from reasearch.errors import ConfigError
 
 __all__ = ["PRICES", "PROVIDERS", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "call_ceiling",
-           "endpoint_of", "price_for", "snippet", "why_failed"]
+           "endpoint_of", "fit_call", "price_for", "snippet", "why_failed"]
 
 
 PROVIDERS = ("anthropic", "openai", "scripted", "demo")
@@ -180,6 +180,31 @@ def call_ceiling(request: ModelRequest, spec: ModelSpec | None) -> tuple[int, fl
     price = spec.price if spec is not None else None
     dollars = price.cost(Usage(input_tokens=tokens_in, output_tokens=tokens_out)) if price is not None else 0.0
     return tokens_in + tokens_out, dollars
+
+
+def fit_call(request: ModelRequest, spec: ModelSpec | None, *, tokens_left: float | None = None,
+             dollars_left: float | None = None) -> tuple[ModelRequest, int, float] | None:
+    """The request with its reply limit lowered so that its worst case fits in what is left of a token
+    and a dollar cap (None: uncapped), with that worst case ``(tokens, dollars)``; None when even a
+    one-token reply does not fit (the prompt alone would spend the cap)."""
+    tokens, _ = call_ceiling(request, spec)
+    default_out = int(request.max_tokens or (spec.max_tokens if spec is not None else ModelSpec().max_tokens))
+    tokens_in = tokens - default_out
+    out = default_out
+    if tokens_left is not None:
+        out = min(out, int(tokens_left) - tokens_in)
+    price = spec.price if spec is not None else None
+    if dollars_left is not None and price is not None and price.output > 0:
+        in_cost = price.cost(Usage(input_tokens=tokens_in))
+        out = min(out, int((dollars_left - in_cost) * 1e6 / price.output))
+    if out < 1:
+        return None
+    if out != default_out:
+        from dataclasses import replace
+
+        request = replace(request, max_tokens=out)
+    tokens, dollars = call_ceiling(request, spec)
+    return request, tokens, dollars
 
 
 def endpoint_of(spec: ModelSpec) -> str | None:

@@ -126,20 +126,21 @@ def test_local_fleet_runs_every_member_and_resume_is_a_no_op(run_dir: Path) -> N
 
 
 def test_fleet_wide_dollar_cap_binds_every_member(run_dir: Path) -> None:
-    """Priced scripted replies spend dollars: each call reserves its worst case (prompt + max tokens at
-    the price, ~$0.12 here) against the fleet's cap before it is made, so a fleet cap of $0.05 stops
-    every member before its first call (it could overspend the fleet), although each run's own cap is
-    far from spent, and each member's run says it was the fleet's cap."""
+    """Priced scripted replies spend dollars (~$0.006 a call, mostly the prompt): each call reserves its
+    worst case against the fleet's cap before it is made, its reply limit lowered to what is left, so a
+    fleet cap of $0.01 lets the fleet pay about one call and stops every member once the prompt alone
+    no longer fits, although each run's own cap ($100) is far from spent; the fleet never pays past it."""
     script = _script(run_dir / "script.json")
     spec = FleetSpec(tasks=(TASK,), seeds=(0, 1, 2), models=(f"scripted/{script}",),
-                     budget={"evaluations": 5, "dollars": 100.0}, caps={"dollars": 0.05}, parallelism=1,
+                     budget={"evaluations": 5, "dollars": 100.0}, caps={"dollars": 0.01}, parallelism=1,
                      agent={"sandbox_mode": "process"}, price_in=3.0, price_out=15.0)
     report = run_fleet(spec, store=run_dir, run_dir=run_dir, fleet_id="f-cap")
-    assert all(r.used.get("dollars", 0.0) == 0 and r.evaluations == 0 for r in report.members)
+    spent = [r.used.get("dollars", 0.0) for r in report.members]
+    assert sum(1 for d in spent if d > 0) <= 1 and all(r.evaluations == 0 for r in report.members[1:])
+    assert all("dollars budget is spent" in r.reason for r in report.members)
     with open_store(run_dir) as store:
-        assert store.fleet_usage("f-cap").get(Unit.DOLLARS, 0.0) == 0.0
-        for r in report.members:  # each member stopped on the fleet's cap, and says so
-            assert "fleet f-cap's dollar budget is spent" in r.reason
+        assert store.fleet_usage("f-cap").get(Unit.DOLLARS, 0.0) == pytest.approx(sum(spent))
+        assert sum(spent) <= 0.01
 
 
 @pytest.fixture(scope="module")
@@ -373,8 +374,11 @@ def test_fleet_caps_are_reserved_by_members_calling_at_once(tmp_path: Path, unit
         run.store.add_fleet_member("f-race", i, run.id)
         runs.append(run)
     barrier = threading.Barrier(4, timeout=30)
-    # each reply costs its worst case: 1000 output tokens at $100 per million = $0.10 (the prompt is free)
-    reply = replace(say("", call("list_files")), usage=Usage(0, 1000))
+    # a reply of max tokens (1000, or the lower limit a call near the cap is sent with) at $100 per million
+    # output tokens: $0.10 at most, what it reserves (the prompt is free); a real endpoint honours the limit
+    def reply(request: Any) -> Any:
+        return replace(say("", call("list_files")), usage=Usage(0, min(1000, request.max_tokens or 1000)))
+
     models = [ScriptedModel([reply] * 4, name=f"m{i}", price=Price(0.0, 100.0)) for i in range(4)]
     cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="unused", max_tokens=1000,
                                                  price_in=0.0, price_out=100.0)})
@@ -396,14 +400,16 @@ def test_fleet_caps_are_reserved_by_members_calling_at_once(tmp_path: Path, unit
     for t in threads:
         t.join(60)
     try:
-        assert sum(len(m.requests) for m in models) == 2  # a member may make both: the fleet holds 2 in all
+        calls = sum(len(m.requests) for m in models)
         with open_store(path) as store:
             used = store.fleet_usage("f-race")
-            assert used[Unit.MODEL_CALLS] == 2.0 and used[Unit.DOLLARS] == pytest.approx(0.2)
-            assert all(store.reserved(r.id) == {} for r in runs)  # settled or released, nothing left held
+            assert used[Unit.MODEL_CALLS] == calls and all(store.reserved(r.id) == {} for r in runs)
+            if unit == "model_calls":  # a member may make both: the fleet holds 2 in all
+                assert calls == 2
+            else:  # 2 calls of $0.10, then (after waiting for their holds) one sent with its limit lowered
+                assert calls >= 2 and used[Unit.DOLLARS] <= 0.25 + 1e-9
         assert all(r is not None for r in results)  # every member ended cleanly (no ModelError, no hang)
-        refused = [r for r in results if "fleet f-race's" in r.reason]
-        assert len(refused) >= 2  # the members held off at the barrier say it was the fleet's cap
+        assert sum("budget is spent" in r.reason for r in results) >= 2  # stopped on the fleet's cap
     finally:
         for run in runs:
             run.close()
