@@ -40,7 +40,7 @@ from reasearch.models.messages import (
     text_block,
     tool_result_block,
 )
-from reasearch.models import Model, build_model
+from reasearch.models import Model, ModelSpec, build_model
 from reasearch.agent.prompts import (
     CONTINUE_MESSAGE,
     LESSONS_TEMPLATE,
@@ -61,6 +61,7 @@ from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
 from reasearch.runs.ledger import Unit
+from reasearch.runs.model_calls import reserve_model_call
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
 
@@ -473,16 +474,22 @@ class Agent:
         for attempt in range(self.config.max_reply_attempts):
             key = kind if attempt == 0 else f"{kind}.{attempt}"
             rec = self.journal.get(step, key)
+            token: str | None = None
             if rec is None:
                 self._check_money()
-                reply = _call(model, replace(request, messages=messages))
-                rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
-                                                      "reply": reply.to_dict(), "elapsed_s": self.elapsed()})
+                token, call_request = self._reserve_call(role, model, replace(request, messages=messages))
+                try:
+                    reply = _call(model, call_request)
+                    rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
+                                                          "reply": reply.to_dict(), "elapsed_s": self.elapsed()})
+                except BaseException:
+                    self.run.release(token)  # no answer: nothing to pay, the hold goes back at once
+                    raise
             elif self.journal.replaying(step):
                 self._elapsed_base, self._t0 = float(rec.get("elapsed_s", 0.0)), self.clock()
             reply = ModelReply.from_dict(rec["reply"])
             self._last_usage = reply.usage
-            self._debit(step, f"{role}:{key}", reply)
+            self._debit(step, f"{role}:{key}", reply, token)
             if reply.truncated and reply.text and not reply.tool_calls:
                 parts.append(reply)
                 messages = [*messages, reply.as_message(), {"role": "user", "content": [text_block(CONTINUE_MESSAGE)]}]
@@ -502,12 +509,23 @@ class Agent:
             if left is not None and left <= 0:
                 raise BudgetExceededError(f"the {unit.value} budget is spent: no further model call")
 
-    def _debit(self, step: int, note: str, reply: ModelReply) -> None:
-        self.run.debit(Unit.MODEL_CALLS, 1, step=step, note=note)
-        if reply.usage.total:
-            self.run.debit(Unit.TOKENS, reply.usage.total, step=step, note=note)
-        if reply.cost_usd:
-            self.run.debit(Unit.DOLLARS, reply.cost_usd, step=step, note=note)
+    def _reserve_call(self, role: str, model: Model, request: ModelRequest) -> tuple[str, ModelRequest]:
+        """Holds one model call, its tokens and its dollars at their worst (the prompt's estimate plus the
+        reply's max tokens, at the model's price) in the store before the call: the run's caps and its
+        fleet's are then held by every driver and fleet member calling at once, not only checked. Near
+        a token or dollar cap the reply's limit is lowered to what is left (the request returned).
+        A refusal stops the run (BudgetExceededError) with the cap that refused it."""
+        spec = getattr(model, "spec", None)
+        token, refusal, request = reserve_model_call(self.run, request,
+                                                     spec if isinstance(spec, ModelSpec) else self.config.model(role))
+        if refusal is not None:
+            raise BudgetExceededError(refusal)
+        return token, request
+
+    def _debit(self, step: int, note: str, reply: ModelReply, token: str | None = None) -> None:
+        """The call's actual cost, debited together with the release of its reservation (the unused part returns)."""
+        self.run.settle(token, {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(reply.usage.total),
+                                Unit.DOLLARS: float(reply.cost_usd or 0.0)}, step=step, note=note)
 
     # ---------------------------------------------------------------- state
     def elapsed(self) -> float:

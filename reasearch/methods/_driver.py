@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
-from reasearch.models import Model
+from reasearch.models import Model, ModelSpec
 from reasearch.models.messages import ModelReply, ModelRequest, text_block
 from reasearch.runs.ledger import Unit
+from reasearch.runs.model_calls import reserve_model_call
 from reasearch.runs.run import Run
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
@@ -163,19 +164,28 @@ class MethodDriver:
         """
         step = self.next_step()
         rec = self.recorded(step, REPLY_EVENT)
+        token: str | None = None
         if rec is None:
             self._check_money()
             request = ModelRequest(system, [{"role": "user", "content": [text_block(user)]}])
-            reply = _call(self.model, request)
-            rec = self.record(step, REPLY_EVENT, {"method": self.method, "note": note, "model": self.model.name,
-                                                  "reply": reply.to_dict()})
+            # Held in the store before the call (the run's caps and its fleet's, whoever else calls at
+            # once), at its worst case; the actual cost is settled below and the rest returned.
+            spec = getattr(self.model, "spec", None)
+            token, refusal, request = reserve_model_call(self.run, request,
+                                                         spec if isinstance(spec, ModelSpec) else None)
+            if refusal is not None:
+                raise BudgetExceededError(refusal)
+            try:
+                reply = _call(self.model, request)
+                rec = self.record(step, REPLY_EVENT, {"method": self.method, "note": note, "model": self.model.name,
+                                                      "reply": reply.to_dict()})
+            except BaseException:
+                self.run.release(token)  # no answer: nothing to pay
+                raise
         reply = ModelReply.from_dict(rec["reply"])
         ledger_note = f"{self.method}:{note}"
-        self.run.debit(Unit.MODEL_CALLS, 1, step=step, note=ledger_note)
-        if reply.usage.total:
-            self.run.debit(Unit.TOKENS, reply.usage.total, step=step, note=ledger_note)
-        if reply.cost_usd:
-            self.run.debit(Unit.DOLLARS, reply.cost_usd, step=step, note=ledger_note)
+        self.run.settle(token, {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(reply.usage.total),
+                                Unit.DOLLARS: float(reply.cost_usd or 0.0)}, step=step, note=ledger_note)
         self.model_calls += 1
         return reply.text
 

@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from reasearch.models.messages import ModelReply, ModelRequest, Usage
+from reasearch.models.messages import ModelReply, ModelRequest, Usage, estimate_tokens
 from reasearch.errors import ConfigError
 
-__all__ = ["PRICES", "PROVIDERS", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "endpoint_of", "price_for", "snippet", "why_failed"]
+__all__ = ["PRICES", "PROVIDERS", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "call_ceiling",
+           "endpoint_of", "fit_call", "price_for", "snippet", "why_failed"]
 
 
 PROVIDERS = ("anthropic", "openai", "scripted", "demo")
@@ -167,6 +168,43 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
 MAX_REPLY_BYTES = 32 << 20  # a larger answer is malformed (a reply of max_tokens is far smaller)
+
+
+def call_ceiling(request: ModelRequest, spec: ModelSpec | None) -> tuple[int, float]:
+    """``(tokens, dollars)`` one call of ``request`` can cost at most: the prompt's estimate (system,
+    messages, tools) plus the reply's max tokens (the request's, else the spec's, else the default), at
+    the spec's price (no price: 0 dollars). What a caller reserves against its caps before the call."""
+    tokens_in = (estimate_tokens(request.system) + estimate_tokens(list(request.messages))
+                 + estimate_tokens([t.to_dict() for t in request.tools]))
+    tokens_out = int(request.max_tokens or (spec.max_tokens if spec is not None else ModelSpec().max_tokens))
+    price = spec.price if spec is not None else None
+    dollars = price.cost(Usage(input_tokens=tokens_in, output_tokens=tokens_out)) if price is not None else 0.0
+    return tokens_in + tokens_out, dollars
+
+
+def fit_call(request: ModelRequest, spec: ModelSpec | None, *, tokens_left: float | None = None,
+             dollars_left: float | None = None) -> tuple[ModelRequest, int, float] | None:
+    """The request with its reply limit lowered so that its worst case fits in what is left of a token
+    and a dollar cap (None: uncapped), with that worst case ``(tokens, dollars)``; None when even a
+    one-token reply does not fit (the prompt alone would spend the cap)."""
+    tokens, _ = call_ceiling(request, spec)
+    default_out = int(request.max_tokens or (spec.max_tokens if spec is not None else ModelSpec().max_tokens))
+    tokens_in = tokens - default_out
+    out = default_out
+    if tokens_left is not None:
+        out = min(out, int(tokens_left) - tokens_in)
+    price = spec.price if spec is not None else None
+    if dollars_left is not None and price is not None and price.output > 0:
+        in_cost = price.cost(Usage(input_tokens=tokens_in))
+        out = min(out, int((dollars_left - in_cost) * 1e6 / price.output))
+    if out < 1:
+        return None
+    if out != default_out:
+        from dataclasses import replace
+
+        request = replace(request, max_tokens=out)
+    tokens, dollars = call_ceiling(request, spec)
+    return request, tokens, dollars
 
 
 def endpoint_of(spec: ModelSpec) -> str | None:

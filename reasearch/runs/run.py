@@ -36,12 +36,14 @@ from reasearch.runs.executor import (
     task_entry_of,
 )
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit, refusal_message
+from reasearch.runs.liveness import driver_gone, process_start
 from reasearch.runs.store import (
     CandidateRecord,
     DriverRecord,
     EvaluationRecord,
     Event,
     RunRecord,
+    Refusal,
     RunState,
     Store,
     new_run_id,
@@ -50,7 +52,8 @@ from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "effective_state"]
+__all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "effective_state", "refusal_text", "driver_gone",
+           "process_start"]
 
 _EVALUATE_NOTE = "evaluate"  # ledger note of an evaluation's own debit
 _SHARED_CACHE_NOTE = "evaluate (shared cache)"  # a first evaluation in this run, computed earlier by another
@@ -58,6 +61,20 @@ _SHARED_CACHE_NOTE = "evaluate (shared cache)"  # a first evaluation in this run
 HEARTBEAT_S = 10.0  # how often a driving Run says it is alive (and extends its reservations)
 STALE_S = 45.0  # a running run none of whose drivers beat for this long is shown as interrupted
 RESERVATION_TTL_S = 60.0  # a reservation of a driver that stopped beating expires after this
+# How long an evaluation refused only because other drivers' reservations hold the budget waits for them
+# (a dead driver's expire within the TTL; a dead one on this host is reclaimed at once).
+OTHERS_WAIT_S = RESERVATION_TTL_S + HEARTBEAT_S
+_OTHERS_POLL_S = 0.25
+
+
+def refusal_text(refusal: tuple[Unit, float, float]) -> str:
+    """The feedback of a refused reservation; a fleet-wide cap says so (raising the run's cap would not help)."""
+    unit, used, cap = refusal
+    fleet_id = getattr(refusal, "fleet_id", None)
+    if fleet_id is None:
+        return refusal_message(unit, used, cap)
+    return (f"fleet {fleet_id}'s {unit.label} budget is spent: {used:g}/{cap:g} used or held by its members; "
+            f"this request was not run (raise the fleet's '{unit.value}' cap to continue)")
 
 
 def live_drivers(store: Store, run_id: str, *, now: float | None = None) -> list[DriverRecord]:
@@ -81,6 +98,9 @@ def effective_state(store: Store, record: RunRecord, *, now: float | None = None
     return RunState.RUNNING if live_drivers(store, record.id, now=now) else RunState.INTERRUPTED
 
 
+_OWN_START = process_start(os.getpid())
+
+
 class _Heartbeat:
     """A daemon thread that records, every :data:`HEARTBEAT_S` seconds, that this process drives a run."""
 
@@ -95,7 +115,7 @@ class _Heartbeat:
 
     def _beat(self, *, stopped: bool = False) -> None:
         self.store.heartbeat(self.run_id, self.driver_id, host=socket.gethostname(), pid=os.getpid(),
-                             ttl_s=RESERVATION_TTL_S, stopped=stopped)
+                             ttl_s=RESERVATION_TTL_S, stopped=stopped, proc_start=_OWN_START)
 
     def _loop(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
@@ -112,6 +132,13 @@ class _Heartbeat:
             self._beat(stopped=True)
         except Exception:  # store already closed: staleness tells the same story a little later
             pass
+
+
+def _held_by_others_only(refusal: Refusal, amounts: Mapping[Unit, float]) -> bool:
+    """True when the request would fit but for what other drivers of the run hold (not the budget's end)."""
+    unit, used, cap = refusal
+    held = getattr(refusal, "held_by_others", 0.0)
+    return held > 0 and Budget({unit: cap}).allows(unit, used - held, float(amounts.get(unit, 0.0)))
 
 
 def _units(costs: Mapping[Any, Any]) -> dict[Unit, float]:
@@ -319,6 +346,16 @@ class Run:
         self._start_driving()
         if takeover:
             self.store.takeover(self.id, self.driver_id)
+        else:
+            self.reclaim_dead_drivers()
+
+    def reclaim_dead_drivers(self) -> int:
+        """Drops the reservations of this run's drivers that ran on this host and whose process is gone
+        (``kill -9``; a reused pid is told apart by its start time), so a resume at once does not lose
+        budget to them for :data:`RESERVATION_TTL_S`. Returns how many reservation rows were dropped."""
+        gone = [d.driver_id for d in self.store.drivers(self.id)
+                if d.driver_id != self.driver_id and not d.stopped and driver_gone(d)]
+        return self.store.reclaim(self.id, gone) if gone else 0
 
     def _start_driving(self) -> None:
         """Starts this process's heartbeat on the run (liveness, and the lease on its reservations)."""
@@ -371,21 +408,50 @@ class Run:
         stops when it is spent (``student_calls`` for a prompt task)."""
         return next(iter(self.evaluation_estimate()), Unit.EVALUATIONS)
 
-    def reserve(self, costs: Mapping[Unit | str, float]) -> tuple[str, tuple[Unit, float, float] | None]:
-        """Reserves ``costs`` in the store for work about to run (every driver of the run sees it).
+    def reserve(self, costs: Mapping[Unit | str, float], *, wait: bool = False) -> tuple[str, Refusal | None]:
+        """Reserves ``costs`` in the store for work about to run (every driver of the run sees it, and
+        every member of its fleet, against the fleet-wide caps).
 
-        Returns ``(token, None)`` when reserved: release the token with :meth:`release` (or in the
-        store write that records the debits); else ``(token, (unit, used, cap))`` of the first cap it
-        does not fit under, with nothing held.
+        Args:
+            costs: what the work may cost at most, per unit.
+            wait: when the only obstacle is what other drivers (or fleet members) hold in flight, wait for
+                them (at most :data:`OTHERS_WAIT_S`) instead of refusing at once: their work may cost
+                less than it holds, or end without paying.
+
+        Returns ``(token, None)`` when reserved: settle it with :meth:`settle` or release it with
+        :meth:`release` (or in the store write that records the debits); else ``(token, refusal)``
+        with the first cap it does not fit under (:func:`refusal_text` words it), with nothing held.
         """
         token = uuid.uuid4().hex
-        refusal = self.store.reserve(self.id, token, _units(costs), self.budget.units(), driver_id=self.driver_id,
-                                     ttl_s=RESERVATION_TTL_S)
+        amounts = _units(costs)
+        if wait:
+            return token, self._reserve_waiting(token, amounts)
+        refusal = self.store.reserve(self.id, token, amounts, self.budget.units(), driver_id=self.driver_id,
+                                     ttl_s=RESERVATION_TTL_S, fleet=self._fleet_caps())
         return token, refusal
 
     def release(self, token: str) -> None:
         """Ends a reservation made by :meth:`reserve` (no-op when it is already gone)."""
         self.store.release(token)
+
+    def settle(self, token: str | None, costs: Mapping[Unit | str, float], *, step: int, note: str) -> None:
+        """Debits what reserved work actually cost and drops its reservation, in one store write (the
+        unused part returns to the caps). Replaying the same ``(step, note)`` debits nothing twice."""
+        if note in (_EVALUATE_NOTE, _SHARED_CACHE_NOTE):
+            raise ConfigError(f"the note {note!r} is reserved for evaluations' own debits")
+        now = time.time()
+        debits = [LedgerEntry(self.id, int(step), unit, float(amount), note, now)
+                  for unit, amount in _units(costs).items() if amount or unit is Unit.MODEL_CALLS]
+        for entry in debits:
+            if not entry.amount >= 0 or entry.amount == float("inf"):
+                raise ConfigError(f"a debit must be a finite amount >= 0, not {entry.amount!r}")
+        self.store.settle(token, debits)
+
+    def _fleet_caps(self) -> tuple[str, dict[Unit, float]] | None:
+        """``(fleet id, fleet-wide caps)`` of a fleet member with such caps; else None."""
+        fleet = self.config.get("fleet") or {}
+        caps = Budget.from_dict(fleet.get("caps") or {}).units()
+        return (str(fleet["id"]), caps) if caps and fleet.get("id") else None
 
     def evaluation_costs(self, result: EvalResult, estimate: Mapping[Unit, float]) -> dict[Unit, float]:
         """What one finished evaluation cost, debited atomically with its result.
@@ -451,12 +517,23 @@ class Run:
             return self._record_result(step, candidate, seed, hit, debits=(), key=None)
         estimate = self.evaluation_estimate()
         token = uuid.uuid4().hex
-        refusal = self.store.reserve(self.id, token, estimate, self.budget.units(), driver_id=self.driver_id,
-                                     ttl_s=RESERVATION_TTL_S)
+        refusal = self._reserve_waiting(token, estimate)
+        if refusal is not None and _held_by_others_only(refusal, estimate):
+            # Not the budget's end: other drivers' evaluations in flight hold it. Not recorded, so the
+            # step can be run again (by this driver later, or by a resume) once they end.
+            unit, used, cap = refusal
+            return EvalResult.failure(
+                Status.REFUSED,
+                f"the {unit.value} budget is held by evaluations in flight of other drivers of this run "
+                f"({refusal.held_by_others:g} of {used:g}/{cap:g} used or held) after waiting {OTHERS_WAIT_S:g} s; "
+                f"step {step} was not recorded: run it again once they finish",
+                metrics={"unit": unit.value, "used": used, "cap": cap, "held_by_others": refusal.held_by_others,
+                         "recorded": False},
+                provenance=task.provenance(source, seed=seed, sandbox_mode="not run"))
         if refusal is not None:
             unit, used, cap = refusal
             refused = EvalResult.failure(
-                Status.REFUSED, refusal_message(unit, used, cap),
+                Status.REFUSED, refusal_text(refusal),
                 metrics={"unit": unit.value, "used": used, "cap": cap, "left": max(cap - used, 0.0),
                          "needed": estimate[unit]},
                 provenance=task.provenance(source, seed=seed, sandbox_mode="not run"))
@@ -482,6 +559,21 @@ class Run:
                                        key=key if EvalCache.storable(result) else None, release=token)
         finally:
             self.store.release(token)
+
+    def _reserve_waiting(self, token: str, estimate: Mapping[Unit, float]) -> Refusal | None:
+        """``store.reserve``; a refusal caused only by other drivers' reservations waits for them (at most
+        :data:`OTHERS_WAIT_S`; dead drivers of this run on this host are reclaimed at once)."""
+        deadline = time.monotonic() + OTHERS_WAIT_S
+        while True:
+            refusal = self.store.reserve(self.id, token, estimate, self.budget.units(), driver_id=self.driver_id,
+                                         ttl_s=RESERVATION_TTL_S, fleet=self._fleet_caps())
+            if refusal is None or not _held_by_others_only(refusal, estimate):
+                return refusal
+            if self.reclaim_dead_drivers():
+                continue
+            if time.monotonic() >= deadline:
+                return refusal
+            time.sleep(_OTHERS_POLL_S)
 
     def _record_result(self, step: int, candidate: CandidateRecord, seed: int, result: EvalResult,
                        *, debits: Sequence[LedgerEntry], key: str | None, release: str | None = None) -> EvalResult:

@@ -258,6 +258,29 @@ class StoreTestCase:
         with pytest.raises(StoreError, match="no fleet"):
             store.get_fleet("nope")
 
+    def test_fleet_caps_are_reserved_across_members_and_settled(self, store: Store) -> None:
+        for rid in ("r1", "r2", "r3"):
+            store.create_run(_run(rid))
+        store.create_fleet("f1", {})
+        store.add_fleet_member("f1", 0, "r1")
+        store.add_fleet_member("f1", 1, "r2")
+        fleet = ("f1", {Unit.MODEL_CALLS: 2.0, Unit.DOLLARS: 1.0})
+        call = {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.4}
+        assert store.reserve("r1", "a", call, {}, fleet=fleet) is None
+        assert store.reserve("r2", "b", call, {}, fleet=fleet) is None
+        refused = store.reserve("r2", "c", call, {}, fleet=fleet)  # the members' holds count: 2 calls held
+        assert refused == (Unit.MODEL_CALLS, 2.0, 2.0) and refused is not None and refused.fleet_id == "f1"
+        assert store.reserve("r3", "d", call, {}, fleet=None) is None  # not a member: its own caps only
+        # settling writes the actual cost and returns the unused part of the hold in one write
+        assert store.settle("a", [LedgerEntry("r1", 0, Unit.MODEL_CALLS, 1.0, "call", 1.0),
+                                  LedgerEntry("r1", 0, Unit.DOLLARS, 0.1, "call", 1.0)])
+        assert not store.settle(None, [LedgerEntry("r1", 0, Unit.MODEL_CALLS, 1.0, "call", 1.0)])  # a replay
+        assert store.reserved("r1") == {} and store.fleet_usage("f1") == {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.1}
+        refused = store.reserve("r1", "e", call, {}, fleet=fleet)  # 1 paid + 1 held by r2
+        assert refused is not None and refused[0] is Unit.MODEL_CALLS
+        store.release("b")
+        assert store.reserve("r1", "e", {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.9}, {}, fleet=fleet) is None
+
     def test_unknown_run_is_a_clear_error(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no run"):
             store.get_run("missing")

@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -125,18 +126,21 @@ def test_local_fleet_runs_every_member_and_resume_is_a_no_op(run_dir: Path) -> N
 
 
 def test_fleet_wide_dollar_cap_binds_every_member(run_dir: Path) -> None:
-    """Priced scripted replies spend dollars: a fleet cap below one reply stops every member after the
-    first reply of the fleet, although each run's own cap is far from spent."""
+    """Priced scripted replies spend dollars (~$0.006 a call, mostly the prompt): each call reserves its
+    worst case against the fleet's cap before it is made, its reply limit lowered to what is left, so a
+    fleet cap of $0.01 lets the fleet pay about one call and stops every member once the prompt alone
+    no longer fits, although each run's own cap ($100) is far from spent; the fleet never pays past it."""
     script = _script(run_dir / "script.json")
     spec = FleetSpec(tasks=(TASK,), seeds=(0, 1, 2), models=(f"scripted/{script}",),
-                     budget={"evaluations": 5, "dollars": 100.0}, caps={"dollars": 1e-9}, parallelism=1,
+                     budget={"evaluations": 5, "dollars": 100.0}, caps={"dollars": 0.01}, parallelism=1,
                      agent={"sandbox_mode": "process"}, price_in=3.0, price_out=15.0)
     report = run_fleet(spec, store=run_dir, run_dir=run_dir, fleet_id="f-cap")
     spent = [r.used.get("dollars", 0.0) for r in report.members]
-    assert sum(1 for d in spent if d > 0) == 1  # only the first reply of the fleet was paid for
-    assert all(r.evaluations == 0 for r in report.members[1:])
+    assert sum(1 for d in spent if d > 0) <= 1 and all(r.evaluations == 0 for r in report.members[1:])
+    assert all("dollars budget is spent" in r.reason for r in report.members)
     with open_store(run_dir) as store:
-        assert store.fleet_usage("f-cap")[Unit.DOLLARS] == pytest.approx(sum(spent))
+        assert store.fleet_usage("f-cap").get(Unit.DOLLARS, 0.0) == pytest.approx(sum(spent))
+        assert sum(spent) <= 0.01
 
 
 @pytest.fixture(scope="module")
@@ -340,3 +344,73 @@ def test_a_training_member_on_a_ray_cluster_with_gpus_takes_one_gpu() -> None:
     assert member_ray_options("nanogpt/v1", {"slot": "cpu"}, 2.0) == {}  # CPU slots: Ray's GPUs stay free
     assert member_ray_options("nanogpt/v1", {}, 0.0) == {}  # no GPU in the cluster
     assert member_ray_options("circle_packing/n26-v1", {}, 2.0) == {}  # not a training task
+
+
+@pytest.mark.parametrize("unit, cap", [("model_calls", 2.0), ("dollars", 0.25)])
+def test_fleet_caps_are_reserved_by_members_calling_at_once(tmp_path: Path, unit: str, cap: float) -> None:
+    """Attack (a race, not a bug of one member): four fleet members pass the fleet-wide check at the same
+    moment and all call the model, so a fleet cap of 2 model calls made and paid 4 (5 in the field).
+    Each call now reserves its worst case (1 call; prompt + max tokens, at the price) in the store
+    under the fleet's caps before it is made: with all four held at a barrier just before their first
+    call, exactly 2 calls are made (dollars: a worst case of $0.10 each under a $0.25 cap), the two
+    refused members stop saying the fleet's cap refused them, and no reservation is left held."""
+    from reasearch.agent.config import AgentConfig
+    from reasearch.agent.loop import Agent
+    from reasearch.agent.testing import InstanceExecutor, StaticRunner
+    from reasearch.evaluators.testing import ToyTask
+    from reasearch.models import ModelSpec, Price, ScriptedModel
+    from reasearch.models.messages import Usage
+    from reasearch.runs import Run
+
+    path = tmp_path / "runs"
+    with open_store(path) as store:
+        store.create_fleet("f-race", {"caps": {unit: cap}})
+    runs: list[Run] = []
+    for i in range(4):  # one store connection per member, as separate processes would have
+        task = ToyTask(dim=2)
+        run = Run.create(open_store(path), task=task, budget={"evaluations": 5}, seed=i,
+                         config={"fleet": {"id": "f-race", "caps": {unit: cap}, "member": i}},
+                         executor=InstanceExecutor(task, StaticRunner()))
+        run.store.add_fleet_member("f-race", i, run.id)
+        runs.append(run)
+    barrier = threading.Barrier(4, timeout=30)
+    # a reply of max tokens (1000, or the lower limit a call near the cap is sent with) at $100 per million
+    # output tokens: $0.10 at most, what it reserves (the prompt is free); a real endpoint honours the limit
+    def reply(request: Any) -> Any:
+        return replace(say("", call("list_files")), usage=Usage(0, min(1000, request.max_tokens or 1000)))
+
+    models = [ScriptedModel([reply] * 4, name=f"m{i}", price=Price(0.0, 100.0)) for i in range(4)]
+    cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="unused", max_tokens=1000,
+                                                 price_in=0.0, price_out=100.0)})
+    agents = [Agent(run, tmp_path / f"m{i}", config=cfg, models={"agent": models[i]}) for i, run in enumerate(runs)]
+    for agent in agents:  # every member checks the caps, then all reserve and call at the same moment
+        check = agent._check_money
+
+        def checked_then_wait(check: Any = check, waited: list[bool] = []) -> None:
+            check()
+            if not waited:
+                waited.append(True)
+                barrier.wait()
+
+        agent._check_money = checked_then_wait  # type: ignore[method-assign]
+    results: list[Any] = [None] * 4
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, agents[i].optimize())) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        calls = sum(len(m.requests) for m in models)
+        with open_store(path) as store:
+            used = store.fleet_usage("f-race")
+            assert used[Unit.MODEL_CALLS] == calls and all(store.reserved(r.id) == {} for r in runs)
+            if unit == "model_calls":  # a member may make both: the fleet holds 2 in all
+                assert calls == 2
+            else:  # 2 calls of $0.10, then (after waiting for their holds) one sent with its limit lowered
+                assert calls >= 2 and used[Unit.DOLLARS] <= 0.25 + 1e-9
+        assert all(r is not None for r in results)  # every member ended cleanly (no ModelError, no hang)
+        assert sum("budget is spent" in r.reason for r in results) >= 2  # stopped on the fleet's cap
+    finally:
+        for run in runs:
+            run.close()
+            run.store.close()

@@ -178,9 +178,14 @@ def test_harness_chooses_when_the_agent_does_not_finish(make_agent: Any) -> None
 
 
 def test_hard_limits_stop_without_a_wrap_up_turn(make_agent: Any) -> None:
-    agent, _ = make_agent([say("", call("evaluate")), say("", call("list_files"))], budget={"tokens": 1})
+    agent, _ = make_agent([say("", call("evaluate")), say("", call("list_files"))], budget={"model_calls": 1})
     result = agent.optimize()
     assert len(agent.models["agent"].requests) == 1
+    assert result.chosen_by == "harness" and "the model_calls budget is spent" in result.reason
+    # a token cap below one call's worst case (prompt + max tokens) is reserved against: no call is made
+    agent, _ = make_agent([say("", call("evaluate")), say("", call("list_files"))], budget={"tokens": 1})
+    result = agent.optimize()
+    assert len(agent.models["agent"].requests) == 0
     assert result.chosen_by == "harness" and "the tokens budget is spent" in result.reason
 
 

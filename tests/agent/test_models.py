@@ -266,3 +266,23 @@ def test_openai_compatible_model_drives_a_full_agent_run(chat_server: dict[str, 
     assert second[-1]["role"] == "user" and second[-1]["content"].startswith("## State snapshot")
     assert second[-3]["tool_calls"][0]["function"]["name"] == "evaluate"
     assert run.used()[Unit.TOKENS] == 110 and run.used()[Unit.DOLLARS] == 0.0  # a local model has no price
+
+
+def test_a_call_near_a_cap_is_sent_with_a_reply_limit_that_fits() -> None:
+    """A call reserves its worst case (prompt + reply limit, at the price); near a token or dollar cap the
+    reply limit is lowered so the worst case fits, and a prompt that alone would break the cap is refused."""
+    from reasearch.models.base import ModelSpec, call_ceiling, fit_call
+    from reasearch.models.messages import ModelRequest
+
+    spec = ModelSpec(provider="openai", name="m", base_url="http://h/v1", max_tokens=1000, price_in=1.0,
+                     price_out=100.0)
+    request = ModelRequest("s" * 400, [{"role": "user", "content": "u" * 396}])  # ~100 + ~100 prompt tokens
+    tokens, dollars = call_ceiling(request, spec)
+    prompt = tokens - 1000
+    assert dollars == pytest.approx((prompt * 1.0 + 1000 * 100.0) / 1e6)
+    assert fit_call(request, spec) == (request, tokens, dollars)  # uncapped: as configured
+    fitted = fit_call(request, spec, tokens_left=prompt + 300)
+    assert fitted is not None and fitted[0].max_tokens == 300 and fitted[1] == prompt + 300
+    fitted = fit_call(request, spec, dollars_left=0.05)
+    assert fitted is not None and fitted[2] <= 0.05 and fitted[0].max_tokens == int((0.05 - prompt / 1e6) * 1e4)
+    assert fit_call(request, spec, tokens_left=prompt) is None  # not even a one-token reply fits

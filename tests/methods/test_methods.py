@@ -217,3 +217,60 @@ def test_reflect_reads_per_instance_scores_and_keeps_each_instances_leader() -> 
     scores = {c.id: instance_scores(_Task(), c) for c in pool}
     assert scores["d"] == {"t1": float("-inf"), "t2": float("-inf")}
     assert pareto_front(scores) == {"a": 1, "b": 1}  # c is best on no instance; the crash leads nothing
+
+
+def test_a_methods_model_call_is_reserved_against_its_fleets_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A baseline method in a fleet is a member like an agent: its model call reserves (1 call, its worst
+    tokens and dollars) against the fleet-wide cap before it is made. While another member holds the
+    fleet's last model call no request reaches the model: the method waits for that hold (bounded; here
+    shortened), then stops on the fleet's cap; a hold released during the wait lets the call through."""
+    import threading
+
+    import reasearch.runs.run as run_module
+    from reasearch.agent.testing import InstanceExecutor, StaticRunner
+    from reasearch.errors import BudgetExceededError
+    from reasearch.evaluators.testing import ToyTask
+    from reasearch.methods._driver import MethodDriver
+    from reasearch.models import ScriptedModel, say
+    from reasearch.runs import Run
+
+    store = open_store("memory://")
+    store.create_fleet("f", {})
+    fleet = {"id": "f", "caps": {"model_calls": 2}}
+    runs = []
+    for i in range(2):
+        task = ToyTask(dim=2)
+        runs.append(Run.create(store, task=task, budget={"evaluations": 5}, seed=i, config={"fleet": fleet},
+                               executor=InstanceExecutor(task, StaticRunner())))
+        store.add_fleet_member("f", i, runs[-1].id)
+    holds = [runs[0].reserve({Unit.MODEL_CALLS: 1.0}), runs[0].reserve({Unit.MODEL_CALLS: 1.0})]
+    assert all(refusal is None for _, refusal in holds)  # the other member's calls in flight
+    reply = say("```python\ndef run():\n    return [3.0, 3.0]\n```")
+    model = ScriptedModel([reply, reply])
+    driver = MethodDriver(runs[1], model, method="test")
+    monkeypatch.setattr(run_module, "OTHERS_WAIT_S", 0.2)
+    with pytest.raises(BudgetExceededError, match="fleet f's model-call budget is spent"):
+        driver.ask("system", "user", note="propose")
+    assert model.requests == [] and store.usage(runs[1].id) == {}
+    monkeypatch.setattr(run_module, "OTHERS_WAIT_S", 60.0)
+    refused_once = threading.Event()
+    reserve = store.reserve
+
+    def watched(*args: object, **kwargs: object) -> object:
+        out = reserve(*args, **kwargs)  # type: ignore[arg-type]
+        if out is not None and args[0] == runs[1].id:
+            refused_once.set()
+        return out
+
+    monkeypatch.setattr(store, "reserve", watched)
+    answers: list[str] = []
+    asker = threading.Thread(target=lambda: answers.append(driver.ask("system", "user", note="propose")))
+    asker.start()
+    assert refused_once.wait(30)  # refused by the other member's holds only: waiting, not stopped
+    runs[0].release(holds[0][0])  # one of the other member's calls ended unanswered
+    asker.join(60)
+    assert answers and "def run" in answers[0] and len(model.requests) == 1
+    runs[0].release(holds[1][0])
+    assert store.fleet_usage("f")[Unit.MODEL_CALLS] == 1.0 and store.reserved(runs[1].id) == {}
+    for run in runs:
+        run.close()

@@ -146,13 +146,63 @@ def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
         assert effective_state(store, store.get_run(run.id), now=time.time() + 10 * STALE_S) is RunState.RUNNING
 
 
-def test_budget_refusal_message_counts_other_drivers_holds(tmp_path: Path) -> None:
-    """A refusal says what it saw, including what other drivers hold in flight."""
+def test_budget_refusal_message_counts_other_drivers_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal says what it saw, including what other drivers hold in flight; one caused only by
+    their holds (after a bounded wait, shortened here) says so and is not recorded."""
+    import reasearch.runs.run as run_module
+
+    monkeypatch.setattr(run_module, "OTHERS_WAIT_S", 0.2)
     with open_store(tmp_path / "runs") as store:
         run = Run.create(store, task=ToyTask(), budget={"evaluations": 1})
         assert store.reserve(run.id, "other", {Unit.EVALUATIONS: 1.0}, {Unit.EVALUATIONS: 1.0},
                              driver_id="someone-else") is None
         r = run.evaluate(toy_candidate([1.0, 1.0, 1.0, 1.0]), step=0)
-        assert r.status is Status.REFUSED and "1/1 used" in r.feedback
+        assert r.status is Status.REFUSED and "1/1 used" in r.feedback and "other drivers" in r.feedback
+        assert store.get_evaluation(run.id, 0) is None
         store.release("other")
+        assert run.evaluate(toy_candidate([1.0, 1.0, 1.0, 1.0]), step=0).status is Status.OK
+        r = run.evaluate(toy_candidate([2.0, 1.0, 1.0, 1.0]), step=1)  # the budget's real end is recorded
+        assert r.status is Status.REFUSED and "1/1 used" in r.feedback and store.get_evaluation(run.id, 1) is not None
         run.close()
+
+
+def test_a_reused_pid_is_not_taken_for_the_dead_driver(tmp_path: Path) -> None:
+    """A driver's pid may be reused by another process after it died: the process start time recorded
+    with it (``/proc/<pid>/stat``) tells them apart, so a resume reclaims the dead driver's hold; a live
+    driver (same pid and start) keeps it; a driver of another host is left to its reservation's expiry."""
+    import socket
+
+    from reasearch.runs.run import driver_gone, process_start
+    from reasearch.runs.store import DriverRecord
+
+    here, me = socket.gethostname(), os.getpid()
+    alive = DriverRecord("r", "d", here, me, 0.0, 0.0, proc_start=process_start(me))
+    assert alive.proc_start and not driver_gone(alive)
+    reused = DriverRecord("r", "d", here, me, 0.0, 0.0, proc_start=alive.proc_start.rsplit(":", 1)[0] + ":1")
+    assert driver_gone(reused)  # the pid is alive, but it is another process than the one recorded
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert driver_gone(DriverRecord("r", "d", here, child.pid, 0.0, 0.0, proc_start="x:1"))  # no such process
+    assert not driver_gone(DriverRecord("r", "d", here + "-elsewhere", child.pid, 0.0, 0.0, proc_start="x:1"))
+    with open_store(tmp_path) as store:  # what a resume reclaims: that driver's reservations, nothing else
+        run = Run.create(store, task=ToyTask(), budget={"evaluations": 3})
+        store.heartbeat(run.id, "dead", host=here, pid=child.pid, proc_start="x:1")
+        store.heartbeat(run.id, "remote", host=here + "-elsewhere", pid=child.pid, proc_start="x:1")
+        assert store.reserve(run.id, "t1", {Unit.EVALUATIONS: 1.0}, {}, driver_id="dead") is None
+        assert store.reserve(run.id, "t2", {Unit.EVALUATIONS: 1.0}, {}, driver_id="remote") is None
+        assert run.reclaim_dead_drivers() == 1 and store.reserved(run.id) == {Unit.EVALUATIONS: 1.0}
+        assert {d.driver_id: d.stopped for d in store.drivers(run.id)}["dead"]
+        run.close()
+
+
+def test_a_store_without_the_driver_start_column_gains_it(tmp_path: Path) -> None:
+    """Stores written before drivers recorded their process start get the column (default "") on open."""
+    with open_store(tmp_path) as store:
+        Run.create(store, task=ToyTask(), budget={}).close()
+    with sqlite3.connect(tmp_path / "store.sqlite") as conn:
+        conn.execute("ALTER TABLE drivers DROP COLUMN proc_start")
+    with open_store(tmp_path) as store:
+        (run,) = store.list_runs()
+        assert [d.proc_start for d in store.drivers(run.id)] == [""]
+        store.heartbeat(run.id, "new", host="h", pid=1, proc_start="b:7")
+        assert {d.driver_id: d.proc_start for d in store.drivers(run.id)}["new"] == "b:7"

@@ -204,3 +204,87 @@ def test_sweep_command_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     assert "no run 'nope'" in capsys.readouterr().err
     assert main([*base, str(tmp_path / "none.json"), "--run", "x"]) == 2
     assert "No such file" in capsys.readouterr().err
+
+
+def test_a_resume_at_once_reclaims_the_budget_a_killed_driver_held(tmp_path: Path, store_url: str) -> None:
+    """Failure: a sweep is killed with ``kill -9`` while an evaluation is in flight and resumed at once.
+    The dead driver's reservation (one evaluation) still counted for 60 s, so the resumed sweep found
+    its last evaluation over the cap and recorded it REFUSED for good: the run ended one short of its
+    cap. The resume now sees that the driver's process (same host; pid and start time recorded) is
+    gone and drops its reservation: every step runs, the run spends exactly its cap, nothing twice."""
+    sources = [toy_candidate(v, sleep_s=0.3) for v in _VALUES[:5]]
+    sources_file = tmp_path / "sources.json"
+    sources_file.write_text(json.dumps(sources))
+    cap = len(sources) + 1  # the seed and each candidate, exactly
+    with open_store(store_url) as store:
+        run_id = Run.create(store, task=ToyTask(), seed=3, budget={"evaluations": cap}).id
+    proc = _sweep(store_url, run_id, sources_file)
+    deadline = time.monotonic() + 120
+    with open_store(store_url) as store:  # kill while an evaluation is in flight: its reservation is held
+        while _evaluations_in(store_url, run_id) < 2 or not store.reserved(run_id):
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the sweep made no progress"
+            time.sleep(0.01)
+        dead = [d for d in store.drivers(run_id) if d.pid == proc.pid]
+        assert len(dead) == 1 and not dead[0].stopped and dead[0].proc_start  # host, pid and start recorded
+    _kill_9_tree(proc)
+    with open_store(store_url) as store:
+        assert store.reserved(run_id).get(Unit.EVALUATIONS) == 1.0  # the dead driver's hold is still there
+
+    final = _sweep(store_url, run_id, sources_file)  # at once: well within the reservation's 60 s
+    out, err = final.communicate(timeout=300)
+    assert final.returncode == 0, err.decode()[-3000:]
+    with open_store(store_url) as store:
+        evaluations = store.evaluations(run_id)
+        assert [e.step for e in evaluations] == list(range(cap))
+        assert [e.result.status for e in evaluations] == [Status.OK] * cap  # no REFUSED record
+        ledger = store.ledger(run_id)
+        assert sorted(e.step for e in ledger) == list(range(cap))  # each step paid once
+        assert sum(e.amount for e in ledger) == cap and store.reserved(run_id) == {}
+        assert store.get_run(run_id).state is RunState.FINISHED
+        assert {d.pid: d.stopped for d in store.drivers(run_id)}[proc.pid]  # the dead driver is marked stopped
+
+
+def test_a_refusal_caused_only_by_another_drivers_hold_waits_or_says_so(tmp_path: Path, executor: LocalExecutor,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another live driver holds the last evaluation of the cap: a driver refused only by that hold waits
+    for it instead of recording REFUSED as the budget's end; when the hold outlasts the wait, the result
+    says so and is not recorded (the step can run later)."""
+    import threading
+
+    import reasearch.runs.run as run_module
+
+    with open_store(tmp_path) as store:
+        run = Run.create(store, task=ToyTask(), budget={"evaluations": 1}, executor=executor)
+        other = Run.open(open_store(tmp_path), run.id, resume=True)  # a second driver, its own connection
+        token, refusal = other.reserve({Unit.EVALUATIONS: 1.0})
+        assert refusal is None
+        refused_once = threading.Event()
+        reserve = store.reserve
+
+        def watched(*args: object, **kwargs: object) -> object:
+            out = reserve(*args, **kwargs)  # type: ignore[arg-type]
+            if out is not None:
+                refused_once.set()
+            return out
+
+        monkeypatch.setattr(store, "reserve", watched)
+        results: list[object] = []
+        waiter = threading.Thread(target=lambda: results.append(run.evaluate(toy_candidate([1.0] * 4), step=0)))
+        waiter.start()
+        assert refused_once.wait(60)
+        other.release(token)  # the other driver's evaluation ended without using it
+        waiter.join(120)
+        assert results and results[0].status is Status.OK  # type: ignore[attr-defined]
+        assert store.get_evaluation(run.id, 0) is not None and run.used()[Unit.EVALUATIONS] == 1.0
+
+        run2 = Run.create(store, task=ToyTask(), budget={"evaluations": 1}, executor=executor)
+        other2 = Run.open(open_store(tmp_path), run2.id, resume=True)
+        assert other2.reserve({Unit.EVALUATIONS: 1.0})[1] is None
+        monkeypatch.setattr(run_module, "OTHERS_WAIT_S", 0.3)
+        held = run2.evaluate(toy_candidate([1.0] * 4), step=0)
+        assert held.status is Status.REFUSED and "held by evaluations in flight of other drivers" in held.feedback
+        assert held.metrics["recorded"] is False and store.get_evaluation(run2.id, 0) is None  # not for good
+        for r in (other, other2):
+            r.close()
+            r.store.close()

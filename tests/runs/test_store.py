@@ -320,3 +320,65 @@ def test_urls_in_messages_never_show_a_password(tmp_path: Path) -> None:
     s = open_store(tmp_path)
     assert s.display_url == s.url and repr(s).startswith("SQLiteStore('sqlite:///")
     s.close()
+
+
+# ---------------------------------------------------------------- where a store may live (issue 26, item 12)
+def test_a_symlinked_store_file_is_refused_and_its_target_never_created(tmp_path: Path) -> None:
+    """Attack: ``<run-dir>/store.sqlite`` is a symlink to a file of the attacker's choosing (here one that
+    does not exist yet); root would create a database there. The store refuses, nothing is created."""
+    run_dir = tmp_path / "runs"
+    run_dir.mkdir()
+    target = tmp_path / "elsewhere" / "victim.db"
+    target.parent.mkdir()
+    (run_dir / "store.sqlite").symlink_to(target)
+    with pytest.raises(StoreError, match=r"store\.sqlite is a symlink.*remove the link"):
+        open_store(run_dir)
+    assert not target.exists() and list(target.parent.iterdir()) == []
+    (run_dir / "store.sqlite").unlink()  # a planted -wal link is refused the same way
+    (run_dir / "store.sqlite-wal").symlink_to(target)
+    with pytest.raises(StoreError, match="store.sqlite-wal is a symlink"):
+        open_store(run_dir)
+    assert not target.exists() and not (run_dir / "store.sqlite").exists()
+
+
+def test_a_symlinked_run_dir_is_refused(tmp_path: Path) -> None:
+    """Attack: the run directory itself is a link to a folder the attacker chose."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(StoreError, match="run directory .*link is a symlink.*pass the real folder"):
+        open_store(tmp_path / "link")
+    with pytest.raises(StoreError, match="is a symlink"):
+        open_store(f"sqlite:///{tmp_path / 'link' / 'x.sqlite'}")
+    assert list(real.iterdir()) == []
+    open_store(real).close()  # the real folder is fine
+
+
+@pytest.mark.parametrize("where", ["run dir", "parent", "grandparent of a new run dir"])
+def test_a_run_dir_in_a_folder_writable_by_others_is_refused(tmp_path: Path, where: str) -> None:
+    """Attack: a run directory in (or under) a world-writable, non-sticky folder: another user can
+    rename it away and put a folder of links in its place between our check and our write."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    run_dir = shared / "runs" if where != "grandparent of a new run dir" else shared / "a" / "runs"
+    if where == "run dir":
+        run_dir.mkdir()
+        run_dir.chmod(0o777)
+    else:
+        shared.chmod(0o777)
+    with pytest.raises(StoreError, match=r"writable by group/others.*chmod go-w"):
+        open_store(run_dir)
+    assert not (run_dir / "store.sqlite").exists()
+    if where == "grandparent of a new run dir":
+        assert not (shared / "a").exists()  # refused before anything was created
+
+
+def test_a_run_dir_under_a_sticky_world_writable_folder_is_ours_and_allowed(tmp_path: Path) -> None:
+    """``/tmp/mine/runs`` is fine: the sticky bit stops others renaming our folder; a folder planted
+    there by another user would be refused (it would not be ours)."""
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    with open_store(sticky / "mine" / "runs") as store:
+        assert store.list_runs() == []
+    assert (sticky / "mine" / "runs").stat().st_mode & 0o022 == 0

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store.records import (
-    CandidateRecord, DriverRecord, EvaluationRecord, Event, RunRecord, RunState, _redact,
+    CandidateRecord, DriverRecord, EvaluationRecord, Event, Refusal, RunRecord, RunState, _redact,
 )
 
 
@@ -146,16 +146,25 @@ class Store(ABC):
     # -- budget reservations (shared by every driver of a run) and liveness
     @abstractmethod
     def reserve(self, run_id: str, token: str, amounts: Mapping[Unit, float], caps: Mapping[Unit, float], *,
-                driver_id: str = "", ttl_s: float = 60.0) -> tuple[Unit, float, float] | None:
-        """Holds ``amounts`` for an evaluation about to run, if they fit under ``caps``; atomic across drivers.
+                driver_id: str = "", ttl_s: float = 60.0,
+                fleet: tuple[str, Mapping[Unit, float]] | None = None) -> Refusal | None:
+        """Holds ``amounts`` for work about to run (an evaluation, a model call), if they fit under ``caps``
+        and, for a fleet member, under ``fleet = (fleet id, fleet-wide caps)``; atomic across drivers.
 
         What counts as used is the ledger plus every live (unexpired) reservation of the run, whoever
-        holds it, so a cap holds whatever the number of drivers or executors on the run.
+        holds it, so a cap holds whatever the number of drivers or executors on the run; against a
+        fleet-wide cap, the same summed over every member run of the fleet.
 
         Returns:
-            None when reserved; otherwise ``(unit, used, cap)`` of the first cap it would break
-            (nothing is held then).
+            None when reserved; otherwise a :class:`Refusal` ``(unit, used, cap)`` of the first cap it
+            would break (nothing is held then).
         """
+
+    @abstractmethod
+    def settle(self, token: str | None, debits: Sequence[LedgerEntry]) -> bool:
+        """Writes the actual debits of reserved work and drops its reservation ``token`` in ONE
+        transaction (the unused part of the reservation is so returned); False when every debit was
+        already written (a replay)."""
 
     @abstractmethod
     def release(self, token: str) -> None:
@@ -167,12 +176,19 @@ class Store(ABC):
 
     @abstractmethod
     def heartbeat(self, run_id: str, driver_id: str, *, host: str = "", pid: int = 0, ttl_s: float = 60.0,
-                  stopped: bool = False) -> None:
-        """Records that ``driver_id`` is alive and driving ``run_id`` (and extends its reservations by ``ttl_s``)."""
+                  stopped: bool = False, proc_start: str = "") -> None:
+        """Records that ``driver_id`` is alive and driving ``run_id`` (and extends its reservations by ``ttl_s``);
+        ``host``, ``pid`` and ``proc_start`` (the process's start, see :class:`DriverRecord`) are kept from
+        the first beat."""
 
     @abstractmethod
     def drivers(self, run_id: str) -> list[DriverRecord]:
         """The run's drivers, oldest first."""
+
+    @abstractmethod
+    def reclaim(self, run_id: str, driver_ids: Sequence[str]) -> int:
+        """Marks these drivers of the run stopped and drops their reservations (a resume found their
+        processes gone); returns how many reservation rows were dropped."""
 
     @abstractmethod
     def takeover(self, run_id: str, driver_id: str) -> int:

@@ -65,6 +65,10 @@ class SQLCore(Store):
     def _table_exists(self, name: str) -> bool:
         """True when a table of that name exists."""
 
+    @abstractmethod
+    def _column_exists(self, table: str, column: str) -> bool:
+        """True when ``table`` has a column named ``column``."""
+
     def _sql(self, sql: str) -> str:
         out = self._sql_cache.get(sql)
         if out is None:
@@ -107,6 +111,10 @@ class SQLCore(Store):
             for stmt in _DDL.format(**self._types).split(";"):
                 if stmt.strip():
                     self._exec(stmt)
+            if not self._column_exists("drivers", "proc_start"):
+                # Added within version 2 (a column with a default: readers and writers of either age work):
+                # the driver's process start, so a resume can tell a dead driver from a live one.
+                self._exec("ALTER TABLE drivers ADD COLUMN proc_start TEXT NOT NULL DEFAULT ''")
             if found is not None and found < SCHEMA_VERSION:
                 # 1 -> 2 only added tables (created just above); existing rows are untouched.
                 self._exec("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION), "schema_version"))

@@ -42,6 +42,16 @@ class PostgresStore(SQLStore):
         # alone would let both see the same usage and both reserve the last unit).
         self._exec("SELECT id FROM runs WHERE id = ? FOR UPDATE", (run_id,))
 
+    def _lock_fleet(self, fleet_id: str) -> None:
+        # Members of one fleet are different runs (different row locks): a transaction-scoped advisory
+        # lock per fleet makes their fleet-wide checks take turns. Taken after the run's row lock, always.
+        self._exec("SELECT pg_advisory_xact_lock(hashtextextended(?, 7236451966013107002))", (fleet_id,))
+
+    def _column_exists(self, table: str, column: str) -> bool:
+        row = self._conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                                 "AND table_name = %s AND column_name = %s", (table, column)).fetchone()
+        return row is not None
+
     def _table_exists(self, name: str) -> bool:
         row = self._conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
         return row is not None and row[0] is not None

@@ -128,10 +128,12 @@ class DriverRecord:
     started_at: float
     heartbeat_at: float
     stopped: bool = False
+    proc_start: str = ""  # "<boot id>:<start time in clock ticks>" of the process (/proc/<pid>/stat); "" unknown
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "driver_id": self.driver_id, "host": self.host, "pid": self.pid,
-                "started_at": self.started_at, "heartbeat_at": self.heartbeat_at, "stopped": self.stopped}
+                "started_at": self.started_at, "heartbeat_at": self.heartbeat_at, "stopped": self.stopped,
+                "proc_start": self.proc_start}
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,22 @@ class Reservation:
     driver_id: str
     amounts: Mapping[Unit, float]
     expires_at: float
+
+
+class Refusal(tuple[Unit, float, float]):
+    """Why a reservation was refused: ``(unit, used, cap)`` of the first cap it would break (unpacks as
+    that triple); ``fleet_id`` names the fleet when the cap is a fleet-wide one (``used`` is then the
+    fleet's: every member's debits and live reservations)."""
+
+    fleet_id: str | None
+    held_by_others: float  # of ``used``: what live reservations of other drivers of the run hold
+
+    def __new__(cls, unit: Unit, used: float, cap: float, fleet_id: str | None = None,
+                held_by_others: float = 0.0) -> Refusal:
+        self = super().__new__(cls, (unit, used, cap))
+        self.fleet_id = fleet_id
+        self.held_by_others = float(held_by_others)
+        return self
 
 
 def new_run_id() -> str:

@@ -2,17 +2,32 @@
 
 A reservation holds budget for work in flight so that every driver of a run (agents, sweeps, fleet
 workers, on any machine) checks its caps against the ledger plus what the others hold; a driver's
-heartbeat keeps its reservations alive, and a takeover drops those of drivers known dead.
+heartbeat keeps its reservations alive, and a takeover drops those of drivers known dead. A fleet
+member's reservation is also checked against its fleet's caps (the debits and live reservations of
+every member run), so a fleet-wide cap holds whatever the number of members calling at once.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from reasearch.runs.ledger import Budget, Unit
+from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.store.core import SQLCore
-from reasearch.runs.store.records import DriverRecord
+from reasearch.runs.store.records import DriverRecord, Refusal
+
+
+def _first_refusal(budget: Budget, used: Mapping[str, float], amounts: Mapping[Unit, float],
+                   fleet_id: str | None = None, others: Mapping[str, float] | None = None) -> Refusal | None:
+    """The first cap of ``budget`` that ``amounts`` on top of ``used`` would break, or None; ``others``:
+    what other drivers' live reservations hold of ``used`` (the refusal says how much)."""
+    for unit, amount in amounts.items():
+        unit = Unit(unit)
+        if not budget.allows(unit, used.get(unit.value, 0.0), float(amount)):
+            cap = budget.cap(unit)
+            assert cap is not None
+            return Refusal(unit, used.get(unit.value, 0.0), cap, fleet_id, (others or {}).get(unit.value, 0.0))
+    return None
 
 
 class ReservationsMixin(SQLCore):
@@ -21,28 +36,64 @@ class ReservationsMixin(SQLCore):
     def _lock_run(self, run_id: str) -> None:
         """Serializes budget checks of one run between connections (SQLite: BEGIN IMMEDIATE already does)."""
 
+    def _lock_fleet(self, fleet_id: str) -> None:
+        """Serializes budget checks of one fleet's members between connections (SQLite: BEGIN IMMEDIATE does)."""
+
     def reserve(self, run_id: str, token: str, amounts: Mapping[Unit, float], caps: Mapping[Unit, float], *,
-                driver_id: str = "", ttl_s: float = 60.0) -> tuple[Unit, float, float] | None:
+                driver_id: str = "", ttl_s: float = 60.0,
+                fleet: tuple[str, Mapping[Unit, float]] | None = None) -> Refusal | None:
         budget = Budget(dict(caps))
         now = time.time()
         with self._tx():
             self._lock_run(run_id)
             used: dict[str, float] = {u: float(t) for u, t in self._exec(
                 "SELECT unit, SUM(amount) FROM ledger WHERE run_id = ? GROUP BY unit", (run_id,)).fetchall()}
-            for u, t in self._exec("SELECT unit, SUM(amount) FROM reservations WHERE run_id = ? AND expires_at > ? "
-                                   "GROUP BY unit", (run_id, now)).fetchall():
+            others: dict[str, float] = {}
+            for u, holder, t in self._exec(
+                    "SELECT unit, driver_id, SUM(amount) FROM reservations WHERE run_id = ? AND expires_at > ? "
+                    "GROUP BY unit, driver_id", (run_id, now)).fetchall():
                 used[u] = used.get(u, 0.0) + float(t)
-            for unit, amount in amounts.items():
-                unit = Unit(unit)
-                if not budget.allows(unit, used.get(unit.value, 0.0), float(amount)):
-                    cap = budget.cap(unit)
-                    assert cap is not None
-                    return unit, used.get(unit.value, 0.0), cap
+                if holder != driver_id:
+                    others[u] = others.get(u, 0.0) + float(t)
+            refusal = _first_refusal(budget, used, amounts, others=others)
+            if refusal is None and fleet is not None and fleet[1]:
+                fleet_id = str(fleet[0])
+                self._lock_fleet(fleet_id)
+                held, fleet_others = self._fleet_held(fleet_id, now, driver_id)
+                refusal = _first_refusal(Budget(dict(fleet[1])), held, amounts, fleet_id, fleet_others)
+            if refusal is not None:
+                return refusal
             for unit, amount in amounts.items():
                 self._exec("INSERT INTO reservations (token, run_id, driver_id, unit, amount, expires_at) "
                            "VALUES (?, ?, ?, ?, ?, ?)", (token, run_id, driver_id, Unit(unit).value, float(amount),
                                                          now + ttl_s))
         return None
+
+    def _fleet_held(self, fleet_id: str, now: float, driver_id: str) -> tuple[dict[str, float], dict[str, float]]:
+        """Debited plus held (live reservations) per unit over every member run of the fleet, and of that
+        what other drivers' reservations hold."""
+        held: dict[str, float] = {}
+        others: dict[str, float] = {}
+        for u, t in self._exec("SELECT l.unit, SUM(l.amount) FROM ledger l JOIN fleet_members f "
+                               "ON f.run_id = l.run_id WHERE f.fleet_id = ? GROUP BY l.unit", (fleet_id,)).fetchall():
+            held[u] = held.get(u, 0.0) + float(t)
+        for u, holder, t in self._exec(
+                "SELECT r.unit, r.driver_id, SUM(r.amount) FROM reservations r JOIN fleet_members f "
+                "ON f.run_id = r.run_id WHERE f.fleet_id = ? AND r.expires_at > ? GROUP BY r.unit, r.driver_id",
+                (fleet_id, now)).fetchall():
+            held[u] = held.get(u, 0.0) + float(t)
+            if holder != driver_id:
+                others[u] = others.get(u, 0.0) + float(t)
+        return held, others
+
+    def settle(self, token: str | None, debits: Sequence[LedgerEntry]) -> bool:
+        with self._tx():
+            if token is not None:
+                self._exec("DELETE FROM reservations WHERE token = ?", (token,))
+            written = [self._insert_debit(entry) for entry in debits]
+            for run_id in {entry.run_id for entry in debits}:
+                self._touch(run_id)
+        return any(written)
 
     def release(self, token: str) -> None:
         with self._tx():
@@ -54,22 +105,33 @@ class ReservationsMixin(SQLCore):
         return {Unit(u): float(t) for u, t in rows}
 
     def heartbeat(self, run_id: str, driver_id: str, *, host: str = "", pid: int = 0, ttl_s: float = 60.0,
-                  stopped: bool = False) -> None:
+                  stopped: bool = False, proc_start: str = "") -> None:
         now = time.time()
         with self._tx():
             cur = self._exec("UPDATE drivers SET heartbeat_at = ?, stopped = ? WHERE run_id = ? AND driver_id = ?",
                              (now, int(stopped), run_id, driver_id))
             if cur.rowcount == 0:
-                self._exec("INSERT INTO drivers (run_id, driver_id, host, pid, started_at, heartbeat_at, stopped) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                           (run_id, driver_id, host, int(pid), now, now, int(stopped)))
+                self._exec("INSERT INTO drivers (run_id, driver_id, host, pid, started_at, heartbeat_at, stopped, "
+                           "proc_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           (run_id, driver_id, host, int(pid), now, now, int(stopped), proc_start))
             self._exec("UPDATE reservations SET expires_at = ? WHERE driver_id = ? AND run_id = ?",
                        (now + ttl_s, driver_id, run_id))
 
     def drivers(self, run_id: str) -> list[DriverRecord]:
-        rows = self._all("SELECT run_id, driver_id, host, pid, started_at, heartbeat_at, stopped FROM drivers "
-                         "WHERE run_id = ? ORDER BY started_at, driver_id", (run_id,))
-        return [DriverRecord(r[0], r[1], r[2], int(r[3]), float(r[4]), float(r[5]), bool(r[6])) for r in rows]
+        rows = self._all("SELECT run_id, driver_id, host, pid, started_at, heartbeat_at, stopped, proc_start "
+                         "FROM drivers WHERE run_id = ? ORDER BY started_at, driver_id", (run_id,))
+        return [DriverRecord(r[0], r[1], r[2], int(r[3]), float(r[4]), float(r[5]), bool(r[6]), str(r[7] or ""))
+                for r in rows]
+
+    def reclaim(self, run_id: str, driver_ids: Sequence[str]) -> int:
+        ids = list(driver_ids)
+        if not ids:
+            return 0
+        marks = ", ".join("?" for _ in ids)
+        with self._tx():
+            self._exec(f"UPDATE drivers SET stopped = 1 WHERE run_id = ? AND driver_id IN ({marks})", (run_id, *ids))
+            cur = self._exec(f"DELETE FROM reservations WHERE run_id = ? AND driver_id IN ({marks})", (run_id, *ids))
+            return max(cur.rowcount, 0)
 
     def takeover(self, run_id: str, driver_id: str) -> int:
         with self._tx():

@@ -90,6 +90,7 @@ CREATE TABLE IF NOT EXISTS drivers (
     started_at {float} NOT NULL,
     heartbeat_at {float} NOT NULL,
     stopped INTEGER NOT NULL,
+    proc_start TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, driver_id)
 );
 CREATE TABLE IF NOT EXISTS fleets (

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from reasearch.errors import StoreError
+from reasearch.runs.store.paths import checked_store_path
 from reasearch.runs.store.records import MEMORY_URL
 from reasearch.runs.store.sql import SQLStore
 
@@ -19,8 +20,8 @@ class SQLiteStore(SQLStore):
     _types = {"bigint": "INTEGER", "float": "REAL", "serial": "INTEGER PRIMARY KEY AUTOINCREMENT"}
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # No symlinked store or run directory, no folder another user can write (see .paths).
+        self.path = checked_store_path(path)
         super().__init__(f"sqlite:///{self.path.resolve()}")
 
     def _connect(self) -> Any:
@@ -48,6 +49,10 @@ class SQLiteStore(SQLStore):
             raise
         else:
             self._conn.execute("COMMIT")
+
+    def _column_exists(self, table: str, column: str) -> bool:
+        row = self._conn.execute("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)).fetchone()
+        return row is not None
 
     def _table_exists(self, name: str) -> bool:
         return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
