@@ -28,6 +28,7 @@ from rich.text import Text
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.agent.snapshot import fmt_score as _fmt_score
 from reasearch.runs.ledger import Unit
+from reasearch.runs.run import active_seconds
 
 __all__ = ["FINAL_FILE", "FINAL_PICTURE", "RunConsole", "sparkline", "summary_lines", "write_final_files"]
 
@@ -291,7 +292,7 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
         f"spent: {used.get(Unit.EVALUATIONS, 0):g} evaluations" + (f" of {cap:g}" if cap is not None else "")
         + f", {used.get(Unit.MODEL_CALLS, 0):g} model calls, {int(used.get(Unit.TOKENS, 0)):,} tokens"
         + (f" of a {int(token_cap):,} cap" if token_cap is not None else "") + ", "
-          f"${used.get(Unit.DOLLARS, 0):.4f}, {_duration(agent.elapsed())} active wall time, {result.turns} turns",
+          f"${used.get(Unit.DOLLARS, 0):.4f}, {_duration(active_seconds(agent.run.store, agent.run.store.get_run(agent.run.id)))} active wall time, {result.turns} turns",
     ]
     files = dict(files or {})
     if "candidate" in files:
