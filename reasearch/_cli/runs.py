@@ -107,15 +107,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = Table(title=f"runs in {store.display_url}")
-    for col in ("run", "task", "seed", "state", "best", "evals", "budget used/cap", "last write"):
-        table.add_column(col)
+    from reasearch._cli._tables import Column, fitted_table
+
+    cols = [Column("run", 9), Column("task", 8), Column("seed", 2), Column("state", 7), Column("best", 6),
+            Column("evals", 4), Column("budget used/cap", 3, prose=True), Column("last write", 1)]
     now = time.time()
-    for r in rows:
-        table.add_row(r["id"], r["task_id"], str(r["seed"]), r["state"], _fmt(r["best_score"]), str(r["evaluations"]),
-                      r["budget"], age_text(now - r["updated_at"]) + " ago")
+    cells = [(r["id"], r["task_id"], str(r["seed"]), r["state"], _fmt(r["best_score"]), str(r["evaluations"]),
+              r["budget"], age_text(now - r["updated_at"]) + " ago") for r in rows]
     console = Console()
-    console.print(table)
+    console.print(fitted_table(f"runs in {store.display_url}", cols, cells, console.width))
     for r in rows:
         if r["resume"] and r["stored_state"] == "running":
             console.print(f"run {r['id']}: its driver stopped (no heartbeat); resume with: {r['resume']}",
