@@ -35,6 +35,7 @@ from reasearch.runs.executor import (
     resolve_task,
     task_entry_of,
 )
+from reasearch.runs.lineage import nearest_candidate
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit, refusal_message
 from reasearch.runs.store import (
     CandidateRecord,
@@ -435,6 +436,10 @@ class Run:
         cid = candidate_sha256(source)
         self.store.add_candidate(CandidateRecord(self.id, cid, source, parent, note, time.time()))
         return cid
+
+    def lineage_parent(self, source: str) -> str | None:
+        """The stored candidate ``source`` was most likely derived from (the most similar), or None (a root)."""
+        return nearest_candidate(source, self.store.candidates(self.id), exclude=candidate_sha256(source))
 
     def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
                  seed: int | None = None, repeat: bool = False,
