@@ -12,6 +12,7 @@ from reasearch.reports._figures import STATUS_COLORS
 from reasearch.reports._model import RunView, cap_text
 from reasearch.reports._svg import esc
 from reasearch.reports.drawings import DrawContext, draw_solution
+from reasearch.runs.display import duration_text
 
 __all__ = ["summary_html", "solution_html", "evaluations_html", "ledger_html", "lessons_html", "compactions_html",
            "transcript_html", "fmt_score", "fmt_duration", "utc"]
@@ -27,12 +28,7 @@ def fmt_score(x: float | None) -> str:
 
 
 def fmt_duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"
+    return duration_text(seconds)  # one format for a run's active time: the CLI summary's
 
 
 def utc(ts: float) -> str:
