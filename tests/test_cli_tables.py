@@ -53,7 +53,7 @@ def test_runs_at_80_columns_shows_every_run_id_whole(tmp_path: Path, narrow: Non
     assert all(len(line) <= 80 for line in _lines(out)), out
     for rid in ids:
         assert _on_one_line(out, rid), f"run id {rid} is cut:\n{out}"
-    assert "left out at 80 columns: seed, budget used/cap, last write" in out  # dropped by priority, and said
+    assert "not shown at 80 columns: seed, budget used/cap, last write" in out  # dropped by priority, and said
     assert sum(1 for line in _lines(out) if re.search(r"│ -36\s+│ 1\s+│", line)) == 3  # best and evals whole
     monkeypatch.setenv("COLUMNS", "160")
     assert main(["runs", "--run-dir", str(tmp_path)]) == 0
@@ -62,18 +62,26 @@ def test_runs_at_80_columns_shows_every_run_id_whole(tmp_path: Path, narrow: Non
         assert _on_one_line(wide, token), wide
 
 
-def test_tasks_at_80_columns_keeps_every_number_whole(narrow: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tasks_at_80_columns_keeps_every_number_whole(narrow: None, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert main(["tasks"]) == 0
     out = capsys.readouterr().out
     assert all(len(line) <= 80 for line in _lines(out)), out
-    numbers = [f"{r[k]:.12g}" for r in rows for k in ("best_known", "seed_score") if r.get(k) is not None]
-    assert numbers
     for r in rows:
         assert _on_one_line(out, r["id"]), r["id"]
+        if r.get("best_known") is not None:
+            assert _on_one_line(out, f"{r['best_known']:.12g}"), f"{r['best_known']} is split across lines:\n{out}"
+    assert "not shown at 80 columns: direction, seed score" in out  # the lowest priorities go first
+    assert re.search(r"│ 26 circles in the unit square", out)  # what a task is stays
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["tasks"]) == 0
+    wide = capsys.readouterr().out
+    numbers = [f"{r[k]:.12g}" for r in rows for k in ("best_known", "seed_score") if r.get(k) is not None]
+    assert len(numbers) > 20 and "not shown" not in wide
     for n in numbers:
-        assert _on_one_line(out, n), f"{n} is split across lines:\n{out}"
+        assert _on_one_line(wide, n), f"{n} is split across lines:\n{wide}"
 
 
 def test_eval_prints_a_dash_for_missing_values_and_a_readable_started_at(

@@ -3,8 +3,9 @@
 Job: build the rich tables of ``reasearch runs``, ``reasearch tasks`` and the fleet results so that at
 any width (80 columns included) every id and every number a row shows stays whole on one line. Id and
 number columns never wrap (their width is their longest cell); prose columns wrap between words and
-never narrower than their longest word; when the sum does not fit, the lowest-priority columns are
-left out (the caption says which, and ``--json`` has everything). Trust boundary: none; the cells are
+are never narrower than their longest word (up to 20 characters: a longer word in prose may fold);
+when the sum does not fit, the lowest-priority columns are left out (the caption says which, and
+``--json`` has everything). Trust boundary: none; the cells are
 the CLI's own text (run ids, task ids, model names from the store), printed without markup.
 """
 
@@ -19,6 +20,7 @@ from rich.text import Text
 __all__ = ["Column", "fitted_table"]
 
 _PROSE_MIN = 12  # a prose column narrower than this is dropped rather than squeezed
+_PROSE_WORD = 20  # a prose word longer than this may fold (a number or short id never is that long)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,7 @@ class Column:
 def _need(col: Column, cells: Sequence[str]) -> int:
     """The narrowest width that keeps every cell's ids and numbers whole."""
     if col.prose:
-        longest_word = max((len(w) for c in cells for w in c.split()), default=0)
+        longest_word = min(_PROSE_WORD, max((len(w) for c in cells for w in c.split()), default=0))
         return max(len(col.header), min(_PROSE_MIN, max((len(c) for c in cells), default=0)), longest_word)
     return max([len(col.header), *(len(c) for c in cells)])
 
@@ -59,7 +61,7 @@ def fitted_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[
             break
         kept.remove(i)
     dropped = [columns[i].header for i in range(len(columns)) if i not in kept]
-    caption = f"left out at {width} columns: {', '.join(dropped)} (a wider terminal or --json shows them)" if dropped else None
+    caption = f"not shown at {width} columns: {', '.join(dropped)} (--json has them)" if dropped else None
     table = Table(title=title, caption=caption)
     for i in kept:
         col = columns[i]

@@ -136,7 +136,7 @@ def run_tasks(args: argparse.Namespace) -> int:
     from reasearch._cli._tables import Column, fitted_table
 
     cols = [Column("id", 9), Column("direction", 2), Column("best known", 6), Column("seed score", 5),
-            Column("summary", 4, prose=True)]
+            Column("summary", 7, prose=True)]  # what a task is matters more to a newcomer than its seed score
     cells = [(r["id"], "", "", "", f"{r['summary']} ({r['family_size']} ids; --all lists them)") if "family_size" in r
              else (r["id"], r.get("direction", ""), _num(r.get("best_known")), _num(r.get("seed_score")), r["summary"])
              for r in rows]
