@@ -12,17 +12,18 @@ import re
 import shutil
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from reasearch.agent.testing import call, say
 from reasearch.cli import main
 from reasearch.evaluators.testing import ToyTask
-from reasearch.agent.testing import call, say
 from reasearch.fleets.fleet import FleetSpec, run_fleet
 from reasearch.runs.run import Run
 from reasearch.runs.store import open_store
+
 
 def _lines(text: str) -> list[str]:
     return text.splitlines()

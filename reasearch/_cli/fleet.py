@@ -133,9 +133,10 @@ def members_table(rows: list[Any], title: str, width: int | None = None) -> Tabl
     cols = [Column("#", 10), Column("run", 9), Column("task", 8), Column("seed", 3), Column("model", 6),
             Column("method", 2), Column("trace", 1), Column("state", 7), Column("best", 8), Column("normalized", 4),
             Column("evals", 5), Column("dollars", 3), Column("node", 0)]
-    cells = [(str(r.member.index), r.run_id, r.member.task_id, str(r.member.seed), r.member.model, r.member.method,
-              str(r.member.trace), r.state, _fmt(r.best_score), _fmt(r.normalized), str(r.evaluations),
-              f"{r.used.get('dollars', 0.0):.4g}", r.node) for r in rows]
+    cells: list[list[str]] = [
+        [str(r.member.index), r.run_id, r.member.task_id, str(r.member.seed), r.member.model, r.member.method,
+         str(r.member.trace), r.state, _fmt(r.best_score), _fmt(r.normalized), str(r.evaluations),
+         f"{r.used.get('dollars', 0.0):.4g}", r.node] for r in rows]
     if not any(r.node for r in rows):  # nothing ran yet (or nothing recorded where): no empty column
         cols, cells = cols[:-1], [c[:-1] for c in cells]
     return fitted_table(title, cols, cells, width if width is not None else Console().width)

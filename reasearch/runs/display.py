@@ -35,5 +35,5 @@ def duration_text(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 60:
         return f"{seconds:.1f} s"
-    m, s = divmod(int(round(seconds)), 60)
+    m, s = divmod(round(seconds), 60)
     return f"{m} min {s:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
