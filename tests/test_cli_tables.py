@@ -103,6 +103,8 @@ def test_eval_prints_a_dash_for_missing_values_and_a_readable_started_at(
     started = next(line for line in _lines(out) if "started_at" in line)
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", started), started
     assert f"{result['metrics']['started_at']}" not in out
+    sha = result["metrics"]["submission_sha256"]  # a 64-character hash: whole, on one line
+    assert len(sha) == 64 and _on_one_line(out, sha), out
 
 
 @pytest.fixture

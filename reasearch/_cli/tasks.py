@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -187,7 +187,7 @@ def _scalar_metrics(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def result_table(task_id: str, result: EvalResult, best_known: float | None) -> Table:
+def result_table(task_id: str, result: EvalResult, best_known: float | None) -> Table | Group:
     """The standard summary table of one evaluation."""
     colour = "green" if result.ok else "red"
     table = Table(title=f"{task_id}", show_header=False)
@@ -203,10 +203,17 @@ def result_table(task_id: str, result: EvalResult, best_known: float | None) -> 
     if result.provenance is not None:
         table.add_row("sandbox", result.provenance.sandbox_mode)
         table.add_row("seed", str(result.provenance.seed))
-    for key, value in _scalar_metrics(result.metrics):
-        table.add_row(key, value)
+    metrics = _scalar_metrics(result.metrics)
+    room = Console().width - 7 - max([len("best known"), *(len(k) for k, _ in metrics)])
+    whole: list[Text] = []  # a hash or id too long for the value column: printed whole below the table
+    for key, value in metrics:
+        if len(value) > room and not any(c.isspace() for c in value):
+            table.add_row(key, "(below the table)")
+            whole.append(Text(f"{key}:\n  {value}", no_wrap=True, overflow="ignore"))
+        else:
+            table.add_row(key, value)
     table.add_row("feedback", result.feedback)
-    return table
+    return Group(table, *whole) if whole else table
 
 
 def _start_sandbox_ahead(path: str) -> None:
