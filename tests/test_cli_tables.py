@@ -134,3 +134,28 @@ def test_fleet_table_at_80_columns_keeps_ids_and_numbers_and_names_the_node(
     for m in report["members"]:
         assert _on_one_line(out, m["run_id"]), out
         assert _on_one_line(out, f"{m['best_score']:.6g}"), out
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120])
+def test_fitted_table_keeps_ids_and_numbers_whole_and_drops_by_priority(width: int) -> None:
+    import io
+
+    from rich.console import Console
+
+    from reasearch._cli._tables import Column, fitted_table
+
+    cols = [Column("run", 9), Column("score", 8), Column("note", 5, prose=True), Column("seed", 1)]
+    rows = [("20261203-101711-248a0637", "2.63598308492", "a long note " * 6, "7"),
+            ("20261203-101712-13617f90", "-0.0000123456789", "short", "12345678901")]
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None).print(fitted_table("t", cols, rows, width))
+    out = buf.getvalue()
+    assert all(len(line) <= width for line in _lines(out)), out
+    for rid in ("20261203-101711-248a0637", "20261203-101712-13617f90"):
+        assert _on_one_line(out, rid), out
+    if width >= 60:  # room for the score: numbers whole
+        assert _on_one_line(out, "2.63598308492") and _on_one_line(out, "-0.0000123456789"), out
+    if width < 120:  # the lowest priority goes first
+        assert "seed" in out.split("not shown at", 1)[-1], out
+    else:
+        assert "not shown" not in out and "12345678901" in out
