@@ -13,9 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reasearch.runs.display import age_text, budget_text
+from reasearch.runs.display import age_text, budget_text, duration_text
 from reasearch.runs.ledger import Budget, Unit
-from reasearch.runs.run import Run, effective_state
+from reasearch.runs.run import Run, active_seconds, effective_state
 from reasearch.runs.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_existing_store
 
 
@@ -136,6 +136,7 @@ def _summary(run: Run) -> dict[str, Any]:
     record = rec.to_dict()
     record["stored_state"] = record["state"]
     record["state"] = effective_state(run.store, rec).value
+    record["active_s"] = round(active_seconds(run.store, rec), 3)  # the report's and the summary's figure
     return {
         "run": record,
         "status": st.to_dict(),
@@ -175,7 +176,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     console.print(table)
     by_status = ", ".join(f"{k} {v}" for k, v in sorted(st["by_status"].items())) or "none"
     console.print(f"evaluations: {st['evaluations']} ({by_status}; cached {st['cached']}); "
-                  f"since last improvement: {st['since_improvement']}; last step: {st['last_step']}")
+                  f"since last improvement: {st['since_improvement']}; last step: {st['last_step']}; "
+                  f"active wall time {duration_text(r['active_s'])}")
     ledger = ", ".join(f"{u}: {t['amount']:g} in {t['entries']} entries" for u, t in data["ledger"].items())
     console.print(f"ledger: {ledger or 'empty'}")
     best = data["best"]

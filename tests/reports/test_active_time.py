@@ -3,6 +3,7 @@ summary, and a resumed run's time excludes the hours it sat interrupted between 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -57,3 +58,25 @@ def test_two_drivers_at_once_count_their_overlap_once(tmp_path: Path, monkeypatc
         run.finish(state=RunState.FINISHED, reason="done")
         assert active_seconds(store, store.get_run(run.id)) == pytest.approx(25.0)
         assert _model.load_run(store, run.id).wall_s == pytest.approx(25.0)
+
+
+def test_show_prints_the_same_active_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from reasearch.cli import main
+    from reasearch.runs.display import duration_text
+
+    clock = Clock(3_000_000.0)
+    monkeypatch.setattr(time, "time", clock)
+    with open_store(str(tmp_path)) as store:
+        run = Run.create(store, task=ToyTask(), budget={"evaluations": 5})
+        assert run.driver_id
+        clock.t += 125.0
+        run.finish(state=RunState.INTERRUPTED, reason="Ctrl-C")
+        clock.t += 7200.0
+        Run.open(store, run.id, resume=True).finish(state=RunState.FINISHED, reason="done")
+        rid = run.id
+    assert main(["show", rid, "--run-dir", str(tmp_path)]) == 0
+    assert "active wall time 2 min 05 s" in capsys.readouterr().out
+    assert main(["show", rid, "--run-dir", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["active_s"] == pytest.approx(125.0)
+    assert duration_text(125.0) == "2 min 05 s"
