@@ -126,25 +126,33 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
-def members_table(rows: list[Any], title: str) -> Table:
-    t = Table(title=title)
-    for col in ("#", "run", "task", "seed", "model", "method", "trace", "state", "best", "normalized", "evals", "dollars"):
-        t.add_column(col)
-    for r in rows:
-        m = r.member
-        t.add_row(str(m.index), r.run_id, m.task_id, str(m.seed), m.model, m.method, str(m.trace), r.state, _fmt(r.best_score),
-                  _fmt(r.normalized), str(r.evaluations), f"{r.used.get('dollars', 0.0):.4g}")
-    return t
+def members_table(rows: list[Any], title: str, width: int | None = None) -> Table:
+    """The fleet's members, one row each; at ``width`` (the terminal's) low-priority columns drop first."""
+    from reasearch._cli._tables import Column, fitted_table
+
+    cols = [Column("#", 10), Column("run", 9), Column("task", 8), Column("seed", 3), Column("model", 6),
+            Column("method", 2), Column("trace", 1), Column("state", 7), Column("best", 8), Column("normalized", 4),
+            Column("evals", 5), Column("dollars", 3), Column("node", 0)]
+    cells: list[list[str]] = [
+        [str(r.member.index), r.run_id, r.member.task_id, str(r.member.seed), r.member.model, r.member.method,
+         str(r.member.trace), r.state, _fmt(r.best_score), _fmt(r.normalized), str(r.evaluations),
+         f"{r.used.get('dollars', 0.0):.4g}", r.node] for r in rows]
+    if not any(r.node for r in rows):  # nothing ran yet (or nothing recorded where): no empty column
+        cols, cells = cols[:-1], [c[:-1] for c in cells]
+    return fitted_table(title, cols, cells, width if width is not None else Console().width)
 
 
-def groups_table(report: Any) -> Table:
-    t = Table(title="per task and model (best score, normalized where a best known exists)")
-    for col in ("task", "model", "method", "traces", "runs", "finished", "mean", "std", "best", "evaluations", "dollars"):
-        t.add_column(col)
-    for g in report.groups():
-        t.add_row(g["task_id"], g["model"], g["method"], g["traces"], str(g["runs"]), str(g["finished"]), _fmt(g["mean"]), _fmt(g["std"]),
-                  _fmt(g["best"]), str(g["evaluations"]), f"{g['dollars']:.4g}")
-    return t
+def groups_table(report: Any, width: int | None = None) -> Table:
+    """Per task, model and method; at ``width`` (the terminal's) low-priority columns drop first."""
+    from reasearch._cli._tables import Column, fitted_table
+
+    cols = [Column("task", 11), Column("model", 10), Column("method", 9), Column("traces", 1), Column("runs", 5),
+            Column("finished", 4), Column("mean", 8), Column("std", 6), Column("best", 7), Column("evaluations", 3),
+            Column("dollars", 2)]
+    cells = [(g["task_id"], g["model"], g["method"], g["traces"], str(g["runs"]), str(g["finished"]), _fmt(g["mean"]),
+              _fmt(g["std"]), _fmt(g["best"]), str(g["evaluations"]), f"{g['dollars']:.4g}") for g in report.groups()]
+    return fitted_table("per task and model (best score, normalized where a best known exists)", cols, cells,
+                        width if width is not None else Console().width)
 
 
 def _drive(args: argparse.Namespace, go: Any) -> int:
@@ -176,8 +184,8 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         out = Console()
-        out.print(members_table(list(report.members), f"fleet {report.fleet_id}: {report.wall_s:.1f} s"))
-        out.print(groups_table(report))
+        out.print(members_table(list(report.members), f"fleet {report.fleet_id}: {report.wall_s:.1f} s", out.width))
+        out.print(groups_table(report, out.width))
         if not all(r.state == "finished" for r in report.members):  # nothing to resume when every member finished
             out.print(f"resume with: reasearch fleet resume {report.fleet_id} --store {_store(args)}", markup=False,
                       highlight=False)

@@ -13,9 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reasearch.runs.display import age_text, budget_text
+from reasearch.runs.display import age_text, budget_text, duration_text
 from reasearch.runs.ledger import Budget, Unit
-from reasearch.runs.run import Run, effective_state
+from reasearch.runs.run import Run, active_seconds, effective_state
 from reasearch.runs.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_existing_store
 
 
@@ -107,15 +107,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = Table(title=f"runs in {store.display_url}")
-    for col in ("run", "task", "seed", "state", "best", "evals", "budget used/cap", "last write"):
-        table.add_column(col)
+    from reasearch._cli._tables import Column, fitted_table
+
+    cols = [Column("run", 9), Column("task", 8), Column("seed", 2), Column("state", 7), Column("best", 6),
+            Column("evals", 4), Column("budget used/cap", 3, prose=True), Column("last write", 1)]
     now = time.time()
-    for r in rows:
-        table.add_row(r["id"], r["task_id"], str(r["seed"]), r["state"], _fmt(r["best_score"]), str(r["evaluations"]),
-                      r["budget"], age_text(now - r["updated_at"]) + " ago")
+    cells = [(r["id"], r["task_id"], str(r["seed"]), r["state"], _fmt(r["best_score"]), str(r["evaluations"]),
+              r["budget"], age_text(now - r["updated_at"]) + " ago") for r in rows]
     console = Console()
-    console.print(table)
+    console.print(fitted_table(f"runs in {store.display_url}", cols, cells, console.width))
     for r in rows:
         if r["resume"] and r["stored_state"] == "running":
             console.print(f"run {r['id']}: its driver stopped (no heartbeat); resume with: {r['resume']}",
@@ -136,6 +136,7 @@ def _summary(run: Run) -> dict[str, Any]:
     record = rec.to_dict()
     record["stored_state"] = record["state"]
     record["state"] = effective_state(run.store, rec).value
+    record["active_s"] = round(active_seconds(run.store, rec), 3)  # the report's and the summary's figure
     return {
         "run": record,
         "status": st.to_dict(),
@@ -175,7 +176,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     console.print(table)
     by_status = ", ".join(f"{k} {v}" for k, v in sorted(st["by_status"].items())) or "none"
     console.print(f"evaluations: {st['evaluations']} ({by_status}; cached {st['cached']}); "
-                  f"since last improvement: {st['since_improvement']}; last step: {st['last_step']}")
+                  f"since last improvement: {st['since_improvement']}; last step: {st['last_step']}; "
+                  f"active wall time {duration_text(r['active_s'])}")
     ledger = ", ".join(f"{u}: {t['amount']:g} in {t['entries']} entries" for u, t in data["ledger"].items())
     console.print(f"ledger: {ledger or 'empty'}")
     best = data["best"]

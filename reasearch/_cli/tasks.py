@@ -7,11 +7,12 @@ import json
 import math
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -132,18 +133,15 @@ def run_tasks(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
-    table = Table(title=f"registered tasks ({len(rows)})")
-    table.add_column("id", no_wrap=True)
-    for col in ("direction", "best known", "seed score", "summary"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        if "family_size" in r:
-            summary = f"{r['summary']} ({r['family_size']} ids; --all lists them)"
-            table.add_row(r["id"], "", "", "", summary)
-        else:
-            table.add_row(r["id"], r.get("direction", ""), _num(r.get("best_known")), _num(r.get("seed_score")),
-                          r["summary"])
-    Console().print(table)
+    from reasearch._cli._tables import Column, fitted_table
+
+    cols = [Column("id", 9), Column("direction", 2), Column("best known", 6), Column("seed score", 5),
+            Column("summary", 7, prose=True)]  # what a task is matters more to a newcomer than its seed score
+    cells = [(r["id"], "", "", "", f"{r['summary']} ({r['family_size']} ids; --all lists them)") if "family_size" in r
+             else (r["id"], r.get("direction", ""), _num(r.get("best_known")), _num(r.get("seed_score")), r["summary"])
+             for r in rows]
+    console = Console()
+    console.print(fitted_table(f"registered tasks ({len(rows)})", cols, cells, console.width))
     return EXIT_OK
 
 
@@ -166,11 +164,21 @@ def _read_source(path: str, task: Any = None) -> str:
         raise ConfigError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def _utc(epoch: float) -> str:
+    if not (math.isfinite(epoch) and 0 <= epoch < 253402300800):  # before year 10000
+        return _num(epoch)
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
 def _scalar_metrics(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The metrics that fit in a table cell (numbers, strings, booleans); nested data stays in --json."""
     out = []
     for key, value in metrics.items():
-        if isinstance(value, bool) or value is None or isinstance(value, int):
+        if value is None:
+            out.append((key, "-"))
+        elif key.endswith("_at") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append((key, _utc(float(value))))  # a timestamp: a person reads a date, not epoch seconds
+        elif isinstance(value, bool) or isinstance(value, int):
             out.append((key, str(value)))
         elif isinstance(value, float):
             out.append((key, _num(value) if math.isfinite(value) else str(value)))
@@ -179,7 +187,7 @@ def _scalar_metrics(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def result_table(task_id: str, result: EvalResult, best_known: float | None) -> Table:
+def result_table(task_id: str, result: EvalResult, best_known: float | None) -> Table | Group:
     """The standard summary table of one evaluation."""
     colour = "green" if result.ok else "red"
     table = Table(title=f"{task_id}", show_header=False)
@@ -195,10 +203,17 @@ def result_table(task_id: str, result: EvalResult, best_known: float | None) -> 
     if result.provenance is not None:
         table.add_row("sandbox", result.provenance.sandbox_mode)
         table.add_row("seed", str(result.provenance.seed))
-    for key, value in _scalar_metrics(result.metrics):
-        table.add_row(key, value)
+    metrics = _scalar_metrics(result.metrics)
+    room = Console().width - 7 - max([len("best known"), *(len(k) for k, _ in metrics)])
+    whole: list[Text] = []  # a hash or id too long for the value column: printed whole below the table
+    for key, value in metrics:
+        if len(value) > room and not any(c.isspace() for c in value):
+            table.add_row(key, "(below the table)")
+            whole.append(Text(f"{key}:\n  {value}", no_wrap=True, overflow="ignore"))
+        else:
+            table.add_row(key, value)
     table.add_row("feedback", result.feedback)
-    return table
+    return Group(table, *whole) if whole else table
 
 
 def _start_sandbox_ahead(path: str) -> None:

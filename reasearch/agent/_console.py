@@ -28,6 +28,8 @@ from rich.text import Text
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.agent.snapshot import fmt_score as _fmt_score
 from reasearch.runs.ledger import Unit
+from reasearch.runs.display import duration_text
+from reasearch.runs.run import active_seconds
 
 __all__ = ["FINAL_FILE", "FINAL_PICTURE", "RunConsole", "sparkline", "summary_lines", "write_final_files"]
 
@@ -257,14 +259,6 @@ def write_final_files(agent: Any, candidate: str | None) -> dict[str, str]:
     return out
 
 
-def _duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    m, s = divmod(int(round(seconds)), 60)
-    return f"{m} min {s:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
-
-
 def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[str, str] | None = None) -> list[str]:
     """The end-of-run summary: the final score (formatted, normalized to the best known), evaluations,
     tokens, dollars, wall time, the files written, and the commands to resume, replay and report."""
@@ -284,6 +278,7 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
             scored += f" (best known {fmt_score(spec.best_known)})"
     d = shlex.quote(str(run_dir))
     rid = result.run_id
+    active = active_seconds(agent.run.store, agent.run.store.get_run(agent.run.id))  # the report's figure too
     lines = [
         f"run {rid}: {result.state}; final candidate {(result.final_candidate or 'none')[:12]} {scored} "
         f"(chosen by {result.chosen_by})",
@@ -291,7 +286,7 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
         f"spent: {used.get(Unit.EVALUATIONS, 0):g} evaluations" + (f" of {cap:g}" if cap is not None else "")
         + f", {used.get(Unit.MODEL_CALLS, 0):g} model calls, {int(used.get(Unit.TOKENS, 0)):,} tokens"
         + (f" of a {int(token_cap):,} cap" if token_cap is not None else "") + ", "
-          f"${used.get(Unit.DOLLARS, 0):.4f}, {_duration(agent.elapsed())} active wall time, {result.turns} turns",
+          f"${used.get(Unit.DOLLARS, 0):.4f}, {duration_text(active)} active wall time, {result.turns} turns",
     ]
     files = dict(files or {})
     if "candidate" in files:

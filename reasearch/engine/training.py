@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -63,6 +64,7 @@ from reasearch.errors import ConfigError, SandboxError
 __all__ = ["JobOutcome", "JobSession", "SessionError", "gpu_jail_args", "make_reachable", "run_job", "start_session"]
 
 _MAX_METRIC_LINES = 5000
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 _TAIL = 4000
 @dataclass(frozen=True, slots=True)
 class JobOutcome:
@@ -236,7 +238,7 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
             del tail[:-_TAIL]
         dropped += max(0, len(data) - max(room, 0))
         partial += data
-        *lines, partial = partial.split(b"\n")
+        *lines, partial = _LINE_END.split(partial)  # \r too: a progress bar's \r line must not hide what follows
         if len(partial) > 65536:
             partial = b""
         now = time.monotonic() - t0

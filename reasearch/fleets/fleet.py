@@ -279,6 +279,9 @@ def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "
     normalized = None
     if st.best_score is not None:
         normalized = run.task.spec.normalize(st.best_score)
+    if not node:  # read from the store (a live table, `fleet show`): the host of the member's latest driver
+        drivers = store.drivers(run_id)
+        node = max(drivers, key=lambda d: d.started_at).host if drivers else ""
     return MemberResult(member, run_id, effective_state(store, rec).value, st.best_score, normalized,
                         st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node)
 

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 from reasearch.errors import ReasearchError
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
-from reasearch.runs.store import CandidateRecord, EvaluationRecord, Event, RunRecord, Store
+from reasearch.runs.run import active_seconds_of
+from reasearch.runs.store import CandidateRecord, DriverRecord, EvaluationRecord, Event, RunRecord, Store
 
 __all__ = ["RunView", "EvalPoint", "LessonsVersion", "load_run", "cap_text", "MAX_TEXT"]
 
@@ -79,6 +80,7 @@ class RunView:
     read_at: float
     last_step: int
     lessons: tuple[LessonsVersion, ...] = field(default=())
+    drivers: tuple[DriverRecord, ...] = field(default=())
 
     @property
     def family(self) -> str:
@@ -91,9 +93,8 @@ class RunView:
 
     @property
     def wall_s(self) -> float:
-        """Seconds from the run's creation to its last write (to now while it runs)."""
-        end = self.read_at if self.record.state.value == "running" else self.record.updated_at
-        return max(0.0, end - self.record.created_at)
+        """Active wall seconds: the run's driver sessions, gaps while it sat interrupted left out."""
+        return active_seconds_of(self.record, self.drivers, now=self.read_at)
 
     @property
     def models(self) -> dict[str, str]:
@@ -196,7 +197,7 @@ def load_run(store: Store, run_id: str) -> RunView:
         evaluations=tuple(evaluations), candidates=tuple(candidates), ledger=tuple(ledger), events=tuple(events),
         usage=usage, caps=caps, points=tuple(points), best=best, read_at=time.time(),
         last_step=max([ev.step for ev in evaluations] + [e.step for e in events] + [e.step for e in ledger] + [-1]),
-        lessons=tuple(_lessons(events)))
+        lessons=tuple(_lessons(events)), drivers=tuple(store.drivers(record.id)))
 
 
 def _better(direction: str, a: float, b: float | None) -> bool:

@@ -12,6 +12,7 @@ from reasearch.reports._figures import STATUS_COLORS
 from reasearch.reports._model import RunView, cap_text
 from reasearch.reports._svg import esc
 from reasearch.reports.drawings import DrawContext, draw_solution
+from reasearch.runs.display import duration_text
 
 __all__ = ["summary_html", "solution_html", "evaluations_html", "ledger_html", "lessons_html", "compactions_html",
            "transcript_html", "fmt_score", "fmt_duration", "utc"]
@@ -27,12 +28,7 @@ def fmt_score(x: float | None) -> str:
 
 
 def fmt_duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"
+    return duration_text(seconds)  # one format for a run's active time: the CLI summary's
 
 
 def utc(ts: float) -> str:
@@ -66,7 +62,7 @@ def summary_html(view: RunView) -> str:
         ("evaluations", f"{len(view.evaluations)}: " + ", ".join(f"{_badge(s)} {n}" for s, n in sorted(view.by_status.items()))
          + f"; cached {sum(1 for e in view.evaluations if e.result.cached)}"),
         ("candidates", str(len(view.candidates))),
-        ("wall time", f"{fmt_duration(view.wall_s)} (created {utc(r.created_at)}, last write {utc(r.updated_at)})"),
+        ("wall time", f"{fmt_duration(view.wall_s)} active (created {utc(r.created_at)}, last write {utc(r.updated_at)})"),
         ("models", ", ".join(f"{esc(role)}: <code>{esc(name)}</code>" for role, name in view.models.items()) or "-"),
     ]
     if best is not None and best.result.provenance is not None:

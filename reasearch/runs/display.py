@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["age_text", "budget_text"]
+__all__ = ["age_text", "budget_text", "duration_text"]
 
 
 def budget_text(used: Mapping[Any, float], caps: Mapping[Any, float]) -> str:
@@ -28,3 +28,12 @@ def age_text(seconds: float) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} d"
+
+
+def duration_text(seconds: float) -> str:
+    """``42.0 s``, ``2 min 05 s``, ``1 h 03 min``: a run's active wall time, the same in the summary and the report."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"

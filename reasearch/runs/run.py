@@ -35,6 +35,7 @@ from reasearch.runs.executor import (
     resolve_task,
     task_entry_of,
 )
+from reasearch.runs.lineage import nearest_candidate
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit, refusal_message
 from reasearch.runs.liveness import driver_gone, process_start
 from reasearch.runs.store import (
@@ -52,8 +53,8 @@ from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "effective_state", "refusal_text", "driver_gone",
-           "process_start"]
+__all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "active_seconds", "active_seconds_of",
+           "effective_state", "refusal_text", "driver_gone", "process_start"]
 
 _EVALUATE_NOTE = "evaluate"  # ledger note of an evaluation's own debit
 _SHARED_CACHE_NOTE = "evaluate (shared cache)"  # a first evaluation in this run, computed earlier by another
@@ -96,6 +97,36 @@ def effective_state(store: Store, record: RunRecord, *, now: float | None = None
     if not drivers:  # recorded before liveness existed: no evidence either way
         return record.state
     return RunState.RUNNING if live_drivers(store, record.id, now=now) else RunState.INTERRUPTED
+
+
+def active_seconds_of(record: RunRecord, drivers: Sequence[DriverRecord], *, now: float) -> float:
+    """A run's active wall time: the union of its driver sessions, so time it sat interrupted is not counted.
+
+    A session runs from its driver's ``started_at`` to its last heartbeat, or to ``now`` while it still
+    beats (a driver killed without a word loses at most :data:`HEARTBEAT_S` of its last stretch). A run
+    recorded without drivers counts from its creation to its last write (to ``now`` while it runs). This is
+    the one definition: the end-of-run summary, ``reasearch runs`` and the report all call it.
+    """
+    if not drivers:
+        end = now if record.state is RunState.RUNNING else record.updated_at
+        return max(0.0, end - record.created_at)
+    spans = []
+    for d in drivers:
+        alive = not d.stopped and now - d.heartbeat_at < STALE_S
+        end = now if alive else d.heartbeat_at
+        if end > d.started_at:
+            spans.append((d.started_at, end))
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):  # overlapping sessions (two drivers at once) count once
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def active_seconds(store: Store, record: RunRecord, *, now: float | None = None) -> float:
+    """:func:`active_seconds_of` the run's drivers as the store has them."""
+    return active_seconds_of(record, store.drivers(record.id), now=time.time() if now is None else now)
 
 
 _OWN_START = process_start(os.getpid())
@@ -471,6 +502,10 @@ class Run:
         cid = candidate_sha256(source)
         self.store.add_candidate(CandidateRecord(self.id, cid, source, parent, note, time.time()))
         return cid
+
+    def lineage_parent(self, source: str) -> str | None:
+        """The stored candidate ``source`` was most likely derived from (the most similar), or None (a root)."""
+        return nearest_candidate(source, self.store.candidates(self.id), exclude=candidate_sha256(source))
 
     def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
                  seed: int | None = None, repeat: bool = False,

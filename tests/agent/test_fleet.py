@@ -173,6 +173,10 @@ def test_local_and_ray_fleets_give_identical_results(run_dir: Path, ray_env: Non
         reap_orphans(known)  # Ray's exited processes (this process is a subreaper); a live one fails here
     assert _per_run(remote) == _per_run(local)
     assert all(r.state == "finished" for r in remote.members)
+    import socket  # the node column is filled on Ray: live, at the end and read back by `fleet show`
+
+    shown = fleet_report("f", store=run_dir / "ray")
+    assert [r.node for r in remote.members] == [r.node for r in shown.members] == [socket.gethostname()] * 3
 
 
 @pytest.fixture

@@ -192,3 +192,18 @@ def test_kill_9_of_the_driver_kills_the_job_and_frees_the_slot(job_dirs: tuple[P
         driver.kill()
         driver.wait()
         _reap_new_children(before)
+
+
+def test_metric_lines_after_a_carriage_return_progress_line_are_parsed(job_dirs: tuple[Path, Path]) -> None:
+    """A tqdm-style progress bar ends its lines with \\r only; the metric lines after it are still read."""
+    repo, out = job_dirs
+    (repo / "train.py").write_text(textwrap.dedent("""
+        import json, sys
+        sys.stdout.write("epoch 1:  50%|#####     |\\r")
+        sys.stdout.write(json.dumps({"step": 0, "loss": 2.5}) + "\\r")
+        sys.stdout.write("epoch 1: 100%|##########|\\r" + json.dumps({"step": 1, "loss": 2.0}) + "\\r\\n")
+        sys.stdout.write(json.dumps({"step": 2, "loss": 1.5}) + "\\n")
+    """))
+    job = _run(repo, out, "process", "progress")
+    assert job.status is Status.OK, job.log_tail
+    assert [(m["step"], m["loss"]) for m in job.metrics] == [(0, 2.5), (1, 2.0), (2, 1.5)]

@@ -147,6 +147,26 @@ def test_validation_result_is_aggregate_only(gsm: Path, server: FakeStudentServe
     assert res.metrics["correct"] + res.metrics["wrong_answer"] == 40
 
 
+def test_wall_s_is_elapsed_time_not_the_sum_of_concurrent_call_latencies(
+        gsm: Path, server: FakeStudentServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 concurrent calls of 0.5 s each in a 3.1 s evaluation: wall_s is 3.1, the 20 s sum is its own metric."""
+    from reasearch.evaluators.prompt import task as task_module
+    from reasearch.evaluators.prompt._students import DirectCaller
+
+    task = _task(gsm, server)
+    ticks = iter([100.0, 103.1])
+    monkeypatch.setattr(task_module, "_now", lambda: next(ticks))
+
+    class SlowCalls:  # replies as a client reports them: each call's own latency
+        def call_batch(self, requests):  # type: ignore[no-untyped-def]
+            return [r.with_(wall_s=0.5) for r in DirectCaller(task.student_client()).call_batch(requests)]
+
+    res = task.evaluate(GOOD_PROMPT, caller=SlowCalls())
+    assert res.status is Status.OK
+    assert res.wall_s == pytest.approx(3.1)
+    assert res.metrics["student_call_s_sum"] == pytest.approx(20.0)
+
+
 def test_bad_prompts_are_invalid_without_a_call(gsm: Path, server: FakeStudentServer) -> None:
     task = _task(gsm, server)
     for name, prompt in task.bad_candidates().items():

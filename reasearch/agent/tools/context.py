@@ -26,7 +26,8 @@ class ToolState:
 
     Attributes:
         step: the step of the running tool call (recorded with evaluations).
-        parent: the last evaluated candidate (the parent of the next one), or None.
+        parent: the last evaluated candidate, or None (a repository experiment's parent; programs and prompts
+            take the most similar stored candidate: Run.lineage_parent).
         history: every evaluation of the run so far, oldest first.
     """
 

@@ -13,7 +13,6 @@ from reasearch.agent.prompts import EDITOR_SYSTEM, editor_request
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score, score_spreads
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
-from reasearch.errors import StoreError
 
 __all__ = ["CANDIDATE_FILE", "ControlTools", "ProgramTools", "extract_code"]
 
@@ -33,41 +32,6 @@ def _diff(old: str, new: str, limit: int = 4000) -> tuple[str, int]:
     changed = sum(1 for ln in lines if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
     text = "\n".join(lines)
     return (text if len(text) <= limit else text[:limit] + "\n[diff cut]"), changed
-
-
-_PARENT_WINDOW = 64  # distinct earlier candidates compared when choosing a parent
-_PARENT_MAX_CHARS = 200_000  # larger sources keep the last evaluated candidate as their parent
-
-
-def _closest_parent(ctx: ToolContext, source: str, last: str | None) -> str | None:
-    """The evaluated candidate ``source`` most resembles (lines, difflib's ratio; ties: the latest), so that
-    the lineage follows what the agent built on even when it writes whole files instead of editing the
-    last one. None before any evaluation; ``last`` when nothing earlier can be read."""
-    from reasearch.evaluators.base import candidate_sha256
-
-    if len(source) > _PARENT_MAX_CHARS:  # a diff of huge files costs more than the lineage is worth
-        return last
-    own = candidate_sha256(source)
-    seen: list[str] = []
-    for rec in reversed(ctx.state().history):
-        if rec.candidate != own and rec.candidate not in seen:
-            seen.append(rec.candidate)
-        if len(seen) >= _PARENT_WINDOW:
-            break
-    new_lines = source.splitlines()
-    best, best_ratio = last, -1.0
-    for cid in seen:  # latest first: a tie keeps the later candidate
-        try:
-            old = ctx.run.candidate_source(cid)
-        except StoreError:  # a candidate the store cannot give back is simply not a parent
-            continue
-        if len(old) > _PARENT_MAX_CHARS:
-            continue
-        old_lines = old.splitlines()
-        ratio = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).ratio()
-        if ratio > best_ratio:
-            best, best_ratio = cid, ratio
-    return best
 
 
 def _source(ctx: ToolContext) -> str:
@@ -132,7 +96,7 @@ class ProgramTools:
         spec = ctx.task.spec
         state = ctx.state()
         before = best_of(state.history, spec)
-        parent = _closest_parent(ctx, source, state.parent)
+        parent = ctx.run.lineage_parent(source)  # what it came from, not the last evaluated (a written file)
         cid = ctx.run.add_candidate(source, parent=parent, note=f"step {state.step}")
         result = ctx.run.evaluate(source, step=state.step, parent=parent, note=f"step {state.step}",
                                   **({"repeat": True} if repeat else {}))

@@ -184,7 +184,8 @@ class PromptTools:
         text = self._prompt(prompt)
         state = self.ctx.state()
         before = best_of(state.history, self.ctx.task.spec)
-        cid, result = self.session.validate(text, step=state.step, parent=state.parent, note=f"step {state.step}")
+        cid, result = self.session.validate(text, step=state.step, parent=self.ctx.run.lineage_parent(text),
+                                            note=f"step {state.step}")
         rec = EvalRecord(state.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
         m = dict(result.metrics)
         lines = [f"validation at step {rec.step}: prompt {cid[:12]}", f"status: {rec.status}"]
