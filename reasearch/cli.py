@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.prompt",
     "reasearch._cli.mcp",
     "reasearch._cli.reports",
+    "reasearch._cli.adapters",
 )
 
 # The commands each module adds (tests/test_cli_lazy.py holds this in step with the modules): a command

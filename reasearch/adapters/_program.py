@@ -1,0 +1,63 @@
+"""Reading a program file another optimizer proposes, and evaluating it with a registered task.
+
+Trust boundary: the file's contents are untrusted candidate source; only its text is read here
+(size-capped, UTF-8), and it runs only in the task's sandbox. Tasks are built once per process.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reasearch.errors import ConfigError
+from reasearch.evaluators.base import Task
+from reasearch.evaluators.result import EvalResult, Status
+
+__all__ = ["MAX_PROGRAM_BYTES", "evaluate_file", "numeric_metrics", "task_for"]
+
+MAX_PROGRAM_BYTES = 1 << 20
+_TASKS: dict[tuple[str, tuple[tuple[str, str], ...]], Task] = {}
+
+
+def task_for(task_id: str, params: Mapping[str, Any] | None = None) -> Task:
+    """The registered task ``task_id`` (built once per process and parameter set)."""
+    from reasearch.evaluators.registry import make
+
+    params = dict(params or {})
+    key = (task_id, tuple(sorted((k, repr(v)) for k, v in params.items())))
+    task = _TASKS.get(key)
+    if task is None:
+        task = _TASKS[key] = make(task_id, **params)
+        if getattr(task, "candidate_kind", "program") != "program":
+            raise ConfigError(f"{task_id} does not evaluate one program file; pick a program task (reasearch tasks)")
+    return task
+
+
+def evaluate_file(task: Task, program_path: str | Path, *, seed: int | None = 0) -> EvalResult:
+    """The task's result for the program at ``program_path``; an unreadable file is ``INVALID``, never raised."""
+    path = Path(program_path)
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_PROGRAM_BYTES + 1)
+    except OSError as exc:
+        return EvalResult.failure(Status.INVALID, f"the program file could not be read: {exc.strerror or exc}")
+    if len(raw) > MAX_PROGRAM_BYTES:
+        return EvalResult.failure(Status.INVALID, f"the program is over {MAX_PROGRAM_BYTES} bytes")
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return EvalResult.failure(Status.INVALID, "the program is not UTF-8 text")
+    return task.evaluate(source, seed=seed)
+
+
+def numeric_metrics(result: EvalResult) -> dict[str, float]:
+    """The result's finite numeric metrics (flags and text left out: peers average what they are given)."""
+    out: dict[str, float] = {}
+    for key, value in result.metrics.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if math.isfinite(float(value)):
+            out[f"task_{key}"] = float(value)
+    return out

@@ -1,0 +1,30 @@
+"""Shared candidate programs for the adapter tests (circle packing n=26)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import reasearch
+
+# A candidate that prints what a naive evaluator would parse as a perfect score, then returns nothing valid.
+FAKE_SCORE = ('import json\nprint(json.dumps({"combined_score": 99.0, "score": 99.0, "correct": True}))\n'
+              'def run():\n    print("combined_score: 99.0")\n    return {"centers": [], "radii": []}\n')
+SLEEPS_FOREVER = "import time\ndef run():\n    while True:\n        time.sleep(1)\n"
+
+
+@pytest.fixture(scope="session")
+def circle_task() -> reasearch.Task:
+    # a short limit keeps the sleeping candidate's test quick; it is the task's own parameter
+    return reasearch.make("circle_packing/n26-v1", time_limit_s=3.0)
+
+
+@pytest.fixture()
+def programs(tmp_path: Path, circle_task: reasearch.Task) -> dict[str, Path]:
+    out = {}
+    for name, text in {"seed": circle_task.seed_program(), "fake": FAKE_SCORE, "sleep": SLEEPS_FOREVER}.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        out[name] = path
+    return out
