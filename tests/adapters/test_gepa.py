@@ -87,3 +87,34 @@ def test_a_gepa_run_records_reasearch_scores(gsm: Path, server: FakeStudentServe
     for cand, score in zip(result.candidates, result.val_aggregate_scores, strict=True):
         assert score == pytest.approx(task.evaluate(cand["system_prompt"]).score)
     assert result.best_candidate["system_prompt"] == BETTER_PROMPT
+
+
+def test_a_gepa_run_is_charged_to_the_runs_ledger_and_stops_at_its_cap(tmp_path: Path, gsm: Path,
+                                                                       server: FakeStudentServer) -> None:
+    if importlib.util.find_spec("gepa") is None:
+        if IN_CI:
+            pytest.fail("CI=true but gepa is not installed (it is in the test extra)")
+        pytest.skip("gepa not installed (pip install 'reasearch[gepa]')")
+    import gepa
+
+    from reasearch.adapters.gepa_run import gepa_for_run
+    from reasearch.runs import Run, Unit, open_store
+
+    params = dict(student="openai/fake", base_url=server.url, data_dir=str(gsm), n_train=12, n_validation=12,
+                  backoff_s=0.01)
+    run = Run.create(open_store(str(tmp_path / "store.db")), task_id="gsm8k/v1", task_params=params,
+                     budget={"student_calls": 40})
+    asked: list[str] = []
+
+    def reflection_lm(prompt: object) -> str:
+        asked.append(str(prompt))
+        texts = [GOOD_PROMPT, BETTER_PROMPT]
+        return f"```\n{texts[len(asked) - 1] if len(asked) <= 2 else f'{BETTER_PROMPT} Variant {len(asked)}.'}\n```"
+
+    gepa.optimize(seed_candidate={"system_prompt": "You are helpful."}, reflection_lm=reflection_lm,
+                  max_metric_calls=2_000, reflection_minibatch_size=3, display_progress_bar=False, seed=0,
+                  **gepa_for_run(run))
+    used = run.used()[Unit.STUDENT_CALLS]
+    assert used == 40 == server.paid_hits()  # every paid call is in the ledger, and the cap held
+    assert run.remaining()[Unit.STUDENT_CALLS] == 0
+    assert len(asked) <= 6  # GEPA's loop ended at the cap, not at its own (larger) metric-call limit
