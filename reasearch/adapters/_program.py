@@ -6,7 +6,10 @@ Trust boundary: the file's contents are untrusted candidate source; only its tex
 
 from __future__ import annotations
 
+import atexit
 import math
+import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,10 +18,46 @@ from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["MAX_PROGRAM_BYTES", "evaluate_file", "numeric_metrics", "task_for"]
+__all__ = ["MAX_PROGRAM_BYTES", "close_sandboxes", "evaluate_file", "numeric_metrics", "sandbox_for_this_process",
+           "task_for"]
 
 MAX_PROGRAM_BYTES = 1 << 20
 _TASKS: dict[tuple[str, tuple[tuple[str, str], ...]], Task] = {}
+_POOL: dict[int, Any] = {}  # pid -> SandboxPool of that process
+_POOL_LOCK = threading.Lock()
+
+
+def sandbox_for_this_process() -> Any:
+    """A sandbox pool owned by the calling process.
+
+    Optimizers fork worker processes (OpenEvolve's process pool does, after its parent evaluated the
+    initial program): a pool inherited through ``fork`` holds its parent's threads' locks and pipes, so
+    each process starts its own and never touches an inherited one.
+    """
+    from reasearch.engine.sandbox import SandboxPool
+
+    pid = os.getpid()
+    with _POOL_LOCK:
+        pool = _POOL.get(pid)
+        if pool is None or pool.closed:
+            _POOL.clear()  # an inherited entry belongs to the parent: dropped, never closed here
+            pool = _POOL[pid] = SandboxPool()
+            atexit.register(_close_pool, pid)
+        return pool
+
+
+def close_sandboxes() -> None:
+    """Closes this process's adapter pool (a later evaluation starts a new one)."""
+    with _POOL_LOCK:
+        pool = _POOL.pop(os.getpid(), None)
+    if pool is not None:
+        pool.close()
+
+
+def _close_pool(pid: int) -> None:
+    pool = _POOL.get(pid)
+    if pool is not None and os.getpid() == pid:
+        pool.close()
 
 
 def task_for(task_id: str, params: Mapping[str, Any] | None = None) -> Task:
@@ -49,7 +88,7 @@ def evaluate_file(task: Task, program_path: str | Path, *, seed: int | None = 0)
         source = raw.decode("utf-8")
     except UnicodeDecodeError:
         return EvalResult.failure(Status.INVALID, "the program is not UTF-8 text")
-    return task.evaluate(source, seed=seed)
+    return task.evaluate(source, seed=seed, executor=sandbox_for_this_process())
 
 
 def numeric_metrics(result: EvalResult) -> dict[str, float]:

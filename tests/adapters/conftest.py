@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import reasearch
+from reasearch.adapters._program import close_sandboxes
 
 # A candidate that prints what a naive evaluator would parse as a perfect score, then returns nothing valid.
 FAKE_SCORE = ('import json\nprint(json.dumps({"combined_score": 99.0, "score": 99.0, "correct": True}))\n'
@@ -28,3 +30,10 @@ def programs(tmp_path: Path, circle_task: reasearch.Task) -> dict[str, Path]:
         path.write_text(text)
         out[name] = path
     return out
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_adapter_sandboxes() -> Iterator[None]:
+    """The adapters' own per-process pool closes with each module (the suite checks no child outlives it)."""
+    yield
+    close_sandboxes()
