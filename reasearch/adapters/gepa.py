@@ -76,7 +76,7 @@ class PromptEvaluator:
             return [(0.0, {"error": f"invalid prompt: {problem}"} if train else {}, "") for _, train in resolved]
         examples = [ex for ex, _ in resolved]
         replies = self.caller.call_batch(self.task.requests(prompt, examples))
-        out = []
+        out: list[tuple[float, dict[str, Any], str]] = []
         for (ex, train), judgment, reply in zip(resolved, self.task.judge(examples, replies), replies, strict=True):
             score = float(judgment.value) if judgment.status is Status.OK else 0.0
             if not train:
@@ -95,8 +95,8 @@ class PromptEvaluator:
         """``optimize_anything``'s evaluator: one example's score and side information."""
         if example is None:
             raise ConfigError("pass dataset=trainset (and valset) from gepa_datasets(task): prompts are scored per example")
-        score, info, _ = self.score_batch(_prompt_of(candidate), [example])[0]
-        return score, info
+        row = self.score_batch(_prompt_of(candidate), [example])[0]
+        return row[0], row[1]
 
     def validation_result(self, candidate: str | Mapping[str, str]) -> EvalResult:
         """The task's aggregate validation result of a prompt (what ``reasearch eval`` reports)."""
@@ -112,7 +112,7 @@ class PromptGEPAAdapter:
         self.evaluator = PromptEvaluator(task, caller)
 
     def evaluate(self, batch: Sequence[Any], candidate: Mapping[str, str], capture_traces: bool = False) -> Any:
-        from gepa.core.adapter import EvaluationBatch
+        from gepa.core.adapter import EvaluationBatch  # type: ignore[import-not-found,unused-ignore]
 
         rows = self.evaluator.score_batch(_prompt_of(candidate), batch)
         return EvaluationBatch(outputs=[r[2] for r in rows], scores=[r[0] for r in rows],

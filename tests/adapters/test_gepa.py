@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 import reasearch
-from reasearch.adapters.gepa import PromptEvaluator, PromptGEPAAdapter, ValidationItem, gepa_datasets
+from reasearch.adapters.gepa import (
+    PromptEvaluator,
+    PromptGEPAAdapter,
+    ValidationItem,
+    gepa_datasets,
+)
 from reasearch.errors import ConfigError
 from reasearch.evaluators.prompt.testing import (
     BETTER_PROMPT,
@@ -100,8 +105,8 @@ def test_a_gepa_run_is_charged_to_the_runs_ledger_and_stops_at_its_cap(tmp_path:
     from reasearch.adapters.gepa_run import gepa_for_run
     from reasearch.runs import Run, Unit, open_store
 
-    params = dict(student="openai/fake", base_url=server.url, data_dir=str(gsm), n_train=12, n_validation=12,
-                  backoff_s=0.01)
+    params = {"student": "openai/fake", "base_url": server.url, "data_dir": str(gsm), "n_train": 12, "n_validation": 12,
+                  "backoff_s": 0.01}
     run = Run.create(open_store(str(tmp_path / "store.db")), task_id="gsm8k/v1", task_params=params,
                      budget={"student_calls": 40})
     asked: list[str] = []

@@ -25,7 +25,7 @@ def _metrics(value: Any) -> tuple[dict[str, float], dict[str, Any]]:
 
 
 def test_scores_equal_the_tasks_and_failures_rank_below(circle_task: reasearch.Task, programs: dict[str, Path]) -> None:
-    seed_metrics, seed_art = _metrics(evaluate_program("circle_packing/n26-v1", programs["seed"], params=PARAMS))
+    seed_metrics, _seed_art = _metrics(evaluate_program("circle_packing/n26-v1", programs["seed"], params=PARAMS))
     expected = circle_task.evaluate(programs["seed"].read_text(), seed=0)
     assert seed_metrics["score"] == expected.score
     assert seed_metrics["combined_score"] > 0.0

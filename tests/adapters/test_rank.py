@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import pytest
@@ -20,10 +21,10 @@ def test_failure_ranks_below_every_valid_score(direction: str) -> None:
 def test_rank_follows_the_direction() -> None:
     up = [rank_score(s, "maximize") for s in SCORES]
     down = [rank_score(s, "minimize") for s in SCORES]
-    assert all(a <= b for a, b in zip(up, up[1:]))  # never inverted (scores 1e-300 apart may round to one rank)
-    assert all(a >= b for a, b in zip(down, down[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(up))  # never inverted (scores 1e-300 apart may round to one rank)
+    assert all(a >= b for a, b in itertools.pairwise(down))
     apart = [-1e16, -3.5, 0.0, 0.25, 2.635, 1e16]
-    assert all(rank_score(a, "maximize") < rank_score(b, "maximize") for a, b in zip(apart, apart[1:]))
+    assert all(rank_score(a, "maximize") < rank_score(b, "maximize") for a, b in itertools.pairwise(apart))
     assert rank_score(-3.5, "minimize") > rank_score(3.5, "minimize")
 
 
