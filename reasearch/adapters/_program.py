@@ -68,9 +68,10 @@ def task_for(task_id: str, params: Mapping[str, Any] | None = None) -> Task:
     key = (task_id, tuple(sorted((k, repr(v)) for k, v in params.items())))
     task = _TASKS.get(key)
     if task is None:
-        task = _TASKS[key] = make(task_id, **params)
+        task = make(task_id, **params)
         if getattr(task, "candidate_kind", "program") != "program":
             raise ConfigError(f"{task_id} does not evaluate one program file; pick a program task (reasearch tasks)")
+        _TASKS[key] = task
     return task
 
 
