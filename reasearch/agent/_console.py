@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reasearch.agent.snapshot import EvalRecord
-from reasearch.agent.snapshot import fmt_score as _fmt_score
+from reasearch.evaluators.scores import fmt_score, ok_score, running_best
 from reasearch.runs.ledger import Unit
 from reasearch.runs.display import duration_text
 from reasearch.runs.run import active_seconds
@@ -36,11 +36,6 @@ __all__ = ["FINAL_FILE", "FINAL_PICTURE", "RunConsole", "sparkline", "summary_li
 FINAL_FILE = "best_candidate.py"
 FINAL_PICTURE = "best_candidate.png"
 _BARS = "▁▂▃▄▅▆▇█"
-
-
-def fmt_score(x: float | None) -> str:
-    """A score for people: 12 significant digits, and no ``-0``."""
-    return _fmt_score(None if x is None else x + 0.0)
 
 
 def sparkline(values: Sequence[float | None], *, width: int = 60) -> str:
@@ -57,16 +52,6 @@ def sparkline(values: Sequence[float | None], *, width: int = 60) -> str:
         else:
             out.append(_BARS[-1] if hi == lo else _BARS[round((v - lo) / (hi - lo) * (len(_BARS) - 1))])
     return "".join(out)
-
-
-def _best_so_far(history: Sequence[EvalRecord], is_better: Any) -> list[float | None]:
-    best: float | None = None
-    out: list[float | None] = []
-    for rec in history:
-        if rec.status == "OK" and rec.score is not None and (best is None or is_better(rec.score, best)):
-            best = rec.score
-        out.append(best)
-    return out
 
 
 class RunConsole:
@@ -182,8 +167,8 @@ class RunConsole:
         t.add_row(str(p.turn), str(p.step), "-" if ev is None else f"{ev:g}", "-" if usd is None else f"${usd:.2f}",
                   fmt_score(p.best_score), p.last_tool or "-", f"~{p.context_tokens} tok")
         history = list(self.agent.history)
-        best = _best_so_far(history, self.agent.task.spec.is_better)
-        scores = [r.score if r.status == "OK" else None for r in history]
+        scores = [ok_score(r.status, r.score) for r in history]
+        best = running_best(scores, self.agent.task.spec.direction)
         chart = Text()
         chart.append("score  ", style="bold")
         chart.append(sparkline(scores) or "(no evaluation yet)")

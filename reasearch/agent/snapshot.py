@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reasearch.evaluators.scores import best_index, fmt_score, ok_score, since_best
 from reasearch.evaluators.spec import TaskSpec
 
 __all__ = ["EvalRecord", "best_of", "fmt_score", "render_snapshot", "score_spreads", "since_improvement"]
@@ -33,35 +34,24 @@ class EvalRecord:
                    d.get("normalized_score"), bool(d.get("cached", False)))
 
 
-def fmt_score(x: float | None) -> str:
-    return "-" if x is None else f"{x:.12g}"
-
-
 def best_of(history: Sequence[EvalRecord], spec: TaskSpec) -> EvalRecord | None:
     """The first evaluation with the best OK score of ``history`` (None when none scored)."""
-    best = None
-    for rec in history:
-        if rec.status == "OK" and rec.score is not None and (best is None or spec.is_better(rec.score, best.score)):
-            best = rec
-    return best
+    i = best_index([ok_score(r.status, r.score) for r in history], spec.direction)
+    return None if i is None else history[i]
 
 
 def since_improvement(history: Sequence[EvalRecord], spec: TaskSpec) -> int:
     """Evaluations after the one that last improved the best score (all of them when none is OK)."""
-    best: float | None = None
-    last_improvement = -1
-    for i, rec in enumerate(history):
-        if rec.status == "OK" and rec.score is not None and spec.is_better(rec.score, best):
-            best, last_improvement = rec.score, i
-    return len(history) - 1 - last_improvement
+    return since_best([ok_score(r.status, r.score) for r in history], spec.direction)
 
 
 def score_spreads(history: Sequence[EvalRecord]) -> dict[str, tuple[int, float, float, float]]:
     """``candidate -> (n, min, max, std)`` over the fresh (not cached) OK scores of candidates scored twice or more."""
     scores: dict[str, list[float]] = {}
     for rec in history:
-        if rec.status == "OK" and rec.score is not None and not rec.cached:
-            scores.setdefault(rec.candidate, []).append(float(rec.score))
+        score = ok_score(rec.status, rec.score)
+        if score is not None and not rec.cached:
+            scores.setdefault(rec.candidate, []).append(float(score))
     return {cid: (len(v), min(v), max(v), statistics.stdev(v)) for cid, v in scores.items() if len(v) > 1}
 
 

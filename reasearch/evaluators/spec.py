@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Mapping
 
+from reasearch.evaluators.scores import is_better
+
 __all__ = ["TaskSpec"]
 
 Direction = Literal["maximize", "minimize"]
@@ -73,9 +75,7 @@ class TaskSpec:
 
     def is_better(self, a: float, b: float | None) -> bool:
         """True when score ``a`` beats ``b`` (None is beaten by anything)."""
-        if b is None:
-            return True
-        return a > b if self.direction == "maximize" else a < b
+        return is_better(self.direction, a, b)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from reasearch.errors import ReasearchError
 from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.scores import is_better
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.run import active_seconds_of
 from reasearch.runs.store import CandidateRecord, DriverRecord, EvaluationRecord, Event, RunRecord, Store
@@ -111,9 +112,7 @@ class RunView:
         return {}
 
     def is_better(self, a: float, b: float | None) -> bool:
-        if b is None:
-            return True
-        return a > b if self.direction == "maximize" else a < b
+        return is_better(self.direction, a, b)
 
 
 def _task_facts(record: RunRecord) -> tuple[str, float | None, str]:
@@ -185,7 +184,7 @@ def load_run(store: Store, run_id: str) -> RunView:
             k += 1
         res: EvalResult = ev.result
         ok = res.status is Status.OK and res.score is not None
-        if ok and (best is None or (res.score is not None and _better(direction, res.score, best.result.score))):
+        if ok and (best is None or (res.score is not None and is_better(direction, res.score, best.result.score))):
             best = ev
         points.append(EvalPoint(
             index=i + 1, step=ev.step, candidate_id=ev.candidate_id, status=res.status.value,
@@ -198,9 +197,3 @@ def load_run(store: Store, run_id: str) -> RunView:
         usage=usage, caps=caps, points=tuple(points), best=best, read_at=time.time(),
         last_step=max([ev.step for ev in evaluations] + [e.step for e in events] + [e.step for e in ledger] + [-1]),
         lessons=tuple(_lessons(events)), drivers=tuple(store.drivers(record.id)))
-
-
-def _better(direction: str, a: float, b: float | None) -> bool:
-    if b is None:
-        return True
-    return a > b if direction == "maximize" else a < b

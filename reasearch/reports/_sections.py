@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from reasearch.evaluators import scores
 from reasearch.reports._figures import STATUS_COLORS
 from reasearch.reports._model import RunView, cap_text
 from reasearch.reports._svg import esc
@@ -21,10 +22,8 @@ _RESULT_CAP = 20_000  # characters of one tool result in the transcript
 
 
 def fmt_score(x: float | None) -> str:
-    if x is None:
-        return "-"
-    x = x + 0.0  # no "-0"
-    return f"{x:.10g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.4e}"
+    """A score as reports print it: 10 significant digits, scientific below 1e-3 (the rule: ``scores.fmt_score``)."""
+    return scores.fmt_score(x, digits=10, small=1e-3)
 
 
 def fmt_duration(seconds: float) -> str:

@@ -52,6 +52,7 @@ from reasearch.runs.store import (
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.scores import best_index, ok_score, since_best
 
 __all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "active_seconds", "active_seconds_of",
            "effective_state", "refusal_text", "driver_gone", "process_start"]
@@ -678,17 +679,9 @@ class Run:
     # ------------------------------------------------------------ summaries
     def _best_of(self, evaluations: list[EvaluationRecord]) -> tuple[EvaluationRecord | None, int]:
         """The best OK evaluation (first to reach the best score) and how many came after it."""
-        spec = self.task.spec
-        best: EvaluationRecord | None = None
-        since = 0
-        for ev in evaluations:
-            res = ev.result
-            if res.status is Status.OK and res.score is not None and spec.is_better(
-                    res.score, None if best is None else best.result.score):
-                best, since = ev, 0
-            else:
-                since += 1
-        return best, since
+        scores = [ok_score(ev.result.status, ev.result.score) for ev in evaluations]
+        i = best_index(scores, self.task.spec.direction)
+        return (None if i is None else evaluations[i]), since_best(scores, self.task.spec.direction)
 
     def best(self) -> tuple[str, EvalResult] | None:
         """``(candidate id, result)`` of the best ``OK`` evaluation so far, or None."""
