@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from reasearch.reports._draw_context import DrawContext, Drawing
 from reasearch.reports._svg import bar_chart, esc, line_chart, num
-from reasearch.reports.drawings import DrawContext, Drawing
 
 __all__ = ["BUILTIN_DRAWINGS", "tightest_constraints"]
 

@@ -19,40 +19,16 @@ Example (a training task family)::
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from reasearch.errors import ConfigError
-from reasearch.evaluators.result import EvalResult
+from reasearch.reports._draw_context import DrawContext, Drawing
 from reasearch.reports._svg import bar_chart, esc, line_chart
 
 __all__ = ["DrawContext", "Drawing", "register_drawing", "drawing_for", "draw_solution", "generic_drawing",
            "line_chart", "bar_chart", "esc"]
 
-
-@dataclass(frozen=True, slots=True)
-class DrawContext:
-    """What a drawing gets: the task, the result to draw and the candidate that produced it.
-
-    Attributes:
-        task_id: the registry id (``circle_packing/n26-v1``).
-        task_params: the task's constructor parameters as stored with the run.
-        result: the evaluation result (usually the best ``OK`` one; ``result.solution`` holds the answer).
-        source: the candidate's source.
-    """
-
-    task_id: str
-    task_params: Mapping[str, Any] = field(default_factory=dict)
-    result: EvalResult | None = None
-    source: str = ""
-
-    @property
-    def family(self) -> str:
-        return self.task_id.split("/", 1)[0]
-
-
-Drawing = Callable[[DrawContext], str]
 
 _DRAWINGS: dict[str, Drawing] = {}
 _BUILTINS_LOADED = False

@@ -1,0 +1,40 @@
+"""What a solution drawing is given and what it is: :class:`DrawContext` and the ``Drawing`` type.
+
+Its own module so that the family drawings (``_builtin_drawings``) and the registry (``drawings``) both
+import it without importing each other. Data only; the stored result it carries is untrusted text and
+numbers that a drawing must escape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reasearch.evaluators.result import EvalResult
+
+__all__ = ["DrawContext", "Drawing"]
+
+
+@dataclass(frozen=True, slots=True)
+class DrawContext:
+    """What a drawing gets: the task, the result to draw and the candidate that produced it.
+
+    Attributes:
+        task_id: the registry id (``circle_packing/n26-v1``).
+        task_params: the task's constructor parameters as stored with the run.
+        result: the evaluation result (usually the best ``OK`` one; ``result.solution`` holds the answer).
+        source: the candidate's source.
+    """
+
+    task_id: str
+    task_params: Mapping[str, Any] = field(default_factory=dict)
+    result: EvalResult | None = None
+    source: str = ""
+
+    @property
+    def family(self) -> str:
+        return self.task_id.split("/", 1)[0]
+
+
+Drawing = Callable[[DrawContext], str]
