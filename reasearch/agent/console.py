@@ -27,6 +27,7 @@ from rich.text import Text
 
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.evaluators.scores import fmt_score, ok_score, running_best
+from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Unit
 from reasearch.runs.display import duration_text
 from reasearch.runs.run import active_seconds
@@ -96,7 +97,7 @@ class RunConsole:
                 self._say(f"resumed: {self._replayed} recorded events replayed without spending anything")
                 self._said_replay = True
             self._track(step, kind, payload, quiet=False)
-            if kind == "tool_result":  # however it was changed (write_file, bash, python_exec)
+            if kind == EventKind.TOOL_RESULT:  # however it was changed (write_file, bash, python_exec)
                 lessons = self._read_lessons()
                 if lessons != self._lessons:
                     self._lessons = lessons
@@ -122,7 +123,7 @@ class RunConsole:
     def _track(self, step: int, kind: str, p: Mapping[str, Any], *, quiet: bool) -> None:
         base = kind.split(".", 1)[0]
         line = ""
-        if kind == "tool_result" and "evaluation" in (p.get("data") or {}):
+        if kind == EventKind.TOOL_RESULT and "evaluation" in (p.get("data") or {}):
             rec = EvalRecord.from_dict(p["data"]["evaluation"])
             self._evaluations += 1
             line = f"evaluation {self._evaluations}: {rec.status}"
@@ -133,18 +134,18 @@ class RunConsole:
                     line += " - new best" + (f" (was {fmt_score(self._best)})" if self._best is not None else "")
                     self._best = rec.score
             line += f"  [candidate {rec.candidate[:12]}]"
-        elif kind == "compaction":
+        elif kind == EventKind.COMPACTION:
             line = (f"compaction: {p.get('reason')}; ~{p.get('tokens_before')} tokens summarized, "
                     f"transcript {p.get('transcript')}")
-        elif kind == "snapshot" and p.get("wrap_up"):
+        elif kind == EventKind.SNAPSHOT and p.get("wrap_up"):
             line = f"wrap-up turn: {p.get('wrap_up')}; the agent may only call finish"
-        elif base == "fallback":
+        elif base == EventKind.FALLBACK:
             line = f"{p.get('role')}: {p.get('from')} failed ({p.get('reason')}); {p.get('to')} redoes it"
-        elif base == "models":
+        elif base == EventKind.MODELS:
             line = "models changed for this resume: " + ", ".join(
                 f"{role} {spec.get('name')} @ {(p.get('endpoints') or {}).get(role) or '-'}"
                 for role, spec in (p.get("models") or {}).items())
-        elif kind == "final":
+        elif kind == EventKind.FINAL:
             line = (f"final: candidate {str(p.get('candidate') or 'none')[:12]} score {fmt_score(p.get('score'))} "
                     f"chosen by {p.get('chosen_by')} ({p.get('stop_reason')})")
         if line and not quiet:

@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult
+from reasearch.runs.events import REPLY_KINDS, base_kind
 
 __all__ = ["Journal", "RunLike"]
 
@@ -77,7 +78,7 @@ class Journal:
     def reply_kinds(self, role: str) -> list[tuple[int, str]]:
         """(step, kind) of every recorded model reply of ``role`` (all attempts)."""
         return [(step, kind) for (step, kind), p in self._events.items()
-                if kind.split(".", 1)[0] in ("model_reply", "edit_reply", "summary") and p.get("role") == role]
+                if base_kind(kind) in REPLY_KINDS and p.get("role") == role]
 
     def kinds(self, step: int) -> list[str]:
         return self._kinds.get(step, [])

@@ -21,6 +21,7 @@ from reasearch.agent.loop import LESSONS_FILE
 from reasearch.agent.snapshot import fmt_score
 from reasearch.evaluators._guarded_path import Root, UnsafePathError
 from reasearch.runs import Run, RunState, Store
+from reasearch.runs.events import EventKind
 
 __all__ = ["Lesson", "collect_lessons", "lesson_items", "lesson_sections", "render_library"]
 
@@ -98,11 +99,11 @@ def _lessons_writes(events: Iterable[Any]) -> list[tuple[int, str]]:
     out = []
     for e in events:
         p = e.payload
-        if e.kind == "tool_call" and p.get("name") == "write_file":
+        if e.kind == EventKind.TOOL_CALL and p.get("name") == "write_file":
             args = p.get("input") or {}
             if str(args.get("path", "")).strip().lstrip("./") == LESSONS_FILE:
                 out.append((int(e.step), str(args.get("content", ""))))
-        elif e.kind == "compaction" and p.get("lessons"):
+        elif e.kind == EventKind.COMPACTION and p.get("lessons"):
             out.append((int(e.step), str(p["lessons"])))
     return sorted(out, key=lambda r: r[0])
 
@@ -138,7 +139,7 @@ def collect_lessons(store: Store, task_prefix: str, *, run_dir: str | Path) -> t
             continue
         run = Run.open(store, record.id)
         events = run.events()
-        start = next((e.payload for e in events if e.kind == "start"), {})
+        start = next((e.payload for e in events if e.kind == EventKind.START), {})
         preloaded = {_key(i) for i in lesson_items(str(start.get("lessons_text") or ""))}
         final_file = Path(run_dir) / record.id / "workspace" / LESSONS_FILE
         writes = _lessons_writes(events)

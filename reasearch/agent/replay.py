@@ -22,12 +22,12 @@ from reasearch.models.scripted import ScriptedModel
 from reasearch.agent.session import effective_config, open_existing_store
 from reasearch.runs import Run, Store, open_store
 from reasearch.errors import ModelError
+from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
 
 __all__ = ["COMMAND_TOOLS", "Divergence", "ReplayReport", "recorded_replies", "replay_run"]
 
 COMMAND_TOOLS = frozenset({"bash", "python_exec"})  # their output may differ between faithful runs
 
-_REPLY_KINDS = ("model_reply", "edit_reply", "summary")
 # Wall times and active time in tool results differ from run to run; they are masked before comparing.
 _TIMING = re.compile(r"\d+\.\d+ s\b|active time [^)]*")
 
@@ -62,7 +62,7 @@ class ReplayReport:
 
 
 def _is_reply_kind(kind: str) -> bool:
-    return kind.split(".", 1)[0] in _REPLY_KINDS
+    return base_kind(kind) in REPLY_KINDS
 
 
 def recorded_replies(events: list[Any]) -> dict[str, list[ModelReply]]:
@@ -104,7 +104,7 @@ def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None
     original = Run.open(store, run_id)
     events = original.events()
     config = effective_config(original)
-    start = next((e.payload for e in events if e.kind == "start"), {})
+    start = next((e.payload for e in events if e.kind == EventKind.START), {})
     models = {role: ScriptedModel(replies, name=f"replay:{role}") for role, replies in recorded_replies(events).items()}
     for role in config.fallbacks:  # a fallback never used still must not reach a real endpoint
         models.setdefault(fallback_role(role), ScriptedModel([], name=f"replay:{fallback_role(role)}"))
@@ -124,12 +124,12 @@ def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None
     differences: list[Divergence] = []
     tools = evals = 0
     for e in events:
-        if e.kind in ("tool_result", "final") or _is_reply_kind(e.kind):
+        if e.kind in (EventKind.TOOL_RESULT, EventKind.FINAL) or _is_reply_kind(e.kind):
             other = replayed.get((e.step, e.kind))
             if other is None:
                 divergences.append(Divergence(e.step, f"missing {e.kind}", e.kind, "(not reached)"))
                 continue
-            if e.kind == "tool_result":
+            if e.kind == EventKind.TOOL_RESULT:
                 tools += 1
                 evals += "evaluation" in (e.payload.get("data") or {})
                 a, b = _norm_result(e.payload), _norm_result(other)
@@ -138,7 +138,7 @@ def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None
                     only_output = (e.payload.get("name") in COMMAND_TOOLS and other.get("name") == e.payload.get("name")
                                    and _command_head(e.payload) == _command_head(other))
                     (differences if only_output and not strict else divergences).append(d)
-            elif e.kind == "final" and (e.payload.get("candidate"), e.payload.get("score")) != (other.get("candidate"), other.get("score")):
+            elif e.kind == EventKind.FINAL and (e.payload.get("candidate"), e.payload.get("score")) != (other.get("candidate"), other.get("score")):
                 divergences.append(Divergence(e.step, "final", f"{e.payload.get('candidate')} {e.payload.get('score')}",
                                               f"{other.get('candidate')} {other.get('score')}"))
     return ReplayReport(original.id, twin.id, str(out_dir), len({e.step for e in events}), tools, evals,

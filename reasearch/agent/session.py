@@ -14,6 +14,7 @@ from reasearch.models.base import ModelSpec
 from reasearch.agent.tools.workspace import ExecFn
 from reasearch.errors import ConfigError
 from reasearch.runs import Budget, Run, Store, Unit, open_store
+from reasearch.runs.events import EventKind
 from reasearch.runs.store import open_existing_store as _open_existing
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 DEFAULT_RUN_DIR = "runs"
-MODELS_EVENT = "models"  # a resume that changed the models records the new ones under this kind
+MODELS_EVENT = EventKind.MODELS  # a resume that changed the models records the new ones under this kind
 _COUNTED = (Unit.EVALUATIONS, Unit.STUDENT_CALLS, Unit.EXPERIMENTS, Unit.MODEL_CALLS)
 
 
@@ -108,7 +109,7 @@ def recorded_endpoints(run: Any) -> dict[str, str | None]:
     change = _latest_models_event(run)
     if change is not None:
         return dict(change.get("endpoints") or {})
-    start = next((e.payload for e in run.events() if e.kind == "start"), {})
+    start = next((e.payload for e in run.events() if e.kind == EventKind.START), {})
     return dict(start.get("endpoints") or {})
 
 

@@ -21,11 +21,12 @@ from reasearch.agent.snapshot import fmt_score
 from reasearch.agent.tools.schema import ToolError, tool
 from reasearch.agent.tools.workspace import Workspace
 from reasearch.runs import Run
+from reasearch.runs.events import EventKind
 from reasearch.runs.store import Store
 
 __all__ = ["TraceGroup", "TraceTools", "SHARED_LESSONS_EVENT"]
 
-SHARED_LESSONS_EVENT = "lessons_shared"
+SHARED_LESSONS_EVENT = EventKind.LESSONS_SHARED
 _MAX_SHARED_CHARS = 2000  # of each other trace's lessons in a snapshot
 
 

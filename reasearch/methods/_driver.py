@@ -26,14 +26,15 @@ from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.models import Model, ModelSpec
 from reasearch.models.messages import ModelReply, ModelRequest, text_block
+from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_calls import reserve_model_call
 from reasearch.runs.run import Run
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
 
-REPLY_EVENT = "method_reply"  # one model call of a method (the reply, recorded before it is used)
-FINAL_EVENT = "final"
+REPLY_EVENT = EventKind.METHOD_REPLY  # one model call of a method (the reply, recorded before it is used)
+FINAL_EVENT = EventKind.FINAL
 MAX_IDLE = 25  # proposals in a row that spent no budget (no code, or already evaluated) before a method stops
 _HARD_UNITS = (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)
 _BLOCK = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n```|\Z)", re.DOTALL)

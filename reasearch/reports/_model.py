@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from reasearch.errors import ReasearchError
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.scores import is_better
+from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.run import active_seconds_of
 from reasearch.runs.store import CandidateRecord, DriverRecord, EvaluationRecord, Event, RunRecord, Store
@@ -101,7 +102,7 @@ class RunView:
     def models(self) -> dict[str, str]:
         """Model name per role, from the agent's start event (else the run's config)."""
         for e in self.events:
-            if e.kind == "start" and isinstance(e.payload.get("models"), Mapping):
+            if e.kind == EventKind.START and isinstance(e.payload.get("models"), Mapping):
                 return {str(k): str(v) for k, v in e.payload["models"].items()}
         models = self.record.config.get("models") if isinstance(self.record.config, Mapping) else None
         if isinstance(models, Mapping):
@@ -131,14 +132,14 @@ def _lessons(events: list[Event]) -> list[LessonsVersion]:
     found: list[tuple[int, str, str]] = []
     for e in events:
         p = e.payload
-        if e.kind == "start":
+        if e.kind == EventKind.START:
             text = p.get("lessons_text")
             found.append((e.step, "start (preloaded)" if text else "start (template)", text or ""))
-        elif e.kind == "tool_call" and p.get("name") == "write_file":
+        elif e.kind == EventKind.TOOL_CALL and p.get("name") == "write_file":
             inp = p.get("input") or {}
             if isinstance(inp, Mapping) and str(inp.get("path", "")).lstrip("./") == LESSONS_FILE:
                 found.append((e.step, "write_file by the agent", str(inp.get("content", ""))))
-        elif e.kind == "compaction" and isinstance(p.get("lessons"), str):
+        elif e.kind == EventKind.COMPACTION and isinstance(p.get("lessons"), str):
             found.append((e.step, "as read at a compaction", p["lessons"]))
     out: list[LessonsVersion] = []
     prev = ""

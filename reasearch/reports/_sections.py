@@ -14,6 +14,7 @@ from reasearch.reports._model import RunView, cap_text
 from reasearch.reports._svg import esc
 from reasearch.reports.drawings import DrawContext, draw_solution
 from reasearch.runs.display import duration_text
+from reasearch.runs.events import EventKind
 
 __all__ = ["summary_html", "solution_html", "evaluations_html", "ledger_html", "lessons_html", "compactions_html",
            "transcript_html", "fmt_score", "fmt_duration", "utc"]
@@ -150,7 +151,7 @@ def lessons_html(view: RunView) -> str:
 
 
 def compactions_html(view: RunView) -> str:
-    comps = [e for e in view.events if e.kind == "compaction"]
+    comps = [e for e in view.events if e.kind == EventKind.COMPACTION]
     if not comps:
         return "<p class='muted'>no compaction</p>"
     out = []
@@ -199,18 +200,18 @@ def transcript_html(view: RunView) -> str:
     for e in view.events:
         p, kind = e.payload, e.kind
         base = kind.split(".", 1)[0]
-        if kind == "snapshot":
+        if kind == EventKind.SNAPSHOT:
             close()
             turn = {"n": p.get("turn", "?"), "step": e.step, "tools": [], "tokens": 0,
                     "body": [f"<details><summary>state snapshot</summary>{_pre(p.get('text', ''))}</details>"]}
-        elif base == "model_reply" and turn is not None:
+        elif base == EventKind.MODEL_REPLY and turn is not None:
             html, tokens = _reply_parts(p)
             turn["tokens"] += tokens
             label = f" (attempt {esc(p.get('attempt'))})" if p.get("attempt") else ""
             turn["body"].append(f"<div class='reply'><div class='small'>{esc(p.get('model', 'model'))}{label}</div>{html}</div>")
-        elif kind == "tool_call":
+        elif kind == EventKind.TOOL_CALL:
             calls[e.step] = p
-        elif kind == "tool_result":
+        elif kind == EventKind.TOOL_RESULT:
             call = calls.pop(e.step, {})
             name = str(p.get("name") or call.get("name", "?"))
             text = str(p.get("text", ""))
@@ -225,22 +226,22 @@ def transcript_html(view: RunView) -> str:
                 turn["body"].append(block)
             else:
                 out.append(block)
-        elif base in ("edit_reply", "summary"):
-            if base == "summary":
+        elif base in (EventKind.EDIT_REPLY, EventKind.SUMMARY):
+            if base == EventKind.SUMMARY:
                 close()  # the summary is written after the turn that asked for the compaction
             html, _ = _reply_parts(p)
-            target = turn["body"] if turn is not None and base == "edit_reply" else out
+            target = turn["body"] if turn is not None and base == EventKind.EDIT_REPLY else out
             target.append(f"<details class='aux'><summary>{esc(base.replace('_', ' '))} ({esc(p.get('model', ''))})"
                           f"</summary>{html}</details>")
-        elif kind == "compaction":
+        elif kind == EventKind.COMPACTION:
             close()
             out.append(f"<div class='event compaction'>compaction at step {e.step}: {esc(p.get('reason', ''))}</div>")
-        elif kind == "final":
+        elif kind == EventKind.FINAL:
             close()
             out.append(f"<div class='event final'>final choice by {esc(p.get('chosen_by', '?'))}: candidate "
                        f"<code>{esc(str(p.get('candidate') or '-')[:12])}</code>, score {esc(p.get('score'))}; "
                        f"{esc(p.get('reason', ''))}</div>")
-        elif kind == "start":
+        elif kind == EventKind.START:
             out.append(f"<details class='event'><summary>start: task <code>{esc(p.get('task_id', ''))}</code></summary>"
                        f"{_pre(json.dumps(dict(p), indent=1, default=str))}</details>")
         else:

@@ -32,13 +32,14 @@ from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.prompt import Example, PromptTask, StudentClient, StudentReply, StudentRequest
 from reasearch.evaluators.prompt._students import map_concurrently
 from reasearch.evaluators.result import EvalResult, Status
+from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import LedgerEntry, Unit, refusal_message
 from reasearch.runs.run import Run
 from reasearch.runs.store import CandidateRecord, EvaluationRecord
 
 __all__ = ["StudentLedger", "PromptSession", "TrainOutcome", "score_test", "prompt_task_of", "TEST_EVENT"]
 
-TEST_EVENT = "test_result"
+TEST_EVENT = EventKind.TEST_RESULT
 # One call reserves one student call; a spent dollar or token cap (debited after the call) also stops it.
 _ONE_CALL = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.TOKENS: 0.0}
 _NOTE_PREFIXES = ("student", "test", "shared")  # ledger notes of a run's student-call debits: PREFIX:KEY

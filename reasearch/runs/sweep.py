@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from reasearch.runs.events import EventKind
 from reasearch.runs.run import Run
 from reasearch.runs.store import RunState, open_store
 from reasearch.errors import ConfigError, ReasearchError
@@ -52,7 +53,7 @@ def run_candidates(run: Run, sources: Sequence[str], *, include_seed: bool = Tru
         cid = candidate_sha256(source)
         parent = best[0] if best is not None and note != "seed" else None
         # Written before it is acted upon: a resumed driver sees what was about to be evaluated.
-        run.log_event(step, "evaluate", {"candidate_id": cid, "note": note, "parent": parent})
+        run.log_event(step, EventKind.EVALUATE, {"candidate_id": cid, "note": note, "parent": parent})
         result = run.evaluate(source, step=step, parent=parent, note=note)
         results.append(result)
         if result.ok and result.score is not None and spec.is_better(result.score, None if best is None else best[1]):

@@ -35,13 +35,14 @@ from reasearch.agent.tools.workspace import ExecFn
 from reasearch.errors import ConfigError
 from reasearch.evaluators.result import Status
 from reasearch.runs import Budget, Run, RunState, Store
+from reasearch.runs.events import EventKind
 from reasearch.runs.run import STALE_S
 
 __all__ = ["HIDDEN_TOOLS", "McpCallResult", "McpDriver", "McpResource", "open_mcp_run", "start_mcp_run"]
 
 HIDDEN_TOOLS = frozenset({"edit_code", "compact"})  # need the harness's model or the loop's context
 _MCP_MODEL = "mcp-client"
-_CALL_KINDS = ("mcp_call", "mcp_result")
+_CALL_KINDS = (EventKind.MCP_CALL, EventKind.MCP_RESULT)
 
 
 class _ClientIsTheModel:
@@ -125,9 +126,9 @@ class McpDriver:
         results: dict[int, dict[str, Any]] = {}
         calls: dict[int, dict[str, Any]] = {}
         for e in self.run.events():
-            if e.kind == "mcp_call":
+            if e.kind == EventKind.MCP_CALL:
                 calls[int(e.step)] = dict(e.payload)
-            elif e.kind == "mcp_result":
+            elif e.kind == EventKind.MCP_RESULT:
                 results[int(e.step)] = dict(e.payload)
         for step in sorted(calls):
             self.agent.collect(step, live=False)  # background results (experiments) handed over at this step
@@ -151,7 +152,7 @@ class McpDriver:
             note = f"its evaluation was recorded: {res.status.value} {fmt_score(res.score)}"
         rec = {"name": call.get("name"), "is_error": True, "data": data, "interrupted": True,
                "text": f"the server stopped during this call ({call.get('name')}); {note}"}
-        self.run.log_event(step, "mcp_result", rec)
+        self.run.log_event(step, EventKind.MCP_RESULT, rec)
         return rec
 
     def _observe(self, rec: Mapping[str, Any]) -> None:
@@ -165,7 +166,7 @@ class McpDriver:
         with self._lock:
             step = self.run.last_step() + 1
             args = dict(arguments or {})
-            self.run.log_event(step, "mcp_call", {"name": name, "arguments": args, "call": self.calls + 1,
+            self.run.log_event(step, EventKind.MCP_CALL, {"name": name, "arguments": args, "call": self.calls + 1,
                                                   "client": client, "at": time.time()})
             self.calls += 1
             self.agent.turn = self.calls
@@ -175,7 +176,7 @@ class McpDriver:
                     self.agent.settle()  # running experiments are recorded before the final choice
                 self.agent.collect(step, live=True)  # what ended in the background since the last call
             rec = self._run_tool(name, args)
-            self.run.log_event(step, "mcp_result", rec)
+            self.run.log_event(step, EventKind.MCP_RESULT, rec)
             self._observe(rec)
             data = rec.get("data") or {}
             if not rec["is_error"] and "final" in data:
@@ -305,7 +306,7 @@ def start_mcp_run(task_id: str, *, store: Store, run_dir: str | Path, budget: Bu
     agent = _agent(run, Path(run_dir) / run.id, exec_fn=exec_fn, lessons=lessons)
     agent.begin()  # the workspace: TASK.md, the seed candidate (or the domain's setup), lessons.md
     driver = McpDriver(agent, max_calls=max_calls)
-    run.log_event(run.last_step() + 1, "mcp_session", _session_info(transport, resumed=False))
+    run.log_event(run.last_step() + 1, EventKind.MCP_SESSION, _session_info(transport, resumed=False))
     return driver
 
 
@@ -334,7 +335,7 @@ def open_mcp_run(run_id: str, *, store: Store, run_dir: str | Path, transport: s
     agent = _agent(run, Path(run_dir) / run.id, exec_fn=exec_fn)
     driver = McpDriver(agent, max_calls=int(mcp.get("max_calls", 10_000)))
     if not driver.finished:
-        run.log_event(run.last_step() + 1, "mcp_session", _session_info(transport, resumed=True))
+        run.log_event(run.last_step() + 1, EventKind.MCP_SESSION, _session_info(transport, resumed=True))
     return driver
 
 

@@ -48,6 +48,7 @@ from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
 from reasearch.evaluators._guarded_path import Root, UnsafePathError
 from reasearch.evaluators.repo import encode_repo, read_repo_dir
+from reasearch.runs.events import EventKind
 
 if TYPE_CHECKING:
     from reasearch.agent.tools.context import ToolContext
@@ -138,8 +139,8 @@ class ExperimentTools:
     def experiments(self) -> list[dict[str, Any]]:
         """Ended experiments of the run (finished, stopped, interrupted, failed to start), by step."""
         run = self.ctx.run
-        out = [dict(e.payload, step=e.step) for e in run.events(kind="experiment")]
-        out += [dict(e.payload, step=e.step, status="INTERRUPTED") for e in run.events(kind="experiment_interrupted")]
+        out = [dict(e.payload, step=e.step) for e in run.events(kind=EventKind.EXPERIMENT)]
+        out += [dict(e.payload, step=e.step, status="INTERRUPTED") for e in run.events(kind=EventKind.EXPERIMENT_INTERRUPTED)]
         return sorted(out, key=lambda d: d["step"])
 
     def running(self) -> list[dict[str, Any]]:
@@ -248,7 +249,7 @@ class ExperimentTools:
         ctx, run = self.ctx, self.ctx.run
         state = ctx.state()
         step = state.step
-        if any(e.step == step for e in run.events(kind="experiment_start")):
+        if any(e.step == step for e in run.events(kind=EventKind.EXPERIMENT_START)):
             return self._settled_text(self._settle(step))
         if not description.strip():
             raise ToolError("describe the experiment (what it changes and why)")
@@ -274,7 +275,7 @@ class ExperimentTools:
         folder = self.folder / f"step-{step:05d}"
         start = {"description": description[:500], "commit": head, "dirty": dirty, "candidate": cid,
                  "time_budget_s": budget, "ts": time.time(), "folder": str(folder)}
-        run.log_event(step, "experiment_start", start)
+        run.log_event(step, EventKind.EXPERIMENT_START, start)
         r = _Running(step, description[:500], folder, budget, time.time())
         r.thread = threading.Thread(target=self._work, args=(r, source, start, state.parent, where),
                                     name=f"experiment-{step}", daemon=True)
@@ -313,11 +314,11 @@ class ExperimentTools:
                                       note=f"step {r.step}: {r.description[:300]} @ {where}",
                                       options={"experiment_dir": str(r.folder)})
             except Exception as exc:  # the engine failed: nothing was recorded or charged
-                run.log_event(r.step, "experiment", {**_start_fields(start), "status": "ERROR", "score": None,
+                run.log_event(r.step, EventKind.EXPERIMENT, {**_start_fields(start), "status": "ERROR", "score": None,
                                                      "feedback": f"the experiment could not run: {type(exc).__name__}: "
                                                                  f"{exc}"[:3000]})
                 return
-            run.log_event(r.step, "experiment", _experiment_payload(start, r.step, result))
+            run.log_event(r.step, EventKind.EXPERIMENT, _experiment_payload(start, r.step, result))
         finally:
             r.done.set()
             with self._cond:
@@ -328,7 +329,7 @@ class ExperimentTools:
         ended = {e["step"] for e in self.experiments()}
         with self._cond:
             mine = set(self._running)
-        for e in self.ctx.run.events(kind="experiment_start"):
+        for e in self.ctx.run.events(kind=EventKind.EXPERIMENT_START):
             if e.step not in ended and e.step not in mine:
                 self._settle(e.step)
 
@@ -339,13 +340,13 @@ class ExperimentTools:
         known = [e for e in self.experiments() if e["step"] == step]
         if known:
             return known[0]
-        start = next(e for e in run.events(kind="experiment_start") if e.step == step).payload
+        start = next(e for e in run.events(kind=EventKind.EXPERIMENT_START) if e.step == step).payload
         stored = getattr(getattr(run, "store", None), "get_evaluation", None)
         existing = stored(run.id, step) if stored is not None else None
         if existing is not None:
-            run.log_event(step, "experiment", _experiment_payload(start, step, existing.result))
+            run.log_event(step, EventKind.EXPERIMENT, _experiment_payload(start, step, existing.result))
         else:
-            run.log_event(step, "experiment_interrupted",
+            run.log_event(step, EventKind.EXPERIMENT_INTERRUPTED,
                           {**_start_fields(start), "reason": "the driver stopped during the experiment"})
         return next(e for e in self.experiments() if e["step"] == step)
 

@@ -20,6 +20,7 @@ from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
 
+from reasearch.runs.events import EventKind
 from reasearch.runs.run import Run
 from reasearch.runs.students import PromptSession, TrainOutcome, score_test
 
@@ -112,7 +113,7 @@ class PromptTools:
 
     def on_finish(self, final: dict[str, Any]) -> None:
         """The trusted side scores the final prompt on the sealed test split (recorded, not shown to the agent)."""
-        if final.get("candidate") and not self.ctx.run.events(kind="test_result"):
+        if final.get("candidate") and not self.ctx.run.events(kind=EventKind.TEST_RESULT):
             score_test(self.ctx.run, client=self.session.client)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ tools
@@ -139,7 +140,7 @@ class PromptTools:
         """
         if not 1 <= size <= MAX_BATCH:
             raise ToolError(f"size must be 1..{MAX_BATCH}")
-        index = sum(1 for e in self.ctx.run.events(kind="tool_result")
+        index = sum(1 for e in self.ctx.run.events(kind=EventKind.TOOL_RESULT)
                     if e.payload.get("name") == "get_next_minibatch" and not e.payload.get("is_error"))
         batch = self.session.minibatch(index, size)
         text = "\n\n".join(f"### {ex.id}\ninput: {ex.input}\nreference: {ex.reference or ex.answer}" for ex in batch)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from reasearch.agent.snapshot import fmt_score
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.evaluators._outputs import OutputError, read_output
+from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Unit
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class SubmissionTools:
 
     def submissions(self) -> list[dict[str, Any]]:
         """The submissions of the run so far, in order."""
-        return [dict(e.payload, step=e.step) for e in self.ctx.run.events(kind="submission")]
+        return [dict(e.payload, step=e.step) for e in self.ctx.run.events(kind=EventKind.SUBMISSION)]
 
     def cap(self) -> int:
         task_cap = int(getattr(self.ctx.task, "max_submissions", 0))
@@ -68,7 +69,7 @@ class SubmissionTools:
         score_submission = getattr(ctx.task, "score_submission", None)
         if not callable(score_submission):
             raise ToolError(f"{ctx.task.spec.id} has no private split to submit to")
-        ended = {e.step: e.payload for e in run.events(kind="experiment")}
+        ended = {e.step: e.payload for e in run.events(kind=EventKind.EXPERIMENT)}
         exp = ended.get(int(step))
         if exp is None:
             raise ToolError(f"no ended experiment has id {step}; get_experiments() lists them")
@@ -86,7 +87,7 @@ class SubmissionTools:
         payload = {"experiment": int(step), "status": result.status.value, "score": result.score,
                    "feedback": result.feedback[-500:], "submission_sha256": result.metrics.get("submission_sha256"),
                    "candidate": exp.get("candidate"), "ts": time.time()}
-        run.log_event(now, "submission", payload)
+        run.log_event(now, EventKind.SUBMISSION, payload)
         if result.ok:
             run.debit(Unit.SUBMISSIONS, 1.0, step=now, note=f"submit experiment {int(step)}")
         return self._text(dict(payload, step=now))

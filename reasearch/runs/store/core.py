@@ -287,7 +287,7 @@ class SQLCore(Store):
         text = dumps(dict(payload))
         with self._tx():
             cur = self._exec("INSERT INTO events (run_id, step, kind, payload, ts) VALUES (?, ?, ?, ?, ?) "
-                             "ON CONFLICT DO NOTHING", (run_id, int(step), kind, text, time.time()))
+                             "ON CONFLICT DO NOTHING", (run_id, int(step), str(kind), text, time.time()))
             if cur.rowcount == 1:
                 self._touch(run_id)
             return cur.rowcount == 1
@@ -297,7 +297,7 @@ class SQLCore(Store):
             rows = self._all("SELECT run_id, step, kind, payload, ts FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
         else:
             rows = self._all("SELECT run_id, step, kind, payload, ts FROM events WHERE run_id = ? AND kind = ? "
-                             "ORDER BY seq", (run_id, kind))
+                             "ORDER BY seq", (run_id, str(kind)))
         return [Event(r[0], int(r[1]), r[2], json.loads(r[3]), float(r[4])) for r in rows]
 
     def last_step(self, run_id: str) -> int:
