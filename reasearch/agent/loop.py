@@ -60,6 +60,7 @@ from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
+from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_calls import reserve_model_call
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
@@ -125,7 +126,7 @@ class Agent:
             self.config.workspace_max_mb << 20, self.config.workspace_max_files))
         self.transcripts = self.root / "transcripts"
         self.journal = Journal(run)
-        fleet_caps = dict((run.config.get("fleet") or {}).get("caps") or {})
+        fleet_caps = dict(link.caps) if (link := FleetLink.from_config(run.config)) else {}
         # A fleet-wide dollar cap binds the members whose models have a price (a local model's has none);
         # the run's own dollar cap needs prices (start_run checks it before anything is stored).
         if run.remaining().get(Unit.DOLLARS) is not None and "dollars" not in fleet_caps:

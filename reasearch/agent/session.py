@@ -15,6 +15,7 @@ from reasearch.agent.tools.workspace import ExecFn
 from reasearch.errors import ConfigError
 from reasearch.runs import Budget, Run, Store, Unit, open_store
 from reasearch.runs.events import EventKind
+from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.store import open_existing_store as _open_existing
 
 __all__ = [
@@ -52,7 +53,7 @@ def start_run(task_id: str, *, budget: Budget | Mapping[str, float], config: Age
               task_params: Mapping[str, Any] | None = None, seed: int = 0, models: Mapping[str, Model] | None = None,
               lessons: str | None = None, executor: Any = None, exec_fn: ExecFn | None = None,
               on_progress: Callable[[AgentProgress], None] | None = None, run_id: str | None = None,
-              fleet: Mapping[str, Any] | None = None) -> Agent:
+              fleet: FleetLink | Mapping[str, Any] | None = None) -> Agent:
     """Creates a run of ``task_id`` and the agent that will work on it (call ``.optimize()``).
 
     Args:
@@ -70,7 +71,7 @@ def start_run(task_id: str, *, budget: Budget | Mapping[str, float], config: Age
         exec_fn: runner of ``python_exec``/``bash`` (default: the engine's ``exec_in_sandbox``).
         on_progress: called after every step.
         run_id: an explicit run id (fleets name their members); default a new unique id.
-        fleet: ``{"id": ..., "caps": {...}}`` when the run is a fleet member (fleet-wide caps apply).
+        fleet: the run's :class:`FleetLink` when it is a fleet member (fleet-wide caps apply).
 
     Raises:
         ConfigError: a cap allows nothing, or a dollar cap without prices (nothing is stored then).
@@ -83,7 +84,7 @@ def start_run(task_id: str, *, budget: Budget | Mapping[str, float], config: Age
     store = store or open_store(run_dir)
     run_config: dict[str, Any] = {"driver": "agent", "agent": config.to_dict()}
     if fleet is not None:
-        run_config["fleet"] = dict(fleet)
+        run_config["fleet"] = FleetLink.of(fleet).to_dict()
     run = Run.create(store, task_id=task_id, task_params=dict(task_params or {}), seed=seed, budget=budget,
                      config=run_config, executor=executor, run_id=run_id)
     return Agent(run, Path(run_dir) / run.id, config=config, models=models, lessons=lessons, exec_fn=exec_fn,

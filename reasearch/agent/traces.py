@@ -22,6 +22,7 @@ from reasearch.agent.tools.schema import ToolError, tool
 from reasearch.agent.tools.workspace import Workspace
 from reasearch.runs import Run
 from reasearch.runs.events import EventKind
+from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.store import Store
 
 __all__ = ["TraceGroup", "TraceTools", "SHARED_LESSONS_EVENT"]
@@ -50,25 +51,27 @@ class TraceGroup:
     @classmethod
     def of(cls, run: Any) -> TraceGroup | None:
         """The group of a fleet member run with shared traces; None for any other run."""
-        fleet = (getattr(run, "config", None) or {}).get("fleet") or {}
-        if not fleet.get("share_traces") or not isinstance(run, Run):
+        link = FleetLink.from_config(getattr(run, "config", None))
+        if link is None or not link.share_traces or link.member is None or not isinstance(run, Run):
             return None
         store = run.store
-        spec = store.get_fleet(str(fleet["id"]))
-        members = store.fleet_members(str(fleet["id"]))
-        me = int(fleet["member"])
+        spec = store.get_fleet(link.id)
+        members = store.fleet_members(link.id)
+        me = link.member
         traces = int(spec.get("traces", 1))
         group_start = me - me % traces  # members are ordered task, seed, model, trace
         siblings = [_Sibling(members[i], i - group_start) for i in range(group_start, group_start + traces)
                     if i != me and i in members]
-        return cls(run, store, str(fleet["id"]), me - group_start, siblings)
+        return cls(run, store, link.id, me - group_start, siblings)
 
     def refresh(self) -> None:
         """Picks up siblings that started after this trace (their run ids are recorded as they start)."""
-        fleet = self.run.config["fleet"]
+        link = FleetLink.from_dict(self.run.config["fleet"])
+        if link.member is None:  # not a member of a trace group (of() returns no group for it)
+            return
         spec = self.store.get_fleet(self.fleet_id)
         members = self.store.fleet_members(self.fleet_id)
-        me = int(fleet["member"])
+        me = link.member
         traces = int(spec.get("traces", 1))
         start = me - me % traces
         self.siblings = [_Sibling(members[i], i - start) for i in range(start, start + traces) if i != me and i in members]

@@ -41,6 +41,7 @@ from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.registry import spec as task_spec
 from reasearch.methods import method_config, open_method, start_method
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
+from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.run import effective_state
 
 __all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
@@ -313,8 +314,7 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
             agent = start_run(member.task_id, budget=spec.budget_of(member.task_id), config=config, run_dir=run_dir, store=store,
                               task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
                               models=models, run_id=run_id,
-                              fleet={"id": fleet_id, "caps": dict(spec.caps), "member": member.index,
-                                     "trace": member.trace, "share_traces": member.shared})
+                              fleet=FleetLink(fleet_id, member.index, dict(spec.caps), member.trace, member.shared))
         else:  # models rebuilt from the run's own config, advanced past the replies its journal holds
             agent = open_agent(run_id, run_dir=run_dir, store=store, takeover=True)
         try:
@@ -343,7 +343,7 @@ def _run_method(fleet_id: str, spec: FleetSpec, member: FleetMember, store: Stor
                               model_spec=spec.model_spec(member.model),
                               config=spec.method_configs.get(member.method),
                               task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
-                              run_id=run_id, fleet={"id": fleet_id, "caps": dict(spec.caps), "member": member.index})
+                              run_id=run_id, fleet=FleetLink(fleet_id, member.index, dict(spec.caps)))
     else:
         runner = open_method(run_id, store=store, takeover=True)
     try:

@@ -31,6 +31,7 @@ from reasearch.methods.evolve import EvolveConfig, evolve
 from reasearch.methods.reflect import ReflectConfig, reflect
 from reasearch.models import Model, ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store
+from reasearch.runs.fleet_link import FleetLink
 
 __all__ = ["METHODS", "BestOfNConfig", "EvolveConfig", "MethodResult", "MethodRunner", "ReflectConfig",
            "method_config", "open_method", "start_method"]
@@ -102,7 +103,7 @@ class MethodRunner:
 def start_method(method: str, task_id: str, *, budget: Budget | Mapping[str, float], store: Store,
                  model_spec: ModelSpec, model: Model | None = None, config: Mapping[str, Any] | None = None,
                  task_params: Mapping[str, Any] | None = None, seed: int = 0, executor: Any = None,
-                 run_id: str | None = None, fleet: Mapping[str, Any] | None = None) -> MethodRunner:
+                 run_id: str | None = None, fleet: FleetLink | Mapping[str, Any] | None = None) -> MethodRunner:
     """Creates a run of ``task_id`` driven by ``method`` (call ``.optimize()``).
 
     Args:
@@ -112,7 +113,7 @@ def start_method(method: str, task_id: str, *, budget: Budget | Mapping[str, flo
         model_spec: the proposal model (recorded, so a resume rebuilds it).
         model: a client to use instead of building one from ``model_spec`` (tests, benchmarks).
         config: the method's settings (its config class's keys).
-        fleet: ``{"id": ..., "caps": {...}}`` when the run is a fleet member.
+        fleet: the run's :class:`FleetLink` when it is a fleet member.
 
     Raises:
         ConfigError: unknown method or config key, a cap that allows nothing, a training task.
@@ -125,7 +126,7 @@ def start_method(method: str, task_id: str, *, budget: Budget | Mapping[str, flo
     run_config: dict[str, Any] = {"driver": "method", "method": method, "method_config": cfg.to_dict(),
                                   "model": model_spec.to_dict()}
     if fleet is not None:
-        run_config["fleet"] = dict(fleet)
+        run_config["fleet"] = FleetLink.of(fleet).to_dict()
     run = Run.create(store, task_id=task_id, task_params=dict(task_params or {}), seed=seed, budget=budget,
                      config=run_config, executor=executor, run_id=run_id)
     try:

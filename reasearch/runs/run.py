@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from reasearch.runs.cache import EvalCache, cache_key
+from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.executor import (
     EvalRequest,
     Executor,
@@ -481,9 +482,9 @@ class Run:
 
     def _fleet_caps(self) -> tuple[str, dict[Unit, float]] | None:
         """``(fleet id, fleet-wide caps)`` of a fleet member with such caps; else None."""
-        fleet = self.config.get("fleet") or {}
-        caps = Budget.from_dict(fleet.get("caps") or {}).units()
-        return (str(fleet["id"]), caps) if caps and fleet.get("id") else None
+        link = FleetLink.from_config(self.config)
+        caps = Budget.from_dict(link.caps).units() if link is not None else {}
+        return (link.id, caps) if link is not None and caps and link.id else None
 
     def evaluation_costs(self, result: EvalResult, estimate: Mapping[Unit, float]) -> dict[Unit, float]:
         """What one finished evaluation cost, debited atomically with its result.
@@ -665,11 +666,11 @@ class Run:
 
     def _with_fleet(self, left: dict[Unit, float | None]) -> dict[Unit, float | None]:
         """``left`` lowered to what the run's fleet has left under its fleet-wide caps (if any)."""
-        fleet = self.config.get("fleet") or {}
-        caps = Budget.from_dict(fleet.get("caps") or {}).units()
-        if not caps:
+        link = FleetLink.from_config(self.config)
+        caps = Budget.from_dict(link.caps).units() if link is not None else {}
+        if link is None or not caps:
             return left
-        used = self.store.fleet_usage(str(fleet["id"]))
+        used = self.store.fleet_usage(link.id)
         for unit, cap in caps.items():
             fleet_left = max(cap - used.get(unit, 0.0), 0.0)
             own = left.get(unit)
