@@ -217,7 +217,7 @@ def optimize(args: argparse.Namespace) -> int:
     elif args.student:
         raise ConfigError(f"--student is for prompt tasks; {args.task_id} evaluates programs")
     # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
-    unit = "experiments" if getattr(task, "candidate_kind", "program") == "repository" else "evaluations"
+    unit = "experiments" if task.candidate_kind == "repository" else "evaluations"
     budget: dict[str, float] = {"student_calls": args.student_calls} if prompt_task else {unit: args.budget}
     if args.max_dollars is not None:
         budget["dollars"] = args.max_dollars

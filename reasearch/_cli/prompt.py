@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators.base import Task
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -32,8 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_test)
 
 
-def is_prompt_task(task: Any) -> bool:
-    return getattr(task, "candidate_kind", "program") == "prompt"
+def is_prompt_task(task: Task) -> bool:
+    return task.candidate_kind == "prompt"
 
 
 def student_params(args: argparse.Namespace, base_url_attr: str = "base_url") -> dict[str, Any]:

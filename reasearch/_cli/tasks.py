@@ -151,9 +151,9 @@ def run_tasks(args: argparse.Namespace) -> int:
 def _read_source(path: str, task: Any = None) -> str:
     p = Path(path)
     if p.is_dir():
-        kind = getattr(task, "candidate_kind", "program")
+        kind = task.candidate_kind if task is not None else "program"
         what = "a system prompt (a text file)" if kind == "prompt" else "one Python file"
-        name = getattr(task, "candidate_file", "candidate.py")
+        name = task.candidate_file if task is not None else "candidate.py"
         raise ConfigError(f"{path} is a folder, but a candidate of {task.spec.id if task else 'this task'} is {what}, "
                           f"e.g. {path.rstrip('/')}/{name}")
     if not p.is_file():
@@ -246,7 +246,7 @@ def run_eval(args: argparse.Namespace) -> int:
     task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
     if is_prompt_task(task) and student_params(args):
         task = make(args.task_id, **params, **student_params(args))
-    if getattr(task, "candidate_kind", "program") == "repository" and Path(args.file).is_dir():
+    if task.candidate_kind == "repository" and Path(args.file).is_dir():
         from reasearch.evaluators.repo import encode_repo, read_repo_dir
 
         source = encode_repo(read_repo_dir(args.file))
@@ -288,7 +288,7 @@ def run_eval(args: argparse.Namespace) -> int:
 def run_seed(args: argparse.Namespace) -> int:
     task = make(args.task_id, **key_values(args.param))
     out = Path(args.output)
-    if getattr(task, "candidate_kind", "program") == "repository":
+    if task.candidate_kind == "repository":
         from reasearch.evaluators.repo import write_repo
 
         if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -69,7 +69,7 @@ def task_for(task_id: str, params: Mapping[str, Any] | None = None) -> Task:
     task = _TASKS.get(key)
     if task is None:
         task = make(task_id, **params)
-        if getattr(task, "candidate_kind", "program") != "program":
+        if task.candidate_kind != "program":
             raise ConfigError(f"{task_id} does not evaluate one program file; pick a program task (reasearch tasks)")
         _TASKS[key] = task
     return task

@@ -55,7 +55,7 @@ from reasearch.agent.prompts import (
 )
 from reasearch.agent.snapshot import EvalRecord, best_of, render_snapshot
 from reasearch.agent.tools.context import ToolContext, ToolState
-from reasearch.agent.tools.program import CANDIDATE_FILE, ControlTools, ProgramTools
+from reasearch.agent.tools.program import ControlTools, ProgramTools
 from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
@@ -143,10 +143,10 @@ class Agent:
                           lambda: ToolState(self.step, self.parent, tuple(self.history)),
                           lambda: self.snapshot_text(include_lessons=False))
         # The domain toolset: program tools, or prompt tools for a task whose candidate is a prompt.
-        self.candidate_file: str = getattr(self.task, "candidate_file", CANDIDATE_FILE)
+        self.candidate_file: str = self.task.candidate_file
         extra_tools: list[Any] = []
         self.domain: Any
-        if getattr(self.task, "candidate_kind", "program") == "repository":
+        if self.task.candidate_kind == "repository":
             # Training tasks (a repository candidate): experiments and git instead of the program tools.
             from reasearch.agent.tools.experiments import experiment_toolset
 

@@ -12,14 +12,16 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Literal, Mapping
 
 from reasearch.engine import default_pool
 from reasearch.engine.protocol import Limits, RunOutcome, RunRequest, SandboxRunner
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 
-__all__ = ["Task", "default_runner", "candidate_sha256", "package_versions"]
+__all__ = ["CandidateKind", "Task", "default_runner", "candidate_sha256", "package_versions"]
+
+CandidateKind = Literal["program", "prompt", "repository"]
 
 _FEEDBACK_TAIL = 4000  # characters of traceback/stderr handed to the agent
 
@@ -73,6 +75,21 @@ class Task(ABC):
     """
 
     harness: ClassVar[str | None] = None
+    #: What a candidate is: one Python program, a system prompt, or a repository (training tasks).
+    #: The agent and the CLI choose their tools and wording from it.
+    candidate_kind: ClassVar[CandidateKind] = "program"
+    #: The file a candidate is kept in in the agent's workspace (and named after by the CLI).
+    candidate_file: ClassVar[str] = "candidate.py"
+
+    def budget_estimate(self) -> dict[str, float]:
+        """What one evaluation is expected to cost, per budget unit, checked against the caps before it
+        runs; its first unit is the one the task's budget is counted in. Default: one evaluation."""
+        return {"evaluations": 1.0}
+
+    def evaluation_costs(self, result: EvalResult) -> dict[str, float]:
+        """What one finished evaluation cost, per unit, from what the trusted side measured (debited
+        with its result). Default: the estimate."""
+        return self.budget_estimate()
 
     @abstractmethod
     def _make_spec(self) -> TaskSpec:

@@ -59,7 +59,7 @@ from reasearch.engine.files import mount_bounded, private_folder, unmount
 from reasearch.engine.gpu import SlotLease, lease_slot
 from reasearch.engine.training import JobOutcome, run_job
 from reasearch.errors import ConfigError
-from reasearch.evaluators.base import Task
+from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.params import Range
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
@@ -231,7 +231,7 @@ class TrainingTask(Task):
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
     """
 
-    candidate_kind: ClassVar[str] = "repository"
+    candidate_kind: ClassVar[CandidateKind] = "repository"
     entry_file: ClassVar[str] = "train.py"
     PARAM_RANGES: ClassVar[Mapping[str, Range]] = {  # reasearch tasks ID --params shows them
         "grace_s": Range(ge=0), "slot": Range(choices=("auto", "gpu", "cpu")),

@@ -35,8 +35,7 @@ _TEST_NOTE = "test:"
 def budget_unit(task_id: str, task_params: Mapping[str, Any] | None = None) -> Unit:
     """The unit one evaluation of ``task_id`` mainly spends (its ``budget_estimate``'s first unit)."""
     task = build_task(task_id, dict(task_params or {}))
-    estimate = getattr(task, "budget_estimate", None)
-    return Unit(next(iter(estimate())) if callable(estimate) else Unit.EVALUATIONS)
+    return Unit(next(iter(task.budget_estimate()), Unit.EVALUATIONS))
 
 
 def compare_spec(tasks: Sequence[str], methods: Sequence[str], *, seeds: Sequence[int], budget: float, model: str,
@@ -59,7 +58,7 @@ def compare_spec(tasks: Sequence[str], methods: Sequence[str], *, seeds: Sequenc
     params = {t: dict(p) for t, p in (task_params or {}).items()}
     baselines = [m for m in methods if not m.startswith("agent")]
     for t in tasks:
-        kind = getattr(build_task(t, params.get(t, {})), "candidate_kind", "program")
+        kind = build_task(t, params.get(t, {})).candidate_kind
         if baselines and kind not in ("program", "prompt"):
             raise ConfigError(f"{t} is a {kind} task: the baselines {baselines} drive program and prompt tasks only; "
                               "compare the agent and its ablations on it")

@@ -111,7 +111,7 @@ class MethodDriver:
         self.method = method
         self.task = run.task
         self.spec = self.task.spec
-        kind = getattr(self.task, "candidate_kind", "program")
+        kind = self.task.candidate_kind
         if kind not in ("program", "prompt"):
             raise ConfigError(f"the {method} method drives program and prompt tasks; {self.spec.id} is a {kind} "
                               "task (use the agent for it)")

@@ -432,8 +432,7 @@ class Run:
         A task declares it with ``budget_estimate() -> {unit: amount}`` (e.g. a prompt task:
         ``{"student_calls": 500}``); default ``{"evaluations": 1}``.
         """
-        estimate = getattr(self.task, "budget_estimate", None)
-        return _units(estimate() if callable(estimate) else {Unit.EVALUATIONS: 1.0})
+        return _units(self.task.budget_estimate())
 
     @property
     def eval_unit(self) -> Unit:
@@ -493,8 +492,7 @@ class Run:
         side measured (e.g. a training task: ``{"experiments": 1, "gpu_seconds": ...}``); default: the
         estimate.
         """
-        costs = getattr(self.task, "evaluation_costs", None)
-        return _units(costs(result)) if callable(costs) else dict(estimate)
+        return _units(self.task.evaluation_costs(result))
 
     # ------------------------------------------------------------ candidates and evaluations
     def add_candidate(self, source: str, *, parent: str | None = None, note: str = "") -> str:

@@ -19,7 +19,7 @@ from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
-
+from reasearch.evaluators.base import Task
 from reasearch.runs.events import EventKind
 from reasearch.runs.run import Run
 from reasearch.runs.students import PromptSession, TrainOutcome, score_test
@@ -86,7 +86,7 @@ class PromptTools:
         if session is None and not isinstance(ctx.run, Run):
             raise ConfigError("prompt tasks need a stored run (reasearch.runs.Run), not an in-memory one")
         self.ctx = ctx
-        self.candidate_file: str = getattr(ctx.task, "candidate_file", "prompt.txt")
+        self.candidate_file: str = ctx.task.candidate_file
         self.session = session if session is not None else PromptSession(ctx.run)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ loop hooks
@@ -227,9 +227,9 @@ class PromptTools:
                           {"analysis": {"n": len(outcomes), "tokens": reply.usage.total}})
 
 
-def is_prompt_task(task: Any) -> bool:
+def is_prompt_task(task: Task) -> bool:
     """True for tasks whose candidate is a prompt (they get :class:`PromptTools`)."""
-    return getattr(task, "candidate_kind", "program") == "prompt"
+    return task.candidate_kind == "prompt"
 
 
 

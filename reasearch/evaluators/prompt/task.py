@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from reasearch.engine.protocol import SandboxRunner, Status
 from reasearch.errors import ConfigError
-from reasearch.evaluators.base import Task
+from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.prompt._data import (
     Example,
     Splits,
@@ -110,7 +110,7 @@ class PromptTask(Task):
         "n_validation": Range(ge=1), "n_test": Range(ge=1), "split_seed": Range(ge=0)}
 
     harness = None
-    candidate_kind: ClassVar[str] = "prompt"
+    candidate_kind: ClassVar[CandidateKind] = "prompt"
     candidate_file: ClassVar[str] = "prompt.txt"
     SEED_PROMPT: ClassVar[str] = "You are a helpful assistant. Answer the question."
 
