@@ -154,7 +154,7 @@ def _one_line(text: str) -> str:
 
 
 def _run_agent(agent: Any, console: Console, quiet: bool, title: str, run_dir: str) -> int:
-    from reasearch.agent._console import RunConsole, summary_lines
+    from reasearch.agent.console import RunConsole, summary_lines
     from reasearch.errors import ModelError
 
     resume = f"reasearch resume {agent.run.id} --run-dir {shlex.quote(str(run_dir))}"

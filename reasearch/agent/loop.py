@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reasearch.agent._console import write_final_files
+from reasearch.agent.console import write_final_files
 from reasearch.agent._routing import edit_problem, fallback_role
 from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.journal import Journal, RunLike

@@ -17,7 +17,7 @@ from agent_helpers import kinds_by_step, toy_source
 from misbehaving import BODIES, always
 
 from reasearch.agent import AgentConfig, AnthropicModel, ModelSpec, OpenAICompatibleModel, RetryPolicy
-from reasearch.agent._console import RunConsole, sparkline, summary_lines
+from reasearch.agent.console import RunConsole, sparkline, summary_lines
 from reasearch.agent.lessons import lesson_items
 from reasearch.agent.loop import require_prices
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage

@@ -1,4 +1,4 @@
-"""``_guarded_path.Root`` (the one guarded reader): every operation stays beneath the root and follows no symlink, with the kernel's
+"""``guarded_path.Root`` (the one guarded reader): every operation stays beneath the root and follows no symlink, with the kernel's
 ``openat2`` and with the component-by-component fallback alike."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.evaluators import _guarded_path as _safefs
-from reasearch.evaluators._guarded_path import Root, UnsafePathError
+from reasearch.evaluators import guarded_path as _safefs
+from reasearch.evaluators.guarded_path import Root, UnsafePathError
 
 
 @pytest.fixture(params=["openat2", "fallback"])

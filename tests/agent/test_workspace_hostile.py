@@ -307,7 +307,7 @@ def _plant(root: Path, kind: str, name: str) -> str:
 def _read_with_every_reader(root: Path, rel: str) -> list[str]:
     """What each host-side reader returns (or refuses) for ``rel`` beneath ``root``."""
     from reasearch.agent.tools.experiments import _read_file, _read_status
-    from reasearch.evaluators._guarded_path import UnsafePathError
+    from reasearch.evaluators.guarded_path import UnsafePathError
     from reasearch.evaluators.repo import read_repo_dir
 
     out: list[str] = []

@@ -46,7 +46,7 @@ from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.git import GitRepo, GitTools
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
-from reasearch.evaluators._guarded_path import Root, UnsafePathError
+from reasearch.evaluators.guarded_path import Root, UnsafePathError
 from reasearch.evaluators.repo import encode_repo, read_repo_dir
 from reasearch.runs.events import EventKind
 

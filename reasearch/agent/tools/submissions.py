@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from reasearch.agent.snapshot import fmt_score
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
-from reasearch.evaluators._outputs import OutputError, read_output
+from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Unit
 

@@ -1,7 +1,7 @@
 """The metrics of ``tabular/csv-v1`` and the trusted parser of prediction files.
 
 Trust boundary: prediction files are written by candidate code; :func:`parse_predictions` takes their
-bytes (read by :func:`reasearch.evaluators._outputs.read_output`) and accepts only a CSV with the
+bytes (read by :func:`reasearch.evaluators.outputs.read_output`) and accepts only a CSV with the
 header ``row_id,prediction``, every expected id exactly once, nothing else, finite numbers.
 """
 

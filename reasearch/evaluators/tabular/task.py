@@ -4,7 +4,7 @@ The candidate is a repository whose ``train.py`` runs in a training jail that re
 folder (``train.csv`` with the target, ``val.csv`` and ``test.csv`` without it) and writes two prediction
 files to ``REASEARCH_OUT_DIR``: ``val_predictions.csv`` (the validation period: the experiment's score)
 and ``submission.csv`` (the test period). Nothing of the candidate runs at scoring: the trusted side
-reads both files through the guarded reader (:mod:`reasearch.evaluators._outputs`), validates them
+reads both files through the guarded reader (:mod:`reasearch.evaluators.outputs`), validates them
 (header, every id once, finite numbers) and scores the validation predictions on labels held only in
 this process's memory. The test labels are used by :meth:`TabularTask.score_submission` alone, which the
 agent reaches through ``submit`` (a separate, small ``submissions`` budget), never through an experiment.
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from reasearch.engine.gpu import SlotLease
-from reasearch.evaluators._outputs import OutputError, read_output
+from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators._secret import derive_seed, fingerprint
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
