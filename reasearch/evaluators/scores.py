@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from reasearch.engine.protocol import Status
-
 __all__ = ["best_index", "fmt_score", "is_better", "ok_score", "running_best", "since_best"]
 
 Direction = Literal["maximize", "minimize"]
+# ``Status.OK``'s value. Not imported from ``reasearch.engine.protocol``: ``spec.py`` imports this module, and
+# it sits on the CLI's cold-start path and in the jail, where loading the engine package costs time.
+_OK = "OK"
 
 
 def is_better(direction: str, a: float, b: float | None) -> bool:
@@ -29,7 +30,7 @@ def is_better(direction: str, a: float, b: float | None) -> bool:
 
 def ok_score(status: str, score: float | None) -> float | None:
     """The score of an evaluation that counts for "best so far": its score when ``OK``, else None."""
-    return score if status == Status.OK and score is not None else None
+    return score if status == _OK and score is not None else None
 
 
 def best_index(scores: Sequence[float | None], direction: str) -> int | None:

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from reasearch.engine.protocol import Status
-from reasearch.evaluators.scores import best_index, fmt_score, is_better, ok_score, running_best, since_best
+from reasearch.evaluators.scores import (
+    best_index,
+    fmt_score,
+    is_better,
+    ok_score,
+    running_best,
+    since_best,
+)
 
 
 def test_is_better_follows_the_direction_and_none_loses() -> None:
@@ -33,3 +44,11 @@ def test_score_text_agent_and_report_forms() -> None:
     assert fmt_score(1 / 3, digits=10, small=1e-3) == "0.3333333333"
     assert fmt_score(1.23456e-5, digits=10, small=1e-3) == "1.2346e-05"
     assert fmt_score(0.0, digits=10, small=1e-3) == "0" and fmt_score(1.23456e-5) == "1.23456e-05"
+
+
+def test_the_rules_load_no_engine_on_the_specs_cold_path() -> None:
+    # spec.py imports scores.py; both sit on the CLI's cold-start path and in the jail.
+    code = "import sys, reasearch.evaluators.spec; print(sorted(m for m in sys.modules if m.startswith('reasearch.engine')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+    assert out == "[]"
