@@ -46,7 +46,10 @@ def _nanogpt(**params: object) -> NanoGPTTask:
 # old default corpus), the training split, anything whose path names the corpus, and the continuation of
 # the training split's last 24 bytes wherever they occur in any readable text file of 32 KiB or more on the
 # whole file system (compressed ones decompressed; data-like files first, until its time is nearly up).
-# It prints what it read.
+# It prints what it read. Work that cannot change what it learns is cut (the suite's time, issue 27 item 5):
+# a file seen twice through a bind mount is read once, a file whose first 4 KiB hold a NUL (rejected as
+# binary either way) is not read further, and the first-writer-wins table is built by one sort rather than
+# np.unique's stable one; the same table as before (5,719,694 entries on corpus=stdlib).
 MEMORIZER_TRAIN = r'''
 import bz2, gzip, json, lzma, os, stat, sys, time
 import numpy as np, torch
@@ -63,7 +66,11 @@ stats = {"files": 0, "searched": 0, "bytes_searched": 0, "unreadable": 0, "searc
 def text(path, size):
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(size)
+            raw = fh.read(4096)
+            packed = path.endswith((".xz", ".gz", ".bz2"))
+            if not packed and b"\0" in raw:
+                return None  # binary: the same verdict as below, without reading the rest
+            raw += fh.read(size - len(raw))
         if path.endswith(".xz"): raw = lzma.decompress(raw)
         elif path.endswith(".gz"): raw = gzip.decompress(raw)
         elif path.endswith(".bz2"): raw = bz2.decompress(raw)
@@ -76,9 +83,26 @@ for name in TARGETS:  # paths the attacker guesses: the packaged corpus, the pri
     raw = text(name, 64 << 20)
     if raw:
         found.append(name); blobs.append(raw)
+# A folder or file the jail shows twice (a bind mount: /lib and /usr/lib) holds nothing new, so each
+# (device, inode) is walked and read once; the standard library is known by its inode, whatever it is named.
+seen, st = {}, os.stat(stdlib)
+stdlib_id, stdlibs = (st.st_dev, st.st_ino), [stdlib]
 for dp, dns, fns in os.walk("/"):
     if dp == "/":
         dns[:] = [d for d in dns if d not in ("proc", "sys", "dev")]
+    kept = []
+    for d in dns:
+        q = os.path.join(dp, d)
+        try:
+            st = os.lstat(q)
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key == stdlib_id:
+            stdlibs.append(q)
+        if key not in seen or ("shakespeare" in q.lower() and "shakespeare" not in seen[key].lower()):
+            seen[key] = q; kept.append(d)
+    dns[:] = kept
     for f in fns:
         p = os.path.join(dp, f)
         try:
@@ -88,7 +112,10 @@ for dp, dns, fns in os.walk("/"):
         if not stat.S_ISREG(st.st_mode):
             continue
         stats["files"] += 1
-        stdlib_py = p.startswith(stdlib + "/") and p.endswith(".py") and "site-packages" not in p
+        if (st.st_dev, st.st_ino) in seen:  # already read under another name
+            continue
+        seen[(st.st_dev, st.st_ino)] = p
+        stdlib_py = p.startswith(tuple(s + "/" for s in stdlibs)) and p.endswith(".py") and "site-packages" not in p
         if stdlib_py or "shakespeare" in p.lower() or p.endswith("val.bin"):
             raw = text(p, 64 << 20)
             if raw and sum(map(len, blobs)) < CAP:
@@ -111,14 +138,21 @@ keys, vals = [], []
 for b in blobs:
     a = np.frombuffer(b, dtype=np.uint8)
     if len(a) <= K: continue
-    w = np.lib.stride_tricks.as_strided(a, (len(a) - 7, 8), (1, 1))  # every 8-byte run
-    lo = (w.astype(np.uint64) << (np.arange(8, dtype=np.uint64) * 8)).sum(axis=1, dtype=np.uint64)
+    lo = np.empty(len(a) - 7, dtype=np.uint64)  # every 8-byte run, little-endian
+    for o in range(8):
+        n = (len(a) - o) // 8
+        lo[o::8] = a[o : o + 8 * n].view("<u8")
     x0, x1 = lo[: len(a) - K], lo[8 : len(a) - K + 8]
     h = ((x0 * np.uint64(0x9E3779B97F4A7C15)) ^ (x1 * np.uint64(0xC2B2AE3D27D4EB4F))) >> np.uint64(32)
     keys.append(h.astype(np.int64)); vals.append(a[K:])
 keys, vals = np.concatenate(keys), np.concatenate(vals)
-keys, first = np.unique(keys, return_index=True)
-vals = vals[first]
+# np.unique(keys, return_index=True) (first writer wins) by one plain sort of (key << 32 | position): keys are
+# 32-bit, so the order and the first position of each key are the same, in a fifth of the time.
+packed = np.sort((keys.astype(np.uint64) << np.uint64(32)) | np.arange(len(keys), dtype=np.uint64))
+keys = (packed >> np.uint64(32)).astype(np.int64)
+new_key = np.ones(len(keys), dtype=bool)
+np.not_equal(keys[1:], keys[:-1], out=new_key[1:])
+keys, vals = keys[new_key], vals[(packed[new_key] & np.uint64(0xFFFFFFFF)).astype(np.int64)]
 print(json.dumps({"memorized": int(len(keys)), "found": found[:20], **stats}), flush=True)
 json.dump({"block_size": 1024, "n": int(len(keys))}, open(os.path.join(out, "config.json"), "w"))
 torch.save({"keys": torch.from_numpy(keys), "vals": torch.from_numpy(vals.astype(np.uint8))},
