@@ -43,6 +43,32 @@ SPINNER = textwrap.dedent("""
     """)
 
 
+_PROBE_NAME = "rs-burn-probe"
+
+
+def _find_process(comm: str) -> int:
+    """The pid (in this namespace) of the one process named ``comm``."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/comm") as fh:
+                if name.isdigit() and fh.read().strip() == comm:
+                    found.append(int(name))
+        except OSError:
+            continue
+    assert len(found) == 1, f"processes named {comm}: {found}"
+    return found[0]
+
+
+def _wait_for_a_thread_to_exit(pid: int, timeout_s: float = 120.0) -> None:
+    """Until ``pid`` has fewer threads than now (its Timer thread ran and ended); bounded, never timed."""
+    start = len(os.listdir(f"/proc/{pid}/task"))
+    deadline = time.monotonic() + timeout_s
+    while len(os.listdir(f"/proc/{pid}/task")) >= start:
+        assert time.monotonic() < deadline, f"process {pid}'s burner thread never ended"
+        time.sleep(0.005)
+
+
 def _calls(pool: SandboxPool, payloads: list[dict]) -> tuple[list[CallOutcome], RunOutcome]:
     with pool.session(RunRequest(source=SPINNER, harness=ECHO)) as sess:
         outs = [sess.call(p) for p in payloads]
@@ -69,8 +95,11 @@ def test_a_calls_cpu_is_the_kernels_account_of_the_candidates_process(pool: Sand
 
 
 def test_work_between_calls_is_not_in_the_next_calls_cpu(pool: SandboxPool) -> None:
+    """A thread burns 30 ms of CPU after the first call's answer; the second call is made once that thread
+    has exited (watched from here through the candidate's /proc task list, not a sleep: a 0.3 s sleep gave a
+    burner on a loaded machine too little CPU), so its burn shows before the call, not in it."""
     cand = textwrap.dedent("""
-        import threading, time
+        import ctypes, threading, time
 
         def _burn(s):
             t = time.thread_time()
@@ -79,12 +108,14 @@ def test_work_between_calls_is_not_in_the_next_calls_cpu(pool: SandboxPool) -> N
 
         def run(p):
             if p.get("later"):  # a thread that burns 30 ms of CPU, 50 ms after this call
+                ctypes.CDLL(None).prctl(15, b"%s", 0, 0, 0)  # PR_SET_NAME: the test finds this process
                 threading.Timer(0.05, _burn, args=(0.03,)).start()
             return 1
-        """)
+        """) % _PROBE_NAME
     with pool.session(RunRequest(source=cand, harness=ECHO)) as sess:
         first = sess.call({"later": True})
-        time.sleep(0.3)  # the burner ran out meanwhile (30 ms of CPU on a loaded machine)
+        assert first.status is Status.OK, first.error
+        _wait_for_a_thread_to_exit(_find_process(_PROBE_NAME))
         second = sess.call({})
         sess.close()
     assert first.status is second.status is Status.OK
