@@ -206,7 +206,7 @@ def test_session_call_past_its_timeout_ends_the_session(pool: SandboxPool) -> No
     assert sess.call({"s": 0.0}).value == 0.0
     got = sess.call({"s": 10.0}, timeout_s=0.5)
     assert got.status is Status.TIMEOUT
-    assert 0.5 <= got.wall_s < 1.5
+    assert 0.5 <= got.wall_s < 3.0  # the call's 0.5 s, not the session's 5 s limit (a margin for a loaded machine)
     after = sess.call({"s": 0.0})
     assert after.status is Status.CRASH and "session is over" in after.error
     assert sess.close().status is Status.TIMEOUT

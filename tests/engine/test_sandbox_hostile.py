@@ -469,6 +469,6 @@ def test_stuck_worker_is_killed_by_the_engine(mode: str) -> None:
                                   limits=Limits(wall_s=1.0, memory_mb=256)))
         assert out.status is Status.TIMEOUT
         assert "did not answer" in out.error
-        assert 1.5 <= out.wall_s < 3.0
+        assert 1.5 <= out.wall_s < 10.0  # wall + grace (1.5 s), not the engine's next deadline (60 s + grace)
         assert pool.restarts == 1
         assert_still_serving(pool, 1)
