@@ -45,6 +45,7 @@ _COMMANDS = {
     "test": "reasearch._cli.prompt",
     "mcp": "reasearch._cli.mcp",
     "report": "reasearch._cli.reports", "serve": "reasearch._cli.reports",
+    "export-evaluator": "reasearch._cli.adapters",
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
