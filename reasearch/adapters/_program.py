@@ -18,8 +18,8 @@ from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["MAX_PROGRAM_BYTES", "close_sandboxes", "evaluate_file", "numeric_metrics", "sandbox_for_this_process",
-           "task_for"]
+__all__ = ["MAX_PROGRAM_BYTES", "close_sandboxes", "evaluate_file", "numeric_metrics", "read_program",
+           "sandbox_for_this_process", "task_for"]
 
 MAX_PROGRAM_BYTES = 1 << 20
 _TASKS: dict[tuple[str, tuple[tuple[str, str], ...]], Task] = {}
@@ -75,8 +75,8 @@ def task_for(task_id: str, params: Mapping[str, Any] | None = None) -> Task:
     return task
 
 
-def evaluate_file(task: Task, program_path: str | Path, *, seed: int | None = 0) -> EvalResult:
-    """The task's result for the program at ``program_path``; an unreadable file is ``INVALID``, never raised."""
+def read_program(program_path: str | Path) -> str | EvalResult:
+    """The program's text (size-capped UTF-8), or the ``INVALID`` result that says why it cannot be read."""
     path = Path(program_path)
     try:
         with path.open("rb") as fh:
@@ -86,9 +86,16 @@ def evaluate_file(task: Task, program_path: str | Path, *, seed: int | None = 0)
     if len(raw) > MAX_PROGRAM_BYTES:
         return EvalResult.failure(Status.INVALID, f"the program is over {MAX_PROGRAM_BYTES} bytes")
     try:
-        source = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         return EvalResult.failure(Status.INVALID, "the program is not UTF-8 text")
+
+
+def evaluate_file(task: Task, program_path: str | Path, *, seed: int | None = 0) -> EvalResult:
+    """The task's result for the program at ``program_path``; an unreadable file is ``INVALID``, never raised."""
+    source = read_program(program_path)
+    if isinstance(source, EvalResult):
+        return source
     return task.evaluate(source, seed=seed, executor=sandbox_for_this_process())
 
 

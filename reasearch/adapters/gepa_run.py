@@ -43,11 +43,14 @@ class RunBudgetStop:
         return left is not None and left <= 0
 
 
-def gepa_for_run(run: Run) -> dict[str, Any]:
-    """Keyword arguments for ``gepa.optimize`` on a run's prompt task: datasets, adapter, budget stop."""
+def gepa_for_run(run: Run, caller: Any = None) -> dict[str, Any]:
+    """Keyword arguments for ``gepa.optimize`` on a run's prompt task: datasets, adapter, budget stop.
+
+    ``caller`` replaces :class:`RunStudentCaller` (a method that numbers the run's steps itself passes its own).
+    """
     from reasearch.adapters.gepa import PromptGEPAAdapter, gepa_datasets
 
     task = prompt_task_of(run)
     trainset, valset = gepa_datasets(task)
-    return {"trainset": trainset, "valset": valset, "adapter": PromptGEPAAdapter(task, RunStudentCaller(run)),
+    return {"trainset": trainset, "valset": valset, "adapter": PromptGEPAAdapter(task, caller if caller is not None else RunStudentCaller(run)),
             "stop_callbacks": [RunBudgetStop(run)]}

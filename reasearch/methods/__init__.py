@@ -28,6 +28,7 @@ from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.methods._driver import FINAL_EVENT, REPLY_EVENT, MethodDriver, config_from
 from reasearch.methods.best_of_n import BestOfNConfig, best_of_n
 from reasearch.methods.evolve import EvolveConfig, evolve
+from reasearch.methods.peers import GepaConfig, OpenEvolveConfig, gepa_method, openevolve_method
 from reasearch.methods.reflect import ReflectConfig, reflect
 from reasearch.models import Model, ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store
@@ -41,6 +42,8 @@ METHODS: dict[str, tuple[type, Callable[[MethodDriver, Any], str]]] = {
     "best-of-n": (BestOfNConfig, best_of_n),
     "evolve": (EvolveConfig, evolve),
     "reflect": (ReflectConfig, reflect),
+    "openevolve": (OpenEvolveConfig, openevolve_method),  # the installed package's own loop (extra "openevolve")
+    "gepa": (GepaConfig, gepa_method),  # the installed package's own loop (extra "gepa")
 }
 
 

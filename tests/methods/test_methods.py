@@ -15,6 +15,7 @@ import pytest
 
 from reasearch.errors import ConfigError
 from reasearch.methods import METHODS, method_config, open_method, start_method
+from reasearch.methods.peers import PACKAGES
 from reasearch.methods._driver import REPLY_EVENT, apply_edits, last_block
 from reasearch.methods.reflect import pareto_front
 from reasearch.methods.testing import MutatingModel
@@ -40,7 +41,7 @@ def _charged_once(store, run_id: str) -> None:  # type: ignore[no-untyped-def]
     assert sum(e.amount for e in ledger if e.unit is Unit.EVALUATIONS) == len(ran)
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(set(METHODS) - set(PACKAGES)))  # the peers: test_peer_methods.py
 def test_each_method_improves_the_seed_within_its_budget(method: str) -> None:
     """With the offline demo model (``--model demo``), built from its spec as a user's run builds it."""
     store = open_store("memory://")
@@ -68,7 +69,7 @@ def test_a_finished_run_reopened_replays_without_calling_the_model() -> None:
     assert store.get_run(runner.run.id).reason == first_reason  # read back, not resumed and finished again
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(set(METHODS) - set(PACKAGES)))  # the peers: test_peer_methods.py
 def test_kill_9_mid_run_then_resume_charges_nothing_twice(method: str, tmp_path: Path) -> None:
     store_dir, marker, run_id = tmp_path / "runs", tmp_path / "blocked", f"kill-{method}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -118,7 +119,7 @@ def test_replies_are_parsed_not_run() -> None:
     assert pareto_front({"a": {"i": 1.0, "j": 0.0}, "b": {"i": 0.0, "j": 2.0}, "c": {"i": 0.5, "j": 1.0}}) == {"a": 1, "b": 1}
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(set(METHODS) - set(PACKAGES)))  # the peers: test_peer_methods.py
 def test_each_method_improves_a_prompt_against_a_toy_student(method: str, tmp_path: Path) -> None:
     from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key, write_synthetic_gsm8k
 
@@ -139,7 +140,7 @@ def test_each_method_improves_a_prompt_against_a_toy_student(method: str, tmp_pa
     assert test.payload["candidate"] == result.final_candidate
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(set(METHODS) - set(PACKAGES)))  # the peers: test_peer_methods.py
 def test_a_run_killed_after_its_last_evaluation_concludes_with_its_best_on_resume(method: str,
                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Replaying a run whose budget the store shows spent must not stop at the first budget check."""

@@ -1,0 +1,227 @@
+"""A metering OpenAI-compatible endpoint on 127.0.0.1 that a peer optimizer (OpenEvolve) talks to.
+
+One proxy per run: a random port and a random bearer token. ``POST /v1/chat/completions`` hands the
+request to :meth:`MethodDriver.ask` (the run's model client, the run's and its fleet's caps reserved
+before the call, the reply journaled before it is returned, debited as every method's calls are);
+``GET /v1/models`` names the one model. ``POST /reasearch/evaluate`` takes a program file path from the
+peer's evaluator and evaluates it through :meth:`MethodDriver.evaluate` (the run's sandbox, budget,
+cache and store). A spent budget is an HTTP 400 for a model call (the peer counts a failed call) and a
+failed evaluation (``combined_score`` 0.0) for a program; neither is ever made.
+
+Every request is served on the thread that called :meth:`MeteringProxy.serve` (the run's and the
+store's own thread), one at a time: the HTTP threads only queue work and wait for its answer.
+
+Trust boundary: only the holder of the token (the peer package this process started) is served; the
+request body is untrusted JSON, parsed and size-capped here; a program file is read size-capped and
+runs only in the task's sandbox.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import queue
+import secrets
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar
+
+from reasearch.errors import BudgetExceededError, ModelError
+from reasearch.methods._driver import MethodDriver
+
+__all__ = ["MeteringProxy"]
+
+T = TypeVar("T")
+MAX_BODY = 8 * 1024 * 1024
+_MODEL = "reasearch-metered"
+
+
+class _Job:
+    def __init__(self, fn: Callable[[], tuple[int, dict[str, Any]]]) -> None:
+        self.fn = fn
+        self.done = threading.Event()
+        self.answer: tuple[int, dict[str, Any]] = (503, _error("the run is over"))
+
+
+def _error(message: str, kind: str = "reasearch_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": kind}}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return ""
+
+
+def split_messages(messages: Any) -> tuple[str, str]:
+    """(system, user text) of an OpenAI ``messages`` list; several turns become one user text, labelled."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list")
+    system = "\n\n".join(_text(m.get("content")) for m in messages if isinstance(m, Mapping) and m.get("role") == "system")
+    turns = [m for m in messages if isinstance(m, Mapping) and m.get("role") != "system"]
+    if not turns:
+        raise ValueError("messages hold no user turn")
+    if len(turns) == 1:
+        return system, _text(turns[0].get("content"))
+    return system, "\n\n".join(f"[{m.get('role')}]\n{_text(m.get('content'))}" for m in turns)
+
+
+class MeteringProxy:
+    """The per-run endpoint (see the module docstring); ``evaluate`` maps a program path to the peer's answer."""
+
+    def __init__(self, driver: MethodDriver, *, evaluate: Callable[[str], dict[str, Any]] | None = None,
+                 note: str = "proposal") -> None:
+        self.driver = driver
+        self.note = note
+        self.token = secrets.token_urlsafe(32)
+        self._evaluate = evaluate
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._open = False
+        self.calls = 0
+        self.refused = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.model_name = _MODEL
+
+    # ------------------------------------------------------------ serving
+    def serve(self, body: Callable[[], T]) -> T:
+        """Runs ``body`` (the peer's loop) on a thread while this thread answers the proxy's requests."""
+        out: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                out["value"] = body()
+            except BaseException as exc:  # re-raised on the caller's thread
+                out["error"] = exc
+            finally:
+                self._jobs.put(None)
+
+        http = threading.Thread(target=self._server.serve_forever, name="reasearch-proxy", daemon=True)
+        with self._lock:
+            self._open = True
+        http.start()
+        peer = threading.Thread(target=target, name="reasearch-peer", daemon=True)
+        peer.start()
+        try:
+            while (job := self._jobs.get()) is not None:
+                self._run(job)
+        finally:
+            with self._lock:
+                self._open = False
+            while True:  # queued after the end: answered "over", never run
+                try:
+                    late = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if late is not None:
+                    late.done.set()
+            self._server.shutdown()
+            self._server.server_close()
+        peer.join()
+        if "error" in out:
+            raise out["error"]
+        return out["value"]  # type: ignore[no-any-return]
+
+    def _run(self, job: _Job) -> None:
+        try:
+            job.answer = job.fn()
+        except (ModelError, KeyboardInterrupt):
+            job.answer = (502, _error("the model failed; the run stops (resumable)"))
+            job.done.set()
+            raise
+        except Exception as exc:
+            job.answer = (500, _error(f"{type(exc).__name__}: {exc}"[:500]))
+        job.done.set()
+
+    def _submit(self, fn: Callable[[], tuple[int, dict[str, Any]]]) -> tuple[int, dict[str, Any]]:
+        job = _Job(fn)
+        with self._lock:
+            if not self._open:
+                return job.answer
+            self._jobs.put(job)
+        job.done.wait()
+        return job.answer
+
+    # ------------------------------------------------------------ the work (on the serving thread)
+    def complete(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One chat completion through the driver: journaled, reserved, debited; a spent budget is a 400."""
+        try:
+            system, user = split_messages(body.get("messages"))
+        except ValueError as exc:
+            return 400, _error(str(exc), "invalid_request_error")
+        try:
+            text = self.driver.ask(system, user, note=self.note)
+        except BudgetExceededError as exc:
+            self.refused += 1
+            return 400, _error(f"budget spent: {exc}", "budget_exhausted")
+        self.calls += 1
+        ids = self.driver.step
+        return 200, {"id": f"reasearch-{ids}", "object": "chat.completion", "created": 0, "model": _MODEL,
+                     "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def _send(self, code: int, data: Mapping[str, Any]) -> None:
+                raw = json.dumps(data).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def _authorized(self) -> bool:
+                given = self.headers.get("Authorization", "")
+                if hmac.compare_digest(given.encode(), f"Bearer {proxy.token}".encode()):
+                    return True
+                self._send(401, _error("a bearer token is required", "authentication_error"))
+                return False
+
+            def do_GET(self) -> None:
+                if not self._authorized():
+                    return
+                if self.path.rstrip("/") in ("/v1/models", "/models"):
+                    self._send(200, {"object": "list", "data": [{"id": _MODEL, "object": "model", "owned_by": "reasearch"}]})
+                else:
+                    self._send(404, _error(f"no such path {self.path[:100]}"))
+
+            def do_POST(self) -> None:
+                if not self._authorized():
+                    return
+                size = int(self.headers.get("Content-Length") or 0)
+                if not 0 < size <= MAX_BODY:
+                    self._send(413, _error(f"a request body of 1..{MAX_BODY} bytes is required"))
+                    return
+                try:
+                    body = json.loads(self.rfile.read(size))
+                except ValueError:
+                    self._send(400, _error("the body is not JSON", "invalid_request_error"))
+                    return
+                if not isinstance(body, dict):
+                    self._send(400, _error("the body is not a JSON object", "invalid_request_error"))
+                    return
+                path = self.path.rstrip("/")
+                if path in ("/v1/chat/completions", "/chat/completions"):
+                    self._send(*proxy._submit(lambda: proxy.complete(body)))
+                elif path == "/reasearch/evaluate" and proxy._evaluate is not None:
+                    program = body.get("program_path")
+                    if not isinstance(program, str):
+                        self._send(400, _error("program_path must be a string"))
+                        return
+                    evaluate = proxy._evaluate
+                    self._send(*proxy._submit(lambda: (200, evaluate(program))))
+                else:
+                    self._send(404, _error(f"no such path {self.path[:100]}"))
+
+        return Handler

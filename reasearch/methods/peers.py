@@ -1,0 +1,239 @@
+"""``openevolve`` and ``gepa``: the published packages' own loops as methods of a run.
+
+* ``openevolve`` runs OpenEvolve's ``run_evolution`` with its published defaults but for three
+  settings: its LLM is this run's :class:`~reasearch.methods._proxy.MeteringProxy` (every call reserved,
+  journaled and debited on the run's ledger), its ``max_iterations`` is the run's evaluation budget less
+  the initial program's evaluation, and its LLM ``retries`` are 0 (our model client retries behind the
+  proxy; a refused call must fail at once). Its ``evaluator.py`` posts each program path to the proxy,
+  which evaluates it through :meth:`Run.evaluate` (sandbox, budget, cache, store) and answers in
+  OpenEvolve's shape (:func:`~reasearch.adapters.openevolve.openevolve_fields`); once the budget is
+  spent a program gets a failed result (``combined_score`` 0.0) without running.
+* ``gepa`` runs ``gepa.optimize`` with its published defaults on :func:`~reasearch.adapters.gepa_run.gepa_for_run`
+  (student calls on the run's ledger, a stop at its cap); its reflection model is a callable that
+  calls this run's model through :meth:`MethodDriver.ask` (the same accounting). GEPA's best prompt is
+  then validated through the run (its calls are repeats, free) so the run's final candidate is GEPA's.
+
+A package that is not installed is a ``ConfigError`` naming the install line, raised before a run exists.
+
+Trust boundary: the peer packages are trusted code the user installed; the programs and prompts they
+propose are not (sandbox and metered student only, as every method's).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reasearch.errors import BudgetExceededError, ConfigError
+from reasearch.evaluators.result import EvalResult
+from reasearch.methods._driver import MAX_IDLE, MethodDriver
+from reasearch.methods._proxy import MeteringProxy
+from reasearch.runs.ledger import Unit
+
+__all__ = ["PACKAGES", "GepaConfig", "OpenEvolveConfig", "gepa_method", "openevolve_method", "require_package"]
+
+# method -> (import name, the extra that installs it)
+PACKAGES = {"openevolve": ("openevolve", "openevolve"), "gepa": ("gepa", "gepa")}
+
+
+def require_package(method: str) -> None:
+    """Raises ConfigError with the install line when ``method``'s package is not importable."""
+    module, extra = PACKAGES[method]
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"the {method} method needs its package: pip install 'reasearch[{extra}]'")
+
+
+@dataclass(frozen=True, slots=True)
+class OpenEvolveConfig:
+    """Settings of ``openevolve`` (everything else is OpenEvolve's published default).
+
+    Attributes:
+        diff_based_evolution: None keeps OpenEvolve's default (diffs); False asks for whole programs.
+    """
+
+    diff_based_evolution: bool | None = None
+
+    def __post_init__(self) -> None:
+        require_package("openevolve")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"diff_based_evolution": self.diff_based_evolution}
+
+
+@dataclass(frozen=True, slots=True)
+class GepaConfig:
+    """Settings of ``gepa`` (none: GEPA's published defaults, the run's budget as its stop)."""
+
+    def __post_init__(self) -> None:
+        require_package("gepa")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+
+_EVALUATOR = '''"""OpenEvolve evaluator of a reasearch run: each program is evaluated by the run (its sandbox and budget)."""
+
+import json
+import urllib.request
+
+URL = {url!r}
+TOKEN = {token!r}
+
+
+def evaluate(program_path):
+    request = urllib.request.Request(URL, data=json.dumps({{"program_path": str(program_path)}}).encode(),
+                                     headers={{"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"}})
+    with urllib.request.urlopen(request, timeout=3600) as response:
+        data = json.loads(response.read())
+    from openevolve.evaluation_result import EvaluationResult
+
+    return EvaluationResult(metrics=data["metrics"], artifacts=data["artifacts"])
+'''
+
+
+# OpenEvolve installs a SIGINT handler (main thread only) and forks workers: its loop runs in a process of
+# its own, reaching the run only through the proxy.
+_OPENEVOLVE_MAIN = """
+import sys
+from openevolve import run_evolution
+run_evolution("initial_program.py", "evaluator.py", config="config.yaml", output_dir="out", cleanup=False)
+"""
+
+
+def _run_peer(folder: Path, code: str) -> None:
+    """Runs ``code`` in a fresh interpreter in ``folder`` (its output in ``peer.log``); a failure raises with its tail."""
+    import subprocess
+    import sys
+
+    log = folder / "peer.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=folder, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        try:
+            rc = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if rc != 0:
+        tail = log.read_text(encoding="utf-8", errors="replace")[-800:]
+        raise RuntimeError(f"the peer's loop exited {rc}: {tail}")
+
+
+def _budget_result(reason: str) -> EvalResult:
+    from reasearch.evaluators.result import Status
+
+    return EvalResult.failure(Status.REFUSED, f"not evaluated: {reason}")
+
+
+def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
+    """Runs OpenEvolve's own loop on ``driver``'s run; returns why it stopped."""
+    import yaml  # OpenEvolve's own dependency
+
+    from reasearch.adapters._program import read_program
+    from reasearch.adapters.openevolve import openevolve_fields
+
+    if driver.kind != "program":
+        raise ConfigError(f"the openevolve method drives program tasks; {driver.spec.id} is a {driver.kind} task")
+    left = driver.run.remaining().get(driver.unit)
+    budget = int((left if left is not None else 100.0) // max(driver.needed, 1e-9))
+    if budget < 1:
+        return f"the {driver.unit.value} budget is spent"
+    evaluated: list[int] = []
+
+    def evaluate(program_path: str) -> dict[str, Any]:
+        source = read_program(program_path)
+        reason = driver.stop_reason()
+        if isinstance(source, EvalResult):
+            result = source
+        elif reason is not None and reason.endswith("budget is spent"):
+            result = _budget_result(reason)
+        else:
+            result = driver.evaluate(source, parent=None, note="openevolve").result
+            evaluated.append(driver.step)
+        metrics, artifacts = openevolve_fields(result, driver.spec)
+        return {"metrics": metrics, "artifacts": artifacts}
+
+    proxy = MeteringProxy(driver, evaluate=evaluate, note="openevolve")
+    with tempfile.TemporaryDirectory(prefix="reasearch-openevolve-") as tmp:
+        folder = Path(tmp)
+        (folder / "evaluator.py").write_text(_EVALUATOR.format(url=f"http://127.0.0.1:{proxy.port}/reasearch/evaluate",
+                                                               token=proxy.token), encoding="utf-8")
+        (folder / "initial_program.py").write_text(driver.task.seed_program(), encoding="utf-8")
+        settings: dict[str, Any] = {
+            "max_iterations": max(budget - 1, 0), "random_seed": int(driver.run.seed),
+            "llm": {"api_base": proxy.url, "api_key": proxy.token, "retries": 0, "timeout": 600,
+                    "models": [{"name": proxy.model_name, "weight": 1.0}]}}
+        if config.diff_based_evolution is not None:
+            settings["diff_based_evolution"] = bool(config.diff_based_evolution)
+        (folder / "config.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+        proxy.serve(lambda: _run_peer(folder, _OPENEVOLVE_MAIN))
+    reason = driver.stop_reason()
+    if reason is not None:
+        return reason
+    return f"openevolve finished its {max(budget - 1, 0)} iterations ({len(evaluated)} evaluations, " \
+           f"{proxy.calls} model calls, {proxy.refused} refused)"
+
+
+class _DriverCaller:
+    """The run's student ledger at the driver's next step (one step sequence for model and student calls)."""
+
+    def __init__(self, driver: MethodDriver) -> None:
+        self.driver = driver
+
+    def call_batch(self, requests: Any) -> Any:
+        from reasearch.runs.students import StudentLedger
+
+        return StudentLedger(self.driver.run, step=self.driver.next_step()).call_batch(requests)
+
+
+def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
+    """Runs GEPA's own loop on ``driver``'s run (a prompt task); returns why it stopped."""
+    import gepa  # type: ignore[import-not-found,unused-ignore]
+
+    from reasearch.adapters.gepa import COMPONENT
+    from reasearch.adapters.gepa_run import gepa_for_run
+
+    if driver.kind != "prompt":
+        raise ConfigError(f"the gepa method drives prompt tasks; {driver.spec.id} is a {driver.kind} task")
+    kwargs = gepa_for_run(driver.run, caller=_DriverCaller(driver))
+    refused: list[str] = []
+
+    def reflection_lm(prompt: Any) -> str:
+        try:
+            return driver.ask("", prompt if isinstance(prompt, str) else json.dumps(prompt, default=str),
+                              note="gepa reflection")
+        except BudgetExceededError as exc:
+            refused.append(str(exc))
+            raise
+
+    def money_spent(gepa_state: Any = None) -> bool:
+        left = driver.run.remaining()
+        return bool(refused) or any(left.get(u) is not None and float(left[u]) <= 0
+                                    for u in (Unit.MODEL_CALLS, Unit.TOKENS, Unit.DOLLARS))
+
+    spent: list[float] = []
+
+    def idle(gepa_state: Any = None) -> bool:  # GEPA iterations that spend no student call (repeats are free)
+        spent.append(float(driver.run.used().get(driver.unit, 0.0)))
+        return len(spent) > MAX_IDLE and spent[-1] == spent[-1 - MAX_IDLE]
+
+    seed = driver.task.seed_program()
+    kwargs["stop_callbacks"] = [*kwargs["stop_callbacks"], money_spent, idle]
+    best = seed
+    try:
+        result = gepa.optimize(seed_candidate={COMPONENT: seed}, reflection_lm=reflection_lm, seed=int(driver.run.seed),
+                               **kwargs)
+        best = str(result.best_candidate[COMPONENT])
+    except BudgetExceededError:
+        pass
+    driver.evaluate(best, parent=None, note="gepa best")
+    if refused:
+        return refused[0]
+    if len(spent) > MAX_IDLE and spent[-1] == spent[-1 - MAX_IDLE]:
+        return f"{MAX_IDLE} GEPA iterations in a row spent nothing (no new candidate)"
+    return driver.stop_reason() or "gepa stopped"

@@ -1,0 +1,174 @@
+"""The published packages as methods: OpenEvolve's and GEPA's own loops on a run, metered by the run.
+
+OpenEvolve (0.4.0) runs in its own process; its model is the run's metering proxy and its evaluator posts
+each program to the run, so its evaluations are the run's (sandbox, budget, store) and its model calls are
+in the run's ledger. GEPA (0.1.4) runs on a gsm8k/v1 run with the fake student; its reflection model is
+the run's. Both fast and offline (``--model demo``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import reasearch
+from reasearch.methods import start_method
+from reasearch.methods._driver import REPLY_EVENT, MethodDriver
+from reasearch.methods._proxy import MeteringProxy
+from reasearch.models import ModelSpec
+from reasearch.models.demo import DemoModel
+from reasearch.runs import Run, Unit, open_store
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+TASK = "circle_packing/n26-v1"
+DEMO = ModelSpec.parse("demo")
+
+
+def _need(package: str) -> None:
+    if importlib.util.find_spec(package) is None:
+        if IN_CI:
+            pytest.fail(f"CI=true but {package} is not installed (it is in the test extra)")
+        pytest.skip(f"{package} not installed (pip install 'reasearch[{package}]')")
+
+
+def _scores_match_eval(store: Any, run_id: str) -> list[float]:
+    """Every evaluation the run stored has the score `reasearch eval` gives its source; returns the OK scores."""
+    run = Run.open(store, run_id)
+    task = reasearch.make(TASK)
+    scores = []
+    for ev in store.evaluations(run_id):
+        if ev.result.status.value == "REFUSED":
+            continue
+        expected = task.evaluate(run.candidate_source(ev.candidate_id), seed=0)
+        assert (ev.result.status, ev.result.score) == (expected.status, expected.score)
+        if expected.ok:
+            scores.append(float(expected.score))
+    return scores
+
+
+def test_compare_runs_openevolve_beside_the_agent_on_the_same_budget(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    _need("openevolve")
+    from reasearch.cli import main
+
+    store_dir = tmp_path / "runs"
+    rc = main(["compare", TASK, "--methods", "agent,openevolve", "--seeds", "0", "--budget", "6", "--model", "demo",
+               "--quiet", "--store", str(store_dir), "--run-dir", str(store_dir), "--json", str(tmp_path / "c.json"),
+               "-o", str(tmp_path / "c.html")])
+    assert rc == 0, capsys.readouterr().err[-2000:]
+    data = json.loads((tmp_path / "c.json").read_text())
+    runs = {r["method"]: r for r in data["runs"]}
+    assert set(runs) == {"agent", "openevolve"} and all(r["state"] == "finished" for r in runs.values())
+    assert runs["agent"]["caps"] == runs["openevolve"]["caps"] == {"evaluations": 6.0}
+    assert data["tasks"][0]["ranked"]
+    oe = runs["openevolve"]
+    assert 1 <= oe["used"]["evaluations"] <= 6
+    store = open_store(str(store_dir))
+    scores = _scores_match_eval(store, oe["run_id"])
+    assert scores and oe["best_score"] == max(scores)
+    replies = store.events(oe["run_id"], kind=REPLY_EVENT)  # OpenEvolve's model calls, journaled and charged
+    assert replies and oe["used"]["model_calls"] == len(replies)
+    assert all(e.note.startswith("openevolve:") for e in store.ledger(oe["run_id"]) if e.unit is Unit.MODEL_CALLS)
+
+
+def test_openevolve_spends_the_run_budget_exactly_and_stops(tmp_path: Path) -> None:
+    _need("openevolve")
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("openevolve", TASK, budget={"evaluations": 4}, store=store, model_spec=DEMO,
+                          config={"diff_based_evolution": False})  # whole programs: the demo model's reply form
+    result = runner.optimize()
+    used = store.usage(result.run_id)
+    assert used[Unit.EVALUATIONS] == 4  # the initial program and three children, not one more
+    scores = _scores_match_eval(store, result.run_id)  # failures too: the same status as `reasearch eval`
+    assert scores and result.final_score == max(scores)
+    assert used[Unit.MODEL_CALLS] == len(store.events(result.run_id, kind=REPLY_EVENT)) >= 3
+
+
+@pytest.fixture()
+def driver(tmp_path: Path) -> Iterator[MethodDriver]:
+    run = Run.create(open_store(str(tmp_path / "store.sqlite")), task_id=TASK,
+                     budget={"evaluations": 3, "model_calls": 1})
+    yield MethodDriver(run, DemoModel(), method="openevolve")
+    run.close()
+
+
+def _post(url: str, body: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any]]:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers), timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_the_proxy_meters_each_call_refuses_past_the_cap_and_wants_its_token(driver: MethodDriver) -> None:
+    proxy = MeteringProxy(driver, note="openevolve")
+    chat = {"messages": [{"role": "system", "content": "Improve it."},
+                         {"role": "user", "content": "```python\nx = 1.5\n```"}]}
+    url = proxy.url + "/chat/completions"
+
+    def peer() -> list[tuple[int, dict[str, Any]]]:
+        return [_post(url, chat, None), _post(url, chat, "wrong-token"), _post(url, chat, proxy.token),
+                _post(url, chat, proxy.token)]
+
+    (no_token, wrong, first, second) = proxy.serve(peer)
+    assert no_token[0] == wrong[0] == 401
+    assert first[0] == 200 and "```python" in first[1]["choices"][0]["message"]["content"]
+    assert second[0] == 400 and second[1]["error"]["type"] == "budget_exhausted"  # the model-call cap is 1
+    run = driver.run
+    assert run.used()[Unit.MODEL_CALLS] == 1 and len(run.events(kind=REPLY_EVENT)) == 1
+    recorded = run.events(kind=REPLY_EVENT)[0].payload["reply"]
+    assert "x = " in json.dumps(recorded)  # journaled: the reply the peer got is the one stored
+
+
+# ---------------------------------------------------------------- gepa
+@pytest.fixture(scope="module")
+def gsm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from reasearch.evaluators.prompt.testing import write_synthetic_gsm8k
+
+    return write_synthetic_gsm8k(tmp_path_factory.mktemp("gsm8k"), n_train=60, n_test=20)
+
+
+def test_gepa_method_runs_gepa_on_the_runs_ledger(tmp_path: Path, gsm: Path) -> None:
+    _need("gepa")
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key
+
+    with FakeStudentServer(gsm8k_answer_key(gsm)) as server:
+        params = {"student": "openai/fake", "base_url": server.url, "data_dir": str(gsm), "n_train": 12,
+                  "n_validation": 12, "backoff_s": 0.01}
+        store = open_store(str(tmp_path / "runs"))
+        runner = start_method("gepa", "gsm8k/v1", budget={"student_calls": 40}, store=store, model_spec=DEMO,
+                              task_params=params)
+        result = runner.optimize()
+        run_id = result.run_id
+        ledger = store.ledger(run_id)
+        optimizer = sum(e.amount for e in ledger if e.unit is Unit.STUDENT_CALLS and not e.note.startswith("test:"))
+        paid = sum(e.amount for e in ledger if e.unit is Unit.STUDENT_CALLS and not e.note.startswith("shared:"))
+        assert 0 < optimizer <= 40 and paid == server.paid_hits()  # each call made is charged once; repeats free
+        replies = store.events(run_id, kind=REPLY_EVENT)  # GEPA's reflection calls, on the run's model and ledger
+        assert replies and store.usage(run_id)[Unit.MODEL_CALLS] == len(replies)
+        assert store.get_run(run_id).state.value == "finished" and result.final_candidate is not None
+        final = Run.open(store, run_id).candidate_source(result.final_candidate)
+        assert result.final_score == pytest.approx(reasearch.make("gsm8k/v1", **params).evaluate(final).score)
+
+
+def test_a_missing_package_is_one_install_line_before_any_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from reasearch.cli import main
+
+    monkeypatch.setitem(sys.modules, "openevolve", None)  # find_spec: None, as when it is not installed
+    store_dir = tmp_path / "runs"
+    rc = main(["compare", TASK, "--methods", "agent,openevolve", "--budget", "2", "--model", "demo", "--quiet",
+               "--store", str(store_dir), "--run-dir", str(store_dir), "-o", str(tmp_path / "c.html")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "pip install 'reasearch[openevolve]'" in err[0]
+    assert not store_dir.exists() and not (tmp_path / "c.html").exists()  # nothing was created
