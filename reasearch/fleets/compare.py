@@ -22,6 +22,7 @@ from typing import Any
 from reasearch.errors import ConfigError
 from reasearch.evaluators.registry import build_task
 from reasearch.fleets.fleet import FleetReport, FleetSpec, MemberResult, check_method, fleet_report, run_fleet
+from reasearch.methods.peers import KINDS
 from reasearch.runs import Run, Store, Unit, open_store
 from reasearch.runs.run import effective_state
 
@@ -62,6 +63,8 @@ def compare_spec(tasks: Sequence[str], methods: Sequence[str], *, seeds: Sequenc
         if baselines and kind not in ("program", "prompt"):
             raise ConfigError(f"{t} is a {kind} task: the baselines {baselines} drive program and prompt tasks only; "
                               "compare the agent and its ablations on it")
+        for m in (m for m in methods if KINDS.get(m, kind) != kind):
+            raise ConfigError(f"{t} is a {kind} task: {m} optimizes {KINDS[m]} tasks only; leave it out for {t}")
     budgets = {t: {budget_unit(t, params.get(t)).value: float(budget)} for t in tasks}
     return FleetSpec(tasks=tuple(tasks), seeds=tuple(seeds), models=(model,), methods=tuple(methods),
                      budget=next(iter(budgets.values())), task_budgets=budgets, parallelism=parallelism,

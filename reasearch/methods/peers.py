@@ -34,10 +34,11 @@ from reasearch.methods._driver import MAX_IDLE, MethodDriver
 from reasearch.methods._proxy import MeteringProxy
 from reasearch.runs.ledger import Unit
 
-__all__ = ["PACKAGES", "GepaConfig", "OpenEvolveConfig", "gepa_method", "openevolve_method", "require_package"]
+__all__ = ["KINDS", "PACKAGES", "GepaConfig", "OpenEvolveConfig", "gepa_method", "openevolve_method", "require_package"]
 
 # method -> (import name, the extra that installs it)
 PACKAGES = {"openevolve": ("openevolve", "openevolve"), "gepa": ("gepa", "gepa")}
+KINDS = {"openevolve": "program", "gepa": "prompt"}  # the candidate kind each peer optimizes
 
 
 def require_package(method: str) -> None:
@@ -104,7 +105,7 @@ run_evolution("initial_program.py", "evaluator.py", config="config.yaml", output
 """
 
 
-def _run_peer(folder: Path, code: str) -> None:
+def _run_peer(folder: Path, code: str, procs: list[Any]) -> None:
     """Runs ``code`` in a fresh interpreter in ``folder`` (its output in ``peer.log``); a failure raises with its tail."""
     import subprocess
     import sys
@@ -113,12 +114,8 @@ def _run_peer(folder: Path, code: str) -> None:
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=folder, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
-        try:
-            rc = proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
+        procs.append(proc)
+        rc = proc.wait()
     if rc != 0:
         tail = log.read_text(encoding="utf-8", errors="replace")[-800:]
         raise RuntimeError(f"the peer's loop exited {rc}: {tail}")
@@ -171,7 +168,14 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         if config.diff_based_evolution is not None:
             settings["diff_based_evolution"] = bool(config.diff_based_evolution)
         (folder / "config.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
-        proxy.serve(lambda: _run_peer(folder, _OPENEVOLVE_MAIN))
+        procs: list[Any] = []
+        try:
+            proxy.serve(lambda: _run_peer(folder, _OPENEVOLVE_MAIN, procs))
+        finally:  # interrupted, or the model failed: the peer's process (and its workers' parent) ends with us
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     reason = driver.stop_reason()
     if reason is not None:
         return reason

@@ -172,3 +172,13 @@ def test_a_missing_package_is_one_install_line_before_any_run(tmp_path: Path, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "pip install 'reasearch[openevolve]'" in err[0]
     assert not store_dir.exists() and not (tmp_path / "c.html").exists()  # nothing was created
+
+
+def test_a_peer_on_the_wrong_kind_of_task_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _need("gepa")
+    from reasearch.cli import main
+
+    store_dir = tmp_path / "runs"
+    assert main(["compare", TASK, "--methods", "agent,gepa", "--model", "demo", "--quiet", "--store", str(store_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gepa optimizes prompt tasks only" in err[0] and not store_dir.exists()
