@@ -21,8 +21,11 @@ propose are not (sandbox and metered student only, as every method's).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
+import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +33,7 @@ from typing import Any
 
 from reasearch.errors import BudgetExceededError, ConfigError
 from reasearch.evaluators.result import EvalResult
-from reasearch.methods._driver import MAX_IDLE, MethodDriver
+from reasearch.methods._driver import MAX_IDLE, Candidate, MethodDriver
 from reasearch.methods._proxy import MeteringProxy
 from reasearch.runs.ledger import Unit
 
@@ -113,7 +116,7 @@ def _run_peer(folder: Path, code: str, procs: list[Any]) -> None:
     log = folder / "peer.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=folder, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, start_new_session=True)  # its workers: one group
         procs.append(proc)
         rc = proc.wait()
     if rc != 0:
@@ -127,6 +130,18 @@ def _budget_result(reason: str) -> EvalResult:
     return EvalResult.failure(Status.REFUSED, f"not evaluated: {reason}")
 
 
+def _continue_after_record(driver: MethodDriver) -> None:
+    """A resumed run: the peer's loop is not a function of the recorded replies, so it is not replayed; it
+    starts again after the last recorded step on what the budget has left (nothing recorded is paid
+    again), and the recorded evaluations stay candidates for the final choice."""
+    run = driver.run
+    for ev in run.store.evaluations(run.id):
+        if ev.candidate_id:
+            driver.history.append(Candidate(ev.step, ev.candidate_id, run.candidate_source(ev.candidate_id), None,
+                                            ev.result))
+    driver.step = max(driver.step, driver.replay_until)
+
+
 def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
     """Runs OpenEvolve's own loop on ``driver``'s run; returns why it stopped."""
     import yaml  # OpenEvolve's own dependency
@@ -136,10 +151,13 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
 
     if driver.kind != "program":
         raise ConfigError(f"the openevolve method drives program tasks; {driver.spec.id} is a {driver.kind} task")
+    _continue_after_record(driver)
     left = driver.run.remaining().get(driver.unit)
     budget = int((left if left is not None else 100.0) // max(driver.needed, 1e-9))
     if budget < 1:
         return f"the {driver.unit.value} budget is spent"
+    # The initial program is one evaluation, unless a resumed run already holds it (a repeat is free).
+    iterations = budget if driver.seen(driver.task.seed_program()) is not None else budget - 1
     evaluated: list[int] = []
 
     def evaluate(program_path: str) -> dict[str, Any]:
@@ -162,7 +180,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
                                                                token=proxy.token), encoding="utf-8")
         (folder / "initial_program.py").write_text(driver.task.seed_program(), encoding="utf-8")
         settings: dict[str, Any] = {
-            "max_iterations": max(budget - 1, 0), "random_seed": int(driver.run.seed),
+            "max_iterations": iterations, "random_seed": int(driver.run.seed),
             "llm": {"api_base": proxy.url, "api_key": proxy.token, "retries": 0, "timeout": 600,
                     "models": [{"name": proxy.model_name, "weight": 1.0}]}}
         if config.diff_based_evolution is not None:
@@ -172,14 +190,14 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         try:
             proxy.serve(lambda: _run_peer(folder, _OPENEVOLVE_MAIN, procs))
         finally:  # interrupted, or the model failed: the peer's process (and its workers' parent) ends with us
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            for proc in procs:  # the whole group: OpenEvolve's forked workers outlive a killed parent
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     reason = driver.stop_reason()
     if reason is not None:
         return reason
-    return f"openevolve finished its {max(budget - 1, 0)} iterations ({len(evaluated)} evaluations, " \
+    return f"openevolve finished its {iterations} iterations ({len(evaluated)} evaluations, " \
            f"{proxy.calls} model calls, {proxy.refused} refused)"
 
 
@@ -204,6 +222,7 @@ def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
 
     if driver.kind != "prompt":
         raise ConfigError(f"the gepa method drives prompt tasks; {driver.spec.id} is a {driver.kind} task")
+    _continue_after_record(driver)
     kwargs = gepa_for_run(driver.run, caller=_DriverCaller(driver))
     refused: list[str] = []
 

@@ -182,3 +182,41 @@ def test_a_peer_on_the_wrong_kind_of_task_is_a_usage_error(tmp_path: Path, capsy
     assert main(["compare", TASK, "--methods", "agent,gepa", "--model", "demo", "--quiet", "--store", str(store_dir)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "gepa optimizes prompt tasks only" in err[0] and not store_dir.exists()
+
+
+class _FailsOnce(DemoModel):
+    """The demo model whose second call fails as an outage does (after the client's retries)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def complete(self, request: Any) -> Any:
+        from reasearch.errors import ModelError
+
+        self.calls += 1
+        if self.calls == 2:
+            raise ModelError("demo outage")
+        return super().complete(request)
+
+
+def test_an_interrupted_openevolve_run_resumes_without_paying_twice(tmp_path: Path) -> None:
+    _need("openevolve")
+    from reasearch.errors import ModelError
+    from reasearch.methods import open_method
+
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("openevolve", TASK, budget={"evaluations": 4}, store=store, model_spec=DEMO,
+                          model=_FailsOnce(), config={"diff_based_evolution": False})
+    with pytest.raises(ModelError):
+        runner.optimize()
+    run_id = runner.run.id
+    assert store.get_run(run_id).state.value == "interrupted"
+    before = len(store.events(run_id, kind=REPLY_EVENT))
+    evaluated = store.usage(run_id)[Unit.EVALUATIONS]
+    assert before == 1 and 1 <= evaluated < 4  # the seed and the first call's child; the second call failed
+    result = open_method(run_id, store=store, model=DemoModel(), takeover=True).optimize()
+    used = store.usage(run_id)
+    assert store.get_run(run_id).state.value == "finished" and used[Unit.EVALUATIONS] == 4
+    assert used[Unit.MODEL_CALLS] == len(store.events(run_id, kind=REPLY_EVENT)) > before  # each paid once
+    assert result.final_score == max(_scores_match_eval(store, run_id))
