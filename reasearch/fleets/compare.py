@@ -21,7 +21,14 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 from reasearch.evaluators.registry import build_task
-from reasearch.fleets.fleet import FleetReport, FleetSpec, MemberResult, check_method, fleet_report, run_fleet
+from reasearch.fleets.fleet import (
+    FleetReport,
+    FleetSpec,
+    MemberResult,
+    check_method,
+    fleet_report,
+    run_fleet,
+)
 from reasearch.methods.peers import KINDS
 from reasearch.runs import Run, Store, Unit, open_store
 from reasearch.runs.run import effective_state

@@ -97,7 +97,7 @@ class MeteringProxy:
         def target() -> None:
             try:
                 out["value"] = body()
-            except BaseException as exc:  # re-raised on the caller's thread
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 out["error"] = exc
             finally:
                 self._jobs.put(None)
@@ -135,7 +135,7 @@ class MeteringProxy:
             job.answer = (502, _error("the model failed; the run stops (resumable)"))
             job.done.set()
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the peer gets an answer; the run's side goes on
             job.answer = (500, _error(f"{type(exc).__name__}: {exc}"[:500]))
         job.done.set()
 

@@ -144,8 +144,6 @@ def _continue_after_record(driver: MethodDriver) -> None:
 
 def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
     """Runs OpenEvolve's own loop on ``driver``'s run; returns why it stopped."""
-    import yaml  # OpenEvolve's own dependency
-
     from reasearch.adapters._program import read_program
     from reasearch.adapters.openevolve import openevolve_fields
 
@@ -185,7 +183,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
                     "models": [{"name": proxy.model_name, "weight": 1.0}]}}
         if config.diff_based_evolution is not None:
             settings["diff_based_evolution"] = bool(config.diff_based_evolution)
-        (folder / "config.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+        (folder / "config.yaml").write_text(json.dumps(settings), encoding="utf-8")  # JSON is YAML
         procs: list[Any] = []
         try:
             proxy.serve(lambda: _run_peer(folder, _OPENEVOLVE_MAIN, procs))
@@ -236,13 +234,13 @@ def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
 
     def money_spent(gepa_state: Any = None) -> bool:
         left = driver.run.remaining()
-        return bool(refused) or any(left.get(u) is not None and float(left[u]) <= 0
-                                    for u in (Unit.MODEL_CALLS, Unit.TOKENS, Unit.DOLLARS))
+        caps = [left.get(u) for u in (Unit.MODEL_CALLS, Unit.TOKENS, Unit.DOLLARS)]
+        return bool(refused) or any(v is not None and v <= 0 for v in caps)
 
     spent: list[float] = []
 
     def idle(gepa_state: Any = None) -> bool:  # GEPA iterations that spend no student call (repeats are free)
-        spent.append(float(driver.run.used().get(driver.unit, 0.0)))
+        spent.append(float(driver.run.used().get(driver.unit) or 0.0))
         return len(spent) > MAX_IDLE and spent[-1] == spent[-1 - MAX_IDLE]
 
     seed = driver.task.seed_program()
@@ -251,7 +249,8 @@ def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
     try:
         result = gepa.optimize(seed_candidate={COMPONENT: seed}, reflection_lm=reflection_lm, seed=int(driver.run.seed),
                                **kwargs)
-        best = str(result.best_candidate[COMPONENT])
+        chosen: Any = result.best_candidate
+        best = str(chosen[COMPONENT])
     except BudgetExceededError:
         pass
     driver.evaluate(best, parent=None, note="gepa best")
