@@ -29,7 +29,7 @@ class RunStudentCaller:
 
     def call_batch(self, requests: Sequence[StudentRequest]) -> list[StudentReply]:
         self.step += 1
-        return StudentLedger(self.run, step=self.step, note="gepa").call_batch(requests)
+        return StudentLedger(self.run, step=self.step).call_batch(requests)  # "student": a repeat in this run is free
 
 
 class RunBudgetStop:

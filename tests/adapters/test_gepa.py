@@ -123,3 +123,20 @@ def test_a_gepa_run_is_charged_to_the_runs_ledger_and_stops_at_its_cap(tmp_path:
     assert used == 40 == server.paid_hits()  # every paid call is in the ledger, and the cap held
     assert run.remaining()[Unit.STUDENT_CALLS] == 0
     assert len(asked) <= 6  # GEPA's loop ended at the cap, not at its own (larger) metric-call limit
+
+
+def test_a_repeated_batch_on_the_runs_ledger_is_free(tmp_path: Path, gsm: Path, server: FakeStudentServer) -> None:
+    from reasearch.adapters.gepa_run import RunStudentCaller
+    from reasearch.runs import Run, Unit, open_store
+
+    params = {"student": "openai/fake", "base_url": server.url, "data_dir": str(gsm), "n_train": 12, "n_validation": 12,
+              "backoff_s": 0.01}
+    run = Run.create(open_store(str(tmp_path / "store.db")), task_id="gsm8k/v1", task_params=params,
+                     budget={"student_calls": 40})
+    task = _task(gsm, server)
+    requests = task.requests(GOOD_PROMPT, task.examples("train")[:3])
+    caller = RunStudentCaller(run)
+    first = caller.call_batch(requests)
+    again = caller.call_batch(requests)  # GEPA scores the same prompt on the same minibatch again
+    assert [r.text for r in again] == [r.text for r in first] and all(r.cached for r in again)
+    assert run.used()[Unit.STUDENT_CALLS] == 3 == server.paid_hits()
