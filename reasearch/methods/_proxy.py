@@ -28,7 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 from reasearch.errors import BudgetExceededError, ModelError
-from reasearch.methods._driver import MethodDriver
+from reasearch.methods._driver import REPLY_EVENT, MethodDriver
+from reasearch.models.messages import ModelReply
 
 __all__ = ["MeteringProxy"]
 
@@ -161,10 +162,16 @@ class MeteringProxy:
             self.refused += 1
             return 400, _error(f"budget spent: {exc}", "budget_exhausted")
         self.calls += 1
-        ids = self.driver.step
-        return 200, {"id": f"reasearch-{ids}", "object": "chat.completion", "created": 0, "model": _MODEL,
+        step = self.driver.step
+        recorded = self.driver.recorded(step, REPLY_EVENT) or {}
+        usage = ModelReply.from_dict(recorded["reply"]).usage if "reply" in recorded else None
+        prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens if usage else 0
+        completion = usage.output_tokens if usage else 0
+        return 200, {"id": f"reasearch-{self.driver.run.id}-{step}", "object": "chat.completion", "created": 0,
+                     "model": _MODEL,
                      "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+                     "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                               "total_tokens": prompt + completion}}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self

@@ -128,6 +128,7 @@ def test_the_proxy_meters_each_call_refuses_past_the_cap_and_wants_its_token(dri
     assert run.used()[Unit.MODEL_CALLS] == 1 and len(run.events(kind=REPLY_EVENT)) == 1
     recorded = run.events(kind=REPLY_EVENT)[0].payload["reply"]
     assert "x = " in json.dumps(recorded)  # journaled: the reply the peer got is the one stored
+    assert first[1]["usage"]["total_tokens"] == run.used()[Unit.TOKENS] > 0  # the peer sees what was charged
 
 
 # ---------------------------------------------------------------- gepa
@@ -220,3 +221,24 @@ def test_an_interrupted_openevolve_run_resumes_without_paying_twice(tmp_path: Pa
     assert store.get_run(run_id).state.value == "finished" and used[Unit.EVALUATIONS] == 4
     assert used[Unit.MODEL_CALLS] == len(store.events(run_id, kind=REPLY_EVENT)) > before  # each paid once
     assert result.final_score == max(_scores_match_eval(store, run_id))
+
+
+def test_compare_runs_gepa_beside_the_agent_on_gsm8k(tmp_path: Path, gsm: Path) -> None:
+    _need("gepa")
+    from reasearch.cli import main
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key
+
+    store_dir = tmp_path / "runs"
+    with FakeStudentServer(gsm8k_answer_key(gsm)) as server:
+        rc = main(["compare", "gsm8k/v1", "--methods", "agent,gepa", "--budget", "40", "--model", "demo", "--quiet",
+                   "--store", str(store_dir), "--run-dir", str(store_dir), "--json", str(tmp_path / "c.json"),
+                   "-o", str(tmp_path / "c.html"), "--student", "openai/fake", "--student-base-url", server.url,
+                   "-p", f"data_dir={gsm}", "-p", "n_train=12", "-p", "n_validation=12"])
+    assert rc == 0
+    runs = {r["method"]: r for r in json.loads((tmp_path / "c.json").read_text())["runs"]}
+    assert runs["agent"]["caps"] == runs["gepa"]["caps"] == {"student_calls": 40.0}
+    gepa_run = runs["gepa"]
+    assert gepa_run["state"] == "finished" and 0 < gepa_run["used"]["student_calls"] <= 40
+    assert gepa_run["best_score"] is not None and gepa_run["test_score"] is not None  # final prompt, sealed test pass
+    replies = open_store(str(store_dir)).events(gepa_run["run_id"], kind=REPLY_EVENT)
+    assert replies and gepa_run["used"]["model_calls"] == len(replies)  # GEPA's reflection calls, metered
