@@ -151,11 +151,14 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         raise ConfigError(f"the openevolve method drives program tasks; {driver.spec.id} is a {driver.kind} task")
     _continue_after_record(driver)
     left = driver.run.remaining().get(driver.unit)
-    budget = int((left if left is not None else 100.0) // max(driver.needed, 1e-9))
-    if budget < 1:
-        return f"the {driver.unit.value} budget is spent"
-    # The initial program is one evaluation, unless a resumed run already holds it (a repeat is free).
-    iterations = budget if driver.seen(driver.task.seed_program()) is not None else budget - 1
+    spent_reason = f"the {driver.unit.value} budget is spent"
+    iterations: int | None = None  # uncapped: OpenEvolve's own max_iterations
+    if left is not None:
+        budget = int(left // max(driver.needed, 1e-9))
+        if budget < 1:
+            return spent_reason
+        # The initial program is one evaluation, unless a resumed run already holds it (a repeat is free).
+        iterations = budget if driver.seen(driver.task.seed_program()) is not None else budget - 1
     evaluated: list[int] = []
 
     def evaluate(program_path: str) -> dict[str, Any]:
@@ -163,7 +166,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         reason = driver.stop_reason()
         if isinstance(source, EvalResult):
             result = source
-        elif reason is not None and reason.endswith("budget is spent"):
+        elif reason == spent_reason:  # a spent model budget leaves proposed programs to evaluate
             result = _budget_result(reason)
         else:
             result = driver.evaluate(source, parent=None, note="openevolve").result
@@ -178,9 +181,11 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
                                                                token=proxy.token), encoding="utf-8")
         (folder / "initial_program.py").write_text(driver.task.seed_program(), encoding="utf-8")
         settings: dict[str, Any] = {
-            "max_iterations": iterations, "random_seed": int(driver.run.seed),
+            "random_seed": int(driver.run.seed),
             "llm": {"api_base": proxy.url, "api_key": proxy.token, "retries": 0, "timeout": 600,
                     "models": [{"name": proxy.model_name, "weight": 1.0}]}}
+        if iterations is not None:
+            settings["max_iterations"] = iterations
         if config.diff_based_evolution is not None:
             settings["diff_based_evolution"] = bool(config.diff_based_evolution)
         (folder / "config.yaml").write_text(json.dumps(settings), encoding="utf-8")  # JSON is YAML
@@ -195,8 +200,8 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
     reason = driver.stop_reason()
     if reason is not None:
         return reason
-    return f"openevolve finished its {iterations} iterations ({len(evaluated)} evaluations, " \
-           f"{proxy.calls} model calls, {proxy.refused} refused)"
+    return f"openevolve finished its iterations ({len(evaluated)} evaluations, {proxy.calls} model calls, " \
+           f"{proxy.refused} refused)"
 
 
 class _DriverCaller:

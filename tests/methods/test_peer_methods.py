@@ -242,3 +242,16 @@ def test_compare_runs_gepa_beside_the_agent_on_gsm8k(tmp_path: Path, gsm: Path) 
     assert gepa_run["best_score"] is not None and gepa_run["test_score"] is not None  # final prompt, sealed test pass
     replies = open_store(str(store_dir)).events(gepa_run["run_id"], kind=REPLY_EVENT)
     assert replies and gepa_run["used"]["model_calls"] == len(replies)  # GEPA's reflection calls, metered
+
+
+def test_openevolve_stops_when_the_model_budget_is_spent(tmp_path: Path) -> None:
+    _need("openevolve")
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("openevolve", TASK, budget={"evaluations": 6, "model_calls": 2}, store=store,
+                          model_spec=DEMO, config={"diff_based_evolution": False})
+    result = runner.optimize()
+    used = store.usage(result.run_id)
+    assert store.get_run(result.run_id).state.value == "finished"
+    assert used[Unit.MODEL_CALLS] == 2 == len(store.events(result.run_id, kind=REPLY_EVENT))  # refused calls: not made
+    assert used[Unit.EVALUATIONS] == 3  # the seed and the two proposals; the refused iterations proposed nothing
+    assert "model_calls budget is spent" in result.reason
