@@ -12,6 +12,10 @@ demo`` improves on the seed in seconds). It uses only the tools the request offe
   centers, and every variant gets its best radii.
 * prompt tasks (``validate_candidate`` on offer): read the data set's description and ``prompt.txt``,
   validate the seed, then append or replace one instruction from a fixed list, validate, keep the best.
+* training tasks (``run_experiment`` on offer): read ``TASK.md`` and ``train.py``, run the seed, then
+  write a variant of the best ``train.py`` (first a task-aware edit when the tabular seed's shape is
+  there: time features; then numeric literals perturbed), run it, commit it after a NEW BEST; see
+  :mod:`reasearch.models._demo_training`.
 * When only ``finish`` is offered (the harness's wrap-up turn) or the budget line of the latest state
   snapshot says the budget cannot pay another evaluation, it writes ``lessons.md`` (when it may) and
   finishes with the best candidate.
@@ -47,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reasearch.models._demo_training import experiments, seasonal_edit
 from reasearch.models.messages import (
     ModelReply,
     ModelRequest,
@@ -243,11 +248,14 @@ class DemoModel:
             kind, unit, score_tool, arg = "program", "evaluations", "evaluate", "code"
         elif "validate_candidate" in tools:
             kind, unit, score_tool, arg = "prompt", "student_calls", "validate_candidate", "prompt"
+        elif "run_experiment" in tools:
+            return self._train(steps, snapshot, tools, rng)
         elif tools == {"finish"}:
             return [self._finish(steps, tools, "the run's limit is reached")]
         else:
-            return [{"type": "text", "text": "The demo model plays program tasks (evaluate) and prompt tasks "
-                                             "(validate_candidate) only; it has nothing to do on this task."}]
+            return [{"type": "text", "text": "The demo model plays program tasks (evaluate), prompt tasks "
+                                             "(validate_candidate) and training tasks (run_experiment) only; it "
+                                             "has nothing to do on this task."}]
         if tools == {"finish"}:
             return [*self._lessons(steps, tools, kind), self._finish(steps, tools, "the run's limit is reached")]
         if not steps:  # first turn: read the task and the starting point
@@ -272,6 +280,48 @@ class DemoModel:
             scale = rng.choice((0.003, 0.03, 0.1))
             return [self._call("evaluate", code=mutate_python(best, rng, scale=scale, count=rng.choice((1, 2, 3))))]
         return [self._call("validate_candidate", prompt=mutate_text(best, rng))]
+
+    def _train(self, steps: list[_Step], snapshot: str, tools: set[str], rng: random.Random) -> list[dict[str, Any]]:
+        """Training tasks (see :mod:`reasearch.models._demo_training`): one experiment at a time."""
+        if not steps:
+            return [self._call("read_file", path="TASK.md"), self._call("read_file", path="train.py")]
+        exps, current = experiments(steps)
+        if not current or "write_file" not in tools:
+            return [*self._lessons(steps, tools, "training"), self._finish(steps, tools, "train.py cannot be edited")]
+        if sum(s.name == "run_experiment" and s.error for s in steps) >= 3:
+            return [*self._lessons(steps, tools, "training"), self._finish(steps, tools, "run_experiment keeps failing")]
+        running = [e for e in exps if not e.ended]
+        if running:
+            return [self._call("wait_experiment", step=running[-1].step, timeout_s=600)]
+        if not exps:
+            return [self._call("run_experiment", description="the seed as it is", wait_s=30)]
+        scored = [e for e in exps if e.score is not None and math.isfinite(e.score)]
+        minimize = "; minimize;" in snapshot or "(minimize;" in snapshot
+        ranked = sorted(scored, key=lambda e: (e.score or 0.0) * (1 if minimize else -1))  # stable: first best wins
+        best = ranked[0].source if ranked else exps[0].source
+        left = _left(snapshot, "experiments")
+        keep = [self._call("git", command=f'commit -am "demo: keep experiment {exps[-1].step} (new best)"')] \
+            if "git" in tools and len(exps) > 1 and ranked and ranked[0] is exps[-1] \
+            else []
+        if left is not None and left < 1:
+            return [*keep, *self._lessons(steps, tools, "training"),
+                    self._finish(steps, tools, "the experiments budget is spent")]
+        tried = {e.source for e in exps}
+        new = seasonal_edit(best)
+        why = "time features (trend, weekly and yearly Fourier terms), squared columns, 15x epochs"
+        if new is None or new in tried:
+            new, why = best, ""
+            for _ in range(8):
+                scale = rng.choice((0.03, 0.1, 0.3))
+                new = mutate_python(best, rng, scale=scale, count=rng.choice((1, 2, 3)))
+                why = f"numeric literals of the best train.py perturbed (relative scale {scale:g})"
+                if new not in tried:
+                    break
+            if new in tried:
+                return [*keep, *self._lessons(steps, tools, "training"),
+                        self._finish(steps, tools, "no new variant of the best train.py")]
+        return [*keep, self._call("write_file", path="train.py", content=new),
+                self._call("run_experiment", description=why, wait_s=30)]
 
     def _best(self, steps: list[_Step], score_tool: str, arg: str, minimize: bool) -> str:
         """The best-scoring candidate so far (else the start). Once the demo has rewritten a program as
@@ -310,12 +360,17 @@ class DemoModel:
     def _lessons(self, steps: list[_Step], tools: set[str], kind: str) -> list[dict[str, Any]]:
         if "write_file" not in tools:
             return []
-        tool = "evaluate" if kind == "program" else "validate_candidate"
-        scored = [s for s in steps if s.name == tool and not s.error]
+        tool = {"program": "evaluate", "training": "run_experiment"}.get(kind, "validate_candidate")
+        scored = [s for s in steps if s.name in (tool, "wait_experiment") and not s.error
+                  and re.match(r"experiment \d+ \(", s.result)] if kind == "training" else \
+            [s for s in steps if s.name == tool and not s.error]
         better = sum("NEW BEST" in s.result for s in scored)
-        text = (f"# lessons (demo model)\n\n- {len(scored)} {'evaluations' if kind == 'program' else 'validations'}, "
-                f"{better} of them a new best.\n- Worked: small relative perturbations of the best "
-                f"{'program' if kind == 'program' else 'prompt'}, kept only when the score improved.\n")
+        what = {"program": "evaluations", "training": "experiments"}.get(kind, "validations")
+        thing = {"program": "program", "training": "train.py"}.get(kind, "prompt")
+        text = (f"# lessons (demo model)\n\n- {len(scored)} {what}, "
+                f"{better} of them a new best.\n- Worked: {'a task-aware edit, then ' if kind == 'training' else ''}"
+                f"small relative perturbations of the best "
+                f"{thing}, kept only when the score improved.\n")
         return [self._call("write_file", path="lessons.md", content=text)]
 
     def _finish(self, steps: list[_Step], tools: set[str], why: str) -> dict[str, Any]:
