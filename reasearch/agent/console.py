@@ -250,7 +250,8 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
     tokens, dollars, wall time, the files written, and the commands to resume, replay and report."""
     spec = agent.task.spec
     used = agent.run.used()
-    cap = agent.run.budget.cap(Unit.EVALUATIONS) if hasattr(agent.run, "budget") else None
+    unit = Unit(next(iter(agent.task.budget_estimate()), Unit.EVALUATIONS))  # the task's own unit (experiments, ...)
+    cap = agent.run.budget.cap(unit) if hasattr(agent.run, "budget") else None
     token_cap = agent.run.budget.cap(Unit.TOKENS) if hasattr(agent.run, "budget") else None
     rec = next((r for r in reversed(agent.history) if r.candidate == result.final_candidate and r.score is not None), None)
     score = result.final_score
@@ -269,7 +270,7 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
         f"run {rid}: {result.state}; final candidate {(result.final_candidate or 'none')[:12]} {scored} "
         f"(chosen by {result.chosen_by})",
         f"why: {result.reason}",
-        f"spent: {used.get(Unit.EVALUATIONS, 0):g} evaluations" + (f" of {cap:g}" if cap is not None else "")
+        f"spent: {used.get(unit, 0):g} {unit.value.replace('_', ' ')}" + (f" of {cap:g}" if cap is not None else "")
         + f", {used.get(Unit.MODEL_CALLS, 0):g} model calls, {int(used.get(Unit.TOKENS, 0)):,} tokens"
         + (f" of a {int(token_cap):,} cap" if token_cap is not None else "") + ", "
           f"${used.get(Unit.DOLLARS, 0):.4f}, {duration_text(active)} active wall time, {result.turns} turns",
