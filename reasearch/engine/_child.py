@@ -226,7 +226,9 @@ def _flush_stdio() -> None:
 
 PREWARM_SOURCE = "def run(x):\n    return {'x': x, 't': (1.5, None)}\n"
 _PREWARM_LIMITS = {"memory_mb": 1, "cpu_s": 1.0, "fsize_mb": 1, "nproc": 1, "nofile": 8}
-_PREWARM_FRAME = _wire.encode_frame({"scratch": "", "entry": ["run"], "harness": None, "limits": {}}, {"payload": {"x": 1}})
+_PREWARM_FRAME = _wire.encode_frame(
+    {"scratch": "", "entry": ["run"], "harness": None, "limits": {}}, {"payload": {"x": 1}}
+)
 
 
 def _request_waiting(timeout_s: float = 0.0) -> bool:
