@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import pickle
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from reasearch.errors import TaskCheckError
 from reasearch.evaluators.base import Task
@@ -43,7 +43,9 @@ def _same_score(a: float | None, b: float | None, rtol: float) -> bool:
     return math.isclose(a, b, rel_tol=rtol, abs_tol=0.0 if rtol == 0 else 1e-12)
 
 
-def check_task(task: Task, *, executor: SandboxRunner | None = None, seed: int = 0, raise_on_failure: bool = True) -> CheckReport:
+def check_task(
+    task: Task, *, executor: SandboxRunner | None = None, seed: int = 0, raise_on_failure: bool = True
+) -> CheckReport:
     """Runs every conformance check on ``task``.
 
     Checks: spec JSON round trip; task picklable (and equal params after unpickling); a non-empty
@@ -97,7 +99,9 @@ def check_task(task: Task, *, executor: SandboxRunner | None = None, seed: int =
         first = report.seed_result
         assert first is not None, "seed program did not run"
         second = task.evaluate(task.seed_program(), seed=seed, executor=executor)
-        assert _same_score(first.score, second.score, 0.0), f"same seed, different scores: {first.score} vs {second.score}"
+        assert _same_score(first.score, second.score, 0.0), (
+            f"same seed, different scores: {first.score} vs {second.score}"
+        )
 
     def bad_candidates() -> None:
         own = getattr(task, "bad_candidates", None)  # tasks whose candidates are not programs (prompts) list their own

@@ -6,7 +6,8 @@ import enum
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from reasearch.engine.protocol import Status
 

@@ -78,7 +78,8 @@ single-threaded one not even then (its CPU shows it did not spend the time).
 
 What is not closed: the work around the call inside the sandbox (reading the window, narrowing the
 answer's integers, framing it) runs in the candidate's process; a candidate that replaces it by faster
-code can claim that much less unnoticed, by the wall and by the CPU alike (tens to a few hundred microseconds at L = 58, E = 256, more
+code can claim that much less unnoticed, by the wall and by the CPU alike (tens to a few hundred microseconds at L =
+58, E = 256, more
 with an answer padded with replica columns); a candidate returning narrow integers is credited the
 narrowing of int64 arrays it did not do. Conversely an answer cold in the cache (arrays computed long
 before the call and returned again untouched) costs the harness's narrowing more CPU and time than the
@@ -103,10 +104,26 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "BIAS_FRACTION", "CALIBRATION_SOURCE", "CALL_Z", "CLOCK", "CPU_BIAS_FRACTION", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S",
+    "BIAS_FRACTION",
+    "CALIBRATION_SOURCE",
+    "CALL_Z",
+    "CLOCK",
+    "CPU_BIAS_FRACTION",
+    "MAX_REPLAYS",
+    "MAX_SLACK_FRACTION",
+    "MIN_T_ALG_S",
     "NOISE_FLOOR_S",
-    "REPLAY_CAP_S", "ROUNDS", "Z", "CallTiming", "Timing", "answer_signature", "decide", "replay_plan",
-    "replay_wait_ns", "reported_seconds", "signature_bytes",
+    "REPLAY_CAP_S",
+    "ROUNDS",
+    "Z",
+    "CallTiming",
+    "Timing",
+    "answer_signature",
+    "decide",
+    "replay_plan",
+    "replay_wait_ns",
+    "reported_seconds",
+    "signature_bytes",
 ]
 
 MAX_REPLAYS = 32  # calls replayed per round; ROUNDS rounds: at most 64 replays per evaluation
@@ -125,7 +142,9 @@ Z = 2.0  # the allowance: Z standard errors of the mean excess (an honest D abov
 CALL_Z = 4.0  # a call's own excess beyond CALL_Z spreads of one call is not noise
 BIAS_FRACTION = 0.05  # the replays run after the calls, in another process: their transport may differ by this share
 CLOCK = "sandbox clock"
-CPU_BIAS_FRACTION = 0.1  # the harness's CPU per call in the candidate's process may differ from its replays' by this share
+CPU_BIAS_FRACTION = (
+    0.1  # the harness's CPU per call in the candidate's process may differ from its replays' by this share
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +282,7 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
     s_d = _spread(pairs, scale)
     limit = max(CALL_Z * s_d, NOISE_FLOOR_S)
     replayed = [e for e in echoes if len(e) >= per_call]
-    adjacent = [b[r] - a[r] for a, b in zip(replayed, replayed[1:]) for r in range(per_call)] or pairs
+    adjacent = [b[r] - a[r] for a, b in zip(replayed, replayed[1:], strict=False) for r in range(per_call)] or pairs
     noise = [min(max(p * scale, -limit), limit) for p in adjacent]  # honest excesses' fast noise, clipped
     spread = statistics.pstdev(noise) if len(noise) > 1 else limit
     drift = abs(statistics.median(pairs))
@@ -312,7 +331,7 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
         raise_by = {i: r * min(1.0, hidden / total) for i, r in raise_by.items()}
     t_alg: list[float] = []
     bounded = floored = 0
-    for i, (w, claim, call_floor) in enumerate(zip(walls, claims, floors)):
+    for i, (w, claim, call_floor) in enumerate(zip(walls, claims, floors, strict=False)):
         if claim is None:  # no usable claim: the round trip less this call's transport and the limit
             value, raised = w - refs[i] - limit, True
         else:
@@ -327,11 +346,11 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
         alg, eps, _, _ = cpu
         target = min(floor, statistics.fmean(alg) + max(0.0, descendants_cpu_s) / len(calls) - eps)  # type: ignore[arg-type]
         short = target * len(calls) - sum(t_alg)
-        room = [max(0.0, w - t) for w, t in zip(walls, t_alg)]
+        room = [max(0.0, w - t) for w, t in zip(walls, t_alg, strict=False)]
         if short > 1e-12 and sum(room) > 0:
             part = min(1.0, short / sum(room))
-            bounded += sum(1 for r, t, c in zip(room, t_alg, claims) if r > 0 and (c is None or t <= c))
-            t_alg = [t + r * part for t, r in zip(t_alg, room)]
+            bounded += sum(1 for r, t, c in zip(room, t_alg, claims, strict=False) if r > 0 and (c is None or t <= c))
+            t_alg = [t + r * part for t, r in zip(t_alg, room, strict=False)]
     source = CLOCK
     if 2 * floored > len(calls):
         source = (f"{CLOCK}, floored at {1 / MAX_SLACK_FRACTION:g}x the allowance ({floor * 1e6:.0f} us)"
@@ -340,7 +359,18 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
     cpu_fields: dict[str, Any] = {"floor_per_call_s": tuple(floors)}
     if cpu is not None:
         cpu_fields.update(cpu_overhead_s=cpu[3], cpu_slack_s=cpu[1], cpu_alg_per_call_s=tuple(cpu[0]))
-    return Timing(t_alg, min(bounded, len(calls)), source, median_t, allowance, mean_excess, tuple(refs), limit, floor, **cpu_fields)
+    return Timing(
+        t_alg,
+        min(bounded, len(calls)),
+        source,
+        median_t,
+        allowance,
+        mean_excess,
+        tuple(refs),
+        limit,
+        floor,
+        **cpu_fields,
+    )
 
 
 def _cpu_evidence(calls: Sequence[CallTiming], overheads: Sequence[Sequence[float]] | None,

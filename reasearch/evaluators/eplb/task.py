@@ -173,7 +173,8 @@ class EplbTask(Task):
 
     The candidate's ``rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus)``
     receives one window of expert loads (``[L, E]`` int64: a torch tensor when the candidate imports
-    torch, as every published program does, else a NumPy array) and returns ``(phy2log [L, R], log2phy [L, E, K], logcnt [L, E])``.
+    torch, as every published program does, else a NumPy array) and returns ``(phy2log [L, R], log2phy [L, E, K], \
+logcnt [L, E])``.
     It runs in one sandbox session per evaluation, one timed call per window; the placement made on
     window ``i`` is scored on window ``i + 1``, which the candidate never sees.
 
@@ -362,8 +363,14 @@ class EplbTask(Task):
 
     def _call_payload(self, weight: np.ndarray, weight_type: str | None = None) -> dict[str, Any]:
         wt = weight_type or ("numpy" if self.weight_type == "auto" else self.weight_type)
-        return {"weight": compact(weight), "num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS, "num_nodes": NUM_NODES,
-                "num_gpus": NUM_GPUS, "weight_type": wt}
+        return {
+            "weight": compact(weight),
+            "num_replicas": NUM_REPLICAS,
+            "num_groups": NUM_GROUPS,
+            "num_nodes": NUM_NODES,
+            "num_gpus": NUM_GPUS,
+            "weight_type": wt,
+        }
 
     # ------------------------------------------------------------------------------ evaluation
 
@@ -544,7 +551,9 @@ class EplbTask(Task):
                 waited_total += waited
         finally:
             final = session.close()
-        if any(len(o) != len(e) for o, e in zip(overheads, echoes)):  # a replay without its CPU: none used
+        if any(
+            len(o) != len(e) for o, e in zip(overheads, echoes, strict=False)
+        ):  # a replay without its CPU: none used
             overheads = [[] for _ in calls]
         if final.status is not Status.OK or not final.cpu_s:
             return echoes, overheads, None
@@ -567,7 +576,7 @@ class EplbTask(Task):
             return self.invalid(f"expected {need} placements and {need} times (one per window but the last), "
                                 f"got {len(placements)} and {len(times)}")
         tally = _Tally(windows)
-        for i, (answer, t) in enumerate(zip(placements, times)):
+        for i, (answer, t) in enumerate(zip(placements, times, strict=True)):
             if not isinstance(t, (int, float)) or not np.isfinite(t) or t <= 0:
                 return self.invalid(f"t_alg_s[{i}] must be a positive number of seconds, got {t!r}")
             reason = tally.add(i, answer, float(t))
