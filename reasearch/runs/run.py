@@ -25,7 +25,8 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from reasearch.runs.cache import EvalCache, cache_key
 from reasearch.runs.fleet_link import FleetLink

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from reasearch.runs.events import EventKind
 from reasearch.runs.run import Run

@@ -14,7 +14,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from reasearch.errors import StoreError
 from reasearch.evaluators.result import EvalResult

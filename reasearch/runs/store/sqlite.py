@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from reasearch.errors import StoreError
 from reasearch.runs.store.paths import checked_store_path
