@@ -129,7 +129,9 @@ class AnthropicModel:
                 self.retry.pause(attempt, f"HTTP {status}", _retry_after(exc))
             except (anthropic.APIConnectionError, anthropic.APITimeoutError, _BrokenBody) as exc:
                 if last:
-                    raise ModelError(f"cannot reach the Anthropic API at {self.endpoint}: {snippet(str(exc), 300)}") from exc
+                    raise ModelError(
+                        f"cannot reach the Anthropic API at {self.endpoint}: {snippet(str(exc), 300)}"
+                    ) from exc
                 self.retry.pause(attempt, why_failed(exc.__cause__ or exc))
             except MalformedReply as exc:
                 if last:
