@@ -252,7 +252,9 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
     used = agent.run.used()
     cap = agent.run.budget.cap(Unit.EVALUATIONS) if hasattr(agent.run, "budget") else None
     token_cap = agent.run.budget.cap(Unit.TOKENS) if hasattr(agent.run, "budget") else None
-    rec = next((r for r in reversed(agent.history) if r.candidate == result.final_candidate and r.score is not None), None)
+    rec = next(
+        (r for r in reversed(agent.history) if r.candidate == result.final_candidate and r.score is not None), None
+    )
     score = result.final_score
     if score is None:
         scored = "no candidate scored OK"

@@ -181,4 +181,6 @@ class ControlTools:
             rec = next(r for r in reversed(ok) if r.candidate == cid)
         assert rec is not None
         final: dict[str, Any] = {"candidate": rec.candidate, "reason": reason, "score": rec.score, "step": rec.step}
-        return ToolOutput(f"final candidate {rec.candidate[:12]} (score {fmt_score(rec.score)}); the run ends", {"final": final})
+        return ToolOutput(
+            f"final candidate {rec.candidate[:12]} (score {fmt_score(rec.score)}); the run ends", {"final": final}
+        )

@@ -196,7 +196,17 @@ class PromptTools:
                 lines.append("NEW BEST" + (f" (previous {fmt_score(before.score)})" if before else ""))
             else:
                 lines.append(f"not better than the best {fmt_score(before.score)} (prompt {before.candidate[:12]})")
-        keys = ("n", "correct", "wrong_answer", "no_answer", "partial", "call_failed", "refused", "calls_paid", "calls_cached")
+        keys = (
+            "n",
+            "correct",
+            "wrong_answer",
+            "no_answer",
+            "partial",
+            "call_failed",
+            "refused",
+            "calls_paid",
+            "calls_cached",
+        )
         lines.append("counts: " + ", ".join(f"{k}={m[k]}" for k in keys if k in m))
         if result.status.value != "OK":
             lines.append("feedback: " + result.feedback)
