@@ -233,8 +233,11 @@ def evolve(driver: MethodDriver, config: EvolveConfig) -> str:
         iteration += 1
         parent = db.parent(island, rng)
         inspirations = db.inspirations(island, parent.id, rng)
-        reply = driver.ask(driver.system_prompt(), _prompt(driver, parent, inspirations, config.diff_based_evolution, iteration),
-                           note=f"island {island}")
+        reply = driver.ask(
+            driver.system_prompt(),
+            _prompt(driver, parent, inspirations, config.diff_based_evolution, iteration),
+            note=f"island {island}",
+        )
         source = driver.candidate_from(reply, parent.source if config.diff_based_evolution else None)
         if source is None:
             driver.skipped()
