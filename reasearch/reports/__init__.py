@@ -21,7 +21,7 @@ extra) shows every run live.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from reasearch.reports._model import RunView, load_run
 from reasearch.reports._page import compare_html, report_html, report_payload
