@@ -8,7 +8,8 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 __all__ = ["BenchRow", "SECTIONS", "time_calls"]
 

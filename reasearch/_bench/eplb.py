@@ -46,7 +46,7 @@ def run(quick: bool) -> list[BenchRow]:
     seed_fn = _seed_function(task.seed_program())
     expected = rebalance_experts_reference(weight, *CONFIG)
     for fn in (rebalance_experts, seed_fn):
-        if not all(np.array_equal(a, b) for a, b in zip(fn(weight, *CONFIG), expected)):
+        if not all(np.array_equal(a, b) for a, b in zip(fn(weight, *CONFIG), expected, strict=True)):
             raise RuntimeError(f"{fn.__module__}.{fn.__name__} disagrees with the loop twin")
 
     repeat = 20 if quick else 200
@@ -75,8 +75,10 @@ def run(quick: bool) -> list[BenchRow]:
     for name, fn in versions.items():
         ms = median(runs[name]) * 1e3
         ratio = median(ratios[name])
-        note = (f"ratio: median of {rounds} paired ratios (one twin call next to {repeat // rounds} calls of this); "
-                f"published torch code: {PUBLISHED_TORCH_MS:g} ms on this machine class ({PUBLISHED_TORCH_MS / ms:.0f}x)")
+        note = (
+            f"ratio: median of {rounds} paired ratios (one twin call next to {repeat // rounds} calls of this); "
+            f"published torch code: {PUBLISHED_TORCH_MS:g} ms on this machine class ({PUBLISHED_TORCH_MS / ms:.0f}x)"
+        )
         if fn is seed_fn:
             note += (f"; allocator as in the sandbox ({'set' if tuned else 'unavailable here'}); with the C "
                      f"allocator's defaults {default_ms:.3f} ms ({twin_ms / default_ms:.0f}x)")
