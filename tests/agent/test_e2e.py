@@ -38,7 +38,9 @@ def run():
     centers = np.array(pts)
     return centers, optimal_radii(centers)
 '''
-LESSONS = "# Lessons\n## What worked\n- staggered rows 5,5,6,5,5 + LP radii: 2.5\n## What to try next\n- hexagonal offsets\n"
+LESSONS = (
+    "# Lessons\n## What worked\n- staggered rows 5,5,6,5,5 + LP radii: 2.5\n## What to try next\n- hexagonal offsets\n"
+)
 SEED_SCORE = 2.1666666645  # the task's recorded seed score (equal radii on a 6x6 grid)
 
 
@@ -93,7 +95,9 @@ def finished(run_dir: Path) -> dict[str, Any]:
     """One uninterrupted run of the trajectory (in this process, real sandbox and store)."""
     model = ScriptedModel(trajectory())
     config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
-    agent = start_run(TASK, budget={"evaluations": 10}, config=config, run_dir=run_dir / "once", models={"agent": model})
+    agent = start_run(
+        TASK, budget={"evaluations": 10}, config=config, run_dir=run_dir / "once", models={"agent": model}
+    )
     result = agent.optimize()
     return {"agent": agent, "result": result, "run": agent.run, "model": model}
 

@@ -157,8 +157,13 @@ def test_budget_refusal_and_path_escapes(run_dir: Path) -> None:
                                    ("list_files", {"path": ".."})]:
                     res = await call(name, args)
                     assert res.is_error and "refused" in text(res), (name, args, text(res))
-                planted = await call("bash", {"command": f"ln -s {secret} link.txt && ln -s {run_dir} up && "
-                                                         "rm candidate.py && ln -s ../../secret.txt candidate.py && ls -l"})
+                planted = await call(
+                    "bash",
+                    {
+                        "command": f"ln -s {secret} link.txt && ln -s {run_dir} up && "
+                        "rm candidate.py && ln -s ../../secret.txt candidate.py && ls -l"
+                    },
+                )
                 assert not planted.is_error, text(planted)
                 for name, args in [("read_file", {"path": "link.txt"}), ("read_file", {"path": "up/secret.txt"}),
                                    ("write_file", {"path": "up/escape.py", "content": "x"}),

@@ -1,4 +1,5 @@
-"""The evaluation cache: zero cost and ``cached=True`` for repeats; never for nondeterministic tasks or flaky statuses."""
+"""The evaluation cache: zero cost and ``cached=True`` for repeats; never for nondeterministic tasks or flaky
+statuses."""
 
 from __future__ import annotations
 

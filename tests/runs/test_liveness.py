@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -66,7 +66,7 @@ def test_two_driver_processes_never_overspend_a_cap(store_url: str) -> None:
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for first in (0, 100)]
     outs = [p.communicate(timeout=240) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     statuses = [x for out, _ in outs for x in out.strip().split(",")]
     assert len(statuses) == 16

@@ -11,7 +11,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
