@@ -108,8 +108,10 @@ def _writers(url: str, n_writers: int, per_writer: int) -> float:
         run_id = new_bench_run(store)
     stores = [open_store(url) for _ in range(n_writers)]
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=record_evaluations, args=(s, run_id, per_writer), kwargs={"start": i * per_writer})
-               for i, s in enumerate(stores)]
+    threads = [
+        threading.Thread(target=record_evaluations, args=(s, run_id, per_writer), kwargs={"start": i * per_writer})
+        for i, s in enumerate(stores)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
