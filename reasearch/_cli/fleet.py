@@ -200,7 +200,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for model in dict.fromkeys(spec.models):  # before the fleet is stored: a down endpoint makes no runs
         check_model(spec.model_spec(model), role="fleet member")
     if "dollars" in spec.caps:
-        unpriced = [m for m in spec.models if spec.model_spec(m).price is None and spec.model_spec(m).provider != "scripted"]
+        unpriced = [
+            m for m in spec.models if spec.model_spec(m).price is None and spec.model_spec(m).provider != "scripted"
+        ]
         if unpriced:
             print(f"note: no price is known for {', '.join(unpriced)}: the fleet's dollar cap binds the other members "
                   "(give price_in/price_out in a --spec file to count them)", file=sys.stderr)

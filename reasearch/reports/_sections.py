@@ -62,7 +62,10 @@ def summary_html(view: RunView) -> str:
         ("evaluations", f"{len(view.evaluations)}: " + ", ".join(f"{_badge(s)} {n}" for s, n in sorted(view.by_status.items()))
          + f"; cached {sum(1 for e in view.evaluations if e.result.cached)}"),
         ("candidates", str(len(view.candidates))),
-        ("wall time", f"{fmt_duration(view.wall_s)} active (created {utc(r.created_at)}, last write {utc(r.updated_at)})"),
+        (
+            "wall time",
+            f"{fmt_duration(view.wall_s)} active (created {utc(r.created_at)}, last write {utc(r.updated_at)})",
+        ),
         ("models", ", ".join(f"{esc(role)}: <code>{esc(name)}</code>" for role, name in view.models.items()) or "-"),
     ]
     if best is not None and best.result.provenance is not None:

@@ -390,7 +390,9 @@ def test_fleet_caps_are_reserved_by_members_calling_at_once(tmp_path: Path, unit
     for agent in agents:  # every member checks the caps, then all reserve and call at the same moment
         check = agent._check_money
 
-        def checked_then_wait(check: Any = check, waited: list[bool] = []) -> None:
+        fresh: list[bool] = []  # one list per member (as the default argument was)
+
+        def checked_then_wait(check: Any = check, waited: list[bool] = fresh) -> None:
             check()
             if not waited:
                 waited.append(True)

@@ -10,7 +10,7 @@ every member run), so a fleet-wide cap holds whatever the number of members call
 from __future__ import annotations
 
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.store.core import SQLCore
