@@ -129,7 +129,7 @@ def _from_nvidia_smi(binary: str) -> list[GpuDevice] | None:
 
 
 def _from_proc(root: Path = Path("/proc/driver/nvidia/gpus")) -> list[GpuDevice]:
-    out = []
+    out: list[GpuDevice] = []
     if not root.is_dir():
         return out
     for d in sorted(root.iterdir()):
