@@ -112,7 +112,8 @@ def check_task(
             assert res.score is None, f"bad candidate {name!r} carries a score"
 
     def rejects_garbage() -> None:
-        for garbage in (None, {}, "x", 3.5, [[float("nan")]]):
+        garbages: tuple[object, ...] = (None, {}, "x", 3.5, [[float("nan")]])
+        for garbage in garbages:
             res = task.score_solution(garbage, seed=seed)
             assert res.status is Status.INVALID, f"score_solution({garbage!r}) gave {res.status}"
 

@@ -243,6 +243,7 @@ class TrainingTask(Task):
     grace_s: float
     slot: str
     sandbox_mode: str
+    memory_mb: int
 
     # ------------------------------------------------------------ what subclasses provide
     @abstractmethod

@@ -289,6 +289,7 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
     median_t = statistics.median(refs)
     claims = [None if c.t_jail_s is None else min(c.t_jail_s, c.wall_s) for c in calls]
     known = [i for i, c in enumerate(claims) if c is not None]
+    claim_of = {i: c for i, c in enumerate(claims) if c is not None}  # known's claims, typed float
     allowance = max(NOISE_FLOOR_S, Z * spread / math.sqrt(max(len(known), 1)), drift, BIAS_FRACTION * median_t)
     limit = max(limit, allowance)
     floor = allowance / MAX_SLACK_FRACTION  # below this, a time cannot be told from the transport's noise
@@ -306,14 +307,15 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
         if cpu is not None:
             why += ", and so does the calls' CPU evidence"
         return round_trips(why, median_t, allowance, None, refs)
-    excess = {i: walls[i] - claims[i] - refs[i] for i in known}  # type: ignore[operator]
+    excess = {i: walls[i] - claim_of[i] - refs[i] for i in known}
     mean_excess = statistics.fmean(min(max(x, -limit), limit) for x in excess.values()) if known else None
     shift = max(0.0, (mean_excess or 0.0) - allowance)
     raise_by = {i: shift + max(0.0, excess[i] - limit) for i in known}
     if cpu is not None and descendants_cpu_s is not None and known:  # step 6: each call's own CPU bounds its raise
         alg, eps, _, _ = cpu
-        have = [i for i in known if alg[i] is not None]
-        room = {i: max(0.0, alg[i] - claims[i]) for i in have}  # type: ignore[operator]
+        alg_of = {i: a for i in known if (a := alg[i]) is not None}  # the calls with CPU evidence
+        have = list(alg_of)
+        room = {i: max(0.0, alg_of[i] - claim_of[i]) for i in have}
         capped = {i: min(r, room.get(i, r)) for i, r in raise_by.items()}
         deficit = {i: raise_by[i] - capped[i] for i in known}
         lost = sum(deficit.values())
@@ -321,13 +323,13 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
             back = min(1.0, max(0.0, descendants_cpu_s) / lost)
             capped = {i: capped[i] + back * deficit[i] for i in known}
         total = sum(capped.values())
-        hidden = sum(alg[i] - claims[i] for i in have) + max(0.0, descendants_cpu_s) - len(have) * eps  # type: ignore[operator]
+        hidden = sum(alg_of[i] - claim_of[i] for i in have) + max(0.0, descendants_cpu_s) - len(have) * eps
         if len(have) == len(known) and total > 0:  # all calls measured: their CPU, summed, bounds the raises
             capped = {i: r * min(1.0, max(0.0, hidden) / total) for i, r in capped.items()}
         raise_by = capped
     total = sum(raise_by.values())
     if cpu_bound_s is not None and total > 0:  # the kernel's CPU account bounds what the claims can hide
-        hidden = max(0.0, cpu_bound_s - sum(claims[i] for i in known) - len(known) * allowance)  # type: ignore[misc]
+        hidden = max(0.0, cpu_bound_s - sum(claim_of[i] for i in known) - len(known) * allowance)
         raise_by = {i: r * min(1.0, hidden / total) for i, r in raise_by.items()}
     t_alg: list[float] = []
     bounded = floored = 0
@@ -344,13 +346,14 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
         # The per-call floors allow for one call's CPU noise; on the mean only the mean-level allowance:
         # the mean time is at least the mean CPU evidence (helpers' CPU included) less eps, up to the floor.
         alg, eps, _, _ = cpu
-        target = min(floor, statistics.fmean(alg) + max(0.0, descendants_cpu_s) / len(calls) - eps)  # type: ignore[arg-type]
+        alg_all = [a for a in alg if a is not None]  # every one, as tested above
+        target = min(floor, statistics.fmean(alg_all) + max(0.0, descendants_cpu_s) / len(calls) - eps)
         short = target * len(calls) - sum(t_alg)
-        room = [max(0.0, w - t) for w, t in zip(walls, t_alg, strict=False)]
-        if short > 1e-12 and sum(room) > 0:
-            part = min(1.0, short / sum(room))
-            bounded += sum(1 for r, t, c in zip(room, t_alg, claims, strict=False) if r > 0 and (c is None or t <= c))
-            t_alg = [t + r * part for t, r in zip(t_alg, room, strict=False)]
+        slack = [max(0.0, w - t) for w, t in zip(walls, t_alg, strict=False)]
+        if short > 1e-12 and sum(slack) > 0:
+            part = min(1.0, short / sum(slack))
+            bounded += sum(1 for r, t, c in zip(slack, t_alg, claims, strict=False) if r > 0 and (c is None or t <= c))
+            t_alg = [t + r * part for t, r in zip(t_alg, slack, strict=False)]
     source = CLOCK
     if 2 * floored > len(calls):
         source = (f"{CLOCK}, floored at {1 / MAX_SLACK_FRACTION:g}x the allowance ({floor * 1e6:.0f} us)"

@@ -34,7 +34,7 @@ from reasearch.evaluators.eplb.scoring import (
     window_balance,
 )
 from reasearch.evaluators.eplb.trace import SyntheticTrace, load_trace_windows
-from reasearch.engine.protocol import RunRequest, SandboxRunner, SandboxSession
+from reasearch.engine.protocol import CallOutcome, RunOutcome, RunRequest, SandboxRunner, SandboxSession
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.eplb import validate_layout
@@ -138,13 +138,19 @@ class _Accounting:
     def closed(self) -> bool:
         return bool(getattr(self._inner, "closed", False))
 
-    def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> Any:
+    def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> CallOutcome:
         out = self._inner.call(payload, timeout_s=timeout_s)
         self._log.extend((getattr(out, "cpu_s", None), getattr(out, "cpu_before_s", None)))
         return out
 
-    def close(self) -> Any:
+    def close(self) -> RunOutcome:
         return self._inner.close()
+
+    def __enter__(self) -> _Accounting:  # a SandboxSession in full (the protocol asks for it)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _descendants_cpu(final: Any, accounted: Sequence[float | None]) -> float | None:
@@ -155,7 +161,7 @@ def _descendants_cpu(final: Any, accounted: Sequence[float | None]) -> float | N
         return float(measured)
     if not accounted or any(x is None for x in accounted) or not final.cpu_s:
         return None
-    return max(0.0, float(final.cpu_s) - sum(accounted))  # type: ignore[arg-type]
+    return max(0.0, float(final.cpu_s) - sum(x for x in accounted if x is not None))  # none is None (above)
 
 
 def _gpu_loads(phy2log: np.ndarray, logcnt: np.ndarray, load: np.ndarray, layer: int) -> dict[str, Any]:
@@ -401,11 +407,10 @@ logcnt [L, E])``.
         weight_type = self.resolved_weight_type(candidate_source)
         info = {**info, "weight_type": weight_type}
         deadline = time.perf_counter() + float(self.time_limit_s)
-        session = runner.session(self.build_request(candidate_source, seed=seed))
         answers: list[Any] = []
         calls: list[CallTiming] = []
         accounted: list[float | None] = []  # the child's CPU per call, and before it, as the worker read it
-        session = _Accounting(session, accounted)
+        session = _Accounting(runner.session(self.build_request(candidate_source, seed=seed)), accounted)
         problem: tuple[Status, str] | None = None
         try:
             if not getattr(session, "closed", False):  # a candidate that failed to load ends the session

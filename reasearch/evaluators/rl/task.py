@@ -186,9 +186,12 @@ exception class and file:line only.
         server.write_text(Path(__file__).with_name("_policy_server.py").read_text())
         (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir),
                                                          "report": str(folder / REPORT_NAME)}))
-        kwargs = {} if self.max_episode_steps is None else {"max_episode_steps": int(self.max_episode_steps)}
+        kwargs: dict[str, Any] = {} if self.max_episode_steps is None else {
+            "max_episode_steps": int(self.max_episode_steps)}
         envs = [gym.make(self.env, **kwargs) for _ in range(int(self.episodes))]
         space = envs[0].action_space
+        if not isinstance(space, gym.spaces.Box):  # ENVS are continuous-control environments, all of them
+            raise TypeError(f"{self.env}: expected a Box action space, got {type(space).__name__}")
         low, high = space.low.astype(np.float64), space.high.astype(np.float64)
         obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.env, int(self.episodes)), strict=True)]
         returns = [0.0] * len(envs)
