@@ -41,7 +41,7 @@ __all__ = ["StudentLedger", "PromptSession", "TrainOutcome", "score_test", "prom
 
 TEST_EVENT = EventKind.TEST_RESULT
 # One call reserves one student call; a spent dollar or token cap (debited after the call) also stops it.
-_ONE_CALL = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.TOKENS: 0.0}
+_ONE_CALL: dict[Unit | str, float] = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.TOKENS: 0.0}
 _NOTE_PREFIXES = ("student", "test", "shared")  # ledger notes of a run's student-call debits: PREFIX:KEY
 
 
