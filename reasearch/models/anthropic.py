@@ -163,7 +163,8 @@ class AnthropicModel:
             elif not isinstance(kind, str) or kind in ("text", "tool_use"):
                 raise MalformedReply(f"a content block of the wrong shape: {snippet(json.dumps(block))!r}")
             # other block kinds (thinking, server tools) carry nothing the harness uses
-        u = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+        raw_usage = message.get("usage")
+        u = raw_usage if isinstance(raw_usage, dict) else {}
         try:
             usage = Usage(
                 input_tokens=int(u.get("input_tokens") or 0),
