@@ -169,7 +169,8 @@ def compactions_html(view: RunView) -> str:
 
 def _reply_parts(payload: Mapping[str, Any]) -> tuple[str, int]:
     """A model reply's text and tool-use blocks as HTML, and its tokens."""
-    reply = payload.get("reply") if isinstance(payload.get("reply"), Mapping) else {}
+    raw_reply = payload.get("reply")
+    reply: Mapping[str, Any] = raw_reply if isinstance(raw_reply, Mapping) else {}
     parts = []
     for block in reply.get("content") or []:
         if not isinstance(block, Mapping):
@@ -178,7 +179,8 @@ def _reply_parts(payload: Mapping[str, Any]) -> tuple[str, int]:
             parts.append(_pre(block.get("text", ""), "assistant"))
         elif block.get("type") == "tool_use":
             parts.append(f"<div class='small'>calls <code>{esc(block.get('name', ''))}</code></div>")
-    usage = reply.get("usage") if isinstance(reply.get("usage"), Mapping) else {}
+    raw_usage = reply.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
     tokens = sum(int(v) for v in usage.values() if isinstance(v, (int, float)))
     return "".join(parts), tokens
 
