@@ -29,7 +29,7 @@ from typing import Any
 from reasearch.agent.console import write_final_files
 from reasearch.agent._routing import edit_problem, fallback_role
 from reasearch.agent.config import ROLES, AgentConfig
-from reasearch.agent.journal import Journal, RunLike
+from reasearch.agent.journal import Journal
 from reasearch.models.messages import (
     ModelReply,
     ModelRequest,
@@ -63,6 +63,7 @@ from reasearch.agent.traces import TraceGroup, TraceTools
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_calls import reserve_model_call
+from reasearch.runs.run import Run
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
 
@@ -115,7 +116,7 @@ class Agent:
         clock: monotonic seconds (tests pass a fake one).
     """
 
-    def __init__(self, run: RunLike, root: str | Path, *, config: AgentConfig | None = None,
+    def __init__(self, run: Run, root: str | Path, *, config: AgentConfig | None = None,
                  models: Mapping[str, Model] | None = None, lessons: str | None = None,
                  exec_fn: ExecFn | None = None, on_progress: Callable[[AgentProgress], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -536,8 +537,8 @@ class Agent:
         spec = getattr(model, "spec", None)
         token, refusal, request = reserve_model_call(self.run, request,
                                                      spec if isinstance(spec, ModelSpec) else self.config.model(role))
-        if refusal is not None:
-            raise BudgetExceededError(refusal)
+        if token is None:  # no token exactly when a cap refused the call
+            raise BudgetExceededError(refusal or "the model call could not be reserved")
         return token, request
 
     def _debit(self, step: int, note: str, reply: ModelReply, token: str | None = None) -> None:

@@ -270,7 +270,7 @@ class McpDriver:
 def _agent(run: Run, root: Path, *, exec_fn: ExecFn | None, lessons: str | None = None) -> Agent:
     config = AgentConfig.from_dict(dict(run.config.get("agent") or {}))
     model = _ClientIsTheModel()
-    return Agent(run, root, config=config, models={role: model for role in ROLES}, lessons=lessons,  # type: ignore[misc]
+    return Agent(run, root, config=config, models={role: model for role in ROLES}, lessons=lessons,
                  exec_fn=exec_fn)
 
 

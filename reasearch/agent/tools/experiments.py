@@ -38,6 +38,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -510,11 +511,11 @@ class ExperimentTools:
         return "\n".join([head, *shown])
 
 
-def _start_fields(start: dict[str, Any]) -> dict[str, Any]:
+def _start_fields(start: Mapping[str, Any]) -> dict[str, Any]:
     return {k: start.get(k) for k in ("description", "commit", "dirty", "candidate", "time_budget_s")}
 
 
-def _experiment_payload(start: dict[str, Any], step: int, result: Any) -> dict[str, Any]:
+def _experiment_payload(start: Mapping[str, Any], step: int, result: Any) -> dict[str, Any]:
     """The ``experiment`` event of an ended experiment: what ran, how it ended, its evaluation record."""
     m = dict(result.metrics)
     rec = EvalRecord(

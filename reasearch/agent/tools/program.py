@@ -98,8 +98,7 @@ class ProgramTools:
         before = best_of(state.history, spec)
         parent = ctx.run.lineage_parent(source)  # what it came from, not the last evaluated (a written file)
         cid = ctx.run.add_candidate(source, parent=parent, note=f"step {state.step}")
-        result = ctx.run.evaluate(source, step=state.step, parent=parent, note=f"step {state.step}",
-                                  **({"repeat": True} if repeat else {}))
+        result = ctx.run.evaluate(source, step=state.step, parent=parent, note=f"step {state.step}", repeat=repeat)
         rec = EvalRecord(state.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
         lines = [f"evaluation at step {rec.step}: candidate {cid[:12]}", f"status: {rec.status}"]
         if rec.score is not None:
