@@ -144,8 +144,8 @@ class FleetSpec:
         unknown = (set(self.task_budgets) - set(self.tasks)) | (set(self.method_configs) - set(self.methods))
         if unknown:
             raise ConfigError(f"task_budgets or method_configs name what the fleet does not run: {sorted(unknown)}")
-        for caps in self.task_budgets.values():
-            Budget.from_dict(caps)
+        for task_caps in self.task_budgets.values():
+            Budget.from_dict(task_caps)
 
     def members(self) -> list[FleetMember]:
         """Every member, in a stable order (task, seed, model, trace)."""
@@ -238,8 +238,8 @@ class FleetReport:
         """Mean and spread of the best normalized score per (task, model), over seeds and traces."""
         out = []
         key = lambda m: (m.member.task_id, m.member.model, m.member.method, m.member.shared)  # noqa: E731
-        for (task, model, method, shared), rows in itertools.groupby(sorted(self.members, key=key), key=key):
-            rows = list(rows)
+        for (task, model, method, shared), group in itertools.groupby(sorted(self.members, key=key), key=key):
+            rows = list(group)
             scores = [r.normalized if r.normalized is not None else r.best_score for r in rows]
             vals = [s for s in scores if s is not None]
             out.append({"task_id": task, "model": model, "method": method,
