@@ -104,7 +104,7 @@ def run(quick: bool) -> list[BenchRow]:
     cli = [sys.executable, "-m", "reasearch.cli"]
     with tempfile.TemporaryDirectory(prefix="reasearch-bench-cold-") as tmp:
         seed = Path(tmp) / "seed.py"
-        seed.write_text(reasearch.make(TASK_ID).seed_program())  # type: ignore[attr-defined]
+        seed.write_text(reasearch.make(TASK_ID).seed_program())
         numpy_s, _ = fresh_runs([sys.executable, "-c", "import numpy"], runs=runs)
         jail_s = _jailed_numpy(runs)
         fresh_runs(cli + ["eval", TASK_ID, str(seed)], runs=1)  # mirrors, code copy, .pyc files in place

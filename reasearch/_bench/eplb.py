@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import types
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +33,7 @@ CONFIG = (288, 8, 4, 32)
 def _seed_function(source: str) -> types.FunctionType:
     module = types.ModuleType("eplb_seed")
     exec(compile(source, "seed.py", "exec"), module.__dict__)  # noqa: S102 (the project's own seed program)
-    return module.rebalance_experts  # type: ignore[no-any-return]
+    return module.rebalance_experts
 
 
 def run(quick: bool) -> list[BenchRow]:
@@ -58,7 +60,7 @@ def run(quick: bool) -> list[BenchRow]:
     # Each loop-twin call next to a batch of each compiled version: the ratio is the median of these
     # paired ratios (a twin timed once, seconds away from the versions it is compared with, moved the
     # ratio by a third on this VM, whose speed drifts).
-    versions = {"rebalance_experts, compiled library (L=58, E=256)": rebalance_experts,
+    versions: dict[str, Callable[..., Any]] = {"rebalance_experts, compiled library (L=58, E=256)": rebalance_experts,
                 "rebalance_experts, seed program (L=58, E=256)": seed_fn}
     rounds = 1 if quick else 5
     twin_s: list[float] = []

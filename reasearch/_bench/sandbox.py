@@ -343,8 +343,8 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
     crit = breakdown(traces, CRITICAL_PATH)
     for i, (label, med, p95) in enumerate(crit, 1):
         rows.append(BenchRow(SECTION, f"breakdown {i:2d}. {label}", med, "ms", note=f"p95 {p95:.3f} ms; {tag}"))
-    total = breakdown(traces, [("critical path, engine to engine", "e_start", "e_done")])
-    for label, med, p95 in total:
+    end_to_end = breakdown(traces, [("critical path, engine to engine", "e_start", "e_done")])
+    for label, med, p95 in end_to_end:
         rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms",
                              note=f"p95 {p95:.3f} ms; sum of step medians {sum(m for _, m, _ in crit):.3f} ms"))
     warmed = sum(1 for t in traces if t.get("c_warmed") == 1)
