@@ -60,7 +60,9 @@ class ReservationsMixin(SQLCore):
                 fleet_id = str(fleet[0])
                 self._lock_fleet(fleet_id)
                 held, fleet_others = self._fleet_held(fleet_id, now, driver_id)
-                refusal = _first_refusal(Budget({unit: cap for unit, cap in fleet[1].items()}), held, amounts, fleet_id, fleet_others)
+                refusal = _first_refusal(
+                    Budget({unit: cap for unit, cap in fleet[1].items()}), held, amounts, fleet_id, fleet_others
+                )
             if refusal is not None:
                 return refusal
             for unit, amount in amounts.items():
