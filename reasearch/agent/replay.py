@@ -138,7 +138,10 @@ def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None
                     only_output = (e.payload.get("name") in COMMAND_TOOLS and other.get("name") == e.payload.get("name")
                                    and _command_head(e.payload) == _command_head(other))
                     (differences if only_output and not strict else divergences).append(d)
-            elif e.kind == EventKind.FINAL and (e.payload.get("candidate"), e.payload.get("score")) != (other.get("candidate"), other.get("score")):
+            elif e.kind == EventKind.FINAL and (e.payload.get("candidate"), e.payload.get("score")) != (
+                other.get("candidate"),
+                other.get("score"),
+            ):
                 divergences.append(Divergence(e.step, "final", f"{e.payload.get('candidate')} {e.payload.get('score')}",
                                               f"{other.get('candidate')} {other.get('score')}"))
     return ReplayReport(original.id, twin.id, str(out_dir), len({e.step for e in events}), tools, evals,

@@ -110,7 +110,7 @@ def recorded_endpoints(run: Any) -> dict[str, str | None]:
     change = _latest_models_event(run)
     if change is not None:
         return dict(change.get("endpoints") or {})
-    start = next((e.payload for e in run.events() if e.kind == EventKind.START), {})
+    start: Mapping[str, Any] = next((e.payload for e in run.events() if e.kind == EventKind.START), {})
     return dict(start.get("endpoints") or {})
 
 

@@ -311,10 +311,18 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
         if rec is None:
             config = spec.agent_config(member.model, member.method)
             models = {role: build_model(s) for role, s in config.models.items()}
-            agent = start_run(member.task_id, budget=spec.budget_of(member.task_id), config=config, run_dir=run_dir, store=store,
-                              task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
-                              models=models, run_id=run_id,
-                              fleet=FleetLink(fleet_id, member.index, dict(spec.caps), member.trace, member.shared))
+            agent = start_run(
+                member.task_id,
+                budget=spec.budget_of(member.task_id),
+                config=config,
+                run_dir=run_dir,
+                store=store,
+                task_params=dict(spec.task_params.get(member.task_id, {})),
+                seed=member.seed,
+                models=models,
+                run_id=run_id,
+                fleet=FleetLink(fleet_id, member.index, dict(spec.caps), member.trace, member.shared),
+            )
         else:  # models rebuilt from the run's own config, advanced past the replies its journal holds
             agent = open_agent(run_id, run_dir=run_dir, store=store, takeover=True)
         try:

@@ -141,7 +141,10 @@ class ExperimentTools:
         """Ended experiments of the run (finished, stopped, interrupted, failed to start), by step."""
         run = self.ctx.run
         out = [dict(e.payload, step=e.step) for e in run.events(kind=EventKind.EXPERIMENT)]
-        out += [dict(e.payload, step=e.step, status="INTERRUPTED") for e in run.events(kind=EventKind.EXPERIMENT_INTERRUPTED)]
+        out += [
+            dict(e.payload, step=e.step, status="INTERRUPTED")
+            for e in run.events(kind=EventKind.EXPERIMENT_INTERRUPTED)
+        ]
         return sorted(out, key=lambda d: d["step"])
 
     def running(self) -> list[dict[str, Any]]:

@@ -87,7 +87,7 @@ class PromptTools:
             raise ConfigError("prompt tasks need a stored run (reasearch.runs.Run), not an in-memory one")
         self.ctx = ctx
         self.candidate_file: str = ctx.task.candidate_file
-        self.session = session if session is not None else PromptSession(ctx.run)  # type: ignore[arg-type]
+        self.session = session if session is not None else PromptSession(ctx.run)
 
     # ------------------------------------------------------------ loop hooks
     system_template = PROMPT_AGENT_SYSTEM
@@ -114,7 +114,7 @@ class PromptTools:
     def on_finish(self, final: dict[str, Any]) -> None:
         """The trusted side scores the final prompt on the sealed test split (recorded, not shown to the agent)."""
         if final.get("candidate") and not self.ctx.run.events(kind=EventKind.TEST_RESULT):
-            score_test(self.ctx.run, client=self.session.client)  # type: ignore[arg-type]
+            score_test(self.ctx.run, client=self.session.client)
 
     # ------------------------------------------------------------ tools
     def _prompt(self, prompt: str | None) -> str:
