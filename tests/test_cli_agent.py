@@ -9,8 +9,8 @@ import pytest
 
 from reasearch.agent.testing import call, say
 from reasearch.cli import main
-from reasearch.runs import Run, RunState, Unit, open_store
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.runs import Run, RunState, Unit, open_store
 
 IMPROVED = '''import numpy as np
 from reasearch.native.lp import optimal_radii

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
-from collections.abc import Callable
 
 __all__ = ["BenchRow", "SECTIONS", "time_calls"]
 

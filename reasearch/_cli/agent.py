@@ -220,12 +220,11 @@ def _executor(text: str) -> Any:
 
 
 def optimize(args: argparse.Namespace) -> int:
+    from reasearch._cli.prompt import is_prompt_task, student_params
     from reasearch.agent import AgentConfig, build_model
     from reasearch.agent.session import check_budget
     from reasearch.evaluators import make
     from reasearch.runs import Budget
-
-    from reasearch._cli.prompt import is_prompt_task, student_params
 
     params = key_values(args.param)
     task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built

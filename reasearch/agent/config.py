@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from reasearch.models.base import ModelSpec
 from reasearch.errors import ConfigError
+from reasearch.models.base import ModelSpec
 
 __all__ = ["ROLES", "AgentConfig"]
 

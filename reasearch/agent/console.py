@@ -27,9 +27,9 @@ from rich.text import Text
 
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.evaluators.scores import fmt_score, ok_score, running_best
+from reasearch.runs.display import duration_text
 from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Unit
-from reasearch.runs.display import duration_text
 from reasearch.runs.run import active_seconds
 
 __all__ = ["FINAL_FILE", "FINAL_PICTURE", "RunConsole", "sparkline", "summary_lines", "write_final_files"]

@@ -26,21 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reasearch.agent.console import write_final_files
 from reasearch.agent._routing import edit_problem, fallback_role
 from reasearch.agent.config import ROLES, AgentConfig
+from reasearch.agent.console import write_final_files
 from reasearch.agent.journal import Journal
-from reasearch.models.messages import (
-    ModelReply,
-    ModelRequest,
-    StopReason,
-    ToolCall,
-    Usage,
-    estimate_tokens,
-    text_block,
-    tool_result_block,
-)
-from reasearch.models import Model, ModelSpec, build_model
 from reasearch.agent.prompts import (
     CONTINUE_MESSAGE,
     LESSONS_TEMPLATE,
@@ -60,12 +49,23 @@ from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
+from reasearch.errors import BudgetExceededError, ConfigError, ModelError
+from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.models import Model, ModelSpec, build_model
+from reasearch.models.messages import (
+    ModelReply,
+    ModelRequest,
+    StopReason,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+    text_block,
+    tool_result_block,
+)
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_calls import reserve_model_call
 from reasearch.runs.run import Run
-from reasearch.errors import BudgetExceededError, ConfigError, ModelError
-from reasearch.evaluators.base import Task, candidate_sha256
 
 __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult", "require_prices"]
 

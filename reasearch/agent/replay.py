@@ -17,11 +17,11 @@ from typing import Any
 from reasearch.agent._routing import fallback_role
 from reasearch.agent.config import ROLES
 from reasearch.agent.loop import Agent
+from reasearch.agent.session import effective_config, open_existing_store
+from reasearch.errors import ModelError
 from reasearch.models.messages import ModelReply
 from reasearch.models.scripted import ScriptedModel
-from reasearch.agent.session import effective_config, open_existing_store
 from reasearch.runs import Run, Store, open_store
-from reasearch.errors import ModelError
 from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
 
 __all__ = ["COMMAND_TOOLS", "Divergence", "ReplayReport", "recorded_replies", "replay_run"]

@@ -36,9 +36,8 @@ from reasearch.engine import _procs
 from reasearch.engine._jail import nsjail_argv
 from reasearch.engine._policy import JAIL_UID, THREAD_ENV
 from reasearch.engine.isolation import make_launcher
+from reasearch.engine.protocol import Limits, Status
 from reasearch.errors import ConfigError, SandboxError
-from reasearch.engine.protocol import Limits
-from reasearch.engine.protocol import Status
 
 __all__ = ["ExecOutcome", "exec_in_sandbox"]
 

@@ -23,9 +23,9 @@ parent times the round trip (EPLB's ``t_alg``: the candidate never reports its o
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
-from collections.abc import Mapping, Sequence
 
 __all__ = ["Status", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner", "SandboxSession"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 import pickle
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import TaskCheckError
 from reasearch.evaluators.base import Task
-from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 

@@ -11,9 +11,9 @@ import difflib
 import importlib
 import re
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Iterable, Mapping
 
 from reasearch.errors import ConfigError, UnknownTaskError
 from reasearch.evaluators.params import check_params

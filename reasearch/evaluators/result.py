@@ -5,9 +5,9 @@ from __future__ import annotations
 import enum
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
-from collections.abc import Mapping
 
 from reasearch.engine.protocol import Status
 

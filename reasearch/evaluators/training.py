@@ -51,9 +51,9 @@ import signal
 import threading
 import time
 from abc import abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
-from collections.abc import Mapping
 
 from reasearch.engine._cleanup import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount

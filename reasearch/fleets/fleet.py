@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent.config import AgentConfig
-from reasearch.models import ModelSpec, build_model
 from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.registry import spec as task_spec
 from reasearch.methods import method_config, open_method, start_method
+from reasearch.models import ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.run import effective_state

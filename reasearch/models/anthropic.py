@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.errors import ModelError
 from reasearch.models.base import (
     ANTHROPIC_DEFAULT_URL,
     MAX_REPLY_BYTES,
@@ -18,7 +18,7 @@ from reasearch.models.base import (
     snippet,
     why_failed,
 )
-from reasearch.errors import ModelError
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 
 __all__ = ["NO_KEY_MESSAGE", "AnthropicModel"]
 

@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.errors import ModelError
 from reasearch.models.base import (
     MAX_REPLY_BYTES,
     RETRY_STATUS,
@@ -24,7 +24,7 @@ from reasearch.models.base import (
     snippet,
     why_failed,
 )
-from reasearch.errors import ModelError
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 
 __all__ = ["OpenAICompatibleModel", "to_openai_messages"]
 

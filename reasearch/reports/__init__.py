@@ -20,8 +20,8 @@ extra) shows every run live.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from reasearch.reports._model import RunView, load_run
 from reasearch.reports._page import compare_html, report_html, report_payload

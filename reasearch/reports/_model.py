@@ -10,9 +10,9 @@ import difflib
 import json
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Mapping
 
 from reasearch.errors import ReasearchError
 from reasearch.evaluators.result import EvalResult, Status

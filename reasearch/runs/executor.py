@@ -20,15 +20,15 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Mapping, Sequence
 
 from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
-from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.registry import build_task
 from reasearch.evaluators.result import EvalResult
 

@@ -10,8 +10,8 @@ import pytest
 
 from reasearch.agent import Agent, AgentConfig, ModelSpec
 from reasearch.agent.testing import ScriptedModel, StaticRunner, memory_run
-from reasearch.runs import Budget, Run
 from reasearch.evaluators.testing import ToyTask
+from reasearch.runs import Budget, Run
 
 
 @pytest.fixture()

@@ -16,11 +16,11 @@ import pytest
 from agent_helpers import children, reap_orphans
 
 from reasearch.agent import AgentConfig, ModelSpec, open_agent, start_run
-from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.agent.tools.git import GitRepo, GitTools, check_git_args
 from reasearch.agent.tools.schema import ToolError
 from reasearch.evaluators import make
+from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.runs import Run, RunState, Unit, open_store
 
 

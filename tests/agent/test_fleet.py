@@ -19,17 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_helpers import children, reap_orphans
 
-from tests.pg_helpers import IN_CI, PG_URL, pg_schema
-
-from reasearch.fleets.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
 from reasearch.agent.testing import call, say
 from reasearch.cli import main
 from reasearch.errors import ConfigError
 from reasearch.evaluators import make
 from reasearch.evaluators.result import Status
+from reasearch.fleets.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
 from reasearch.runs import RunState, Unit, open_store
-from agent_helpers import children, reap_orphans
+from tests.pg_helpers import IN_CI, PG_URL, pg_schema
 
 TASK = "circle_packing/n26-v1"
 

@@ -23,7 +23,7 @@ from mcp import ClientSession, Implementation
 from mcp.client.stdio import stdio_client
 
 from reasearch.runs import Run, RunState, Unit, open_store
-from tests.agent.mcp_helpers import fresh_dir, BETTER, SEED_SCORE, SLOW_BETTER, TASK, server_params, text, wait_for
+from tests.agent.mcp_helpers import BETTER, SEED_SCORE, SLOW_BETTER, TASK, fresh_dir, server_params, text, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolSchema, Usage
+from reasearch.agent.testing import FakeAnthropicServer, memory_run
+from reasearch.errors import ConfigError, ModelError
 from reasearch.models import (
     NO_KEY_MESSAGE,
     AnthropicModel,
@@ -26,10 +27,9 @@ from reasearch.models import (
     price_for,
     say,
 )
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolSchema, Usage
 from reasearch.models.openai_compat import to_openai_messages
-from reasearch.agent.testing import FakeAnthropicServer, memory_run
 from reasearch.runs import Unit
-from reasearch.errors import ConfigError, ModelError
 
 TOOLS = [ToolSchema("evaluate", "Scores the program.", {"type": "object", "properties": {"code": {"type": "string"}},
                                                          "required": [], "additionalProperties": False})]
@@ -259,8 +259,8 @@ def test_importing_the_agent_does_not_import_the_sdk() -> None:
 def test_openai_compatible_model_drives_a_full_agent_run(chat_server: dict[str, Any], tmp_path: Path) -> None:
     from reasearch.agent import Agent, AgentConfig
     from reasearch.agent.testing import StaticRunner
-    from reasearch.runs import Budget
     from reasearch.evaluators.testing import ToyTask
+    from reasearch.runs import Budget
 
     def tool_call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
         return {"model": "local", "usage": {"prompt_tokens": 50, "completion_tokens": 5}, "choices": [{

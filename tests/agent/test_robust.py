@@ -20,12 +20,12 @@ from reasearch.agent import AgentConfig, AnthropicModel, ModelSpec, OpenAICompat
 from reasearch.agent.console import RunConsole, sparkline, summary_lines
 from reasearch.agent.lessons import lesson_items
 from reasearch.agent.loop import require_prices
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 from reasearch.agent.session import check_budget, start_run
 from reasearch.agent.testing import call, ledger_map, memory_run, say
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, ModelError
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 from reasearch.runs import Budget, Unit
 
 BETTER = toy_source([2.0, 2.5])

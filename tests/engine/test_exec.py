@@ -13,8 +13,8 @@ import pytest
 
 from reasearch.engine import ExecOutcome, exec_in_sandbox
 from reasearch.engine._procs import _nested_pidns, descendants_of, process_table
-from reasearch.errors import ConfigError
 from reasearch.engine.protocol import Limits
+from reasearch.errors import ConfigError
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import needs_mode
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from collections.abc import Iterator
 
 import pytest
 
@@ -284,8 +284,8 @@ class _Hostile:
     """A student endpoint answering each request with the next scripted raw body."""
 
     def __init__(self, bodies: list[bytes]) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
         import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         outer = self
         self.bodies = list(bodies)

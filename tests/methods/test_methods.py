@@ -15,8 +15,8 @@ import pytest
 
 from reasearch.errors import ConfigError
 from reasearch.methods import METHODS, method_config, open_method, start_method
-from reasearch.methods.peers import PACKAGES
 from reasearch.methods._driver import REPLY_EVENT, apply_edits, last_block
+from reasearch.methods.peers import PACKAGES
 from reasearch.methods.reflect import pareto_front
 from reasearch.methods.testing import MutatingModel
 from reasearch.models import ModelSpec

@@ -15,18 +15,17 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-
-from tests.pg_helpers import BACKENDS, store_location
 
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import STALE_S, Run, effective_state
 from reasearch.runs.store import SCHEMA_VERSION, RunState, open_store
+from tests.pg_helpers import BACKENDS, store_location
 
 ROOT = Path(__file__).resolve().parents[2]
 

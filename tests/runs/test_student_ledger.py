@@ -10,12 +10,10 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-
-from tests.pg_helpers import BACKENDS, store_location
 
 from reasearch.evaluators.prompt.testing import (
     BETTER_PROMPT,
@@ -27,6 +25,7 @@ from reasearch.evaluators.prompt.testing import (
 from reasearch.evaluators.result import Status
 from reasearch.runs import Run, Unit, open_store
 from reasearch.runs.students import PromptSession, score_test
+from tests.pg_helpers import BACKENDS, store_location
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -27,13 +27,13 @@ from typing import Any
 
 from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.loop import LESSONS_FILE, TASK_FILE, Agent
-from reasearch.models.messages import ModelReply, ModelRequest
-from reasearch.models import ModelSpec
 from reasearch.agent.snapshot import EvalRecord, fmt_score
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tool, tools_of
 from reasearch.agent.tools.workspace import ExecFn
 from reasearch.errors import ConfigError
 from reasearch.evaluators.result import Status
+from reasearch.models import ModelSpec
+from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.runs import Budget, Run, RunState, Store
 from reasearch.runs.events import EventKind
 from reasearch.runs.run import STALE_S

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.agent.tools.workspace import Workspace
 from reasearch.evaluators.base import Task
+from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.runs.run import Run
 
 __all__ = ["Complete", "ToolContext", "ToolState"]

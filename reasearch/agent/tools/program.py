@@ -8,11 +8,11 @@ import re
 from collections import Counter
 from typing import Any
 
-from reasearch.models.messages import ModelRequest
 from reasearch.agent.prompts import EDITOR_SYSTEM, editor_request
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score, score_spreads
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
+from reasearch.models.messages import ModelRequest
 
 __all__ = ["CANDIDATE_FILE", "ControlTools", "ProgramTools", "extract_code"]
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from reasearch.models.messages import ModelRequest
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
+from reasearch.models.messages import ModelRequest
 from reasearch.runs.events import EventKind
 from reasearch.runs.run import Run
 from reasearch.runs.students import PromptSession, TrainOutcome, score_test

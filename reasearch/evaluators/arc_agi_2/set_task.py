@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.arc_agi_2 import SET_IDS  # the registered set ids and the split each one covers
 from reasearch.evaluators.arc_agi_2._data import SPLITS, task_ids
@@ -22,7 +23,6 @@ from reasearch.evaluators.arc_agi_2.task import (
     arc_evaluator_hash,
 )
 from reasearch.evaluators.base import Task, default_runner
-from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 

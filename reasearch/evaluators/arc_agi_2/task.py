@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reasearch.engine.protocol import RunRequest, SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.arc_agi_2._data import ArcProblem, load_problem
 from reasearch.evaluators.arc_agi_2._grid import Grid
@@ -18,7 +19,6 @@ from reasearch.evaluators.arc_agi_2._scoring import (
     verdict,
 )
 from reasearch.evaluators.base import Task, _hash_modules, default_runner
-from reasearch.engine.protocol import RunRequest, SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 

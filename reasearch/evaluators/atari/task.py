@@ -23,9 +23,9 @@ import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import SessionError, start_session
-from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators._secret import derive_seed, secret
+from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.rl.task import RLTask
 from reasearch.evaluators.spec import TaskSpec

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from reasearch.engine.protocol import CallOutcome, RunOutcome, RunRequest, SandboxRunner, SandboxSession
 from reasearch.errors import ConfigError
 from reasearch.evaluators._secret import derive_seed, fingerprint, secret
 from reasearch.evaluators.base import Task, default_runner, failure_feedback
@@ -34,7 +35,6 @@ from reasearch.evaluators.eplb.scoring import (
     window_balance,
 )
 from reasearch.evaluators.eplb.trace import SyntheticTrace, load_trace_windows
-from reasearch.engine.protocol import CallOutcome, RunOutcome, RunRequest, SandboxRunner, SandboxSession
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.eplb import validate_layout

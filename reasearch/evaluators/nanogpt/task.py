@@ -23,9 +23,9 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,8 +36,8 @@ from reasearch.engine.training import run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, load_corpus
-from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.params import Range
+from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingTask
 

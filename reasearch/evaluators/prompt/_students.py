@@ -11,8 +11,6 @@ that is scored: a failed call is never a silent zero.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import hashlib
 import http.client
 import json
@@ -20,6 +18,7 @@ import os
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace

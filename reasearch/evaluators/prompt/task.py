@@ -12,10 +12,9 @@ The student calls go through a *caller*: by default a direct client (no store, n
 
 from __future__ import annotations
 
-from abc import abstractmethod
-
 import os
 import time
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any, ClassVar
 from reasearch.engine.protocol import SandboxRunner, Status
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
+from reasearch.evaluators.params import Range
 from reasearch.evaluators.prompt._data import (
     Example,
     Splits,
@@ -50,7 +50,6 @@ from reasearch.evaluators.prompt.metrics import (
     number_value,
 )
 from reasearch.evaluators.result import EvalResult
-from reasearch.evaluators.params import Range
 from reasearch.evaluators.spec import TaskSpec
 
 __all__ = ["PromptTask", "Gsm8kTask", "JsonlPromptTask", "Judgment", "SPLITS", "FAILURE_KINDS", "MAX_PROMPT_CHARS"]

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from reasearch.engine.gpu import SlotLease
-from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators._secret import derive_seed, fingerprint
+from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.tabular._data import Split, load_split

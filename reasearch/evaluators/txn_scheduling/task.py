@@ -12,9 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reasearch.engine.protocol import RunRequest
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
-from reasearch.engine.protocol import RunRequest
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.txn_scheduling.workload import Workload, load_workloads, workload_texts

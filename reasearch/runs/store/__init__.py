@@ -24,8 +24,19 @@ from reasearch.runs.store.core import SQLCore  # noqa: F401 (importable as befor
 from reasearch.runs.store.opening import open_existing_store, open_store
 from reasearch.runs.store.postgres import PostgresStore
 from reasearch.runs.store.records import (
-    DEFAULT_RUN_DIR, MEMORY_URL, SCHEMA_VERSION, CandidateRecord, DriverRecord, EvaluationRecord,
-    Event, Refusal, Reservation, RunRecord, RunState, dumps, new_run_id,
+    DEFAULT_RUN_DIR,
+    MEMORY_URL,
+    SCHEMA_VERSION,
+    CandidateRecord,
+    DriverRecord,
+    EvaluationRecord,
+    Event,
+    Refusal,
+    Reservation,
+    RunRecord,
+    RunState,
+    dumps,
+    new_run_id,
 )
 from reasearch.runs.store.records import STORE_FILENAME as STORE_FILENAME  # importable from here as before
 from reasearch.runs.store.records import _redact as _redact  # importable from here as before

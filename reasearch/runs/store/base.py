@@ -8,13 +8,20 @@ student calls, events, budget reservations and liveness, fleets); the SQL backen
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store.records import (
-    CandidateRecord, DriverRecord, EvaluationRecord, Event, Refusal, RunRecord, RunState, _redact,
+    CandidateRecord,
+    DriverRecord,
+    EvaluationRecord,
+    Event,
+    Refusal,
+    RunRecord,
+    RunState,
+    _redact,
 )
 
 

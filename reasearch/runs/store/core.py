@@ -14,15 +14,21 @@ import re
 import threading
 import time
 from abc import abstractmethod
-from typing import Any
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from reasearch.errors import StoreError
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store.base import Store
 from reasearch.runs.store.records import (
-    SCHEMA_VERSION, CandidateRecord, EvaluationRecord, Event, RunRecord, RunState, dumps,
+    SCHEMA_VERSION,
+    CandidateRecord,
+    EvaluationRecord,
+    Event,
+    RunRecord,
+    RunState,
+    dumps,
 )
 from reasearch.runs.store.schema import _DDL, _RUN_COLS
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store.core import SQLCore, _AlreadyRecorded
