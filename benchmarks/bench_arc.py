@@ -36,7 +36,9 @@ def test_eval_set(benchmark, pool, impl):
     whole = ArcSetTask("evaluation", workers=None if impl == "parallel" else 1, progress=False)
     whole.evaluate(TRIVIAL_CANDIDATE, executor=pool)  # data loaded, harness imported in every worker
     benchmark.group = f"eval-v1 (120 tasks, {pool.mode})"
-    res = benchmark.pedantic(whole.evaluate, args=(TRIVIAL_CANDIDATE,), kwargs={"executor": pool}, rounds=3, iterations=1)
+    res = benchmark.pedantic(
+        whole.evaluate, args=(TRIVIAL_CANDIDATE,), kwargs={"executor": pool}, rounds=3, iterations=1
+    )
     assert res.ok and res.metrics["n_tasks"] == 120 and res.metrics["statuses"] == {"OK": 120}
 
 

@@ -44,7 +44,7 @@ def test_rebalance(benchmark, impl):
         out = benchmark.pedantic(fn, args=(WEIGHT, *CONFIG), rounds=5, iterations=1)
     else:
         out = benchmark(fn, WEIGHT, *CONFIG)
-    for got, want in zip(out, EXPECTED):
+    for got, want in zip(out, EXPECTED, strict=True):
         np.testing.assert_array_equal(got, want)
 
 

@@ -27,8 +27,8 @@ import pytest
 
 from reasearch._bench.store import new_bench_run, postgres_url, record_evaluations
 from reasearch.agent import build_model, start_run
-from reasearch.fleets.fleet import FleetSpec, run_fleet
 from reasearch.agent.testing import call, say
+from reasearch.fleets.fleet import FleetSpec, run_fleet
 from reasearch.runs.store import open_store
 
 TASK = "circle_packing/n26-v1"
@@ -108,8 +108,10 @@ def _writers(url: str, n_writers: int, per_writer: int) -> float:
         run_id = new_bench_run(store)
     stores = [open_store(url) for _ in range(n_writers)]
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=record_evaluations, args=(s, run_id, per_writer), kwargs={"start": i * per_writer})
-               for i, s in enumerate(stores)]
+    threads = [
+        threading.Thread(target=record_evaluations, args=(s, run_id, per_writer), kwargs={"start": i * per_writer})
+        for i, s in enumerate(stores)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -15,8 +15,8 @@ reaches the student and nothing is debited (checked), so the figure is the store
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

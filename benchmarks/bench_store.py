@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from reasearch._bench.store import new_bench_run, postgres_url, record_evaluations
 from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import EvalRequest, LocalExecutor, task_entry_of
 from reasearch.runs.store import SQLiteStore, Store, open_store
-from reasearch.evaluators.testing import ToyTask, toy_candidate
 
 BACKENDS = ["sqlite_wal", "sqlite_rollback_full"] + (["postgres"] if postgres_url() else [])
 

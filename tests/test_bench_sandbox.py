@@ -7,7 +7,9 @@ import math
 from reasearch._bench.sandbox import CRITICAL_PATH, POST_REPLY, breakdown, cpu_budget, fault_budget
 
 
-def _trace(worker: int, base: int, *, cpu: int, child_base: int, child_reply: int, child_life: int | None) -> dict[str, int]:
+def _trace(
+    worker: int, base: int, *, cpu: int, child_base: int, child_reply: int, child_life: int | None
+) -> dict[str, int]:
     t = {"e_worker": worker, "e_start": base, "e_sent": base + 10_000, "w_recv": base + 30_000,
          "w_cpu_ns": cpu, "child_cpu_base_ns": child_base, "child_cpu_reply_ns": child_reply, "e_cpu_ns": 200_000}
     if child_life is not None:
@@ -38,7 +40,9 @@ def test_cpu_budget_pairs_each_workers_consecutive_requests() -> None:
                              child_life=None if prev_reply is None else prev_reply + 500_000))
     budget = dict(cpu_budget(traces))
     assert math.isclose(budget["engine (the caller's thread)"], 0.2)
-    assert math.isclose(budget["worker (one request cycle; the fork too without a zygote)"], 2.0)  # never across workers
+    assert math.isclose(
+        budget["worker (one request cycle; the fork too without a zygote)"], 2.0
+    )  # never across workers
     assert "zygote (forks the worker's next child)" not in budget  # no zygote stamps: no row
     assert math.isclose(budget["child before its request (set-up, prewarm)"], 0.3)
     assert math.isclose(budget["child serving the request"], 1.0)

@@ -9,8 +9,8 @@ import pytest
 
 from reasearch.agent.testing import call, say
 from reasearch.cli import main
-from reasearch.runs import Run, RunState, Unit, open_store
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.runs import Run, RunState, Unit, open_store
 
 IMPROVED = '''import numpy as np
 from reasearch.native.lp import optimal_radii
@@ -123,7 +123,9 @@ def test_a_failing_model_interrupts_the_run_and_says_how_to_resume(tmp_path: Pat
 # ---------------------------------------------------------------- a misbehaving endpoint, through the command
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 @pytest.mark.parametrize("kind", ["truncated", "wrong_shape", "html"])
-def test_a_misbehaving_endpoint_interrupts_the_run_without_a_traceback(tmp_path: Path, provider: str, kind: str) -> None:
+def test_a_misbehaving_endpoint_interrupts_the_run_without_a_traceback(
+    tmp_path: Path, provider: str, kind: str
+) -> None:
     import os
     import subprocess
     import sys
@@ -132,7 +134,9 @@ def test_a_misbehaving_endpoint_interrupts_the_run_without_a_traceback(tmp_path:
     from misbehaving import always
 
     with always(kind) as server:
-        model, url = ("claude-haiku-4-5", server.url) if provider == "anthropic" else ("openai/qwen", server.url + "/v1")
+        model, url = (
+            ("claude-haiku-4-5", server.url) if provider == "anthropic" else ("openai/qwen", server.url + "/v1")
+        )
         env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test"}
         env.pop("ANTHROPIC_BASE_URL", None)
         done = subprocess.run([sys.executable, "-m", "reasearch.cli", "optimize", "heilbronn/n11-v1", "--model", model,
@@ -226,7 +230,11 @@ def test_replay_reports_command_output_as_information_and_file_results_as_diverg
         capsys.readouterr()
         return record.id
 
-    noisy = [say("", call("bash", command="date +%N")), say("", call("evaluate")), say("", call("finish", reason="seed"))]
+    noisy = [
+        say("", call("bash", command="date +%N")),
+        say("", call("evaluate")),
+        say("", call("finish", reason="seed")),
+    ]
     rid = run_with(noisy, "noisy")
     assert main(["replay", rid, "--run-dir", str(tmp_path / "noisy"), "--into", str(tmp_path / "r1"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -264,7 +272,11 @@ def test_the_end_of_a_run_writes_the_final_candidate_its_picture_and_a_summary(
     assert (ws / "best_candidate.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "evaluation 1: OK score 2.5 (normalized 0.9484) - new best" in err  # a plain line: stderr is no TTY
     assert "score 2.5 = 0.9484 of the best known 2.63598308492 (chosen by agent)" in err
-    assert "spent: 1 evaluations of 3, 4 model calls," in err and "tokens of a 10,000,000 cap, $0.0000," in err and "active wall time" in err
+    assert (
+        "spent: 1 evaluations of 3, 4 model calls," in err
+        and "tokens of a 10,000,000 cap, $0.0000," in err
+        and "active wall time" in err
+    )
     assert f"final candidate: {ws / 'best_candidate.py'}" in err and f"picture: {ws / 'best_candidate.png'}" in err
     for cmd in ("show", "replay", "resume"):
         assert f"reasearch {cmd} {record.id} --run-dir {run_dir}" in err
@@ -278,8 +290,14 @@ def test_editor_model_with_a_fallback_from_the_command_line(tmp_path: Path, caps
         path.write_text(json.dumps([r.to_dict() for r in replies]))
         return f"scripted/{path}"
 
-    agent = script("agent.json", [say("", call("edit_code", instruction="rows of 5, 5, 6, 5, 5")), say("", call("evaluate")),
-                                  say("", call("finish", reason="rows"))])
+    agent = script(
+        "agent.json",
+        [
+            say("", call("edit_code", instruction="rows of 5, 5, 6, 5, 5")),
+            say("", call("evaluate")),
+            say("", call("finish", reason="rows")),
+        ],
+    )
     cheap = script("cheap.json", [say("```python\ndef run(:\n```")])
     strong = script("strong.json", [say(f"```python\n{IMPROVED}```")])
     run_dir = tmp_path / "runs"
@@ -298,7 +316,9 @@ def test_editor_model_with_a_fallback_from_the_command_line(tmp_path: Path, caps
 
 
 # ---------------------------------------------------------------- a lessons library
-def test_lessons_collect_builds_a_library_that_loads_with_lessons(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lessons_collect_builds_a_library_that_loads_with_lessons(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = tmp_path / "runs"
 
     def optimize(task: str, replies: list, *extra: str) -> str:

@@ -189,7 +189,9 @@ def make_seed_score() -> float:
 
 
 @pytest.mark.parametrize("task_id", ["heilbronn/n11-v1", "txn_scheduling/v1"])
-def test_the_demo_model_plays_other_program_tasks(task_id: str, run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_demo_model_plays_other_program_tasks(
+    task_id: str, run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["optimize", task_id, "--model", "demo", "--budget", "4", "--run-dir", str(run_dir), "--quiet"]) == 0
     assert "chosen by agent" in capsys.readouterr().err
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -65,7 +65,9 @@ def test_eval_input_errors_are_one_line_exit_2(tmp_path: Path, gsm: Path, capsys
     empty = tmp_path / "empty.txt"
     empty.write_text("   ")
     with FakeStudentServer({}) as srv:
-        assert main(["eval", "gsm8k/v1", str(empty), "--student", "openai/x", "--base-url", srv.url, *_params(gsm)]) == 1
+        assert (
+            main(["eval", "gsm8k/v1", str(empty), "--student", "openai/x", "--base-url", srv.url, *_params(gsm)]) == 1
+        )
         assert srv.requests == 0
     assert "INVALID" in capsys.readouterr().out
 

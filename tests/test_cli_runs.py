@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from reasearch.cli import main
 from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.evaluators.base import candidate_sha256
+from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import LocalExecutor
 from reasearch.runs.run import Run
 from reasearch.runs.store import open_store
-from reasearch.evaluators.base import candidate_sha256
-from reasearch.evaluators.testing import ToyTask, toy_candidate
 
 BEST = toy_candidate([3.0, 3.0, 3.0, 2.0])  # score -1
 

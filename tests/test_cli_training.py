@@ -14,7 +14,9 @@ import pytest
 from reasearch.cli import main
 
 
-def test_seed_writes_a_program_file_and_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_seed_writes_a_program_file_and_refuses_to_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "seed.py"
     assert main(["seed", "circle_packing/n26-v1", "-o", str(out)]) == 0
     assert "def run" in out.read_text() or "def " in out.read_text()

@@ -40,8 +40,8 @@ class _Stopwatch:
 
 
 def _script(turns: int) -> list[Any]:
-    from reasearch.models.messages import ModelReply, Usage
     from reasearch.agent.testing import call, say
+    from reasearch.models.messages import ModelReply, Usage
 
     cycle = [lambda i: call("read_file", path="TASK.md"), lambda i: call("get_status"),
              lambda i: call("write_file", path="notes.md", content=f"note {i}\n" * 20), lambda i: call("list_files")]
@@ -55,8 +55,8 @@ def harness_turns(turns: int, *, store: str, workdir: Path) -> list[float]:
     """Seconds of each turn (between successive model calls) of a ``turns``-turn scripted run."""
     from reasearch.agent import Agent, AgentConfig, ModelSpec
     from reasearch.agent.testing import ScriptedModel, StaticRunner, memory_run
-    from reasearch.runs import Budget, LocalExecutor, Run, open_store
     from reasearch.evaluators.testing import ToyTask
+    from reasearch.runs import Budget, LocalExecutor, Run, open_store
 
     config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="bench")}, max_turns=turns + 5)
     runner = StaticRunner()

@@ -20,6 +20,7 @@ import sys
 import time
 
 from reasearch._bench import BenchRow, median, time_calls
+from reasearch.engine.protocol import SandboxRunner
 
 __all__ = ["TRIVIAL_CANDIDATE", "dsl_candidate", "run"]
 
@@ -89,7 +90,7 @@ def _trusted_cpu(task: object, pool: object, size: int, n: int) -> float:
     return median(cpus)
 
 
-def _dsl_rows(quick: bool, pool: object, tasks: list) -> list[BenchRow]:
+def _dsl_rows(quick: bool, pool: SandboxRunner, tasks: list) -> list[BenchRow]:
     from reasearch.evaluators.arc_agi_2 import ArcSetTask
 
     source = dsl_candidate()

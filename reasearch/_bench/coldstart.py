@@ -104,7 +104,7 @@ def run(quick: bool) -> list[BenchRow]:
     cli = [sys.executable, "-m", "reasearch.cli"]
     with tempfile.TemporaryDirectory(prefix="reasearch-bench-cold-") as tmp:
         seed = Path(tmp) / "seed.py"
-        seed.write_text(reasearch.make(TASK_ID).seed_program())  # type: ignore[attr-defined]
+        seed.write_text(reasearch.make(TASK_ID).seed_program())
         numpy_s, _ = fresh_runs([sys.executable, "-c", "import numpy"], runs=runs)
         jail_s = _jailed_numpy(runs)
         fresh_runs(cli + ["eval", TASK_ID, str(seed)], runs=1)  # mirrors, code copy, .pyc files in place
@@ -115,16 +115,40 @@ def run(quick: bool) -> list[BenchRow]:
     jail_ref = jail_s if jail_s is not None else nan
     jail_note = "" if jail_s is not None else "nsjail cannot run here: no jailed reference"
     return [
-        BenchRow(SECTION, "`reasearch tasks`, fresh process", tasks_s, "s",
-                 reference='python -c "import numpy"', reference_value=numpy_s, ratio=numpy_s / tasks_s,
-                 goal="<= 0.3 s", met=tasks_s <= 0.3,
-                 note=f"median of {runs} processes; CPU {tasks_cpu:.3f} s (median)"),
-        BenchRow(SECTION, f"`reasearch eval {TASK_ID}` seed, end to end", eval_s, "s",
-                 reference='python -c "import numpy"', reference_value=numpy_s, ratio=numpy_s / eval_s,
-                 goal="<= 0.5 s", met=eval_s <= 0.5,
-                 note=f"median of {runs} processes, pool started and closed; CPU {eval_cpu:.3f} s (median, jails included)"),
-        BenchRow(SECTION, "first Task.evaluate in a fresh process (seed)", first_s, "s",
-                 reference="fresh jailed interpreter + NumPy", reference_value=jail_ref,
-                 ratio=jail_ref / first_s, goal="<= 0.3 s", met=first_s <= 0.3,
-                 note=(f"median of {runs} processes, timed around the call (pool start included) " + jail_note).strip()),
+        BenchRow(
+            SECTION,
+            "`reasearch tasks`, fresh process",
+            tasks_s,
+            "s",
+            reference='python -c "import numpy"',
+            reference_value=numpy_s,
+            ratio=numpy_s / tasks_s,
+            goal="<= 0.3 s",
+            met=tasks_s <= 0.3,
+            note=f"median of {runs} processes; CPU {tasks_cpu:.3f} s (median)",
+        ),
+        BenchRow(
+            SECTION,
+            f"`reasearch eval {TASK_ID}` seed, end to end",
+            eval_s,
+            "s",
+            reference='python -c "import numpy"',
+            reference_value=numpy_s,
+            ratio=numpy_s / eval_s,
+            goal="<= 0.5 s",
+            met=eval_s <= 0.5,
+            note=f"median of {runs} processes, pool started and closed; CPU {eval_cpu:.3f} s (median, jails included)",
+        ),
+        BenchRow(
+            SECTION,
+            "first Task.evaluate in a fresh process (seed)",
+            first_s,
+            "s",
+            reference="fresh jailed interpreter + NumPy",
+            reference_value=jail_ref,
+            ratio=jail_ref / first_s,
+            goal="<= 0.3 s",
+            met=first_s <= 0.3,
+            note=(f"median of {runs} processes, timed around the call (pool start included) " + jail_note).strip(),
+        ),
     ]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import types
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +33,7 @@ CONFIG = (288, 8, 4, 32)
 def _seed_function(source: str) -> types.FunctionType:
     module = types.ModuleType("eplb_seed")
     exec(compile(source, "seed.py", "exec"), module.__dict__)  # noqa: S102 (the project's own seed program)
-    return module.rebalance_experts  # type: ignore[no-any-return]
+    return module.rebalance_experts
 
 
 def run(quick: bool) -> list[BenchRow]:
@@ -46,7 +48,7 @@ def run(quick: bool) -> list[BenchRow]:
     seed_fn = _seed_function(task.seed_program())
     expected = rebalance_experts_reference(weight, *CONFIG)
     for fn in (rebalance_experts, seed_fn):
-        if not all(np.array_equal(a, b) for a, b in zip(fn(weight, *CONFIG), expected)):
+        if not all(np.array_equal(a, b) for a, b in zip(fn(weight, *CONFIG), expected, strict=True)):
             raise RuntimeError(f"{fn.__module__}.{fn.__name__} disagrees with the loop twin")
 
     repeat = 20 if quick else 200
@@ -58,7 +60,7 @@ def run(quick: bool) -> list[BenchRow]:
     # Each loop-twin call next to a batch of each compiled version: the ratio is the median of these
     # paired ratios (a twin timed once, seconds away from the versions it is compared with, moved the
     # ratio by a third on this VM, whose speed drifts).
-    versions = {"rebalance_experts, compiled library (L=58, E=256)": rebalance_experts,
+    versions: dict[str, Callable[..., Any]] = {"rebalance_experts, compiled library (L=58, E=256)": rebalance_experts,
                 "rebalance_experts, seed program (L=58, E=256)": seed_fn}
     rounds = 1 if quick else 5
     twin_s: list[float] = []
@@ -75,8 +77,10 @@ def run(quick: bool) -> list[BenchRow]:
     for name, fn in versions.items():
         ms = median(runs[name]) * 1e3
         ratio = median(ratios[name])
-        note = (f"ratio: median of {rounds} paired ratios (one twin call next to {repeat // rounds} calls of this); "
-                f"published torch code: {PUBLISHED_TORCH_MS:g} ms on this machine class ({PUBLISHED_TORCH_MS / ms:.0f}x)")
+        note = (
+            f"ratio: median of {rounds} paired ratios (one twin call next to {repeat // rounds} calls of this); "
+            f"published torch code: {PUBLISHED_TORCH_MS:g} ms on this machine class ({PUBLISHED_TORCH_MS / ms:.0f}x)"
+        )
         if fn is seed_fn:
             note += (f"; allocator as in the sandbox ({'set' if tuned else 'unavailable here'}); with the C "
                      f"allocator's defaults {default_ms:.3f} ms ({twin_ms / default_ms:.0f}x)")

@@ -160,7 +160,9 @@ def _task_rows(quick: bool) -> list[BenchRow]:
     spread_s = None if quick else _wait_for_spread(pool, cp.build_request(source, seed=0), evaluate_once)
     e2e_ms = first_ms if spread_s is None else median(time_calls(evaluate_once, repeat=reps, warmup=3)) * 1e3
     if quick:
-        state = "first seconds of the default pool (one worker serves this image; --quick does not wait for it to spread)"
+        state = (
+            "first seconds of the default pool (one worker serves this image; --quick does not wait for it to spread)"
+        )
     elif spread_s is None:
         state = f"the default pool did not spread this image to all {pool.workers} workers; {first_ms:.1f} ms"
     else:

@@ -300,8 +300,15 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int)
                          note=f"of {latency_repeat} requests" + ("" if load is None else
                          f"; meanwhile the machine's CPUs were {load[1] * 100:.0f}% busy, {load[0]:.2f} ms of CPU per "
                          f"evaluation (every process; {os.cpu_count()} CPUs)")))
-    rows.append(BenchRow(SECTION, f"trivial evaluation median after a {PAUSE_S * 1e3:.0f} ms pause ({tag})", paused_med,
-                         "ms", note=f"p95 {paused_p95:.2f} ms; one at a time, as an agent evaluates between model calls"))
+    rows.append(
+        BenchRow(
+            SECTION,
+            f"trivial evaluation median after a {PAUSE_S * 1e3:.0f} ms pause ({tag})",
+            paused_med,
+            "ms",
+            note=f"p95 {paused_p95:.2f} ms; one at a time, as an agent evaluates between model calls",
+        )
+    )
     rows.append(BenchRow(SECTION, f"throughput ({tag}, 1 thread per worker)", rate, "evals/s",
                          goal=">= 400/s" if mode == "nsjail" else "", met=(rate >= 400.0) if mode == "nsjail" else None,
                          note="2 workers, best of 3 windows"))
@@ -336,8 +343,8 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
     crit = breakdown(traces, CRITICAL_PATH)
     for i, (label, med, p95) in enumerate(crit, 1):
         rows.append(BenchRow(SECTION, f"breakdown {i:2d}. {label}", med, "ms", note=f"p95 {p95:.3f} ms; {tag}"))
-    total = breakdown(traces, [("critical path, engine to engine", "e_start", "e_done")])
-    for label, med, p95 in total:
+    end_to_end = breakdown(traces, [("critical path, engine to engine", "e_start", "e_done")])
+    for label, med, p95 in end_to_end:
         rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms",
                              note=f"p95 {p95:.3f} ms; sum of step medians {sum(m for _, m, _ in crit):.3f} ms"))
     warmed = sum(1 for t in traces if t.get("c_warmed") == 1)
@@ -369,8 +376,15 @@ def _floor_rows(pool: Any, fresh_floor: float | None, repeat: int) -> list[Bench
     for image in (pool.profile_of(RunRequest(source=TRIVIAL)), pool.profile_of(RunRequest(source=TRIVIAL_NUMPY)),
                   FULL_IMAGE):
         ns = pool.fork_floor(repeat, image)
-        rows.append(BenchRow(SECTION, f"floor: fork + exit + reap, warm image {'+'.join(image) or 'none'} ({pool.mode})",
-                             statistics.median(ns) / 1e6, "ms", note=f"p95 {_p95(ns) / 1e6:.3f} ms; inside the worker"))
+        rows.append(
+            BenchRow(
+                SECTION,
+                f"floor: fork + exit + reap, warm image {'+'.join(image) or 'none'} ({pool.mode})",
+                statistics.median(ns) / 1e6,
+                "ms",
+                note=f"p95 {_p95(ns) / 1e6:.3f} ms; inside the worker",
+            )
+        )
     return rows
 
 
@@ -386,7 +400,9 @@ def _zygote_row(mode: str, repeat: int, rounds: int = 3) -> BenchRow | None:
     if _zygote is None or not _zygote.available():
         return None
     req = RunRequest(source=TRIVIAL)
-    pools = {z: SandboxPool(SandboxConfig(mode=mode, workers=2, switch_interval_s=0.0, zygote=z)) for z in (True, False)}
+    pools = {
+        z: SandboxPool(SandboxConfig(mode=mode, workers=2, switch_interval_s=0.0, zygote=z)) for z in (True, False)
+    }
     cpu: dict[bool, list[float]] = {True: [], False: []}
     try:
         for p in pools.values():

@@ -21,12 +21,18 @@ import uuid
 from pathlib import Path
 
 from reasearch._bench import BenchRow
-from reasearch.runs.ledger import LedgerEntry, Unit
-from reasearch.runs.store import (
-    CandidateRecord, EvaluationRecord, RunRecord, RunState, SQLiteStore, Store, open_store,
-)
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import EvalResult, Provenance, Status
+from reasearch.runs.ledger import LedgerEntry, Unit
+from reasearch.runs.store import (
+    CandidateRecord,
+    EvaluationRecord,
+    RunRecord,
+    RunState,
+    SQLiteStore,
+    Store,
+    open_store,
+)
 
 __all__ = ["run", "record_evaluations", "new_bench_run", "postgres_url"]
 
@@ -111,8 +117,8 @@ def _store_rows(quick: bool) -> list[BenchRow]:
 
 def _executor_rows(quick: bool) -> list[BenchRow]:
     from reasearch.engine import SandboxConfig, SandboxPool
-    from reasearch.runs.executor import EvalRequest, LocalExecutor, task_entry_of
     from reasearch.evaluators.testing import ToyTask, toy_candidate
+    from reasearch.runs.executor import EvalRequest, LocalExecutor, task_entry_of
 
     task = ToyTask()
     entry = task_entry_of(task)

@@ -75,7 +75,7 @@ def run(quick: bool) -> list[BenchRow]:
     rows: list[BenchRow] = []
     rng = random.Random(0)
     inner, repeat = (200, 3) if quick else (2000, 7)
-    for w, published in zip(load_workloads(), PUBLISHED_US):
+    for w, published in zip(load_workloads(), PUBLISHED_US, strict=True):
         seq = list(range(w.num_txns))
         rng.shuffle(seq)
         native_us = _per_call_us(functools.partial(w.get_opt_seq_cost, seq), inner=inner, repeat=repeat)

@@ -9,7 +9,10 @@ from reasearch.errors import ConfigError
 
 
 def key_values(items: list[str], flag: str = "-p") -> dict[str, Any]:
-    """``["n=26", "name=x"]`` -> ``{"n": 26, "name": "x"}``; a pair without ``=`` or a non-identifier key is an error."""
+    """``["n=26", "name=x"]`` -> ``{"n": 26, "name": "x"}``.
+
+    A pair without ``=`` or a non-identifier key is an error.
+    """
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")

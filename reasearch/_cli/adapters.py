@@ -16,10 +16,13 @@ _FORMATS = ("openevolve", "shinka")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export-evaluator", help="write an OpenEvolve evaluator.py or ShinkaEvolve evaluate.py for a task",
-                       description="Write the evaluator file another optimizer loads for TASK_ID: every candidate it "
-                                   "proposes is evaluated by reasearch's sandboxed task; failures rank below every "
-                                   "valid program. For GEPA use reasearch.adapters.gepa from Python (see docs/adapters.md).")
+    p = sub.add_parser(
+        "export-evaluator",
+        help="write an OpenEvolve evaluator.py or ShinkaEvolve evaluate.py for a task",
+        description="Write the evaluator file another optimizer loads for TASK_ID: every candidate it "
+        "proposes is evaluated by reasearch's sandboxed task; failures rank below every "
+        "valid program. For GEPA use reasearch.adapters.gepa from Python (see docs/adapters.md).",
+    )
     p.add_argument("task_id", metavar="TASK_ID", help="a program task, e.g. circle_packing/n26-v1")
     p.add_argument("--for", dest="fmt", required=True, choices=_FORMATS, help="the optimizer that loads the file")
     p.add_argument("-o", "--output", required=True, help="where to write it (evaluator.py / evaluate.py)")

@@ -37,12 +37,18 @@ def _model_args(p: argparse.ArgumentParser, *, resume: bool) -> None:
                         "(default: --model)")
     g.add_argument("--summarizer-model", metavar="M[,FALLBACK]",
                    help="model of compaction summaries, optionally with a fallback (default: --model)")
-    g.add_argument("--base-url", metavar="URL", help="endpoint of the models (an OpenAI-compatible /v1 URL for openai/...)"
-                   + ("; needed to move a run to another endpoint than the one it recorded" if resume else ""))
+    g.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="endpoint of the models (an OpenAI-compatible /v1 URL for openai/...)"
+        + ("; needed to move a run to another endpoint than the one it recorded" if resume else ""),
+    )
     g.add_argument("--max-output-tokens", type=int, default=None if resume else 8192, metavar="N",
                    help="output tokens per reply")
     g.add_argument("--temperature", type=float, help="sampling temperature")
-    g.add_argument("--price-in", type=float, metavar="USD", help="USD per million input tokens (models without a list price)")
+    g.add_argument(
+        "--price-in", type=float, metavar="USD", help="USD per million input tokens (models without a list price)"
+    )
     g.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
     g.add_argument("--retries", type=int, default=None if resume else 6, metavar="N",
                    help="attempts per model call on overload, rate limits, refused connections and malformed "
@@ -54,7 +60,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Run the agent on a task: it evaluates, edits and decides when to stop.")
     p.add_argument("task_id", metavar="TASK_ID", help="registry id, e.g. heilbronn/n11-v1")
     _model_args(p, resume=False)
-    p.add_argument("--budget", type=int, default=50, metavar="N", help="evaluations the agent may spend (default 50; experiments for training tasks)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=50,
+        metavar="N",
+        help="evaluations the agent may spend (default 50; experiments for training tasks)",
+    )
     p.add_argument("--max-dollars", type=float, metavar="USD", help="dollar cap on model calls")
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
                    help="cap on model tokens, input + output (default %(default)s; the summary states it)")
@@ -63,7 +75,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="stop after N replies in a row that call no tool; the model is warned the turn before "
                         "(default %(default)s)")
     p.add_argument("--max-wall", type=float, metavar="S", help="active wall seconds")
-    p.add_argument("--compact-at", type=int, default=90_000, metavar="TOKENS", help="compaction threshold (default 90000)")
+    p.add_argument(
+        "--compact-at", type=int, default=90_000, metavar="TOKENS", help="compaction threshold (default 90000)"
+    )
     p.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
     p.add_argument("--store", metavar="URL", help="run store (postgresql://... to share one with other machines; "
                                                    "default: store.sqlite in --run-dir)")
@@ -72,12 +86,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lessons", metavar="F", help="preload lessons.md from F (an earlier run's, or a library from "
                                                   "`reasearch lessons collect`)")
     p.add_argument("--seed", type=int, default=0, help="the run's seed")
-    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="task parameter (repeatable)")
+    p.add_argument(
+        "-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="task parameter (repeatable)"
+    )
     p.add_argument("--sandbox", choices=("auto", "nsjail", "process"), default="auto",
                    help="sandbox mode of python_exec and bash")
     p.add_argument("--quiet", action="store_true", help="no progress display (the summary is still printed)")
     p.add_argument("--student", metavar="MODEL", help="prompt tasks: the student, openai/NAME or anthropic/NAME")
-    p.add_argument("--student-base-url", metavar="URL", help="prompt tasks: the student's endpoint (OpenAI-compatible .../v1)")
+    p.add_argument(
+        "--student-base-url", metavar="URL", help="prompt tasks: the student's endpoint (OpenAI-compatible .../v1)"
+    )
     p.add_argument("--student-calls", type=int, default=5000, metavar="N",
                    help="prompt tasks: student calls the agent may spend (default 5000; replaces --budget)")
     p.set_defaults(func=optimize)
@@ -113,7 +131,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls = lp.add_subparsers(dest="lessons_command", metavar="COMMAND")
     ls.required = True
     c = ls.add_parser("collect", help="collect the lessons of the finished runs of tasks matching a prefix")
-    c.add_argument("task_prefix", metavar="TASK_PREFIX", help="task id prefix, e.g. heilbronn/ or circle_packing/n26-v1")
+    c.add_argument(
+        "task_prefix", metavar="TASK_PREFIX", help="task id prefix, e.g. heilbronn/ or circle_packing/n26-v1"
+    )
     c.add_argument("--run-dir", default="runs", metavar="D", help="run directory (default ./runs)")
     c.add_argument("-o", "--output", metavar="FILE", help="write the library to FILE (default: stdout)")
     c.set_defaults(func=lessons_collect)
@@ -200,12 +220,11 @@ def _executor(text: str) -> Any:
 
 
 def optimize(args: argparse.Namespace) -> int:
+    from reasearch._cli.prompt import is_prompt_task, student_params
     from reasearch.agent import AgentConfig, build_model
     from reasearch.agent.session import check_budget
     from reasearch.evaluators import make
     from reasearch.runs import Budget
-
-    from reasearch._cli.prompt import is_prompt_task, student_params
 
     params = key_values(args.param)
     task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
@@ -322,9 +341,12 @@ def replay(args: argparse.Namespace) -> int:
                             for d in report.differences]}, indent=2))
     else:
         console = Console()
-        console.print(f"replayed run {report.run_id} as {report.replay_run_id} in {report.replay_dir}: "
-                      f"{report.tool_results_compared} tool results ({report.evaluations_compared} evaluations) compared",
-                      soft_wrap=True, highlight=False)
+        console.print(
+            f"replayed run {report.run_id} as {report.replay_run_id} in {report.replay_dir}: "
+            f"{report.tool_results_compared} tool results ({report.evaluations_compared} evaluations) compared",
+            soft_wrap=True,
+            highlight=False,
+        )
         if report.error:
             console.print(f"[red]{report.error}[/red]")
         for title, rows in ((f"{len(report.divergences)} divergence(s)", report.divergences),

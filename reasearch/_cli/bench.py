@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     for r in rows:
         if r.note:
-            console.print(f"{r.section} / {r.name}: {r.note}", style="dim", markup=False, highlight=False)  # notes hold [extras]
+            console.print(
+                f"{r.section} / {r.name}: {r.note}", style="dim", markup=False, highlight=False
+            )  # notes hold [extras]
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in rows], indent=2))
         console.print(f"wrote {len(rows)} figures to {args.json}")

@@ -18,9 +18,12 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="compare optimizers (agent, ablations, evolve, reflect, best-of-n) on equal budgets",
-                       description="Run methods x tasks x seeds as one fleet (each run capped at the same budget of its "
-                                   "task's unit), then write one self-contained HTML comparison.")
+    p = sub.add_parser(
+        "compare",
+        help="compare optimizers (agent, ablations, evolve, reflect, best-of-n) on equal budgets",
+        description="Run methods x tasks x seeds as one fleet (each run capped at the same budget of its "
+        "task's unit), then write one self-contained HTML comparison.",
+    )
     p.add_argument("tasks", nargs="+", metavar="TASK", help="registry ids, e.g. circle_packing/n26-v1 gsm8k/v1")
     p.add_argument("--methods", default="agent,evolve,reflect,best-of-n", metavar="LIST",
                    help="comma list of agent, agent:no-snapshot, agent:no-lessons, agent:no-compaction, best-of-n, "
@@ -40,7 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-dir", default="runs", metavar="D", help="workspaces of agent runs (default ./runs)")
     p.add_argument("--id", metavar="FLEET_ID", help="an explicit fleet id; an existing one is continued (resume)")
     p.add_argument("--json", metavar="PATH", help="also write the comparison's numbers as JSON")
-    p.add_argument("-o", "--output", default="compare.html", metavar="FILE", help="the HTML report (default compare.html)")
+    p.add_argument(
+        "-o", "--output", default="compare.html", metavar="FILE", help="the HTML report (default compare.html)"
+    )
     p.add_argument("-p", "--param", action="append", default=[], metavar="[TASK:]KEY=VALUE",
                    help="task parameter (repeatable); without TASK: for every task")
     p.add_argument("--student", metavar="MODEL", help="prompt tasks: the student, openai/NAME or anthropic/NAME")
@@ -128,8 +133,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     path = write_compare_methods(data, args.output)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    print(f"report: {path}\nfleet {report.fleet_id} ({report.wall_s:.1f} s); continue or resume with: reasearch compare "
-          f"... --id {report.fleet_id} --store {store}", file=sys.stderr)
+    print(
+        f"report: {path}\nfleet {report.fleet_id} ({report.wall_s:.1f} s); continue or resume with: reasearch compare "
+        f"... --id {report.fleet_id} --store {store}",
+        file=sys.stderr,
+    )
     return EXIT_OK if all(r.state == "finished" for r in report.members) else EXIT_FAILED
 
 

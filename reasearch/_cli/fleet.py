@@ -76,6 +76,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=cmd_list)
 
 
+# --share-traces: yes/no, or both (each group run once with and once without shared traces)
+_SHARE_TRACES: dict[str, bool | str] = {"yes": True, "no": False, "both": "both"}
+
+
 def _seeds(text: str) -> list[int]:
     out: list[int] = []
     try:
@@ -119,7 +123,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     return FleetSpec(tasks=tuple(args.task), seeds=tuple(_seeds(args.seeds)),
                      models=tuple(args.model or ["claude-sonnet-4-6"]), budget=budget, caps=caps,
                      parallelism=args.parallelism, traces=args.traces, agent=agent, base_url=args.base_url,
-                     share_traces={"yes": True, "no": False, "both": "both"}[args.share_traces])
+                     share_traces=_SHARE_TRACES[args.share_traces])
 
 
 def _fmt(x: float | None) -> str:
@@ -200,7 +204,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for model in dict.fromkeys(spec.models):  # before the fleet is stored: a down endpoint makes no runs
         check_model(spec.model_spec(model), role="fleet member")
     if "dollars" in spec.caps:
-        unpriced = [m for m in spec.models if spec.model_spec(m).price is None and spec.model_spec(m).provider != "scripted"]
+        unpriced = [
+            m for m in spec.models if spec.model_spec(m).price is None and spec.model_spec(m).provider != "scripted"
+        ]
         if unpriced:
             print(f"note: no price is known for {', '.join(unpriced)}: the fleet's dollar cap binds the other members "
                   "(give price_in/price_out in a --spec file to count them)", file=sys.stderr)

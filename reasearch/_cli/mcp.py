@@ -32,11 +32,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cap", action="append", default=[], metavar="UNIT=AMOUNT",
                    help="another budget cap of a new run, e.g. experiments=10 or student_calls=5000 (repeatable)")
     p.add_argument("--max-calls", type=int, default=10_000, metavar="N", help="tool calls allowed (default 10000)")
-    p.add_argument("--run-dir", default="runs", metavar="D", help="run directory: store and workspaces (default ./runs)")
+    p.add_argument(
+        "--run-dir", default="runs", metavar="D", help="run directory: store and workspaces (default ./runs)"
+    )
     p.add_argument("--store", metavar="URL", help="store URL (e.g. postgresql://...; default: SQLite in --run-dir)")
     p.add_argument("--lessons", metavar="F", help="preload lessons.md from F (e.g. an earlier run's)")
     p.add_argument("--seed", type=int, default=0, help="the run's seed")
-    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="task parameter (repeatable)")
+    p.add_argument(
+        "-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="task parameter (repeatable)"
+    )
     p.add_argument("--sandbox", choices=("auto", "nsjail", "process"), default="auto",
                    help="sandbox mode of python_exec and bash")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
@@ -55,7 +59,9 @@ def _progress(console: Console, quiet: bool) -> Any:
         data = result.data or {}
         ev = data.get("evaluation") if isinstance(data, dict) else None
         if ev:
-            first = f"{ev['status']} {ev['score'] if ev['score'] is not None else ''} (candidate {ev['candidate'][:12]})"
+            first = (
+                f"{ev['status']} {ev['score'] if ev['score'] is not None else ''} (candidate {ev['candidate'][:12]})"
+            )
         style = "red" if result.is_error else "green" if ev and ev["status"] == "OK" else ""
         console.print(f"step {result.step} {result.name}: {first}", style=style or None, markup=False, highlight=False)
 

@@ -33,15 +33,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("filter", nargs="?", default="", help="show only ids containing this text")
     p.add_argument("--all", action="store_true", help="list every id of each family (e.g. each ARC task)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--params", action="store_true",
-                   help="with an exact id: the task's parameters (-p KEY=VALUE): names, types, defaults, ranges, meaning")
+    p.add_argument(
+        "--params",
+        action="store_true",
+        help="with an exact id: the task's parameters (-p KEY=VALUE): names, types, defaults, ranges, meaning",
+    )
     p.set_defaults(func=run_tasks)
 
-    e = sub.add_parser("eval", help="evaluate a candidate program on a task (in the sandbox)",
-                       description="Evaluate one candidate program on a task, in the sandbox, and print the result. "
-                                   "For a prompt task (gsm8k/v1, prompt/jsonl-v1) FILE is a system prompt, scored by "
-                                   "--student on the validation split (aggregates only). "
-                                   "Exit 0 if the candidate scored, 1 if it failed (any status but OK), 2 on bad input.")
+    e = sub.add_parser(
+        "eval",
+        help="evaluate a candidate program on a task (in the sandbox)",
+        description="Evaluate one candidate program on a task, in the sandbox, and print the result. "
+        "For a prompt task (gsm8k/v1, prompt/jsonl-v1) FILE is a system prompt, scored by "
+        "--student on the validation split (aggregates only). "
+        "Exit 0 if the candidate scored, 1 if it failed (any status but OK), 2 on bad input.",
+    )
     e.add_argument("task_id", metavar="TASK_ID", help="e.g. circle_packing/n26-v1 (see `reasearch tasks`)")
     e.add_argument("file", metavar="FILE", help="the candidate's Python source file, or the repository folder of a "
                                                 "training task's candidate (nanogpt/v1)")

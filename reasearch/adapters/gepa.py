@@ -54,7 +54,9 @@ class PromptEvaluator:
 
     def __init__(self, task: PromptTask, caller: StudentCaller | None = None) -> None:
         if not isinstance(task, PromptTask):
-            raise ConfigError(f"{getattr(task, 'spec', task)!r} is not a prompt task; GEPA's adapter is for prompt tasks")
+            raise ConfigError(
+                f"{getattr(task, 'spec', task)!r} is not a prompt task; GEPA's adapter is for prompt tasks"
+            )
         self.task = task
         self.caller = caller if caller is not None else DirectCaller(task.student_client())
 
@@ -91,10 +93,14 @@ class PromptEvaluator:
             out.append((score, info, reply.text if reply.ok else ""))
         return out
 
-    def __call__(self, candidate: str | Mapping[str, str], example: Any = None, **_: Any) -> tuple[float, dict[str, Any]]:
+    def __call__(
+        self, candidate: str | Mapping[str, str], example: Any = None, **_: Any
+    ) -> tuple[float, dict[str, Any]]:
         """``optimize_anything``'s evaluator: one example's score and side information."""
         if example is None:
-            raise ConfigError("pass dataset=trainset (and valset) from gepa_datasets(task): prompts are scored per example")
+            raise ConfigError(
+                "pass dataset=trainset (and valset) from gepa_datasets(task): prompts are scored per example"
+            )
         row = self.score_batch(_prompt_of(candidate), [example])[0]
         return row[0], row[1]
 
@@ -112,7 +118,7 @@ class PromptGEPAAdapter:
         self.evaluator = PromptEvaluator(task, caller)
 
     def evaluate(self, batch: Sequence[Any], candidate: Mapping[str, str], capture_traces: bool = False) -> Any:
-        from gepa.core.adapter import EvaluationBatch  # type: ignore[import-not-found,unused-ignore]
+        from gepa.core.adapter import EvaluationBatch
 
         rows = self.evaluator.score_batch(_prompt_of(candidate), batch)
         return EvaluationBatch(outputs=[r[2] for r in rows], scores=[r[0] for r in rows],

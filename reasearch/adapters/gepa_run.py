@@ -52,5 +52,9 @@ def gepa_for_run(run: Run, caller: Any = None) -> dict[str, Any]:
 
     task = prompt_task_of(run)
     trainset, valset = gepa_datasets(task)
-    return {"trainset": trainset, "valset": valset, "adapter": PromptGEPAAdapter(task, caller if caller is not None else RunStudentCaller(run)),
-            "stop_callbacks": [RunBudgetStop(run)]}
+    return {
+        "trainset": trainset,
+        "valset": valset,
+        "adapter": PromptGEPAAdapter(task, caller if caller is not None else RunStudentCaller(run)),
+        "stop_callbacks": [RunBudgetStop(run)],
+    }

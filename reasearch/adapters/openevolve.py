@@ -54,7 +54,7 @@ def evaluate_program(task_id: str, program_path: str | Path, *, params: Mapping[
     result = evaluate_file(task, program_path, seed=seed)
     metrics, artifacts = openevolve_fields(result, task.spec)
     try:
-        from openevolve.evaluation_result import EvaluationResult  # type: ignore[import-not-found,unused-ignore]
+        from openevolve.evaluation_result import EvaluationResult
     except ImportError:
         return metrics
     return EvaluationResult(metrics=metrics, artifacts=dict(artifacts))

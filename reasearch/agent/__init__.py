@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.loop import LESSONS_FILE, TASK_FILE, Agent, AgentProgress, AgentResult
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolCall, ToolSchema, Usage
+from reasearch.agent.replay import ReplayReport, replay_run
+from reasearch.agent.session import open_agent, resume_run, start_run
+from reasearch.agent.tools import Tool, ToolError, ToolOutput, tool
 from reasearch.models import (
     AnthropicModel,
     Model,
@@ -23,9 +25,7 @@ from reasearch.models import (
     ScriptedModel,
     build_model,
 )
-from reasearch.agent.replay import ReplayReport, replay_run
-from reasearch.agent.session import open_agent, resume_run, start_run
-from reasearch.agent.tools import Tool, ToolError, ToolOutput, tool
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolCall, ToolSchema, Usage
 
 __all__ = [
     "LESSONS_FILE",

@@ -56,7 +56,9 @@ def edit_problem(text: str, entries: Sequence[str], *, workspace: Path | None = 
     if workspace is None:
         return None
     if exec_fn is None:
-        from reasearch.engine import exec_in_sandbox as exec_fn  # lazy: the engine is not needed before
+        from reasearch.engine import exec_in_sandbox  # lazy: the engine is not needed before
+
+        exec_fn = exec_in_sandbox
     # An exclusive new file: a name the agent planted (a symlink out of the workspace) is never followed.
     fd, name = tempfile.mkstemp(dir=workspace, prefix=_CHECK_PREFIX, suffix=".py")
     path = Path(name)

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from reasearch.models.base import ModelSpec
 from reasearch.errors import ConfigError
+from reasearch.models.base import ModelSpec
 
 __all__ = ["ROLES", "AgentConfig"]
 
@@ -45,7 +45,8 @@ class AgentConfig:
         workspace_max_files: files, directories and links the workspace may hold (likewise).
         use_snapshot: re-emit the state snapshot every turn; False is the ``agent:no-snapshot`` ablation (the
             model sees only its own history, as in a plain coding agent).
-        use_lessons: keep ``lessons.md`` (in the workspace, the snapshot and compactions); False is ``agent:no-lessons``.
+        use_lessons: keep ``lessons.md`` (in the workspace, the snapshot and compactions); False is
+        ``agent:no-lessons``.
         use_compaction: compact the context at the threshold or on ``compact()``; False is ``agent:no-compaction``
             (no ``compact`` tool; the context only grows).
     """
@@ -86,8 +87,18 @@ class AgentConfig:
                 raise ConfigError(f"unknown fallback role {role!r}; roles are {list(ROLES)}")
             fallbacks[role] = spec if isinstance(spec, ModelSpec) else ModelSpec.from_dict(spec)
         object.__setattr__(self, "fallbacks", fallbacks)
-        for name in ("max_turns", "max_turns_without_tools", "compact_threshold_tokens", "stagnation_after", "recent_evaluations",
-                     "max_reply_attempts", "lessons_max_chars", "tool_result_max_chars", "tool_memory_mb", "workspace_max_mb"):
+        for name in (
+            "max_turns",
+            "max_turns_without_tools",
+            "compact_threshold_tokens",
+            "stagnation_after",
+            "recent_evaluations",
+            "max_reply_attempts",
+            "lessons_max_chars",
+            "tool_result_max_chars",
+            "tool_memory_mb",
+            "workspace_max_mb",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
         if self.workspace_max_files < 16:

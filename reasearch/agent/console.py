@@ -27,9 +27,9 @@ from rich.text import Text
 
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.evaluators.scores import fmt_score, ok_score, running_best
+from reasearch.runs.display import duration_text
 from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Unit
-from reasearch.runs.display import duration_text
 from reasearch.runs.run import active_seconds
 
 __all__ = ["FINAL_FILE", "FINAL_PICTURE", "RunConsole", "sparkline", "summary_lines", "write_final_files"]
@@ -253,7 +253,9 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
     unit = Unit(next(iter(agent.task.budget_estimate()), Unit.EVALUATIONS))  # the task's own unit (experiments, ...)
     cap = agent.run.budget.cap(unit) if hasattr(agent.run, "budget") else None
     token_cap = agent.run.budget.cap(Unit.TOKENS) if hasattr(agent.run, "budget") else None
-    rec = next((r for r in reversed(agent.history) if r.candidate == result.final_candidate and r.score is not None), None)
+    rec = next(
+        (r for r in reversed(agent.history) if r.candidate == result.final_candidate and r.score is not None), None
+    )
     score = result.final_score
     if score is None:
         scored = "no candidate scored OK"

@@ -180,7 +180,9 @@ def render_library(lessons: Sequence[Lesson], task_prefix: str, runs: Sequence[s
             continue
         lines += [f"## {title}", ""]
         for lesson in rows:
-            gain = "gain n/a" if lesson.gain is None else f"gain {'+' if lesson.gain >= 0 else ''}{fmt_score(lesson.gain)}"
+            gain = (
+                "gain n/a" if lesson.gain is None else f"gain {'+' if lesson.gain >= 0 else ''}{fmt_score(lesson.gain)}"
+            )
             where = f"step {lesson.step}" if lesson.step is not None else "final lessons.md"
             also = f", also in {lesson.also_in} other runs" if lesson.also_in else ""
             lines.append(f"- {lesson.text} _(run {lesson.run_id} on {lesson.task_id}, {where}, {gain}{also})_")

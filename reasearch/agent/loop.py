@@ -26,21 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reasearch.agent.console import write_final_files
 from reasearch.agent._routing import edit_problem, fallback_role
 from reasearch.agent.config import ROLES, AgentConfig
-from reasearch.agent.journal import Journal, RunLike
-from reasearch.models.messages import (
-    ModelReply,
-    ModelRequest,
-    StopReason,
-    ToolCall,
-    Usage,
-    estimate_tokens,
-    text_block,
-    tool_result_block,
-)
-from reasearch.models import Model, ModelSpec, build_model
+from reasearch.agent.console import write_final_files
+from reasearch.agent.journal import Journal
 from reasearch.agent.prompts import (
     CONTINUE_MESSAGE,
     LESSONS_TEMPLATE,
@@ -60,11 +49,23 @@ from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
+from reasearch.errors import BudgetExceededError, ConfigError, ModelError
+from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.models import Model, ModelSpec, build_model
+from reasearch.models.messages import (
+    ModelReply,
+    ModelRequest,
+    StopReason,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+    text_block,
+    tool_result_block,
+)
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_calls import reserve_model_call
-from reasearch.errors import BudgetExceededError, ConfigError, ModelError
-from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.runs.run import Run
 
 __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult", "require_prices"]
 
@@ -115,7 +116,7 @@ class Agent:
         clock: monotonic seconds (tests pass a fake one).
     """
 
-    def __init__(self, run: RunLike, root: str | Path, *, config: AgentConfig | None = None,
+    def __init__(self, run: Run, root: str | Path, *, config: AgentConfig | None = None,
                  models: Mapping[str, Model] | None = None, lessons: str | None = None,
                  exec_fn: ExecFn | None = None, on_progress: Callable[[AgentProgress], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -139,9 +140,14 @@ class Agent:
         ws_tools = WorkspaceTools(self.workspace, exec_fn=exec_fn, timeout_s=self.config.tool_timeout_s,
                                   memory_mb=self.config.tool_memory_mb, sandbox_mode=self.config.sandbox_mode)
         self.task: Task = run.task
-        ctx = ToolContext(run, self.task, self.workspace, lambda role, request, kind: self.complete(role, request, kind=kind),
-                          lambda: ToolState(self.step, self.parent, tuple(self.history)),
-                          lambda: self.snapshot_text(include_lessons=False))
+        ctx = ToolContext(
+            run,
+            self.task,
+            self.workspace,
+            lambda role, request, kind: self.complete(role, request, kind=kind),
+            lambda: ToolState(self.step, self.parent, tuple(self.history)),
+            lambda: self.snapshot_text(include_lessons=False),
+        )
         # The domain toolset: program tools, or prompt tools for a task whose candidate is a prompt.
         self.candidate_file: str = self.task.candidate_file
         extra_tools: list[Any] = []
@@ -322,7 +328,9 @@ class Agent:
         results = []
         for call in calls:
             if self.final is not None:  # every tool_use needs an answer, but nothing runs after finish
-                results.append(tool_result_block(call.id, "not run: finish was called earlier in this reply", is_error=True))
+                results.append(
+                    tool_result_block(call.id, "not run: finish was called earlier in this reply", is_error=True)
+                )
                 continue
             results.append(self._execute(call))
         return results
@@ -389,9 +397,17 @@ class Agent:
                 "summary": summary or "(the summarizer wrote nothing)",
                 "snapshot": self.snapshot_text(include_lessons=False), "lessons": self.lessons()})
         first = rec["snapshot"] if self.config.use_snapshot else "The context was compacted."
-        self.messages = [{"role": "user", "content": [text_block(first)]},
-                         {"role": "assistant", "content": [text_block(
-                             "Summary of the work so far (written before the context was compacted):\n" + rec["summary"])]}]
+        self.messages = [
+            {"role": "user", "content": [text_block(first)]},
+            {
+                "role": "assistant",
+                "content": [
+                    text_block(
+                        "Summary of the work so far (written before the context was compacted):\n" + rec["summary"]
+                    )
+                ],
+            },
+        ]
         lessons = f"## lessons.md\n{rec['lessons'].strip()}\n\n" if self.config.use_lessons else ""
         self.pending = [text_block(f"{lessons}Continue the work from here.")]
         self.snapshot_fresh, self.compact_requested = True, False
@@ -415,7 +431,9 @@ class Agent:
             rec["stop_reason"] = stop_reason
             rec["transcript"] = self._save_transcript("final")
             rec = self.journal.record(step, "final", rec)
-        self.run.finish(state="finished", final_candidate=rec["candidate"], reason=f"{rec['chosen_by']}: {rec['reason']}")
+        self.run.finish(
+            state="finished", final_candidate=rec["candidate"], reason=f"{rec['chosen_by']}: {rec['reason']}"
+        )
         self.final_files = write_final_files(self, rec["candidate"])  # best_candidate.py (+ its picture)
         on_finish = getattr(self.domain, "on_finish", None)
         if on_finish is not None:  # e.g. the trusted side scores a final prompt on the sealed test split
@@ -519,8 +537,8 @@ class Agent:
         spec = getattr(model, "spec", None)
         token, refusal, request = reserve_model_call(self.run, request,
                                                      spec if isinstance(spec, ModelSpec) else self.config.model(role))
-        if refusal is not None:
-            raise BudgetExceededError(refusal)
+        if token is None:  # no token exactly when a cap refused the call
+            raise BudgetExceededError(refusal or "the model call could not be reserved")
         return token, request
 
     def _debit(self, step: int, note: str, reply: ModelReply, token: str | None = None) -> None:
@@ -553,7 +571,9 @@ class Agent:
     def snapshot_text(self, *, include_lessons: bool = True, notice: str = "") -> str:
         best = self.best_record()
         try:  # the guarded reader: what the snapshot shows of the candidate is its hash, never host files
-            sha = candidate_sha256(self.workspace.read_text(self.candidate_file, cap=_MAX_SOURCE, cut=False, missing=""))
+            sha = candidate_sha256(
+                self.workspace.read_text(self.candidate_file, cap=_MAX_SOURCE, cut=False, missing="")
+            )
             seen = next((r for r in reversed(self.history) if r.candidate == sha), None)
             current = (f"candidate {sha[:12]}, evaluated at step {seen.step}: {seen.status}" if seen
                        else f"candidate {sha[:12]}, not evaluated yet")
@@ -578,7 +598,9 @@ class Agent:
     def _save_transcript(self, name: str) -> str:
         self.transcripts.mkdir(parents=True, exist_ok=True)
         path = self.transcripts / f"{name}.json"
-        path.write_text(json.dumps({"system": self.system, "messages": self.messages, "pending": self.pending}, indent=1))
+        path.write_text(
+            json.dumps({"system": self.system, "messages": self.messages, "pending": self.pending}, indent=1)
+        )
         return str(path.relative_to(self.root))
 
     def _progress(self) -> None:
@@ -653,5 +675,10 @@ def _merge(parts: list[ModelReply]) -> ModelReply:
     blocks = [text_block(text)] + [b for b in last.content if b.get("type") != "text"]
     usage = Usage(*(sum(getattr(p.usage, f) for p in parts) for f in
                     ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")))
-    return ModelReply(tuple(blocks), last.stop_reason if last.stop_reason is not StopReason.MAX_TOKENS else StopReason.END_TURN,
-                      usage, sum(p.cost_usd for p in parts), last.model)
+    return ModelReply(
+        tuple(blocks),
+        last.stop_reason if last.stop_reason is not StopReason.MAX_TOKENS else StopReason.END_TURN,
+        usage,
+        sum(p.cost_usd for p in parts),
+        last.model,
+    )

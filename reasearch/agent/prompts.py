@@ -68,7 +68,9 @@ def no_tool_warning(turns: int, limit: int) -> str:
             f"stops after {limit} such replies and the harness chooses the best candidate for you.")
 
 
-CONTINUE_MESSAGE = "Your reply was cut off at the output token limit. Continue exactly where it stopped, without repeating anything."
+CONTINUE_MESSAGE = (
+    "Your reply was cut off at the output token limit. Continue exactly where it stopped, without repeating anything."
+)
 RETRY_EMPTY = "Your reply was empty. Answer again: call a tool."
 RETRY_CUT = ("Your reply was cut off at the output token limit inside a tool call, so it was discarded. "
              "Answer again with a shorter reply (e.g. smaller edits via edit_code, or split the work).")

@@ -17,11 +17,11 @@ from typing import Any
 from reasearch.agent._routing import fallback_role
 from reasearch.agent.config import ROLES
 from reasearch.agent.loop import Agent
+from reasearch.agent.session import effective_config, open_existing_store
+from reasearch.errors import ModelError
 from reasearch.models.messages import ModelReply
 from reasearch.models.scripted import ScriptedModel
-from reasearch.agent.session import effective_config, open_existing_store
 from reasearch.runs import Run, Store, open_store
-from reasearch.errors import ModelError
 from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
 
 __all__ = ["COMMAND_TOOLS", "Divergence", "ReplayReport", "recorded_replies", "replay_run"]
@@ -138,7 +138,10 @@ def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None
                     only_output = (e.payload.get("name") in COMMAND_TOOLS and other.get("name") == e.payload.get("name")
                                    and _command_head(e.payload) == _command_head(other))
                     (differences if only_output and not strict else divergences).append(d)
-            elif e.kind == EventKind.FINAL and (e.payload.get("candidate"), e.payload.get("score")) != (other.get("candidate"), other.get("score")):
+            elif e.kind == EventKind.FINAL and (e.payload.get("candidate"), e.payload.get("score")) != (
+                other.get("candidate"),
+                other.get("score"),
+            ):
                 divergences.append(Divergence(e.step, "final", f"{e.payload.get('candidate')} {e.payload.get('score')}",
                                               f"{other.get('candidate')} {other.get('score')}"))
     return ReplayReport(original.id, twin.id, str(out_dir), len({e.step for e in events}), tools, evals,

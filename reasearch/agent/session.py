@@ -9,10 +9,10 @@ from typing import Any
 
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.loop import Agent, AgentProgress, AgentResult, require_prices
-from reasearch.models import Model
-from reasearch.models.base import ModelSpec
 from reasearch.agent.tools.workspace import ExecFn
 from reasearch.errors import ConfigError
+from reasearch.models import Model
+from reasearch.models.base import ModelSpec
 from reasearch.runs import Budget, Run, Store, Unit, open_store
 from reasearch.runs.events import EventKind
 from reasearch.runs.fleet_link import FleetLink
@@ -110,7 +110,7 @@ def recorded_endpoints(run: Any) -> dict[str, str | None]:
     change = _latest_models_event(run)
     if change is not None:
         return dict(change.get("endpoints") or {})
-    start = next((e.payload for e in run.events() if e.kind == EventKind.START), {})
+    start: Mapping[str, Any] = next((e.payload for e in run.events() if e.kind == EventKind.START), {})
     return dict(start.get("endpoints") or {})
 
 

@@ -18,20 +18,19 @@ import itertools
 import json
 import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from reasearch.engine.protocol import RunOutcome, RunRequest, SandboxRunner
+from reasearch.errors import ConfigError
+from reasearch.evaluators.base import Task
+from reasearch.evaluators.result import EvalResult, Status
 from reasearch.models.messages import ModelReply
 from reasearch.models.scripted import ScriptedModel, call, say
-from concurrent.futures import Future
-
 from reasearch.runs import Budget, Run, Unit, open_store
 from reasearch.runs.executor import EvalRequest, Executor
 from reasearch.runs.store import MEMORY_URL
-from reasearch.errors import ConfigError
-from reasearch.evaluators.base import Task
-from reasearch.engine.protocol import RunOutcome, RunRequest, SandboxRunner
-from reasearch.evaluators.result import EvalResult, Status
 
 __all__ = [
     "FakeAnthropicServer",

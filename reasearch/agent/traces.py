@@ -74,7 +74,9 @@ class TraceGroup:
         me = link.member
         traces = int(spec.get("traces", 1))
         start = me - me % traces
-        self.siblings = [_Sibling(members[i], i - start) for i in range(start, start + traces) if i != me and i in members]
+        self.siblings = [
+            _Sibling(members[i], i - start) for i in range(start, start + traces) if i != me and i in members
+        ]
 
     def publish(self, step: int, lessons: str) -> None:
         """Records this trace's lessons for the others when they changed (once per step)."""

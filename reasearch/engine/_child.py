@@ -110,7 +110,7 @@ def fresh_module(path: str) -> Any:
     spec.has_location = True
     module = ModuleType("candidate")
     module.__spec__, module.__loader__, module.__file__, module.__package__ = spec, loader, path, ""
-    module.__cached__ = spec.cached
+    module.__cached__ = spec.cached  # type: ignore[attr-defined]  # set by the import system; typeshed omits it
     return module
 
 
@@ -226,7 +226,9 @@ def _flush_stdio() -> None:
 
 PREWARM_SOURCE = "def run(x):\n    return {'x': x, 't': (1.5, None)}\n"
 _PREWARM_LIMITS = {"memory_mb": 1, "cpu_s": 1.0, "fsize_mb": 1, "nproc": 1, "nofile": 8}
-_PREWARM_FRAME = _wire.encode_frame({"scratch": "", "entry": ["run"], "harness": None, "limits": {}}, {"payload": {"x": 1}})
+_PREWARM_FRAME = _wire.encode_frame(
+    {"scratch": "", "entry": ["run"], "harness": None, "limits": {}}, {"payload": {"x": 1}}
+)
 
 
 def _request_waiting(timeout_s: float = 0.0) -> bool:
@@ -420,12 +422,16 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
         harness = _resolve_harness(req.get("harness"))
         payload = value.get("payload") if isinstance(value, dict) else None
         if not req.get("session"):
-            frame = _guarded(lambda: (load(), _call(entry_fn, harness, payload))[1], stamps)
+            def load_and_call() -> object:
+                load()
+                return _call(entry_fn, harness, payload)
+
+            frame = _guarded(load_and_call, stamps)
             _flush_stdio()  # output first: once the result is in, the worker stops reading
             _wire.write_all(3, frame)
             _yield_cpu()
         else:
-            frame = _guarded(lambda: (load(), None)[1])
+            frame = _guarded(load)
             _wire.write_all(3, frame)
             head, _ = _wire.split_body(frame[_wire.FRAME_LEN.size:])
             if head.get("kind") == "ok":

@@ -28,7 +28,8 @@ def _open_dir(name: str, dir_fd: int | None) -> int:
 
 def _list(fd: int) -> tuple[list[str], list[str]]:
     """(subdirectories, other entries) of the open directory ``fd``."""
-    dirs, others = [], []
+    dirs: list[str] = []
+    others: list[str] = []
     with os.scandir(fd) as it:
         for entry in it:
             try:

@@ -53,9 +53,16 @@ class WorkerHandle:
             (``PR_SET_PDEATHSIG``), and a request's thread may end long before the worker should.
     """
 
-    def __init__(self, index: int, launcher: Any, config: SandboxConfig, log_dir: Path,
-                 on_restart: Callable[[], None] = lambda: None, profile: tuple[str, ...] | None = None,
-                 spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]] | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        launcher: Any,
+        config: SandboxConfig,
+        log_dir: Path,
+        on_restart: Callable[[], None] = lambda: None,
+        profile: tuple[str, ...] | None = None,
+        spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]] | None = None,
+    ) -> None:
         self.index = index
         self.spawn = spawn or (lambda popen: popen())
         self.profile: tuple[str, ...] = tuple(sorted(set(config.preload))) if profile is None else tuple(profile)

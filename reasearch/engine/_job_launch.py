@@ -133,7 +133,9 @@ def command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: 
         _, libs = lease.jail_binds()
         lib_dirs = list(dict.fromkeys(os.path.dirname(dst) for _, dst in libs))
         if lib_dirs:  # the driver's folders that are not in the loader's cache: searched after the runtime's
-            job_env["LD_LIBRARY_PATH"] = ":".join(filter(None, [dict(runtime.env).get("LD_LIBRARY_PATH", ""), *lib_dirs]))
+            job_env["LD_LIBRARY_PATH"] = ":".join(
+                filter(None, [dict(runtime.env).get("LD_LIBRARY_PATH", ""), *lib_dirs])
+            )
         cmd = nsjail_argv(argv, runtime=runtime, binds_rw=[(str(p), str(p)) for p in binds_rw], cwd=str(cwd),
                           env={"PATH": path, "HOME": "/tmp", **job_env},
                           time_limit_s=math.ceil(hard) + 5,

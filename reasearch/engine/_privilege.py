@@ -63,7 +63,13 @@ def _caps_args(mask: int) -> tuple[Any, Any]:
 # of ctypes after the fork) cost ~0.2 ms of copy-on-write faults per child. Never mutated.
 _CAPS_ARGS = {mask: _caps_args(mask) for mask in (0, 1 << _CAP_DAC_READ_SEARCH)}
 _AMBIENT_ARGS = (_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), 0, 0, 0)
-PDEATH_KILL_ARGS = (PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0)  # prctl(PR_SET_PDEATHSIG, SIGKILL), prebuilt
+PDEATH_KILL_ARGS = (
+    PR_SET_PDEATHSIG,
+    ctypes.c_ulong(signal.SIGKILL),
+    0,
+    0,
+    0,
+)  # prctl(PR_SET_PDEATHSIG, SIGKILL), prebuilt
 libc_prctl = _libc.prctl  # the bare function: returns -1 and sets errno on failure
 
 

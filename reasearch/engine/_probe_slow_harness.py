@@ -7,7 +7,8 @@ neither counted in a request's wall time nor killed by its limit.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["warmup", "call", "WARMUP_S"]
 

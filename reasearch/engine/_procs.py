@@ -71,7 +71,8 @@ def process_table() -> dict[int, tuple[int, int, int, str]]:
 def descendants_of(pid: int, table: dict[int, tuple[int, int, int, str]] | None = None) -> list[int]:
     """Every process below ``pid`` (zombies included), from a scan of the process table."""
     table = process_table() if table is None else table
-    out, frontier = [], {pid}
+    out: list[int] = []
+    frontier = {pid}
     while frontier:
         nxt = {p for p, row in table.items() if row[0] in frontier}
         out.extend(nxt)
@@ -203,7 +204,7 @@ def kill_orphans(*, child_pgid: int | None, uid: int | None, keep_unreaped: int 
                 except (ProcessLookupError, PermissionError):
                     pass
         time.sleep(0.002)
-    seen.discard(keep_unreaped)  # type: ignore[arg-type]
+    seen.discard(keep_unreaped)
     reap_pids(seen)  # those reparented to us (we are a subreaper) are reaped here, others by their parent
 
 

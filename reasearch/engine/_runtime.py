@@ -787,15 +787,16 @@ def build_runtime(extra: tuple[str, ...] = ()) -> Runtime:
         masks = _masks([*system, *binds], hidden)
         _check_layout(binds, masks)
         sites = ":".join(dict.fromkeys(str(e.parent) for e in entries))
-        env = (("PYTHONPATH", f"{code}:{sites}" if sites else str(code)), ("PYTHONNOUSERSITE", "1"))
+        env: tuple[tuple[str, str], ...] = (("PYTHONPATH", f"{code}:{sites}" if sites else str(code)),
+                                             ("PYTHONNOUSERSITE", "1"))
         return Runtime(python=str(real_python), binds=tuple(binds), env=env, kind="direct",
                        where=str(sys.base_prefix), masks=masks)
     final = runtime_root() / f"{_MIRROR_PREFIX}{_signature(entries)}"
     built = _reuse_or_build(final, lambda work: _build_mirror(work, entries), full=False)
-    binds = (str(final), str(code))
-    masks = _masks([*system, *binds], hidden)
-    _check_layout(binds, masks)
+    mirror_binds = (str(final), str(code))
+    masks = _masks([*system, *mirror_binds], hidden)
+    _check_layout(mirror_binds, masks)
     env = (("LD_LIBRARY_PATH", str(final / "lib")), ("PYTHONHOME", str(final)), ("PYTHONPATH", str(code)),
            ("PYTHONNOUSERSITE", "1"))
-    return Runtime(python=str(final / "bin" / ver), binds=binds, env=env, kind="mirror", where=str(final),
+    return Runtime(python=str(final / "bin" / ver), binds=mirror_binds, env=env, kind="mirror", where=str(final),
                    built=built, masks=masks)

@@ -43,7 +43,7 @@ def _is_runtime_name(name: str) -> bool:
 def _size(top: Path) -> int:
     seen: set[tuple[int, int]] = set()
     total = 0
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+    for dirpath, _dirnames, filenames in os.walk(top, followlinks=False):
         for name in filenames:
             try:
                 st = os.lstat(os.path.join(dirpath, name))

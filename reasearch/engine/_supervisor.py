@@ -48,9 +48,9 @@ from reasearch.engine._privilege import PDEATH_KILL_ARGS, drop_bounding_set, lib
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
 
 try:
-    from reasearch.engine import _zygote  # type: ignore[attr-defined]  # C extension (setup.py)
+    from reasearch.engine import _zygote  # C extension (setup.py; typed by _zygote.pyi)
 except ImportError:  # a source tree without its extensions built: the worker forks its children itself
-    _zygote = None
+    _zygote = None  # type: ignore[assignment]  # an optional module: mypy cannot spell "module or None"
 
 TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
 if TYPE_CHECKING:
@@ -444,7 +444,8 @@ class Supervisor:
             base = address_space()
             uid = self.child_uid
             in_c = uid is not None and self.bounding_dropped and plain_uid_drop(uid, self.keep_read_search)
-            msg = _zygote.serve(sock, devnull, uid if in_c else -1)  # returns in a new child only, wired up
+            # serve() returns in a new child only, wired up
+            msg = _zygote.serve(sock, devnull, uid if in_c and uid is not None else -1)
             warm_after_s, nxt, harness = msg.decode().split("\0")
             child_main(None if in_c else uid, self.keep_read_search, None, self.prewarm_dir, self.bounding_dropped,
                        nxt, harness or None, self.ready_module, float(warm_after_s), env_scratch=scratch, base=base)
@@ -692,7 +693,7 @@ class Supervisor:
     def report(self, ch: Child, frame: bytes | None, *, killed: str | None, too_large: bool, cpu: float,
                exit_code: int | None, sig: int | None, early: bool = False) -> None:
         out, err = ch.capped()
-        header = {
+        header: dict[str, object] = {
             "kind": "done",
             "exit_code": exit_code,
             "signal": sig,

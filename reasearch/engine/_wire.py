@@ -49,10 +49,13 @@ def _not_json(obj: Any) -> Any:
 # freshly forked worker or child writes (reference counts, frames, allocations): a copy-on-write
 # fault each. The fallbacks keep exactly ``json``'s behaviour wherever the fast path is missing or
 # declines (see :func:`_dumps` and :func:`_loads`).
-_C_ENCODER = (json.encoder.c_make_encoder(None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",",
-                                          False, False, True)
-              if json.encoder.c_make_encoder is not None else None)
-_C_SCAN = json.scanner.c_make_scanner(json.decoder.JSONDecoder()) if json.scanner.c_make_scanner else None
+# (read with getattr: the C accelerators are private, absent from typeshed and from other implementations)
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_c_make_scanner = getattr(json.scanner, "c_make_scanner", None)
+_C_ENCODER = (_c_make_encoder(None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",",
+                              False, False, True)
+              if _c_make_encoder is not None else None)
+_C_SCAN = _c_make_scanner(json.decoder.JSONDecoder()) if _c_make_scanner else None
 
 
 def _dumps(obj: Any) -> bytes:
@@ -85,7 +88,7 @@ class NotPlainDataError(TypeError):
     """A value holds something other than JSON types, bytes and non-object NumPy arrays."""
 
 
-def _encode(obj: Any, blobs: list[bytes], path: str) -> Any:
+def _encode(obj: Any, blobs: list[bytes | memoryview], path: str) -> Any:
     """Replaces arrays and bytes by blob references; refuses anything that is not plain data."""
     if obj is None or isinstance(obj, (bool, str)):
         return obj
@@ -203,7 +206,7 @@ def encode_frame(header: dict[str, Any], value: Any = None, *, path: str = "valu
     Raises:
         NotPlainDataError: ``value`` holds something that is not plain data.
     """
-    blobs: list[bytes] = []
+    blobs: list[bytes | memoryview] = []
     head = dict(header)
     head["value"] = _encode(value, blobs, path)
     head["blobs"] = [len(b) for b in blobs]

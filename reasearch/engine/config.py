@@ -110,9 +110,13 @@ class SandboxConfig:
         if not isinstance(self.switch_interval_s, (int, float)) or self.switch_interval_s < 0:
             raise ConfigError(f"SandboxConfig.switch_interval_s must be a number >= 0; got {self.switch_interval_s!r}")
         if not isinstance(self.scratch_min_free_mb, int) or self.scratch_min_free_mb < 0:
-            raise ConfigError(f"SandboxConfig.scratch_min_free_mb must be an int >= 0; got {self.scratch_min_free_mb!r}")
+            raise ConfigError(
+                f"SandboxConfig.scratch_min_free_mb must be an int >= 0; got {self.scratch_min_free_mb!r}"
+            )
         if self.jail_memory_mb is not None and (not isinstance(self.jail_memory_mb, int) or self.jail_memory_mb < 256):
-            raise ConfigError(f"SandboxConfig.jail_memory_mb must be an int >= 256 or None; got {self.jail_memory_mb!r}")
+            raise ConfigError(
+                f"SandboxConfig.jail_memory_mb must be an int >= 256 or None; got {self.jail_memory_mb!r}"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SandboxConfig:

@@ -36,9 +36,8 @@ from reasearch.engine import _procs
 from reasearch.engine._jail import nsjail_argv
 from reasearch.engine._policy import JAIL_UID, THREAD_ENV
 from reasearch.engine.isolation import make_launcher
+from reasearch.engine.protocol import Limits, Status
 from reasearch.errors import ConfigError, SandboxError
-from reasearch.engine.protocol import Limits
-from reasearch.engine.protocol import Status
 
 __all__ = ["ExecOutcome", "exec_in_sandbox"]
 
@@ -219,11 +218,20 @@ def exec_in_sandbox(
         runtime = launcher.runtime
         path = f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin"
         argv = _resolve(list(argv), runtime.python, path)
-        cmd = nsjail_argv(list(argv), runtime=runtime, binds_rw=[(str(stage or workdir), str(workdir))], cwd=str(workdir),
-                          env={"PATH": path, "HOME": str(workdir), **extra},
-                          time_limit_s=math.ceil(limits.wall_s) + 2, rlimit_as_mb=limits.memory_mb,
-                          rlimit_cpu_s=cpu, rlimit_nproc=limits.nproc, rlimit_fsize_mb=limits.fsize_mb,
-                          rlimit_nofile=limits.nofile, two_uids=False)
+        cmd = nsjail_argv(
+            list(argv),
+            runtime=runtime,
+            binds_rw=[(str(stage or workdir), str(workdir))],
+            cwd=str(workdir),
+            env={"PATH": path, "HOME": str(workdir), **extra},
+            time_limit_s=math.ceil(limits.wall_s) + 2,
+            rlimit_as_mb=limits.memory_mb,
+            rlimit_cpu_s=cpu,
+            rlimit_nproc=limits.nproc,
+            rlimit_fsize_mb=limits.fsize_mb,
+            rlimit_nofile=limits.nofile,
+            two_uids=False,
+        )
         popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         if stage is not None:
             try:

@@ -221,7 +221,7 @@ def read_npy(folder: str | os.PathLike[str], rel: str | os.PathLike[str], *, dty
             raise UntrustedFileError(f"{shown} holds {size - offset} data bytes, expected {nbytes} "
                                      f"({'truncated' if size < offset + nbytes else 'trailing bytes'})")
         out = np.empty(want_shape[::-1] if fortran else want_shape, dtype=want_dtype)
-        view = memoryview(out.reshape(-1).view(np.uint8)) if nbytes else memoryview(b"")
+        view = out.reshape(-1).view(np.uint8).data if nbytes else memoryview(b"")
         got = 0
         while got < nbytes:
             n = os.preadv(fd, [view[got:got + (1 << 24)]], offset + got)

@@ -129,7 +129,7 @@ def _from_nvidia_smi(binary: str) -> list[GpuDevice] | None:
 
 
 def _from_proc(root: Path = Path("/proc/driver/nvidia/gpus")) -> list[GpuDevice]:
-    out = []
+    out: list[GpuDevice] = []
     if not root.is_dir():
         return out
     for d in sorted(root.iterdir()):
@@ -462,6 +462,10 @@ def slot_status(kind: str = "auto", cpus_per_slot: int | None = None) -> list[di
         else:
             os.ftruncate(fd, 0)
             os.close(fd)
-        name = f"gpu{dev.index} ({dev.name})" if dev is not None else f"cpu slot {index} (cores {','.join(map(str, cores))})"
+        name = (
+            f"gpu{dev.index} ({dev.name})"
+            if dev is not None
+            else f"cpu slot {index} (cores {','.join(map(str, cores))})"
+        )
         out.append({"slot": name, "kind": skind, "holder_pid": holder, "free": fd is not None})
     return out

@@ -101,11 +101,16 @@ class ProcessLauncher:
         wdir.mkdir(mode=0o711, exist_ok=True)
         numba_dir = self.numba_base / f"w{index}"
         numba_dir.mkdir(parents=True, exist_ok=True)
-        cfg = {"scratch_root": str(wdir / "scratch"), "preload": list(self.config.preload if preload is None else preload),
-               "child_uid": self.child_uid(index), "keep_read_search": self.root,
-               "report_child": not self.root, "private_ipc": self.root,
-               "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20,
-               "zygote": bool(getattr(self.config, "zygote", True))}
+        cfg = {
+            "scratch_root": str(wdir / "scratch"),
+            "preload": list(self.config.preload if preload is None else preload),
+            "child_uid": self.child_uid(index),
+            "keep_read_search": self.root,
+            "report_child": not self.root,
+            "private_ipc": self.root,
+            "min_free_bytes": int(getattr(self.config, "scratch_min_free_mb", 0)) << 20,
+            "zygote": bool(getattr(self.config, "zygote", True)),
+        }
         argv = [sys.executable, "-m", "reasearch.engine._worker", json.dumps(cfg)]
         return argv, _process_env({"NUMBA_CACHE_DIR": str(numba_dir)})
 

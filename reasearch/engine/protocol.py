@@ -2,7 +2,8 @@
 
 Tasks build a :class:`RunRequest`; anything implementing :class:`SandboxRunner` (the engine's
 ``SandboxPool``, ``LocalExecutor``, a Ray worker's pool) runs it inside the sandbox and answers with a
-:class:`RunOutcome`. These types live in the engine, the bottom layer: evaluators, runs and the agent import them from here
+:class:`RunOutcome`. These types live in the engine, the bottom layer: evaluators, runs and the agent import them from
+here
 (dependencies point down: agent -> runs -> evaluators -> engine).
 
 Inside the sandbox the worker child:
@@ -22,8 +23,9 @@ parent times the round trip (EPLB's ``t_alg``: the candidate never reports its o
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Status", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner", "SandboxSession"]
 

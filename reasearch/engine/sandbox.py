@@ -149,10 +149,11 @@ class PoolSession:
             wall = time.perf_counter() - t0
             if head.get("kind") == "call_done":
                 kind, value, err = child_result(head, blobs)
-                cpu = {"cpu_s": _ns_as_s(head.get("cpu_ns")), "cpu_before_s": _ns_as_s(head.get("cpu_before_ns"))}
+                cpu_s, cpu_before_s = _ns_as_s(head.get("cpu_ns")), _ns_as_s(head.get("cpu_before_ns"))
                 if kind == "ok":
-                    return CallOutcome(Status.OK, value, wall, **cpu)
-                return CallOutcome(Status.OOM if kind == "oom" else Status.CRASH, None, wall, error=err, **cpu)
+                    return CallOutcome(Status.OK, value, wall, cpu_s=cpu_s, cpu_before_s=cpu_before_s)
+                return CallOutcome(Status.OOM if kind == "oom" else Status.CRASH, None, wall, error=err,
+                                   cpu_s=cpu_s, cpu_before_s=cpu_before_s)
             final = classify(head, blobs, self._request.limits, time.monotonic() - self._t0, self._pool.mode)
             if head.get("killed") == "wall":
                 final = RunOutcome(Status.TIMEOUT, None, final.wall_s, final.cpu_s, final.stdout, final.stderr,
@@ -725,7 +726,7 @@ class SandboxPool:
             for attempt in range(2):
                 if op in ("run", "session"):
                     req: RunRequest = obj
-                    header = {"op": op, "source": req.source,
+                    header: dict[str, Any] = {"op": op, "source": req.source,
                               "entry": [req.entry] if isinstance(req.entry, str) else list(req.entry),
                               "harness": req.harness, "limits": _limits_dict(req.limits)}
                     if trace is not None:

@@ -53,11 +53,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reasearch.engine.gpu import SlotLease
 from reasearch.engine import _procs, _wire
-from reasearch.engine._job_launch import (_QUOTA_CHECK_S, command as _command, end_job as _end_job,
-                                          gpu_jail_args, make_reachable, open_log as _open_log,
-                                          over_quota as _over_quota, signal_job as _signal_job)
+from reasearch.engine._job_launch import _QUOTA_CHECK_S, gpu_jail_args, make_reachable
+from reasearch.engine._job_launch import command as _command
+from reasearch.engine._job_launch import end_job as _end_job
+from reasearch.engine._job_launch import open_log as _open_log
+from reasearch.engine._job_launch import over_quota as _over_quota
+from reasearch.engine._job_launch import signal_job as _signal_job
+from reasearch.engine.gpu import SlotLease
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, SandboxError
 

@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["EntryArgs", "EntryCallError", "as_float_array", "bind_entry", "call_entry", "native_in_image", "seed_everything"]
+__all__ = [
+    "EntryArgs",
+    "EntryCallError",
+    "as_float_array",
+    "bind_entry",
+    "call_entry",
+    "native_in_image",
+    "seed_everything",
+]
 
 _MAX_DEPTH = 4  # points and centers are 2-D; deeper nesting is not an answer worth passing on
 _SEED_ALIASES = ("seed", "random_seed", "rng_seed")

@@ -25,7 +25,9 @@ __all__ = ["BUILTIN_EXCEPTIONS", "REPORT_NAME", "WITHHELD", "describe_failure"]
 
 REPORT_NAME = "error.json"
 # Names a report may give for an exception's type: the built-in exception classes, nothing candidate-made.
-BUILTIN_EXCEPTIONS = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
+BUILTIN_EXCEPTIONS = frozenset(
+    n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+)
 WITHHELD = ("Messages and output of your code during scoring are withheld (it runs on held-out data); "
             "reproduce the failure on the training data with python_exec.")
 _MAX_REPORT_BYTES = 4096

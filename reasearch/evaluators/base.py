@@ -11,8 +11,9 @@ import platform
 import sys
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Mapping
+from typing import Any, ClassVar, Literal
 
 from reasearch.engine import default_pool
 from reasearch.engine.protocol import Limits, RunOutcome, RunRequest, SandboxRunner

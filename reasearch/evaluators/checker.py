@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import TaskCheckError
 from reasearch.evaluators.base import Task
-from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 
@@ -43,7 +43,9 @@ def _same_score(a: float | None, b: float | None, rtol: float) -> bool:
     return math.isclose(a, b, rel_tol=rtol, abs_tol=0.0 if rtol == 0 else 1e-12)
 
 
-def check_task(task: Task, *, executor: SandboxRunner | None = None, seed: int = 0, raise_on_failure: bool = True) -> CheckReport:
+def check_task(
+    task: Task, *, executor: SandboxRunner | None = None, seed: int = 0, raise_on_failure: bool = True
+) -> CheckReport:
     """Runs every conformance check on ``task``.
 
     Checks: spec JSON round trip; task picklable (and equal params after unpickling); a non-empty
@@ -97,7 +99,9 @@ def check_task(task: Task, *, executor: SandboxRunner | None = None, seed: int =
         first = report.seed_result
         assert first is not None, "seed program did not run"
         second = task.evaluate(task.seed_program(), seed=seed, executor=executor)
-        assert _same_score(first.score, second.score, 0.0), f"same seed, different scores: {first.score} vs {second.score}"
+        assert _same_score(first.score, second.score, 0.0), (
+            f"same seed, different scores: {first.score} vs {second.score}"
+        )
 
     def bad_candidates() -> None:
         own = getattr(task, "bad_candidates", None)  # tasks whose candidates are not programs (prompts) list their own
@@ -108,7 +112,8 @@ def check_task(task: Task, *, executor: SandboxRunner | None = None, seed: int =
             assert res.score is None, f"bad candidate {name!r} carries a score"
 
     def rejects_garbage() -> None:
-        for garbage in (None, {}, "x", 3.5, [[float("nan")]]):
+        garbages: tuple[object, ...] = (None, {}, "x", 3.5, [[float("nan")]])
+        for garbage in garbages:
             res = task.score_solution(garbage, seed=seed)
             assert res.status is Status.INVALID, f"score_solution({garbage!r}) gave {res.status}"
 

@@ -4,7 +4,8 @@ Every host-side read of a folder that untrusted code can write -- the agent's wo
 the harness's snapshot, host-side git's pre-flight), a repository candidate read for encoding
 (:mod:`reasearch.evaluators.repo`), an experiment's log and status files -- goes through :class:`Root`.
 It lives in ``evaluators/`` (not ``agent/``) so that the repository reader, below the agent layer,
-uses the same code. The workspace is writable by the jailed ``bash`` tool, which can plant symlinks, FIFOs and deep trees
+uses the same code. The workspace is writable by the jailed ``bash`` tool, which can plant symlinks, FIFOs and deep
+trees
 anywhere in it at any time, while the harness that reads and writes it runs as root. Every operation
 here therefore works relative to an open descriptor of the root and refuses symlinks in *every*
 component: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` where the

@@ -42,8 +42,11 @@ class Range:
     def text(self) -> str:
         if self.choices:
             return "one of " + ", ".join(repr(c) for c in self.choices)
-        parts = [f">= {_num(self.ge)}" if self.ge is not None else "", f"> {_num(self.gt)}" if self.gt is not None else "",
-                 f"<= {_num(self.le)}" if self.le is not None else ""]
+        parts = [
+            f">= {_num(self.ge)}" if self.ge is not None else "",
+            f"> {_num(self.gt)}" if self.gt is not None else "",
+            f"<= {_num(self.le)}" if self.le is not None else "",
+        ]
         return " and ".join(p for p in parts if p)
 
 
@@ -120,7 +123,9 @@ def _arg_lines(cls: type) -> dict[str, str]:
         section = re.search(r"^Args:\n((?:[ \t]+.*\n?|\n)*)", doc, re.MULTILINE)
         if not section:
             continue
-        for m in re.finditer(r"^([ \t]{2,4})(\w+)(?: \([^)]*\))?: (.+(?:\n\1[ \t]+\S.*)*)", section.group(1), re.MULTILINE):
+        for m in re.finditer(
+            r"^([ \t]{2,4})(\w+)(?: \([^)]*\))?: (.+(?:\n\1[ \t]+\S.*)*)", section.group(1), re.MULTILINE
+        ):
             out[m.group(2)] = " ".join(m.group(3).replace("``", "").split())
     return out
 

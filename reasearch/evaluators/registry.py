@@ -11,8 +11,9 @@ import difflib
 import importlib
 import re
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from reasearch.errors import ConfigError, UnknownTaskError
 from reasearch.evaluators.params import check_params
@@ -21,7 +22,17 @@ from reasearch.evaluators.spec import TaskSpec
 if TYPE_CHECKING:  # the base class (and the engine under it) loads with the first task class, not the registry
     from reasearch.evaluators.base import Task
 
-__all__ = ["LISTING_KEYS", "TaskEntry", "register", "make", "spec", "build_task", "list_tasks", "registered_entry", "unregister"]
+__all__ = [
+    "LISTING_KEYS",
+    "TaskEntry",
+    "register",
+    "make",
+    "spec",
+    "build_task",
+    "list_tasks",
+    "registered_entry",
+    "unregister",
+]
 
 _ID = re.compile(r"^[a-z0-9_]+/(?:[A-Za-z0-9_.{}\-]+-)?v\d+$")  # name-vN, or a bare vN (eplb/v1)
 

@@ -46,8 +46,12 @@ class RepoCandidate:
 
     def __init__(self, files: Mapping[str, str], time_budget_s: float | None = None) -> None:
         self.files = dict(sorted(_check_files(files).items()))
-        if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and not isinstance(time_budget_s, bool)
-                                              and math.isfinite(time_budget_s) and time_budget_s > 0):
+        if time_budget_s is not None and not (
+            isinstance(time_budget_s, (int, float))
+            and not isinstance(time_budget_s, bool)
+            and math.isfinite(time_budget_s)
+            and time_budget_s > 0
+        ):
             raise ConfigError(f"time_budget_s must be a positive number, not {time_budget_s!r}")
         self.time_budget_s = None if time_budget_s is None else float(time_budget_s)
 

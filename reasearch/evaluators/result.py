@@ -5,8 +5,9 @@ from __future__ import annotations
 import enum
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from reasearch.engine.protocol import Status
 

@@ -43,7 +43,9 @@ class ToyTask(Task):
 
     harness = "reasearch.evaluators._toy_harness:toy_harness"  # the jail gets only marked modules
 
-    def __init__(self, dim: int = 4, target: float = 3.0, deterministic: bool = True, time_limit_s: float = 10.0) -> None:
+    def __init__(
+        self, dim: int = 4, target: float = 3.0, deterministic: bool = True, time_limit_s: float = 10.0
+    ) -> None:
         self.dim = dim
         self.target = target
         self.deterministic = deterministic
@@ -150,8 +152,12 @@ class ToyRepoTrainingTask(TrainingTask):
         return path
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
-        if not isinstance(data, dict) or not isinstance(data.get("x"), (int, float)) or isinstance(data.get("x"), bool) \
-                or not math.isfinite(data["x"]):
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("x"), (int, float))
+            or isinstance(data.get("x"), bool)
+            or not math.isfinite(data["x"])
+        ):
             return self.invalid("expected {'x': a finite number}")
         return self.result(-(float(data["x"]) - float(self.target)) ** 2, metrics={"x": float(data["x"])})
 

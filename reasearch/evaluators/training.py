@@ -51,8 +51,9 @@ import signal
 import threading
 import time
 from abc import abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from reasearch.engine._cleanup import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount
@@ -219,7 +220,8 @@ class TrainingTask(Task):
 
     Common constructor parameters (subclasses store them): ``time_budget_s`` (default budget of one
     experiment), ``max_time_budget_s`` (the most an experiment may ask for), ``grace_s`` (the most
-    a run gets to save after its budget's SIGTERM: :func:`save_grace_s`), ``slot`` (``auto``/``gpu``/``cpu``), ``sandbox_mode``.
+    a run gets to save after its budget's SIGTERM: :func:`save_grace_s`), ``slot`` (``auto``/``gpu``/``cpu``),
+    ``sandbox_mode``.
 
     Args:
         time_budget_s: training seconds of one experiment unless it asks for another budget.
@@ -241,6 +243,7 @@ class TrainingTask(Task):
     grace_s: float
     slot: str
     sandbox_mode: str
+    memory_mb: int
 
     # ------------------------------------------------------------ what subclasses provide
     @abstractmethod
@@ -339,7 +342,9 @@ class TrainingTask(Task):
                           stop_file=None if own is None else own / "STOP")
             train = _train_metrics(job, budget, exp_dir, lease, log_path if own is not None else None, started_at)
             if job.stopped:
-                _write_status(own, state="done", status=Status.CRASH.value, slot=lease.describe(), started_at=started_at)
+                _write_status(
+                    own, state="done", status=Status.CRASH.value, slot=lease.describe(), started_at=started_at
+                )
                 res = EvalResult.failure(Status.CRASH, f"stopped on request after {job.wall_s:.1f} s of training "
                                          f"(no score)\nlog tail:\n{job.log_tail[-_LOG_TAIL:]}",
                                          wall_s=job.wall_s, cpu_s=job.cpu_s, metrics={**train, "stopped": True})

@@ -106,10 +106,10 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
     for ev in store.evaluations(run_id):
         spent = sum(e.amount for e in ledger if e.unit is unit and e.step <= ev.step)
         dollars = sum(e.amount for e in ledger if e.unit is Unit.DOLLARS and e.step <= ev.step)
-        ok = ev.result.status.value == "OK" and ev.result.score is not None
+        score = ev.result.score if ev.result.status.value == "OK" else None
         points.append({"step": ev.step, "spent": spent, "dollars": dollars,
                        "wall_s": max(0.0, ev.created_at - rec.created_at), "status": ev.result.status.value,
-                       "score": float(ev.result.score) if ok else None, "cached": ev.result.cached})
+                       "score": float(score) if score is not None else None, "cached": ev.result.cached})
     st = run.status()
     test_score = tests[-1].payload.get("result", {}).get("score") if tests else None
     return {

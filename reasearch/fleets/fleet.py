@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent.config import AgentConfig
-from reasearch.models import ModelSpec, build_model
 from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.registry import spec as task_spec
 from reasearch.methods import method_config, open_method, start_method
+from reasearch.models import ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.run import effective_state
@@ -144,8 +144,8 @@ class FleetSpec:
         unknown = (set(self.task_budgets) - set(self.tasks)) | (set(self.method_configs) - set(self.methods))
         if unknown:
             raise ConfigError(f"task_budgets or method_configs name what the fleet does not run: {sorted(unknown)}")
-        for caps in self.task_budgets.values():
-            Budget.from_dict(caps)
+        for task_caps in self.task_budgets.values():
+            Budget.from_dict(task_caps)
 
     def members(self) -> list[FleetMember]:
         """Every member, in a stable order (task, seed, model, trace)."""
@@ -238,8 +238,8 @@ class FleetReport:
         """Mean and spread of the best normalized score per (task, model), over seeds and traces."""
         out = []
         key = lambda m: (m.member.task_id, m.member.model, m.member.method, m.member.shared)  # noqa: E731
-        for (task, model, method, shared), rows in itertools.groupby(sorted(self.members, key=key), key=key):
-            rows = list(rows)
+        for (task, model, method, shared), group in itertools.groupby(sorted(self.members, key=key), key=key):
+            rows = list(group)
             scores = [r.normalized if r.normalized is not None else r.best_score for r in rows]
             vals = [s for s in scores if s is not None]
             out.append({"task_id": task, "model": model, "method": method,
@@ -311,10 +311,18 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
         if rec is None:
             config = spec.agent_config(member.model, member.method)
             models = {role: build_model(s) for role, s in config.models.items()}
-            agent = start_run(member.task_id, budget=spec.budget_of(member.task_id), config=config, run_dir=run_dir, store=store,
-                              task_params=dict(spec.task_params.get(member.task_id, {})), seed=member.seed,
-                              models=models, run_id=run_id,
-                              fleet=FleetLink(fleet_id, member.index, dict(spec.caps), member.trace, member.shared))
+            agent = start_run(
+                member.task_id,
+                budget=spec.budget_of(member.task_id),
+                config=config,
+                run_dir=run_dir,
+                store=store,
+                task_params=dict(spec.task_params.get(member.task_id, {})),
+                seed=member.seed,
+                models=models,
+                run_id=run_id,
+                fleet=FleetLink(fleet_id, member.index, dict(spec.caps), member.trace, member.shared),
+            )
         else:  # models rebuilt from the run's own config, advanced past the replies its journal holds
             agent = open_agent(run_id, run_dir=run_dir, store=store, takeover=True)
         try:

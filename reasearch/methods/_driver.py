@@ -174,8 +174,8 @@ class MethodDriver:
             spec = getattr(self.model, "spec", None)
             token, refusal, request = reserve_model_call(self.run, request,
                                                          spec if isinstance(spec, ModelSpec) else None)
-            if refusal is not None:
-                raise BudgetExceededError(refusal)
+            if token is None:  # no token exactly when a cap refused the call
+                raise BudgetExceededError(refusal or "the model call could not be reserved")
             try:
                 reply = _call(self.model, request)
                 rec = self.record(step, REPLY_EVENT, {"method": self.method, "note": note, "model": self.model.name,
@@ -237,7 +237,8 @@ class MethodDriver:
 
     def better(self, a: Candidate, b: Candidate | None) -> bool:
         """True when ``a`` scored OK and beats ``b`` in the task's direction."""
-        return a.ok and (b is None or not b.ok or self.spec.is_better(float(a.result.score), float(b.result.score)))
+        score, other = a.result.score, None if b is None or not b.ok else b.result.score
+        return a.ok and score is not None and (other is None or self.spec.is_better(float(score), float(other)))
 
     def best(self) -> Candidate | None:
         best: Candidate | None = None

@@ -61,7 +61,9 @@ def split_messages(messages: Any) -> tuple[str, str]:
     """(system, user text) of an OpenAI ``messages`` list; several turns become one user text, labelled."""
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list")
-    system = "\n\n".join(_text(m.get("content")) for m in messages if isinstance(m, Mapping) and m.get("role") == "system")
+    system = "\n\n".join(
+        _text(m.get("content")) for m in messages if isinstance(m, Mapping) and m.get("role") == "system"
+    )
     turns = [m for m in messages if isinstance(m, Mapping) and m.get("role") != "system"]
     if not turns:
         raise ValueError("messages hold no user turn")
@@ -127,7 +129,7 @@ class MeteringProxy:
         peer.join()
         if "error" in out:
             raise out["error"]
-        return out["value"]  # type: ignore[no-any-return]
+        return out["value"]
 
     def _run(self, job: _Job) -> None:
         try:
@@ -167,11 +169,14 @@ class MeteringProxy:
         usage = ModelReply.from_dict(recorded["reply"]).usage if "reply" in recorded else None
         prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens if usage else 0
         completion = usage.output_tokens if usage else 0
-        return 200, {"id": f"reasearch-{self.driver.run.id}-{step}", "object": "chat.completion", "created": 0,
-                     "model": _MODEL,
-                     "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                     "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                               "total_tokens": prompt + completion}}
+        return 200, {
+            "id": f"reasearch-{self.driver.run.id}-{step}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": _MODEL,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -199,7 +204,9 @@ class MeteringProxy:
                 if not self._authorized():
                     return
                 if self.path.rstrip("/") in ("/v1/models", "/models"):
-                    self._send(200, {"object": "list", "data": [{"id": _MODEL, "object": "model", "owned_by": "reasearch"}]})
+                    self._send(
+                        200, {"object": "list", "data": [{"id": _MODEL, "object": "model", "owned_by": "reasearch"}]}
+                    )
                 else:
                     self._send(404, _error(f"no such path {self.path[:100]}"))
 

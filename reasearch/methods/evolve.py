@@ -108,7 +108,7 @@ class ProgramDatabase:
         if callable(own) and not self.config.feature_dimensions:
             values = {str(k): float(v) for k, v in dict(own(cand.source, cand.result)).items()}
         else:
-            score = float(cand.result.score) if cand.ok else 0.0
+            score = float(cand.result.score) if cand.ok and cand.result.score is not None else 0.0
             if cand.ok and self.driver.spec.direction == "minimize":
                 score = -score
             values = {"complexity": float(len(cand.source)), "score": score}
@@ -160,7 +160,7 @@ class ProgramDatabase:
     def _rank(self, cid: str) -> float:
         """Larger is better whatever the direction; failures rank below every OK program."""
         c = self.programs[cid]
-        if not c.ok:
+        if not c.ok or c.result.score is None:  # an OK result always has a score
             return float("-inf")
         s = float(c.result.score)
         return s if self.driver.spec.direction == "maximize" else -s
@@ -233,8 +233,11 @@ def evolve(driver: MethodDriver, config: EvolveConfig) -> str:
         iteration += 1
         parent = db.parent(island, rng)
         inspirations = db.inspirations(island, parent.id, rng)
-        reply = driver.ask(driver.system_prompt(), _prompt(driver, parent, inspirations, config.diff_based_evolution, iteration),
-                           note=f"island {island}")
+        reply = driver.ask(
+            driver.system_prompt(),
+            _prompt(driver, parent, inspirations, config.diff_based_evolution, iteration),
+            note=f"island {island}",
+        )
         source = driver.candidate_from(reply, parent.source if config.diff_based_evolution else None)
         if source is None:
             driver.skipped()
@@ -257,7 +260,7 @@ def _passes_cheap(driver: MethodDriver, cheap: Any, source: str, parent: Candida
     if rec is None:
         result = cheap(source)
         norm = driver.spec.normalize(result.score) if result.score is not None else None
-        bar = driver.spec.normalize(float(parent.result.score))
+        bar = driver.spec.normalize(parent.result.score) if parent.result.score is not None else None
         passed = norm is not None and (bar is None or norm >= config.cascade_threshold * bar)
         rec = driver.record(step, "cascade", {"passed": bool(passed), "score": result.score})
     return bool(rec["passed"])

@@ -79,7 +79,8 @@ class GepaConfig:
         return {}
 
 
-_EVALUATOR = '''"""OpenEvolve evaluator of a reasearch run: each program is evaluated by the run (its sandbox and budget)."""
+_EVALUATOR = '''"""OpenEvolve evaluator of a reasearch run: each program is evaluated by the run \
+(its sandbox and budget)."""
 
 import json
 import urllib.request
@@ -109,7 +110,8 @@ run_evolution("initial_program.py", "evaluator.py", config="config.yaml", output
 
 
 def _run_peer(folder: Path, code: str, procs: list[Any]) -> None:
-    """Runs ``code`` in a fresh interpreter in ``folder`` (its output in ``peer.log``); a failure raises with its tail."""
+    """Runs ``code`` in a fresh interpreter in ``folder`` (its output in ``peer.log``); a failure raises with
+    its tail."""
     import subprocess
     import sys
 

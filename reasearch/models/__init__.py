@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from reasearch.models.anthropic import NO_KEY_MESSAGE, AnthropicModel
-from reasearch.models.demo import DemoModel
 from reasearch.models.base import PRICES, Model, ModelSpec, Price, RetryPolicy, price_for
+from reasearch.models.demo import DemoModel
 from reasearch.models.openai_compat import OpenAICompatibleModel
 from reasearch.models.scripted import ScriptedModel, call, say
 

@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.errors import ModelError
 from reasearch.models.base import (
     ANTHROPIC_DEFAULT_URL,
     MAX_REPLY_BYTES,
@@ -18,7 +18,7 @@ from reasearch.models.base import (
     snippet,
     why_failed,
 )
-from reasearch.errors import ModelError
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 
 __all__ = ["NO_KEY_MESSAGE", "AnthropicModel"]
 
@@ -129,7 +129,9 @@ class AnthropicModel:
                 self.retry.pause(attempt, f"HTTP {status}", _retry_after(exc))
             except (anthropic.APIConnectionError, anthropic.APITimeoutError, _BrokenBody) as exc:
                 if last:
-                    raise ModelError(f"cannot reach the Anthropic API at {self.endpoint}: {snippet(str(exc), 300)}") from exc
+                    raise ModelError(
+                        f"cannot reach the Anthropic API at {self.endpoint}: {snippet(str(exc), 300)}"
+                    ) from exc
                 self.retry.pause(attempt, why_failed(exc.__cause__ or exc))
             except MalformedReply as exc:
                 if last:
@@ -161,7 +163,8 @@ class AnthropicModel:
             elif not isinstance(kind, str) or kind in ("text", "tool_use"):
                 raise MalformedReply(f"a content block of the wrong shape: {snippet(json.dumps(block))!r}")
             # other block kinds (thinking, server tools) carry nothing the harness uses
-        u = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+        raw_usage = message.get("usage")
+        u = raw_usage if isinstance(raw_usage, dict) else {}
         try:
             usage = Usage(
                 input_tokens=int(u.get("input_tokens") or 0),

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from reasearch.models.messages import ModelReply, ModelRequest, Usage, estimate_tokens
 from reasearch.errors import ConfigError
+from reasearch.models.messages import ModelReply, ModelRequest, Usage, estimate_tokens
 
 __all__ = ["PRICES", "PROVIDERS", "MalformedReply", "Model", "ModelSpec", "Price", "RetryPolicy", "call_ceiling",
            "endpoint_of", "fit_call", "price_for", "snippet", "why_failed"]

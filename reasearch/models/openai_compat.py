@@ -14,9 +14,17 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
-from reasearch.models.base import MAX_REPLY_BYTES, RETRY_STATUS, MalformedReply, ModelSpec, RetryPolicy, snippet, why_failed
 from reasearch.errors import ModelError
+from reasearch.models.base import (
+    MAX_REPLY_BYTES,
+    RETRY_STATUS,
+    MalformedReply,
+    ModelSpec,
+    RetryPolicy,
+    snippet,
+    why_failed,
+)
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 
 __all__ = ["OpenAICompatibleModel", "to_openai_messages"]
 
@@ -126,15 +134,19 @@ class OpenAICompatibleModel:
                     detail = ""
                 if exc.code not in RETRY_STATUS or last:
                     raise ModelError(f"{self._url} answered HTTP {exc.code}: {detail}") from exc
-                self.retry.pause(attempt, f"HTTP {exc.code}", _seconds(exc.headers.get("retry-after") if exc.headers else None))
+                self.retry.pause(
+                    attempt, f"HTTP {exc.code}", _seconds(exc.headers.get("retry-after") if exc.headers else None)
+                )
             except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException, OSError) as exc:
                 if last:
                     raise ModelError(f"cannot reach {self._url}: {snippet(str(exc), 300)}") from exc
                 self.retry.pause(attempt, why_failed(exc))
             except MalformedReply as exc:
                 if last:
-                    raise ModelError(f"{self._url} answered {self.retry.max_attempts} times with something that is not "
-                                     f"a chat completion: {exc}") from None
+                    raise ModelError(
+                        f"{self._url} answered {self.retry.max_attempts} times with something that is not "
+                        f"a chat completion: {exc}"
+                    ) from None
                 self.retry.pause(attempt, "an answer that is not a chat completion")
         raise ModelError("unreachable")
 
@@ -181,7 +193,9 @@ class OpenAICompatibleModel:
             blocks.append({"type": "tool_use", "id": str(call.get("id") or f"call_{len(blocks)}"),
                            "name": name, "input": args if isinstance(args, dict) else {"value": args}})
         u = payload.get("usage") or {}
-        usage = Usage(input_tokens=int(u.get("prompt_tokens", 0) or 0), output_tokens=int(u.get("completion_tokens", 0) or 0))
+        usage = Usage(
+            input_tokens=int(u.get("prompt_tokens", 0) or 0), output_tokens=int(u.get("completion_tokens", 0) or 0)
+        )
         price = self.spec.price
         stop = _FINISH.get(choice.get("finish_reason") or "", StopReason.OTHER)
         if stop is StopReason.END_TURN and any(b["type"] == "tool_use" for b in blocks):

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage, estimate_tokens
-from reasearch.models.base import Price
 from reasearch.errors import ConfigError, ModelError
+from reasearch.models.base import Price
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage, estimate_tokens
 
 __all__ = ["SCRIPT_SCHEMA", "ScriptItem", "ScriptedModel", "call", "say"]
 

@@ -187,7 +187,9 @@ def optimal_radii_scipy(centers: object) -> np.ndarray:
     iu, ju, start, index, value = _structure(n)
     d = np.sqrt((c[iu, 0] - c[ju, 0]) ** 2 + (c[iu, 1] - c[ju, 1]) ** 2)
     a = csr_array((value, index, start), shape=(d.size, n))
-    res = linprog(-np.ones(n), A_ub=a, b_ub=d, bounds=list(zip(np.zeros(n), _wall_bounds(c), strict=True)), method="highs")
+    res = linprog(
+        -np.ones(n), A_ub=a, b_ub=d, bounds=list(zip(np.zeros(n), _wall_bounds(c), strict=True)), method="highs"
+    )
     if res.status != 0:
         raise LPError(f"linprog failed: {res.message}")
     return np.asarray(res.x, dtype=np.float64)

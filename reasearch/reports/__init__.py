@@ -20,8 +20,8 @@ extra) shows every run live.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from reasearch.reports._model import RunView, load_run
 from reasearch.reports._page import compare_html, report_html, report_payload

@@ -26,10 +26,12 @@ def _solution(ctx: DrawContext) -> Mapping[str, Any]:
 def _unit_square(body: str, caption: str, cls: str) -> str:
     """An SVG of the unit square, y up (the model's coordinates), with ``body`` drawn in unit coordinates."""
     pad = 0.03
-    return (f'<div><svg class="{cls}" viewBox="{-pad} {-pad} {1 + 2 * pad} {1 + 2 * pad}" width="{_SIZE}" height="{_SIZE}" '
-            f'role="img"><g transform="matrix(1 0 0 -1 0 1)">'
-            f'<rect x="0" y="0" width="1" height="1" fill="none" stroke="#222" stroke-width="0.004"/>{body}</g></svg>'
-            f"<figcaption>{caption}</figcaption></div>")
+    return (
+        f'<div><svg class="{cls}" viewBox="{-pad} {-pad} {1 + 2 * pad} {1 + 2 * pad}" width="{_SIZE}" height="{_SIZE}" '
+        f'role="img"><g transform="matrix(1 0 0 -1 0 1)">'
+        f'<rect x="0" y="0" width="1" height="1" fill="none" stroke="#222" stroke-width="0.004"/>{body}</g></svg>'
+        f"<figcaption>{caption}</figcaption></div>"
+    )
 
 
 def tightest_constraints(centers: np.ndarray, radii: np.ndarray, k: int = _TIGHT) -> list[tuple[float, str, int, int]]:
@@ -40,7 +42,7 @@ def tightest_constraints(centers: np.ndarray, radii: np.ndarray, k: int = _TIGHT
     if n >= 2:
         d = np.sqrt(((centers[:, None, :] - centers[None, :, :]) ** 2).sum(-1)) - radii[:, None] - radii[None, :]
         iu = np.triu_indices(n, 1)
-        out += [(float(s), "pair", int(i), int(j)) for s, i, j in zip(d[iu], *iu)]
+        out += [(float(s), "pair", int(i), int(j)) for s, i, j in zip(d[iu], *iu, strict=True)]
     x, y = centers[:, 0], centers[:, 1]
     for kind, slack in (("left", x - radii), ("right", 1 - x - radii), ("bottom", y - radii), ("top", 1 - y - radii)):
         out += [(float(s), kind, i, -1) for i, s in enumerate(slack)]
@@ -56,9 +58,11 @@ def draw_packing(ctx: DrawContext) -> str:
     if len(centers) != len(radii) or not (np.isfinite(centers).all() and np.isfinite(radii).all()):
         raise ValueError("centers and radii do not match or are not finite")
     parts = []
-    for i, ((x, y), r) in enumerate(zip(centers, radii)):
-        parts.append(f'<circle class="c" cx="{x:.6f}" cy="{y:.6f}" r="{max(r, 0):.6f}" fill="#97bbf5" fill-opacity="0.6" '
-                     f'stroke="#1f3f8f" stroke-width="0.002"><title>circle {i}: ({x:.6f}, {y:.6f}) r={r:.6f}</title></circle>')
+    for i, ((x, y), r) in enumerate(zip(centers, radii, strict=True)):
+        parts.append(
+            f'<circle class="c" cx="{x:.6f}" cy="{y:.6f}" r="{max(r, 0):.6f}" fill="#97bbf5" fill-opacity="0.6" '
+            f'stroke="#1f3f8f" stroke-width="0.002"><title>circle {i}: ({x:.6f}, {y:.6f}) r={r:.6f}</title></circle>'
+        )
     tight = tightest_constraints(centers, radii)
     walls = {"left": lambda x, y: (0.0, y), "right": lambda x, y: (1.0, y),
              "bottom": lambda x, y: (x, 0.0), "top": lambda x, y: (x, 1.0)}
@@ -97,7 +101,9 @@ def draw_points(ctx: DrawContext) -> str:
     for i, (x, y) in enumerate(points):
         parts.append(f'<circle class="pt" cx="{x:.6f}" cy="{y:.6f}" r="0.011" fill="#222"><title>point {i}: '
                      f'({x:.6f}, {y:.6f})</title></circle>')
-        parts.append(f'<text x="{x + 0.015:.5f}" y="{-y - 0.012:.5f}" transform="scale(1 -1)" font-size="0.03">{i}</text>')
+        parts.append(
+            f'<text x="{x + 0.015:.5f}" y="{-y - 0.012:.5f}" transform="scale(1 -1)" font-size="0.03">{i}</text>'
+        )
     area = tris[0][0] if tris else float("nan")
     caption = (f"n={len(points)}, smallest triangle area {area:.9g} (points {tris[0][1] if tris else '-'}); "
                "the next two smallest shaded lighter")
@@ -113,16 +119,19 @@ def draw_schedules(ctx: DrawContext) -> str:
     workloads = load_workloads()
     schedules = sol["schedules"]
     panels, total = [], 0
-    for w, seq in zip(workloads, schedules):
+    for w, seq in zip(workloads, schedules, strict=False):
         spans = PyTxnSimulator(compile_workload(w.txns)).placements([int(x) for x in seq])
         makespan = max((end for _, end in spans), default=0)
         total += makespan
         width, height, left, top = 360, 420, 30, 20
         sx = (width - left - 10) / max(makespan, 1)
         sy = (height - top - 20) / max(len(spans), 1)
-        bars = [f'<rect class="txn" x="{num(left + (s - 1) * sx)}" y="{num(top + k * sy)}" width="{num((e - s + 1) * sx)}" '
-                f'height="{num(max(sy * 0.8, 0.5))}" fill="#4269d0"><title>#{k}: txn {int(seq[k])}, slots {s}..{e}</title></rect>'
-                for k, (s, e) in enumerate(spans)]
+        bars = [
+            f'<rect class="txn" x="{num(left + (s - 1) * sx)}" y="{num(top + k * sy)}" width="{num((e - s + 1) * sx)}" '
+            f'height="{num(max(sy * 0.8, 0.5))}" fill="#4269d0"><title>#{k}: txn {int(seq[k])}, slots '
+            f'{s}..{e}</title></rect>'
+            for k, (s, e) in enumerate(spans)
+        ]
         x_end = left + makespan * sx
         panels.append(
             f'<svg class="gantt" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">'
@@ -143,12 +152,21 @@ def draw_eplb(ctx: DrawContext) -> str:
     before, after = sol.get("before"), sol.get("after")
     if isinstance(before, Sequence) and isinstance(after, Sequence) and before and len(before) == len(after):
         mean = float(np.mean(np.asarray(after, dtype=np.float64)))
-        parts.append(bar_chart(
-            {"before (no rebalancing)": [float(x) for x in before], "after (candidate's placement)": [float(x) for x in after]},
-            labels=[str(g) for g in range(len(before))], ylabel="tokens",
-            title=f"per-GPU load, layer {sol.get('layer')}, window {sol.get('worst_window')} -> "
-                  f"{int(sol.get('worst_window', 0)) + 1} (the worst for GPU balance); dashed: the mean",
-            reference=mean, cls="chart eplb-gpu", width=760))
+        parts.append(
+            bar_chart(
+                {
+                    "before (no rebalancing)": [float(x) for x in before],
+                    "after (candidate's placement)": [float(x) for x in after],
+                },
+                labels=[str(g) for g in range(len(before))],
+                ylabel="tokens",
+                title=f"per-GPU load, layer {sol.get('layer')}, window {sol.get('worst_window')} -> "
+                f"{int(sol.get('worst_window', 0)) + 1} (the worst for GPU balance); dashed: the mean",
+                reference=mean,
+                cls="chart eplb-gpu",
+                width=760,
+            )
+        )
     else:
         parts.append('<p class="muted">this result predates per-GPU loads in EPLB results: only the per-window '
                      'balance is shown</p>')
@@ -169,7 +187,11 @@ def _grid_svg(grid: Any, label: str, expected: Any = None) -> str:
         return f'<div class="grid"><div class="muted">{esc(label)}: no grid</div></div>'
     rows, cols = len(grid), max(len(r) for r in grid)
     cell = max(4, min(16, 240 // max(rows, cols)))
-    shape_ok = (expected is not None and len(expected) == rows and all(len(a) == len(b) for a, b in zip(expected, grid)))
+    shape_ok = (
+        expected is not None
+        and len(expected) == rows
+        and all(len(a) == len(b) for a, b in zip(expected, grid, strict=True))
+    )
     rects, wrong = [], 0
     for r, row in enumerate(grid):
         for c, v in enumerate(row):
@@ -182,16 +204,24 @@ def _grid_svg(grid: Any, label: str, expected: Any = None) -> str:
                 if expected[r][c] != v:
                     wrong += 1
                     x0, y0, x1, y1 = c * cell + 2, r * cell + 2, (c + 1) * cell - 2, (r + 1) * cell - 2
-                    rects.append(f'<g class="wrong"><title>row {r}, col {c}: expected {expected[r][c]}, got {esc(v)}</title>'
-                                 f'<path d="M{x0} {y0}L{x1} {y1}M{x1} {y0}L{x0} {y1}" stroke="#000" stroke-width="3.2"/>'
-                                 f'<path d="M{x0} {y0}L{x1} {y1}M{x1} {y0}L{x0} {y1}" stroke="#fff" stroke-width="1.6"/></g>')
+                    rects.append(
+                        f'<g class="wrong"><title>row {r}, col {c}: expected {expected[r][c]}, got {esc(v)}</title>'
+                        f'<path d="M{x0} {y0}L{x1} {y1}M{x1} {y0}L{x0} {y1}" stroke="#000" stroke-width="3.2"/>'
+                        f'<path d="M{x0} {y0}L{x1} {y1}M{x1} {y0}L{x0} {y1}" stroke="#fff" stroke-width="1.6"/></g>'
+                    )
     note = ""
     if expected is not None:
         note = (" correct" if shape_ok and not wrong else f" {wrong} wrong cells" if shape_ok else " wrong shape")
-    frame = ' stroke="#000" stroke-width="3" stroke-dasharray="6 3"' if expected is not None and not shape_ok else ' stroke="none"'
-    return (f'<div class="grid"><svg class="arc" width="{cols * cell + 4}" height="{rows * cell + 4}" role="img">'
-            f'<g transform="translate(2 2)">{"".join(rects)}</g><rect x="1" y="1" width="{cols * cell + 2}" '
-            f'height="{rows * cell + 2}" fill="none"{frame}/></svg><div class="small">{esc(label)}{esc(note)}</div></div>')
+    frame = (
+        ' stroke="#000" stroke-width="3" stroke-dasharray="6 3"'
+        if expected is not None and not shape_ok
+        else ' stroke="none"'
+    )
+    return (
+        f'<div class="grid"><svg class="arc" width="{cols * cell + 4}" height="{rows * cell + 4}" role="img">'
+        f'<g transform="translate(2 2)">{"".join(rects)}</g><rect x="1" y="1" width="{cols * cell + 2}" '
+        f'height="{rows * cell + 2}" fill="none"{frame}/></svg><div class="small">{esc(label)}{esc(note)}</div></div>'
+    )
 
 
 def draw_arc(ctx: DrawContext) -> str:

@@ -17,7 +17,14 @@ __all__ = ["STATUS_COLORS", "curve_figures", "tree_figure", "compare_figures", "
 
 STATUS_COLORS = {"OK": "#3ca951", "INVALID": "#efb118", "TIMEOUT": "#a463f2", "OOM": "#9c6b4e",
                  "CRASH": "#ff4136", "REFUSED": "#9498a0", "not evaluated": "#d0d0d0"}
-_SYMBOLS = {"OK": "circle", "INVALID": "x", "TIMEOUT": "triangle-up", "OOM": "square", "CRASH": "x", "REFUSED": "diamond"}
+_SYMBOLS = {
+    "OK": "circle",
+    "INVALID": "x",
+    "TIMEOUT": "triangle-up",
+    "OOM": "square",
+    "CRASH": "x",
+    "REFUSED": "diamond",
+}
 _HOVER = ("evaluation %{customdata[0]} (step %{customdata[1]})<br>candidate %{customdata[2]}<br>"
           "%{customdata[3]} %{customdata[4]}<br>%{customdata[5]}<extra></extra>")
 
@@ -68,10 +75,16 @@ def curve_figures(view: RunView) -> dict[str, dict[str, Any]]:
     spent_dollars = any(p.dollars for p in pts)
     axes = {
         "fig-evals": ("evaluation", lambda p: p.index, "score against evaluations"),
-        "fig-dollars": (("dollars spent" if spent_dollars else "tokens spent (no dollars recorded)"),
-                        (lambda p: p.dollars) if spent_dollars else (lambda p: p.tokens),
-                        "score against " + ("dollars" if spent_dollars else "tokens")),
-        "fig-wall": ("seconds since the run started", lambda p: round(p.wall_since_start_s, 3), "score against wall time"),
+        "fig-dollars": (
+            ("dollars spent" if spent_dollars else "tokens spent (no dollars recorded)"),
+            (lambda p: p.dollars) if spent_dollars else (lambda p: p.tokens),
+            "score against " + ("dollars" if spent_dollars else "tokens"),
+        ),
+        "fig-wall": (
+            "seconds since the run started",
+            lambda p: round(p.wall_since_start_s, 3),
+            "score against wall time",
+        ),
     }
     best = best_so_far(pts, maximize)
     figs: dict[str, dict[str, Any]] = {}
@@ -187,13 +200,29 @@ def tree_figure(view: RunView) -> dict[str, Any]:
         tag = (" (best)" if c.id == best_id else "") + (" (final)" if c.id == final_id else "")
         custom.append([i, c.id[:12] + tag, status, "-" if score is None else f"{score:.10g}", esc(c.note[:200])])
     data = [
-        {"type": "scatter", "mode": "lines", "x": ex, "y": ey, "line": {"color": "#aaa", "width": 1}, "hoverinfo": "skip",
-         "showlegend": False, "name": "parent links"},
-        {"type": "scatter", "mode": "markers", "x": depth, "y": y, "name": "candidates", "showlegend": False,
-         "marker": {"color": colors, "size": sizes, "line": {"width": lines, "color": "#111"}},
-         "customdata": custom, "meta": {"kind": "tree-nodes"},
-         "hovertemplate": "candidate %{customdata[1]}<br>%{customdata[2]}, best score %{customdata[3]}<br>"
-                          "%{customdata[4]}<br>(click for source and feedback)<extra></extra>"},
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": ex,
+            "y": ey,
+            "line": {"color": "#aaa", "width": 1},
+            "hoverinfo": "skip",
+            "showlegend": False,
+            "name": "parent links",
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "x": depth,
+            "y": y,
+            "name": "candidates",
+            "showlegend": False,
+            "marker": {"color": colors, "size": sizes, "line": {"width": lines, "color": "#111"}},
+            "customdata": custom,
+            "meta": {"kind": "tree-nodes"},
+            "hovertemplate": "candidate %{customdata[1]}<br>%{customdata[2]}, best score %{customdata[3]}<br>"
+            "%{customdata[4]}<br>(click for source and feedback)<extra></extra>",
+        },
     ]
     height = max(320, min(1400, 14 * (max(y) + 1 if y else 1) + 80))
     layout = _layout(f"candidate lineage: {len(cands)} candidates (click a node)", "generation (edits from a root)",

@@ -10,8 +10,9 @@ import difflib
 import json
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from reasearch.errors import ReasearchError
 from reasearch.evaluators.result import EvalResult, Status
@@ -146,7 +147,9 @@ def _lessons(events: list[Event]) -> list[LessonsVersion]:
     for step, origin, text in found:
         if out and text == prev:
             continue
-        diff = "\n".join(difflib.unified_diff(prev.splitlines(), text.splitlines(), "before", "after", lineterm="", n=1))
+        diff = "\n".join(
+            difflib.unified_diff(prev.splitlines(), text.splitlines(), "before", "after", lineterm="", n=1)
+        )
         out.append(LessonsVersion(step, origin, cap_text(text), cap_text(diff)))
         prev = text
     return out

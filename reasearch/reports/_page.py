@@ -132,14 +132,18 @@ nav{font-size:12px}nav a{margin-right:10px}
 main{padding:6px 20px 40px;max-width:1400px}section{margin:18px 0;border-top:1px solid #ddd;padding-top:6px}
 h2{font-size:16px;margin:6px 0}.row{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
 table{border-collapse:collapse}th,td{text-align:left;padding:2px 8px;vertical-align:top}
-table.kv th{color:#555;font-weight:600}table.grid-table td,table.grid-table th{border-bottom:1px solid #eee;font-size:12px}
+table.kv th{color:#555;font-weight:600}\
+table.grid-table td,table.grid-table th{border-bottom:1px solid #eee;font-size:12px}
 .small{font-size:11px;color:#666}.muted{color:#888}.warn{color:#b45309}
-pre{background:#f6f8fa;padding:6px 8px;overflow:auto;max-height:420px;font-size:12px;white-space:pre-wrap;word-break:break-word}
+pre{background:#f6f8fa;padding:6px 8px;overflow:auto;max-height:420px;font-size:12px;\
+white-space:pre-wrap;word-break:break-word}
 pre.code{max-height:600px}.badge{color:#fff;border-radius:3px;padding:0 5px;font-size:11px}
-.meter{display:inline-block;width:90px;height:8px;background:#eee;vertical-align:middle}.meter span{display:block;height:8px;background:#4269d0}
+.meter{display:inline-block;width:90px;height:8px;background:#eee;vertical-align:middle}\
+.meter span{display:block;height:8px;background:#4269d0}
 details{margin:3px 0}summary{cursor:pointer}details.turn{border-left:3px solid #4269d0;padding-left:8px}
 details.tool{margin-left:10px}details.tool.error summary{color:#b91c1c}.event{margin:6px 0;font-weight:600}
-.compaction{color:#6d28d9}.final{color:#166534}pre.diff .add{color:#166534;background:#dcfce7}pre.diff .del{color:#991b1b;background:#fee2e2}
+.compaction{color:#6d28d9}.final{color:#166534}pre.diff .add{color:#166534;background:#dcfce7}\
+pre.diff .del{color:#991b1b;background:#fee2e2}
 figure.solution{margin:6px 0}figcaption{font-size:12px;color:#444;margin-top:4px}
 svg text{font-family:system-ui,sans-serif}svg .t{font-size:12px;font-weight:600}svg .a{font-size:10px;fill:#444}
 .pair{display:flex;gap:10px;align-items:flex-end;margin:6px 0;flex-wrap:wrap}.grid{text-align:center}
@@ -158,7 +162,8 @@ REPORT_JS = r"""
   function showCandidate(i) {
     var c = DATA && DATA.candidates[i];
     if (!c) { return; }
-    setText("cand-title", "candidate " + c.id.slice(0, 12) + (c.parent ? " (parent " + c.parent.slice(0, 12) + ")" : " (a root)"));
+    setText("cand-title", "candidate " + c.id.slice(0, 12) +
+        (c.parent ? " (parent " + c.parent.slice(0, 12) + ")" : " (a root)"));
     setText("cand-note", c.note || "");
     setText("cand-evals", c.evaluations.length ? c.evaluations.map(function (e) {
       return "step " + e[0] + ": " + e[1] + " " + e[2] + (e[3] ? " (cached)" : ""); }).join("; ") : "not evaluated");
@@ -209,7 +214,8 @@ REPORT_JS = r"""
       busy = true;
       fetch(document.body.dataset.dataUrl, {cache: "no-store", credentials: "same-origin"})
         .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
-        .then(function (d) { apply(d); if (status) { status.textContent = "live: updated " + new Date().toLocaleTimeString(); } })
+        .then(function (d) {
+            apply(d); if (status) { status.textContent = "live: updated " + new Date().toLocaleTimeString(); } })
         .catch(function (e) { if (status) { status.textContent = "live: " + e; } })
         .then(function () { busy = false; });
     });
@@ -259,14 +265,18 @@ def report_html(view: RunView, *, live_url: str | None = None, data_url: str | N
     parts = []
     for sid, title in SECTIONS:
         if sid == "curves":
-            inner = ('<div id="fig-evals" class="plot"></div><div class="plots2"><div id="fig-dollars" class="plot"></div>'
-                     '<div id="fig-wall" class="plot"></div></div>')
+            inner = (
+                '<div id="fig-evals" class="plot"></div><div class="plots2"><div id="fig-dollars" class="plot"></div>'
+                '<div id="fig-wall" class="plot"></div></div>'
+            )
         elif sid == "lineage":
-            inner = ('<div id="fig-tree" class="plot"></div><div id="cand-panel" hidden><b id="cand-title"></b>'
-                     '<div id="cand-note" class="small"></div><div id="cand-evals" class="small"></div>'
-                     '<div class="row"><div style="flex:1 1 480px"><div class="small">source</div><pre id="cand-source" '
-                     'class="code"></pre></div><div style="flex:1 1 380px"><div class="small">feedback of its last '
-                     'evaluation</div><pre id="cand-feedback"></pre></div></div></div>')
+            inner = (
+                '<div id="fig-tree" class="plot"></div><div id="cand-panel" hidden><b id="cand-title"></b>'
+                '<div id="cand-note" class="small"></div><div id="cand-evals" class="small"></div>'
+                '<div class="row"><div style="flex:1 1 480px"><div class="small">source</div><pre id="cand-source" '
+                'class="code"></pre></div><div style="flex:1 1 380px"><div class="small">feedback of its last '
+                'evaluation</div><pre id="cand-feedback"></pre></div></div></div>'
+            )
         else:
             inner = f'<div id="sec-{sid}">{sections[sid]}</div>'
         parts.append(f'<section id="{sid}"><h2>{esc(title)}</h2>{inner}</section>')
@@ -281,12 +291,15 @@ def compare_html(views: Sequence[RunView], *, plotly_src: str | None = None) -> 
         b = v.best
         dollars = v.usage.get("dollars", 0.0)
         rows.append(
-            f"<tr class='run'><td><code>{esc(v.record.id)}</code></td><td>{esc(v.record.task_id)}</td><td>{v.record.seed}</td>"
+            f"<tr class='run'><td><code>{esc(v.record.id)}</code></td><td>{esc(v.record.task_id)}</td>"
+            f"<td>{v.record.seed}</td>"
             f"<td>{esc(v.record.state.value)}</td><td>{esc(fmt_score(b.result.score if b else None))}</td>"
             f"<td>{'-' if b is None or b.result.normalized_score is None else f'{b.result.normalized_score:.4f}'}</td>"
-            f"<td>{len(v.evaluations)}</td><td>{', '.join(f'{esc(k)} {n}' for k, n in sorted(v.by_status.items()))}</td>"
+            f"<td>{len(v.evaluations)}</td>"
+            f"<td>{', '.join(f'{esc(k)} {n}' for k, n in sorted(v.by_status.items()))}</td>"
             f"<td>{dollars:.4g}</td><td>{esc(fmt_duration(v.wall_s))}</td>"
-            f"<td>{esc(', '.join(f'{k}: {m}' for k, m in v.models.items()) or '-')}</td></tr>")
+            f"<td>{esc(', '.join(f'{k}: {m}' for k, m in v.models.items()) or '-')}</td></tr>"
+        )
     table = ("<table class='grid-table' id='compare-table'><tr><th>run</th><th>task</th><th>seed</th><th>state</th>"
              "<th>best</th><th>normalized</th><th>evaluations</th><th>by status</th><th>dollars</th><th>wall</th>"
              f"<th>models</th></tr>{''.join(rows)}</table>")

@@ -32,7 +32,7 @@ def fmt_duration(seconds: float) -> str:
 
 
 def utc(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _badge(status: str) -> str:
@@ -49,20 +49,42 @@ def summary_html(view: RunView) -> str:
     best = view.best
     rows = [
         ("run", f"<code>{esc(r.id)}</code>"),
-        ("task", f"<code>{esc(r.task_id)}</code>" + (f" <span class='muted'>{esc(json.dumps(dict(r.task_params)))}</span>"
-                                                      if r.task_params else "")),
+        (
+            "task",
+            f"<code>{esc(r.task_id)}</code>"
+            + (f" <span class='muted'>{esc(json.dumps(dict(r.task_params)))}</span>" if r.task_params else ""),
+        ),
         ("seed", esc(r.seed)),
-        ("state", f'<span class="state state-{esc(r.state.value)}">{esc(r.state.value)}</span>'
-                  + (f" <span class='muted'>{esc(r.reason)}</span>" if r.reason else "")),
-        ("best score", "-" if best is None else
-         f"<b class='best-score'>{esc(fmt_score(best.result.score))}</b> ({esc(view.direction)}; step {best.step}, "
-         f"candidate <code>{esc(best.candidate_id[:12])}</code>)"),
-        ("normalized score", "-" if best is None or best.result.normalized_score is None else
-         f"{best.result.normalized_score:.6f} (1 = best known {esc(fmt_score(view.best_known))})"),
-        ("evaluations", f"{len(view.evaluations)}: " + ", ".join(f"{_badge(s)} {n}" for s, n in sorted(view.by_status.items()))
-         + f"; cached {sum(1 for e in view.evaluations if e.result.cached)}"),
+        (
+            "state",
+            f'<span class="state state-{esc(r.state.value)}">{esc(r.state.value)}</span>'
+            + (f" <span class='muted'>{esc(r.reason)}</span>" if r.reason else ""),
+        ),
+        (
+            "best score",
+            "-"
+            if best is None
+            else f"<b class='best-score'>{esc(fmt_score(best.result.score))}</b> "
+            f"({esc(view.direction)}; step {best.step}, "
+            f"candidate <code>{esc(best.candidate_id[:12])}</code>)",
+        ),
+        (
+            "normalized score",
+            "-"
+            if best is None or best.result.normalized_score is None
+            else f"{best.result.normalized_score:.6f} (1 = best known {esc(fmt_score(view.best_known))})",
+        ),
+        (
+            "evaluations",
+            f"{len(view.evaluations)}: "
+            + ", ".join(f"{_badge(s)} {n}" for s, n in sorted(view.by_status.items()))
+            + f"; cached {sum(1 for e in view.evaluations if e.result.cached)}",
+        ),
         ("candidates", str(len(view.candidates))),
-        ("wall time", f"{fmt_duration(view.wall_s)} active (created {utc(r.created_at)}, last write {utc(r.updated_at)})"),
+        (
+            "wall time",
+            f"{fmt_duration(view.wall_s)} active (created {utc(r.created_at)}, last write {utc(r.updated_at)})",
+        ),
         ("models", ", ".join(f"{esc(role)}: <code>{esc(name)}</code>" for role, name in view.models.items()) or "-"),
     ]
     if best is not None and best.result.provenance is not None:
@@ -110,11 +132,13 @@ def solution_html(view: RunView) -> str:
 def evaluations_html(view: RunView) -> str:
     """Every evaluation as a table row (folded)."""
     rows = []
-    for p, ev in zip(view.points, view.evaluations):
+    for p, ev in zip(view.points, view.evaluations, strict=False):
         first = ev.result.feedback.strip().splitlines()[0][:160] if ev.result.feedback.strip() else ""
-        rows.append(f"<tr><td>{p.index}</td><td>{p.step}</td><td><code>{esc(p.candidate_id[:12])}</code></td>"
-                    f"<td>{_badge(p.status)}</td><td>{esc(fmt_score(ev.result.score if p.status == 'OK' else None))}</td>"
-                    f"<td>{'yes' if p.cached else ''}</td><td>{ev.result.wall_s:.3f}</td><td>{esc(first)}</td></tr>")
+        rows.append(
+            f"<tr><td>{p.index}</td><td>{p.step}</td><td><code>{esc(p.candidate_id[:12])}</code></td>"
+            f"<td>{_badge(p.status)}</td><td>{esc(fmt_score(ev.result.score if p.status == 'OK' else None))}</td>"
+            f"<td>{'yes' if p.cached else ''}</td><td>{ev.result.wall_s:.3f}</td><td>{esc(first)}</td></tr>"
+        )
     return (f"<details><summary>{len(rows)} evaluations</summary><table class='grid-table'><tr><th>#</th><th>step</th>"
             "<th>candidate</th><th>status</th><th>score</th><th>cached</th><th>wall s</th><th>feedback</th></tr>"
             f"{''.join(rows)}</table></details>")
@@ -144,9 +168,11 @@ def lessons_html(view: RunView) -> str:
         diff = "".join(f'<span class="{"add" if line.startswith("+") else "del" if line.startswith("-") else ""}">'
                        f"{esc(line)}\n</span>" for line in v.diff.splitlines()[2:])
         last = k == len(view.lessons) - 1
-        out.append(f"<details class='lessons'{' open' if last else ''}><summary>step {v.step}: {esc(v.origin)}</summary>"
-                   f"<div class='row'><div><div class='small'>lessons.md</div>{_pre(v.text)}</div>"
-                   f"<div><div class='small'>change</div><pre class='diff'>{diff}</pre></div></div></details>")
+        out.append(
+            f"<details class='lessons'{' open' if last else ''}><summary>step {v.step}: {esc(v.origin)}</summary>"
+            f"<div class='row'><div><div class='small'>lessons.md</div>{_pre(v.text)}</div>"
+            f"<div><div class='small'>change</div><pre class='diff'>{diff}</pre></div></div></details>"
+        )
     return "".join(out)
 
 
@@ -157,16 +183,19 @@ def compactions_html(view: RunView) -> str:
     out = []
     for e in comps:
         p = e.payload
-        out.append(f"<details class='compaction'><summary>step {e.step}: {esc(p.get('reason', ''))} "
-                   f"(~{esc(p.get('tokens_before', '?'))} tokens before)</summary>"
-                   f"<div class='small'>summary written by the model</div>{_pre(p.get('summary', ''))}"
-                   f"<div class='small'>transcript saved as <code>{esc(p.get('transcript', ''))}</code></div></details>")
+        out.append(
+            f"<details class='compaction'><summary>step {e.step}: {esc(p.get('reason', ''))} "
+            f"(~{esc(p.get('tokens_before', '?'))} tokens before)</summary>"
+            f"<div class='small'>summary written by the model</div>{_pre(p.get('summary', ''))}"
+            f"<div class='small'>transcript saved as <code>{esc(p.get('transcript', ''))}</code></div></details>"
+        )
     return "".join(out)
 
 
 def _reply_parts(payload: Mapping[str, Any]) -> tuple[str, int]:
     """A model reply's text and tool-use blocks as HTML, and its tokens."""
-    reply = payload.get("reply") if isinstance(payload.get("reply"), Mapping) else {}
+    raw_reply = payload.get("reply")
+    reply: Mapping[str, Any] = raw_reply if isinstance(raw_reply, Mapping) else {}
     parts = []
     for block in reply.get("content") or []:
         if not isinstance(block, Mapping):
@@ -175,7 +204,8 @@ def _reply_parts(payload: Mapping[str, Any]) -> tuple[str, int]:
             parts.append(_pre(block.get("text", ""), "assistant"))
         elif block.get("type") == "tool_use":
             parts.append(f"<div class='small'>calls <code>{esc(block.get('name', ''))}</code></div>")
-    usage = reply.get("usage") if isinstance(reply.get("usage"), Mapping) else {}
+    raw_usage = reply.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
     tokens = sum(int(v) for v in usage.values() if isinstance(v, (int, float)))
     return "".join(parts), tokens
 
@@ -208,7 +238,9 @@ def transcript_html(view: RunView) -> str:
             html, tokens = _reply_parts(p)
             turn["tokens"] += tokens
             label = f" (attempt {esc(p.get('attempt'))})" if p.get("attempt") else ""
-            turn["body"].append(f"<div class='reply'><div class='small'>{esc(p.get('model', 'model'))}{label}</div>{html}</div>")
+            turn["body"].append(
+                f"<div class='reply'><div class='small'>{esc(p.get('model', 'model'))}{label}</div>{html}</div>"
+            )
         elif kind == EventKind.TOOL_CALL:
             calls[e.step] = p
         elif kind == EventKind.TOOL_RESULT:

@@ -65,7 +65,10 @@ def line_chart(series: Mapping[str, Sequence[float]], *, title: str, xlabel: str
         color = PALETTE[k % len(PALETTE)]
         pts = " ".join(f"{num(left + (i / max(n - 1, 1)) * pw)},{num(top + ph - (v - lo) / (hi - lo) * ph)}"
                        for i, v in enumerate(values))
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{pts}"><title>{esc(name)}</title></polyline>')
+        parts.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="1.6" '
+            f'points="{pts}"><title>{esc(name)}</title></polyline>'
+        )
         parts.append(f'<text x="{left + pw - 4}" y="{top + 14 + 13 * k}" text-anchor="end" fill="{color}" class="a">'
                      f'{esc(name)}</text>')
     parts.append("</svg>")
@@ -104,8 +107,10 @@ def bar_chart(groups: Mapping[str, Sequence[float]], *, labels: Sequence[str] | 
                      f'{esc(name)}</text>')
     if reference is not None and hi > 0:
         y = top + ph - reference / hi * ph
-        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{num(y)}" y2="{num(y)}" stroke="#333" stroke-dasharray="4 3">'
-                     f'<title>mean {_fmt(reference)}</title></line>')
+        parts.append(
+            f'<line x1="{left}" x2="{left + pw}" y1="{num(y)}" y2="{num(y)}" stroke="#333" stroke-dasharray="4 3">'
+            f"<title>mean {_fmt(reference)}</title></line>"
+        )
     if labels and n <= 64:
         step = max(1, n // 16)
         for i in range(0, n, step):

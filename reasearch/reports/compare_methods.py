@@ -59,10 +59,16 @@ def _figures(task: Mapping[str, Any], runs: list[Mapping[str, Any]], methods: Se
     unit = task["unit"]
     cap = max((float(r["caps"].get(unit, 0.0)) for r in runs), default=0.0)
     spent_max = max((p["spent"] for r in runs for p in r["points"]), default=0.0)
-    axes = (("budget", "spent", cap or spent_max, f"{unit} spent"),
-            ("dollars", "dollars", max((p["dollars"] for r in runs for p in r["points"]), default=0.0), "dollars spent"),
-            ("wall", "wall_s", max((p["wall_s"] for r in runs for p in r["points"]), default=0.0),
-             "seconds since the run started"))
+    axes = (
+        ("budget", "spent", cap or spent_max, f"{unit} spent"),
+        ("dollars", "dollars", max((p["dollars"] for r in runs for p in r["points"]), default=0.0), "dollars spent"),
+        (
+            "wall",
+            "wall_s",
+            max((p["wall_s"] for r in runs for p in r["points"]), default=0.0),
+            "seconds since the run started",
+        ),
+    )
     figs = {}
     for name, key, xmax, xtitle in axes:
         data = []
@@ -113,10 +119,12 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
     for r in task["table"]:
         rank = str(r["rank"]) if task["ranked"] and "rank" in r else "-"
         fails = "".join(f"<td>{r['failures'][k]}</td>" for k in ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED"))
-        rows.append(f"<tr class='method-row' data-method='{esc(r['method'])}'><td>{esc(r['method'])}</td><td>{rank}</td>"
-                    f"<td>{r['runs']}</td><td>{esc(fmt_score(r['mean']))}</td><td>{esc(fmt_score(r['std']))}</td>"
-                    f"<td>{esc(fmt_score(r['min']))}</td><td>{esc(fmt_score(r['max']))}</td><td>{esc(_ci(r))}</td>"
-                    f"<td>{r['spent']:g}</td><td>{r['dollars']:.4g}</td>{fails}</tr>")
+        rows.append(
+            f"<tr class='method-row' data-method='{esc(r['method'])}'><td>{esc(r['method'])}</td><td>{rank}</td>"
+            f"<td>{r['runs']}</td><td>{esc(fmt_score(r['mean']))}</td><td>{esc(fmt_score(r['std']))}</td>"
+            f"<td>{esc(fmt_score(r['min']))}</td><td>{esc(fmt_score(r['max']))}</td><td>{esc(_ci(r))}</td>"
+            f"<td>{r['spent']:g}</td><td>{r['dollars']:.4g}</td>{fails}</tr>"
+        )
     pub = task.get("published")
     if pub:
         rows.append(f"<tr class='published'><td colspan='3'>published best known ({esc(pub['source'])})</td>"
@@ -139,13 +147,15 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
                 "<table class='grid-table tool-mix'><tr><th>method</th>" + "".join(f"<th>{esc(t)}</th>" for t in tools)
                 + "</tr>" + "".join(f"<tr><td>{esc(m)}</td>" + "".join(f"<td>{c.get(t, 0)}</td>" for t in tools)
                                     + "</tr>" for m, c in sorted(mix.items())) + "</table>")
-    return (f"<section id='task-{slug}'><h2>{esc(task['task_id'])}</h2>{notice}"
-            f"<div id='fig-{slug}-budget' class='plot'></div><div class='plots2'><div id='fig-{slug}-dollars' "
-            f"class='plot'></div><div id='fig-{slug}-wall' class='plot'></div></div>"
-            f"<h3>Final best score per method</h3><table class='grid-table final-table'>{head}{''.join(rows)}</table>"
-            f"<h3>Each run's spend by unit</h3><table class='grid-table spend-table'><tr><th>run</th><th>method</th>"
-            f"<th>seed</th><th>state</th><th>best</th><th>caps</th><th>spent</th><th>sealed test</th></tr>{spend}</table>"
-            f"<h3>Where the agent spent its turns (tool calls)</h3>{mix_html}</section>")
+    return (
+        f"<section id='task-{slug}'><h2>{esc(task['task_id'])}</h2>{notice}"
+        f"<div id='fig-{slug}-budget' class='plot'></div><div class='plots2'><div id='fig-{slug}-dollars' "
+        f"class='plot'></div><div id='fig-{slug}-wall' class='plot'></div></div>"
+        f"<h3>Final best score per method</h3><table class='grid-table final-table'>{head}{''.join(rows)}</table>"
+        f"<h3>Each run's spend by unit</h3><table class='grid-table spend-table'><tr><th>run</th><th>method</th>"
+        f"<th>seed</th><th>state</th><th>best</th><th>caps</th><th>spent</th><th>sealed test</th></tr>{spend}</table>"
+        f"<h3>Where the agent spent its turns (tool calls)</h3>{mix_html}</section>"
+    )
 
 
 def compare_methods_html(data: Mapping[str, Any], *, plotly_src: str | None = None) -> str:

@@ -125,21 +125,35 @@ class _Guard:
 
 async def _deny(send: Send, status: int, text: str) -> None:
     body = text.encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 def _row(store: Store, run_id: str) -> dict[str, Any]:
     view = load_run(store, run_id)
     rec, best = view.record, view.best
-    return {"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": rec.state.value,
-            "best_score": None if best is None else best.result.score, "evaluations": len(view.evaluations),
-            "budget": budget_text(dict(view.usage), {u.value: c for u, c in Budget.from_dict(rec.budget).units().items()}),
-            "updated_at": rec.updated_at, "created_at": rec.created_at}
+    return {
+        "id": rec.id,
+        "task_id": rec.task_id,
+        "seed": rec.seed,
+        "state": rec.state.value,
+        "best_score": None if best is None else best.result.score,
+        "evaluations": len(view.evaluations),
+        "budget": budget_text(dict(view.usage), {u.value: c for u, c in Budget.from_dict(rec.budget).units().items()}),
+        "updated_at": rec.updated_at,
+        "created_at": rec.created_at,
+    }
 
 
-def runs_table(store: Store, cache: dict[str, tuple[Any, dict[str, Any]]] | None = None) -> tuple[str, list[dict[str, Any]]]:
+def runs_table(
+    store: Store, cache: dict[str, tuple[Any, dict[str, Any]]] | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     """The runs of the store as an HTML table (escaped) and as rows of plain data.
 
     ``cache`` keeps each run's row until the run writes again (its state or ``updated_at`` changes).
@@ -156,11 +170,14 @@ def runs_table(store: Store, cache: dict[str, tuple[Any, dict[str, Any]]] | None
         rows.append(hit[1])
     e = html.escape
     body = "".join(
-        f"<tr class='run' data-run-id='{e(r['id'])}'><td><a href='run/{quote(r['id'])}'><code>{e(r['id'])}</code></a></td>"
+        f"<tr class='run' data-run-id='{e(r['id'])}'>"
+        f"<td><a href='run/{quote(r['id'])}'><code>{e(r['id'])}</code></a></td>"
         f"<td>{e(r['task_id'])}</td><td>{r['seed']}</td><td class='state-{e(r['state'])}'>{e(r['state'])}</td>"
         f"<td class='best'>{e(fmt_score(r['best_score']))}</td><td class='evals'>{r['evaluations']}</td>"
-        f"<td>{e(r['budget'])}</td><td title='{e(utc(r['updated_at']))}'>{e(age_text(now - r['updated_at']) + ' ago')}</td></tr>"
-        for r in reversed(rows))
+        f"<td>{e(r['budget'])}</td>"
+        f"<td title='{e(utc(r['updated_at']))}'>{e(age_text(now - r['updated_at']) + ' ago')}</td></tr>"
+        for r in reversed(rows)
+    )
     table = ("<table class='grid-table' id='runs'><tr><th>run</th><th>task</th><th>seed</th><th>state</th><th>best</th>"
              f"<th>evaluations</th><th>budget used/cap</th><th>last activity</th></tr>{body}</table>")
     return table, rows
@@ -232,8 +249,13 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         except StoreError as exc:
             return PlainTextResponse(str(exc), status_code=404)
         rid = quote(view.record.id)
-        page = report_html(view, live_url=f"{rid}/events", data_url=f"{rid}/data.json", plotly_src="../static/plotly.min.js",
-                           home_url="../")
+        page = report_html(
+            view,
+            live_url=f"{rid}/events",
+            data_url=f"{rid}/data.json",
+            plotly_src="../static/plotly.min.js",
+            home_url="../",
+        )
         # the page sets its CSP in a meta tag with its own nonce; the header adds nothing looser
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 

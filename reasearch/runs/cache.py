@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 
-from reasearch.runs.store import Store, dumps
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult, Status
+from reasearch.runs.store import Store, dumps
 
 __all__ = ["EvalCache", "cache_key", "CACHEABLE_STATUSES"]
 

@@ -20,14 +20,15 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
-from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.registry import build_task
 from reasearch.evaluators.result import EvalResult
 
@@ -76,7 +77,8 @@ def task_entry_of(task: Task) -> str:
 
 
 def resolve_task(task_id: str, params: Mapping[str, Any] | None = None, entry: str = "") -> Task:
-    """Builds a task from what a run stores (id, parameters, class): :func:`reasearch.evaluators.registry.build_task`."""
+    """Builds a task from what a run stores (id, parameters, class):
+    :func:`reasearch.evaluators.registry.build_task`."""
     return build_task(task_id, params, entry)
 
 
@@ -267,7 +269,9 @@ def _reap_adopted(pids: set[int], *, wait_s: float) -> None:
                 pending.discard(pid)
         time.sleep(0.01)
     if pending:
-        log.warning("%d Ray processes were still alive %.0f s after shutdown: %s", len(pending), wait_s, sorted(pending))
+        log.warning(
+            "%d Ray processes were still alive %.0f s after shutdown: %s", len(pending), wait_s, sorted(pending)
+        )
 
 
 class RayExecutor(Executor):

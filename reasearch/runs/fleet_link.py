@@ -3,8 +3,8 @@ shared-traces group), stored in the run's config under ``"fleet"``.
 
 The one typed reading of that config entry for the fleet that writes it and the agent, methods and run
 that read it. Stored as the same plain JSON object as before (``id``, ``caps``, ``member``, and for
-agent members ``trace`` and ``share_traces``; keys left None are not written), so stored runs read unchanged. The config is trusted
-(written by this package); a malformed entry is a clear error, not a silent default.
+agent members ``trace`` and ``share_traces``; keys left None are not written), so stored runs read unchanged.
+The config is trusted (written by this package); a malformed entry is a clear error, not a silent default.
 """
 
 from __future__ import annotations

@@ -17,18 +17,22 @@ Example::
 from __future__ import annotations
 
 import math
-import statistics
 import os
 import socket
+import statistics
 import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.scores import best_index, ok_score, since_best
 from reasearch.runs.cache import EvalCache, cache_key
-from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.executor import (
     EvalRequest,
     Executor,
@@ -36,24 +40,21 @@ from reasearch.runs.executor import (
     resolve_task,
     task_entry_of,
 )
-from reasearch.runs.lineage import nearest_candidate
+from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit, refusal_message
+from reasearch.runs.lineage import nearest_candidate
 from reasearch.runs.liveness import driver_gone, process_start
 from reasearch.runs.store import (
     CandidateRecord,
     DriverRecord,
     EvaluationRecord,
     Event,
-    RunRecord,
     Refusal,
+    RunRecord,
     RunState,
     Store,
     new_run_id,
 )
-from reasearch.errors import ConfigError, StoreError
-from reasearch.evaluators.base import Task, candidate_sha256
-from reasearch.evaluators.result import EvalResult, Status
-from reasearch.evaluators.scores import best_index, ok_score, since_best
 
 __all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "active_seconds", "active_seconds_of",
            "effective_state", "refusal_text", "driver_gone", "process_start"]

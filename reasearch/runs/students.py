@@ -41,7 +41,7 @@ __all__ = ["StudentLedger", "PromptSession", "TrainOutcome", "score_test", "prom
 
 TEST_EVENT = EventKind.TEST_RESULT
 # One call reserves one student call; a spent dollar or token cap (debited after the call) also stops it.
-_ONE_CALL = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.TOKENS: 0.0}
+_ONE_CALL: dict[Unit | str, float] = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.TOKENS: 0.0}
 _NOTE_PREFIXES = ("student", "test", "shared")  # ledger notes of a run's student-call debits: PREFIX:KEY
 
 
@@ -75,8 +75,10 @@ class StudentLedger:
         """Replies in request order; the same call twice in a batch is made (and paid) once."""
         endpoint = self.client.spec.endpoint  # the same model name on another server is another call
         keys = [r.key(endpoint) for r in requests]
-        unique = dict(zip(keys, requests))
-        replies = dict(zip(unique, map_concurrently(self._one, list(unique.items()), self.client.spec.concurrency)))
+        unique = dict(zip(keys, requests, strict=True))
+        replies = dict(
+            zip(unique, map_concurrently(self._one, list(unique.items()), self.client.spec.concurrency), strict=True)
+        )
         out, seen = [], set()
         for key in keys:
             reply = replies[key]
@@ -205,9 +207,20 @@ class PromptSession:
         ledger = StudentLedger(self.run, step=step, client=self.client)
         replies = ledger.call_batch(self.task.requests(prompt, examples))
         judgments = self.task.judge(examples, replies)
-        return [TrainOutcome(ex.id, ex.input, ex.reference or ex.answer, rep.text if rep.ok else f"[{rep.status.value}: "
-                             f"{rep.error[:200]}]", j.prediction, j.kind, j.kind == "correct", rep.status.value, rep.cached)
-                for ex, rep, j in zip(examples, replies, judgments)]
+        return [
+            TrainOutcome(
+                ex.id,
+                ex.input,
+                ex.reference or ex.answer,
+                rep.text if rep.ok else f"[{rep.status.value}: {rep.error[:200]}]",
+                j.prediction,
+                j.kind,
+                j.kind == "correct",
+                rep.status.value,
+                rep.cached,
+            )
+            for ex, rep, j in zip(examples, replies, judgments, strict=False)
+        ]
 
     def validate(self, prompt: str, *, step: int, parent: str | None = None, note: str = "") -> tuple[str, EvalResult]:
         """Scores ``prompt`` on validation and records it as the run's evaluation at ``step``.

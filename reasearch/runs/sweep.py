@@ -15,15 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from reasearch.runs.events import EventKind
-from reasearch.runs.run import Run
-from reasearch.runs.store import RunState, open_store
 from reasearch.errors import ConfigError, ReasearchError
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import EvalResult
+from reasearch.runs.events import EventKind
+from reasearch.runs.run import Run
+from reasearch.runs.store import RunState, open_store
 
 __all__ = ["run_candidates", "main"]
 

@@ -83,9 +83,13 @@ def test_openevolve_run_records_reasearch_scores(tmp_path: Path, scripted_model:
     seed = tmp_path / "initial_program.py"
     seed.write_text(circle_task.seed_program())
     config = tmp_path / "config.yaml"  # OpenEvolve's defaults, but for the model and a 3-iteration run
-    config.write_text(f"max_iterations: 3\ncheckpoint_interval: 1\nrandom_seed: 0\nllm:\n  api_base: {url}\n  api_key: unused\n"
-                      "  models:\n    - name: scripted\n      weight: 1.0\n")
-    result = run_evolution(str(seed), str(evaluator), config=str(config), output_dir=str(tmp_path / "out"), cleanup=False)
+    config.write_text(
+        f"max_iterations: 3\ncheckpoint_interval: 1\nrandom_seed: 0\nllm:\n  api_base: {url}\n  api_key: unused\n"
+        "  models:\n    - name: scripted\n      weight: 1.0\n"
+    )
+    result = run_evolution(
+        str(seed), str(evaluator), config=str(config), output_dir=str(tmp_path / "out"), cleanup=False
+    )
     assert len(asked) >= 3
     programs = [json.loads(p.read_text()) for p in (tmp_path / "out").rglob("programs/*.json")]
     by_code = {p["code"]: p["metrics"] for p in programs}

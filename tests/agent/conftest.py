@@ -10,8 +10,8 @@ import pytest
 
 from reasearch.agent import Agent, AgentConfig, ModelSpec
 from reasearch.agent.testing import ScriptedModel, StaticRunner, memory_run
-from reasearch.runs import Budget, Run
 from reasearch.evaluators.testing import ToyTask
+from reasearch.runs import Budget, Run
 
 
 @pytest.fixture()
@@ -22,7 +22,9 @@ def make_agent(tmp_path: Path) -> Callable[..., tuple[Agent, Run]]:
               editor: list[Any] | None = None, summarizer: list[Any] | None = None, exec_fn: Any = None,
               lessons: str | None = None, root: str = "run", **config: Any) -> tuple[Agent, Run]:
         if run is None:
-            run = memory_run(ToyTask(dim=2), Budget.from_dict(dict(budget or {"evaluations": 10})), runner=StaticRunner())
+            run = memory_run(
+                ToyTask(dim=2), Budget.from_dict(dict(budget or {"evaluations": 10})), runner=StaticRunner()
+            )
         cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="unused")}, **config)
         models = {"agent": ScriptedModel(script, name="agent-model")}
         models["editor"] = ScriptedModel(editor or [], name="editor-model")

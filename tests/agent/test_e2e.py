@@ -22,9 +22,9 @@ from agent_helpers import children, kinds_by_step, reap_orphans
 from reasearch.agent import AgentConfig, ModelReply, ModelSpec, open_agent, replay_run, start_run
 from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.cli import main
-from reasearch.runs import Run, RunState, Unit, open_store
 from reasearch.evaluators import make
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.runs import Run, RunState, Unit, open_store
 
 TASK = "circle_packing/n26-v1"
 IMPROVED = '''import numpy as np
@@ -38,7 +38,9 @@ def run():
     centers = np.array(pts)
     return centers, optimal_radii(centers)
 '''
-LESSONS = "# Lessons\n## What worked\n- staggered rows 5,5,6,5,5 + LP radii: 2.5\n## What to try next\n- hexagonal offsets\n"
+LESSONS = (
+    "# Lessons\n## What worked\n- staggered rows 5,5,6,5,5 + LP radii: 2.5\n## What to try next\n- hexagonal offsets\n"
+)
 SEED_SCORE = 2.1666666645  # the task's recorded seed score (equal radii on a 6x6 grid)
 
 
@@ -93,7 +95,9 @@ def finished(run_dir: Path) -> dict[str, Any]:
     """One uninterrupted run of the trajectory (in this process, real sandbox and store)."""
     model = ScriptedModel(trajectory())
     config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
-    agent = start_run(TASK, budget={"evaluations": 10}, config=config, run_dir=run_dir / "once", models={"agent": model})
+    agent = start_run(
+        TASK, budget={"evaluations": 10}, config=config, run_dir=run_dir / "once", models={"agent": model}
+    )
     result = agent.optimize()
     return {"agent": agent, "result": result, "run": agent.run, "model": model}
 

@@ -16,11 +16,11 @@ import pytest
 from agent_helpers import children, reap_orphans
 
 from reasearch.agent import AgentConfig, ModelSpec, open_agent, start_run
-from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.agent.tools.git import GitRepo, GitTools, check_git_args
 from reasearch.agent.tools.schema import ToolError
 from reasearch.evaluators import make
+from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.runs import Run, RunState, Unit, open_store
 
 
@@ -269,8 +269,13 @@ def _scripted_agent(run_dir: Path, task: Any, script: list[Any], *, experiments:
     from reasearch.agent.testing import InstanceExecutor
 
     cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
-    run = Run.create(open_store(run_dir), task=task, budget={"experiments": experiments}, executor=InstanceExecutor(task),
-                     config={"driver": "agent", "agent": cfg.to_dict()})
+    run = Run.create(
+        open_store(run_dir),
+        task=task,
+        budget={"experiments": experiments},
+        executor=InstanceExecutor(task),
+        config={"driver": "agent", "agent": cfg.to_dict()},
+    )
     return run, Agent(run, run_dir / run.id, config=cfg, models={"agent": ScriptedModel(script)})
 
 
@@ -331,7 +336,11 @@ def test_a_running_experiment_is_listed_its_log_read_live_and_it_can_be_stopped(
     # The snapshot of the turn after the start listed it as running, on its slot, held by this run.
     snapshots = [e.payload["text"] for e in run.events(kind="snapshot")]
     assert any("Running (1):" in t and "busy (this run)" in t and "Slots (1/1 in use)" in t for t in snapshots)
-    assert f"experiment {step} (" in seen["stopped"] and ": CRASH" in seen["stopped"] and "stopped on request" in seen["stopped"]
+    assert (
+        f"experiment {step} (" in seen["stopped"]
+        and ": CRASH" in seen["stopped"]
+        and "stopped on request" in seen["stopped"]
+    )
     exps = agent.domain.experiments()
     assert [e["status"] for e in exps] == ["CRASH", "OK"] and exps[0]["stopped"] is True
     assert result.final_score == pytest.approx(-0.25) and result.final_candidate == exps[1]["candidate"]

@@ -9,11 +9,11 @@ from typing import Any
 from agent_helpers import toy_source
 
 from reasearch.agent import Agent, AgentConfig, AnthropicModel, ModelSpec, RetryPolicy
-from reasearch.models.messages import ModelReply, StopReason, Usage
 from reasearch.agent.testing import FakeAnthropicServer, StaticRunner, call, memory_run, say
-from reasearch.runs import Budget, Unit
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.testing import ToyTask
+from reasearch.models.messages import ModelReply, StopReason, Usage
+from reasearch.runs import Budget, Unit
 
 BEST = toy_source([3.0, 3.0])
 

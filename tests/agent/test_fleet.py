@@ -19,17 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_helpers import children, reap_orphans
 
-from tests.pg_helpers import IN_CI, PG_URL, pg_schema
-
-from reasearch.fleets.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
 from reasearch.agent.testing import call, say
 from reasearch.cli import main
 from reasearch.errors import ConfigError
 from reasearch.evaluators import make
 from reasearch.evaluators.result import Status
+from reasearch.fleets.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
 from reasearch.runs import RunState, Unit, open_store
-from agent_helpers import children, reap_orphans
+from tests.pg_helpers import IN_CI, PG_URL, pg_schema
 
 TASK = "circle_packing/n26-v1"
 
@@ -390,7 +389,9 @@ def test_fleet_caps_are_reserved_by_members_calling_at_once(tmp_path: Path, unit
     for agent in agents:  # every member checks the caps, then all reserve and call at the same moment
         check = agent._check_money
 
-        def checked_then_wait(check: Any = check, waited: list[bool] = []) -> None:
+        fresh: list[bool] = []  # one list per member (as the default argument was)
+
+        def checked_then_wait(check: Any = check, waited: list[bool] = fresh) -> None:
             check()
             if not waited:
                 waited.append(True)

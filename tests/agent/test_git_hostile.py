@@ -20,8 +20,15 @@ from reasearch.agent.tools.workspace import Workspace
 from reasearch.errors import ConfigError
 from reasearch.evaluators.repo import read_repo_dir
 
-_CLEAN_ENV = {"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-              "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@b"}
+_CLEAN_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "a",
+    "GIT_AUTHOR_EMAIL": "a@b",
+    "GIT_COMMITTER_NAME": "a",
+    "GIT_COMMITTER_EMAIL": "a@b",
+}
 
 
 def _git(*args: str, cwd: Path, **env: str) -> str:
@@ -214,7 +221,9 @@ def test_the_mcp_server_serves_the_same_guarded_git(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / run.id / "git")  # the harness's git dir is there, untouched by the refusals
 
 
-def test_the_pinned_config_alone_stops_a_nested_repository(box: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pinned_config_alone_stops_a_nested_repository(
+    box: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The attacker wins the race between the harness's check and git's start (the nested repository appears
     in between): with the refusal switched off, the pinned config (no submodule recursion, no fsmonitor) is
     the second layer, and the nested repository's filter still runs nothing -- as a gitlink or dirty."""

@@ -47,7 +47,9 @@ def test_an_agent_that_writes_files_gets_a_branching_lineage(make_agent: Any) ->
 
 
 def test_nearest_candidate_prefers_the_closest_and_the_newest_on_a_tie() -> None:
-    rec = lambda s, t: CandidateRecord("r", candidate_sha256(s), s, None, "", t)
+    def rec(s: str, t: float) -> CandidateRecord:
+        return CandidateRecord("r", candidate_sha256(s), s, None, "", t)
+
     old, same = rec(A, 1.0), rec(A + "", 2.0)
     assert nearest_candidate(A2, [rec(A1, 1.0), old]) == old.id
     twin = CandidateRecord("r", "twin", A, None, "", 3.0)  # the same text under another id, stored later

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from agent_helpers import kinds_by_step, toy_source
 
-from reasearch.models.messages import ModelReply, StopReason, Usage
 from reasearch.agent.prompts import CONTINUE_MESSAGE, NO_TOOL_NUDGE, RETRY_CUT, RETRY_EMPTY, SUMMARY_REQUEST
 from reasearch.agent.testing import call, executed, ledger_map, say
-from reasearch.runs import Unit
 from reasearch.errors import ModelError
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.models.messages import ModelReply, StopReason, Usage
+from reasearch.runs import Unit
 
 BETTER = toy_source([2.0, 2.5])  # score -(1 + 0.25) = -1.25
 BEST = toy_source([3.0, 3.0])  # score 0
@@ -44,7 +44,11 @@ def test_a_trajectory_is_journaled_step_by_step_and_debited(make_agent: Any) -> 
         10: ["final"],
     }
     assert (result.final_candidate, result.final_score, result.chosen_by) == (candidate_sha256(BETTER), -1.25, "agent")
-    assert (run.state, run.store.get_run(run.id).final_candidate, run.store.get_run(run.id).reason) == ("finished", candidate_sha256(BETTER), "agent: best seen")
+    assert (run.state, run.store.get_run(run.id).final_candidate, run.store.get_run(run.id).reason) == (
+        "finished",
+        candidate_sha256(BETTER),
+        "agent: best seen",
+    )
     assert result.turns == 4 and result.steps == 10
     # The ledger matches what happened: one evaluation per evaluate step, one model call per reply,
     # tokens equal to the usage recorded with each reply.
@@ -59,9 +63,13 @@ def test_a_trajectory_is_journaled_step_by_step_and_debited(make_agent: Any) -> 
 
 
 def test_snapshot_reports_budget_best_recent_stagnation_and_lessons(make_agent: Any) -> None:
-    script = [say("", call("evaluate")), say("", call("evaluate", code=BETTER)),
-              say("", call("evaluate", code=toy_source([0.0, 1.0]))), say("", call("evaluate", code=toy_source([1.0, 0.0]))),
-              say("", call("finish", reason="r"))]
+    script = [
+        say("", call("evaluate")),
+        say("", call("evaluate", code=BETTER)),
+        say("", call("evaluate", code=toy_source([0.0, 1.0]))),
+        say("", call("evaluate", code=toy_source([1.0, 0.0]))),
+        say("", call("finish", reason="r")),
+    ]
     agent, _ = make_agent(script, budget={"evaluations": 10, "dollars": 5}, stagnation_after=2, recent_evaluations=2,
                             lessons="# Lessons\n- grid is weak\n")
     agent.optimize()
@@ -92,7 +100,9 @@ def test_tool_errors_go_back_to_the_model_and_the_loop_goes_on(make_agent: Any) 
     assert "no tool named 'no_such_tool'" in results[0]["text"]
     assert "refused" in results[1]["text"]
     assert "argument 'limit' must be an integer" in results[2]["text"]
-    assert results[3]["text"] == "bash failed: RuntimeError: sandbox fell over" and "Traceback" in results[3]["traceback"]
+    assert (
+        results[3]["text"] == "bash failed: RuntimeError: sandbox fell over" and "Traceback" in results[3]["traceback"]
+    )
     assert "no candidate has scored OK yet" in results[4]["text"]
     second = agent.models["agent"].requests[1].messages[-1]["content"]
     assert [b.get("is_error", False) for b in second[:5]] == [True] * 5
@@ -104,9 +114,11 @@ def test_finish_validates_the_choice(make_agent: Any) -> None:
     from reasearch.evaluators.testing import ToyTask
 
     seed_id = candidate_sha256(ToyTask(dim=2).seed_program())
-    script = [say("", call("evaluate"), call("evaluate", code=BETTER)),
-              say("", call("finish", reason="x", candidate_id="abc"), call("finish", reason="x", candidate_id="ffffff")),
-              say("", call("finish", reason="seed is more robust", candidate_id=seed_id[:10]))]
+    script = [
+        say("", call("evaluate"), call("evaluate", code=BETTER)),
+        say("", call("finish", reason="x", candidate_id="abc"), call("finish", reason="x", candidate_id="ffffff")),
+        say("", call("finish", reason="seed is more robust", candidate_id=seed_id[:10])),
+    ]
     agent, run = make_agent(script)
     result = agent.optimize()
     texts = [e.payload["text"] for e in run.events() if e.kind == "tool_result"]
@@ -132,7 +144,9 @@ def test_cut_off_text_is_continued_and_every_attempt_is_debited(make_agent: Any)
 
 
 def test_cut_off_tool_calls_and_empty_replies_are_asked_again(make_agent: Any) -> None:
-    cut_call = ModelReply(({"type": "tool_use", "id": "t", "name": "evaluate", "input": {"co": 1}},), StopReason.MAX_TOKENS)
+    cut_call = ModelReply(
+        ({"type": "tool_use", "id": "t", "name": "evaluate", "input": {"co": 1}},), StopReason.MAX_TOKENS
+    )
     script = [cut_call, say(""), say("", call("evaluate"), call("finish", reason="ok"))]
     agent, run = make_agent(script)
     agent.optimize()
@@ -195,22 +209,36 @@ def test_compaction_at_the_threshold_keeps_three_messages(make_agent: Any) -> No
     def used(reply: ModelReply) -> ModelReply:
         return ModelReply(reply.content, reply.stop_reason, Usage(1000, 10))
 
-    script = [used(say("", call("write_file", path="notes.md", content=big))), used(say("", call("read_file", path="notes.md"))),
-              used(say("", call("evaluate"))), used(say("", call("finish", reason="done")))]
-    agent, run = make_agent(script, compact_threshold_tokens=2500, summarizer=[say("SUMMARY: wrote notes, seed scored.")],
-                            lessons="# Lessons\n- keep notes\n")
+    script = [
+        used(say("", call("write_file", path="notes.md", content=big))),
+        used(say("", call("read_file", path="notes.md"))),
+        used(say("", call("evaluate"))),
+        used(say("", call("finish", reason="done"))),
+    ]
+    agent, run = make_agent(
+        script,
+        compact_threshold_tokens=2500,
+        summarizer=[say("SUMMARY: wrote notes, seed scored.")],
+        lessons="# Lessons\n- keep notes\n",
+    )
     agent.optimize()
     comp = [e for e in run.events() if e.kind == "compaction"]
     assert len(comp) == 1
     payload = comp[0].payload
-    assert payload["reason"].startswith("the context reached ~") and payload["summary"] == "SUMMARY: wrote notes, seed scored."
+    assert (
+        payload["reason"].startswith("the context reached ~")
+        and payload["summary"] == "SUMMARY: wrote notes, seed scored."
+    )
     saved = json.loads((agent.root / payload["transcript"]).read_text())
     summ_req = agent.models["summarizer"].requests[0]
     assert summ_req.messages[:-1] == saved["messages"]  # the summarizer saw the whole transcript ...
     assert _last_text(summ_req) == SUMMARY_REQUEST  # ... and then the request for a summary
     after = agent.models["agent"].requests[2].messages
     assert [m["role"] for m in after] == ["user", "assistant", "user"]
-    assert after[0]["content"][0]["text"].startswith("## State snapshot") and "## lessons.md" not in after[0]["content"][0]["text"]
+    assert (
+        after[0]["content"][0]["text"].startswith("## State snapshot")
+        and "## lessons.md" not in after[0]["content"][0]["text"]
+    )
     assert after[1]["content"][0]["text"].endswith("SUMMARY: wrote notes, seed scored.")
     assert after[2]["content"][0]["text"] == "## lessons.md\n# Lessons\n- keep notes\n\nContinue the work from here."
     assert (Unit.TOKENS in {k[1] for k in ledger_map(run) if k[2] == "summarizer:summary"})
@@ -253,7 +281,9 @@ def _editor() -> list[Any]:
     return [say("```python\n" + BETTER + "```")]
 
 
-@pytest.mark.parametrize("kill_at", ["model:2", "model:4", "model:5", "edit", "evaluate:after-record", "tool:write_file"])
+@pytest.mark.parametrize(
+    "kill_at", ["model:2", "model:4", "model:5", "edit", "evaluate:after-record", "tool:write_file"]
+)
 def test_resume_after_a_kill_completes_without_spending_twice(make_agent: Any, tmp_path: Path, kill_at: str) -> None:
     reference, ref_run = make_agent(_script(), editor=_editor(), summarizer=[say("S")], root="reference")
     ref = reference.optimize()
@@ -294,7 +324,11 @@ def test_resume_after_a_kill_completes_without_spending_twice(make_agent: Any, t
     resumed, _ = make_agent(remaining, editor=_editor()[edits_used:], summarizer=[say("S")], run=run)
     result = resumed.optimize()
 
-    assert (result.final_candidate, result.final_score, result.chosen_by) == (ref.final_candidate, ref.final_score, "agent")
+    assert (result.final_candidate, result.final_score, result.chosen_by) == (
+        ref.final_candidate,
+        ref.final_score,
+        "agent",
+    )
     assert kinds_by_step(run) == kinds_by_step(ref_run)  # every step exactly once, as in an uninterrupted run
     assert executed(run) == executed(ref_run) == 3  # no evaluation ran twice
     assert sorted(k for k in ledger_map(run) if k[1] is Unit.EVALUATIONS) == sorted(

@@ -75,7 +75,10 @@ def test_a_new_toolset_of_the_agent_is_served_with_its_own_schema_and_validation
         ("run_experiment", {"steps": "three"}), ("edit_code", {"instruction": "x"})])
     schemas = {t.name: t.input_schema for t in listed.tools}
     assert schemas["run_experiment"] == dict(tools_of(exp)["run_experiment"].input_schema)
-    assert schemas["run_experiment"]["properties"]["steps"] == {"type": "integer", "description": "how many optimizer steps."}
+    assert schemas["run_experiment"]["properties"]["steps"] == {
+        "type": "integer",
+        "description": "how many optimizer steps.",
+    }
     assert "edit_code" not in schemas and "compact" not in schemas
     assert not ok.is_error and text(ok) == "ran 3 steps"
     assert too_many.is_error and "at most 100 steps" in text(too_many)

@@ -23,7 +23,7 @@ from mcp import ClientSession, Implementation
 from mcp.client.stdio import stdio_client
 
 from reasearch.runs import Run, RunState, Unit, open_store
-from tests.agent.mcp_helpers import fresh_dir, BETTER, SEED_SCORE, SLOW_BETTER, TASK, server_params, text, wait_for
+from tests.agent.mcp_helpers import BETTER, SEED_SCORE, SLOW_BETTER, TASK, fresh_dir, server_params, text, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -157,8 +157,13 @@ def test_budget_refusal_and_path_escapes(run_dir: Path) -> None:
                                    ("list_files", {"path": ".."})]:
                     res = await call(name, args)
                     assert res.is_error and "refused" in text(res), (name, args, text(res))
-                planted = await call("bash", {"command": f"ln -s {secret} link.txt && ln -s {run_dir} up && "
-                                                         "rm candidate.py && ln -s ../../secret.txt candidate.py && ls -l"})
+                planted = await call(
+                    "bash",
+                    {
+                        "command": f"ln -s {secret} link.txt && ln -s {run_dir} up && "
+                        "rm candidate.py && ln -s ../../secret.txt candidate.py && ls -l"
+                    },
+                )
                 assert not planted.is_error, text(planted)
                 for name, args in [("read_file", {"path": "link.txt"}), ("read_file", {"path": "up/secret.txt"}),
                                    ("write_file", {"path": "up/escape.py", "content": "x"}),

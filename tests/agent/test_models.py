@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolSchema, Usage
+from reasearch.agent.testing import FakeAnthropicServer, memory_run
+from reasearch.errors import ConfigError, ModelError
 from reasearch.models import (
     NO_KEY_MESSAGE,
     AnthropicModel,
@@ -26,10 +27,9 @@ from reasearch.models import (
     price_for,
     say,
 )
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolSchema, Usage
 from reasearch.models.openai_compat import to_openai_messages
-from reasearch.agent.testing import FakeAnthropicServer, memory_run
 from reasearch.runs import Unit
-from reasearch.errors import ConfigError, ModelError
 
 TOOLS = [ToolSchema("evaluate", "Scores the program.", {"type": "object", "properties": {"code": {"type": "string"}},
                                                          "required": [], "additionalProperties": False})]
@@ -116,10 +116,20 @@ def test_retry_delay_honours_retry_after_and_grows() -> None:
 def test_to_openai_messages_translates_tool_use_and_results() -> None:
     msgs = [
         {"role": "user", "content": [{"type": "text", "text": "go"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "ok"},
-                                          {"type": "tool_use", "id": "t1", "name": "evaluate", "input": {"code": "x"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "bad", "is_error": True},
-                                     {"type": "text", "text": "snapshot"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "ok"},
+                {"type": "tool_use", "id": "t1", "name": "evaluate", "input": {"code": "x"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "bad", "is_error": True},
+                {"type": "text", "text": "snapshot"},
+            ],
+        },
     ]
     assert to_openai_messages("sys", msgs) == [
         {"role": "system", "content": "sys"},
@@ -169,7 +179,9 @@ def test_openai_compatible_client_round_trip_with_retry(chat_server: dict[str, A
         (200, {"choices": [{"finish_reason": "length", "message": {"content": "cut"}}]}),
     ]
     sleeps = _Sleeps()
-    spec = ModelSpec(provider="openai", name="qwen", base_url=chat_server["url"], price_in=1.0, price_out=2.0, max_tokens=77)
+    spec = ModelSpec(
+        provider="openai", name="qwen", base_url=chat_server["url"], price_in=1.0, price_out=2.0, max_tokens=77
+    )
     model = OpenAICompatibleModel(spec, api_key="k", retry=RetryPolicy(sleep=sleeps))
     reply = model.complete(_request())
     assert len(sleeps) == 1  # one retry after the 429
@@ -247,15 +259,18 @@ def test_importing_the_agent_does_not_import_the_sdk() -> None:
 def test_openai_compatible_model_drives_a_full_agent_run(chat_server: dict[str, Any], tmp_path: Path) -> None:
     from reasearch.agent import Agent, AgentConfig
     from reasearch.agent.testing import StaticRunner
-    from reasearch.runs import Budget
     from reasearch.evaluators.testing import ToyTask
+    from reasearch.runs import Budget
 
     def tool_call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
         return {"model": "local", "usage": {"prompt_tokens": 50, "completion_tokens": 5}, "choices": [{
             "finish_reason": "tool_calls", "message": {"content": None, "tool_calls": [
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}}]}
 
-    chat_server["answers"] += [(200, tool_call("c1", "evaluate", {})), (200, tool_call("c2", "finish", {"reason": "ok"}))]
+    chat_server["answers"] += [
+        (200, tool_call("c1", "evaluate", {})),
+        (200, tool_call("c2", "finish", {"reason": "ok"})),
+    ]
     spec = ModelSpec(provider="openai", name="local", base_url=chat_server["url"])
     run = memory_run(ToyTask(dim=2), Budget.from_dict({"evaluations": 3}), runner=StaticRunner())
     agent = Agent(run, tmp_path / "run", config=AgentConfig(models={"agent": spec}))

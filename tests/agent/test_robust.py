@@ -20,12 +20,12 @@ from reasearch.agent import AgentConfig, AnthropicModel, ModelSpec, OpenAICompat
 from reasearch.agent.console import RunConsole, sparkline, summary_lines
 from reasearch.agent.lessons import lesson_items
 from reasearch.agent.loop import require_prices
-from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 from reasearch.agent.session import check_budget, start_run
 from reasearch.agent.testing import call, ledger_map, memory_run, say
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, ModelError
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
 from reasearch.runs import Budget, Unit
 
 BETTER = toy_source([2.0, 2.5])
@@ -41,9 +41,13 @@ def test_a_malformed_200_is_retried_then_a_model_error(provider: str, kind: str)
     retry = RetryPolicy(max_attempts=3, sleep=sleeps.append)
     with always(kind) as server:
         if provider == "anthropic":
-            model: Any = AnthropicModel(ModelSpec(name="claude-haiku-4-5", base_url=server.url), api_key="k", retry=retry)
+            model: Any = AnthropicModel(
+                ModelSpec(name="claude-haiku-4-5", base_url=server.url), api_key="k", retry=retry
+            )
         else:
-            model = OpenAICompatibleModel(ModelSpec(provider="openai", name="q", base_url=server.url + "/v1"), retry=retry)
+            model = OpenAICompatibleModel(
+                ModelSpec(provider="openai", name="q", base_url=server.url + "/v1"), retry=retry
+            )
         with pytest.raises(ModelError, match="answered 3 times with something that is not") as info:
             model.complete(REQUEST)
     assert server.requests == 3 and len(sleeps) == 2  # retried under the policy, with its backoff
@@ -201,10 +205,16 @@ def test_python_exec_and_bash_work_in_a_run_dir_under_a_0700_parent(make_agent: 
         script = [say("", call("python_exec", code="open('from_python.txt', 'w').write('py'); print('hello')"),
                       call("bash", command="echo sh > from_bash.txt && cat from_python.txt")),
                   say("", call("evaluate"), call("finish", reason="seed"))]
-        agent = Agent(run, private / "runs" / "r1", models={"agent": ScriptedModel(script)},
-                      config=AgentConfig(models={"agent": ModelSpec(provider="scripted", name="")}, sandbox_mode="nsjail"))
+        agent = Agent(
+            run,
+            private / "runs" / "r1",
+            models={"agent": ScriptedModel(script)},
+            config=AgentConfig(models={"agent": ModelSpec(provider="scripted", name="")}, sandbox_mode="nsjail"),
+        )
         agent.optimize()
-        results = [e.payload for e in run.events() if e.kind == "tool_result" and e.payload["name"] in ("python_exec", "bash")]
+        results = [
+            e.payload for e in run.events() if e.kind == "tool_result" and e.payload["name"] in ("python_exec", "bash")
+        ]
         assert [r["is_error"] for r in results] == [False, False], results
         assert results[0]["text"].startswith("[status OK, exit code 0") and "sandbox=nsjail" in results[0]["text"]
         assert "stdout:\npy" in results[1]["text"]
@@ -315,8 +325,11 @@ def test_fallback_specs_are_typed_and_need_prices_under_a_dollar_cap() -> None:
 
 # ---------------------------------------------------------------- lessons
 def test_lesson_items_join_continuations_and_drop_library_credits() -> None:
-    text = ("# Lessons\n\n## What worked\n- rows of 5,5,6,5,5\n  beat the hex grid\n* LP radii _(run 20261201-102154-82d3d587 on "
-            "t/n1-v1, step 3, gain +0.1, also in 2 other runs)_\n1. third\n## What failed\nplain prose is not an item\n")
+    text = (
+        "# Lessons\n\n## What worked\n- rows of 5,5,6,5,5\n  beat the hex grid\n* LP radii _(run "
+        "20261201-102154-82d3d587 on "
+        "t/n1-v1, step 3, gain +0.1, also in 2 other runs)_\n1. third\n## What failed\nplain prose is not an item\n"
+    )
     assert lesson_items(text) == ["rows of 5,5,6,5,5 beat the hex grid", "LP radii", "third"]
 
 
@@ -391,15 +404,19 @@ def test_an_oversized_answer_is_malformed_not_read_to_the_end(provider: str, mon
     body = b'{"content": [{"type": "text", "text": "' + b"x" * 100_000 + b'"}]}'
     retry = RetryPolicy(max_attempts=2, sleep=lambda s: None)
     with RawServer([(200, "application/json", body)]) as server:
-        model: Any = (AnthropicModel(ModelSpec(name="claude-haiku-4-5", base_url=server.url), api_key="k", retry=retry)
-                      if provider == "anthropic" else
-                      OpenAICompatibleModel(ModelSpec(provider="openai", name="q", base_url=server.url + "/v1"), retry=retry))
+        model: Any = (
+            AnthropicModel(ModelSpec(name="claude-haiku-4-5", base_url=server.url), api_key="k", retry=retry)
+            if provider == "anthropic"
+            else OpenAICompatibleModel(ModelSpec(provider="openai", name="q", base_url=server.url + "/v1"), retry=retry)
+        )
         with pytest.raises(ModelError, match="a body over 4,096 bytes"):
             model.complete(REQUEST)
     assert server.requests == 2
 
 
-def test_a_cheap_model_that_errors_falls_back_and_a_resume_never_calls_it_again(make_agent: Any, tmp_path: Path) -> None:
+def test_a_cheap_model_that_errors_falls_back_and_a_resume_never_calls_it_again(
+    make_agent: Any, tmp_path: Path
+) -> None:
     from reasearch.agent import Agent
     from reasearch.agent.testing import ScriptedModel
 
@@ -432,9 +449,11 @@ def test_a_connection_cut_mid_body_is_retried_then_a_model_error(provider: str) 
 
     retry = RetryPolicy(max_attempts=2, sleep=lambda s: None)
     with CutServer() as server:
-        model: Any = (AnthropicModel(ModelSpec(name="claude-haiku-4-5", base_url=server.url), api_key="k", retry=retry)
-                      if provider == "anthropic" else
-                      OpenAICompatibleModel(ModelSpec(provider="openai", name="q", base_url=server.url + "/v1"), retry=retry))
+        model: Any = (
+            AnthropicModel(ModelSpec(name="claude-haiku-4-5", base_url=server.url), api_key="k", retry=retry)
+            if provider == "anthropic"
+            else OpenAICompatibleModel(ModelSpec(provider="openai", name="q", base_url=server.url + "/v1"), retry=retry)
+        )
         with pytest.raises(ModelError) as info:
             model.complete(REQUEST)
     assert server.requests == 2

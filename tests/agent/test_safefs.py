@@ -1,5 +1,5 @@
-"""``guarded_path.Root`` (the one guarded reader): every operation stays beneath the root and follows no symlink, with the kernel's
-``openat2`` and with the component-by-component fallback alike."""
+"""``guarded_path.Root`` (the one guarded reader): every operation stays beneath the root and follows no symlink,
+with the kernel's ``openat2`` and with the component-by-component fallback alike."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from reasearch.agent.snapshot import EvalRecord, render_snapshot, since_improvement
-from reasearch.runs import Unit
 from reasearch.evaluators.spec import TaskSpec
+from reasearch.runs import Unit
 
 
 def _spec(direction: str) -> TaskSpec:

@@ -49,7 +49,9 @@ def test_a_symlink_planted_at_the_old_temp_name_does_not_redirect_write_file(ope
     tools = _tools(open_dir)
     target = open_dir / "outside" / "secret.txt"
     # The jailed bash plants a link at the name the harness used for its temporary file.
-    _ok(tools.bash(f"ln -s {target} .candidate.py.tmp && ln -s {target} .lessons.md.tmp && ln -s {target} .TASK.md.tmp"))
+    _ok(
+        tools.bash(f"ln -s {target} .candidate.py.tmp && ln -s {target} .lessons.md.tmp && ln -s {target} .TASK.md.tmp")
+    )
     tools.write_file("candidate.py", "def run():\n    return 1\n")
     tools.workspace.write_text("lessons.md", "# lessons\n")
     assert target.read_text() == SECRET  # the host file is untouched
@@ -88,7 +90,9 @@ def agent_in(open_dir: Path, make_agent: Callable[..., tuple[Agent, Run]]) -> Ag
 
 
 @pytest.mark.parametrize("target", ["/proc/self/environ", "SECRET_FILE"])
-def test_symlinked_lessons_and_candidate_do_not_reach_the_snapshot(agent_in: Agent, open_dir: Path, target: str) -> None:
+def test_symlinked_lessons_and_candidate_do_not_reach_the_snapshot(
+    agent_in: Agent, open_dir: Path, target: str
+) -> None:
     target = str(open_dir / "outside" / "secret.txt") if target == "SECRET_FILE" else target
     environ = Path("/proc/self/environ").read_bytes().replace(b"\0", b"\n").decode(errors="replace")
     marker = SECRET if "secret" in target else next(ln for ln in environ.splitlines() if ln.startswith("PATH="))
@@ -223,7 +227,7 @@ def test_the_quota_comes_from_the_agent_config(make_agent: Callable[..., tuple[A
         AgentConfig(workspace_max_files=3)
 
 
-# ---------------------------------------------------------------- issue 26 item 9: one guarded reader for every host-side read
+# ------------------------------------------------------- issue 26 item 9: one guarded reader for every host-side read
 def _path_line() -> str:
     """A line of this process's own environment, as ``/proc/self/environ`` shows it to the harness."""
     environ = Path("/proc/self/environ").read_bytes().replace(b"\0", b"\n").decode(errors="replace")

@@ -6,17 +6,16 @@ stall a pool on a busy machine."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import os
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 
 import pytest
 
-from reasearch.engine import SandboxPool
-from reasearch.engine import _child, _procs
+from reasearch.engine import SandboxPool, _child, _procs
 from reasearch.engine.protocol import Limits, RunRequest, Status
 from tests.engine.conftest import stray_processes
 

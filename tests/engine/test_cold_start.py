@@ -95,7 +95,9 @@ def test_a_stamp_others_could_have_written_is_not_trusted(mirror: Path, monkeypa
     assert _walks(mirror, monkeypatch) == 1
 
 
-def test_a_changed_mirror_is_walked_and_rebuilt_despite_its_stamp(mirror: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_changed_mirror_is_walked_and_rebuilt_despite_its_stamp(
+    mirror: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A manifest rewritten (a new object) changes the identity the stamp vouches for."""
     manifest = mirror / "MANIFEST.json"
     text = manifest.read_text()

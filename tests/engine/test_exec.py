@@ -13,8 +13,8 @@ import pytest
 
 from reasearch.engine import ExecOutcome, exec_in_sandbox
 from reasearch.engine._procs import _nested_pidns, descendants_of, process_table
-from reasearch.errors import ConfigError
 from reasearch.engine.protocol import Limits
+from reasearch.errors import ConfigError
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import needs_mode
 
@@ -121,8 +121,10 @@ def test_nsjail_isolation(workdir: Path) -> None:
         code = (
             "import socket, sys\n"
             "res = []\n"
-            f"try:\n    open({str(secret)!r}).read(); res.append('read')\nexcept OSError as e:\n    res.append(type(e).__name__)\n"
-            f"try:\n    open({str(secret_dir / 'new.txt')!r}, 'w'); res.append('wrote')\nexcept OSError as e:\n    res.append(type(e).__name__)\n"
+            f"try:\n    open({str(secret)!r}).read(); res.append('read')\nexcept OSError as e:\n "
+            f"   res.append(type(e).__name__)\n"
+            f"try:\n    open({str(secret_dir / 'new.txt')!r}, 'w'); res.append('wrote')\nexcept OSError as e:\n "
+            f"   res.append(type(e).__name__)\n"
             f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); res.append('connected')\n"
             "except OSError as e:\n    res.append(type(e).__name__)\n"
             "print(' '.join(res))\n"

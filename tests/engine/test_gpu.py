@@ -195,7 +195,7 @@ def test_a_real_gpu_slot_binds_its_node_read_write_and_the_driver_files_read_onl
     monkeypatch.setenv("REASEARCH_CUDA_LIB_DIRS", str(drv))
     lease = gpu.SlotLease("gpu", 3, (0,), gpu.GpuDevice(3, "GPU-1234", "H200"), -1, tmp_path / "x.lock")
     args = gpu_jail_args(lease, [tmp_path / "repo"])
-    pairs = list(zip(args[::2], args[1::2]))
+    pairs = list(zip(args[::2], args[1::2], strict=False))
     assert ("-R", str(tmp_path / "repo")) in pairs and ("-B", "/dev/nvidia3") in pairs
     assert ("-R", f"{drv / 'libcuda.so.535.104.05'}:{drv / 'libcuda.so.1'}") in pairs
     mounted = [v for flag, v in pairs if str(drv) in v]

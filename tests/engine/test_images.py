@@ -292,7 +292,7 @@ def test_traced_run_stamps_every_step_in_order(pool: SandboxPool) -> None:
         assert out.status is Status.OK and out.value == []
         path = ["e_start"] + [b for _, _, b in CRITICAL_PATH if b != "w_cpu_read"]
         values = [stamps[k] for k in path]
-        assert values == sorted(values), dict(zip(path, values))
+        assert values == sorted(values), dict(zip(path, values, strict=False))
         assert stamps["w_minflt"] > 0 and stamps["w_cminflt"] >= 0  # the worker's page-fault counters
         traces.append(stamps)
     parts = breakdown(traces, CRITICAL_PATH)
@@ -404,7 +404,9 @@ def test_an_image_in_use_is_not_taken_away_to_spread_another(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_churning_images_grow_one_worker_instead_of_replacing_it_each_time(mode: str) -> None:
-    only_difflib = "import difflib, sys\ndef run():\n    return sorted(m for m in ('csv', 'difflib') if m in sys.modules)\n"
+    only_difflib = (
+        "import difflib, sys\ndef run():\n    return sorted(m for m in ('csv', 'difflib') if m in sys.modules)\n"
+    )
     with _pool(mode, workers=1, switch_interval_s=3600.0) as p:
         assert p.run(RunRequest(source=PLAIN)).value == []  # first switch: full -> bare
         assert p.run(RunRequest(source=ONLY_CSV)).value == ["csv"]  # bare + csv

@@ -44,7 +44,10 @@ def test_cpu_of_exited_threads_counts_in_a_live_process() -> None:
 
 
 def test_descendants_walk_finds_grandchildren() -> None:
-    code = "import os, time\nif os.fork() == 0:\n    time.sleep(30)\nelse:\n    print('up', flush=True)\n    time.sleep(30)\n"
+    code = (
+        "import os, time\nif os.fork() == 0:\n    time.sleep(30)\n"
+        "else:\n    print('up', flush=True)\n    time.sleep(30)\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "up"

@@ -62,7 +62,10 @@ def test_the_cheap_scan_finds_at_least_what_the_full_one_finds(body: str) -> Non
 
 
 def test_the_cheap_scan_is_exact_on_plain_imports_and_silent_on_mentions() -> None:
-    assert sandbox._quick_tops(_padded("import numpy as np\nfrom scipy import optimize\n"), WANTED) == {"numpy", "scipy"}
+    assert sandbox._quick_tops(_padded("import numpy as np\nfrom scipy import optimize\n"), WANTED) == {
+        "numpy",
+        "scipy",
+    }
     assert sandbox._quick_tops(_padded("x = 'numba'  # scipy is not an import\n"), WANTED) == set()
     assert sandbox._quick_tops(_padded("# important numpy note\n"), WANTED) == set()
     assert sandbox._quick_tops(_padded("y = 1\n"), WANTED) == set()

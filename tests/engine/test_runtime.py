@@ -218,7 +218,9 @@ def test_symlink_at_copy_path_is_refused(base: Path, tmp_path: Path) -> None:
         _copy_dir()
 
 
-def test_recent_verification_is_reused_only_for_the_same_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recent_verification_is_reused_only_for_the_same_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_runtime, "_REVERIFY_S", 300.0)
     root = tmp_path / "root"
     root.mkdir(mode=0o711)

@@ -17,13 +17,13 @@ from reasearch.engine import (
     close_default_pool,
     default_pool,
 )
-from reasearch.errors import ConfigError, SandboxError, SandboxUnavailableError
 from reasearch.engine.protocol import (
     Limits,
     RunRequest,
     SandboxRunner,
     SandboxSession,
 )
+from reasearch.errors import ConfigError, SandboxError, SandboxUnavailableError
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import needs_mode
 

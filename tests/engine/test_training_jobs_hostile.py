@@ -24,7 +24,6 @@ from reasearch.engine.protocol import Status
 from reasearch.engine.training import run_job
 from tests.engine.conftest import MODES, needs_mode
 
-
 # ------------------------------------------------------------------------------ the trusted reader
 
 

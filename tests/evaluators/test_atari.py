@@ -47,7 +47,9 @@ def test_the_seed_trains_and_plays_the_scored_episodes(task: AtariTask, tmp_path
     assert res.status is Status.OK, res.feedback
     m = res.metrics
     assert len(m["returns"]) == 2 and m["mean_return"] == res.score and m["env_steps"] > 0
-    assert m["env"] == "ALE/Qbert-v5" and m["last_step"] == 0 and (tmp_path / "exp" / "scoring" / "policy.log").is_file()
+    assert (
+        m["env"] == "ALE/Qbert-v5" and m["last_step"] == 0 and (tmp_path / "exp" / "scoring" / "policy.log").is_file()
+    )
     assert res.provenance is not None and res.provenance.versions.get("scoring_secret")
     assert m["env_steps"] <= 2 * 400 // 4  # the frame cap (frame skip 4)
 

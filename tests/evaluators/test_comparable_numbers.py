@@ -83,7 +83,7 @@ def test_t_alg_is_the_algorithm_not_the_transport(sandbox):
             # each call counts the floor, but never more than its own round trip
             floor = m["t_alg_floor_s"]
             assert all(min(floor, w) - 1e-12 <= t <= w + 1e-12
-                       for t, w in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"]))
+                       for t, w in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"], strict=False))
             ok = False  # the floor, not the claims: try again
         else:
             assert m["t_alg_source"].startswith("round trip") and m["t_alg_per_window_s"] == m["t_call_per_window_s"]
@@ -137,7 +137,6 @@ def _check_bounded(m):  # type: ignore[no-untyped-def]
     assert 0 < slack <= limit and floor == pytest.approx(4 * slack)
     assert all(f <= floor + 1e-12 for f in m["t_alg_floor_per_window_s"])
     walls, refs = m["t_call_per_window_s"], m["t_transport_per_window_s"]
-    n = len(walls)
     claims = m["t_claimed_per_window_s"]
     known = [i for i, c in enumerate(claims) if c is not None]  # no usable claim: w - e - C, nothing to raise
     shift = max(0.0, (m["t_excess_s"] or 0.0) - slack)
@@ -158,7 +157,7 @@ def _check_bounded(m):  # type: ignore[no-untyped-def]
     if m["cpu_for_calls_s"] is not None and total > 0:  # the kernel's account
         hidden = max(0.0, m["cpu_for_calls_s"] - sum(claims[i] for i in known) - len(known) * slack)
         raises = {i: r * min(1.0, hidden / total) for i, r in raises.items()}
-    for i, (t_alg, w, f) in enumerate(zip(m["t_alg_per_window_s"], walls, m["t_alg_floor_per_window_s"])):
+    for i, (t_alg, w, f) in enumerate(zip(m["t_alg_per_window_s"], walls, m["t_alg_floor_per_window_s"], strict=False)):
         lower = claims[i] + raises[i] if i in raises else w - refs[i] - limit
         assert min(w, max(lower, f)) - 1e-9 <= t_alg <= w, (i, t_alg, w, lower, f)
 
@@ -231,7 +230,10 @@ def _with_cpu(rng, calls, echoes, alg_cpu=None, overhead=600e-6, noise=40e-6):  
     """The calls with the CPU their process spent (harness ``overhead`` plus ``alg_cpu[i]``, default the
     claim), and each replay's harness CPU beyond its busy-wait (``overhead`` plus noise)."""
     alg_cpu = alg_cpu or [c.t_jail_s for c in calls]
-    with_cpu = [CallTiming(c.wall_s, c.t_jail_s, overhead + a + rng.gauss(0, noise)) for c, a in zip(calls, alg_cpu)]
+    with_cpu = [
+        CallTiming(c.wall_s, c.t_jail_s, overhead + a + rng.gauss(0, noise))
+        for c, a in zip(calls, alg_cpu, strict=False)
+    ]
     return with_cpu, [[overhead + rng.gauss(0, noise) for _ in e] for e in echoes]
 
 
@@ -279,7 +281,9 @@ def test_a_liar_keeps_at_most_the_allowance_with_cpu_evidence(fraction, lie, whe
         lied = _lie(rng, calls, fraction, lie)
         work = {"process": [0.001] * 20, "threads": [0.002] * 20, "helper": [c.t_jail_s for c in lied]}[where]
         cpu_calls, overheads = _with_cpu(rng, lied, echoes, alg_cpu=work)
-        helpers = sum(c.t_jail_s - lc.t_jail_s for c, lc in zip(calls, lied)) if where == "helper" else 0.0
+        helpers = (
+            sum(c.t_jail_s - lc.t_jail_s for c, lc in zip(calls, lied, strict=False)) if where == "helper" else 0.0
+        )
         verdict = decide(cpu_calls, echoes, None, overheads, helpers)
         assert verdict.source == "sandbox clock"
         worst = max(worst, 0.001 - statistics.fmean(verdict.t_alg) - verdict.slack_s)
@@ -321,7 +325,7 @@ def test_timing_rules_fall_back_and_say_why():
     garbled = decide([CallTiming(c.wall_s, None) for c in calls], echoes)
     assert garbled.bounded_calls == 10 and garbled.source == "sandbox clock"
     refs = garbled.transport_per_call_s
-    assert all(c.wall_s - e - 0.001 < t < c.wall_s for c, e, t in zip(calls, refs, garbled.t_alg))
+    assert all(c.wall_s - e - 0.001 < t < c.wall_s for c, e, t in zip(calls, refs, garbled.t_alg, strict=False))
     assert decide(calls[:1], [[]]).source == "round trip (no calibration)"
     with pytest.raises(ValueError, match="2 replay lists for 10 calls"):
         decide(calls, echoes[:2])
@@ -440,7 +444,7 @@ def test_a_garbled_clock_is_overruled_not_believed(sandbox):
     assert res.status is Status.OK, res.feedback
     m = res.metrics
     assert m["t_claimed_per_window_s"] == [None, None, None] and m["t_alg_bounded_windows"] == 3
-    assert all(MIN_T_ALG_S <= t <= w for t, w in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"]))
+    assert all(MIN_T_ALG_S <= t <= w for t, w in zip(m["t_alg_per_window_s"], m["t_call_per_window_s"], strict=False))
     if not m["t_alg_source"].startswith("round trip"):
         _check_bounded(m)
 

@@ -75,12 +75,15 @@ def test_circle_packing_drawing_from_np_random(sandbox):
 
 def test_circle_packing_drawing_from_torch(sandbox):
     torch = pytest.importorskip("torch")
-    src = ("import torch\n"
-           "def run(n):\n"
-           "    k = 6\n"
-           "    grid = torch.tensor([[((i % k) + 0.5) / k, ((i // k) + 0.5) / k] for i in range(n)], dtype=torch.float64)\n"
-           "    return (grid + (torch.rand(n, 2, dtype=torch.float64) - 0.5) * 0.04).numpy(), "
-           "(0.03 + 0.02 * torch.rand(n, dtype=torch.float64)).numpy()\n")
+    src = (
+        "import torch\n"
+        "def run(n):\n"
+        "    k = 6\n"
+        "    grid = torch.tensor([[((i % k) + 0.5) / k, ((i // k) + 0.5) / k] for i in range(n)], "
+        "dtype=torch.float64)\n"
+        "    return (grid + (torch.rand(n, 2, dtype=torch.float64) - 0.5) * 0.04).numpy(), "
+        "(0.03 + 0.02 * torch.rand(n, dtype=torch.float64)).numpy()\n"
+    )
     task = reasearch.make("circle_packing/n26-v1")
     a = task.evaluate(src, seed=5, executor=sandbox)
     b = task.evaluate(src, seed=5, executor=sandbox)
@@ -114,7 +117,7 @@ def test_txn_drawing_from_both_generators(sandbox):
     workloads = task._workloads()
     expected = [module.get_best_schedule(w, 10) for w in workloads]
     assert a.solution["schedules"] == expected
-    assert a.score == sum(w.get_opt_seq_cost(s) for w, s in zip(workloads, expected))
+    assert a.score == sum(w.get_opt_seq_cost(s) for w, s in zip(workloads, expected, strict=True))
     assert c.solution["schedules"] != a.solution["schedules"]
 
 

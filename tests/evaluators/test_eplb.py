@@ -86,7 +86,7 @@ def test_seed_program_reproduces_the_published_algorithm(shared_data):
     for case in json.loads((shared_data / "eplb" / "golden_rebalance.json").read_text())["cases"]:
         out = seed.rebalance_experts(np.array(case["weight"]), case["num_replicas"], case["num_groups"],
                                      case["num_nodes"], case["num_gpus"])
-        for name, got in zip(("phy2log", "log2phy", "logcnt"), out):
+        for name, got in zip(("phy2log", "log2phy", "logcnt"), out, strict=True):
             np.testing.assert_array_equal(got, np.array(case[name]), err_msg=name)
 
 
@@ -94,7 +94,7 @@ def test_seed_program_equals_the_library_on_the_trace():
     seed = _seed_module()
     windows = SyntheticTrace(seed=3).windows(4)
     for w in windows:
-        for a, b in zip(seed.rebalance_experts(w, *CONFIG), rebalance_experts(w, *CONFIG)):
+        for a, b in zip(seed.rebalance_experts(w, *CONFIG), rebalance_experts(w, *CONFIG), strict=True):
             np.testing.assert_array_equal(a, b)
 
 
@@ -107,7 +107,7 @@ def test_seed_program_equals_the_loop_twin_on_other_layouts(config):
     seed, rng = _seed_module(), np.random.default_rng(num_experts)
     for k in range(10):
         w = rng.integers(0, 1000, size=(3, num_experts)) * (rng.random((3, num_experts)) < 0.7) + (k % 3 == 0) * 7
-        for got, want in zip(seed.rebalance_experts(w, *rest), rebalance_experts_reference(w, *rest)):
+        for got, want in zip(seed.rebalance_experts(w, *rest), rebalance_experts_reference(w, *rest), strict=True):
             np.testing.assert_array_equal(got, want)
 
 
@@ -257,7 +257,7 @@ def test_harness_hands_back_compact_integers():
     out = rebalance(rebalance_experts, {"weight": compact(w), "num_replicas": 288, "num_groups": 8,
                                         "num_nodes": 4, "num_gpus": 32, "weight_type": "numpy"})
     assert out["log2phy"].dtype == np.int16 and out["phy2log"].dtype == np.int16
-    for got, want in zip((out["phy2log"], out["log2phy"], out["logcnt"]), rebalance_experts(w, *CONFIG)):
+    for got, want in zip((out["phy2log"], out["log2phy"], out["logcnt"]), rebalance_experts(w, *CONFIG), strict=True):
         np.testing.assert_array_equal(got.astype(np.int64), want)
     assert compact(np.array([0, 70000])).dtype == np.int32
     assert compact(np.array([0, 2**40])).dtype == np.int64
@@ -383,7 +383,7 @@ def test_seed_through_the_sandbox(task, sandbox):
     assert len(times) == 5 and all(t > 0 for t in times)
     assert res.score == pytest.approx((res.metrics["bal_expert"] + 0.002 / (sum(times) / 5)) / 2, rel=1e-12)
     assert res.metrics["t_transport_s"] > 0 and res.metrics["t_call_s"] > 0
-    assert all(0 < t <= w for t, w in zip(times, res.metrics["t_call_per_window_s"]))
+    assert all(0 < t <= w for t, w in zip(times, res.metrics["t_call_per_window_s"], strict=False))
     assert res.provenance is not None and res.provenance.task_id == "eplb/v1"
     assert res.provenance.params["num_windows"] == 6
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from reasearch.evaluators import training
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.testing import ToyRepoTrainingTask
-from reasearch.evaluators import training
 from reasearch.evaluators.training import prune_experiments
 
 

@@ -70,7 +70,9 @@ def test_npz_and_folder_data(experiment_root: Path, tmp_path: Path) -> None:
     for c in ("cat", "dog"):
         (tmp_path / "imgs" / c).mkdir(parents=True)
         for i in range(12):
-            Image.fromarray(rng.integers(0, 255, (7 + i % 2, 7), dtype=np.uint8)).save(tmp_path / "imgs" / c / f"{i}.png")
+            Image.fromarray(rng.integers(0, 255, (7 + i % 2, 7), dtype=np.uint8)).save(
+                tmp_path / "imgs" / c / f"{i}.png"
+            )
     with pytest.raises(ConfigError, match="several sizes"):
         reasearch.make("img/folder-v1", data=str(tmp_path / "imgs")).split()  # type: ignore[attr-defined]
     s = reasearch.make("img/folder-v1", data=str(tmp_path / "imgs"), image_size=4).split()  # type: ignore[attr-defined]
@@ -135,7 +137,9 @@ json.dump({{}}, open(os.path.join(out, "config.json"), "w"))
 np.savez(os.path.join(out, "weights.npz"), w=np.array([P()], dtype=object))
 """
     res = task.evaluate(_repo(task, **{"train.py": train}))
-    assert res.status is Status.CRASH and "ValueError raised" in res.feedback and "loading the checkpoint" in res.feedback
+    assert (
+        res.status is Status.CRASH and "ValueError raised" in res.feedback and "loading the checkpoint" in res.feedback
+    )
     assert not marker.exists()
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -45,7 +45,9 @@ def server(gsm: Path) -> Iterator[FakeStudentServer]:
 
 
 def _task(gsm: Path, srv: FakeStudentServer, **kw: object) -> reasearch.Task:
-    params = dict(student="openai/fake", base_url=srv.url, data_dir=str(gsm), n_train=40, n_validation=40, backoff_s=0.01)
+    params = dict(
+        student="openai/fake", base_url=srv.url, data_dir=str(gsm), n_train=40, n_validation=40, backoff_s=0.01
+    )
     params.update(kw)
     return reasearch.make("gsm8k/v1", **params)
 
@@ -77,7 +79,9 @@ def test_text_metrics() -> None:
 def test_gsm8k_paper_protocol_on_the_real_data(shared_data: Path) -> None:
     folder = shared_data / "gsm8k"
     if not (folder / "train.jsonl").is_file():
-        pytest.skip("no GSM8K data in the shared data folder (a clone without ../shared); synthetic data covers the rest")
+        pytest.skip(
+            "no GSM8K data in the shared data folder (a clone without ../shared); synthetic data covers the rest"
+        )
     task = reasearch.make("gsm8k/v1", data_dir=str(folder))
     train, val, test = (task.examples(s) for s in ("train", "validation", "test"))
     assert (len(train), len(val), len(test)) == (500, 500, 1319)
@@ -98,7 +102,7 @@ def test_missing_data_and_student_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="needs a data file"):
         reasearch.make("prompt/jsonl-v1").examples("train")
     with pytest.raises(ConfigError, match="metric must be one of"):
-        reasearch.make("prompt/jsonl-v1", metric="bleu").spec
+        _ = reasearch.make("prompt/jsonl-v1", metric="bleu").spec
 
 
 @pytest.mark.parametrize("content, message", [
@@ -223,14 +227,18 @@ def test_unreachable_student_is_a_crash_status() -> None:
     assert reply.status is Status.CRASH and "connection failed" in reply.error
 
 
-def test_anthropic_student_through_the_sdk(gsm: Path, server: FakeStudentServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_anthropic_student_through_the_sdk(
+    gsm: Path, server: FakeStudentServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     task = _task(gsm, server, student="anthropic/claude-fake", base_url=server.url.rsplit("/v1", 1)[0],
                  price_in=1.0, price_out=5.0)
     res = task.evaluate(GOOD_PROMPT)
     openai_res = _task(gsm, server).evaluate(GOOD_PROMPT)
     assert res.status is Status.OK and res.score == openai_res.score
-    assert res.metrics["cost_usd"] == pytest.approx((res.metrics["input_tokens"] * 1 + res.metrics["output_tokens"] * 5) / 1e6)
+    assert res.metrics["cost_usd"] == pytest.approx(
+        (res.metrics["input_tokens"] * 1 + res.metrics["output_tokens"] * 5) / 1e6
+    )
 
 
 def test_concurrency_limit_is_respected(gsm: Path) -> None:
@@ -262,7 +270,9 @@ def test_task_pickles_without_its_client(gsm: Path, server: FakeStudentServer) -
     assert clone.spec == task.spec and "_client" not in clone.__dict__
 
 
-def test_api_keys_are_never_task_parameters(gsm: Path, server: FakeStudentServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_api_keys_are_never_task_parameters(
+    gsm: Path, server: FakeStudentServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
     task = _task(gsm, server)
     task.evaluate(GOOD_PROMPT)
@@ -274,8 +284,8 @@ class _Hostile:
     """A student endpoint answering each request with the next scripted raw body."""
 
     def __init__(self, bodies: list[bytes]) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
         import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         outer = self
         self.bodies = list(bodies)

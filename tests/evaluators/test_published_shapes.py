@@ -84,8 +84,17 @@ def test_txn_shapes_positional_and_by_name():
 
 def test_eplb_names_in_any_order_and_published_positional_order():
     values = {"weight": "W", "num_replicas": 288, "num_groups": 8, "num_nodes": 4, "num_gpus": 32, "seed": 0}
-    assert call_entry(lambda weight, num_replicas, num_groups, num_nodes, num_gpus:
-                      (weight, num_replicas, num_groups, num_nodes, num_gpus), values, EPLB_ARGS) == ("W", 288, 8, 4, 32)
+    assert call_entry(
+        lambda weight, num_replicas, num_groups, num_nodes, num_gpus: (
+            weight,
+            num_replicas,
+            num_groups,
+            num_nodes,
+            num_gpus,
+        ),
+        values,
+        EPLB_ARGS,
+    ) == ("W", 288, 8, 4, 32)
     assert call_entry(lambda w, r, g, n, p: (w, r, g, n, p), values, EPLB_ARGS) == ("W", 288, 8, 4, 32)
     assert call_entry(lambda weight, *rest: (weight, rest), values, EPLB_ARGS) == ("W", (288, 8, 4, 32))
     assert call_entry(lambda weight, num_gpus, num_nodes, num_groups, num_replicas:
@@ -140,7 +149,7 @@ def test_seed_everything_seeds_random_numpy_and_loaded_torch():
     b = (random.random(), np.random.rand(), float(torch.rand(1)))
     seed_everything(124)
     c = (random.random(), np.random.rand(), float(torch.rand(1)))
-    assert a == b and all(x != y for x, y in zip(a, c))
+    assert a == b and all(x != y for x, y in zip(a, c, strict=False))
 
 
 # ------------------------------------------------------------------------------ through the sandbox

@@ -52,7 +52,10 @@ np.savez(os.path.join(out, "weights.npz"), w=np.zeros(1))
     ("return 'left'", Status.CRASH, "policy server failed"),
 ])
 def test_the_trusted_side_checks_every_action(task: RLTask, act: str, status: Status, words: str) -> None:
-    policy = f"import numpy as np\nclass P:\n    def act(self, obs):\n        {act}\ndef build_policy(c, w):\n    return P()\n"
+    policy = (
+        f"import numpy as np\nclass P:\n    def act(self, obs):\n        {act}\n"
+        "def build_policy(c, w):\n    return P()\n"
+    )
     res = task.evaluate(encode_repo({"train.py": SAVE, "policy.py": policy}), seed=0)
     assert res.status is status and words in res.feedback, res.feedback[-1500:]
 
@@ -77,4 +80,4 @@ def test_scores_come_only_from_measured_returns(task: RLTask) -> None:
         assert task.score_solution(garbage).status is Status.INVALID
     assert task.score_solution({"returns": [1.0, 2.0, 3.0]}).score == 2.0
     with pytest.raises(ValueError, match="env must be one of"):
-        RLTask(env="CartPole-v1").spec
+        _ = RLTask(env="CartPole-v1").spec

@@ -48,7 +48,10 @@ def test_score_text_agent_and_report_forms() -> None:
 
 def test_the_rules_load_no_engine_on_the_specs_cold_path() -> None:
     # spec.py imports scores.py; both sit on the CLI's cold-start path and in the jail.
-    code = "import sys, reasearch.evaluators.spec; print(sorted(m for m in sys.modules if m.startswith('reasearch.engine')))"
+    code = (
+        "import sys, reasearch.evaluators.spec; "
+        "print(sorted(m for m in sys.modules if m.startswith('reasearch.engine')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[2]).stdout.strip()
     assert out == "[]"

@@ -164,7 +164,9 @@ def test_a_forged_submission_ends_without_a_score(user_task: TabularTask, case: 
         # replaced after it is written: a link to a host file, a FIFO that would block a plain open, 50 MB
         make = {"symlink": 'os.symlink("/etc/passwd", p)', "fifo": "os.mkfifo(p)",
                 "huge": 'open(p, "wb").truncate(50 << 20)'}[case]
-        extra = f"import atexit\np = os.path.join(out, 'submission.csv')\natexit.register(lambda: (os.unlink(p), {make}))"
+        extra = (
+            f"import atexit\np = os.path.join(out, 'submission.csv')\natexit.register(lambda: (os.unlink(p), {make}))"
+        )
     res = user_task.evaluate(_writes(val, sub, extra), seed=0)
     assert res.status is Status.INVALID and res.score is None, res.feedback
     assert "submission.csv" in res.feedback

@@ -192,7 +192,9 @@ def _memorizer(targets: list[str]) -> str:
 
 
 def _read_stats(res: EvalResult) -> dict[str, object]:
-    line = next(ln for ln in Path(str(res.metrics["log_path"])).read_text().splitlines() if ln.startswith('{"memorized"'))
+    line = next(
+        ln for ln in Path(str(res.metrics["log_path"])).read_text().splitlines() if ln.startswith('{"memorized"')
+    )
     return json.loads(line)
 
 
@@ -338,8 +340,10 @@ def test_a_forged_failure_report_tells_nothing_but_checked_fields(tmp_path: Path
     held-out bytes as the exception type, the file and the step, then exits. The trusted side keeps only
     fields it can check (a step of the harness, a built-in exception name, a line of a repository file)."""
     task = _nanogpt(sandbox_mode="auto")
-    action = ("import json, os; json.dump({'step': held_out.hex(), 'type': 'E' + held_out.hex(), 'subclass': "
-              "held_out.hex(), 'where': ['model.py/' + held_out.hex(), 10 ** 9]}, open('error.json', 'w')); os._exit(3)")
+    action = (
+        "import json, os; json.dump({'step': held_out.hex(), 'type': 'E' + held_out.hex(), 'subclass': "
+        "held_out.hex(), 'where': ['model.py/' + held_out.hex(), 10 ** 9]}, open('error.json', 'w')); os._exit(3)"
+    )
     res = task.evaluate(encode_repo({"train.py": SAVE_ONLY, "model.py": LEAKING_MODEL.replace("{action}", action)}),
                         seed=0)
     assert res.status is Status.CRASH
@@ -380,7 +384,10 @@ def test_a_peeking_model_fails_however_it_inflates_its_logits(inflate: float) ->
     honest = _honest()
     nxt_score, nxt_probe = rng.integers(0, 256, (2, 4, 16))
     nxt_probe = np.where(nxt_probe == nxt_score, (nxt_score + 1) % 256, nxt_probe)
-    bonus = lambda nxt: 3.0 * np.eye(256, dtype=np.float32)[nxt]
+
+    def bonus(nxt: np.ndarray) -> np.ndarray:
+        return 3.0 * np.eye(256, dtype=np.float32)[nxt]
+
     a = (honest + inflate + bonus(nxt_score)).astype(np.float32)
     b = (honest + inflate + bonus(nxt_probe)).astype(np.float32)
     assert causality_gap(a, b) > 100 * CAUSALITY_TOL
@@ -432,7 +439,7 @@ def test_rl_scoring_seeds_come_from_the_secret(monkeypatch: pytest.MonkeyPatch, 
     env = gym.make("InvertedPendulum-v5")
     start = [env.reset(seed=s)[0] for s in real]
     for guess in guesses:
-        assert all(not np.allclose(env.reset(seed=g)[0], s) for g, s in zip(guess, start))
+        assert all(not np.allclose(env.reset(seed=g)[0], s) for g, s in zip(guess, start, strict=False))
     env.close()
     task = rl.RLTask(env="InvertedPendulum-v5")
     prov = task.provenance("x", seed=0, sandbox_mode="nsjail")
@@ -452,9 +459,10 @@ def test_the_training_jail_cannot_reach_the_secret(monkeypatch: pytest.MonkeyPat
     path = secret_path()
     task = reasearch.make("rl/InvertedPendulum-v5-v2", time_budget_s=30.0, grace_s=30.0, episodes=2,
                           max_episode_steps=20, eval_time_limit_s=60.0, sandbox_mode="nsjail")
-    probe = f'''
+    probe = f"""
 import os
-for what in ("from reasearch.evaluators.rl.task import scoring_seeds", "from reasearch.evaluators._secret import secret",
+for what in ("from reasearch.evaluators.rl.task import scoring_seeds",
+             "from reasearch.evaluators._secret import secret",
              "from reasearch.evaluators.rl import task"):
     try:
         exec(what); print("IMPORTED", what)
@@ -466,7 +474,7 @@ for p in ({str(path)!r}, os.path.expanduser("~/.local/share/reasearch/secret"), 
     except OSError as exc:
         print("DENIED", type(exc).__name__)
 print("ENV", os.environ.get("REASEARCH_SECRET"), os.environ.get("XDG_DATA_HOME"))
-'''
+"""
     monkeypatch.setenv("REASEARCH_SECRET", key.hex())  # set in the driver: it must not reach the jail either
     res = task.evaluate(encode_repo({"train.py": probe, "policy.py": "x = 1\n"}), seed=0)
     log = res.feedback

@@ -104,7 +104,7 @@ def test_fallocate_past_the_experiment_cap_fails_and_the_host_disk_is_untouched(
     task = ToyRepoTrainingTask(time_budget_s=30.0, grace_s=5.0, sandbox_mode=mode)
     own = experiment_root / "own"
     res = task.evaluate(_repo(_FILLS_THE_DISK), experiment_dir=str(own))
-    lines = [json.loads(l) for l in (own / "train.log").read_text().splitlines() if l.startswith('{"disk"')]
+    lines = [json.loads(line) for line in (own / "train.log").read_text().splitlines() if line.startswith('{"disk"')]
     assert lines, (own / "train.log").read_text()
     disk = lines[0]["disk"]
     assert disk["error"] == "ENOSPC" and disk["written_mb"] < 8, disk

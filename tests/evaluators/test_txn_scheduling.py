@@ -138,13 +138,22 @@ def _with(scheds, i, sched):
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda s: _with(s, 0, s[0][:99]), "workload_1: 99 entries, but every one of the 100 transactions must appear once (missing: "),
-        (lambda s: _with(s, 1, s[1][:50] + [s[1][3]] + s[1][51:]), "workload_2: transaction {dup} appears twice (entries 3 and 50)"),
+        (
+            lambda s: _with(s, 0, s[0][:99]),
+            "workload_1: 99 entries, but every one of the 100 transactions must appear once (missing: ",
+        ),
+        (
+            lambda s: _with(s, 1, s[1][:50] + [s[1][3]] + s[1][51:]),
+            "workload_2: transaction {dup} appears twice (entries 3 and 50)",
+        ),
         (lambda s: _with(s, 2, s[2][:-1] + [100]), "workload_3: entry 99 is 100, outside 0..99"),
         (lambda s: _with(s, 2, [-1] + s[2][1:]), "workload_3: entry 0 is -1, outside 0..99"),
         (lambda s: _with(s, 0, [True] + s[0][1:]), "workload_1: entry 0 is True, not a transaction index"),
         (lambda s: _with(s, 0, [float(s[0][0])] + s[0][1:]), "workload_1: entry 0 is"),
-        (lambda s: _with(s, 1, {"error": "returned NoneType, not a list"}), "workload_2: get_best_schedule returned NoneType"),
+        (
+            lambda s: _with(s, 1, {"error": "returned NoneType, not a list"}),
+            "workload_2: get_best_schedule returned NoneType",
+        ),
         (lambda s: _with(s, 1, "0 1 2"), "workload_2: the schedule must be a list"),
         (lambda s: {"schedules": s[:2]}, "expected 3 schedules"),
         (lambda s: {"schedule": s}, "expected {{'schedules'"),
@@ -195,12 +204,12 @@ def test_harness_seeds_and_returns_plain_lists(task):
     random.seed(7)
     np.random.seed(7)
     expected = []
-    for w in load_workloads():
+    for _w in load_workloads():
         order = list(np.random.permutation(100))
         random.shuffle(order)
         expected.append([int(x) for x in order])
     assert out["schedules"] == expected
-    assert out["reported"] == [float(w.get_opt_seq_cost(s)) for w, s in zip(load_workloads(), expected)]
+    assert out["reported"] == [float(w.get_opt_seq_cost(s)) for w, s in zip(load_workloads(), expected, strict=True)]
     assert task.score_solution(out).score == sum(out["reported"])
 
 
@@ -212,7 +221,9 @@ def test_harness_reported_makespan_is_finite_or_none():
 
 def test_harness_passes_num_seqs():
     seen = []
-    out = run_schedules(lambda w, n: seen.append(n) or list(range(w.num_txns)), TxnSchedulingTask(num_seqs=3).payload(0))
+    out = run_schedules(
+        lambda w, n: seen.append(n) or list(range(w.num_txns)), TxnSchedulingTask(num_seqs=3).payload(0)
+    )
     assert seen == [3, 3, 3] and out["reported"] == [None, None, None]
 
 

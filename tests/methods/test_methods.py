@@ -15,8 +15,8 @@ import pytest
 
 from reasearch.errors import ConfigError
 from reasearch.methods import METHODS, method_config, open_method, start_method
-from reasearch.methods.peers import PACKAGES
 from reasearch.methods._driver import REPLY_EVENT, apply_edits, last_block
+from reasearch.methods.peers import PACKAGES
 from reasearch.methods.reflect import pareto_front
 from reasearch.methods.testing import MutatingModel
 from reasearch.models import ModelSpec
@@ -60,7 +60,9 @@ def test_each_method_improves_the_seed_within_its_budget(method: str) -> None:
 
 def test_a_finished_run_reopened_replays_without_calling_the_model() -> None:
     store = open_store("memory://")
-    runner = start_method("reflect", TASK, budget={"evaluations": 4}, store=store, model_spec=SPEC, model=MutatingModel(2))
+    runner = start_method(
+        "reflect", TASK, budget={"evaluations": 4}, store=store, model_spec=SPEC, model=MutatingModel(2)
+    )
     first = runner.optimize()
     first_reason = store.get_run(runner.run.id).reason
     again = MutatingModel(3)
@@ -95,7 +97,9 @@ def test_kill_9_mid_run_then_resume_charges_nothing_twice(method: str, tmp_path:
     result = open_method(run_id, store=store, model=model, takeover=True).optimize()
     after = {ev.step: ev.candidate_id for ev in store.evaluations(run_id)}
     assert {s: after[s] for s in before} == before  # recorded steps replayed unchanged
-    assert model.calls == len(store.events(run_id, kind=REPLY_EVENT)) - replies_before  # recorded replies not asked again
+    assert (
+        model.calls == len(store.events(run_id, kind=REPLY_EVENT)) - replies_before
+    )  # recorded replies not asked again
     assert store.usage(run_id)[Unit.EVALUATIONS] == 7 and result.final_score is not None
     assert store.get_run(run_id).state is RunState.FINISHED
     _charged_once(store, run_id)
@@ -116,7 +120,10 @@ def test_replies_are_parsed_not_run() -> None:
     assert apply_edits(parent, edit.replace("y = 2\n=", "z = 9\n=")) is None  # a non-matching edit is dropped
     assert last_block("a\n```python\nA\n```\nb\n```python\nB\n```", "python") == "B\n"
     assert last_block("```text\nbe brief\n```", "python") is None
-    assert pareto_front({"a": {"i": 1.0, "j": 0.0}, "b": {"i": 0.0, "j": 2.0}, "c": {"i": 0.5, "j": 1.0}}) == {"a": 1, "b": 1}
+    assert pareto_front({"a": {"i": 1.0, "j": 0.0}, "b": {"i": 0.0, "j": 2.0}, "c": {"i": 0.5, "j": 1.0}}) == {
+        "a": 1,
+        "b": 1,
+    }
 
 
 @pytest.mark.parametrize("method", sorted(set(METHODS) - set(PACKAGES)))  # the peers: test_peer_methods.py
@@ -141,8 +148,9 @@ def test_each_method_improves_a_prompt_against_a_toy_student(method: str, tmp_pa
 
 
 @pytest.mark.parametrize("method", sorted(set(METHODS) - set(PACKAGES)))  # the peers: test_peer_methods.py
-def test_a_run_killed_after_its_last_evaluation_concludes_with_its_best_on_resume(method: str,
-                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_killed_after_its_last_evaluation_concludes_with_its_best_on_resume(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Replaying a run whose budget the store shows spent must not stop at the first budget check."""
     from reasearch.methods._driver import MethodDriver
 

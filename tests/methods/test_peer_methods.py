@@ -180,7 +180,9 @@ def test_a_peer_on_the_wrong_kind_of_task_is_a_usage_error(tmp_path: Path, capsy
     from reasearch.cli import main
 
     store_dir = tmp_path / "runs"
-    assert main(["compare", TASK, "--methods", "agent,gepa", "--model", "demo", "--quiet", "--store", str(store_dir)]) == 2
+    assert (
+        main(["compare", TASK, "--methods", "agent,gepa", "--model", "demo", "--quiet", "--store", str(store_dir)]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "gepa optimizes prompt tasks only" in err[0] and not store_dir.exists()
 

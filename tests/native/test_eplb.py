@@ -128,7 +128,7 @@ def test_rebalance_twin(layout, layers, data):
     weight = np.array(loads, dtype=np.int64).reshape(layers, experts)
     fast = rebalance_experts(weight, replicas, groups, nodes, gpus)
     slow = rebalance_experts_reference(weight, replicas, groups, nodes, gpus)
-    for a, b in zip(fast, slow):
+    for a, b in zip(fast, slow, strict=True):
         np.testing.assert_array_equal(a, b)
     phy2log, log2phy, logcnt = fast
     assert (logcnt.sum(axis=1) == replicas).all() and (logcnt >= 1).all()
@@ -149,14 +149,14 @@ def test_packing_and_replication_twins(data):
     values = data.draw(st.lists(st.floats(0, 1e6, width=32), min_size=rows * packs * per,
                                 max_size=rows * packs * per))
     w = np.array(values, dtype=np.float32).reshape(rows, packs * per)
-    for a, b in zip(balanced_packing(w, packs), balanced_packing_reference(w, packs)):
+    for a, b in zip(balanced_packing(w, packs), balanced_packing_reference(w, packs), strict=True):
         np.testing.assert_array_equal(a, b)
     pack, rank = balanced_packing(w, packs)
     for r in range(rows):
         assert np.bincount(pack[r], minlength=packs).tolist() == [per] * packs
-        assert sorted(zip(pack[r], rank[r])) == [(p, k) for p in range(packs) for k in range(per)]
+        assert sorted(zip(pack[r], rank[r], strict=False)) == [(p, k) for p in range(packs) for k in range(per)]
     slots = packs * per + data.draw(st.integers(0, 10))
-    for a, b in zip(replicate_experts(w, slots), replicate_experts_reference(w, slots)):
+    for a, b in zip(replicate_experts(w, slots), replicate_experts_reference(w, slots), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -179,7 +179,9 @@ def test_replication_by_hand():
 def test_accepts_torch_tensors():
     torch = pytest.importorskip("torch")
     w = np.random.default_rng(0).integers(0, 1000, size=(2, 16))
-    for a, b in zip(rebalance_experts(torch.from_numpy(w), 24, 4, 2, 4), rebalance_experts(w, 24, 4, 2, 4)):
+    for a, b in zip(
+        rebalance_experts(torch.from_numpy(w), 24, 4, 2, 4), rebalance_experts(w, 24, 4, 2, 4), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
 
 
@@ -225,10 +227,10 @@ def test_vector_steps_match_the_twins_on_ties_signs_and_widths(data):
     rows = data.draw(st.integers(1, 3))
     values = data.draw(st.lists(_SIGNED_VALUES, min_size=rows * packs * per, max_size=rows * packs * per))
     w = np.array(values, dtype=np.float32).reshape(rows, packs * per)
-    for a, b in zip(balanced_packing(w, packs), balanced_packing_reference(w, packs)):
+    for a, b in zip(balanced_packing(w, packs), balanced_packing_reference(w, packs), strict=True):
         np.testing.assert_array_equal(a, b)
     slots = packs * per + data.draw(st.integers(0, 20))
-    for a, b in zip(replicate_experts(w, slots), replicate_experts_reference(w, slots)):
+    for a, b in zip(replicate_experts(w, slots), replicate_experts_reference(w, slots), strict=True):
         np.testing.assert_array_equal(a, b)
 
 

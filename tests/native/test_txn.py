@@ -131,7 +131,7 @@ def test_placements_hand_computed_and_consistent(parsed, golden):
     assert max(end for _, end in spans) == case["makespan"]
     for k in (1, 10, 50):
         assert max(end for _, end in spans[:k]) == py.get_opt_seq_cost(case["schedule"][:k])
-    for t, (start, end) in zip(case["schedule"], spans):
+    for t, (start, end) in zip(case["schedule"], spans, strict=False):
         assert start >= 1 and end - start + 1 == parsed["workload_2"][t][0][3]
 
 

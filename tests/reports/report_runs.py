@@ -81,7 +81,9 @@ def make_agent_run(run_dir: Path, store: Store, executor: LocalExecutor) -> str:
 def _plain_run(store: Store, executor: LocalExecutor, task_id: str | None, sources: list[tuple[str, str | None, str]],
                *, task: Any = None, params: dict[str, Any] | None = None) -> str:
     """A run evaluating ``(source, parent source, note)`` in order, then finished."""
-    run = Run.create(store, task_id=task_id, task_params=params, task=task, budget={"evaluations": 50}, executor=executor)
+    run = Run.create(
+        store, task_id=task_id, task_params=params, task=task, budget={"evaluations": 50}, executor=executor
+    )
     for step, (src, parent, note) in enumerate(sources):
         run.evaluate(src, step=step, parent=None if parent is None else candidate_sha256(parent), note=note)
     run.finish()

@@ -31,10 +31,16 @@ def test_view_matches_the_store(runs: tuple[Store, ReportRuns]) -> None:
     # Dollars on the x axis are what the ledger holds up to each evaluation's step, and only grow.
     ledger = store.ledger(view.record.id)
     for p in view.points:
-        assert p.dollars == pytest.approx(sum(e.amount for e in ledger if e.unit.value == "dollars" and e.step <= p.step))
+        assert p.dollars == pytest.approx(
+            sum(e.amount for e in ledger if e.unit.value == "dollars" and e.step <= p.step)
+        )
     assert [p.dollars for p in view.points] == sorted(p.dollars for p in view.points) and view.points[-1].dollars > 0
     assert view.models == {"agent": "scripted-sonnet", "editor": "scripted-sonnet", "summarizer": "scripted-sonnet"}
-    assert [v.origin for v in view.lessons] == ["start (template)", "write_file by the agent", "write_file by the agent"]
+    assert [v.origin for v in view.lessons] == [
+        "start (template)",
+        "write_file by the agent",
+        "write_file by the agent",
+    ]
 
 
 def test_the_payload_counts_what_the_page_draws(runs: tuple[Store, ReportRuns]) -> None:
@@ -110,7 +116,9 @@ def test_cli_report_and_compare(runs: tuple[Store, ReportRuns], report_dir: Path
     out = tmp_path / "r.html"
     assert main(["report", rr.ids["txn_scheduling"][:-2], "--run-dir", str(report_dir), "-o", str(out)]) == 0
     text = out.read_text()
-    assert text.startswith("<!doctype html>") and "connect-src 'none'" in text and "data-family=\"txn_scheduling\"" in text
+    assert (
+        text.startswith("<!doctype html>") and "connect-src 'none'" in text and 'data-family="txn_scheduling"' in text
+    )
     assert "opens offline" in capsys.readouterr().err
     cmp = tmp_path / "c.html"
     assert main(["report", "--compare", rr.ids["heilbronn"], rr.ids["generic"], "--run-dir", str(report_dir),

@@ -33,7 +33,9 @@ def open_report(browser: Any, path: Path) -> tuple[Any, list[str], list[str]]:
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     requests: list[str] = []
-    page.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on(
+        "console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None
+    )
     page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
 
     def refuse(route: Any) -> None:
@@ -47,8 +49,9 @@ def open_report(browser: Any, path: Path) -> tuple[Any, list[str], list[str]]:
 
 
 @pytest.mark.parametrize("family", sorted(PICTURES))
-def test_report_opens_offline_with_every_point_node_and_picture(family: str, runs: tuple[Store, ReportRuns],
-                                                                browser: Any, tmp_path: Path, screenshots: Path) -> None:
+def test_report_opens_offline_with_every_point_node_and_picture(
+    family: str, runs: tuple[Store, ReportRuns], browser: Any, tmp_path: Path, screenshots: Path
+) -> None:
     store, rr = runs
     run_id = rr.ids[family]
     path = write_report(store, run_id, tmp_path / f"{family}.html")

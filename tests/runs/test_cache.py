@@ -1,17 +1,16 @@
-"""The evaluation cache: zero cost and ``cached=True`` for repeats; never for nondeterministic tasks or flaky statuses."""
+"""The evaluation cache: zero cost and ``cached=True`` for repeats; never for nondeterministic tasks or flaky
+statuses."""
 
 from __future__ import annotations
 
-
-
+from reasearch.evaluators.base import candidate_sha256
+from reasearch.evaluators.result import Status
+from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.cache import cache_key
 from reasearch.runs.executor import LocalExecutor
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import Run
 from reasearch.runs.store import Store
-from reasearch.evaluators.base import candidate_sha256
-from reasearch.evaluators.result import Status
-from reasearch.evaluators.testing import ToyTask, toy_candidate
 
 GOOD = toy_candidate([1.0, 2.0, 3.0, 4.0])  # score -(4 + 1 + 0 + 1) = -6
 

@@ -12,8 +12,16 @@ from reasearch.runs.testing import make_run_record
 PACKAGE = Path(__file__).resolve().parents[2] / "reasearch"
 _WRITERS = {"log_event", "record", "get"}
 # Readers that compare a local ``kind``/``base`` (elsewhere those names mean other things: dtype kinds, tool kinds).
-_READERS = {"agent/console.py", "agent/replay.py", "agent/journal.py", "agent/loop.py", "reports/_sections.py",
-            "reports/_model.py", "reports/serve.py", "agent/lessons.py"}  # Run/Store.log_event, Journal.record/get (kind is the 2nd argument)
+_READERS = {
+    "agent/console.py",
+    "agent/replay.py",
+    "agent/journal.py",
+    "agent/loop.py",
+    "reports/_sections.py",
+    "reports/_model.py",
+    "reports/serve.py",
+    "agent/lessons.py",
+}  # Run/Store.log_event, Journal.record/get (kind is the 2nd argument)
 
 
 def test_a_kind_is_stored_and_read_as_its_string(store: Store) -> None:

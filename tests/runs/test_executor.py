@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.errors import ConfigError, UnknownTaskError
+from reasearch.evaluators.result import Status
+from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import (
     EvalRequest,
     LocalExecutor,
@@ -17,9 +21,6 @@ from reasearch.runs.executor import (
     resolve_task,
     task_entry_of,
 )
-from reasearch.errors import ConfigError, UnknownTaskError
-from reasearch.evaluators.result import Status
-from reasearch.evaluators.testing import ToyTask, toy_candidate
 
 ENTRY = task_entry_of(ToyTask())
 SEED_AWARE = "def run(seed):\n    return [float(seed), 3.0, 3.0, 3.0]\n"

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reasearch.errors import ConfigError, SandboxError
+from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import EvalRequest, Executor, LocalExecutor
 from reasearch.runs.ledger import Budget, Unit, refusal_message
 from reasearch.runs.run import Run
 from reasearch.runs.store import Store, open_store
-from reasearch.errors import ConfigError, SandboxError
-from reasearch.evaluators.result import EvalResult, Status
-from reasearch.evaluators.testing import ToyTask, toy_candidate
 
 
 def test_budget_parsing_and_arithmetic() -> None:

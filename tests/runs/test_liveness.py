@@ -15,18 +15,17 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
-from tests.pg_helpers import BACKENDS, store_location
 
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import STALE_S, Run, effective_state
 from reasearch.runs.store import SCHEMA_VERSION, RunState, open_store
+from tests.pg_helpers import BACKENDS, store_location
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +65,7 @@ def test_two_driver_processes_never_overspend_a_cap(store_url: str) -> None:
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for first in (0, 100)]
     outs = [p.communicate(timeout=240) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     statuses = [x for out, _ in outs for x in out.strip().split(",")]
     assert len(statuses) == 16

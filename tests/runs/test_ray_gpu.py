@@ -72,7 +72,8 @@ def test_the_engine_lease_follows_ray_and_still_excludes_processes_outside_ray(r
 
     @ray.remote(num_gpus=1)
     def lease_in_ray(wait_s: float) -> tuple[list[int], str, int | str]:
-        from reasearch.engine.gpu import SlotBusyError, lease_slot as lease
+        from reasearch.engine.gpu import SlotBusyError
+        from reasearch.engine.gpu import lease_slot as lease
 
         ids = [int(i) for i in ray.get_gpu_ids()]
         try:

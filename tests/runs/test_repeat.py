@@ -7,12 +7,12 @@ import statistics
 
 import pytest
 
+from reasearch.evaluators.result import Status
+from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import LocalExecutor
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import Run
 from reasearch.runs.store import Store
-from reasearch.evaluators.result import Status
-from reasearch.evaluators.testing import ToyTask, toy_candidate
 
 GOOD = toy_candidate([1.0, 2.0, 3.0, 4.0])  # score -6
 CLOCKED = (  # depends on the clock, as a search that stops after a deadline does

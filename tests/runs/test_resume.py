@@ -10,23 +10,21 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from tests.pg_helpers import BACKENDS, store_location
-
 from reasearch.engine._procs import descendants_of
+from reasearch.evaluators.base import candidate_sha256
+from reasearch.evaluators.result import Status
+from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import LocalExecutor
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import Run
 from reasearch.runs.store import RunState, open_store
 from reasearch.runs.sweep import run_candidates
-from reasearch.evaluators.base import candidate_sha256
-from reasearch.evaluators.result import Status
-from reasearch.evaluators.testing import ToyTask, toy_candidate
-
+from tests.pg_helpers import BACKENDS, store_location
 
 # 14 candidates after the seed: two repeats (served by the cache), one crash, one invalid answer.
 _VALUES = [[1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0], [3.0, 2.0, 2.0, 2.0], [3.0, 3.0, 2.0, 2.0],

@@ -10,11 +10,13 @@ import json
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.result import Status
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store import (
     SCHEMA_VERSION,
@@ -25,8 +27,6 @@ from reasearch.runs.store import (
     Store,
     open_store,
 )
-from reasearch.errors import ConfigError, StoreError
-from reasearch.evaluators.result import Status
 from reasearch.runs.testing import StoreTestCase, make_candidate, make_result, make_run_record
 
 _run, _result, _cand = make_run_record, make_result, make_candidate
@@ -229,8 +229,8 @@ def executor() -> Iterator[object]:
 
 @backends
 def test_run_api_end_to_end(store: Store, executor: object) -> None:
-    from reasearch.runs.run import Run
     from reasearch.evaluators.testing import ToyTask, toy_candidate
+    from reasearch.runs.run import Run
 
     run = Run.create(store, task=ToyTask(), seed=4, budget={"evaluations": 4, "tokens": 500},
                      config={"model": "scripted"}, executor=executor)  # type: ignore[arg-type]
@@ -272,10 +272,10 @@ def test_run_api_end_to_end(store: Store, executor: object) -> None:
 
 
 def test_run_builds_registered_tasks_by_id(tmp_path: Path, executor: object) -> None:
-    from reasearch.runs.run import Run
     from reasearch.errors import UnknownTaskError
     from reasearch.evaluators.registry import register, unregister
     from reasearch.evaluators.testing import ToyTask
+    from reasearch.runs.run import Run
 
     with open_store(tmp_path) as store:
         with pytest.raises(UnknownTaskError, match="unknown task id"):

@@ -10,12 +10,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
-from tests.pg_helpers import BACKENDS, store_location
 
 from reasearch.evaluators.prompt.testing import (
     BETTER_PROMPT,
@@ -27,6 +25,7 @@ from reasearch.evaluators.prompt.testing import (
 from reasearch.evaluators.result import Status
 from reasearch.runs import Run, Unit, open_store
 from reasearch.runs.students import PromptSession, score_test
+from tests.pg_helpers import BACKENDS, store_location
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +59,9 @@ def _student_debits(run: Run) -> list[tuple[int, str, float]]:
     return [(e.step, e.note, e.amount) for e in run.store.ledger(run.id) if e.unit is Unit.STUDENT_CALLS]
 
 
-def test_each_call_is_stored_with_its_debit_and_repeats_are_free(store_at: str, gsm: Path, server: FakeStudentServer) -> None:
+def test_each_call_is_stored_with_its_debit_and_repeats_are_free(
+    store_at: str, gsm: Path, server: FakeStudentServer
+) -> None:
     run = _run(store_at, gsm, server)
     session = PromptSession(run)
     _, first = session.validate(GOOD_PROMPT, step=1)
@@ -120,8 +121,10 @@ def test_the_cap_holds_across_two_drivers_of_one_run(store_at: str, gsm: Path) -
         run = _run(store_at, gsm, srv, cap=30, concurrency=8)
         drivers = [Run.open(open_store(store_at), run.id) for _ in range(2)]
         results: list[object] = []
-        threads = [threading.Thread(target=lambda d=d, p=p, s=s: results.append(PromptSession(d).validate(p, step=s)[1]))
-                   for d, p, s in zip(drivers, (GOOD_PROMPT, BETTER_PROMPT), (1, 2))]
+        threads = [
+            threading.Thread(target=lambda d=d, p=p, s=s: results.append(PromptSession(d).validate(p, step=s)[1]))
+            for d, p, s in zip(drivers, (GOOD_PROMPT, BETTER_PROMPT), (1, 2), strict=True)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -149,7 +152,9 @@ def test_a_failed_call_is_recorded_not_debited_and_retried_later(store_at: str, 
         assert run.used()[Unit.STUDENT_CALLS] == 40
 
 
-def test_the_trusted_test_pass_is_stored_and_free_when_repeated(store_at: str, gsm: Path, server: FakeStudentServer) -> None:
+def test_the_trusted_test_pass_is_stored_and_free_when_repeated(
+    store_at: str, gsm: Path, server: FakeStudentServer
+) -> None:
     run = _run(store_at, gsm, server, cap=45)
     session = PromptSession(run)
     cid, val = session.validate(BETTER_PROMPT, step=1)

@@ -27,13 +27,13 @@ from typing import Any
 
 from reasearch.agent.config import ROLES, AgentConfig
 from reasearch.agent.loop import LESSONS_FILE, TASK_FILE, Agent
-from reasearch.models.messages import ModelReply, ModelRequest
-from reasearch.models import ModelSpec
 from reasearch.agent.snapshot import EvalRecord, fmt_score
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tool, tools_of
 from reasearch.agent.tools.workspace import ExecFn
 from reasearch.errors import ConfigError
 from reasearch.evaluators.result import Status
+from reasearch.models import ModelSpec
+from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.runs import Budget, Run, RunState, Store
 from reasearch.runs.events import EventKind
 from reasearch.runs.run import STALE_S
@@ -270,7 +270,7 @@ class McpDriver:
 def _agent(run: Run, root: Path, *, exec_fn: ExecFn | None, lessons: str | None = None) -> Agent:
     config = AgentConfig.from_dict(dict(run.config.get("agent") or {}))
     model = _ClientIsTheModel()
-    return Agent(run, root, config=config, models={role: model for role in ROLES}, lessons=lessons,  # type: ignore[misc]
+    return Agent(run, root, config=config, models={role: model for role in ROLES}, lessons=lessons,
                  exec_fn=exec_fn)
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reasearch.agent.journal import RunLike
-from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.agent.tools.workspace import Workspace
 from reasearch.evaluators.base import Task
+from reasearch.models.messages import ModelReply, ModelRequest
+from reasearch.runs.run import Run
 
 __all__ = ["Complete", "ToolContext", "ToolState"]
 
@@ -49,7 +49,7 @@ class ToolContext:
         status: the state snapshot text, without lessons.md.
     """
 
-    run: RunLike
+    run: Run
     task: Task
     workspace: Workspace
     complete: Complete

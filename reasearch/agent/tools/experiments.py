@@ -38,6 +38,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,7 +141,10 @@ class ExperimentTools:
         """Ended experiments of the run (finished, stopped, interrupted, failed to start), by step."""
         run = self.ctx.run
         out = [dict(e.payload, step=e.step) for e in run.events(kind=EventKind.EXPERIMENT)]
-        out += [dict(e.payload, step=e.step, status="INTERRUPTED") for e in run.events(kind=EventKind.EXPERIMENT_INTERRUPTED)]
+        out += [
+            dict(e.payload, step=e.step, status="INTERRUPTED")
+            for e in run.events(kind=EventKind.EXPERIMENT_INTERRUPTED)
+        ]
         return sorted(out, key=lambda d: d["step"])
 
     def running(self) -> list[dict[str, Any]]:
@@ -355,7 +359,9 @@ class ExperimentTools:
             text = (f"the experiment of step {exp['step']} ({exp.get('description')}) was interrupted: the driver "
                     "stopped while it ran. Its training process was killed with the driver, nothing was recorded "
                     "or charged. Call run_experiment again to run it.")
-            return ToolOutput(text, {"experiment": {**_start_fields(exp), "step": exp["step"], "status": "INTERRUPTED"}})
+            return ToolOutput(
+                text, {"experiment": {**_start_fields(exp), "step": exp["step"], "status": "INTERRUPTED"}}
+            )
         return self._result_text(exp["step"])
 
     def _result_text(self, step: int) -> ToolOutput:
@@ -377,9 +383,11 @@ class ExperimentTools:
             else:
                 lines.append(f"not better than the best {fmt_score(before.score)} (step {before.step})")
         if exp.get("status") != "ERROR":
-            lines.append(f"training {_num(exp.get('train_s'))} s of budget {_num(exp.get('time_budget_s'))} s on "
-                         f"{exp.get('slot', '?')}, GPU-seconds {_num(exp.get('gpu_s'))}, last step {exp.get('last_step')}, "
-                         f"last train loss {exp.get('last_train_loss')}")
+            lines.append(
+                f"training {_num(exp.get('train_s'))} s of budget {_num(exp.get('time_budget_s'))} s on "
+                f"{exp.get('slot', '?')}, GPU-seconds {_num(exp.get('gpu_s'))}, last step {exp.get('last_step')}, "
+                f"last train loss {exp.get('last_train_loss')}"
+            )
         if exp.get("loss_curve"):
             lines.append("loss curve (step, loss): " + ", ".join(f"({s}, {v})" for s, v in exp["loss_curve"][:12]))
         if exp.get("feedback"):
@@ -413,10 +421,12 @@ class ExperimentTools:
         r = self._running.get(step)
         if r is not None and not r.done.wait(timeout):
             status = _read_status(r.folder)
-            return ToolOutput(f"experiment {step} is still running after {timeout:g} s more ({status.get('state', '?')}, "
-                              f"{time.time() - r.started:.0f} s elapsed of a {r.time_budget_s:g} s budget); "
-                              "wait_experiment again, read_log it, or stop_experiment it",
-                              {"experiment": {"step": step, "status": "RUNNING"}})
+            return ToolOutput(
+                f"experiment {step} is still running after {timeout:g} s more ({status.get('state', '?')}, "
+                f"{time.time() - r.started:.0f} s elapsed of a {r.time_budget_s:g} s budget); "
+                "wait_experiment again, read_log it, or stop_experiment it",
+                {"experiment": {"step": step, "status": "RUNNING"}},
+            )
         if r is None and not any(e["step"] == step for e in self.experiments()):
             return self._settled_text(self._settle(step))
         return self._result_text(step)
@@ -432,7 +442,9 @@ class ExperimentTools:
         step = self._pick(step)
         r = self._running.get(step)
         if r is None or r.done.is_set():
-            raise ToolError(f"experiment {step} is not running (it has ended: wait_experiment({step}) shows its result)")
+            raise ToolError(
+                f"experiment {step} is not running (it has ended: wait_experiment({step}) shows its result)"
+            )
         _touch(r.folder / "STOP")
         if not r.done.wait(120.0):
             return ToolOutput(f"experiment {step} was asked to stop and has not ended yet "
@@ -495,19 +507,23 @@ class ExperimentTools:
             lines = [ln for ln in lines if grep in ln]
         n = max(1, min(int(tail_lines), 2000))
         shown = lines[-n:]
-        head = (f"[log of experiment {step} ({state}): {len(lines)} line(s){' matching ' + repr(grep) if grep else ''}, "
-                f"last {len(shown)}; {size} bytes]")
+        head = (
+            f"[log of experiment {step} ({state}): {len(lines)} line(s){' matching ' + repr(grep) if grep else ''}, "
+            f"last {len(shown)}; {size} bytes]"
+        )
         return "\n".join([head, *shown])
 
 
-def _start_fields(start: dict[str, Any]) -> dict[str, Any]:
+def _start_fields(start: Mapping[str, Any]) -> dict[str, Any]:
     return {k: start.get(k) for k in ("description", "commit", "dirty", "candidate", "time_budget_s")}
 
 
-def _experiment_payload(start: dict[str, Any], step: int, result: Any) -> dict[str, Any]:
+def _experiment_payload(start: Mapping[str, Any], step: int, result: Any) -> dict[str, Any]:
     """The ``experiment`` event of an ended experiment: what ran, how it ended, its evaluation record."""
     m = dict(result.metrics)
-    rec = EvalRecord(step, start["candidate"], result.status.value, result.score, result.normalized_score, result.cached)
+    rec = EvalRecord(
+        step, start["candidate"], result.status.value, result.score, result.normalized_score, result.cached
+    )
     return {**_start_fields(start), "status": result.status.value, "score": result.score,
             **{k: m.get(k) for k in _SUMMARY_KEYS}, "loss_curve": m.get("loss_curve"),
             "feedback": (result.feedback or "")[-3000:], "evaluation": rec.to_dict(), "ended_at": time.time()}

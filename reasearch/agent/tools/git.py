@@ -164,7 +164,8 @@ class GitTools:
         reset, branch). Hooks, config, remotes, push and fetch are not available.
 
         Args:
-            command: the arguments after 'git', e.g. 'log --oneline -5', 'commit -am "lr 3e-3"' or 'checkout abc123 -- train.py'.
+            command: the arguments after 'git', e.g. 'log --oneline -5', 'commit -am "lr 3e-3"' or 'checkout abc123 \
+-- train.py'.
         """
         try:
             args = shlex.split(command)

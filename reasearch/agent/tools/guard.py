@@ -11,19 +11,28 @@ __all__ = ["BLOCKED_PATTERNS", "check_command", "check_python"]
 _END = r"(?=$|[\s;&|)'\"`])"
 # (pattern, why) pairs; matched case-sensitively on the whole command text.
 BLOCKED_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, re.MULTILINE), why) for p, why in [
-        (r"\brm\s+(?:-\S+\s+)*-[a-zA-Z]*[rRf][a-zA-Z]*\s+(?:-\S+\s+)*(?:/|/\*|~/?|\$HOME/?|\.\./?|\*)" + _END,
-         "recursive or forced removal of /, ~, .. or everything"),
+    (re.compile(p, re.MULTILINE), why)
+    for p, why in [
+        (
+            r"\brm\s+(?:-\S+\s+)*-[a-zA-Z]*[rRf][a-zA-Z]*\s+(?:-\S+\s+)*(?:/|/\*|~/?|\$HOME/?|\.\./?|\*)" + _END,
+            "recursive or forced removal of /, ~, .. or everything",
+        ),
         (r"--no-preserve-root", "rm --no-preserve-root"),
         (r"\bchmod\s+(?:-\S+\s+)*(?:0?777|a\+rwx|ugo\+rwx)\b", "chmod 777 (world-writable)"),
         (r"\bchown\s+(?:-\S+\s+)*-[a-zA-Z]*R[a-zA-Z]*\s+\S+\s+/" + _END, "recursive chown of /"),
         (r"\|\s*(?:sudo\s+)?(?:/usr)?(?:/bin/)?(?:ba|z|da|k|c)?sh\b", "piping into a shell"),
-        (r"\b(?:curl|wget)\b[^\n|]*\|\s*(?:sudo\s+)?(?:/usr/bin/)?(?:python3?|perl|ruby|node)\b", "piping a download into an interpreter"),
+        (
+            r"\b(?:curl|wget)\b[^\n|]*\|\s*(?:sudo\s+)?(?:/usr/bin/)?(?:python3?|perl|ruby|node)\b",
+            "piping a download into an interpreter",
+        ),
         (r"\bmkfs(?:\.\w+)?\b", "making a file system"),
         (r"\bdd\b[^\n]*\bof=/dev/", "dd onto a device"),
         (r">\s*/dev/(?:sd|nvme|hd|vd|xvd)\w*", "writing onto a block device"),
         (r":\s*\(\s*\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:", "a fork bomb"),
-        (r"(?:^|[;&|(`]\s*|\$\(\s*)(?:/sbin/|/usr/sbin/)?(?:shutdown|reboot|poweroff|halt)\b", "shutting the machine down"),
+        (
+            r"(?:^|[;&|(`]\s*|\$\(\s*)(?:/sbin/|/usr/sbin/)?(?:shutdown|reboot|poweroff|halt)\b",
+            "shutting the machine down",
+        ),
         (r"\bsudo\b", "sudo"),
     ]
 )

@@ -8,11 +8,11 @@ import re
 from collections import Counter
 from typing import Any
 
-from reasearch.models.messages import ModelRequest
 from reasearch.agent.prompts import EDITOR_SYSTEM, editor_request
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score, score_spreads
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
+from reasearch.models.messages import ModelRequest
 
 __all__ = ["CANDIDATE_FILE", "ControlTools", "ProgramTools", "extract_code"]
 
@@ -98,8 +98,7 @@ class ProgramTools:
         before = best_of(state.history, spec)
         parent = ctx.run.lineage_parent(source)  # what it came from, not the last evaluated (a written file)
         cid = ctx.run.add_candidate(source, parent=parent, note=f"step {state.step}")
-        result = ctx.run.evaluate(source, step=state.step, parent=parent, note=f"step {state.step}",
-                                  **({"repeat": True} if repeat else {}))
+        result = ctx.run.evaluate(source, step=state.step, parent=parent, note=f"step {state.step}", repeat=repeat)
         rec = EvalRecord(state.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
         lines = [f"evaluation at step {rec.step}: candidate {cid[:12]}", f"status: {rec.status}"]
         if rec.score is not None:
@@ -181,4 +180,6 @@ class ControlTools:
             rec = next(r for r in reversed(ok) if r.candidate == cid)
         assert rec is not None
         final: dict[str, Any] = {"candidate": rec.candidate, "reason": reason, "score": rec.score, "step": rec.step}
-        return ToolOutput(f"final candidate {rec.candidate[:12]} (score {fmt_score(rec.score)}); the run ends", {"final": final})
+        return ToolOutput(
+            f"final candidate {rec.candidate[:12]} (score {fmt_score(rec.score)}); the run ends", {"final": final}
+        )

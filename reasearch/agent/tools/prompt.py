@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from reasearch.models.messages import ModelRequest
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
+from reasearch.models.messages import ModelRequest
 from reasearch.runs.events import EventKind
 from reasearch.runs.run import Run
 from reasearch.runs.students import PromptSession, TrainOutcome, score_test
@@ -87,7 +87,7 @@ class PromptTools:
             raise ConfigError("prompt tasks need a stored run (reasearch.runs.Run), not an in-memory one")
         self.ctx = ctx
         self.candidate_file: str = ctx.task.candidate_file
-        self.session = session if session is not None else PromptSession(ctx.run)  # type: ignore[arg-type]
+        self.session = session if session is not None else PromptSession(ctx.run)
 
     # ------------------------------------------------------------ loop hooks
     system_template = PROMPT_AGENT_SYSTEM
@@ -114,7 +114,7 @@ class PromptTools:
     def on_finish(self, final: dict[str, Any]) -> None:
         """The trusted side scores the final prompt on the sealed test split (recorded, not shown to the agent)."""
         if final.get("candidate") and not self.ctx.run.events(kind=EventKind.TEST_RESULT):
-            score_test(self.ctx.run, client=self.session.client)  # type: ignore[arg-type]
+            score_test(self.ctx.run, client=self.session.client)
 
     # ------------------------------------------------------------ tools
     def _prompt(self, prompt: str | None) -> str:
@@ -196,7 +196,17 @@ class PromptTools:
                 lines.append("NEW BEST" + (f" (previous {fmt_score(before.score)})" if before else ""))
             else:
                 lines.append(f"not better than the best {fmt_score(before.score)} (prompt {before.candidate[:12]})")
-        keys = ("n", "correct", "wrong_answer", "no_answer", "partial", "call_failed", "refused", "calls_paid", "calls_cached")
+        keys = (
+            "n",
+            "correct",
+            "wrong_answer",
+            "no_answer",
+            "partial",
+            "call_failed",
+            "refused",
+            "calls_paid",
+            "calls_cached",
+        )
         lines.append("counts: " + ", ".join(f"{k}={m[k]}" for k in keys if k in m))
         if result.status.value != "OK":
             lines.append("feedback: " + result.feedback)

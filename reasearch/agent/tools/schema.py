@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
-from reasearch.models.messages import ToolSchema
 from reasearch.errors import ReasearchError
+from reasearch.models.messages import ToolSchema
 
 __all__ = ["Tool", "ToolArgumentError", "ToolError", "ToolOutput", "parse_docstring", "tool", "tools_of"]
 

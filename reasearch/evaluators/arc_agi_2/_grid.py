@@ -175,10 +175,10 @@ def compare(expected: Grid, got: Grid) -> AttemptScore:
         return AttemptScore(AttemptStatus.CORRECT, _shape(got), total, total)
     wrong: list[tuple[int, int, int, int]] = []
     n_wrong = 0
-    for r, (erow, grow) in enumerate(zip(expected, got)):
+    for r, (erow, grow) in enumerate(zip(expected, got, strict=True)):
         if erow == grow:
             continue
-        for c, (e, g) in enumerate(zip(erow, grow)):
+        for c, (e, g) in enumerate(zip(erow, grow, strict=False)):
             if e != g:
                 n_wrong += 1
                 if len(wrong) < _WRONG_CELLS_KEPT:

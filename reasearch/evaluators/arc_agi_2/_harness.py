@@ -95,7 +95,7 @@ def run_attempts(entry_fn: Callable[[Any], Any], payload: dict[str, Any]) -> dic
     rows = []
     for grid in payload["inputs"]:
         row = []
-        for name, fn in zip(ATTEMPTS, fns):
+        for name, fn in zip(ATTEMPTS, fns, strict=True):
             if fn is None:
                 row.append({"kind": "missing", "error": f"no function named {name}"})
             else:

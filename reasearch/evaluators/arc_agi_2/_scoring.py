@@ -92,7 +92,7 @@ def score_attempts(value: Any, expected: Sequence[Grid]) -> tuple[list[PairScore
         n = len(rows) if isinstance(rows, (list, tuple)) else type(rows).__name__
         return None, f"expected attempts for {len(expected)} inputs, got {n}"
     pairs = []
-    for i, (row, exp) in enumerate(zip(rows, expected)):
+    for i, (row, exp) in enumerate(zip(rows, expected, strict=True)):
         if not isinstance(row, (list, tuple)) or len(row) != 2:
             return None, f"input {i}: expected two attempts, got {row!r:.80}"
         (s1, g1, t1), (s2, g2, t2) = _attempt(row[0], exp), _attempt(row[1], exp)
@@ -123,7 +123,10 @@ def _shape_text(shape: Sequence[int] | None) -> str:
 
 def _diff_map(expected: Grid, got: Grid) -> list[str]:
     """Rows where '.' is a right cell and a digit is the expected colour of a wrong one."""
-    return ["".join("." if g == e else str(e) for e, g in zip(erow, grow)) for erow, grow in zip(expected, got)]
+    return [
+        "".join("." if g == e else str(e) for e, g in zip(erow, grow, strict=False))
+        for erow, grow in zip(expected, got, strict=False)
+    ]
 
 
 def _attempt_line(k: int, a: AttemptScore) -> str:
@@ -150,7 +153,7 @@ def train_feedback(pairs: Sequence[PairScore], expected: Sequence[Grid]) -> str:
     undefined = {k for k in range(2) if all(p.attempts[k].status is AttemptStatus.MISSING for p in pairs)}
     for k in sorted(undefined):
         lines.append(f"transform_grid_attempt_{k + 1} is not defined: it answers no pair")
-    for p, exp in zip(pairs, expected):
+    for p, exp in zip(pairs, expected, strict=False):
         state = "SOLVED" if p.solved else "not solved"
         lines.append(f"pair {p.index} (expected {_shape_text(p.expected_shape)}): {state}")
         for k, a in enumerate(p.attempts):
@@ -161,7 +164,9 @@ def train_feedback(pairs: Sequence[PairScore], expected: Sequence[Grid]) -> str:
                 last = p.tracebacks[k].strip().splitlines()[-3:]
                 lines.extend("    " + t for t in last)
         if not p.solved:
-            best_k = max(range(2), key=lambda k: (p.attempts[k].status is AttemptStatus.WRONG_CELLS, p.attempts[k].accuracy))
+            best_k = max(
+                range(2), key=lambda k: (p.attempts[k].status is AttemptStatus.WRONG_CELLS, p.attempts[k].accuracy)
+            )
             best, got = p.attempts[best_k], p.outputs[best_k]
             if best.status is AttemptStatus.WRONG_CELLS and got is not None and best.n_wrong <= _DIFF_MAP_MAX_WRONG:
                 lines.append(f"  diff of attempt {best_k + 1} ('.' right, digit = expected colour where wrong):")

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.arc_agi_2 import SET_IDS  # the registered set ids and the split each one covers
 from reasearch.evaluators.arc_agi_2._data import SPLITS, task_ids
@@ -22,7 +23,6 @@ from reasearch.evaluators.arc_agi_2.task import (
     arc_evaluator_hash,
 )
 from reasearch.evaluators.base import Task, default_runner
-from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 
@@ -177,13 +177,15 @@ class ArcSetTask(Task):
         if results is None:
             results = self._map(one, tasks, self._pool_workers(runner), f"{self.spec.id} ({phase})")
         wall = time.perf_counter() - t0
-        by_id = {t.task_id: r for t, r in zip(tasks, results)}
+        by_id = {t.task_id: r for t, r in zip(tasks, results, strict=True)}
         aggregate = self._aggregate(by_id, phase)
         prov = self.provenance(candidate_source, seed=seed, sandbox_mode=getattr(runner, "mode", "unknown"))
         aggregate = aggregate.with_(wall_s=wall, cpu_s=sum(r.cpu_s for r in results), provenance=prov)
         return ArcSetReport(aggregate, by_id)
 
-    def _map(self, fn: Callable[[ArcTask], EvalResult], tasks: list[ArcTask], workers: int, label: str) -> list[EvalResult]:
+    def _map(
+        self, fn: Callable[[ArcTask], EvalResult], tasks: list[ArcTask], workers: int, label: str
+    ) -> list[EvalResult]:
         """Runs ``fn`` over ``tasks`` on a thread pool, in order, with a rich progress bar."""
         _ = [task.problem for task in tasks]  # load (and validate) here, so a data error raises once
         if not self.progress:
@@ -256,7 +258,9 @@ class ArcSetTask(Task):
                          + (f" (+{len(scored) - 40} more)" if len(scored) > 40 else ""))
         failed = [(i, r) for i, r in by_id.items() if not r.ok]
         for i, r in failed[:3]:
-            lines.append(f"{i}: {r.status.value}: {r.feedback.strip().splitlines()[0][:200] if r.feedback.strip() else ''}")
+            lines.append(
+                f"{i}: {r.status.value}: {r.feedback.strip().splitlines()[0][:200] if r.feedback.strip() else ''}"
+            )
         feedback = "\n".join(lines)
         if statuses.get("OK", 0) == 0:
             worst = statuses.most_common(1)[0][0]

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reasearch.engine.protocol import RunRequest, SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.arc_agi_2._data import ArcProblem, load_problem
 from reasearch.evaluators.arc_agi_2._grid import Grid
@@ -18,7 +19,6 @@ from reasearch.evaluators.arc_agi_2._scoring import (
     verdict,
 )
 from reasearch.evaluators.base import Task, _hash_modules, default_runner
-from reasearch.engine.protocol import RunRequest, SandboxRunner
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 
@@ -145,7 +145,10 @@ class ArcTask(Task):
 
     def payload(self, seed: int | None) -> dict[str, Any]:
         """The train inputs only (outputs stay on the trusted side), and the seed the harness seeds with."""
-        return {"inputs": [_as_lists(pair.input) for pair in self.problem.train], "seed": 0 if seed is None else int(seed)}
+        return {
+            "inputs": [_as_lists(pair.input) for pair in self.problem.train],
+            "seed": 0 if seed is None else int(seed),
+        }
 
     def _train_outputs(self) -> list[Grid]:
         return [pair.output for pair in self.problem.train if pair.output is not None]
@@ -181,11 +184,16 @@ class ArcTask(Task):
             source=candidate_source,
             entry=self.spec.entries,
             harness=self.harness,
-            payload={"inputs": [_as_lists(pair.input) for pair in self.problem.test], "seed": 0 if seed is None else int(seed)},
+            payload={
+                "inputs": [_as_lists(pair.input) for pair in self.problem.test],
+                "seed": 0 if seed is None else int(seed),
+            },
             limits=self.limits(),
         )
 
-    def submit(self, candidate_source: str, *, seed: int | None = None, executor: SandboxRunner | None = None) -> EvalResult:
+    def submit(
+        self, candidate_source: str, *, seed: int | None = None, executor: SandboxRunner | None = None
+    ) -> EvalResult:
         """Runs both attempts on the test inputs and scores pass@2 on the trusted side.
 
         A test input counts when either attempt equals its output exactly (shape included); the

@@ -23,9 +23,9 @@ import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import SessionError, start_session
-from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators._secret import derive_seed, secret
+from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.rl.task import RLTask
 from reasearch.evaluators.spec import TaskSpec
@@ -115,7 +115,8 @@ class AtariTask(RLTask):
         return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("policy.py", "train.py")}
 
     def describe(self) -> str:
-        return f"""# atari/{self.game}-v1: train a {self.env} policy from pixels within a time budget (maximize mean return)
+        return f"""# atari/{self.game}-v1: train a {self.env} policy from pixels within a time budget (maximize mean \
+return)
 
 The candidate is the repository in your workspace (train.py, policy.py, any files you add), under git.
 An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; ale-py with its
@@ -129,8 +130,10 @@ ROMs, Gymnasium, NumPy and torch importable) with these environment variables:
   torch.load(weights_only=True)).
 
 Metric (trusted, fixed): the evaluator imports policy.py and calls `build_policy(config, weights)`. It plays
-{int(self.episodes)} episodes itself (seeds derived from a secret you cannot read; sticky actions {float(self.sticky):g};
-frame skip {int(self.frameskip)}; at most {int(self.max_frames)} frames each) and calls `policy.act(frames)` with the grey
+{int(self.episodes)} episodes itself (seeds derived from a secret you cannot read; sticky actions \
+{float(self.sticky):g};
+frame skip {int(self.frameskip)}; at most {int(self.max_frames)} frames each) and calls `policy.act(frames)` with the \
+grey
 frames of the running episodes, uint8 [B, 210, 160]; act returns one integer action in [0, n_actions) per
 frame. The policy gets pixels only: no emulator, RAM or game state. Score = mean undiscounted return over
 the episodes (higher is better; the spread is reported). Print JSON lines such as {{"step": 3, "return": 120,
@@ -165,7 +168,7 @@ failure is reported as its step, exception class and file:line only.
                          repeat_action_probability=float(self.sticky), max_num_frames_per_episode=int(self.max_frames))
                 for _ in range(int(self.episodes))]
         n_actions = int(envs[0].action_space.n)  # type: ignore[attr-defined]  # Discrete
-        obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.game, int(self.episodes)))]
+        obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.game, int(self.episodes)), strict=True)]
         returns = [0.0] * len(envs)
         running = list(range(len(envs)))
         calls = steps = 0

@@ -12,8 +12,8 @@ import numpy as np
 
 from reasearch.evaluators._geometry_task import GeometryTask
 from reasearch.evaluators.circle_packing._records import BEST_KNOWN, BEST_KNOWN_SOURCE, SEED_SCORES
-from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.params import Range
+from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import ViolationKind, packing_violation
 

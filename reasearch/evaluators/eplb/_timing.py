@@ -78,7 +78,8 @@ single-threaded one not even then (its CPU shows it did not spend the time).
 
 What is not closed: the work around the call inside the sandbox (reading the window, narrowing the
 answer's integers, framing it) runs in the candidate's process; a candidate that replaces it by faster
-code can claim that much less unnoticed, by the wall and by the CPU alike (tens to a few hundred microseconds at L = 58, E = 256, more
+code can claim that much less unnoticed, by the wall and by the CPU alike (tens to a few hundred microseconds at L =
+58, E = 256, more
 with an answer padded with replica columns); a candidate returning narrow integers is credited the
 narrowing of int64 arrays it did not do. Conversely an answer cold in the cache (arrays computed long
 before the call and returned again untouched) costs the harness's narrowing more CPU and time than the
@@ -103,10 +104,26 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "BIAS_FRACTION", "CALIBRATION_SOURCE", "CALL_Z", "CLOCK", "CPU_BIAS_FRACTION", "MAX_REPLAYS", "MAX_SLACK_FRACTION", "MIN_T_ALG_S",
+    "BIAS_FRACTION",
+    "CALIBRATION_SOURCE",
+    "CALL_Z",
+    "CLOCK",
+    "CPU_BIAS_FRACTION",
+    "MAX_REPLAYS",
+    "MAX_SLACK_FRACTION",
+    "MIN_T_ALG_S",
     "NOISE_FLOOR_S",
-    "REPLAY_CAP_S", "ROUNDS", "Z", "CallTiming", "Timing", "answer_signature", "decide", "replay_plan",
-    "replay_wait_ns", "reported_seconds", "signature_bytes",
+    "REPLAY_CAP_S",
+    "ROUNDS",
+    "Z",
+    "CallTiming",
+    "Timing",
+    "answer_signature",
+    "decide",
+    "replay_plan",
+    "replay_wait_ns",
+    "reported_seconds",
+    "signature_bytes",
 ]
 
 MAX_REPLAYS = 32  # calls replayed per round; ROUNDS rounds: at most 64 replays per evaluation
@@ -125,7 +142,9 @@ Z = 2.0  # the allowance: Z standard errors of the mean excess (an honest D abov
 CALL_Z = 4.0  # a call's own excess beyond CALL_Z spreads of one call is not noise
 BIAS_FRACTION = 0.05  # the replays run after the calls, in another process: their transport may differ by this share
 CLOCK = "sandbox clock"
-CPU_BIAS_FRACTION = 0.1  # the harness's CPU per call in the candidate's process may differ from its replays' by this share
+CPU_BIAS_FRACTION = (
+    0.1  # the harness's CPU per call in the candidate's process may differ from its replays' by this share
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,13 +282,14 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
     s_d = _spread(pairs, scale)
     limit = max(CALL_Z * s_d, NOISE_FLOOR_S)
     replayed = [e for e in echoes if len(e) >= per_call]
-    adjacent = [b[r] - a[r] for a, b in zip(replayed, replayed[1:]) for r in range(per_call)] or pairs
+    adjacent = [b[r] - a[r] for a, b in zip(replayed, replayed[1:], strict=False) for r in range(per_call)] or pairs
     noise = [min(max(p * scale, -limit), limit) for p in adjacent]  # honest excesses' fast noise, clipped
     spread = statistics.pstdev(noise) if len(noise) > 1 else limit
     drift = abs(statistics.median(pairs))
     median_t = statistics.median(refs)
     claims = [None if c.t_jail_s is None else min(c.t_jail_s, c.wall_s) for c in calls]
     known = [i for i, c in enumerate(claims) if c is not None]
+    claim_of = {i: c for i, c in enumerate(claims) if c is not None}  # known's claims, typed float
     allowance = max(NOISE_FLOOR_S, Z * spread / math.sqrt(max(len(known), 1)), drift, BIAS_FRACTION * median_t)
     limit = max(limit, allowance)
     floor = allowance / MAX_SLACK_FRACTION  # below this, a time cannot be told from the transport's noise
@@ -287,14 +307,15 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
         if cpu is not None:
             why += ", and so does the calls' CPU evidence"
         return round_trips(why, median_t, allowance, None, refs)
-    excess = {i: walls[i] - claims[i] - refs[i] for i in known}  # type: ignore[operator]
+    excess = {i: walls[i] - claim_of[i] - refs[i] for i in known}
     mean_excess = statistics.fmean(min(max(x, -limit), limit) for x in excess.values()) if known else None
     shift = max(0.0, (mean_excess or 0.0) - allowance)
     raise_by = {i: shift + max(0.0, excess[i] - limit) for i in known}
     if cpu is not None and descendants_cpu_s is not None and known:  # step 6: each call's own CPU bounds its raise
         alg, eps, _, _ = cpu
-        have = [i for i in known if alg[i] is not None]
-        room = {i: max(0.0, alg[i] - claims[i]) for i in have}  # type: ignore[operator]
+        alg_of = {i: a for i in known if (a := alg[i]) is not None}  # the calls with CPU evidence
+        have = list(alg_of)
+        room = {i: max(0.0, alg_of[i] - claim_of[i]) for i in have}
         capped = {i: min(r, room.get(i, r)) for i, r in raise_by.items()}
         deficit = {i: raise_by[i] - capped[i] for i in known}
         lost = sum(deficit.values())
@@ -302,17 +323,17 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
             back = min(1.0, max(0.0, descendants_cpu_s) / lost)
             capped = {i: capped[i] + back * deficit[i] for i in known}
         total = sum(capped.values())
-        hidden = sum(alg[i] - claims[i] for i in have) + max(0.0, descendants_cpu_s) - len(have) * eps  # type: ignore[operator]
+        hidden = sum(alg_of[i] - claim_of[i] for i in have) + max(0.0, descendants_cpu_s) - len(have) * eps
         if len(have) == len(known) and total > 0:  # all calls measured: their CPU, summed, bounds the raises
             capped = {i: r * min(1.0, max(0.0, hidden) / total) for i, r in capped.items()}
         raise_by = capped
     total = sum(raise_by.values())
     if cpu_bound_s is not None and total > 0:  # the kernel's CPU account bounds what the claims can hide
-        hidden = max(0.0, cpu_bound_s - sum(claims[i] for i in known) - len(known) * allowance)  # type: ignore[misc]
+        hidden = max(0.0, cpu_bound_s - sum(claim_of[i] for i in known) - len(known) * allowance)
         raise_by = {i: r * min(1.0, hidden / total) for i, r in raise_by.items()}
     t_alg: list[float] = []
     bounded = floored = 0
-    for i, (w, claim, call_floor) in enumerate(zip(walls, claims, floors)):
+    for i, (w, claim, call_floor) in enumerate(zip(walls, claims, floors, strict=False)):
         if claim is None:  # no usable claim: the round trip less this call's transport and the limit
             value, raised = w - refs[i] - limit, True
         else:
@@ -325,13 +346,14 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
         # The per-call floors allow for one call's CPU noise; on the mean only the mean-level allowance:
         # the mean time is at least the mean CPU evidence (helpers' CPU included) less eps, up to the floor.
         alg, eps, _, _ = cpu
-        target = min(floor, statistics.fmean(alg) + max(0.0, descendants_cpu_s) / len(calls) - eps)  # type: ignore[arg-type]
+        alg_all = [a for a in alg if a is not None]  # every one, as tested above
+        target = min(floor, statistics.fmean(alg_all) + max(0.0, descendants_cpu_s) / len(calls) - eps)
         short = target * len(calls) - sum(t_alg)
-        room = [max(0.0, w - t) for w, t in zip(walls, t_alg)]
-        if short > 1e-12 and sum(room) > 0:
-            part = min(1.0, short / sum(room))
-            bounded += sum(1 for r, t, c in zip(room, t_alg, claims) if r > 0 and (c is None or t <= c))
-            t_alg = [t + r * part for t, r in zip(t_alg, room)]
+        slack = [max(0.0, w - t) for w, t in zip(walls, t_alg, strict=False)]
+        if short > 1e-12 and sum(slack) > 0:
+            part = min(1.0, short / sum(slack))
+            bounded += sum(1 for r, t, c in zip(slack, t_alg, claims, strict=False) if r > 0 and (c is None or t <= c))
+            t_alg = [t + r * part for t, r in zip(t_alg, slack, strict=False)]
     source = CLOCK
     if 2 * floored > len(calls):
         source = (f"{CLOCK}, floored at {1 / MAX_SLACK_FRACTION:g}x the allowance ({floor * 1e6:.0f} us)"
@@ -340,7 +362,18 @@ def decide(calls: Sequence[CallTiming], echoes: Sequence[Sequence[float]], cpu_b
     cpu_fields: dict[str, Any] = {"floor_per_call_s": tuple(floors)}
     if cpu is not None:
         cpu_fields.update(cpu_overhead_s=cpu[3], cpu_slack_s=cpu[1], cpu_alg_per_call_s=tuple(cpu[0]))
-    return Timing(t_alg, min(bounded, len(calls)), source, median_t, allowance, mean_excess, tuple(refs), limit, floor, **cpu_fields)
+    return Timing(
+        t_alg,
+        min(bounded, len(calls)),
+        source,
+        median_t,
+        allowance,
+        mean_excess,
+        tuple(refs),
+        limit,
+        floor,
+        **cpu_fields,
+    )
 
 
 def _cpu_evidence(calls: Sequence[CallTiming], overheads: Sequence[Sequence[float]] | None,

@@ -126,7 +126,7 @@ def _arguments(payload: Mapping[str, Any], weight_type: str) -> dict[str, Any]:
 def _answer(out: Any, t_ns: int) -> dict[str, Any]:
     """The three arrays in their compact wire form, and the timed duration (the same work after a
     timed call and an echo)."""
-    result: dict[str, Any] = {name: _plain(value, name) for name, value in zip(_NAMES, out)}
+    result: dict[str, Any] = {name: _plain(value, name) for name, value in zip(_NAMES, out, strict=False)}
     result["t_ns"] = int(t_ns)
     return result
 

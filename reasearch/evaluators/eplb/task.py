@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from reasearch.engine.protocol import CallOutcome, RunOutcome, RunRequest, SandboxRunner, SandboxSession
 from reasearch.errors import ConfigError
 from reasearch.evaluators._secret import derive_seed, fingerprint, secret
 from reasearch.evaluators.base import Task, default_runner, failure_feedback
@@ -34,7 +35,6 @@ from reasearch.evaluators.eplb.scoring import (
     window_balance,
 )
 from reasearch.evaluators.eplb.trace import SyntheticTrace, load_trace_windows
-from reasearch.engine.protocol import RunRequest, SandboxRunner, SandboxSession
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.eplb import validate_layout
@@ -138,13 +138,19 @@ class _Accounting:
     def closed(self) -> bool:
         return bool(getattr(self._inner, "closed", False))
 
-    def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> Any:
+    def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> CallOutcome:
         out = self._inner.call(payload, timeout_s=timeout_s)
         self._log.extend((getattr(out, "cpu_s", None), getattr(out, "cpu_before_s", None)))
         return out
 
-    def close(self) -> Any:
+    def close(self) -> RunOutcome:
         return self._inner.close()
+
+    def __enter__(self) -> _Accounting:  # a SandboxSession in full (the protocol asks for it)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _descendants_cpu(final: Any, accounted: Sequence[float | None]) -> float | None:
@@ -155,7 +161,7 @@ def _descendants_cpu(final: Any, accounted: Sequence[float | None]) -> float | N
         return float(measured)
     if not accounted or any(x is None for x in accounted) or not final.cpu_s:
         return None
-    return max(0.0, float(final.cpu_s) - sum(accounted))  # type: ignore[arg-type]
+    return max(0.0, float(final.cpu_s) - sum(x for x in accounted if x is not None))  # none is None (above)
 
 
 def _gpu_loads(phy2log: np.ndarray, logcnt: np.ndarray, load: np.ndarray, layer: int) -> dict[str, Any]:
@@ -173,7 +179,8 @@ class EplbTask(Task):
 
     The candidate's ``rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus)``
     receives one window of expert loads (``[L, E]`` int64: a torch tensor when the candidate imports
-    torch, as every published program does, else a NumPy array) and returns ``(phy2log [L, R], log2phy [L, E, K], logcnt [L, E])``.
+    torch, as every published program does, else a NumPy array) and returns ``(phy2log [L, R], log2phy [L, E, K], \
+logcnt [L, E])``.
     It runs in one sandbox session per evaluation, one timed call per window; the placement made on
     window ``i`` is scored on window ``i + 1``, which the candidate never sees.
 
@@ -362,8 +369,14 @@ class EplbTask(Task):
 
     def _call_payload(self, weight: np.ndarray, weight_type: str | None = None) -> dict[str, Any]:
         wt = weight_type or ("numpy" if self.weight_type == "auto" else self.weight_type)
-        return {"weight": compact(weight), "num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS, "num_nodes": NUM_NODES,
-                "num_gpus": NUM_GPUS, "weight_type": wt}
+        return {
+            "weight": compact(weight),
+            "num_replicas": NUM_REPLICAS,
+            "num_groups": NUM_GROUPS,
+            "num_nodes": NUM_NODES,
+            "num_gpus": NUM_GPUS,
+            "weight_type": wt,
+        }
 
     # ------------------------------------------------------------------------------ evaluation
 
@@ -394,11 +407,10 @@ class EplbTask(Task):
         weight_type = self.resolved_weight_type(candidate_source)
         info = {**info, "weight_type": weight_type}
         deadline = time.perf_counter() + float(self.time_limit_s)
-        session = runner.session(self.build_request(candidate_source, seed=seed))
         answers: list[Any] = []
         calls: list[CallTiming] = []
         accounted: list[float | None] = []  # the child's CPU per call, and before it, as the worker read it
-        session = _Accounting(session, accounted)
+        session = _Accounting(runner.session(self.build_request(candidate_source, seed=seed)), accounted)
         problem: tuple[Status, str] | None = None
         try:
             if not getattr(session, "closed", False):  # a candidate that failed to load ends the session
@@ -544,7 +556,9 @@ class EplbTask(Task):
                 waited_total += waited
         finally:
             final = session.close()
-        if any(len(o) != len(e) for o, e in zip(overheads, echoes)):  # a replay without its CPU: none used
+        if any(
+            len(o) != len(e) for o, e in zip(overheads, echoes, strict=False)
+        ):  # a replay without its CPU: none used
             overheads = [[] for _ in calls]
         if final.status is not Status.OK or not final.cpu_s:
             return echoes, overheads, None
@@ -567,7 +581,7 @@ class EplbTask(Task):
             return self.invalid(f"expected {need} placements and {need} times (one per window but the last), "
                                 f"got {len(placements)} and {len(times)}")
         tally = _Tally(windows)
-        for i, (answer, t) in enumerate(zip(placements, times)):
+        for i, (answer, t) in enumerate(zip(placements, times, strict=True)):
             if not isinstance(t, (int, float)) or not np.isfinite(t) or t <= 0:
                 return self.invalid(f"t_alg_s[{i}] must be a positive number of seconds, got {t!r}")
             reason = tally.add(i, answer, float(t))

@@ -16,7 +16,11 @@ __all__ = ["render_points"]
 
 
 def render_points(
-    result_or_data: EvalResult | Mapping[str, Any], path: str | os.PathLike[str], *, title: str | None = None, highlight: int = 3
+    result_or_data: EvalResult | Mapping[str, Any],
+    path: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    highlight: int = 3,
 ) -> Path:
     """Draws the points in the unit square, filling the ``highlight`` smallest triangles, and writes a PNG.
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from reasearch.evaluators._geometry_task import GeometryTask
 from reasearch.evaluators.heilbronn._records import BEST_KNOWN, BEST_KNOWN_SOURCES, SEED_SCORES
-from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.params import Range
+from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import min_triangle_area, smallest_triangles
 

@@ -22,9 +22,9 @@ import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import run_job
-from reasearch.evaluators.outputs import OutputError, read_output, read_output_npy
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators.img._data import ImageSplit, load_image_split
+from reasearch.evaluators.outputs import OutputError, read_output, read_output_npy
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingTask

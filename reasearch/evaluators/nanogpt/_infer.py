@@ -14,6 +14,7 @@ innermost frame in the repository as ``[file, line]``), which the trusted side c
 (:mod:`reasearch.evaluators._scoring_report`); the log stays on the host for a person.
 """
 
+import importlib
 import json
 import os
 import sys
@@ -57,7 +58,7 @@ def main(request_path: str) -> int:
         sys.path.insert(0, repo)
         sys.dont_write_bytecode = True
         step = "import"
-        import model as candidate  # the candidate's model.py: from here on candidate code runs
+        candidate = importlib.import_module("model")  # the candidate's model.py: from here on candidate code runs
 
         device = "cuda" if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available() else "cpu"
         step = "build"

@@ -23,9 +23,9 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,8 +36,8 @@ from reasearch.engine.training import run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, load_corpus
-from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.params import Range
+from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingTask
 
@@ -108,7 +108,10 @@ class NanoGPTTask(TrainingTask):
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
     """
 
-    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {**TrainingTask.PARAM_RANGES, "eval_tokens": Range(ge=256, le=4194304)}
+    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {
+        **TrainingTask.PARAM_RANGES,
+        "eval_tokens": Range(ge=256, le=4194304),
+    }
 
     def __init__(self, corpus: str = DEFAULT_CORPUS, time_budget_s: float = 300.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 30.0, eval_tokens: int = 65536, eval_time_limit_s: float = 300.0,
@@ -245,7 +248,9 @@ what train.py prints about its own score is informational only.
         corpus = self._corpus()
         feedback = f"val_bpb {bpb:.4f} over {k} held-out bytes (context {block})"
         if not corpus.sealed:
-            feedback += f"\nNOT SEALED: corpus {corpus.name!r}: {corpus.seal_note}; this score may be memorized, not learned"
+            feedback += (
+                f"\nNOT SEALED: corpus {corpus.name!r}: {corpus.seal_note}; this score may be memorized, not learned"
+            )
         return self.result(bpb, metrics={"val_bpb": bpb, "eval_tokens": k, "block_size": block,
                                          "data_sha256": corpus.sha256, "corpus": corpus.name,
                                          "sealed": corpus.sealed},
@@ -268,7 +273,9 @@ what train.py prints about its own score is informational only.
         cfg = self._read_config(ckpt_dir)
         if isinstance(cfg, str):
             return self.invalid(cfg)
-        weights = [p for p in (ckpt_dir / "model.pt", ckpt_dir / "model.safetensors") if p.is_file() and not p.is_symlink()]
+        weights = [
+            p for p in (ckpt_dir / "model.pt", ckpt_dir / "model.safetensors") if p.is_file() and not p.is_symlink()
+        ]
         if not weights:
             return self.invalid("train.py saved no model.pt (a state_dict) or model.safetensors in REASEARCH_OUT_DIR")
         block = int(cfg["block_size"])

@@ -35,9 +35,25 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "Example", "Splits", "MAX_REPLY_CHARS", "DirectCaller", "StudentCaller", "StudentClient", "StudentReply", "StudentRequest",
-    "StudentSpec", "build_student", "map_concurrently", "METRICS", "FAILURE_KINDS", "SPLITS", "Gsm8kTask",
-    "JsonlPromptTask", "Judgment", "PromptTask", "register_all",
+    "Example",
+    "Splits",
+    "MAX_REPLY_CHARS",
+    "DirectCaller",
+    "StudentCaller",
+    "StudentClient",
+    "StudentReply",
+    "StudentRequest",
+    "StudentSpec",
+    "build_student",
+    "map_concurrently",
+    "METRICS",
+    "FAILURE_KINDS",
+    "SPLITS",
+    "Gsm8kTask",
+    "JsonlPromptTask",
+    "Judgment",
+    "PromptTask",
+    "register_all",
 ]
 
 

@@ -15,7 +15,16 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 
-__all__ = ["Example", "Splits", "GSM8K_ENV", "context_text", "read_jsonl", "gsm8k_dir", "gsm8k_reference", "make_splits"]
+__all__ = [
+    "Example",
+    "Splits",
+    "GSM8K_ENV",
+    "context_text",
+    "read_jsonl",
+    "gsm8k_dir",
+    "gsm8k_reference",
+    "make_splits",
+]
 
 GSM8K_ENV = "REASEARCH_GSM8K_DATA"
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -61,7 +70,9 @@ def read_jsonl(path: str | os.PathLike[str], input_field: str, answer_field: str
                 if not line.strip():
                     continue
                 if len(line) > MAX_RECORD_CHARS:
-                    raise ConfigError(f"{p}:{lineno}: record of {len(line)} characters; the limit is {MAX_RECORD_CHARS}")
+                    raise ConfigError(
+                        f"{p}:{lineno}: record of {len(line)} characters; the limit is {MAX_RECORD_CHARS}"
+                    )
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
@@ -89,7 +100,11 @@ def context_text(value: Any, where: str) -> str:
         ConfigError: any other shape (the message names ``where``).
     """
     def para(title: Any, sentences: Any) -> str:
-        if not isinstance(title, str) or not isinstance(sentences, list) or not all(isinstance(x, str) for x in sentences):
+        if (
+            not isinstance(title, str)
+            or not isinstance(sentences, list)
+            or not all(isinstance(x, str) for x in sentences)
+        ):
             raise ConfigError(f"{where}: a context paragraph must be [title, [sentence, ...]] of text")
         return f"[{title}] " + "".join(sentences).strip()
 
@@ -99,7 +114,7 @@ def context_text(value: Any, where: str) -> str:
         titles, sents = value["title"], value["sentences"]
         if not isinstance(titles, list) or not isinstance(sents, list) or len(titles) != len(sents):
             raise ConfigError(f"{where}: context title and sentences must be lists of the same length")
-        return "\n".join(para(t, s) for t, s in zip(titles, sents))
+        return "\n".join(para(t, s) for t, s in zip(titles, sents, strict=True))
     if isinstance(value, list) and all(isinstance(x, str) for x in value):
         return "\n".join(value)
     if isinstance(value, list) and all(isinstance(x, list) and len(x) == 2 for x in value):

@@ -11,16 +11,14 @@ that is scored: a failed call is never a silent zero.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import hashlib
 import http.client
 import json
 import os
 import random
-import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -145,8 +143,20 @@ class StudentRequest:
     def key(self, endpoint: str) -> str:
         if not endpoint:
             raise ConfigError("a student call's key needs the student's endpoint (StudentSpec.endpoint)")
-        material = json.dumps(["v2", endpoint, self.model, self.system, self.user, float(self.temperature), int(self.max_tokens),
-                               int(self.sample_index)], ensure_ascii=False, separators=(",", ":"))
+        material = json.dumps(
+            [
+                "v2",
+                endpoint,
+                self.model,
+                self.system,
+                self.user,
+                float(self.temperature),
+                int(self.max_tokens),
+                int(self.sample_index),
+            ],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
         return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -259,7 +269,7 @@ class StudentClient(ABC):
     def call_batch(self, requests: Sequence[StudentRequest]) -> list[StudentReply]:
         return map_concurrently(self.complete, requests, self.spec.concurrency)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a no-op default on purpose: a client without connections keeps it)
         """Releases connections."""
 
 
@@ -322,7 +332,7 @@ class OpenAICompatStudent(StudentClient):
             retry_after = resp.getheader("Retry-After")
             if resp.getheader("Connection", "").lower() == "close" or resp.will_close or not resp.isclosed():
                 self._drop()  # closing, or a body left unread (oversized): the connection cannot be reused
-        except (TimeoutError, socket.timeout) as exc:
+        except TimeoutError as exc:
             self._drop()
             raise _Attempt(f"timed out after {self.spec.timeout_s:g} s: {exc}", retry=True, timeout=True) from None
         except (OSError, http.client.HTTPException) as exc:
@@ -365,7 +375,9 @@ class AnthropicStudent(StudentClient):
                     raise ConfigError("an Anthropic student needs the SDK: pip install 'reasearch[agent]'") from None
                 key = os.environ.get(self.spec.api_key_env or "ANTHROPIC_API_KEY", "")
                 if not key:
-                    raise ConfigError(f"no API key for the Anthropic student: set ${self.spec.api_key_env or 'ANTHROPIC_API_KEY'}")
+                    raise ConfigError(
+                        f"no API key for the Anthropic student: set ${self.spec.api_key_env or 'ANTHROPIC_API_KEY'}"
+                    )
                 kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": self.spec.timeout_s}
                 if self.spec.base_url:
                     kwargs["base_url"] = self.spec.base_url

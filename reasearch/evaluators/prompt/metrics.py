@@ -11,8 +11,9 @@ import math
 import re
 import string
 from collections import Counter
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["ANSWER_RULES", "METRICS", "apply_answer_rule", "check_answer_rule", "extract_json_field", "split_code",
            "extract_final_number", "extract_prediction", "normalize_text", "number_value",

@@ -12,10 +12,9 @@ The student calls go through a *caller*: by default a direct client (no store, n
 
 from __future__ import annotations
 
-from abc import abstractmethod
-
 import os
 import time
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any, ClassVar
 from reasearch.engine.protocol import SandboxRunner, Status
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
+from reasearch.evaluators.params import Range
 from reasearch.evaluators.prompt._data import (
     Example,
     Splits,
@@ -50,7 +50,6 @@ from reasearch.evaluators.prompt.metrics import (
     number_value,
 )
 from reasearch.evaluators.result import EvalResult
-from reasearch.evaluators.params import Range
 from reasearch.evaluators.spec import TaskSpec
 
 __all__ = ["PromptTask", "Gsm8kTask", "JsonlPromptTask", "Judgment", "SPLITS", "FAILURE_KINDS", "MAX_PROMPT_CHARS"]
@@ -207,8 +206,13 @@ class PromptTask(Task):
     # ------------------------------------------------------------ candidates
     def bad_candidates(self) -> dict[str, Any]:
         """Prompts that must end INVALID without any student call (``check_task`` uses these)."""
-        return {"empty": "", "whitespace": " \n\t ", "nul_byte": "answer\x00", "oversized": "x" * (MAX_PROMPT_CHARS + 1),
-                "not_text": 3.5}
+        return {
+            "empty": "",
+            "whitespace": " \n\t ",
+            "nul_byte": "answer\x00",
+            "oversized": "x" * (MAX_PROMPT_CHARS + 1),
+            "not_text": 3.5,
+        }
 
     def prompt_problem(self, prompt: Any) -> str | None:
         """Why ``prompt`` is not a valid candidate, or None."""
@@ -302,7 +306,9 @@ class PromptTask(Task):
         examples = self.examples("validation")
         if not isinstance(data, list) or len(data) != len(examples) or not all(isinstance(t, str) for t in data):
             got = f"a list of {len(data)}" if isinstance(data, list) else type(data).__name__
-            return self.invalid(f"expected a list of {len(examples)} output texts (one per validation example), got {got}")
+            return self.invalid(
+                f"expected a list of {len(examples)} output texts (one per validation example), got {got}"
+            )
         replies = [StudentReply(Status.OK, t) for t in data]
         return self.aggregate(self.judge(examples, replies), replies, "validation")
 
@@ -335,11 +341,26 @@ class Gsm8kTask(PromptTask):
 
     SEED_PROMPT = "You are a helpful assistant. Solve the math word problem."
 
-    def __init__(self, *, student: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
-                 concurrency: int = 8, temperature: float = 0.0, max_tokens: int = 1024, timeout_s: float = 60.0,
-                 retries: int = 4, backoff_s: float = 1.0, price_in: float | None = None, price_out: float | None = None,
-                 n_train: int = 500, n_validation: int = 500, n_test: int | None = None, split_seed: int = 0,
-                 data_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        student: str | None = None,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        concurrency: int = 8,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        timeout_s: float = 60.0,
+        retries: int = 4,
+        backoff_s: float = 1.0,
+        price_in: float | None = None,
+        price_out: float | None = None,
+        n_train: int = 500,
+        n_validation: int = 500,
+        n_test: int | None = None,
+        split_seed: int = 0,
+        data_dir: str | None = None,
+    ) -> None:
         self._student_params(student=student, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                              temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s, retries=retries,
                              backoff_s=backoff_s, price_in=price_in, price_out=price_out, n_train=n_train,
@@ -395,13 +416,33 @@ class JsonlPromptTask(PromptTask):
 
     SEED_PROMPT = "You are a helpful assistant. Answer the question. End with a line 'Answer: <answer>'."
 
-    def __init__(self, *, path: str | None = None, input_field: str = "input", answer_field: str = "answer",
-                 metric: str = "normalized_exact", answer_prefix: str = "Answer:", test_path: str | None = None,
-                 student: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
-                 concurrency: int = 8, temperature: float = 0.0, max_tokens: int = 1024, timeout_s: float = 60.0,
-                 retries: int = 4, backoff_s: float = 1.0, price_in: float | None = None, price_out: float | None = None,
-                 n_train: int = 100, n_validation: int = 100, n_test: int | None = None, split_seed: int = 0,
-                 answer: str | None = None, context_field: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        input_field: str = "input",
+        answer_field: str = "answer",
+        metric: str = "normalized_exact",
+        answer_prefix: str = "Answer:",
+        test_path: str | None = None,
+        student: str | None = None,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        concurrency: int = 8,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        timeout_s: float = 60.0,
+        retries: int = 4,
+        backoff_s: float = 1.0,
+        price_in: float | None = None,
+        price_out: float | None = None,
+        n_train: int = 100,
+        n_validation: int = 100,
+        n_test: int | None = None,
+        split_seed: int = 0,
+        answer: str | None = None,
+        context_field: str | None = None,
+    ) -> None:
         self._student_params(student=student, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                              temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s, retries=retries,
                              backoff_s=backoff_s, price_in=price_in, price_out=price_out, n_train=n_train,

@@ -10,7 +10,8 @@ like a weak student that a better prompt improves, deterministically:
   prompt also says ``double-check``. An unsolved problem gets a wrong answer (the reference plus one,
   or the reference with ``wrong`` appended for text answers).
 * **format**: with ``final_answer`` in the prompt the reply ends with a fenced JSON object
-  ``{"final_answer": <answer>}`` and a line of chatter; with ``####`` it ends ``#### <answer>``; with ``Answer:`` it ends
+  ``{"final_answer": <answer>}`` and a line of chatter; with ``####`` it ends ``#### <answer>``; with ``Answer:`` it
+  ends
   ``Answer: <answer>``; otherwise it ends ``The answer is <answer> (found in 2 steps).`` (so a
   "last number" extraction picks the 2: the prompt must ask for a format).
 * An input it does not know is answered ``I do not know.``
@@ -207,7 +208,12 @@ def write_synthetic_gsm8k(folder: str | Path, *, n_train: int = 120, n_test: int
             for i in range(n):
                 a, b = 3 + (i * 7 + offset) % 50, 2 + (i * 13 + offset) % 40
                 q = f"Problem {offset + i}: Sam has {a} apples and buys {b} more. How many apples does Sam have?"
-                fh.write(json.dumps({"question": q, "answer": f"Sam has {a} + {b} = <<{a}+{b}={a + b}>>{a + b}.\n#### {a + b}"}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {"question": q, "answer": f"Sam has {a} + {b} = <<{a}+{b}={a + b}>>{a + b}.\n#### {a + b}"}
+                    )
+                    + "\n"
+                )
     return folder
 
 

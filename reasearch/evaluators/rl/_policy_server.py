@@ -14,6 +14,7 @@ as ``[file, line]``), which the trusted side checks field by field
 (:mod:`reasearch.evaluators._scoring_report`).
 """
 
+import importlib
 import io
 import json
 import os
@@ -61,7 +62,7 @@ def main(request_path: str) -> int:
         sys.path.insert(0, repo)
         sys.dont_write_bytecode = True
         step = "import"
-        import policy as candidate  # the candidate's policy.py: from here on candidate code runs
+        candidate = importlib.import_module("policy")  # the candidate's policy.py: from here on candidate code runs
 
         step = "build"
         pol = candidate.build_policy(config, weights)

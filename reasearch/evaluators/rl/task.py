@@ -117,7 +117,9 @@ class RLTask(TrainingTask):
         return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("policy.py", "train.py")}
 
     def describe(self) -> str:
-        steps = "the environment's own limit" if self.max_episode_steps is None else f"{int(self.max_episode_steps)} steps"
+        steps = (
+            "the environment's own limit" if self.max_episode_steps is None else f"{int(self.max_episode_steps)} steps"
+        )
         return f"""# rl/{self.env}-v2: train a {self.env} policy within a time budget (maximize mean return)
 
 The candidate is the repository in your workspace (train.py, policy.py, any files you add), under git.
@@ -132,7 +134,8 @@ An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no 
 
 Metric (trusted, fixed): the evaluator imports policy.py and calls `build_policy(config, weights)`
 (weights: a dict of arrays, or the state_dict). It then steps {int(self.episodes)} held-out episodes itself
-(seeds derived from a secret you cannot read; {steps} each) and calls `policy.act(obs)` with a float64 batch [B, obs_dim] of the
+(seeds derived from a secret you cannot read; {steps} each) and calls `policy.act(obs)` with a float64 batch [B, \
+obs_dim] of the
 running episodes; it must return actions [B, act_dim] (finite; clipped to the action space by the
 evaluator). Score = mean undiscounted return over the episodes (higher is better), deterministic policy.
 Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training curve. What policy.py prints
@@ -183,11 +186,14 @@ exception class and file:line only.
         server.write_text(Path(__file__).with_name("_policy_server.py").read_text())
         (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir),
                                                          "report": str(folder / REPORT_NAME)}))
-        kwargs = {} if self.max_episode_steps is None else {"max_episode_steps": int(self.max_episode_steps)}
+        kwargs: dict[str, Any] = {} if self.max_episode_steps is None else {
+            "max_episode_steps": int(self.max_episode_steps)}
         envs = [gym.make(self.env, **kwargs) for _ in range(int(self.episodes))]
         space = envs[0].action_space
+        if not isinstance(space, gym.spaces.Box):  # ENVS are continuous-control environments, all of them
+            raise TypeError(f"{self.env}: expected a Box action space, got {type(space).__name__}")
         low, high = space.low.astype(np.float64), space.high.astype(np.float64)
-        obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.env, int(self.episodes)))]
+        obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.env, int(self.episodes)), strict=True)]
         returns = [0.0] * len(envs)
         running = list(range(len(envs)))
         calls = steps = 0

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from reasearch.engine.gpu import SlotLease
-from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators._secret import derive_seed, fingerprint
+from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.tabular._data import Split, load_split
@@ -120,7 +120,8 @@ class TabularTask(TrainingTask):
                 "and yearly seasonality, promotions, price, temperature, noise)" if self.data == "default"
                 else f"the file {self.data}")
         better = "higher" if DIRECTIONS[self.metric] == "maximize" else "lower"
-        return f"""# tabular/csv-v1: forecast `{s.target_col}` on a time-ordered table ({self.metric}, {better} is better)
+        return f"""# tabular/csv-v1: forecast `{s.target_col}` on a time-ordered table ({self.metric}, {better} is \
+better)
 
 Data: {what}. Rows are sorted by `{s.time_col}` and cut in time order: train ({s.n_train} rows), a
 validation period ({len(s.val_ids)} rows, the end of the train period) and a private test period

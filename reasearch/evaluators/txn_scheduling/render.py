@@ -39,7 +39,7 @@ def render_schedules(result_or_data: EvalResult | Mapping[str, Any], path: str |
     fig = Figure(figsize=(5 * len(workloads), 6), dpi=110)
     FigureCanvasAgg(fig)
     total = 0
-    for i, (w, seq) in enumerate(zip(workloads, schedules)):
+    for i, (w, seq) in enumerate(zip(workloads, schedules, strict=False)):
         spans = PyTxnSimulator(compile_workload(w.txns)).placements(seq)
         makespan = max((end for _, end in spans), default=0)
         total += makespan

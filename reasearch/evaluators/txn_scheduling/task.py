@@ -12,9 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reasearch.engine.protocol import RunRequest
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
-from reasearch.engine.protocol import RunRequest
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.txn_scheduling.workload import Workload, load_workloads, workload_texts
@@ -202,14 +202,14 @@ Score: {self._score_line()}; feedback gives each workload's makespan.
         schedules = data["schedules"]
         if len(schedules) != len(wls):
             return self.invalid(f"expected {len(wls)} schedules (one per workload), got {len(schedules)}")
-        problems = [p for w, s in zip(wls, schedules) if (p := _schedule_problem(w, s))]
+        problems = [p for w, s in zip(wls, schedules, strict=True) if (p := _schedule_problem(w, s))]
         if problems:
             return self.invalid("; ".join(problems), metrics={"invalid_workloads": len(problems)})
 
-        makespans = [w.get_opt_seq_cost(s) for w, s in zip(wls, schedules)]
+        makespans = [w.get_opt_seq_cost(s) for w, s in zip(wls, schedules, strict=True)]
         total = sum(makespans)
         seq, lb = self._references()
-        metrics: dict[str, Any] = {f"makespan_{w.name}": m for w, m in zip(wls, makespans)}
+        metrics: dict[str, Any] = {f"makespan_{w.name}": m for w, m in zip(wls, makespans, strict=True)}
         metrics.update(
             total_makespan=total,
             sequential_makespan=sum(seq),
@@ -217,14 +217,14 @@ Score: {self._score_line()}; feedback gives each workload's makespan.
             adrs_score=round(adrs_score(total, sum(seq), sum(lb)), 6),
         )
         lines = [
-            f"total makespan {total} = " + " + ".join(f"{w.name} {m}" for w, m in zip(wls, makespans)),
+            f"total makespan {total} = " + " + ".join(f"{w.name} {m}" for w, m in zip(wls, makespans, strict=True)),
             f"per workload, sequential order: {' / '.join(map(str, seq))}; lower bound: {' / '.join(map(str, lb))}",
         ]
         reported = data.get("reported")
         if isinstance(reported, list) and len(reported) == len(wls):
             wrong = [
                 f"{w.name} reported {r:g}, recomputed {m}"
-                for w, r, m in zip(wls, reported, makespans)
+                for w, r, m in zip(wls, reported, makespans, strict=False)
                 if isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) and r != m
             ]
             metrics["reported_mismatches"] = len(wrong)
@@ -275,5 +275,8 @@ def _schedule_problem(workload: Workload, schedule: Any) -> str:
     if len(schedule) != n:
         missing = [t for t in range(n) if t not in seen]
         shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
-        return f"{name}: {len(schedule)} entries, but every one of the {n} transactions must appear once (missing: {shown})"
+        return (
+            f"{name}: {len(schedule)} entries, but every one of the {n} transactions must appear once "
+            f"(missing: {shown})"
+        )
     return ""

@@ -24,14 +24,44 @@ from reasearch.runs.store.core import SQLCore  # noqa: F401 (importable as befor
 from reasearch.runs.store.opening import open_existing_store, open_store
 from reasearch.runs.store.postgres import PostgresStore
 from reasearch.runs.store.records import (
-    DEFAULT_RUN_DIR, MEMORY_URL, SCHEMA_VERSION, STORE_FILENAME, CandidateRecord, DriverRecord, EvaluationRecord,
-    Event, Refusal, Reservation, RunRecord, RunState, _redact, dumps, new_run_id,
-)  # noqa: F401 (STORE_FILENAME, _redact: importable as before)
+    DEFAULT_RUN_DIR,
+    MEMORY_URL,
+    SCHEMA_VERSION,
+    CandidateRecord,
+    DriverRecord,
+    EvaluationRecord,
+    Event,
+    Refusal,
+    Reservation,
+    RunRecord,
+    RunState,
+    dumps,
+    new_run_id,
+)
+from reasearch.runs.store.records import STORE_FILENAME as STORE_FILENAME  # importable from here as before
+from reasearch.runs.store.records import _redact as _redact  # importable from here as before
 from reasearch.runs.store.sql import SQLStore
 from reasearch.runs.store.sqlite import MemoryStore, SQLiteStore
 
 __all__ = [
-    "SCHEMA_VERSION", "DEFAULT_RUN_DIR", "RunState", "RunRecord", "CandidateRecord", "EvaluationRecord",
-    "Event", "DriverRecord", "Refusal", "Reservation", "Store", "SQLStore", "SQLiteStore", "PostgresStore", "MemoryStore",
-    "open_store", "open_existing_store", "new_run_id", "dumps", "MEMORY_URL",
+    "SCHEMA_VERSION",
+    "DEFAULT_RUN_DIR",
+    "RunState",
+    "RunRecord",
+    "CandidateRecord",
+    "EvaluationRecord",
+    "Event",
+    "DriverRecord",
+    "Refusal",
+    "Reservation",
+    "Store",
+    "SQLStore",
+    "SQLiteStore",
+    "PostgresStore",
+    "MemoryStore",
+    "open_store",
+    "open_existing_store",
+    "new_run_id",
+    "dumps",
+    "MEMORY_URL",
 ]

@@ -8,12 +8,20 @@ student calls, events, budget reservations and liveness, fleets); the SQL backen
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store.records import (
-    CandidateRecord, DriverRecord, EvaluationRecord, Event, Refusal, RunRecord, RunState, _redact,
+    CandidateRecord,
+    DriverRecord,
+    EvaluationRecord,
+    Event,
+    Refusal,
+    RunRecord,
+    RunState,
+    _redact,
 )
 
 
@@ -107,8 +115,16 @@ class Store(ABC):
         """The stored OK reply (plain JSON) of the student call ``key``, from any run, or None."""
 
     @abstractmethod
-    def record_student_call(self, run_id: str, step: int, key: str, model: str, reply: Mapping[str, Any],
-                            debits: Sequence[LedgerEntry] = (), release: str | None = None) -> tuple[dict[str, Any], bool]:
+    def record_student_call(
+        self,
+        run_id: str,
+        step: int,
+        key: str,
+        model: str,
+        reply: Mapping[str, Any],
+        debits: Sequence[LedgerEntry] = (),
+        release: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
         """Stores one student call's reply and its debits in ONE transaction (which also drops the
         reservation ``release``).
 

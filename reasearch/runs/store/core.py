@@ -14,14 +14,21 @@ import re
 import threading
 import time
 from abc import abstractmethod
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from reasearch.errors import StoreError
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store.base import Store
 from reasearch.runs.store.records import (
-    SCHEMA_VERSION, CandidateRecord, EvaluationRecord, Event, RunRecord, RunState, dumps,
+    SCHEMA_VERSION,
+    CandidateRecord,
+    EvaluationRecord,
+    Event,
+    RunRecord,
+    RunState,
+    dumps,
 )
 from reasearch.runs.store.schema import _DDL, _RUN_COLS
 
@@ -189,8 +196,10 @@ class SQLCore(Store):
             return self._insert_candidate(record)
 
     def get_candidate(self, run_id: str, candidate_id: str) -> CandidateRecord | None:
-        row = self._one("SELECT run_id, id, source, parent, note, created_at FROM candidates WHERE run_id = ? AND id = ?",
-                        (run_id, candidate_id))
+        row = self._one(
+            "SELECT run_id, id, source, parent, note, created_at FROM candidates WHERE run_id = ? AND id = ?",
+            (run_id, candidate_id),
+        )
         return CandidateRecord(row[0], row[1], row[2], row[3], row[4], float(row[5])) if row else None
 
     def candidates(self, run_id: str) -> list[CandidateRecord]:
@@ -207,11 +216,21 @@ class SQLCore(Store):
         try:
             with self._tx():
                 cur = self._exec(
-                    "INSERT INTO evaluations (run_id, step, candidate_id, seed, status, score, cached, result, created_at) "
+                    "INSERT INTO evaluations (run_id, step, candidate_id, seed, status, score, cached, result, "
+                    "created_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (evaluation.run_id, evaluation.step, evaluation.candidate_id, evaluation.seed, result.status.value,
-                     result.score if result.status is Status.OK else None, int(result.cached),
-                     dumps(result.to_dict()), evaluation.created_at))
+                    (
+                        evaluation.run_id,
+                        evaluation.step,
+                        evaluation.candidate_id,
+                        evaluation.seed,
+                        result.status.value,
+                        result.score if result.status is Status.OK else None,
+                        int(result.cached),
+                        dumps(result.to_dict()),
+                        evaluation.created_at,
+                    ),
+                )
                 if cur.rowcount != 1:
                     raise _AlreadyRecorded  # roll back: the step's first record stands, no second debit
                 self._touch(evaluation.run_id)
@@ -294,7 +313,9 @@ class SQLCore(Store):
 
     def events(self, run_id: str, *, kind: str | None = None) -> list[Event]:
         if kind is None:
-            rows = self._all("SELECT run_id, step, kind, payload, ts FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
+            rows = self._all(
+                "SELECT run_id, step, kind, payload, ts FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+            )
         else:
             rows = self._all("SELECT run_id, step, kind, payload, ts FROM events WHERE run_id = ? AND kind = ? "
                              "ORDER BY seq", (run_id, str(kind)))

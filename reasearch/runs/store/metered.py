@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store.core import SQLCore, _AlreadyRecorded
@@ -21,8 +22,16 @@ class MeteredCallsMixin(SQLCore):
         row = self._one("SELECT reply FROM student_calls WHERE key = ? AND status = 'OK'", (key,))
         return json.loads(row[0]) if row else None
 
-    def record_student_call(self, run_id: str, step: int, key: str, model: str, reply: Mapping[str, Any],
-                            debits: Sequence[LedgerEntry] = (), release: str | None = None) -> tuple[dict[str, Any], bool]:
+    def record_student_call(
+        self,
+        run_id: str,
+        step: int,
+        key: str,
+        model: str,
+        reply: Mapping[str, Any],
+        debits: Sequence[LedgerEntry] = (),
+        release: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
         status = str(reply["status"])
         text = dumps(dict(reply))
         try:

@@ -47,7 +47,9 @@ def open_store(url_or_path: str | Path = DEFAULT_RUN_DIR) -> Store:
         # SQLAlchemy's convention: sqlite:///relative/path, sqlite:////absolute/path
         return SQLiteStore(Path(text[len("sqlite:///"):]))
     if "://" in text:
-        raise ConfigError(f"unsupported store URL {text!r}: use postgresql://..., sqlite:///path, memory:// or a directory")
+        raise ConfigError(
+            f"unsupported store URL {text!r}: use postgresql://..., sqlite:///path, memory:// or a directory"
+        )
     path = Path(text)
     if path.suffix in (".sqlite", ".db", ".sqlite3"):
         return SQLiteStore(path)

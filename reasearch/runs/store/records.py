@@ -12,9 +12,10 @@ import math
 import re
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from reasearch.errors import StoreError
 from reasearch.evaluators.result import EvalResult

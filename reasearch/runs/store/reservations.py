@@ -10,7 +10,7 @@ every member run), so a fleet-wide cap holds whatever the number of members call
 from __future__ import annotations
 
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.store.core import SQLCore
@@ -42,7 +42,7 @@ class ReservationsMixin(SQLCore):
     def reserve(self, run_id: str, token: str, amounts: Mapping[Unit, float], caps: Mapping[Unit, float], *,
                 driver_id: str = "", ttl_s: float = 60.0,
                 fleet: tuple[str, Mapping[Unit, float]] | None = None) -> Refusal | None:
-        budget = Budget(dict(caps))
+        budget = Budget({unit: cap for unit, cap in caps.items()})
         now = time.time()
         with self._tx():
             self._lock_run(run_id)
@@ -60,7 +60,9 @@ class ReservationsMixin(SQLCore):
                 fleet_id = str(fleet[0])
                 self._lock_fleet(fleet_id)
                 held, fleet_others = self._fleet_held(fleet_id, now, driver_id)
-                refusal = _first_refusal(Budget(dict(fleet[1])), held, amounts, fleet_id, fleet_others)
+                refusal = _first_refusal(
+                    Budget({unit: cap for unit, cap in fleet[1].items()}), held, amounts, fleet_id, fleet_others
+                )
             if refusal is not None:
                 return refusal
             for unit, amount in amounts.items():

@@ -4,8 +4,9 @@ in-memory store built on it (tests, throw-away runs)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from reasearch.errors import StoreError
 from reasearch.runs.store.paths import checked_store_path
