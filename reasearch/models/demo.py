@@ -289,7 +289,8 @@ class DemoModel:
         if not current or "write_file" not in tools:
             return [*self._lessons(steps, tools, "training"), self._finish(steps, tools, "train.py cannot be edited")]
         if sum(s.name == "run_experiment" and s.error for s in steps) >= 3:
-            return [*self._lessons(steps, tools, "training"), self._finish(steps, tools, "run_experiment keeps failing")]
+            return [*self._lessons(steps, tools, "training"),
+                    self._finish(steps, tools, "run_experiment keeps failing")]
         running = [e for e in exps if not e.ended]
         if running:
             return [self._call("wait_experiment", step=running[-1].step, timeout_s=600)]
