@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from agent_helpers import toy_source
 
-from reasearch.agent._console import summary_lines
+from reasearch.agent.console import summary_lines
 from reasearch.agent.testing import call, say
 from reasearch.reports._model import load_run
 from reasearch.reports._sections import summary_html
