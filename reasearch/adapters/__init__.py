@@ -8,6 +8,7 @@ below every valid candidate. The peer packages are imported lazily and only wher
 
 from __future__ import annotations
 
+from reasearch.adapters._program import read_program
 from reasearch.adapters._rank import FAILED_RANK, rank_score, result_rank
 
-__all__ = ["FAILED_RANK", "rank_score", "result_rank"]
+__all__ = ["FAILED_RANK", "rank_score", "read_program", "result_rank"]

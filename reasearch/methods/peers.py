@@ -146,7 +146,7 @@ def _continue_after_record(driver: MethodDriver) -> None:
 
 def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
     """Runs OpenEvolve's own loop on ``driver``'s run; returns why it stopped."""
-    from reasearch.adapters._program import read_program
+    from reasearch.adapters import read_program
     from reasearch.adapters.openevolve import openevolve_fields
 
     if driver.kind != "program":

@@ -225,16 +225,17 @@ def test_kill_9_mid_batch_then_resume_repays_nothing(tmp_path: Path, gsm: Path) 
         assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
         stored = _stored_ok(store_dir)
         assert 8 <= stored < 40, stored  # killed mid-batch
-        time.sleep(0.5)  # calls in flight at the kill reach the server (and are lost with the driver)
-        lost_in_flight = srv.paid_hits() - stored
         resumed = Run.open(open_store(store_dir), run.id, resume=True, takeover=True)  # the killed driver is dead
         _, res = PromptSession(resumed).validate(GOOD_PROMPT, step=5)
         assert res.status is Status.OK and res.metrics["n"] == 40
         assert res.metrics["calls_cached"] == stored and res.metrics["calls_paid"] == 40 - stored
         assert resumed.used()[Unit.STUDENT_CALLS] == 40  # every call debited exactly once, within the cap
-        # the server answered each stored call once; only calls in flight at the kill were asked twice
-        assert srv.paid_hits() == 40 + lost_in_flight and lost_in_flight <= 2
-        assert sum(n - 1 for n in srv.hits.values()) == lost_in_flight
+        # the server answered each stored call once; only calls in flight at the kill (at most the batch's
+        # concurrency, 2) were paid twice. Counted once everything is done, not after a sleep: on a busy
+        # machine a call in flight at the kill can reach the server after any fixed wait.
+        extra = srv.paid_hits() - 40
+        assert 0 <= extra <= 2, extra
+        assert sum(n - 1 for n in srv.hits.values()) <= extra
         ledger_notes = [note for _, note, _ in _student_debits(resumed)]
         assert len(ledger_notes) == len(set(ledger_notes)) == 40
 
