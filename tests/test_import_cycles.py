@@ -16,8 +16,6 @@ ROOT = Path(__file__).resolve().parents[1] / "reasearch"
 KNOWN = {
     frozenset({"reasearch.engine", "reasearch.engine._handle", "reasearch.engine._verdict", "reasearch.engine.exec",
                "reasearch.engine.isolation", "reasearch.engine.sandbox"}): "cold-start cuts engine/sandbox.py",
-    frozenset({"reasearch._cli.prompt", "reasearch._cli.tasks"}): "first-hour owns the CLI's shared helpers",
-    frozenset({"reasearch._cli.runs", "reasearch._cli.runs_clean"}): "first-hour owns the CLI's shared helpers",
 }
 
 

@@ -220,7 +220,7 @@ def _executor(text: str) -> Any:
 
 
 def optimize(args: argparse.Namespace) -> int:
-    from reasearch._cli.prompt import is_prompt_task, student_params
+    from reasearch._cli._shared import is_prompt_task, student_params
     from reasearch.agent import AgentConfig, build_model
     from reasearch.agent.session import check_budget
     from reasearch.evaluators import make

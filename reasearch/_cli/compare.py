@@ -77,7 +77,7 @@ def final_table(task: dict[str, Any], reference: str) -> Table:
 def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Per-task parameters from ``-p [TASK:]KEY=VALUE`` and, for prompt tasks, ``--student``."""
     from reasearch._cli._params import key_values
-    from reasearch._cli.prompt import is_prompt_task, student_params
+    from reasearch._cli._shared import is_prompt_task, student_params
     from reasearch.errors import ConfigError
     from reasearch.evaluators.registry import build_task
 

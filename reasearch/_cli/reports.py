@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from reasearch._cli.runs import _open, _store_args
+from reasearch._cli._shared import open_store, store_args
 from reasearch.errors import ConfigError
 
 TOKEN_ENV = "REASEARCH_SERVE_TOKEN"
@@ -27,14 +27,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "'circle_packing/*': a fleet of tasks x seeds x models); repeatable")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
                    help="where to write (default: report-RUN.html, or compare.html)")
-    _store_args(p)
+    store_args(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("serve", help="a read-only live dashboard over a run store",
                        description="Serve every run of a store (state, best, budget, last activity) and each run's "
                                    "report, updated live as evaluations land. Binds 127.0.0.1 unless told otherwise; "
                                    "any other address needs an access token.")
-    _store_args(p)
+    store_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     p.add_argument("--token", help=f"access token required on every request (default: ${TOKEN_ENV}); "
@@ -55,7 +55,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.output is not None and not args.output.parent.is_dir():  # before the report is built
         raise ConfigError(f"cannot write {args.output}: the folder {args.output.parent} does not exist (create it, "
                           "or give -o a file in an existing folder)")
-    with _open(args) as store:
+    with open_store(args) as store:
         if args.compare:
             ids = [store.get_run(r).id for r in args.runs]
             for pattern in args.task or []:
@@ -89,7 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from reasearch._cli._port import check_port_free
 
     check_port_free(args.host, args.port)  # a busy port: one line, exit 2 (not uvicorn's raw error)
-    with _open(args) as store:
+    with open_store(args) as store:
         host = f"[{args.host}]" if ":" in args.host else args.host
         print(f"dashboard of {store.display_url} on http://{host}:{args.port}/"
               + ("?token=..." if token else "") + " (Ctrl-C stops it)", file=sys.stderr)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -13,60 +12,36 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reasearch._cli._shared import open_store, store_args, sub_store_args
+from reasearch._cli.runs_clean import add_subcommands
 from reasearch.runs.display import age_text, budget_text, duration_text
 from reasearch.runs.ledger import Budget, Unit
 from reasearch.runs.run import Run, active_seconds, effective_state
-from reasearch.runs.store import DEFAULT_RUN_DIR, STORE_FILENAME, Store, open_existing_store
-
-
-def _store_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--run-dir", type=Path, metavar="DIR",
-                   help=f"run directory holding {STORE_FILENAME} (default: $REASEARCH_STORE or ./{DEFAULT_RUN_DIR})")
-    g.add_argument("--store", metavar="URL", help="store URL: postgresql://... or sqlite:///path")
-
-
-def _sub_store_args(p: argparse.ArgumentParser) -> None:
-    """The store options of a ``runs`` subcommand (SUPPRESS: a value given before the subcommand stays)."""
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--run-dir", type=Path, metavar="DIR", default=argparse.SUPPRESS,
-                   help=f"run directory holding {STORE_FILENAME} (default: $REASEARCH_STORE or ./{DEFAULT_RUN_DIR})")
-    g.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help="store URL: postgresql://... or sqlite:///path")
+from reasearch.runs.store import Store
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list the runs in a run store",
                        description="List the runs in a run store: task, state, best score, budget.")
-    _store_args(p)
+    store_args(p)
     p.add_argument("--json", action="store_true", help="print the runs as JSON")
     p.set_defaults(func=cmd_runs)
-    from reasearch._cli.runs_clean import add_subcommands
-
-    add_subcommands(p, _sub_store_args)  # runs delete RUN..., runs prune --empty
+    add_subcommands(p, sub_store_args)  # runs delete RUN..., runs prune --empty
 
     p = sub.add_parser("show", help="summary of one run: budget, best candidate, ledger",
                        description="Show one run: its status, budget used and left, best candidate and ledger.")
     p.add_argument("run", metavar="RUN", help="run id (a unique prefix is enough)")
-    _store_args(p)
+    store_args(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("export", help="dump everything stored about one run",
                        description="Export one run (record, status, candidates, evaluations, ledger, events).")
     p.add_argument("run", metavar="RUN", help="run id (a unique prefix is enough)")
-    _store_args(p)
+    store_args(p)
     p.add_argument("--json", action="store_true", required=True, help="export as JSON (the only format)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=cmd_export)
-
-
-def _open(args: argparse.Namespace) -> Store:
-    """The store named on the command line; a missing SQLite store is an error, never created by a reader."""
-    if args.store:
-        target: str | Path = args.store
-    else:
-        target = args.run_dir or Path(os.environ.get("REASEARCH_STORE", str(DEFAULT_RUN_DIR)))
-    return open_existing_store(target)
 
 
 def _fmt(x: float | None) -> str:
@@ -90,7 +65,7 @@ def resume_hint(record: Any, store_flag: str) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_store(args) as store:
         rows: list[dict[str, Any]] = []
         for rec in store.list_runs():
             run = Run(store, rec)
@@ -147,7 +122,7 @@ def _summary(run: Run) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_store(args) as store:
         run = Run.open(store, args.run)
         data = _summary(run)
         if data["run"]["state"] == "interrupted":
@@ -191,7 +166,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with open_store(args) as store:
         run = Run.open(store, args.run)
         data = _summary(run)
         data["candidates"] = [c.to_dict() for c in store.candidates(run.id)]

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reasearch._cli._shared import open_store
 from reasearch.errors import ConfigError, StoreError
 from reasearch.runs.run import live_drivers
 from reasearch.runs.store import Store
@@ -74,9 +75,7 @@ def _refusal(store: Store, run_id: str, force: bool) -> str:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from reasearch._cli.runs import _open
-
-    with _open(args) as store:
+    with open_store(args) as store:
         ids = []
         for given in args.run_ids:
             try:
@@ -95,9 +94,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from reasearch._cli.runs import _open
-
-    with _open(args) as store:
+    with open_store(args) as store:
         empty = [r.id for r in store.list_runs() if not store.evaluations(r.id) and not live_drivers(store, r.id)]
         run_dir = _run_dir(args)
         for run_id in empty:

@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import threading
-import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from reasearch._cli._params import key_values
+from reasearch._cli._shared import (
+    ProgressCaller,
+    is_prompt_task,
+    num,
+    progress_bar,
+    read_source,
+    result_table,
+    student_params,
+)
 from reasearch.errors import ConfigError
 from reasearch.evaluators.registry import list_tasks, make, registered_entry
-from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.result import Status
 
 EXIT_OK, EXIT_FAILED = 0, 1
 _LISTED = ("direction", "best_known", "best_known_source", "seed_score")
@@ -106,10 +111,6 @@ def _listing(filter_text: str, expand: bool) -> list[dict[str, Any]]:
     return [r for r in rows if filter_text in r["id"]]
 
 
-def _num(x: float | None, digits: int = 12) -> str:
-    return "" if x is None else f"{x:.{digits}g}"
-
-
 def _params(task_id: str, as_json: bool) -> int:
     """The parameters of one task, read from its class (signature, docstring, PARAM_RANGES)."""
     from reasearch.evaluators.params import describe_params
@@ -144,7 +145,7 @@ def run_tasks(args: argparse.Namespace) -> int:
     cols = [Column("id", 9), Column("direction", 2), Column("best known", 6), Column("seed score", 5),
             Column("summary", 7, prose=True)]  # what a task is matters more to a newcomer than its seed score
     cells = [(r["id"], "", "", "", f"{r['summary']} ({r['family_size']} ids; --all lists them)") if "family_size" in r
-             else (r["id"], r.get("direction", ""), _num(r.get("best_known")), _num(r.get("seed_score")), r["summary"])
+             else (r["id"], r.get("direction", ""), num(r.get("best_known")), num(r.get("seed_score")), r["summary"])
              for r in rows]
     console = Console()
     console.print(fitted_table(f"registered tasks ({len(rows)})", cols, cells, console.width))
@@ -152,74 +153,6 @@ def run_tasks(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------- eval
-
-
-def _read_source(path: str, task: Any = None) -> str:
-    p = Path(path)
-    if p.is_dir():
-        kind = task.candidate_kind if task is not None else "program"
-        what = "a system prompt (a text file)" if kind == "prompt" else "one Python file"
-        name = task.candidate_file if task is not None else "candidate.py"
-        raise ConfigError(f"{path} is a folder, but a candidate of {task.spec.id if task else 'this task'} is {what}, "
-                          f"e.g. {path.rstrip('/')}/{name}")
-    if not p.is_file():
-        raise ConfigError(f"no such candidate file: {path}")
-    try:
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-
-
-def _utc(epoch: float) -> str:
-    if not (math.isfinite(epoch) and 0 <= epoch < 253402300800):  # before year 10000
-        return _num(epoch)
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
-
-
-def _scalar_metrics(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The metrics that fit in a table cell (numbers, strings, booleans); nested data stays in --json."""
-    out = []
-    for key, value in metrics.items():
-        if value is None:
-            out.append((key, "-"))
-        elif key.endswith("_at") and isinstance(value, (int, float)) and not isinstance(value, bool):
-            out.append((key, _utc(float(value))))  # a timestamp: a person reads a date, not epoch seconds
-        elif isinstance(value, bool) or isinstance(value, int):
-            out.append((key, str(value)))
-        elif isinstance(value, float):
-            out.append((key, _num(value) if math.isfinite(value) else str(value)))
-        elif isinstance(value, str):
-            out.append((key, value))
-    return out
-
-
-def result_table(task_id: str, result: EvalResult, best_known: float | None) -> Table | Group:
-    """The standard summary table of one evaluation."""
-    colour = "green" if result.ok else "red"
-    table = Table(title=f"{task_id}", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
-    table.add_row("status", Text(result.status.value, style=colour))
-    if result.ok:
-        table.add_row("score", _num(result.score))
-        table.add_row("normalized", _num(result.normalized_score, 6))
-    if best_known is not None:
-        table.add_row("best known", _num(best_known))
-    table.add_row("wall / cpu", f"{result.wall_s * 1e3:.1f} ms / {result.cpu_s * 1e3:.1f} ms")
-    if result.provenance is not None:
-        table.add_row("sandbox", result.provenance.sandbox_mode)
-        table.add_row("seed", str(result.provenance.seed))
-    metrics = _scalar_metrics(result.metrics)
-    room = Console().width - 7 - max([len("best known"), *(len(k) for k, _ in metrics)])
-    whole: list[Text] = []  # a hash or id too long for the value column: printed whole below the table
-    for key, value in metrics:
-        if len(value) > room and not any(c.isspace() for c in value):
-            table.add_row(key, "(below the table)")
-            whole.append(Text(f"{key}:\n  {value}", no_wrap=True, overflow="ignore"))
-        else:
-            table.add_row(key, value)
-    table.add_row("feedback", result.feedback)
-    return Group(table, *whole) if whole else table
 
 
 def _start_sandbox_ahead(path: str) -> None:
@@ -245,8 +178,6 @@ def _start_sandbox_ahead(path: str) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from reasearch._cli.prompt import ProgressCaller, is_prompt_task, progress_bar, student_params
-
     _start_sandbox_ahead(args.file)
     params = key_values(args.param)
     task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
@@ -259,7 +190,7 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"reasearch: running one experiment of {task.spec.id} on {args.file} "
               f"(budget {getattr(task, 'time_budget_s', '?')} s) ...", file=sys.stderr)
     else:
-        source = _read_source(args.file, task)
+        source = read_source(args.file, task)
     if is_prompt_task(task):
         with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
             caller = ProgressCaller(task.student_client(), progress, f"{task.spec.id} validation")  # type: ignore[attr-defined]
