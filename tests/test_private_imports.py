@@ -25,9 +25,6 @@ KNOWN = {
     ("reasearch.evaluators.training", "reasearch.engine._cleanup"): "training-jobs / cold-start",
     ("reasearch.evaluators.txn_scheduling.workload", "reasearch.native._txn"): "native kernels' twin",
     ("reasearch.runs.executor", "reasearch.engine._procs"): "cold-start (orphan reaping, one home)",
-    ("reasearch.runs.students", "reasearch.evaluators.prompt._students"): "prompt pieces move out of runs/",
-    ("reasearch.adapters.gepa", "reasearch.evaluators.prompt._data"): "adapters (landed after this check)",
-    ("reasearch.adapters.gepa", "reasearch.evaluators.prompt._students"): "adapters (landed after this check)",
 }
 
 

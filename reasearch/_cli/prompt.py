@@ -29,8 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    from reasearch.adapters.prompt_session import prompt_task_of, score_test
     from reasearch.runs.run import Run
-    from reasearch.runs.students import prompt_task_of, score_test
 
     prompt = None
     if args.prompt_file:

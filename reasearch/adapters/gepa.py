@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reasearch.errors import ConfigError
-from reasearch.evaluators.prompt._data import Example
-from reasearch.evaluators.prompt._students import DirectCaller, StudentCaller
-from reasearch.evaluators.prompt.task import PromptTask
+from reasearch.evaluators.prompt import DirectCaller, Example, PromptTask, StudentCaller
 from reasearch.evaluators.result import EvalResult, Status
 
 __all__ = ["COMPONENT", "PromptEvaluator", "PromptGEPAAdapter", "ValidationItem", "gepa_datasets"]

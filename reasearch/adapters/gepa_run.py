@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from reasearch.adapters.prompt_session import prompt_task_of
 from reasearch.evaluators.prompt import StudentReply, StudentRequest
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import Run
-from reasearch.runs.students import StudentLedger, prompt_task_of
+from reasearch.runs.students import StudentLedger
 
 __all__ = ["RunBudgetStop", "RunStudentCaller", "gepa_for_run"]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reasearch.adapters.prompt_session import PromptSession, TrainOutcome, score_test
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
@@ -22,7 +23,6 @@ from reasearch.evaluators.base import Task
 from reasearch.models.messages import ModelRequest
 from reasearch.runs.events import EventKind
 from reasearch.runs.run import Run
-from reasearch.runs.students import PromptSession, TrainOutcome, score_test
 
 __all__ = ["PromptTools", "PROMPT_AGENT_SYSTEM", "PROMPT_START_MESSAGE", "ANALYST_SYSTEM", "MAX_BATCH"]
 
