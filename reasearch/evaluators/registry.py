@@ -31,9 +31,11 @@ __all__ = [
     "build_task",
     "list_tasks",
     "registered_entry",
+    "family_entries",
     "unregister",
 ]
 
+_ENTRY_POINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:name
 _ID = re.compile(r"^[a-z0-9_]+/(?:[A-Za-z0-9_.{}\-]+-)?v\d+$")  # name-vN, or a bare vN (eplb/v1)
 
 
@@ -47,6 +49,7 @@ class TaskEntry:
     enumerate: Callable[[], Iterable[Mapping[str, Any]]] | None = None  # families only
     summary: str = ""
     listing: Mapping[str, Any] = field(default_factory=dict)  # spec facts `reasearch tasks` shows (LISTING_KEYS)
+    drawing: str = ""  # "package.module:draw_svg": the family's report drawing (reasearch.evaluators.svg)
 
     @property
     def is_family(self) -> bool:
@@ -100,6 +103,7 @@ def register(
     summary: str = "",
     overwrite: bool = False,
     listing: Mapping[str, Any] | None = None,
+    drawing: str = "",
 ) -> None:
     """Registers a task id (or a ``{field}`` pattern) with a lazy ``"module:Class"`` entry point.
 
@@ -114,14 +118,21 @@ def register(
             :data:`LISTING_KEYS`), so that listing imports no task module; they must equal the
             built task's spec (the registry's conformance test checks every built-in id). Without
             them the listing builds the task.
+        drawing: ``"package.module:function"``, the report drawing of this id's results: a function of a
+            :class:`~reasearch.evaluators.svg.DrawingContext` returning an HTML fragment, kept in the
+            family's package beside its PNG code and imported only when a report draws (the reports find
+            it through :func:`family_entries`). Empty: the reports' generic drawing.
     """
     if listing is not None and set(listing) != LISTING_KEYS:
         raise ConfigError(f"listing of {task_id!r} must give exactly {sorted(LISTING_KEYS)}; got {sorted(listing)}")
+    if drawing and not _ENTRY_POINT.match(drawing):
+        raise ConfigError(f"drawing of {task_id!r} is named 'package.module:function', not {drawing!r}")
     if not _ID.match(task_id):
         raise ConfigError(f"task id {task_id!r} must look like 'namespace/name-vN' (or 'namespace/vN')")
     if task_id in _REGISTRY and not overwrite:
         raise ConfigError(f"task id {task_id!r} is already registered (pass overwrite=True to replace it)")
-    _REGISTRY[task_id] = TaskEntry(task_id, entry_point, dict(kwargs or {}), enumerate, summary, dict(listing or {}))
+    _REGISTRY[task_id] = TaskEntry(task_id, entry_point, dict(kwargs or {}), enumerate, summary, dict(listing or {}),
+                                   drawing)
 
 
 def unregister(task_id: str) -> None:
@@ -152,6 +163,12 @@ def registered_entry(task_id: str) -> tuple[TaskEntry, dict[str, Any]]:
             if fields is not None:
                 return entry, {**entry.kwargs, **fields}
     raise UnknownTaskError(_unknown_message(task_id))
+
+
+def family_entries(family: str) -> list[TaskEntry]:
+    """The registrations (ids and id patterns) of a task family: the ids that start with ``family/``."""
+    _load_builtins()
+    return [entry for entry in _REGISTRY.values() if entry.id.split("/", 1)[0] == family]
 
 
 def _unknown_message(task_id: str) -> str:

@@ -1,8 +1,8 @@
 """What a solution drawing is given and what it is: :class:`DrawContext` and the ``Drawing`` type.
 
-Its own module so that the family drawings (``_builtin_drawings``) and the registry (``drawings``) both
-import it without importing each other. Data only; the stored result it carries is untrusted text and
-numbers that a drawing must escape.
+It has the attributes of :class:`reasearch.evaluators.svg.DrawingContext`, the duck type a task family's
+``draw_svg`` is written against (families sit below the reports and never import them). Data only; the
+stored result it carries is untrusted text and numbers that a drawing must escape.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from reasearch.evaluators.svg import esc
 from reasearch.reports._model import EvalPoint, RunView
-from reasearch.reports._svg import esc
 
 __all__ = ["STATUS_COLORS", "curve_figures", "tree_figure", "compare_figures", "best_so_far"]
 

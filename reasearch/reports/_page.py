@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators.svg import esc
 from reasearch.reports._figures import compare_figures, curve_figures, tree_figure
 from reasearch.reports._model import RunView, cap_text
 from reasearch.reports._sections import (
@@ -28,7 +29,6 @@ from reasearch.reports._sections import (
     summary_html,
     transcript_html,
 )
-from reasearch.reports._svg import esc
 
 __all__ = ["report_payload", "report_html", "compare_html", "plotly_js", "script_json", "CSS", "REPORT_JS", "SECTIONS"]
 

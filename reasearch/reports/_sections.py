@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from reasearch.evaluators import scores
+from reasearch.evaluators.svg import esc
 from reasearch.reports._figures import STATUS_COLORS
 from reasearch.reports._model import RunView, cap_text
-from reasearch.reports._svg import esc
 from reasearch.reports.drawings import DrawContext, draw_solution
 from reasearch.runs.display import duration_text
 from reasearch.runs.events import EventKind

@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from reasearch.evaluators.svg import esc
 from reasearch.reports._figures import _layout
 from reasearch.reports._page import _document
 from reasearch.reports._sections import fmt_score
-from reasearch.reports._svg import esc
 
 __all__ = ["compare_methods_html", "curve_series", "write_compare_methods"]
 

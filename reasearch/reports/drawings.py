@@ -1,10 +1,14 @@
-"""The best solution of a run, drawn per task family: a small registry other task families plug into.
+"""The best solution of a run, drawn per task family.
 
 A drawing is a function of a :class:`DrawContext` returning an HTML fragment (usually an inline
-``<svg>``); every string in it that comes from the store must be escaped (:func:`esc`). Families
-without their own drawing get :func:`generic_drawing`: the metrics as a table, every list of numbers
-in the metrics or the solution as a line chart (a loss curve, per-window balance) and every mapping of
-names to numbers as a bar chart (accuracy per split).
+``<svg>``); every string in it that comes from the store must be escaped (:func:`esc`). A task family
+keeps its drawing in its own package, beside its PNG code, and declares it where it registers its ids
+(``register(..., drawing="package.module:draw_svg")``); this module finds it through the task registry
+(:func:`~reasearch.evaluators.registry.family_entries`) and names no family itself. A drawing registered
+here with :func:`register_drawing` takes precedence (a family outside the package, or a replacement).
+Families without a drawing get :func:`generic_drawing`: the metrics as a table, every list of numbers in
+the metrics or the solution as a line chart (a loss curve, per-window balance) and every mapping of names
+to numbers as a bar chart (accuracy per split).
 
 Example (a training task family)::
 
@@ -18,20 +22,21 @@ Example (a training task family)::
 
 from __future__ import annotations
 
+import importlib
 import traceback
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators.registry import family_entries
+from reasearch.evaluators.svg import bar_chart, esc, line_chart
 from reasearch.reports._draw_context import DrawContext, Drawing
-from reasearch.reports._svg import bar_chart, esc, line_chart
 
 __all__ = ["DrawContext", "Drawing", "register_drawing", "drawing_for", "draw_solution", "generic_drawing",
            "line_chart", "bar_chart", "esc"]
 
 
-_DRAWINGS: dict[str, Drawing] = {}
-_BUILTINS_LOADED = False
+_DRAWINGS: dict[str, Drawing] = {}  # registered here (register_drawing); a family's declared one otherwise
 
 
 def register_drawing(family: str, drawing: Drawing, *, replace: bool = False) -> None:
@@ -40,28 +45,26 @@ def register_drawing(family: str, drawing: Drawing, *, replace: bool = False) ->
     Raises:
         ConfigError: the family already has a drawing and ``replace`` is False.
     """
-    _load_builtins()
     if not family or "/" in family:
         raise ConfigError(f"a task family is the part of a task id before '/', not {family!r}")
-    if family in _DRAWINGS and not replace:
+    if (family in _DRAWINGS or _declared_drawing(family) is not None) and not replace:
         raise ConfigError(f"task family {family!r} already has a drawing; pass replace=True to change it")
     _DRAWINGS[family] = drawing
 
 
-def _load_builtins() -> None:
-    global _BUILTINS_LOADED
-    if not _BUILTINS_LOADED:
-        _BUILTINS_LOADED = True
-        from reasearch.reports._builtin_drawings import BUILTIN_DRAWINGS
-
-        for family, fn in BUILTIN_DRAWINGS.items():
-            _DRAWINGS.setdefault(family, fn)
+def _declared_drawing(family: str) -> Drawing | None:
+    """The drawing a task family declares where it registers its ids (its first registration naming one)."""
+    for entry in family_entries(family):
+        if entry.drawing:
+            module, _, name = entry.drawing.partition(":")
+            return cast(Drawing, getattr(importlib.import_module(module), name))
+    return None
 
 
 def drawing_for(task_id: str) -> Drawing:
-    """The drawing of the task's family, or :func:`generic_drawing`."""
-    _load_builtins()
-    return _DRAWINGS.get(task_id.split("/", 1)[0], generic_drawing)
+    """The drawing of the task's family (registered here, else declared by the family), or :func:`generic_drawing`."""
+    family = task_id.split("/", 1)[0]
+    return _DRAWINGS.get(family) or _declared_drawing(family) or generic_drawing
 
 
 def draw_solution(ctx: DrawContext) -> str:

@@ -112,6 +112,9 @@ def _family_fields() -> Any:
     return iter_family_fields()
 
 
+_DRAWING = "reasearch.evaluators.arc_agi_2._render:draw_svg"  # the report's picture of a task's or a split's result
+
+
 def register_all() -> None:
     """Registers the per-task family and the set ids (called once by the built-in registry)."""
     from reasearch.evaluators.registry import register
@@ -121,6 +124,7 @@ def register_all() -> None:
         "reasearch.evaluators.arc_agi_2.task:ArcTask",
         enumerate=_family_fields,
         summary="one ARC-AGI-2 task: train pairs solved by either of two attempts",
+        drawing=_DRAWING,
     )
     for split, set_id in SET_IDS.items():
         register(
@@ -130,6 +134,7 @@ def register_all() -> None:
             summary=f"ARC-AGI-2 {split} split: mean task score of one program, evaluated in parallel",
             listing={"direction": "maximize", "best_known": 1.0, "seed_score": 0.0,
                      "best_known_source": "every train pair of every task solved"},
+            drawing=_DRAWING,
         )
 
 

@@ -1,18 +1,21 @@
-"""Reports: the per-pair rich table and PNG pictures of grids in ARC's 10-colour palette."""
+"""Pictures of ARC results in ARC's 10-colour palette: the per-pair rich table, PNG pictures of grids, and the
+report's inline SVG (:func:`draw_svg`, declared where the ids are registered). Drawn from plain grids and
+results, never from the task object's module; every string written into the page is escaped."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reasearch.errors import ConfigError
 from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.svg import DrawingContext, esc, solution_of
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["ARC_PALETTE", "render_grids_png", "render_pair_png", "render_train_png", "result_table"]
+__all__ = ["ARC_PALETTE", "render_grids_png", "render_pair_png", "render_train_png", "result_table", "draw_svg"]
 
 # The colours of the ARC tools: 0 black, 1 blue, 2 red, 3 green, 4 yellow, 5 grey, 6 magenta,
 # 7 orange, 8 sky, 9 maroon.
@@ -157,3 +160,81 @@ def render_train_png(title: str, train: Sequence[tuple[Grid, Grid | None]], resu
                      ("attempt 1", attempts[i][0]), ("attempt 2", attempts[i][1])])
     score = "-" if result.score is None else f"{result.score:.3f}"
     return render_grids_png(rows, path, title=f"{title}  score {score}")
+
+
+def _grid_svg(grid: Any, label: str, expected: Any = None) -> str:
+    """One ARC grid; with ``expected``, wrong cells are outlined (a shape mismatch outlines the grid)."""
+    if not (isinstance(grid, list) and grid and all(isinstance(r, list) and r for r in grid)):
+        return f'<div class="grid"><div class="muted">{esc(label)}: no grid</div></div>'
+    rows, cols = len(grid), max(len(r) for r in grid)
+    cell = max(4, min(16, 240 // max(rows, cols)))
+    shape_ok = (
+        expected is not None
+        and len(expected) == rows
+        and all(len(a) == len(b) for a, b in zip(expected, grid, strict=True))
+    )
+    rects, wrong = [], 0
+    for r, row in enumerate(grid):
+        for c, v in enumerate(row):
+            color = ARC_PALETTE[v] if isinstance(v, int) and 0 <= v <= 9 else "#ffffff"
+            rects.append(f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" fill="{color}" '
+                         f'stroke="#555" stroke-width="0.4"/>')
+    if shape_ok:
+        for r, row in enumerate(grid):
+            for c, v in enumerate(row):
+                if expected[r][c] != v:
+                    wrong += 1
+                    x0, y0, x1, y1 = c * cell + 2, r * cell + 2, (c + 1) * cell - 2, (r + 1) * cell - 2
+                    rects.append(
+                        f'<g class="wrong"><title>row {r}, col {c}: expected {expected[r][c]}, got {esc(v)}</title>'
+                        f'<path d="M{x0} {y0}L{x1} {y1}M{x1} {y0}L{x0} {y1}" stroke="#000" stroke-width="3.2"/>'
+                        f'<path d="M{x0} {y0}L{x1} {y1}M{x1} {y0}L{x0} {y1}" stroke="#fff" stroke-width="1.6"/></g>'
+                    )
+    note = ""
+    if expected is not None:
+        note = (" correct" if shape_ok and not wrong else f" {wrong} wrong cells" if shape_ok else " wrong shape")
+    frame = (
+        ' stroke="#000" stroke-width="3" stroke-dasharray="6 3"'
+        if expected is not None and not shape_ok
+        else ' stroke="none"'
+    )
+    return (
+        f'<div class="grid"><svg class="arc" width="{cols * cell + 4}" height="{rows * cell + 4}" role="img">'
+        f'<g transform="translate(2 2)">{"".join(rects)}</g><rect x="1" y="1" width="{cols * cell + 2}" '
+        f'height="{rows * cell + 2}" fill="none"{frame}/></svg><div class="small">{esc(label)}{esc(note)}</div></div>'
+    )
+
+
+def draw_svg(ctx: DrawingContext) -> str:
+    """Each train pair: input, expected output, both attempts with their wrong cells outlined."""
+    res = ctx.result
+    assert res is not None
+    tasks = res.metrics.get("tasks")
+    if isinstance(tasks, Mapping):  # a whole split: one square per task, coloured by its score
+        cells = []
+        for k, (tid, t) in enumerate(sorted(tasks.items())):
+            score = t.get("score") if isinstance(t, Mapping) else None
+            s = float(score) if isinstance(score, (int, float)) else 0.0
+            color = f"hsl({120 * s:.0f},70%,{45 if s else 85}%)"
+            cells.append(f'<rect class="arc-task" x="{(k % 30) * 14}" y="{(k // 30) * 14}" width="12" height="12" '
+                         f'fill="{color}"><title>{esc(tid)}: {esc(t.get("status") if isinstance(t, Mapping) else "")} '
+                         f'{s:.2f}</title></rect>')
+        rows = (len(cells) + 29) // 30
+        return (f'<svg class="arc-set" width="{30 * 14}" height="{rows * 14}" role="img">{"".join(cells)}</svg>'
+                f"<figcaption>{len(cells)} tasks, one square each (green: solved train pairs)</figcaption>")
+    from reasearch.evaluators import make
+
+    task = make(ctx.task_id, **dict(ctx.task_params))
+    pairs = task.problem.train  # type: ignore[attr-defined]
+    attempts = solution_of(ctx).get("attempts") or []
+    out = []
+    for i, pair in enumerate(pairs):
+        got = attempts[i] if i < len(attempts) and isinstance(attempts[i], list) else []
+        a1 = got[0] if len(got) > 0 else None
+        a2 = got[1] if len(got) > 1 else None
+        exp = [list(r) for r in pair.output] if pair.output is not None else None
+        out.append(f'<div class="pair"><div class="small">train pair {i}</div>'
+                   + _grid_svg([list(r) for r in pair.input], "input") + _grid_svg(exp, "expected")
+                   + _grid_svg(a1, "attempt 1", exp) + _grid_svg(a2, "attempt 2", exp) + "</div>")
+    return ("".join(out) + f"<figcaption>{res.metrics.get('n_solved', '?')} of {len(pairs)} train pairs solved; "
+            "wrong cells crossed out, a wrong shape framed by a dashed line</figcaption>")

@@ -21,7 +21,8 @@ def register_all() -> None:
     register("atari/{game}-v1", "reasearch.evaluators.atari.task:AtariTask",
              enumerate=lambda: ({"game": g} for g in _GAMES),
              summary="train an Atari policy from pixels within a time budget; maximize the mean return on episodes "
-                     "seeded from the evaluator secret (sticky actions, frame cap)")
+                     "seeded from the evaluator secret (sticky actions, frame cap)",
+             drawing="reasearch.evaluators.training_render:draw_svg")
 
 
 def __getattr__(name: str) -> Any:

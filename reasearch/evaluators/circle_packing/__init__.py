@@ -34,6 +34,7 @@ def register_all() -> None:
             summary=f"{n} circles in the unit square, maximize the sum of radii (strict validity)",
             listing={"direction": "maximize", "best_known": BEST_KNOWN.get(n), "seed_score": SEED_SCORES.get(n),
                      "best_known_source": BEST_KNOWN_SOURCE if n in BEST_KNOWN else ""},
+            drawing="reasearch.evaluators.circle_packing.render:draw_svg",
         )
 
 

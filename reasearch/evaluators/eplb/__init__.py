@@ -37,6 +37,7 @@ def register_all() -> None:
         "reasearch.evaluators.eplb.task:EplbTask",
         summary="place 256 MoE experts on 288 GPU slots per layer: next-window balance and speed (timed)",
         listing={"direction": "maximize", "best_known": None, "best_known_source": "", "seed_score": None},
+        drawing="reasearch.evaluators.eplb.render:draw_svg",
     )
 
 

@@ -32,6 +32,7 @@ def register_all() -> None:
             summary=f"{n} points in the unit square, maximize the smallest triangle area",
             listing={"direction": "maximize", "best_known": BEST_KNOWN.get(n), "seed_score": SEED_SCORES.get(n),
                      "best_known_source": BEST_KNOWN_SOURCES.get(n, "")},
+            drawing="reasearch.evaluators.heilbronn.render:draw_svg",
         )
 
 

@@ -1,4 +1,5 @@
-"""Pictures of Heilbronn point sets (PNG through matplotlib's Agg canvas; no pyplot global state)."""
+"""Pictures of Heilbronn point sets: the PNG (matplotlib's Agg canvas, no pyplot global state) and the report's
+inline SVG (:func:`draw_svg`, declared where the ids are registered), both from a stored answer's numbers only."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.svg import DrawingContext, esc, solution_of, unit_square
 from reasearch.native.geometry import smallest_triangles
 
-__all__ = ["render_points"]
+__all__ = ["render_points", "draw_svg"]
 
 
 def render_points(
@@ -64,3 +66,28 @@ def render_points(
     out = Path(path)
     fig.savefig(out, format="png", bbox_inches="tight")
     return out
+
+
+def draw_svg(ctx: DrawingContext) -> str:
+    """Heilbronn points; the smallest triangle filled red, the next ones lighter."""
+    sol = solution_of(ctx)
+    points = np.asarray(sol["points"], dtype=np.float64).reshape(-1, 2)
+    if not np.isfinite(points).all():
+        raise ValueError("points are not finite")
+    tris = smallest_triangles(points, 3)
+    parts = []
+    for rank, (area, idx) in reversed(list(enumerate(tris))):
+        pts = " ".join(f"{points[i, 0]:.6f},{points[i, 1]:.6f}" for i in idx)
+        parts.append(f'<polygon class="{"smallest" if rank == 0 else "small"}" points="{pts}" fill="#d62728" '
+                     f'fill-opacity="{0.55 / (rank + 1):.3f}" stroke="#d62728" stroke-width="0.003">'
+                     f'<title>triangle {idx}: area {area:.6g}</title></polygon>')
+    for i, (x, y) in enumerate(points):
+        parts.append(f'<circle class="pt" cx="{x:.6f}" cy="{y:.6f}" r="0.011" fill="#222"><title>point {i}: '
+                     f'({x:.6f}, {y:.6f})</title></circle>')
+        parts.append(
+            f'<text x="{x + 0.015:.5f}" y="{-y - 0.012:.5f}" transform="scale(1 -1)" font-size="0.03">{i}</text>'
+        )
+    area = tris[0][0] if tris else float("nan")
+    caption = (f"n={len(points)}, smallest triangle area {area:.9g} (points {tris[0][1] if tris else '-'}); "
+               "the next two smallest shaded lighter")
+    return unit_square("".join(parts), esc(caption), "heilbronn")

@@ -20,7 +20,8 @@ def register_all() -> None:
                      "accuracy on a held-out split scored in a sealed jail",
              listing={"direction": "maximize", "best_known": None, "seed_score": None,
                       "best_known_source": "paper (IMG-100, CIFAR-100-like, 30 min on a GPU): 82.38% -> 84.03% by "
-                                           "the agent"})
+                                           "the agent"},
+             drawing="reasearch.evaluators.training_render:draw_svg")
 
 
 def __getattr__(name: str) -> Any:

@@ -19,7 +19,8 @@ def register_all() -> None:
              summary="forecast a column of a time-ordered CSV (-p data=PATH target=COL metric=rmse|mae|pearson|"
                      "accuracy); validation feedback, private test via submit",
              listing={"direction": "minimize", "best_known": None, "seed_score": None,  # the default metric, rmse
-                      "best_known_source": "none: the default series is generated from the evaluator secret"})
+                      "best_known_source": "none: the default series is generated from the evaluator secret"},
+             drawing="reasearch.evaluators.training_render:draw_svg")
 
 
 def __getattr__(name: str) -> Any:

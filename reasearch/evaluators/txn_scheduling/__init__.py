@@ -49,6 +49,7 @@ def register_all() -> None:
         summary="order 3 x 100 transactions to minimize the total makespan (published cost model, compiled)",
         listing={"direction": "minimize", "best_known": 225.0, "seed_score": 358.0,  # task.BEST_KNOWN_TOTAL, SEED_SCORE
                  "best_known_source": "best published evolved program (ADRS txn_scheduling: 225-241)"},
+        drawing="reasearch.evaluators.txn_scheduling.render:draw_svg",
     )
 
 

@@ -1,4 +1,5 @@
-"""Pictures of schedules: one Gantt chart per workload (PNG through matplotlib's Agg canvas)."""
+"""Pictures of schedules: one Gantt chart per workload, as a PNG (matplotlib's Agg canvas) and as the report's
+inline SVG (:func:`draw_svg`, declared where the ids are registered), both replayed on the trusted simulator."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.svg import DrawingContext, esc, num, solution_of
 from reasearch.evaluators.txn_scheduling.workload import load_workloads
 from reasearch.native.txn import PyTxnSimulator, compile_workload
 
-__all__ = ["render_schedules"]
+__all__ = ["render_schedules", "draw_svg"]
 
 
 def render_schedules(result_or_data: EvalResult | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -56,3 +58,33 @@ def render_schedules(result_or_data: EvalResult | Mapping[str, Any], path: str |
     out = Path(path)
     fig.savefig(out, format="png", bbox_inches="tight")
     return out
+
+
+def draw_svg(ctx: DrawingContext) -> str:
+    """A Gantt chart per workload: each transaction a bar from its start to its end slot."""
+    sol = solution_of(ctx)
+    workloads = load_workloads()
+    schedules = sol["schedules"]
+    panels, total = [], 0
+    for w, seq in zip(workloads, schedules, strict=False):
+        spans = PyTxnSimulator(compile_workload(w.txns)).placements([int(x) for x in seq])
+        makespan = max((end for _, end in spans), default=0)
+        total += makespan
+        width, height, left, top = 360, 420, 30, 20
+        sx = (width - left - 10) / max(makespan, 1)
+        sy = (height - top - 20) / max(len(spans), 1)
+        bars = [
+            f'<rect class="txn" x="{num(left + (s - 1) * sx)}" y="{num(top + k * sy)}" width="{num((e - s + 1) * sx)}" '
+            f'height="{num(max(sy * 0.8, 0.5))}" fill="#4269d0"><title>#{k}: txn {int(seq[k])}, slots '
+            f'{s}..{e}</title></rect>'
+            for k, (s, e) in enumerate(spans)
+        ]
+        x_end = left + makespan * sx
+        panels.append(
+            f'<svg class="gantt" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">'
+            f'<text x="{width / 2}" y="13" text-anchor="middle" class="t">{esc(w.name)}: makespan {makespan}</text>'
+            f'{"".join(bars)}<line x1="{num(x_end)}" x2="{num(x_end)}" y1="{top}" y2="{height - 20}" stroke="#d62728"/>'
+            f'<text x="{left}" y="{height - 6}" class="a">time slot 0</text>'
+            f'<text x="{num(x_end)}" y="{height - 6}" text-anchor="end" class="a">{makespan}</text></svg>')
+    caption = f"total makespan {total}; one row per position in the schedule, bars span start..end slot"
+    return f'<div class="row">{"".join(panels)}</div><figcaption>{esc(caption)}</figcaption>'

@@ -1,12 +1,51 @@
-"""Small inline-SVG pieces (escaped text, a line chart, a bar chart) for the per-task drawings."""
+"""What a task family's report drawing is given and the inline-SVG pieces it is drawn with.
+
+A family declares its drawing where it registers its ids (``register(..., drawing="module:draw_svg")``,
+see :mod:`reasearch.evaluators.registry`); the module beside its PNG code defines ``draw_svg(ctx) -> str``,
+an HTML fragment (usually an inline ``<svg>``). ``ctx`` is any object with the attributes of
+:class:`DrawingContext` (the reports pass their ``DrawContext``), so a family's drawing never imports the
+reports, which sit layers above the evaluators.
+
+Trust boundary: everything in ``ctx.result`` came from a stored run and, through the candidate's answer,
+from untrusted code: a drawing reads only numbers and text from it, runs nothing, and escapes every string
+it writes into the page (:func:`esc`). A drawing that raises is caught by the report, which shows the
+generic drawing instead.
+"""
 
 from __future__ import annotations
 
 import html
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
-__all__ = ["esc", "num", "line_chart", "bar_chart", "PALETTE"]
+from reasearch.evaluators.result import EvalResult
+
+__all__ = ["DrawingContext", "PALETTE", "esc", "num", "line_chart", "bar_chart", "unit_square", "solution_of"]
+
+
+class DrawingContext(Protocol):
+    """What a family's ``draw_svg`` is given (duck-typed; the reports' ``DrawContext`` is one).
+
+    Attributes:
+        task_id: the registry id (``circle_packing/n26-v1``).
+        task_params: the task's constructor parameters as stored with the run.
+        result: the result to draw (usually the best ``OK`` one; ``result.solution`` holds the answer).
+        source: the candidate's source.
+    """
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def task_params(self) -> Mapping[str, Any]: ...
+
+    @property
+    def result(self) -> EvalResult | None: ...
+
+    @property
+    def source(self) -> str: ...
+
 
 PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0")
 
@@ -118,3 +157,24 @@ def bar_chart(groups: Mapping[str, Sequence[float]], *, labels: Sequence[str] | 
                          f'{esc(labels[i])}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def solution_of(ctx: DrawingContext) -> Mapping[str, Any]:
+    """The answer a result carries (``result.solution``); a ``ValueError`` when it holds none to draw."""
+    if ctx.result is None or not isinstance(ctx.result.solution, Mapping):
+        raise ValueError("the result carries no solution")
+    return ctx.result.solution
+
+
+UNIT_SQUARE_PX = 420  # pixels of a unit-square drawing
+
+
+def unit_square(body: str, caption: str, cls: str) -> str:
+    """An SVG of the unit square, y up (the model's coordinates), with ``body`` drawn in unit coordinates."""
+    pad = 0.03
+    return (
+        f'<div><svg class="{cls}" viewBox="{-pad} {-pad} {1 + 2 * pad} {1 + 2 * pad}" width="{UNIT_SQUARE_PX}" '
+        f'height="{UNIT_SQUARE_PX}" role="img"><g transform="matrix(1 0 0 -1 0 1)">'
+        f'<rect x="0" y="0" width="1" height="1" fill="none" stroke="#222" stroke-width="0.004"/>{body}</g></svg>'
+        f"<figcaption>{caption}</figcaption></div>"
+    )
