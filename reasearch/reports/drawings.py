@@ -70,12 +70,12 @@ def drawing_for(task_id: str) -> Drawing:
 def draw_solution(ctx: DrawContext) -> str:
     """The drawing of ``ctx`` wrapped in ``<figure class="solution" data-family=...>``.
 
-    A drawing that fails (data it did not expect) never breaks the report: the generic drawing is
-    shown with the error.
+    A drawing that fails (data it did not expect, or a declared module that does not load) never breaks
+    the report: the generic drawing is shown with the error.
     """
-    drawing = drawing_for(ctx.task_id)
-    kind = ctx.family if drawing is not generic_drawing else "generic"
     try:
+        drawing = drawing_for(ctx.task_id)
+        kind = ctx.family if drawing is not generic_drawing else "generic"
         body = drawing(ctx)
     except Exception as exc:  # a report must open whatever a result holds
         tail = traceback.format_exc(limit=3)

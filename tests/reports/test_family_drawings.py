@@ -95,3 +95,14 @@ def test_a_malformed_drawing_name_is_refused_at_registration(bad: str) -> None:
         from reasearch.evaluators.registry import registered_entry
 
         registered_entry("plugfam/bad-v1")
+
+
+def test_a_declared_drawing_that_does_not_load_leaves_the_report_generic() -> None:
+    register("plugfam/one-v1", "reasearch.evaluators.circle_packing.task:CirclePackingTask", kwargs={"n": 26},
+             drawing="reasearch.no_such_module:draw_svg")
+    try:
+        html = draw_solution(DrawContext("plugfam/one-v1", {}, _ok(metrics={"m": 1.5})))
+    finally:
+        unregister("plugfam/one-v1")
+    assert 'data-family="generic"' in html and "the plugfam drawing failed: ModuleNotFoundError" in html
+    assert "<th>m</th><td>1.5</td>" in html
