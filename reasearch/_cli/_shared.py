@@ -3,7 +3,7 @@ store they name, reading a candidate file, the standard result table, and the ``
 prompt tasks.
 
 The subcommand modules import this module and never each other, so no two of them form an import circle.
-Only the standard library, ``rich`` and the evaluators' error types load with it: the run store is imported
+Only the standard library, ``rich`` (its console and tables) and the error types load with it: the run store is imported
 inside the functions that need it, so ``reasearch tasks`` pays for no store. Trust boundary: none beyond
 the CLI's own (a candidate file is read as text, never run here).
 """
@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from reasearch.errors import ConfigError
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from reasearch.evaluators.base import Task
     from reasearch.evaluators.result import EvalResult
     from reasearch.runs.store import Store
@@ -186,5 +187,8 @@ class ProgressCaller:
 
 
 def progress_bar(console: Console) -> Progress:
+    """A transient bar of answered calls (imported here: only prompt tasks show one)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True, disable=not console.is_terminal)
