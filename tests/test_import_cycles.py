@@ -14,8 +14,6 @@ ROOT = Path(__file__).resolve().parents[1] / "reasearch"
 
 # Circles whose modules another branch is cutting now (issue 31 items 2 and 5); remove an entry when it lands.
 KNOWN = {
-    frozenset({"reasearch.engine", "reasearch.engine._handle", "reasearch.engine._verdict", "reasearch.engine.exec",
-               "reasearch.engine.isolation", "reasearch.engine.sandbox"}): "cold-start cuts engine/sandbox.py",
     frozenset({"reasearch._cli.prompt", "reasearch._cli.tasks"}): "first-hour owns the CLI's shared helpers",
     frozenset({"reasearch._cli.runs", "reasearch._cli.runs_clean"}): "first-hour owns the CLI's shared helpers",
 }
