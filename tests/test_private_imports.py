@@ -16,15 +16,8 @@ ROOT = Path(__file__).resolve().parents[1] / "reasearch"
 # importer -> private module it may still import (until the branch named cuts it; then drop the entry).
 KNOWN = {
     ("reasearch._bench.arc", "reasearch.evaluators.arc_agi_2._harness"): "cold-start (reasearch/_bench)",
-    ("reasearch._bench.coldstart", "reasearch.engine._jail"): "cold-start",
-    ("reasearch._bench.coldstart", "reasearch.engine._runtime"): "cold-start",
     ("reasearch._bench.geometry", "reasearch.native._geometry_numba"): "cold-start",
-    ("reasearch._bench.sandbox", "reasearch.engine._supervisor"): "cold-start",
-    ("reasearch._cli.sandbox", "reasearch.engine._runtime_clean"): "cold-start (engine/_runtime.py)",
-    ("reasearch.evaluators.nanogpt._data", "reasearch.engine._runtime"): "training-jobs / cold-start",
-    ("reasearch.evaluators.training", "reasearch.engine._cleanup"): "training-jobs / cold-start",
     ("reasearch.evaluators.txn_scheduling.workload", "reasearch.native._txn"): "native kernels' twin",
-    ("reasearch.runs.executor", "reasearch.engine._procs"): "cold-start (orphan reaping, one home)",
 }
 
 

@@ -86,13 +86,12 @@ def first_evaluate(seed_file: str, *, runs: int, env: dict[str, str] | None = No
 
 def _jailed_numpy(runs: int) -> float | None:
     """Median wall of a fresh jailed interpreter importing NumPy (None where nsjail cannot run)."""
-    from reasearch.engine import _jail
-    from reasearch.engine._runtime import build_runtime
+    from reasearch.engine import build_runtime, nsjail_argv, nsjail_problem
 
-    if _jail.nsjail_problem() is not None:
+    if nsjail_problem() is not None:
         return None
     runtime = build_runtime()
-    argv = _jail.nsjail_argv([runtime.python, "-c", "import numpy"], runtime=runtime, time_limit_s=30)
+    argv = nsjail_argv([runtime.python, "-c", "import numpy"], runtime=runtime, time_limit_s=30)
     return fresh_runs(argv, runs=runs)[0]
 
 

@@ -393,11 +393,10 @@ def _zygote_row(mode: str, repeat: int, rounds: int = 3) -> BenchRow | None:
     whose workers fork through their zygote and one whose workers fork themselves, measured in
     ``rounds`` alternating rounds of ``repeat`` evaluations one at a time; the ratio is the median
     of the rounds' paired ratios. None where the zygote is not available."""
-    from reasearch.engine import SandboxConfig, SandboxPool
-    from reasearch.engine._supervisor import _zygote
+    from reasearch.engine import SandboxConfig, SandboxPool, zygote_available
     from reasearch.engine.protocol import RunRequest
 
-    if _zygote is None or not _zygote.available():
+    if not zygote_available():
         return None
     req = RunRequest(source=TRIVIAL)
     pools = {

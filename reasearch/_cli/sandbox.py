@@ -58,7 +58,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from reasearch.engine._runtime_clean import clean_runtime
+    from reasearch.engine import clean_runtime
 
     folders = clean_runtime(dry_run=args.dry_run)
     gone = [f for f in folders if not f.in_use]

@@ -12,6 +12,11 @@ Quick use::
 
 See :mod:`reasearch.engine.sandbox` for how statuses are decided and
 :mod:`reasearch.engine.isolation` for what each mode isolates.
+
+The second group of names is what the layers above share with the engine's internals (the sandbox
+runtime and its clean-up, the jail's command line, the host's process table, a tree removal that never
+follows a link, whether the zygote is built): public here, so that no other package imports a private
+engine module.
 """
 
 from __future__ import annotations
@@ -23,6 +28,12 @@ TYPE_CHECKING = False  # as typing's, without importing typing into the worker's
 if TYPE_CHECKING:
     from typing import Any
 
+    from reasearch.engine._cleanup import remove_tree
+    from reasearch.engine._forking import zygote_available
+    from reasearch.engine._jail import nsjail_argv, nsjail_problem
+    from reasearch.engine._procs import descendants_of, process_table
+    from reasearch.engine._runtime import SYSTEM_RO, build_runtime
+    from reasearch.engine._runtime_clean import clean_runtime
     from reasearch.engine.config import DEFAULT_PRELOAD, SandboxConfig, SandboxMode
     from reasearch.engine.exec import ExecOutcome, exec_in_sandbox
     from reasearch.engine.isolation import IsolationReport, detect_isolation
@@ -47,6 +58,10 @@ _WHERE = {
     "exec_in_sandbox": "exec", "ExecOutcome": "exec",
     "Status": "protocol", "Limits": "protocol", "RunRequest": "protocol", "RunOutcome": "protocol",
     "CallOutcome": "protocol", "SandboxRunner": "protocol", "SandboxSession": "protocol",
+    # shared with the layers above (see the module docstring)
+    "build_runtime": "_runtime", "SYSTEM_RO": "_runtime", "clean_runtime": "_runtime_clean",
+    "nsjail_argv": "_jail", "nsjail_problem": "_jail", "process_table": "_procs", "descendants_of": "_procs",
+    "remove_tree": "_cleanup", "zygote_available": "_forking",
 }
 
 __all__ = [
@@ -63,6 +78,8 @@ __all__ = [
     "exec_in_sandbox",
     "ExecOutcome",
     "Status", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner", "SandboxSession",
+    "build_runtime", "SYSTEM_RO", "clean_runtime", "nsjail_argv", "nsjail_problem", "process_table",
+    "descendants_of", "remove_tree", "zygote_available",
 ]
 
 

@@ -259,7 +259,7 @@ def nsjail_problem() -> str | None:
     """Why nsjail mode cannot run here (with how to fix it), or None when it works. Cached per process.
 
     A probe that passed is also remembered for the processes that follow, for as long as a mirror's
-    verification is (:data:`reasearch.engine._runtime._REVERIFY_S`), in a stamp in the private runtime
+    verification is (:data:`reasearch.engine._runtime_root._REVERIFY_S`), in a stamp in the private runtime
     root keyed by the nsjail binary (path, inode, size, mtime), this boot, our uid, the user-namespace
     switch and the interpreter: a CLI command or a fresh Ray worker does not pay a jailed interpreter
     start (~80 ms) to learn what the last one learnt seconds ago. A failed probe is never remembered,

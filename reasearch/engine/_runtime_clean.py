@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from reasearch.engine._runtime import _CODE_PREFIX, _MIRROR_PREFIX, runtime_root
+from reasearch.engine._runtime_root import _CODE_PREFIX, _MIRROR_PREFIX, runtime_root
 
 __all__ = ["RECENT_S", "RuntimeFolder", "clean_runtime"]
 

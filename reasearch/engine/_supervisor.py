@@ -14,14 +14,17 @@ exited threads included), and kills and reaps them after the reply, off the call
 
 A worker whose clean-up failed, or whose scratch filesystem is short of space afterwards, retires:
 it answers its next request with a ``retired`` frame and exits, and the engine starts a fresh one.
+
+The supervisor is cut by concern into base classes, each a module: :mod:`reasearch.engine._scratch`
+(scratch folders), :mod:`reasearch.engine._forking` (children, zygote, compiled code) and
+:mod:`reasearch.engine._proc_tree` (the process tree and its CPU time); this module holds the request
+loop and the handlers. The jailed worker imports all of them: none imports ``typing`` nor ``dataclasses``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import importlib
-import marshal
 import os
 import resource
 import select
@@ -29,49 +32,25 @@ import signal
 import sys
 import time
 import traceback
-import warnings
 
 from reasearch.engine import _procs, _spin, _wire
-from reasearch.engine._child import (
-    PREWARM_SOURCE,
-    QUICKEN_ROUNDS,
-    REQUEST_CAP,
-    address_space,
-    child_main,
-    fresh_module,
-    quicken_request_path,
-    rehearse_harness,
-    set_scratch_env,
-)
-from reasearch.engine._cleanup import free_bytes, remove_tree
-from reasearch.engine._privilege import PDEATH_KILL_ARGS, drop_bounding_set, libc_prctl, plain_uid_drop
+from reasearch.engine._child import QUICKEN_ROUNDS, REQUEST_CAP, quicken_request_path, rehearse_harness
+from reasearch.engine._forking import SESSION_PIPE_BYTES, ZYGOTE_TIMEOUT_S, zygote_available
+from reasearch.engine._privilege import drop_bounding_set
+from reasearch.engine._proc_tree import ProcessTree
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
-
-try:
-    from reasearch.engine import _zygote  # C extension (setup.py; typed by _zygote.pyi)
-except ImportError:  # a source tree without its extensions built: the worker forks its children itself
-    _zygote = None  # type: ignore[assignment]  # an optional module: mypy cannot spell "module or None"
 
 TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["BUSY_WARM_DELAY_S", "SESSION_PIPE_BYTES", "Supervisor", "warm_delay"]
+__all__ = ["BUSY_WARM_DELAY_S", "SESSION_PIPE_BYTES", "ZYGOTE_TIMEOUT_S", "Supervisor", "warm_delay",
+           "zygote_available"]
 
-SESSION_PIPE_BYTES = 1 << 19  # a session's request and result pipes (see Supervisor.widen_pipes)
-# Candidates compiled once per worker (see Supervisor.compiled): at least this long (shorter ones
-# compile in a few tens of us in the child), at most this long (the worker's compile is bounded only by
-# the request's wall limit, not by the child's CPU limit: a longer text compiles in the child, under
-# it), at most this many, newest kept.
-_CODE_MIN_TEXT, _CODE_MAX_TEXT, _CODE_ENTRIES = 2 << 10, 256 << 10, 8
 _NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
 # Back to back, the next child waits this long for its request before it warms up: longer than
 # the gaps between one worker's requests then (a few ms on 2 workers), far shorter than a pause.
 BUSY_WARM_DELAY_S = 2 * _spin.IDLE_S
-# The longest the worker waits for its zygote's answer (a fork takes well under a millisecond): past
-# it the zygote is taken for stuck (stopped, in one-uid process mode, by a candidate of that uid),
-# killed, and the worker forks its children itself.
-ZYGOTE_TIMEOUT_S = 2.0
 
 
 def warm_delay(now: float, last_frame: float) -> float:
@@ -88,7 +67,7 @@ class _Retire(Exception):
     """This worker must be replaced before it serves the request at hand (see ``retire_reason``)."""
 
 
-class Supervisor:
+class Supervisor(ProcessTree):
     """The worker's request loop.
 
     Args:
@@ -141,7 +120,7 @@ class Supervisor:
         self.reset_signals()
         quicken_request_path(self.prewarm_dir)  # before the first fork: every child inherits it
         # The zygote that forks the children (see _zygote.c): its pid and the worker's end of its socket.
-        self.zygote_wanted = zygote and _zygote is not None and _zygote.available()
+        self.zygote_wanted = zygote and zygote_available()
         self.zpid: int | None = None
         self.zsock: int | None = None
         self.start_zygote()
@@ -180,315 +159,6 @@ class Supervisor:
         self.start_zygote()  # a copy of the worker with the harness in it
         self.send({"kind": "warmed", "warm_s": time.monotonic() - t0})
 
-    # -- scratch folders
-    def make_prewarm(self) -> str | None:
-        """A world-readable dummy candidate the children warm up on (see ``_child._prewarm``)."""
-        path = os.path.join(self.scratch_root, "prewarm")
-        try:
-            os.makedirs(path, mode=0o755, exist_ok=True)
-            os.chmod(path, 0o755)
-            with open(os.path.join(path, "candidate.py"), "w") as fh:
-                fh.write(PREWARM_SOURCE)
-            os.chmod(os.path.join(path, "candidate.py"), 0o644)
-        except OSError:
-            return None
-        return path
-
-    def prepare_scratch(self) -> None:
-        """Makes the next request's (empty) scratch folder ahead, after a child's clean-up: off the
-        caller's path. Only the worker and the pre-forked child (which runs no candidate code before
-        its request) live meanwhile, so the folder is still empty when the request comes."""
-        path = self.scratch_path(self.counter + 1)
-        self.prepared = None
-        if not remove_tree(path):
-            return
-        try:
-            os.mkdir(path, 0o700)
-            if self.child_uid is not None:
-                os.chown(path, self.child_uid, self.child_uid)
-        except OSError:
-            return
-        self.prepared = path
-
-    def scratch_path(self, n: int) -> str:
-        """The scratch folder of request ``n``: one name for every evaluation of this worker, the
-        folder itself made afresh each time (removed with all it holds once the evaluation's whole
-        process tree is dead, then made empty again). A constant name lets the worker build what a
-        child needs for it once (the empty ``candidate`` module, see :meth:`spawn`) instead of each
-        child building it after its fork. A request that comes while a session holds that folder
-        (the engine reserves the worker for a session, so none should) gets a name of its own."""
-        if self.session is None:
-            return self.scratch_one
-        return f"{self.scratch_one}-{n}"
-
-    def make_scratch(self, files: dict[str, bytes], source: str) -> str:
-        for name in files:  # before anything is made: a refused request leaves nothing behind
-            if name in ("", ".", "..") or "/" in name or "\0" in name:
-                raise ValueError(f"bad scratch file name {name!r}: plain names only")
-        self.counter += 1
-        path = self.scratch_path(self.counter)
-        ready, self.prepared = self.prepared == path, None
-        if not ready:
-            if not remove_tree(path):
-                raise OSError(f"cannot clear the scratch dir {path}")
-            os.mkdir(path, 0o700)
-        if not ready and self.child_uid is not None:
-            os.chown(path, self.child_uid, self.child_uid)
-        self.write_file(path, "candidate.py", source.encode("utf-8", "surrogatepass"))
-        for name, data in files.items():
-            self.write_file(path, name, data)
-        return path
-
-    def write_file(self, folder: str, name: str, data: bytes) -> None:
-        """Writes one scratch file (never through a link) and hands it to the child's uid: a plain
-        ``open``/``write``/``fchown``, without a buffered file object."""
-        fd = os.open(f"{folder}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666)
-        try:
-            _wire.write_all(fd, data)
-            if self.child_uid is not None:
-                os.fchown(fd, self.child_uid, self.child_uid)
-        finally:
-            os.close(fd)
-
-    def remove_scratch(self, path: str) -> None:
-        """Removes a folder a dead candidate wrote; a failure retires this worker (see ``loop``).
-
-        The common case first: the candidate left only ``candidate.py``, so unlinking that name
-        (a link or a file; never followed, nor is ``path`` itself) empties the folder and ``rmdir``
-        succeeds. Anything else (more entries, a folder under that name, a chmod) makes ``rmdir``
-        fail, and the full iterative removal runs.
-        """
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.unlink("candidate.py", dir_fd=fd)
-            finally:
-                os.close(fd)
-            os.rmdir(path)
-            return
-        except OSError:
-            pass
-        if not remove_tree(path) and self.retire_reason is None:
-            self.retire_reason = f"could not remove {path} after a candidate"
-
-    def check_space(self) -> None:
-        """Retires this worker when its scratch filesystem is short of space after clean-up."""
-        free = free_bytes(self.scratch_root)
-        if free is not None and free < self.min_free_bytes and self.retire_reason is None:
-            self.retire_reason = (f"only {free >> 20} MiB free on the scratch filesystem after clean-up "
-                                  f"(at least {self.min_free_bytes >> 20} MiB wanted)")
-
-    # -- process tree
-    def kill_tree(self, ch: Child | None) -> None:
-        """Kills the child's process group, then every remaining descendant, until none is left.
-
-        No walk for a child that was :attr:`~Child.alone` at its result when, since then, the only
-        pid handed out in the jail is the next child's, right after it: then nothing else was ever
-        created, and reaping the child itself is the whole clean-up."""
-        if ch is not None:
-            try:
-                os.killpg(ch.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        idle = self.idle.pid if self.idle else None  # the next request's child is not part of this tree
-        if ch is not None and ch.alone and idle == ch.pid + 1 and _procs.last_pid() == idle:
-            collect_exit(ch)
-            return
-        for _ in range(500):
-            pids = self.candidate_tree()
-            if not pids:
-                break
-            for sig in (signal.SIGSTOP, signal.SIGKILL):  # freeze first, so a fork bomb cannot outrun us
-                for pid in pids:
-                    try:
-                        os.kill(pid, sig)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-            self.wait_one(ch)  # everything below us is dying: block for the next exit, don't poll
-            self.reap(ch)
-        self.reap(ch)
-
-    def candidate_tree(self) -> list[int]:
-        """Every process below the worker but the engine's own: the child forked ahead of the next
-        request and the zygote (each left out with all below it)."""
-        return _procs.children_walk(os.getpid(), skip=(self.idle.pid if self.idle else None, self.zpid))
-
-    def wait_one(self, ch: Child | None) -> None:
-        """Blocks until one child of the worker exits (and reaps it, accounting its CPU time)."""
-        try:
-            pid, status, ru = os.wait4(-1, 0)
-        except ChildProcessError:  # only grandchildren left: their parents are dying, they come to us
-            time.sleep(0.0005)
-            return
-        self.account(ch, pid, status, ru)
-
-    def account(self, ch: Child | None, pid: int, status: int, ru: Any) -> None:
-        """Books a reaped process: the child's status and CPU time, or a pre-forked child (or the
-        zygote) that died."""
-        if pid == self.zpid:  # killed from outside (process mode: a candidate of the same uid can)
-            self.zpid = None
-            self.close_zygote_socket()
-            return
-        if self.idle is not None and pid == self.idle.pid:
-            dead, self.idle = self.idle, None  # refill() forks another
-            for fd in (dead.calls_w, dead.result_r, dead.out_r, dead.err_r, dead.pidfd):
-                if fd is not None:
-                    os.close(fd)
-            return
-        if ch is not None:
-            ch.rusage_cpu += ru.ru_utime + ru.ru_stime
-            if pid == ch.pid:
-                ch.status = status
-
-    def reap(self, ch: Child | None) -> None:
-        """Reaps every exited descendant, adding its CPU time to the child's account."""
-        while True:
-            try:
-                pid, status, ru = os.wait4(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            self.account(ch, pid, status, ru)
-
-    # -- one child
-    def spawn(self) -> Child:
-        """Forks a child that waits for its request; returns the worker-side ends of its pipes."""
-        nxt = self.scratch_path(self.counter + 1)  # the folder the child will most likely be handed
-        ends = self.child_pipes()
-        forked = _ns()
-        try:
-            had_zygote = self.zsock is not None
-            pid = self.zygote_fork(nxt, ends[1])
-            if pid is None and had_zygote:
-                # The zygote failed this fork: fresh pipes, so that a child it may have forked all
-                # the same holds none of the next child's (it reads EOF and exits; a walk reaps it).
-                self.close_fds((*ends[0], *ends[1].values()))
-                ends = self.child_pipes()
-            if pid is None:  # no zygote: fork from the worker itself
-                self.before_fork(nxt)
-                forked = _ns()
-                pid = os.fork()
-                if pid == 0:
-                    child_main(self.child_uid, self.keep_read_search, ends[1], self.prewarm_dir,
-                               self.bounding_dropped, nxt, self.last_harness, self.ready_module, self.warm_after_s)
-        except BaseException:
-            self.close_fds((*ends[0], *ends[1].values()))
-            raise
-        self.close_fds(ends[1].values())
-        result_r, out_r, err_r, req_w = ends[0]
-        for fd in (result_r, out_r, err_r):
-            os.set_blocking(fd, False)
-        return Child(pid=pid, pidfd=os.pidfd_open(pid), result_r=result_r, calls_w=req_w, out_r=out_r, err_r=err_r,
-                     forked_ns=forked, fork_ret_ns=_ns())
-
-    def before_fork(self, nxt: str) -> None:
-        """What the worker does before it forks a child or a zygote: builds the empty module of the
-        folder ``nxt`` (the one the child will most likely be handed) unless it has it, once per
-        folder name (see scratch_path) rather than in every child, where each page written is a
-        copy-on-write fault (each child gets its own copy of it); flushes its
-        stdio, and moves every object it holds out of the collector's reach (a collection in a
-        child would otherwise write to, and so copy, nearly every page of the warm runtime)."""
-        if self.ready_module is None or self.ready_module.__file__ != f"{nxt}/candidate.py":
-            self.ready_module = fresh_module(f"{nxt}/candidate.py")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        gc.freeze()
-
-    @staticmethod
-    def child_pipes() -> tuple[tuple[int, int, int, int], dict[str, int]]:
-        """A child's four pipes: the worker's ends (result, stdout, stderr to read; request to
-        write) and the child's, by name."""
-        result_r, result_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        req_r, req_w = os.pipe()
-        return (result_r, out_r, err_r, req_w), {"result": result_w, "out": out_w, "err": err_w, "req": req_r}
-
-    @staticmethod
-    def close_fds(fds: Any) -> None:
-        for fd in fds:
-            os.close(fd)
-
-    # -- the zygote (see _zygote.c)
-    def start_zygote(self) -> None:
-        """Forks a fresh zygote from the worker as it is now (at start, and after each harness import)."""
-        self.stop_zygote()
-        if not self.zygote_wanted:
-            return
-        mine, its = _zygote.pair(ZYGOTE_TIMEOUT_S)
-        self.before_fork(self.scratch_path(self.counter + 1))
-        pid = os.fork()
-        if pid == 0:
-            self.zygote_main(its)
-        os.close(its)
-        self.zpid, self.zsock = pid, mine
-
-    def zygote_main(self, sock: int) -> None:
-        """The zygote: holds nothing but its socket, stdio and /dev/null, and forks children in C
-        until the worker closes the socket. Each child comes back here from ``serve``, wired up
-        (see ``_zygote.c``), and becomes a :func:`child_main`; nobody returns into the worker's code.
-
-        What is the same for every child is done here once: ``HOME``/``TMPDIR`` set to the
-        worker's scratch folder (the one every request gets outside a session), the address space
-        measured (the runtime each child's memory limit is on top of), and whether the switch to
-        the child uid is plain enough to be made in C (:func:`~reasearch.engine._privilege.plain_uid_drop`)."""
-        try:
-            libc_prctl(*PDEATH_KILL_ARGS)  # the worker is gone: so is its zygote
-            os.closerange(3, sock)  # the engine's pipes, the worker's ends of its children's pipes, pidfds
-            os.closerange(sock + 1, 1 << 16)
-            devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-            scratch = self.scratch_path(self.counter + 1)
-            set_scratch_env(scratch)
-            base = address_space()
-            uid = self.child_uid
-            in_c = uid is not None and self.bounding_dropped and plain_uid_drop(uid, self.keep_read_search)
-            # serve() returns in a new child only, wired up
-            msg = _zygote.serve(sock, devnull, uid if in_c and uid is not None else -1)
-            warm_after_s, nxt, harness = msg.decode().split("\0")
-            child_main(None if in_c else uid, self.keep_read_search, None, self.prewarm_dir, self.bounding_dropped,
-                       nxt, harness or None, self.ready_module, float(warm_after_s), env_scratch=scratch, base=base)
-        finally:
-            os._exit(70)
-
-    def zygote_fork(self, nxt: str, fds: dict[str, int]) -> int | None:
-        """The pid of a child the zygote forked with ``fds`` as its pipes, or None without a zygote
-        (none here, or it died or did not answer within :data:`ZYGOTE_TIMEOUT_S`: then the worker
-        forks its children itself from now on)."""
-        if self.zsock is None:
-            return None
-        msg = f"{self.warm_after_s!r}\0{nxt}\0{self.last_harness or ''}".encode()
-        try:
-            _zygote.send(self.zsock, msg, (fds["result"], fds["out"], fds["err"], fds["req"]))
-            answer = os.read(self.zsock, 8)
-        except OSError:
-            answer = b""
-        if len(answer) != 8:
-            self.stop_zygote()
-            return None
-        pid = int.from_bytes(answer, "little", signed=True)
-        if pid < 0:
-            raise OSError(-pid, f"the zygote could not fork: {os.strerror(-pid)}")
-        return pid
-
-    def close_zygote_socket(self) -> None:
-        if self.zsock is not None:
-            os.close(self.zsock)
-            self.zsock = None
-
-    def stop_zygote(self) -> None:
-        """Ends the zygote (it has no children of its own: each one it forked is the worker's)."""
-        self.close_zygote_socket()
-        pid, self.zpid = self.zpid, None
-        if pid is None:
-            return
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-
     def start(self, head: dict[str, Any], value: dict[str, Any], scratch: str, session: bool) -> Child:
         """Hands the request to the pre-forked child (forking one now if there is none)."""
         ch, self.idle = self.idle, None
@@ -522,51 +192,6 @@ class Supervisor:
         self.stamps["w_forked"] = ch.forked_ns
         self.stamps["w_fork_ret"] = ch.fork_ret_ns
         return ch
-
-    def compiled(self, source: Any, scratch: str) -> bytes | None:
-        """The candidate's module code, compiled here once per distinct source and marshalled for each
-        child to load (a 36 KB ARC solver with its DSL compiles in ~10-30 ms; loading takes ~1 ms), so
-        that the tasks of a set evaluation do not each compile the same file again. None: the child
-        compiles the source itself, as it always did (short or huge text, or one that does not compile
-        cleanly: its error or warning is then the child's to report, on the candidate's clock).
-
-        The key is the exact source text and the file name the code carries (the worker's one scratch
-        path); the bytes go one way only, from this worker to its children, which never send code back.
-        """
-        if not isinstance(source, str) or not _CODE_MIN_TEXT <= len(source) <= _CODE_MAX_TEXT:
-            return None
-        key = (f"{scratch}/candidate.py", source)
-        code = self.code_cache.pop(key, None)
-        if code is None:
-            try:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    obj = compile(source, key[0], "exec", dont_inherit=True)
-            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-                return None
-            if caught:
-                return None
-            code = marshal.dumps(obj)
-            if len(self.code_cache) >= _CODE_ENTRIES:
-                self.code_cache.pop(next(iter(self.code_cache)))  # the least recently used
-        self.code_cache[key] = code  # (re)inserted last: most recently used
-        return code
-
-    @staticmethod
-    def widen_pipes(ch: Child) -> None:
-        """Gives a session's request and result pipes room for a whole payload or answer
-        (:data:`SESSION_PIPE_BYTES`, 512 KiB, instead of 64 KiB): writing a few hundred KB then needs no
-        hand-offs between writer and reader, whose cost and CPU time vary with how the two are scheduled
-        (EPLB's 330 KB answers: about a third less harness CPU per call, and steadier). Sessions only, so
-        that at most one child per worker holds the larger buffers (the kernel counts pipe pages per
-        user); best effort: where the system's limits refuse, the default size still works."""
-        for fd in (ch.result_r, ch.calls_w):
-            if fd is None:
-                continue
-            try:
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, SESSION_PIPE_BYTES)
-            except OSError:
-                pass
 
     def discard_idle(self) -> None:
         """Drops the pre-forked child (it lacks a module the worker just imported, or we are exiting)."""
@@ -625,39 +250,6 @@ class Supervisor:
         self.refill()
         post["p_refilled"] = _ns()
         self.cleanup(ch)
-
-    def alone(self, pid: int) -> bool:
-        """In a jail: no process or thread was created since ``pid`` (the namespace's last pid is its own)."""
-        return self.in_jail and _procs.last_pid() == pid
-
-    def live_cpu(self, pid: int, alone: bool, pidfd: int | None = None) -> float:
-        """CPU seconds of a live process (all threads, exited ones included, and the children it
-        waited for) and of every other live descendant of the worker, from /proc (the candidate
-        cannot write these).
-
-        A process that exits while the tree is walked hands its children to the worker (a
-        subreaper) meanwhile, and the walk can find them under neither (a child that exits right
-        after its result, leaving a CPU burner behind, did that in about one run in three of the
-        hostile suite). So when ``pid`` (its ``pidfd``) has exited by the end of the walk, the
-        tree is walked again until two walks agree.
-
-        In a jail (its own PID namespace) the walk is skipped when the namespace's last pid is still
-        ``pid``'s own (``alone``, from :meth:`alone`): no process or thread was
-        created since it, so it has no descendant and never waited for a child, and its process CPU
-        clock (one syscall, every thread) is the whole account. Pids are handed out in increasing
-        order and wrap only past every pid in use; the candidate, without capabilities, cannot set
-        the counter."""
-        if alone:
-            ns = _procs.process_cpu_ns(pid)
-            return ns / 1e9 if ns is not None else _procs.cpu_s(pid)
-        tree = self.candidate_tree()
-        if pidfd is not None and select.select([pidfd], [], [], 0)[0]:  # it exited: see above
-            for _ in range(8):
-                again = self.candidate_tree()
-                if sorted(again) == sorted(tree):
-                    break
-                tree = again
-        return sum(_procs.cpu_s(p) for p in (pid, *(d for d in tree if d != pid)))
 
     def cleanup(self, ch: Child) -> None:
         """Kills and reaps the child's whole tree, closes its pipes, removes its scratch dir."""

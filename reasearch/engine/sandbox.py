@@ -19,35 +19,37 @@ from its children by a second uid where one can be mapped), never the child's: t
 produces the result frame, whose size the worker caps while reading and whose content the engine
 decodes without pickle. Wall time is the engine's own clock around request and reply (a harness's
 first import and ``warmup()`` in a worker is evaluator time and is not counted).
+
+The pool is cut by concern: :mod:`reasearch.engine._pool_schedule` chooses the worker (a base class of
+:class:`SandboxPool`), :mod:`reasearch.engine._fit` reads which image a request needs, and
+:mod:`reasearch.engine._pool_session` holds :class:`PoolSession`; this module starts, exchanges with and
+closes the workers. Every public name stays importable from here.
 """
 
 from __future__ import annotations
 
-import ast
 import atexit
 import concurrent.futures
-import dataclasses
 import os
-import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from reasearch.engine import _wire
+from reasearch.engine._fit import fit_profile
 from reasearch.engine._handle import WorkerDied, WorkerHandle, WorkerRetired, WorkerStuck
+from reasearch.engine._pool_schedule import PoolScheduling
+from reasearch.engine._pool_session import PoolSession, _Failed
 from reasearch.engine._procs import set_child_subreaper
 from reasearch.engine._runtime import RUNTIME_PACKAGES
-from reasearch.engine._verdict import child_result, classify, decode_value_frame
+from reasearch.engine._verdict import classify, decode_value_frame
 from reasearch.engine.config import DEFAULT_PRELOAD, SandboxConfig, SandboxMode
 from reasearch.engine.isolation import make_launcher
-from reasearch.engine.protocol import CallOutcome, Limits, RunOutcome, RunRequest, Status
+from reasearch.engine.protocol import Limits, RunOutcome, RunRequest, Status
 from reasearch.errors import ConfigError, SandboxError
 
 __all__ = ["DEFAULT_PRELOAD", "PoolSession", "SandboxConfig", "SandboxMode", "SandboxPool", "close_default_pool",
@@ -84,318 +86,6 @@ def _check_request(request: RunRequest) -> None:
         raise ConfigError(f"RunRequest.limits out of range: {lim}")
 
 
-def _ns_as_s(value: Any) -> float | None:
-    """A worker's CPU figure (non-negative int ns) in seconds; None when absent or malformed."""
-    return value / 1e9 if type(value) is int and value >= 0 else None
-
-
-class PoolSession:
-    """A candidate kept alive in one worker for many timed calls (see ``SandboxSession``).
-
-    The worker is reserved for the session's lifetime; :meth:`close` releases it. Each
-    :meth:`call`'s ``wall_s`` is measured by the engine around request and response.
-    """
-
-    def __init__(self, pool: SandboxPool, worker: WorkerHandle, request: RunRequest) -> None:
-        self._pool = pool
-        self._worker = worker
-        self._request = request
-        self._t0 = time.monotonic()
-        self._final: RunOutcome | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def closed(self) -> bool:
-        return self._final is not None
-
-    def _end(self, outcome: RunOutcome) -> RunOutcome:
-        self._final = outcome
-        self._pool._release(self._worker)
-        return outcome
-
-    def _open(self) -> RunOutcome | None:
-        """Starts the child; returns a final outcome if it failed to load (the session is then closed)."""
-        lim = self._request.limits
-        try:
-            head, blobs, self._t0 = self._pool._exchange(self._worker, "session", self._request, lim.wall_s)
-        except _Failed as exc:
-            return self._end(exc.outcome)
-        if head.get("kind") == "session_ready":
-            return None
-        return self._end(classify(head, blobs, lim, time.monotonic() - self._t0, self._pool.mode))
-
-    def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> CallOutcome:
-        """Sends one payload; the child answers ``harness(entry_fn, payload)``.
-
-        Args:
-            payload: plain data (JSON types and NumPy arrays).
-            timeout_s: wall limit of this call; default the request's ``limits.wall_s``. A call past
-                it kills the child: the outcome is ``TIMEOUT`` and the session is over.
-
-        Returns:
-            A :class:`CallOutcome`; after the session ended every call answers ``CRASH``.
-        """
-        with self._lock:
-            if self._final is not None:
-                return CallOutcome(Status.CRASH, None, 0.0, error=f"session is over ({self._final.status}: "
-                                   f"{self._final.error or 'closed'})")
-            limit = float(timeout_s if timeout_s is not None else self._request.limits.wall_s)
-            t0 = time.perf_counter()
-            try:
-                head, blobs, _ = self._pool._exchange(self._worker, "call", payload, limit)
-            except _Failed as exc:
-                self._end(exc.outcome)
-                return CallOutcome(exc.outcome.status, None, time.perf_counter() - t0, error=exc.outcome.error)
-            wall = time.perf_counter() - t0
-            if head.get("kind") == "call_done":
-                kind, value, err = child_result(head, blobs)
-                cpu_s, cpu_before_s = _ns_as_s(head.get("cpu_ns")), _ns_as_s(head.get("cpu_before_ns"))
-                if kind == "ok":
-                    return CallOutcome(Status.OK, value, wall, cpu_s=cpu_s, cpu_before_s=cpu_before_s)
-                return CallOutcome(Status.OOM if kind == "oom" else Status.CRASH, None, wall, error=err,
-                                   cpu_s=cpu_s, cpu_before_s=cpu_before_s)
-            final = classify(head, blobs, self._request.limits, time.monotonic() - self._t0, self._pool.mode)
-            if head.get("killed") == "wall":
-                final = RunOutcome(Status.TIMEOUT, None, final.wall_s, final.cpu_s, final.stdout, final.stderr,
-                                   f"call killed at its wall-time limit of {limit:g} s", final.exit_code,
-                                   final.signal, final.sandbox_mode)
-            self._end(final)
-            return CallOutcome(final.status, None, wall, error=final.error)
-
-    def close(self) -> RunOutcome:
-        """Stops the child and releases the worker; returns the session's outcome (``OK`` if it was healthy)."""
-        with self._lock:
-            if self._final is not None:
-                return self._final
-            if self._pool.closed:  # its worker was killed with the pool
-                self._final = RunOutcome(Status.CRASH, None, time.monotonic() - self._t0, 0.0,
-                                         error="the pool was closed while this session was open",
-                                         sandbox_mode=self._pool.mode)
-                return self._final
-            try:
-                head, blobs, _ = self._pool._exchange(self._worker, "close", None, 1.0)
-            except _Failed as exc:
-                return self._end(exc.outcome)
-            out = classify(head, blobs, self._request.limits, time.monotonic() - self._t0, self._pool.mode)
-            if out.status is Status.CRASH and out.exit_code == 0 and out.signal is None:
-                out = RunOutcome(Status.OK, None, out.wall_s, out.cpu_s, out.stdout, out.stderr, "", 0, None,
-                                 out.sandbox_mode)
-            elif out.signal == signal.SIGKILL and out.status is Status.OOM:
-                out = RunOutcome(Status.OK, None, out.wall_s, out.cpu_s, out.stdout, out.stderr, "", None,
-                                 out.signal, out.sandbox_mode)  # the close itself killed it
-            return self._end(dataclasses.replace(out, descendants_cpu_s=_ns_as_s(head.get("descendants_cpu_ns"))))
-
-    def __enter__(self) -> PoolSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # a forgotten session must not hold its worker forever
-        if getattr(self, "_final", True) is None:
-            try:
-                self.close()
-            except Exception:
-                pass
-
-
-_ARRAY_SCAN_NODES = 4096  # payload nodes looked at for NumPy arrays; a larger payload gets NumPy unscanned
-_QUICK_SCAN_MIN = 4 << 10  # shorter texts are parsed whole (a few hundred us at most) and their answer kept
-_FIT_SCAN_CAP = 4 << 20  # sources larger than this (bytes) get the whole preload, unscanned
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Names through which code imports what its import statements do not show.
-_DYNAMIC = frozenset({"__import__", "import_module", "exec", "eval", "run_module", "run_path", "find_spec",
-                      "spec_from_file_location", "module_from_spec", "load_module", "reload"})
-
-
-_DYNAMIC_WORD = re.compile(r"\b(?:" + "|".join(sorted(_DYNAMIC)) + r")\b")
-_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements nest (never in expressions)
-_TOPS_CACHE: dict[str, frozenset[str]] = {}
-_TOPS_LOCK = threading.Lock()
-_TOPS_CACHE_MAX, _TOPS_CACHE_TEXT = 256, 64 << 10  # entries; longest text kept (bytes): at most 16 MiB
-
-
-def _imported_tops(text: str) -> frozenset[str]:
-    """Top-level package names a source imports, from its syntax tree (never executed).
-
-    Where the tree cannot tell (the source does not parse, or it imports through ``__import__``,
-    ``importlib``, ``exec`` and the like), every word of the text counts instead: a larger image is
-    slower, never wrong.
-
-    A text holding neither ``import`` nor one of those names is not parsed (the caller waits for
-    this, on every request): it has no import statement and no dynamic import that the tree would
-    show (a text that does not parse cannot import anything either). Where none of those names is a
-    word of the text, only statement blocks are walked (an import is a statement; the expressions,
-    most of the tree, cannot hold one). Answers for texts up to 64 KiB are kept (the last 256): the
-    same program is often evaluated again.
-    """
-    got = _TOPS_CACHE.get(text)
-    if got is not None:
-        return got
-    got = frozenset(_scan_imports(text))
-    if len(text) <= _TOPS_CACHE_TEXT:
-        with _TOPS_LOCK:  # callers of a pool run on many threads
-            if len(_TOPS_CACHE) >= _TOPS_CACHE_MAX:
-                _TOPS_CACHE.pop(next(iter(_TOPS_CACHE)), None)  # the oldest (dicts keep insertion order)
-            _TOPS_CACHE[text] = got
-    return got
-
-
-def _word_at(text: str, i: int, n: int) -> bool:
-    """True when ``text[i:i+n]`` is a whole word (an ASCII identifier not glued to another)."""
-    before = text[i - 1] if i else " "
-    after = text[i + n] if i + n < len(text) else " "
-    return not (before.isalnum() or before == "_" or after.isalnum() or after == "_")
-
-
-def _has_word(text: str, word: str) -> bool:
-    i = text.find(word)
-    while i >= 0:
-        if _word_at(text, i, len(word)):
-            return True
-        i = text.find(word, i + 1)
-    return False
-
-
-def _quick_tops(text: str, wanted: set[str]) -> set[str] | None:
-    """Which of ``wanted`` (top-level names) an ASCII source imports, in time that hardly grows with its
-    size; None where this cannot tell cheaply (the caller then parses the whole text).
-
-    Only the lines that hold one of the wanted names as a word and the text ``import`` are parsed,
-    each on its own: an import statement names its module on the line of its ``import`` or ``from``
-    keyword unless a backslash continues the line above, and a line that holds one parses alone as
-    statements whose imports are exactly its own. A wanted name on a line after one ending in a
-    backslash, or a line that does not parse alone (a parenthesised ``from x import (``, a statement
-    after ``else:``, the tail of a string), sends the whole text to the full scan, as do non-ASCII
-    text (identifiers are NFKC-normalised) and any dynamic-import name.
-    So it never finds less than :func:`_scan_imports` would among ``wanted``.
-    """
-    if not text.isascii():
-        return None
-    if any(w in text and _has_word(text, w) for w in _DYNAMIC):
-        return None
-    if "import" not in text:
-        return set()
-    if "\r" in text:  # the tokenizer's other line ends, as one (a lone CR ends a line too)
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    found: set[str] = set()
-    for name in wanted:
-        i = text.find(name)
-        while i >= 0:
-            if _word_at(text, i, len(name)):
-                start = text.rfind("\n", 0, i) + 1
-                end = text.find("\n", i)
-                end = len(text) if end < 0 else end
-                if start >= 2 and text[start - 2] == "\\":
-                    return None  # maybe continued from the line above: parse the whole text
-                line = text[start:end]
-                if "import" in line:
-                    try:
-                        tree = compile(line.strip(), "<line>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-                    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-                        return None
-                    for node in ast.walk(tree):
-                        if isinstance(node, ast.Import):
-                            found.update(t for t in (a.name.partition(".")[0] for a in node.names) if t in wanted)
-                        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                            if node.module.partition(".")[0] in wanted:
-                                found.add(node.module.partition(".")[0])
-                i = end
-            i = text.find(name, i + 1)
-    return found
-
-
-def _scan_imports(text: str) -> set[str]:
-    dynamic = _DYNAMIC_WORD.search(text) is not None
-    if "import" not in text and not dynamic:
-        return set()
-    try:
-        tree = compile(text, "<candidate>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return set(_WORD.findall(text))
-    tops: set[str] = set()
-    if dynamic:
-        nodes: Any = ast.walk(tree)  # iterative: a deep tree cannot overflow the stack here
-    else:
-        nodes = _statements(tree)
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            tops.update(alias.name.partition(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level == 0 and node.module:
-                tops.add(node.module.partition(".")[0])
-        elif dynamic and ((isinstance(node, ast.Name) and node.id in _DYNAMIC) or (
-                isinstance(node, ast.Attribute) and node.attr in _DYNAMIC)):
-            return set(_WORD.findall(text))
-    return tops
-
-
-def _statements(tree: ast.AST) -> Any:
-    """Every statement of ``tree`` (and the handler and case nodes that hold statements), iteratively."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for field in _BLOCKS:
-            block = getattr(node, field, None)
-            if block:
-                stack.extend(block)
-
-
-_SCALARS = frozenset({int, float, bool, str, type(None), bytes})
-
-
-def _carries_arrays(payload: Any) -> bool:
-    """True when ``payload`` holds a NumPy array or scalar (the child must load NumPy to decode it),
-    or is too large to tell within :data:`_ARRAY_SCAN_NODES` containers (then NumPy is assumed).
-
-    A list or tuple of plain scalars (a grid row, a schedule) is checked in one pass at C speed."""
-    np = sys.modules.get("numpy")
-    if np is None:  # never loaded here: no array can be in the payload
-        return False
-    stack, seen = [payload], 0
-    while stack:
-        obj = stack.pop()
-        seen += 1
-        if seen > _ARRAY_SCAN_NODES:
-            return True
-        if isinstance(obj, dict):
-            stack.extend(obj.values())
-        elif isinstance(obj, (list, tuple)):
-            if not set(map(type, obj)) <= _SCALARS:
-                stack.extend(obj)
-        elif isinstance(obj, (np.ndarray, np.generic)):
-            return True
-    return False
-
-
-def fit_profile(request: RunRequest, preload: Sequence[str]) -> tuple[str, ...]:
-    """The modules of ``preload`` a request's candidate imports (sorted).
-
-    Read from the import statements of its source and of its ``.py`` files (parsed, never run);
-    a name in a comment or a string does not count. Code that imports dynamically, or does not
-    parse, counts every word it holds, and oversized sources get the whole ``preload``: a larger
-    image is slower, never wrong, and whatever a candidate imports beyond its image the child
-    imports on the candidate's clock. A payload holding NumPy arrays adds ``numpy`` (when it is in
-    ``preload``): the child decodes them before the candidate's code runs. A candidate that
-    imports nothing of ``preload`` gets the empty image, a bare interpreter with the engine.
-    """
-    texts = [request.source] + [bytes(v).decode("utf-8", "replace") for k, v in request.files.items()
-                                 if isinstance(k, str) and k.endswith(".py") and isinstance(v, (bytes, bytearray))]
-    if sum(len(t) for t in texts) > _FIT_SCAN_CAP:
-        return tuple(sorted(set(preload)))
-    tops: set[str] = set()
-    wanted = {m.partition(".")[0] for m in preload}
-    for text in texts:
-        # The cheap scan first: a new large candidate (an ARC solver with its DSL) is not parsed whole on
-        # the trusted side on every request; it finds at least what the full scan would among `wanted`.
-        quick = _quick_tops(text, wanted) if len(text) > _QUICK_SCAN_MIN else None
-        tops |= quick if quick is not None else _imported_tops(text)
-    if "numpy" not in tops and _carries_arrays(request.payload):
-        tops.add("numpy")
-    return tuple(sorted({m for m in preload if m.partition(".")[0] in tops}))
-
-
 def _collect_trace(trace: dict[str, int], head: dict[str, Any], blobs: list[memoryview]) -> None:
     """Adds the worker's and the child's stamps of a traced reply to ``trace`` (ints only; never raises)."""
     got = head.get("trace")
@@ -414,15 +104,7 @@ def _collect_trace(trace: dict[str, int], head: dict[str, Any], blobs: list[memo
                           if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)})
 
 
-class _Failed(Exception):
-    """A request ended without a normal reply (worker stuck or died); carries the outcome to return."""
-
-    def __init__(self, outcome: RunOutcome) -> None:
-        super().__init__(outcome.error)
-        self.outcome = outcome
-
-
-class SandboxPool:
+class SandboxPool(PoolScheduling):
     """A pool of warm sandbox workers (thread-safe; implements ``SandboxRunner``).
 
     Args:
@@ -515,28 +197,6 @@ class SandboxPool:
         """How many times an idle worker was replaced by one with another warm image (profile)."""
         return self._switches
 
-    def profile_of(self, request: RunRequest) -> tuple[str, ...]:
-        """The warm image (sorted module names) that serves ``request``.
-
-        ``request.preload`` when given; otherwise, with ``config.fit_images``, the modules of
-        ``config.preload`` that the candidate's source (and its ``.py`` files) imports, plus NumPy
-        when its payload carries arrays (see :func:`fit_profile`); without it, ``config.preload``.
-
-        Raises:
-            ConfigError: the request names a module outside the pool's runtime (the jail could not
-                import it).
-        """
-        if request.preload is None:
-            if not self.config.fit_images:
-                return tuple(sorted(set(self.config.preload)))
-            return fit_profile(request, self.config.preload)
-        profile = tuple(sorted(set(request.preload)))
-        outside = [m for m in profile if m.partition(".")[0] not in self._importable]
-        if outside:
-            raise ConfigError(f"RunRequest.preload names modules outside this pool's runtime: {outside}; "
-                              "add their packages to SandboxConfig.runtime_packages or preload")
-        return profile
-
     def profiles(self) -> list[tuple[str, ...]]:
         """The warm image of each worker, by slot."""
         return [w.profile for w in self._workers]
@@ -571,148 +231,6 @@ class SandboxPool:
     def worker_info(self) -> list[dict[str, Any]]:
         """What each worker reported at start (pid, uid, interpreter, preload seconds)."""
         return [dict(w.info) for w in self._workers]
-
-    # -- scheduling
-    def _acquire(self, profile: tuple[str, ...] | None = None) -> WorkerHandle:
-        """A free worker whose warm image serves ``profile`` (None: any free worker).
-
-        In order: an idle worker with exactly that image; else, while the last image switch is
-        less than ``config.switch_interval_s`` old, an idle worker whose image holds that one (it
-        serves the request correctly, only its fork is slower); else the least recently used idle
-        worker is replaced (its jail killed) by a fresh one with that image (with that image and
-        its old one together, when the last switch is that recent: a workload that keeps changing
-        images grows a worker that serves them all, instead of replacing workers on every request). The pool never holds
-        more than ``config.n_workers`` workers, whatever mix of images it serves. With no worker
-        idle, it waits.
-
-        Spreading: when the worker taken is the only one with its image, and another worker has sat
-        idle with another image for ``switch_interval_s`` (and no switch happened meanwhile), that
-        one is replaced by a worker with this image in the background: a steady stream of one
-        image, even from one caller, ends up served by every worker, each forking its next child
-        while the others serve.
-        """
-        if self._closed:
-            raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
-        with self._cond:
-            while True:
-                if self._closed:
-                    raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
-                # First in, first out: the worker released longest ago has had the most time to
-                # tear down its last child and fork the next one (it does that after its reply).
-                pick = next((w for w in self._idle if not w.cold and (profile is None or w.profile == profile)),
-                            None)
-                if pick is None and profile is not None and profile in self._starting.values():
-                    self._cond.wait(0.5)  # a slot is being started ahead with this very image: it serves
-                    continue
-                switch = False
-                target = profile
-                cold = None if pick is not None else next((w for w in self._idle if w.cold), None)
-                if cold is not None:  # a slot never started: start it with this image (nothing warm is lost)
-                    pick = cold
-                elif pick is None and self._idle:
-                    assert profile is not None
-                    recent = time.monotonic() - self._last_switch < self.config.switch_interval_s
-                    wanted = set(profile)
-                    pick = next((w for w in self._idle if wanted <= set(w.profile)), None) if recent else None
-                    if pick is None:
-                        pick, switch = self._idle[0], True
-                        self._last_switch = time.monotonic()
-                        self._switches += 1
-                        if recent:  # images churn: grow this one to serve both (a superset serves next time)
-                            target = tuple(sorted(wanted | set(pick.profile)))
-                if pick is not None:
-                    self._idle.remove(pick)
-                    spread = None if switch or cold is not None or profile is None else self._spread_target(profile)
-                    break
-                self._cond.wait(0.5)
-        if spread is not None:
-            assert profile is not None
-            t = threading.Thread(target=self._switch_in_background, args=(spread, profile),
-                                 name="sandbox-spread", daemon=True)
-            self._background.add(t)
-            t.start()
-        try:
-            if cold is not None:
-                pick.switch_profile(tuple(sorted(set(self.config.preload))) if profile is None else profile)
-            elif switch:
-                assert target is not None
-                pick.switch_profile(target)
-            elif not pick.alive():
-                pick.restart()
-        except BaseException:
-            self._release(pick)  # a worker that failed to start is restarted by its next user
-            raise
-        self._launcher.keepalive()
-        return pick
-
-    def prestart(self, request: RunRequest) -> bool:
-        """Starts, in the background, a never-started slot of a lazy pool (``config.lazy_start``) with
-        the image that will serve ``request`` (:meth:`profile_of`), so that its jail starts while the
-        caller still prepares (``reasearch eval`` imports the task's module meanwhile). A request for
-        that image waits for it rather than starting another slot. Returns False (and starts nothing)
-        when no slot is cold, or a worker with that image is already up or on its way.
-
-        Raises:
-            ConfigError: as :meth:`profile_of`.
-        """
-        profile = self.profile_of(request)
-        with self._cond:
-            if self._closed or any(w.profile == profile and not w.cold for w in self._workers) \
-                    or profile in self._starting.values():
-                return False
-            cold = next((w for w in self._idle if w.cold), None)
-            if cold is None:
-                return False
-            self._idle.remove(cold)
-            self._starting[cold] = profile
-            t = threading.Thread(target=self._start_ahead, args=(cold, profile), name="sandbox-prestart", daemon=True)
-            self._background.add(t)
-        t.start()
-        return True
-
-    def _start_ahead(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
-        try:
-            if not self._closed:
-                w.switch_profile(profile)
-        except BaseException:
-            pass  # it failed to start: it stays cold, and the request that needs it starts it (and reports why)
-        finally:
-            with self._cond:
-                self._starting.pop(w, None)
-                self._background.discard(threading.current_thread())
-            self._release(w)
-
-    def _spread_target(self, profile: tuple[str, ...]) -> WorkerHandle | None:
-        """An idle worker to give ``profile`` in the background (see :meth:`_acquire`), taken off
-        the idle list; None when none qualifies. Call with ``self._cond`` held."""
-        now = time.monotonic()
-        interval = self.config.switch_interval_s
-        if now - self._last_switch < interval or sum(w.profile == profile and not w.cold for w in self._workers) != 1:
-            return None
-        other = next((w for w in self._idle if w.profile != profile and now - w.last_used >= interval), None)
-        if other is not None:
-            self._idle.remove(other)
-            self._last_switch = now
-            self._switches += 1
-        return other
-
-    def _switch_in_background(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
-        try:
-            if not self._closed:
-                w.switch_profile(profile)
-        except BaseException:
-            pass  # it failed to start: its next user restarts it (on the pool's own image)
-        finally:
-            self._release(w)
-            with self._cond:
-                self._background.discard(threading.current_thread())
-
-    def _release(self, w: WorkerHandle) -> None:
-        w.last_used = time.monotonic()
-        with self._cond:
-            if w not in self._idle:
-                self._idle.append(w)
-            self._cond.notify()
 
     def _exchange(self, w: WorkerHandle, op: str, obj: Any, wall_s: float,
                   trace: dict[str, int] | None = None) -> tuple[dict[str, Any], list[memoryview], float]:

@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from reasearch.engine._cleanup import remove_tree
+from reasearch.engine import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount
 from reasearch.engine.gpu import SlotLease, lease_slot
 from reasearch.engine.training import JobOutcome, run_job

@@ -245,7 +245,7 @@ def ray_evaluate(request: dict[str, Any]) -> dict[str, Any]:
 
 def _direct_children() -> set[int]:
     """Pids of this process's direct children."""
-    from reasearch.engine._procs import process_table
+    from reasearch.engine import process_table
 
     me = os.getpid()
     return {pid for pid, row in process_table().items() if row[0] == me}
@@ -359,7 +359,7 @@ class RayExecutor(Executor):
             # Ray's workers are grandchildren; when this process is a child subreaper (the sandbox
             # pool makes it one) they come back to it at shutdown and must be reaped here, or they
             # stay zombies. Ray's direct children are its own to reap.
-            from reasearch.engine._procs import descendants_of, process_table
+            from reasearch.engine import descendants_of, process_table
 
             table = process_table()
             adopted = {d for c in self._ray_children for d in descendants_of(c, table)}

@@ -8,10 +8,10 @@ import textwrap
 import time
 
 from reasearch.engine import SandboxPool
+from reasearch.engine._pool_session import _ns_as_s
 from reasearch.engine._procs import process_cpu_ns
 from reasearch.engine._supervisor import SESSION_PIPE_BYTES
 from reasearch.engine.protocol import CallOutcome, RunOutcome, RunRequest, Status
-from reasearch.engine.sandbox import _ns_as_s
 
 ECHO = "reasearch.engine._probe_harness:echo"
 

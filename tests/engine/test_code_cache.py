@@ -13,7 +13,8 @@ import types
 import pytest
 
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.engine._supervisor import _CODE_ENTRIES, _CODE_MAX_TEXT, Supervisor
+from reasearch.engine._forking import _CODE_ENTRIES, _CODE_MAX_TEXT
+from reasearch.engine._supervisor import Supervisor
 from reasearch.engine.protocol import RunRequest
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import MODES, needs_mode

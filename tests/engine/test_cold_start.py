@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.engine import SandboxConfig, SandboxPool, _jail, _runtime
+from reasearch.engine import SandboxConfig, SandboxPool, _jail, _runtime, _runtime_root
 from reasearch.engine.protocol import RunRequest
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import MODES, needs_mode
@@ -25,8 +25,8 @@ FOREIGN_UID = 54321
 @pytest.fixture()
 def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A small tree built and verified the way the runtime mirror is, in a private root of its own."""
-    monkeypatch.setattr(_runtime, "_REVERIFY_S", 300.0)
-    monkeypatch.setattr(_runtime, "_verified", {})
+    monkeypatch.setattr(_runtime_root, "_REVERIFY_S", 300.0)
+    monkeypatch.setattr(_runtime_root, "_verified", {})
     root = tmp_path / "root"
     root.mkdir(mode=0o711)
     final = root / "reasearch-runtime-test"
@@ -35,35 +35,35 @@ def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (work / "lib").mkdir(mode=0o755)
         (work / "lib" / "mod.py").write_text("X = 1\n")
 
-    assert _runtime._reuse_or_build(final, build, full=False) is True
+    assert _runtime_root._reuse_or_build(final, build, full=False) is True
     return final
 
 
 def _walks(final: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     """How many times a fresh process (no memory of its own) walks ``final`` on reuse."""
-    monkeypatch.setattr(_runtime, "_verified", {})
+    monkeypatch.setattr(_runtime_root, "_verified", {})
     calls = []
-    real = _runtime._verify
+    real = _runtime_root._verify
 
     def counting(top: Path, **kw: object) -> str | None:
         calls.append(top)
         return real(top, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_runtime, "_verify", counting)
-    assert _runtime._reuse_or_build(final, lambda work: None, full=False) is False
-    monkeypatch.setattr(_runtime, "_verify", real)
+    monkeypatch.setattr(_runtime_root, "_verify", counting)
+    assert _runtime_root._reuse_or_build(final, lambda work: None, full=False) is False
+    monkeypatch.setattr(_runtime_root, "_verify", real)
     return len(calls)
 
 
 def test_a_fresh_process_reuses_a_recent_verification_of_ours(mirror: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    stamp = _runtime._stamp_path(mirror)
+    stamp = _runtime_root._stamp_path(mirror)
     st = os.lstat(stamp)
     assert st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o600
     assert _walks(mirror, monkeypatch) == 0
 
 
 def test_a_stamp_for_another_folder_object_is_not_trusted(mirror: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    stamp = _runtime._stamp_path(mirror)
+    stamp = _runtime_root._stamp_path(mirror)
     data = json.loads(stamp.read_text())
     data["identity"][0] += 1  # another folder inode than the one verified
     stamp.write_text(json.dumps(data))
@@ -71,7 +71,7 @@ def test_a_stamp_for_another_folder_object_is_not_trusted(mirror: Path, monkeypa
 
 
 def test_an_old_stamp_is_not_trusted(mirror: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    stamp = _runtime._stamp_path(mirror)
+    stamp = _runtime_root._stamp_path(mirror)
     data = json.loads(stamp.read_text())
     data["at"] = time.time() - 301.0
     stamp.write_text(json.dumps(data))
@@ -81,7 +81,7 @@ def test_an_old_stamp_is_not_trusted(mirror: Path, monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize("how", ["mode", "owner", "symlink"])
 def test_a_stamp_others_could_have_written_is_not_trusted(mirror: Path, monkeypatch: pytest.MonkeyPatch,
                                                          how: str) -> None:
-    stamp = _runtime._stamp_path(mirror)
+    stamp = _runtime_root._stamp_path(mirror)
     if how == "mode":
         os.chmod(stamp, 0o666)
     elif how == "owner":
@@ -104,9 +104,9 @@ def test_a_changed_mirror_is_walked_and_rebuilt_despite_its_stamp(
     manifest.unlink()
     manifest.write_text(text)
     (mirror / "lib" / "planted.py").write_text("")
-    monkeypatch.setattr(_runtime, "_verified", {})
+    monkeypatch.setattr(_runtime_root, "_verified", {})
     built = []
-    assert _runtime._reuse_or_build(mirror, lambda work: built.append(work), full=False) is True
+    assert _runtime_root._reuse_or_build(mirror, lambda work: built.append(work), full=False) is True
     assert built and not (mirror / "lib" / "planted.py").exists()
 
 
@@ -118,11 +118,11 @@ def test_prune_removes_the_stamps_of_removed_mirrors(tmp_path: Path, monkeypatch
     kept, gone = root / "reasearch-runtime-aaa", root / "reasearch-runtime-bbb"
     kept.mkdir()
     for name in (kept.name, gone.name):
-        _runtime.write_stamp(_runtime._stamp_path(root / name), [1])
+        _runtime.write_stamp(_runtime_root._stamp_path(root / name), [1])
     _runtime.write_stamp(root / ".verified-nsjail-probe", [1])
-    _runtime._prune()
-    assert _runtime._stamp_path(kept).exists() and (root / ".verified-nsjail-probe").exists()
-    assert not _runtime._stamp_path(gone).exists()
+    _runtime_root._prune()
+    assert _runtime_root._stamp_path(kept).exists() and (root / ".verified-nsjail-probe").exists()
+    assert not _runtime_root._stamp_path(gone).exists()
 
 
 # ------------------------------------------------------------------------------------- the probe
@@ -132,7 +132,7 @@ def test_a_passed_probe_is_remembered_a_failed_one_is_not(tmp_path: Path, monkey
     base = tmp_path / "base"
     base.mkdir(mode=0o755)
     monkeypatch.setenv("REASEARCH_RUNTIME_DIR", str(base))
-    monkeypatch.setattr(_runtime, "_REVERIFY_S", 300.0)
+    monkeypatch.setattr(_runtime_root, "_REVERIFY_S", 300.0)
     monkeypatch.setattr(_jail, "_probe_key", lambda: ["nsjail", 1, 2, 3, "boot"])
     probes: list[bool] = []
 

@@ -421,7 +421,7 @@ def test_churning_images_grow_one_worker_instead_of_replacing_it_each_time(mode:
 def test_kept_import_answers_are_bounded_and_safe_from_many_threads() -> None:
     import threading
 
-    from reasearch.engine import sandbox as sb
+    from reasearch.engine import _fit as sb
 
     errors: list[BaseException] = []
 

