@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("tasks", nargs="+", metavar="TASK", help="registry ids, e.g. circle_packing/n26-v1 gsm8k/v1")
     p.add_argument("--methods", default="agent,evolve,reflect,best-of-n", metavar="LIST",
                    help="comma list of agent, agent:no-snapshot, agent:no-lessons, agent:no-compaction, best-of-n, "
-                        "evolve, reflect, and the installed packages' own loops openevolve, gepa "
+                        "evolve, reflect, and the installed packages' own loops openevolve, gepa, shinka "
                         "(default: agent,evolve,reflect,best-of-n)")
     p.add_argument("--seeds", default="0", metavar="LIST", help="seeds, e.g. 0,1,2 or 0-4 (default 0)")
     p.add_argument("--budget", type=float, default=20, metavar="N",

@@ -30,6 +30,7 @@ from reasearch.methods.best_of_n import BestOfNConfig, best_of_n
 from reasearch.methods.evolve import EvolveConfig, evolve
 from reasearch.methods.peers import GepaConfig, OpenEvolveConfig, gepa_method, openevolve_method
 from reasearch.methods.reflect import ReflectConfig, reflect
+from reasearch.methods.shinka_loop import ShinkaConfig, shinka_method
 from reasearch.models import Model, ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store
 from reasearch.runs.fleet_link import FleetLink
@@ -44,6 +45,7 @@ METHODS: dict[str, tuple[type, Callable[[MethodDriver, Any], str]]] = {
     "reflect": (ReflectConfig, reflect),
     "openevolve": (OpenEvolveConfig, openevolve_method),  # the installed package's own loop (extra "openevolve")
     "gepa": (GepaConfig, gepa_method),  # the installed package's own loop (extra "gepa")
+    "shinka": (ShinkaConfig, shinka_method),  # ShinkaEvolve's loop, in the Python of $REASEARCH_SHINKA_PYTHON
 }
 
 

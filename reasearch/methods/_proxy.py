@@ -76,9 +76,10 @@ class MeteringProxy:
     """The per-run endpoint (see the module docstring); ``evaluate`` maps a program path to the peer's answer."""
 
     def __init__(self, driver: MethodDriver, *, evaluate: Callable[[str], dict[str, Any]] | None = None,
-                 note: str = "proposal") -> None:
+                 note: str = "proposal", on_refused: Callable[[], None] | None = None) -> None:
         self.driver = driver
         self.note = note
+        self._on_refused = on_refused  # called (on the serving thread) after each refused model call
         self.token = secrets.token_urlsafe(32)
         self._evaluate = evaluate
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
@@ -162,6 +163,8 @@ class MeteringProxy:
             text = self.driver.ask(system, user, note=self.note)
         except BudgetExceededError as exc:
             self.refused += 1
+            if self._on_refused is not None:
+                self._on_refused()
             return 400, _error(f"budget spent: {exc}", "budget_exhausted")
         self.calls += 1
         step = self.driver.step

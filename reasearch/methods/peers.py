@@ -1,4 +1,4 @@
-"""``openevolve`` and ``gepa``: the published packages' own loops as methods of a run.
+"""``openevolve`` and ``gepa``: the published packages' own loops as methods of a run (``shinka``: shinka_loop.py).
 
 * ``openevolve`` runs OpenEvolve's ``run_evolution`` with its published defaults but for three
   settings: its LLM is this run's :class:`~reasearch.methods._proxy.MeteringProxy` (every call reserved,
@@ -33,19 +33,25 @@ from typing import Any
 
 from reasearch.errors import BudgetExceededError, ConfigError
 from reasearch.evaluators.result import EvalResult
-from reasearch.methods._driver import MAX_IDLE, Candidate, MethodDriver
+from reasearch.methods._driver import MAX_IDLE, MethodDriver
+from reasearch.methods._peer_common import budget_result, continue_after_record
 from reasearch.methods._proxy import MeteringProxy
 from reasearch.runs.ledger import Unit
 
 __all__ = ["KINDS", "PACKAGES", "GepaConfig", "OpenEvolveConfig", "gepa_method", "openevolve_method", "require_package"]
 
-# method -> (import name, the extra that installs it)
-PACKAGES = {"openevolve": ("openevolve", "openevolve"), "gepa": ("gepa", "gepa")}
-KINDS = {"openevolve": "program", "gepa": "prompt"}  # the candidate kind each peer optimizes
+# method -> (import name, the extra that installs it); shinka's runs in a Python of its own (methods.shinka_loop)
+PACKAGES = {"openevolve": ("openevolve", "openevolve"), "gepa": ("gepa", "gepa"), "shinka": ("shinka", "shinka")}
+KINDS = {"openevolve": "program", "gepa": "prompt", "shinka": "program"}  # the candidate kind each peer optimizes
 
 
 def require_package(method: str) -> None:
     """Raises ConfigError with the install line when ``method``'s package is not importable."""
+    if method == "shinka":
+        from reasearch.methods.shinka_loop import shinka_python
+
+        shinka_python()
+        return
     module, extra = PACKAGES[method]
     if importlib.util.find_spec(module) is None:
         raise ConfigError(f"the {method} method needs its package: pip install 'reasearch[{extra}]'")
@@ -126,24 +132,6 @@ def _run_peer(folder: Path, code: str, procs: list[Any]) -> None:
         raise RuntimeError(f"the peer's loop exited {rc}: {tail}")
 
 
-def _budget_result(reason: str) -> EvalResult:
-    from reasearch.evaluators.result import Status
-
-    return EvalResult.failure(Status.REFUSED, f"not evaluated: {reason}")
-
-
-def _continue_after_record(driver: MethodDriver) -> None:
-    """A resumed run: the peer's loop is not a function of the recorded replies, so it is not replayed; it
-    starts again after the last recorded step on what the budget has left (nothing recorded is paid
-    again), and the recorded evaluations stay candidates for the final choice."""
-    run = driver.run
-    for ev in run.store.evaluations(run.id):
-        if ev.candidate_id:
-            driver.history.append(Candidate(ev.step, ev.candidate_id, run.candidate_source(ev.candidate_id), None,
-                                            ev.result))
-    driver.step = max(driver.step, driver.replay_until)
-
-
 def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
     """Runs OpenEvolve's own loop on ``driver``'s run; returns why it stopped."""
     from reasearch.adapters import read_program
@@ -151,7 +139,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
 
     if driver.kind != "program":
         raise ConfigError(f"the openevolve method drives program tasks; {driver.spec.id} is a {driver.kind} task")
-    _continue_after_record(driver)
+    continue_after_record(driver)
     left = driver.run.remaining().get(driver.unit)
     spent_reason = f"the {driver.unit.value} budget is spent"
     iterations: int | None = None  # uncapped: OpenEvolve's own max_iterations
@@ -169,7 +157,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         if isinstance(source, EvalResult):
             result = source
         elif reason == spent_reason:  # a spent model budget leaves proposed programs to evaluate
-            result = _budget_result(reason)
+            result = budget_result(reason)
         else:
             result = driver.evaluate(source, parent=None, note="openevolve").result
             evaluated.append(driver.step)
@@ -227,7 +215,7 @@ def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
 
     if driver.kind != "prompt":
         raise ConfigError(f"the gepa method drives prompt tasks; {driver.spec.id} is a {driver.kind} task")
-    _continue_after_record(driver)
+    continue_after_record(driver)
     kwargs = gepa_for_run(driver.run, caller=_DriverCaller(driver))
     refused: list[str] = []
 
