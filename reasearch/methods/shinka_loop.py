@@ -18,9 +18,11 @@ virtual environment of its own; its loop runs in a subprocess of that environmen
 * the seed program is wrapped in ``EVOLVE-BLOCK-START``/``END`` comments (ShinkaEvolve edits only inside
   them; a comment changes no score).
 
-Once the run's model budget is spent, ShinkaEvolve's client would retry a refused call for minutes: the
-loop is stopped at the first refusal (its proposals not yet evaluated are dropped; every paid call is
-recorded). Once the evaluation budget is spent, a program gets an incorrect result without running.
+Once the run's model budget is spent, ShinkaEvolve's client would retry a refused call for minutes: after
+the first refusal the loop is stopped as soon as no evaluation has been asked for or served for
+:data:`GRACE_S` (ShinkaEvolve asks for its next proposal while the last paid one is still to be
+evaluated; the grace lets that evaluation arrive). Every paid call is recorded. Once the evaluation
+budget is spent, a program gets an incorrect result without running.
 
 Trust boundary: ShinkaEvolve is trusted code the user installed; the programs it proposes are not (they
 run only in the task's sandbox). Its process reaches the run only through the token-guarded proxy.
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,33 @@ SHINKA_VENV_HINT = (f"python3 -m venv ~/.venvs/shinka && ~/.venvs/shinka/bin/pip
 _TOKEN_ENV = "REASEARCH_PROXY_TOKEN"
 _PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('shinka') else 3)"
 _START, _END = "# EVOLVE-BLOCK-START\n", "# EVOLVE-BLOCK-END\n"
+GRACE_S = 3.0  # after a refused model call: quiet seconds on the evaluation endpoint before the loop is stopped
+
+
+class _Stopper:
+    """When to stop ShinkaEvolve's process: a model call was refused and the evaluation endpoint has been
+    quiet (nothing in flight) for ``grace_s``. Written on the proxy's serving thread, read by the watcher."""
+
+    def __init__(self, grace_s: float = GRACE_S) -> None:
+        self.grace_s = grace_s
+        self.refused = threading.Event()
+        self.busy = 0
+        self.last = time.monotonic()
+
+    def refuse(self) -> None:
+        if not self.refused.is_set():
+            self.last = max(self.last, time.monotonic())
+            self.refused.set()
+
+    def begin(self) -> None:
+        self.busy += 1
+
+    def end(self) -> None:
+        self.busy -= 1
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        return self.refused.is_set() and self.busy == 0 and time.monotonic() - self.last >= self.grace_s
 
 
 def shinka_python() -> str:
@@ -166,8 +196,8 @@ def _generations(driver: MethodDriver, seed: str) -> int | None:
     return budget + 1 if driver.seen(seed) is not None else budget
 
 
-def _run(python: str, folder: Path, token: str, stop: threading.Event, procs: list[subprocess.Popen[bytes]]) -> None:
-    """ShinkaEvolve's loop in ``folder`` (its output in ``peer.log``) until it ends or ``stop`` is set."""
+def _run(python: str, folder: Path, token: str, stop: _Stopper, procs: list[subprocess.Popen[bytes]]) -> None:
+    """ShinkaEvolve's loop in ``folder`` (its output in ``peer.log``) until it ends or ``stop`` is due."""
     log = folder / "peer.log"
     env = {**os.environ, _TOKEN_ENV: token, "PYTHONUNBUFFERED": "1"}
     with log.open("wb") as out:
@@ -179,12 +209,12 @@ def _run(python: str, folder: Path, token: str, stop: threading.Event, procs: li
                 rc = proc.wait(timeout=0.2)
                 break
             except subprocess.TimeoutExpired:
-                if stop.is_set():
+                if stop.due():
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
                     return
-    if rc != 0 and not stop.is_set():
+    if rc != 0 and not stop.refused.is_set():
         tail = log.read_text(encoding="utf-8", errors="replace")[-800:]
         raise RuntimeError(f"ShinkaEvolve's loop exited {rc}: {tail}")
 
@@ -204,9 +234,16 @@ def shinka_method(driver: MethodDriver, config: ShinkaConfig) -> str:
     if generations == 0:
         return spent_reason
     evaluated: list[int] = []
-    stop = threading.Event()
+    stop = _Stopper()
 
     def evaluate(program_path: str) -> dict[str, Any]:
+        stop.begin()
+        try:
+            return answer(program_path)
+        finally:
+            stop.end()
+
+    def answer(program_path: str) -> dict[str, Any]:
         source = read_program(program_path)
         left = driver.run.remaining().get(driver.unit)
         if isinstance(source, EvalResult):
@@ -219,7 +256,7 @@ def shinka_method(driver: MethodDriver, config: ShinkaConfig) -> str:
         correct, metrics = shinka_files(result, driver.spec)
         return {"correct": correct, "metrics": metrics}
 
-    proxy = MeteringProxy(driver, evaluate=evaluate, note="shinka", on_refused=stop.set)
+    proxy = MeteringProxy(driver, evaluate=evaluate, note="shinka", on_refused=stop.refuse)
     with tempfile.TemporaryDirectory(prefix="reasearch-shinka-") as tmp:
         folder = Path(tmp)
         (folder / "evaluate.py").write_text(
@@ -240,7 +277,7 @@ def shinka_method(driver: MethodDriver, config: ShinkaConfig) -> str:
     reason = driver.stop_reason()
     if reason is not None:
         return reason
-    if stop.is_set():
+    if stop.refused.is_set():
         return "a model call was refused: the run's model budget is spent"
     left = driver.run.remaining().get(Unit.MODEL_CALLS)
     return (f"shinka finished its generations ({len(evaluated)} evaluations, {proxy.calls} model calls, "

@@ -173,13 +173,13 @@ def test_a_refused_model_call_stops_the_loop(tmp_path: Path) -> None:
     """ShinkaEvolve's client retries a refused call for minutes: the proxy's first refusal stops its process."""
     from reasearch.methods._driver import MethodDriver
     from reasearch.methods._proxy import MeteringProxy
-    from reasearch.methods.shinka_loop import _run
+    from reasearch.methods.shinka_loop import _run, _Stopper
     from reasearch.models.demo import DemoModel
 
     run = Run.create(open_store(str(tmp_path / "store.sqlite")), task_id=TASK, budget={"evaluations": 3,
                                                                                         "model_calls": 1})
-    stop = threading.Event()
-    proxy = MeteringProxy(MethodDriver(run, DemoModel(), method="shinka"), note="shinka", on_refused=stop.set)
+    stop = _Stopper(grace_s=0.5)
+    proxy = MeteringProxy(MethodDriver(run, DemoModel(), method="shinka"), note="shinka", on_refused=stop.refuse)
     fake = tmp_path / "python"  # a "Python" whose loop keeps asking the model, as ShinkaEvolve's backoff does
     fake.write_text(f"""#!{sys.executable}
 import json, os, time, urllib.error, urllib.request
@@ -202,7 +202,22 @@ while True:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert stop.is_set() and proxy.calls == 1 and proxy.refused >= 1
+    assert stop.refused.is_set() and proxy.calls == 1 and proxy.refused >= 1
     assert procs[0].returncode is not None  # killed, not left running
     assert run.used()[Unit.MODEL_CALLS] == 1 == len(run.events(kind=REPLY_EVENT))
     run.close()
+
+
+def test_the_stop_waits_for_the_evaluation_still_to_come() -> None:
+    """After a refusal ShinkaEvolve may still post the last paid proposal: the stop waits for a quiet endpoint."""
+    from reasearch.methods.shinka_loop import _Stopper
+
+    stop = _Stopper(grace_s=5.0)
+    assert not stop.due()  # nothing refused
+    stop.begin()
+    stop.refuse()
+    assert not stop.due()  # an evaluation is in flight
+    stop.end()
+    assert not stop.due()  # it has just ended: the grace starts again
+    stop.last -= 5.0  # the clock, moved on by hand
+    assert stop.due()
