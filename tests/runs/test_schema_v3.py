@@ -16,7 +16,7 @@ import pytest
 
 import reasearch
 from reasearch.cli import main
-from reasearch.errors import ConfigError
+from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import LocalExecutor
@@ -149,3 +149,30 @@ def test_a_run_is_rebuilt_from_its_spec_alone(tmp_path: Path, executor: LocalExe
         assert again.task.get_params() == ToyTask(dim=3, target=1.0).get_params()
         assert again.evaluate(toy_candidate([1.0, 1.0, 1.0]), step=0).score == 0.0
         again.close()
+
+
+def test_a_tampered_spec_runs_nothing_and_says_what_is_wrong(tmp_path: Path) -> None:
+    """A stored spec naming something that is not a Task class, or another task than the run's, is refused
+    with a one-line error before anything is built or evaluated."""
+    import sqlite3
+
+    with open_store(tmp_path) as store:
+        run_id = Run.create(store, task=ToyTask(dim=2), budget={"evaluations": 1}).id
+        Run.open(store, run_id).close()
+    db = Path(tmp_path) / "store.sqlite"
+
+    def tamper(**changes: Any) -> None:
+        with sqlite3.connect(db) as conn:
+            spec = {**ToyTask(dim=2).spec.to_dict(), **changes}
+            conn.execute("UPDATE runs SET task_spec = ?", (json.dumps(spec),))
+
+    tamper(task_class="os:system")
+    with open_store(tmp_path) as store, pytest.raises(ConfigError, match="not a Task subclass"):
+        _ = Run.open(store, run_id).task
+    tamper(id="toy/quadratic-d9-v1")
+    with open_store(tmp_path) as store, pytest.raises(StoreError, match="its task spec is for 'toy/quadratic-d9-v1'"):
+        store.get_run(run_id)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET task_spec = '{\"id\": 1}'")
+    with open_store(tmp_path) as store, pytest.raises(StoreError, match="stored task spec cannot be read"):
+        store.get_run(run_id)
