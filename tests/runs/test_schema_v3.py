@@ -176,3 +176,20 @@ def test_a_tampered_spec_runs_nothing_and_says_what_is_wrong(tmp_path: Path) -> 
         conn.execute("UPDATE runs SET task_spec = '{\"id\": 1}'")
     with open_store(tmp_path) as store, pytest.raises(StoreError, match="stored task spec cannot be read"):
         store.get_run(run_id)
+
+
+def test_processes_opening_a_version_2_store_at_once_all_open_it(v2_store: str) -> None:
+    """The migration runs under the schema lock: concurrent openers of a version-2 store all succeed (no
+    column added twice) and find every spec filled."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from reasearch.runs.store import open_store; s = open_store(sys.argv[1]); "
+            "print(s.schema_version(), s.get_run(sys.argv[2]).task_spec.id); s.close()")
+    procs = [subprocess.Popen([sys.executable, "-c", code, v2_store, TOY], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 3, [e.decode()[-500:] for _, e in outs]
+    assert [o.decode().strip() for o, _ in outs] == ["3 toy/quadratic-d3-v1"] * 3
+    with open_store(v2_store) as store:
+        assert store.get_run(CIRCLES).task_spec == reasearch.spec("circle_packing/n26-v1")
