@@ -121,6 +121,9 @@ def test_a_migrated_store_lists_resumes_and_reports(v2_store: str, tmp_path: Pat
     assert set(rows) == {TOY, CIRCLES, GONE}
     assert rows[GONE]["best_score"] is None and f"run {GONE}: no best score" in listed.err  # listed all the same
     assert (rows[TOY]["best_score"], rows[TOY]["evaluations"], rows[TOY]["used"]) == (-27.0, 1, {"evaluations": 1.0})
+    assert main(["export", TOY, "--store", v2_store, "--json"]) == 0
+    exported = json.loads(capsys.readouterr().out)["run"]
+    assert exported["task_spec"] == ToyTask(dim=3).spec.to_dict() and exported["task_entry"]  # old fields kept
     out = tmp_path / "report.html"
     assert main(["report", TOY[:18], "--store", v2_store, "-o", str(out)]) == 0
     assert TOY in out.read_text(encoding="utf-8")
