@@ -22,7 +22,7 @@ import pytest
 from reasearch._bench.store import new_bench_run, postgres_url, record_evaluations
 from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.evaluators.testing import ToyTask, toy_candidate
-from reasearch.runs.executor import EvalRequest, LocalExecutor, task_entry_of
+from reasearch.runs.executor import EvalRequest, LocalExecutor
 from reasearch.runs.store import SQLiteStore, Store, open_store
 
 BACKENDS = ["sqlite_wal", "sqlite_rollback_full"] + (["postgres"] if postgres_url() else [])
@@ -54,7 +54,7 @@ def test_record_evaluation(benchmark, backend: str, tmp_path: Path) -> None:
 
 
 TASK = ToyTask()
-REQUEST = EvalRequest(TASK.spec.id, TASK.get_params(), toy_candidate([1.0, 2.0, 3.0, 4.0]), 0, task_entry_of(TASK))
+REQUEST = EvalRequest(TASK.spec, toy_candidate([1.0, 2.0, 3.0, 4.0]), 0)
 
 
 @pytest.fixture(scope="module")

@@ -118,12 +118,11 @@ def _store_rows(quick: bool) -> list[BenchRow]:
 def _executor_rows(quick: bool) -> list[BenchRow]:
     from reasearch.engine import SandboxConfig, SandboxPool
     from reasearch.evaluators.testing import ToyTask, toy_candidate
-    from reasearch.runs.executor import EvalRequest, LocalExecutor, task_entry_of
+    from reasearch.runs.executor import EvalRequest, LocalExecutor
 
     task = ToyTask()
-    entry = task_entry_of(task)
     sources = [toy_candidate([float(i)] * 4) for i in range(8)]
-    requests = [EvalRequest(task.spec.id, task.get_params(), s, 0, entry) for s in sources]
+    requests = [EvalRequest(task.spec, s, 0) for s in sources]
     batch = requests * (4 if quick else 16)
     repeat = 4 if quick else 12
     rows: list[BenchRow] = []

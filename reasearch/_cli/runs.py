@@ -14,6 +14,7 @@ from rich.table import Table
 
 from reasearch._cli._shared import open_store, store_args, sub_store_args
 from reasearch._cli.runs_clean import add_subcommands
+from reasearch.errors import ReasearchError
 from reasearch.runs.display import age_text, budget_text, duration_text
 from reasearch.runs.ledger import Budget, Unit
 from reasearch.runs.run import Run, active_seconds, effective_state
@@ -69,15 +70,22 @@ def cmd_runs(args: argparse.Namespace) -> int:
         rows: list[dict[str, Any]] = []
         for rec in store.list_runs():
             run = Run(store, rec)
-            st = run.status()
+            try:
+                st = run.status()
+            except ReasearchError as exc:  # a run stored without a spec whose task can no longer be built
+                print(f"reasearch: run {rec.id}: no best score ({exc})", file=sys.stderr)
+                st = None
+            used = dict(st.used) if st else store.usage(rec.id)
+            caps = dict(st.caps) if st else Budget.from_dict(rec.budget).units()
             state = effective_state(store, rec)
             rows.append({"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": state.value,
                          "stored_state": rec.state.value,
                          "resume": resume_hint(rec, _store_flag(args, store)) if state.value == "interrupted" else None,
-                         "best_score": st.best_score, "evaluations": st.evaluations,
-                         "budget": budget_text(dict(st.used), dict(st.caps)),
-                         "used": {u.value: v for u, v in st.used.items() if v},
-                         "caps": {u.value: v for u, v in st.caps.items()},
+                         "best_score": st.best_score if st else None,
+                         "evaluations": st.evaluations if st else len(store.evaluations(rec.id)),
+                         "budget": budget_text(used, caps),
+                         "used": {u.value: v for u, v in used.items() if v},
+                         "caps": {u.value: v for u, v in caps.items()},
                          "created_at": rec.created_at, "updated_at": rec.updated_at})
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -118,7 +118,10 @@ class RunView:
 
 
 def _task_facts(record: RunRecord) -> tuple[str, float | None, str]:
-    """Direction and best known value of the run's task (from the registry, without running anything)."""
+    """Direction and best known value of the run's task (its stored spec; a run stored without one:
+    the registry), without running anything."""
+    if record.task_spec is not None:
+        return record.task_spec.direction, record.task_spec.best_known, ""
     try:
         from reasearch.runs.executor import resolve_task
 

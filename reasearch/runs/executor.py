@@ -2,7 +2,8 @@
 
 Both implement :class:`Executor`: ``submit(EvalRequest) -> Future[EvalResult]``, ``map(requests)``
 with a progress bar, ``parallelism`` and ``close()``. The executor is a deployment choice, never a
-code path of the tasks (ARCHITECTURE invariant 7): both end in the same call,
+code path of the tasks (ARCHITECTURE invariant 7): both rebuild the task from the request's
+:class:`TaskSpec` with ``make(spec)`` and end in the same call,
 ``task.evaluate(source, seed=..., executor=<a SandboxPool>)``, so they give identical results; a Ray
 node runs candidates in its own warm sandbox pool, and a node without nsjail says so in each result's
 provenance (``sandbox_mode``).
@@ -29,8 +30,9 @@ from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
-from reasearch.evaluators.registry import build_task
+from reasearch.evaluators.registry import build_task, make
 from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.spec import TaskSpec
 
 __all__ = ["EvalRequest", "Executor", "LocalExecutor", "RayExecutor", "resolve_task", "task_entry_of"]
 
@@ -39,35 +41,46 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class EvalRequest:
-    """One evaluation: which task (id and parameters), which candidate source, under which seed.
+    """One evaluation: which task (its spec), which candidate source, under which seed.
 
     Attributes:
-        task_id: a registry id, e.g. ``circle_packing/n26-v1``.
-        task_params: constructor keyword arguments of the task.
+        spec: the task's :class:`TaskSpec` (``task.spec``, or a run's stored spec); the executor
+            rebuilds the task with ``make(spec)``, so a task outside the registry evaluates anywhere
+            its ``task_class`` imports (a Ray node included).
         source: the candidate program's source text.
         seed: passed to the task's harness and recorded in provenance.
-        task_entry: ``"module:Class"`` to build a task that is not in the registry (test tasks);
-            empty for registered ids.
         options: extra keyword arguments of ``task.evaluate`` that never change the result, only where
             its by-products go (a training task's ``experiment_dir``: the live log and a stop file).
             Not part of any cache key. Empty for most requests.
     """
 
-    task_id: str
-    task_params: Mapping[str, Any] = field(default_factory=dict)
+    spec: TaskSpec
     source: str = ""
     seed: int | None = 0
-    task_entry: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, TaskSpec):
+            raise ConfigError(f"EvalRequest takes the task's TaskSpec (task.spec, or reasearch.spec(task_id)), "
+                              f"not {type(self.spec).__name__} {self.spec!r}")
+
+    @property
+    def task_id(self) -> str:
+        """The task's registry id (``spec.id``)."""
+        return self.spec.id
+
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "task_params": dict(self.task_params), "source": self.source,
-                "seed": self.seed, "task_entry": self.task_entry, "options": dict(self.options)}
+        return {"spec": self.spec.to_dict(), "source": self.source, "seed": self.seed, "options": dict(self.options)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EvalRequest:
-        return cls(d["task_id"], dict(d.get("task_params") or {}), d["source"], d.get("seed"), d.get("task_entry", ""),
-                   dict(d.get("options") or {}))
+        """Reads :meth:`to_dict`'s form, and the form before specs (``task_id``, ``task_params``,
+        ``task_entry``: the task is built from them, and its spec taken)."""
+        if "spec" in d:
+            spec = TaskSpec.from_dict(d["spec"])
+        else:
+            spec = build_task(d["task_id"], dict(d.get("task_params") or {}), d.get("task_entry") or "").spec
+        return cls(spec, d["source"], d.get("seed"), dict(d.get("options") or {}))
 
 
 def task_entry_of(task: Task) -> str:
@@ -77,23 +90,24 @@ def task_entry_of(task: Task) -> str:
 
 
 def resolve_task(task_id: str, params: Mapping[str, Any] | None = None, entry: str = "") -> Task:
-    """Builds a task from what a run stores (id, parameters, class):
-    :func:`reasearch.evaluators.registry.build_task`."""
+    """Builds a task from the columns a run stored before schema 3 (id, parameters, class):
+    :func:`reasearch.evaluators.registry.build_task`. A spec is rebuilt with :func:`make`."""
     return build_task(task_id, params, entry)
 
 
 class _TaskCache:
-    """Task instances per thread: tasks may hold solver models that are not thread-safe."""
+    """Task instances per thread (tasks may hold solver models that are not thread-safe), each built
+    once from its spec with ``make(spec)``."""
 
     def __init__(self) -> None:
         self._local = threading.local()
 
     def get(self, req: EvalRequest) -> Task:
         cache: dict[str, Task] = self._local.__dict__.setdefault("tasks", {})
-        key = json.dumps([req.task_id, req.task_params, req.task_entry], sort_keys=True, default=str)
+        key = json.dumps(req.spec.to_dict(), sort_keys=True, default=str)
         task = cache.get(key)
         if task is None:
-            task = cache[key] = resolve_task(req.task_id, req.task_params, req.task_entry)
+            task = cache[key] = make(req.spec)
         return task
 
 

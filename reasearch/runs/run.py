@@ -30,8 +30,10 @@ from typing import Any
 
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.evaluators.registry import make
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.scores import best_index, ok_score, since_best
+from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.cache import EvalCache, cache_key
 from reasearch.runs.executor import (
     EvalRequest,
@@ -342,7 +344,8 @@ class Run:
         now = time.time()
         record = RunRecord(
             id=run_id or new_run_id(), task_id=task_id, task_params=params, task_entry=entry, seed=int(seed),
-            config=dict(config or {}), budget=budget.to_dict(), state=RunState.RUNNING, created_at=now, updated_at=now)
+            config=dict(config or {}), budget=budget.to_dict(), state=RunState.RUNNING, created_at=now, updated_at=now,
+            task_spec=task.spec)
         store.create_run(record)
         run = cls(store, store.get_run(record.id), executor=executor)
         run._task = task
@@ -407,10 +410,19 @@ class Run:
     # ------------------------------------------------------------ parts
     @property
     def task(self) -> Task:
-        """The run's task, built once from its id and parameters."""
+        """The run's task, built once: ``make(spec)`` of its stored spec (a run stored before schema 3
+        whose spec could not be filled: from its id, parameters and class)."""
         if self._task is None:
-            self._task = resolve_task(self.task_id, self.task_params, self._record.task_entry)
+            spec = self._record.task_spec
+            self._task = make(spec) if spec is not None else resolve_task(
+                self.task_id, self.task_params, self._record.task_entry)
         return self._task
+
+    @property
+    def task_spec(self) -> TaskSpec:
+        """The run's task spec (its identity): the stored one, read without building the task."""
+        spec = self._record.task_spec
+        return spec if spec is not None else self.task.spec
 
     @property
     def executor(self) -> Executor:
@@ -583,8 +595,7 @@ class Run:
                 debits = [LedgerEntry(self.id, step, unit, amount, _SHARED_CACHE_NOTE, now)
                           for unit, amount in self.evaluation_costs(result, estimate).items()]
                 return self._record_result(step, candidate, seed, result, debits=debits, key=None, release=token)
-            request = EvalRequest(self.task_id, self.task_params, source, seed, self._record.task_entry,
-                                  dict(options or {}))
+            request = EvalRequest(self.task_spec, source, seed, dict(options or {}))
             result = self.executor.submit(request).result()
             if repeat:
                 result = result.with_(metrics={**dict(result.metrics), "repeat": True})
@@ -680,8 +691,8 @@ class Run:
     def _best_of(self, evaluations: list[EvaluationRecord]) -> tuple[EvaluationRecord | None, int]:
         """The best OK evaluation (first to reach the best score) and how many came after it."""
         scores = [ok_score(ev.result.status, ev.result.score) for ev in evaluations]
-        i = best_index(scores, self.task.spec.direction)
-        return (None if i is None else evaluations[i]), since_best(scores, self.task.spec.direction)
+        i = best_index(scores, self.task_spec.direction)
+        return (None if i is None else evaluations[i]), since_best(scores, self.task_spec.direction)
 
     def best(self) -> tuple[str, EvalResult] | None:
         """``(candidate id, result)`` of the best ``OK`` evaluation so far, or None."""

@@ -27,6 +27,7 @@ import pytest
 
 from reasearch.errors import StoreError
 from reasearch.evaluators.result import EvalResult, Provenance, Status
+from reasearch.evaluators.testing import ToyTask
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store import CandidateRecord, EvaluationRecord, RunRecord, RunState, Store
 
@@ -34,9 +35,10 @@ __all__ = ["StoreTestCase", "make_run_record", "make_result", "make_candidate"]
 
 
 def make_run_record(run_id: str = "r1", **kw: object) -> RunRecord:
+    """A run record of the toy task (``ToyTask(dim=4)``, outside the registry), with its spec."""
     base = dict(id=run_id, task_id="toy/quadratic-d4-v1", task_params={"dim": 4}, seed=7, config={"model": "x"},
                 budget={"evaluations": 5.0}, state=RunState.RUNNING, created_at=1.0, updated_at=1.0,
-                task_entry="reasearch.evaluators.testing:ToyTask")
+                task_entry="reasearch.evaluators.testing:ToyTask", task_spec=ToyTask(dim=4).spec)
     base.update(kw)
     return RunRecord(**base)  # type: ignore[arg-type]
 
@@ -73,7 +75,10 @@ class StoreTestCase:
         store.create_run(_run("20260101-000000-aaaa"))
         store.create_run(_run("20260101-000000-bbbb", seed=9))
         got = store.get_run("20260101-000000-aaaa")
-        assert got == _run("20260101-000000-aaaa")
+        assert got == _run("20260101-000000-aaaa") and got.task_spec == ToyTask(dim=4).spec
+        store.create_run(_run("20250101-000000-cccc", task_spec=None))  # a run stored before specs
+        assert store.get_run("20250101-000000-cccc").task_spec is None
+        store.delete_run("20250101-000000-cccc")
         assert store.get_run("20260101-000000-b").seed == 9  # unique prefix
         with pytest.raises(StoreError, match="ambiguous"):
             store.get_run("20260101")

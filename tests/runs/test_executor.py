@@ -6,12 +6,14 @@ import logging
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.errors import ConfigError, UnknownTaskError
+from reasearch.evaluators.registry import make
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import (
@@ -21,18 +23,23 @@ from reasearch.runs.executor import (
     resolve_task,
     task_entry_of,
 )
+from reasearch.runs.ledger import Unit
+from reasearch.runs.run import Run
+from reasearch.runs.store import open_store
+from tests.runs.unregistered_task import OffsetToyTask
 
 ENTRY = task_entry_of(ToyTask())
+D4, D3 = ToyTask(dim=4).spec, ToyTask(dim=3).spec  # toy tasks are not registered: rebuilt from task_class
 SEED_AWARE = "def run(seed):\n    return [float(seed), 3.0, 3.0, 3.0]\n"
 BATCH = [
-    EvalRequest("toy/quadratic-d4-v1", {"dim": 4}, toy_candidate([0.0] * 4), 0, ENTRY),
-    EvalRequest("toy/quadratic-d4-v1", {"dim": 4}, toy_candidate([2.5, 3.0, 3.5, 4.0]), 0, ENTRY),
-    EvalRequest("toy/quadratic-d4-v1", {"dim": 4}, SEED_AWARE, 1, ENTRY),
-    EvalRequest("toy/quadratic-d4-v1", {"dim": 4}, SEED_AWARE, 5, ENTRY),
-    EvalRequest("toy/quadratic-d3-v1", {"dim": 3}, toy_candidate([3.0] * 3), 0, ENTRY),
-    EvalRequest("toy/quadratic-d4-v1", {"dim": 4}, "def run():\n    return [1.0]\n", 0, ENTRY),
-    EvalRequest("toy/quadratic-d4-v1", {"dim": 4}, "def run():\n    raise KeyError('x')\n", 0, ENTRY),
-    EvalRequest("toy/quadratic-d4-v1", {"dim": 4}, "def run(:\n", 0, ENTRY),
+    EvalRequest(D4, toy_candidate([0.0] * 4), 0),
+    EvalRequest(D4, toy_candidate([2.5, 3.0, 3.5, 4.0]), 0),
+    EvalRequest(D4, SEED_AWARE, 1),
+    EvalRequest(D4, SEED_AWARE, 5),
+    EvalRequest(D3, toy_candidate([3.0] * 3), 0),
+    EvalRequest(D4, "def run():\n    return [1.0]\n", 0),
+    EvalRequest(D4, "def run():\n    raise KeyError('x')\n", 0),
+    EvalRequest(D4, "def run(:\n", 0),
 ]
 EXPECTED = [(Status.OK, -36.0), (Status.OK, -1.5), (Status.OK, -4.0), (Status.OK, -4.0), (Status.OK, 0.0),
             (Status.INVALID, None), (Status.CRASH, None), (Status.CRASH, None)]
@@ -59,6 +66,13 @@ def local() -> Iterator[LocalExecutor]:
 def test_request_roundtrip_and_task_resolution() -> None:
     req = BATCH[2]
     assert EvalRequest.from_dict(req.to_dict()) == req
+    assert req.to_dict()["spec"]["task_class"] == ENTRY and req.task_id == "toy/quadratic-d4-v1"
+    # the form before specs (a request from an older driver) is still read: its task's spec is built
+    old = {"task_id": "toy/quadratic-d4-v1", "task_params": {"dim": 4}, "source": req.source, "seed": 1,
+           "task_entry": ENTRY, "options": {}}
+    assert EvalRequest.from_dict(old) == req
+    with pytest.raises(ConfigError, match="takes the task's TaskSpec"):
+        EvalRequest("toy/quadratic-d4-v1", req.source)  # type: ignore[arg-type]
     assert resolve_task("toy/quadratic-d3-v1", {"dim": 3}, ENTRY).spec.id == "toy/quadratic-d3-v1"
     with pytest.raises(UnknownTaskError, match="unknown task id"):
         resolve_task("toy/quadratic-d3-v1", {"dim": 3})
@@ -102,23 +116,51 @@ def test_parallelism_is_explicit_never_capped(caplog: pytest.LogCaptureFixture) 
         ex.submit(BATCH[0])
 
 
-@pytest.mark.ray
-def test_ray_gives_identical_results(local: LocalExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="module")
+def ray_ex() -> Iterator[RayExecutor]:
+    """A local Ray of two CPUs, shared by the module's Ray tests (starting one takes seconds)."""
     try:
         import ray  # noqa: F401
     except ImportError:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("CI installs the ray extra: `import ray` must work")
         pytest.skip("the ray extra is not installed (pip install 'reasearch[ray]')")
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_MODE", "disabled")
+        ex = RayExecutor(num_cpus=2)  # address="auto" finds no cluster here, so it starts a local Ray
+        try:
+            yield ex
+        finally:
+            ex.close()
+
+
+@pytest.mark.ray
+def test_ray_gives_identical_results(local: LocalExecutor, ray_ex: RayExecutor) -> None:
     expected = [_comparable(r.to_dict()) for r in local.map(BATCH, progress=False)]
-    ray_ex = RayExecutor(num_cpus=2)  # address="auto" finds no cluster here, so it starts a local Ray
-    try:
-        assert ray_ex.parallelism == 2
-        got = ray_ex.map(BATCH, progress=True)
-        assert [(r.status, r.score) for r in got] == EXPECTED
-        assert [_comparable(r.to_dict()) for r in got] == expected
-        # a second round reuses the warm Ray workers and still agrees
-        assert _comparable(ray_ex.submit(BATCH[1]).result().to_dict()) == expected[1]
-    finally:
-        ray_ex.close()
+    assert ray_ex.parallelism == 2
+    got = ray_ex.map(BATCH, progress=True)
+    assert [(r.status, r.score) for r in got] == EXPECTED
+    assert [_comparable(r.to_dict()) for r in got] == expected
+    # a second round reuses the warm Ray workers and still agrees
+    assert _comparable(ray_ex.submit(BATCH[1]).result().to_dict()) == expected[1]
+
+
+@pytest.mark.ray
+def test_a_run_of_an_unregistered_task_evaluates_locally_and_on_ray(tmp_path: Path, local: LocalExecutor,
+                                                                    ray_ex: RayExecutor) -> None:
+    """A run of a task registered nowhere (a class outside the package) is rebuilt from its stored spec
+    alone, by the run and by each executor: the local pool's threads and a Ray worker process."""
+    task = OffsetToyTask(dim=2, offset=10.0)
+    with pytest.raises(UnknownTaskError):
+        make(task.spec.id)  # not in the registry
+    assert task.spec.task_class == "tests.runs.unregistered_task:OffsetToyTask"
+    with open_store(tmp_path) as store:
+        Run.create(store, task=task, budget={"evaluations": 3}, run_id="unregistered").close()
+        for step, (executor, x) in enumerate([(local, 3.0), (ray_ex, 2.0)]):
+            run = Run.open(store, "unregistered", executor=executor, resume=True)  # a fresh Run: only the store
+            r = run.evaluate(toy_candidate([x, 3.0]), step=step)
+            # scored by OffsetToyTask (ToyTask's score + 10) in the executor's rebuilt task
+            assert (r.status, r.score, r.provenance.task_id) == (Status.OK, 10.0 - (x - 3.0) ** 2,  # type: ignore[union-attr]
+                                                                 "test/offset-d2-v1")
+            run.close()
+        assert store.usage("unregistered") == {Unit.EVALUATIONS: 2.0}

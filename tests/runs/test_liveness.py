@@ -138,7 +138,7 @@ def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
         conn.execute("DROP TABLE reservations")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     with open_store(url) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.schema_version() == SCHEMA_VERSION == 3
         assert store.get_run(run.id).task_id == ToyTask().spec.id
         assert store.drivers(run.id) == [] and store.reserved(run.id) == {}
         # and a run recorded before liveness existed is not called interrupted without evidence

@@ -43,8 +43,7 @@ def ray_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 def _request(sleep_s: float, x: float) -> EvalRequest:
     task = ToyRepoTrainingTask(sandbox_mode="process")
     files = {**task.seed_files(), "settings.json": f'{{"x": {x}, "sleep_s": {sleep_s}}}'}
-    return EvalRequest("toy/repo-training-v1", task.get_params(), encode_repo(files, time_budget_s=40), 0,
-                       "reasearch.evaluators.testing:ToyRepoTrainingTask")
+    return EvalRequest(task.spec, encode_repo(files, time_budget_s=40), 0)
 
 
 def test_each_experiment_takes_the_gpu_ray_assigned_and_a_third_waits_for_ray(ray_gpus: Any) -> None:

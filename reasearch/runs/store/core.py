@@ -19,8 +19,10 @@ from typing import Any
 
 from reasearch.errors import StoreError
 from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.store.base import Store
+from reasearch.runs.store.migrations import add_task_spec_column, fill_task_specs
 from reasearch.runs.store.records import (
     SCHEMA_VERSION,
     CandidateRecord,
@@ -31,6 +33,17 @@ from reasearch.runs.store.records import (
     dumps,
 )
 from reasearch.runs.store.schema import _DDL, _RUN_COLS
+
+
+def _task_spec(run_id: str, text: str | None) -> TaskSpec | None:
+    """A stored ``runs.task_spec``; one that does not parse is a corrupt store (a clear error)."""
+    if text is None:
+        return None
+    try:
+        return TaskSpec.from_dict(json.loads(text))
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"run {run_id}: its stored task spec cannot be read ({exc}); the store was written by "
+                         "another reasearch version or edited by hand") from None
 
 
 class _AlreadyRecorded(Exception):
@@ -122,8 +135,10 @@ class SQLCore(Store):
                 # Added within version 2 (a column with a default: readers and writers of either age work):
                 # the driver's process start, so a resume can tell a dead driver from a live one.
                 self._exec("ALTER TABLE drivers ADD COLUMN proc_start TEXT NOT NULL DEFAULT ''")
+            add_task_spec_column(self)
             if found is not None and found < SCHEMA_VERSION:
-                # 1 -> 2 only added tables (created just above); existing rows are untouched.
+                # 1 -> 2 only added tables (created just above); 2 -> 3 fills every run's task spec.
+                fill_task_specs(self)
                 self._exec("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION), "schema_version"))
             self._exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
                        ("schema_version", str(SCHEMA_VERSION)))
@@ -138,17 +153,19 @@ class SQLCore(Store):
             if self._exec("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone():
                 raise StoreError(f"a run with id {record.id!r} already exists in {self.display_url}")
             self._exec(
-                f"INSERT INTO runs ({_RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO runs ({_RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record.id, record.task_id, dumps(record.task_params), record.task_entry, int(record.seed),
                  dumps(record.config), dumps(record.budget), record.state.value, record.final_candidate,
-                 record.reason, record.created_at, record.updated_at))
+                 record.reason, record.created_at, record.updated_at,
+                 None if record.task_spec is None else dumps(record.task_spec.to_dict())))
 
     @staticmethod
     def _run(row: Sequence[Any]) -> RunRecord:
         return RunRecord(
             id=row[0], task_id=row[1], task_params=json.loads(row[2]), task_entry=row[3], seed=int(row[4]),
             config=json.loads(row[5]), budget=json.loads(row[6]), state=RunState(row[7]),
-            final_candidate=row[8], reason=row[9], created_at=float(row[10]), updated_at=float(row[11]))
+            final_candidate=row[8], reason=row[9], created_at=float(row[10]), updated_at=float(row[11]),
+            task_spec=_task_spec(row[0], row[12]))
 
     def get_run(self, run_id: str) -> RunRecord:
         row = self._one(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,))

@@ -19,11 +19,14 @@ from typing import Any
 
 from reasearch.errors import StoreError
 from reasearch.evaluators.result import EvalResult
+from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.ledger import Unit
 
 # 2: drivers (liveness heartbeats), reservations (budget held by in-flight evaluations, shared by
 # every driver of a run) and fleets. Version 1 stores are migrated in place (new tables, nothing rewritten).
-SCHEMA_VERSION = 2
+# 3: runs.task_spec, the task's TaskSpec (its one identity: a run's task is rebuilt with make(spec)). Older
+# stores gain the column and every stored run's spec is filled from its task id and parameters (.migrations).
+SCHEMA_VERSION = 3
 MEMORY_URL = "memory://"
 DEFAULT_RUN_DIR = Path("runs")
 STORE_FILENAME = "store.sqlite"
@@ -43,7 +46,14 @@ class RunState(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
-    """A run as stored: what it optimizes, under which seed, config and budget, and how it ended."""
+    """A run as stored: what it optimizes, under which seed, config and budget, and how it ended.
+
+    ``task_spec`` is the task's identity: :func:`reasearch.make` rebuilds the run's task from it alone.
+    ``task_id``, ``task_params`` (the parameters the run was created with) and ``task_entry`` are the
+    columns schema 2 identified the task by; they are still written (listing, search by id) and are
+    what a run is rebuilt from when its spec is None (a run stored before schema 3 whose task could
+    not be built when the store was migrated).
+    """
 
     id: str
     task_id: str
@@ -57,6 +67,12 @@ class RunRecord:
     task_entry: str = ""  # "module:Class", used when task_id is not in the registry (test tasks)
     final_candidate: str | None = None
     reason: str = ""
+    task_spec: TaskSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.task_spec is not None and self.task_spec.id != self.task_id:
+            raise StoreError(f"run {self.id}: its task spec is for {self.task_spec.id!r}, not its task id "
+                             f"{self.task_id!r}; build the record from one task (task_id=spec.id)")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +80,7 @@ class RunRecord:
             "config": dict(self.config), "budget": dict(self.budget), "state": self.state.value,
             "created_at": self.created_at, "updated_at": self.updated_at, "task_entry": self.task_entry,
             "final_candidate": self.final_candidate, "reason": self.reason,
+            "task_spec": None if self.task_spec is None else self.task_spec.to_dict(),
         }
 
 

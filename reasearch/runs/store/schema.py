@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS runs (
     final_candidate TEXT,
     reason TEXT NOT NULL,
     created_at {float} NOT NULL,
-    updated_at {float} NOT NULL
+    updated_at {float} NOT NULL,
+    task_spec TEXT
 );
 CREATE TABLE IF NOT EXISTS candidates (
     seq {serial},
@@ -115,5 +116,7 @@ CREATE TABLE IF NOT EXISTS reservations (
 )
 """
 
+# runs.task_spec (schema 3): the TaskSpec as JSON; NULL only for a run stored before schema 3 whose task
+# could not be built when the store was migrated (it is then rebuilt from task_id, task_params, task_entry).
 _RUN_COLS = ("id, task_id, task_params, task_entry, seed, config, budget, state, final_candidate, reason, "
-             "created_at, updated_at")
+             "created_at, updated_at, task_spec")

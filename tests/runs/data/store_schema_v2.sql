@@ -1,0 +1,112 @@
+-- The store's tables at schema version 2, as released (reasearch/runs/store/schema.py at 383e0e6).
+-- Frozen here so a test can build a version-2 store: {bigint}, {float} and {serial} are filled per dialect.
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    task_params TEXT NOT NULL,
+    task_entry TEXT NOT NULL,
+    seed {bigint} NOT NULL,
+    config TEXT NOT NULL,
+    budget TEXT NOT NULL,
+    state TEXT NOT NULL,
+    final_candidate TEXT,
+    reason TEXT NOT NULL,
+    created_at {float} NOT NULL,
+    updated_at {float} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS candidates (
+    seq {serial},
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    parent TEXT,
+    note TEXT NOT NULL,
+    created_at {float} NOT NULL,
+    UNIQUE (run_id, id)
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL,
+    candidate_id TEXT NOT NULL,
+    seed {bigint},
+    status TEXT NOT NULL,
+    score {float},
+    cached INTEGER NOT NULL,
+    result TEXT NOT NULL,
+    created_at {float} NOT NULL,
+    PRIMARY KEY (run_id, step)
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    seq {serial},
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL,
+    unit TEXT NOT NULL,
+    note TEXT NOT NULL,
+    amount {float} NOT NULL,
+    ts {float} NOT NULL,
+    UNIQUE (run_id, step, unit, note)
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq {serial},
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    ts {float} NOT NULL,
+    UNIQUE (run_id, step, kind)
+);
+CREATE TABLE IF NOT EXISTS student_calls (
+    seq {serial},
+    key TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    created_at {float} NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS student_calls_ok ON student_calls (key) WHERE status = 'OK';
+CREATE INDEX IF NOT EXISTS student_calls_run ON student_calls (run_id, step);
+CREATE TABLE IF NOT EXISTS eval_cache (
+    key TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    candidate_sha256 TEXT NOT NULL,
+    seed {bigint},
+    result TEXT NOT NULL,
+    created_at {float} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS drivers (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    driver_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at {float} NOT NULL,
+    heartbeat_at {float} NOT NULL,
+    stopped INTEGER NOT NULL,
+    proc_start TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, driver_id)
+);
+CREATE TABLE IF NOT EXISTS fleets (
+    id TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    created_at {float} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fleet_members (
+    fleet_id TEXT NOT NULL REFERENCES fleets(id),
+    member INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (fleet_id, member)
+);
+CREATE TABLE IF NOT EXISTS reservations (
+    token TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    driver_id TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    amount {float} NOT NULL,
+    expires_at {float} NOT NULL,
+    PRIMARY KEY (token, unit)
+)
