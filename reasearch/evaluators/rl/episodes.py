@@ -78,15 +78,34 @@ def play_episodes(envs: Sequence[Any], seeds: Sequence[int], *, exp_dir: Path, r
     Returns:
         :class:`Played`, or the failure's result (``TIMEOUT``, ``INVALID`` or ``CRASH``).
     """
+    try:
+        folder = _scoring_folder(exp_dir, repo_dir, ckpt_dir)
+        obs = [e.reset(seed=s)[0] for e, s in zip(envs, seeds, strict=True)]
+        return _play(envs, obs, folder, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease, dtype=dtype, check=check,
+                     invalid=invalid, steps=steps, time_limit_s=time_limit_s, memory_mb=memory_mb,
+                     sandbox_mode=sandbox_mode)
+    finally:
+        for e in envs:
+            e.close()
+
+
+def _scoring_folder(exp_dir: Path, repo_dir: Path, ckpt_dir: Path) -> Path:
+    """The server's writable folder ``exp_dir/eval`` with the server and its request in it (and the host log's
+    folder ``exp_dir/scoring``, mode 0700, never bound into a jail)."""
     folder = exp_dir / "eval"
     folder.mkdir(mode=0o755)
-    logs = exp_dir / "scoring"  # the server's log: kept on the host for a person, never shown to the agent
-    logs.mkdir(mode=0o700, exist_ok=True)
-    server = folder / POLICY_SERVER.name
-    server.write_text(POLICY_SERVER.read_text())
+    (exp_dir / "scoring").mkdir(mode=0o700, exist_ok=True)
+    (folder / POLICY_SERVER.name).write_text(POLICY_SERVER.read_text())
     (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir),
                                                      "report": str(folder / REPORT_NAME)}))
-    obs = [e.reset(seed=s)[0] for e, s in zip(envs, seeds, strict=True)]
+    return folder
+
+
+def _play(envs: Sequence[Any], obs: list[Any], folder: Path, *, repo_dir: Path, ckpt_dir: Path, lease: SlotLease,
+          dtype: type[np.generic], check: ActionCheck, invalid: Callable[[str], EvalResult],
+          steps: Mapping[str, str], time_limit_s: float, memory_mb: int, sandbox_mode: str) -> Played | EvalResult:
+    """The episodes, stepped together from ``obs`` until every one has ended (see :func:`play_episodes`)."""
+    server, log = folder / POLICY_SERVER.name, folder.parent / "scoring" / "policy.log"
     returns = [0.0] * len(envs)
     running = list(range(len(envs)))
     calls = done = 0
@@ -94,9 +113,9 @@ def play_episodes(envs: Sequence[Any], seeds: Sequence[int], *, exp_dir: Path, r
     deadline = t0 + float(time_limit_s)
     try:
         with start_session(["python3", str(server), str(folder / "request.json")], cwd=folder, lease=lease,
-                           wall_s=float(time_limit_s) + 10, log_path=logs / "policy.log",
-                           binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
-                           memory_mb=None if lease.gpu else int(memory_mb), mode=sandbox_mode) as session:
+                           wall_s=float(time_limit_s) + 10, log_path=log, binds_ro=[repo_dir, ckpt_dir],
+                           binds_rw=[folder], memory_mb=None if lease.gpu else int(memory_mb),
+                           mode=sandbox_mode) as session:
             while running:
                 if time.monotonic() > deadline:
                     return EvalResult.failure(Status.TIMEOUT, f"scoring passed {time_limit_s:g} s "
@@ -128,7 +147,4 @@ def play_episodes(envs: Sequence[Any], seeds: Sequence[int], *, exp_dir: Path, r
             text = (f"the policy server failed: it exited, stopped answering, or broke the reply framing after "
                     f"{done} environment steps. {WITHHELD}")
         return EvalResult.failure(Status.CRASH, text, metrics={"policy_calls": calls, "env_steps": done})
-    finally:
-        for e in envs:
-            e.close()
     return Played(returns, calls, done, t0)
