@@ -1,9 +1,10 @@
 """What the agent may learn when candidate code fails inside a scoring jail: a bounded, checked summary.
 
-Trust boundary. In a scoring jail (``nanogpt``'s ``_infer.py``, ``rl``'s ``_policy_server.py``) candidate
-code runs on held-out inputs, so anything it prints or raises may carry held-out bytes. None of that text
-reaches the agent: the log stays on disk for a person, and the feedback is built here from a small JSON
-report the jail's harness writes when candidate code raises (``{"step", "type", "subclass", "where"}``).
+Trust boundary. In a scoring jail (``img``'s and ``nanogpt``'s ``_infer.py``, ``rl``'s ``_policy_server.py``)
+candidate code runs on held-out inputs, so anything it prints or raises may carry held-out bytes. None of that
+text reaches the agent: the log stays on disk for a person, and the feedback is built here from a small JSON
+report the jail's harness writes when candidate code raises (``{"step", "type", "subclass", "where"}``, by
+:func:`reasearch.evaluators._scoring_jail.write_report`).
 That file lives in a folder candidate code can write, so every field is checked against what the trusted
 side knows: ``step`` must be one of the harness's steps, ``type`` the name of a built-in exception class,
 ``where`` a file of the candidate's repository (as the trusted side wrote it) and a line inside that file.

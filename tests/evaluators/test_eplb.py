@@ -493,3 +493,22 @@ def test_a_signature_that_cannot_be_called_is_refused_before_the_first_timed_cal
                                                            executor=sandbox)
     assert res.status is Status.CRASH and res.score is None
     assert "before the first rebalance" in res.feedback and "accepted forms: rebalance_experts(weight" in res.feedback
+
+
+def test_evaluator_hash_covers_the_evaluate_session(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timed session was cut out of task.py into session.py: a change there must still change the hash."""
+    import reasearch.evaluators.eplb.session as session
+    from reasearch.evaluators.base import _hash_modules
+
+    task = EplbTask()
+    before = task.evaluator_hash()
+    assert before == EplbTask().evaluator_hash() and len(before) == 16
+    changed = tmp_path / "session.py"
+    changed.write_text(open(session.__file__).read() + "\n# one more line\n")
+    monkeypatch.setattr(session, "__file__", str(changed))
+    _hash_modules.cache_clear()  # module hashes are cached per process
+    try:
+        assert task.evaluator_hash() != before
+    finally:
+        monkeypatch.undo()
+        _hash_modules.cache_clear()

@@ -81,3 +81,23 @@ def test_scores_come_only_from_measured_returns(task: RLTask) -> None:
     assert task.score_solution({"returns": [1.0, 2.0, 3.0]}).score == 2.0
     with pytest.raises(ValueError, match="env must be one of"):
         _ = RLTask(env="CartPole-v1").spec
+
+
+def test_evaluator_hash_covers_the_shared_scoring_loop(task: RLTask, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The episode loop left rl/task.py for rl/episodes.py (shared with atari): a change there still changes the
+    hash of both families (and so their cache key)."""
+    import reasearch.evaluators.rl.episodes as episodes
+    from reasearch.evaluators.base import _hash_modules
+
+    atari = reasearch.make("atari/qbert-v1")
+    before = task.evaluator_hash(), atari.evaluator_hash()
+    changed = tmp_path / "episodes.py"
+    changed.write_text(open(episodes.__file__).read() + "\n# one more line\n")
+    monkeypatch.setattr(episodes, "__file__", str(changed))
+    _hash_modules.cache_clear()  # module hashes are cached per process
+    try:
+        after = task.evaluator_hash(), atari.evaluator_hash()
+        assert after[0] != before[0] and after[1] != before[1]
+    finally:
+        monkeypatch.undo()
+        _hash_modules.cache_clear()

@@ -5,28 +5,25 @@ emulator and its ROMs) and Gymnasium importable. Scoring: the trusted side (this
 ``episodes`` environments with sticky actions (``repeat_action_probability``), a frame skip and a frame cap
 per episode, reset with seeds derived from the evaluator's secret (:mod:`reasearch.evaluators._secret`),
 and steps them itself. Each step it sends the grey frames of the running episodes (uint8 [B, 210, 160]) to
-the fixed policy server (``rl/_policy_server.py``, shared with the MuJoCo tasks) in a scoring jail and
-checks the answers (one integer action in range per frame). The policy process never holds an emulator:
-it cannot read the console's RAM or state, only the pixels it is sent. Score = mean undiscounted return
-(maximize), with its spread in the metrics. What policy code prints or raises is withheld.
+the fixed policy server (``rl/_policy_server.py``, played by :mod:`reasearch.evaluators.rl.episodes` as the
+MuJoCo tasks are) in a scoring jail and checks the answers (one integer action in range per frame). The
+policy process never holds an emulator: it cannot read the console's RAM or state, only the pixels it is
+sent. Score = mean undiscounted return (maximize), with its spread in the metrics. What policy code prints
+or raises is withheld.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import time
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from reasearch.engine.gpu import SlotLease
-from reasearch.engine.training import SessionError, start_session
-from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators._secret import derive_seed, secret
 from reasearch.evaluators.outputs import OutputError, read_output
-from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.rl.task import RLTask
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import experiments_root
@@ -68,6 +65,8 @@ class AtariTask(RLTask):
         frameskip: emulator frames per agent step.
         eval_time_limit_s: wall limit of the scoring session.
     """
+
+    server_steps = _SERVER_STEPS
 
     def __init__(self, game: str = "qbert", time_budget_s: float = 600.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 30.0, episodes: int = 10, max_frames: int = 108_000, sticky: float = 0.25,
@@ -155,66 +154,19 @@ failure is reported as its step, exception class and file:line only.
             return self.invalid(f"config.json is not valid JSON: {exc}")
         if not any(p.is_file() and not p.is_symlink() for p in (ckpt_dir / "weights.npz", ckpt_dir / "model.pt")):
             return self.invalid("train.py saved no weights.npz or model.pt in REASEARCH_OUT_DIR")
-        folder = exp_dir / "eval"
-        folder.mkdir(mode=0o755)
-        logs = exp_dir / "scoring"  # the server's log: kept on the host for a person, never shown to the agent
-        logs.mkdir(mode=0o700, exist_ok=True)
-        server = folder / "_policy_server.py"
-        server.write_text((Path(__file__).parents[1] / "rl" / "_policy_server.py").read_text())
-        (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir),
-                                                         "report": str(folder / REPORT_NAME)}))
         gym.register_envs(ale_py)
         envs = [gym.make(self.env, obs_type="grayscale", frameskip=int(self.frameskip),
                          repeat_action_probability=float(self.sticky), max_num_frames_per_episode=int(self.max_frames))
                 for _ in range(int(self.episodes))]
         n_actions = int(envs[0].action_space.n)  # type: ignore[attr-defined]  # Discrete
-        obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.game, int(self.episodes)), strict=True)]
-        returns = [0.0] * len(envs)
-        running = list(range(len(envs)))
-        calls = steps = 0
-        t0 = time.monotonic()
-        deadline = t0 + float(self.eval_time_limit_s)
-        try:
-            with start_session(["python3", str(server), str(folder / "request.json")], cwd=folder, lease=lease,
-                               wall_s=float(self.eval_time_limit_s) + 10, log_path=logs / "policy.log",
-                               binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
-                               memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode) as session:
-                while running:
-                    if time.monotonic() > deadline:
-                        return EvalResult.failure(Status.TIMEOUT, f"scoring passed {self.eval_time_limit_s:g} s "
-                                                                  f"after {steps} steps: the policy is too slow")
-                    buf = io.BytesIO()
-                    np.save(buf, np.stack([obs[i] for i in running]).astype(np.uint8), allow_pickle=False)
-                    reply = session.call(buf.getvalue(), timeout_s=max(1.0, deadline - time.monotonic()))
-                    calls += 1
-                    # No text of the reply goes into the feedback: policy.act saw held-out frames.
-                    try:
-                        actions = np.load(io.BytesIO(reply), allow_pickle=False)
-                    except (ValueError, OSError, EOFError):
-                        return self.invalid("the policy server's reply was not an .npy array (candidate code "
-                                            "must not write to the reply channel, fd 1 of the server)")
-                    if (actions.shape != (len(running),) or not np.issubdtype(actions.dtype, np.number)
-                            or not np.isfinite(actions).all() or not np.all(actions == np.round(actions))
-                            or actions.min() < 0 or actions.max() >= n_actions):
-                        return self.invalid(f"policy.act must return one integer action in [0, {n_actions}) per "
-                                            f"frame ({len(running)} frames were sent)")
-                    still = []
-                    for row, i in enumerate(running):
-                        obs[i], reward, terminated, truncated, _ = envs[i].step(int(actions[row]))
-                        returns[i] += float(reward)
-                        steps += 1
-                        if not (terminated or truncated):
-                            still.append(i)
-                    running = still
-        except SessionError:  # its message may hold numbers the candidate chose: not shown
-            step, text = describe_failure(folder, repo_dir, _SERVER_STEPS, "the policy server")
-            if step is None and not (folder / REPORT_NAME).exists():
-                text = (f"the policy server failed: it exited, stopped answering, or broke the reply framing after "
-                        f"{steps} environment steps. {WITHHELD}")
-            return EvalResult.failure(Status.CRASH, text, metrics={"policy_calls": calls, "env_steps": steps})
-        finally:
-            for e in envs:
-                e.close()
-        res = self.score_solution({"returns": returns})
-        return res.with_(metrics={**dict(res.metrics), "policy_calls": calls, "env_steps": steps, "game": self.game,
-                                  "score_s": round(time.monotonic() - t0, 3)})
+
+        def check(actions: np.ndarray, n: int) -> list[int] | str:
+            if (actions.shape != (n,) or not np.issubdtype(actions.dtype, np.number)
+                    or not np.isfinite(actions).all() or not np.all(actions == np.round(actions))
+                    or actions.min() < 0 or actions.max() >= n_actions):
+                return f"policy.act must return one integer action in [0, {n_actions}) per frame ({n} frames were sent)"
+            return [int(a) for a in actions]
+
+        return self._score_episodes(envs, scoring_seeds(self.game, int(self.episodes)), exp_dir=exp_dir,
+                                    repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease, dtype=np.uint8, check=check,
+                                    game=self.game)

@@ -22,7 +22,7 @@ Three kinds of call, chosen by the parent's payload:
   ``t_cpu_ns``, the CPU time of that busy-wait (less than ``t_ns`` when the process was preempted), so
   that the worker's per-call CPU less it is the harness's own CPU. The replays the timing relies on run
   in the parent's own calibration session, never with a candidate's code; a few untimed ones also open
-  the candidate's session (the same warm-up on both sides, see ``task.EplbTask._warm_up``).
+  the candidate's session (the same warm-up on both sides, see ``session.warm_up``).
 """
 
 from __future__ import annotations

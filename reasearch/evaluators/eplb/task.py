@@ -1,9 +1,19 @@
-"""``EplbTask`` (``eplb/v1``): place MoE experts on GPU slots; balance on the next window, and be fast."""
+"""``EplbTask`` (``eplb/v1``): place MoE experts on GPU slots; balance on the next window, and be fast.
+
+What is here: the task's configuration and score (its variants, the per-window tally, the summary and
+feedback), its trace and its description. The evaluate session (setup, warm-up, the timed calls, the
+calibration replays) and its CPU accounting live in :mod:`reasearch.evaluators.eplb.session`; how the
+timing figures are read, in :mod:`reasearch.evaluators.eplb._timing`.
+
+Trust boundary: trusted side only (never in the jail's code copy). A candidate's answers arrive as
+untrusted data; each placement is validated and scored here, after the candidate's session is closed.
+"""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -13,26 +23,23 @@ from typing import Any
 
 import numpy as np
 
-from reasearch.engine.protocol import CallOutcome, RunOutcome, RunRequest, SandboxRunner, SandboxSession
+from reasearch.engine.protocol import RunRequest, SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators._secret import derive_seed, fingerprint, secret
-from reasearch.evaluators.base import Task, default_runner, failure_feedback
-from reasearch.evaluators.eplb._timing import (
-    CALIBRATION_SOURCE,
-    CLOCK,
-    ROUNDS,
-    CallTiming,
-    answer_signature,
-    decide,
-    replay_plan,
-    replay_wait_ns,
-    reported_seconds,
-)
+from reasearch.evaluators.base import Task, _hash_modules, default_runner, failure_feedback
+from reasearch.evaluators.eplb._timing import CALIBRATION_SOURCE, CLOCK, decide
 from reasearch.evaluators.eplb.harness import compact
 from reasearch.evaluators.eplb.scoring import (
     WindowScore,
     parse_placement,
     window_balance,
+)
+from reasearch.evaluators.eplb.session import (
+    WARM_ECHOES,  # noqa: F401  # re-exported: it was defined here
+    calibrate,
+    descendants_cpu,
+    run_candidate,
+    timing_metrics,
 )
 from reasearch.evaluators.eplb.trace import SyntheticTrace, load_trace_windows
 from reasearch.evaluators.result import EvalResult, Status
@@ -54,7 +61,6 @@ __all__ = [
 
 # The configuration of TASKS.md: 288 physical slots, 8 expert groups, 4 nodes, 32 GPUs (9 slots each).
 NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS = 288, 8, 4, 32
-WARM_ECHOES = 3  # untimed echoes opening both the candidate's and the calibration session (see _warm_up)
 DEFAULT_SYNTHETIC_WINDOWS = 11  # 10 timed rebalances, each scored on the window after it (<= 0.5 s)
 SPEED_NUMERATOR_S = 0.002  # combined = (mean bal_expert + 0.002 s / mean t_alg) / 2, as in the paper
 _WEIGHT_TYPES = ("auto", "numpy", "torch")
@@ -126,42 +132,6 @@ class _Tally:
         self.gpu_loads.append(_gpu_loads(placement.phy2log[score.worst_layer], placement.logcnt[score.worst_layer],
                                          self.windows[index + 1, score.worst_layer], score.worst_layer))
         return None
-
-
-class _Accounting:
-    """A session whose calls' CPU figures (``cpu_s`` and ``cpu_before_s``) are appended to a list."""
-
-    def __init__(self, inner: SandboxSession, log: list[float | None]) -> None:
-        self._inner, self._log = inner, log
-
-    @property
-    def closed(self) -> bool:
-        return bool(getattr(self._inner, "closed", False))
-
-    def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> CallOutcome:
-        out = self._inner.call(payload, timeout_s=timeout_s)
-        self._log.extend((getattr(out, "cpu_s", None), getattr(out, "cpu_before_s", None)))
-        return out
-
-    def close(self) -> RunOutcome:
-        return self._inner.close()
-
-    def __enter__(self) -> _Accounting:  # a SandboxSession in full (the protocol asks for it)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _descendants_cpu(final: Any, accounted: Sequence[float | None]) -> float | None:
-    """The CPU time of the processes the candidate forked: the worker's figure, else (conservatively) the
-    session's CPU less the child's own during and between the calls; None where neither is known."""
-    measured = getattr(final, "descendants_cpu_s", None)
-    if measured is not None:
-        return float(measured)
-    if not accounted or any(x is None for x in accounted) or not final.cpu_s:
-        return None
-    return max(0.0, float(final.cpu_s) - sum(x for x in accounted if x is not None))  # none is None (above)
 
 
 def _gpu_loads(phy2log: np.ndarray, logcnt: np.ndarray, load: np.ndarray, layer: int) -> dict[str, Any]:
@@ -323,6 +293,11 @@ logcnt [L, E])``.
     def seed_program(self) -> str:
         return resources.files(__package__).joinpath("seed.py.txt").read_text(encoding="utf-8")
 
+    def evaluator_hash(self) -> str:
+        """The base hash (this module and the harness), with the evaluate session's module folded in."""
+        session = _hash_modules(("reasearch.evaluators.eplb.session",))
+        return hashlib.sha256((super().evaluator_hash() + session).encode()).hexdigest()[:16]
+
     # ----------------------------------------------------------------------------------- trace
 
     def trace_windows(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
@@ -407,34 +382,10 @@ logcnt [L, E])``.
         weight_type = self.resolved_weight_type(candidate_source)
         info = {**info, "weight_type": weight_type}
         deadline = time.perf_counter() + float(self.time_limit_s)
-        answers: list[Any] = []
-        calls: list[CallTiming] = []
-        accounted: list[float | None] = []  # the child's CPU per call, and before it, as the worker read it
-        session = _Accounting(runner.session(self.build_request(candidate_source, seed=seed)), accounted)
-        problem: tuple[Status, str] | None = None
-        try:
-            if not getattr(session, "closed", False):  # a candidate that failed to load ends the session
-                problem = self._setup_call(session, seed, weight_type, deadline)
-                if problem is None:
-                    self._warm_up(session, windows, weight_type, deadline)
-                for i in range(windows.shape[0] - 1 if problem is None else 0):
-                    remaining = deadline - time.perf_counter()
-                    if remaining <= 0:
-                        text = (f"the time limit of {self.time_limit_s:g} s ran out after {i} of "
-                                f"{windows.shape[0] - 1} rebalances")
-                        problem = (Status.TIMEOUT, text)
-                        break
-                    out = session.call(self._call_payload(windows[i], weight_type), timeout_s=remaining)
-                    if out.status is not Status.OK:
-                        detail = out.error.strip() or "no further detail"
-                        problem = (out.status, f"rebalance on window {i}: {out.status.value}: {detail}")
-                        break
-                    answer = dict(out.value) if isinstance(out.value, Mapping) else out.value
-                    t_jail = reported_seconds(answer.pop("t_ns", None)) if isinstance(answer, dict) else None
-                    answers.append(answer)
-                    calls.append(CallTiming(out.wall_s, t_jail, getattr(out, "cpu_s", None)))
-        finally:
-            final = session.close()
+        ran = run_candidate(runner, self.build_request(candidate_source, seed=seed), windows,
+                            lambda w: self._call_payload(w, weight_type), num_replicas=NUM_REPLICAS, seed=seed,
+                            weight_type=weight_type, deadline=deadline, time_limit_s=float(self.time_limit_s))
+        final, problem = ran.final, ran.problem
         prov = self.provenance(candidate_source, seed=seed, sandbox_mode=final.sandbox_mode)
         if info.get("trace_secret"):  # which secret scored it (its fingerprint): reproducible where it is kept
             prov = dataclasses.replace(prov, versions={**prov.versions, "trace_secret": info["trace_secret"]})
@@ -442,7 +393,7 @@ logcnt [L, E])``.
             problem = (final.status, failure_feedback(final))
         tally = _Tally(windows)
         if problem is None:  # scored after the session: no work of ours between the timed calls
-            for i, answer in enumerate(answers):
+            for i, answer in enumerate(ran.answers):
                 reason = tally.add(i, answer)
                 if reason is not None:
                     problem = (Status.INVALID, reason)
@@ -453,116 +404,23 @@ logcnt [L, E])``.
                 text += "\nstderr (tail):\n" + final.stderr[-2000:]
             return EvalResult.failure(status, text, wall_s=final.wall_s, cpu_s=final.cpu_s,
                                       metrics={**info, "windows_scored": len(tally.scores)}, provenance=prov)
-        echoes, overheads, per_round_trip_cpu = self._calibrate(runner, windows, answers, calls)
+        calibration = RunRequest(source=CALIBRATION_SOURCE, entry=self.spec.entries, harness=self.harness,
+                                 payload={}, limits=self.limits())
+        echoes, overheads, per_round_trip_cpu = calibrate(runner, calibration, windows, ran.answers, ran.calls,
+                                                          lambda w: self._call_payload(w, "numpy"), NUM_REPLICAS)
         cpu_bound = None
         if per_round_trip_cpu is not None:  # less our own CPU per round trip, for the calls only (never more)
-            cpu_bound = float(final.cpu_s) - per_round_trip_cpu * len(calls)
-        descendants = _descendants_cpu(final, accounted)
-        verdict = decide(calls, echoes, cpu_bound, overheads, descendants)
+            cpu_bound = float(final.cpu_s) - per_round_trip_cpu * len(ran.calls)
+        descendants = descendants_cpu(final, ran.accounted)
+        verdict = decide(ran.calls, echoes, cpu_bound, overheads, descendants)
         tally.times.extend(verdict.t_alg)
-        timing: dict[str, Any] = {
-            "t_transport_s": verdict.transport_s,
-            "t_transport_slack_s": verdict.slack_s,
-            "t_transport_per_window_s": list(verdict.transport_per_call_s),
-            "t_excess_s": verdict.excess_s,
-            "t_call_limit_s": verdict.limit_s,
-            "t_alg_floor_s": verdict.floor_s,
-            "t_alg_floor_per_window_s": list(verdict.floor_per_call_s),
-            "cpu_for_calls_s": cpu_bound,
-            "cpu_per_window_s": [c.cpu_s for c in calls],
-            "cpu_alg_per_window_s": list(verdict.cpu_alg_per_call_s),
-            "cpu_harness_s": verdict.cpu_overhead_s,
-            "cpu_slack_s": verdict.cpu_slack_s,
-            "cpu_descendants_s": descendants,
-            "t_alg_bounded_windows": verdict.bounded_calls,
-            "t_alg_source": verdict.source,
-            "t_call_s": statistics.fmean(c.wall_s for c in calls),
-            "t_call_per_window_s": [c.wall_s for c in calls],
-            "t_claimed_per_window_s": [c.t_jail_s for c in calls],
-        }
+        timing = timing_metrics(verdict, ran.calls, cpu_bound, descendants)
         result = self._summarize(tally, {**info, **timing})
         # Not scored; shown so that work moved out of the calls (at import, between calls, in threads) is
         # visible: session CPU beyond the timed calls' algorithm time.
         beyond = max(0.0, float(final.cpu_s) - sum(tally.times))
         return result.with_(wall_s=final.wall_s, cpu_s=final.cpu_s, provenance=prov,
                             metrics={**result.metrics, "cpu_beyond_calls_s": beyond})
-
-    def _setup_call(self, session: SandboxSession, seed: int | None, weight_type: str,
-                    deadline: float) -> tuple[Status, str] | None:
-        """The untimed first call: torch's import (torch candidates), the generators' seeds, the allocator."""
-        payload = {"setup": True, "seed": 0 if seed is None else int(seed), "weight_type": weight_type}
-        out = session.call(payload, timeout_s=max(deadline - time.perf_counter(), 0.001))
-        if out.status is not Status.OK:
-            detail = out.error.strip() or "no further detail"
-            return out.status, f"before the first rebalance: {out.status.value}: {detail}"
-        return None
-
-    def _warm_up(self, session: SandboxSession, windows: np.ndarray, weight_type: str, deadline: float) -> None:
-        """Untimed echoes of a published answer's size before the first timed call or replay, the same in
-        the candidate's session and in the calibration session: a fresh session's first round trips are
-        slower (first writes copy pages, first allocations of that size) and must weigh on neither side.
-        Their outcome is not used (a session they broke reports it on its next call)."""
-        L, E = windows.shape[1:]
-        echo = [[[L, NUM_REPLICAS], "<i2"], [[L, E, max(NUM_REPLICAS - E + 1, 1)], "<i2"], [[L, E], "<i2"]]
-        for k in range(WARM_ECHOES):
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0 or getattr(session, "closed", False):
-                return
-            session.call({**self._call_payload(windows[k % (windows.shape[0] - 1)], weight_type), "echo": echo,
-                          "wait_ns": 0}, timeout_s=remaining)
-
-    def _calibrate(self, runner: SandboxRunner, windows: np.ndarray, answers: Sequence[Any],
-                   calls: Sequence[CallTiming]) -> tuple[list[list[float]], list[list[float]], float | None]:
-        """Per call, the transport samples of its replays, in a session of our own (see ``_timing``), the
-        harness's CPU of each replay beyond its busy-wait (the worker's per-call CPU less the busy-wait's
-        own CPU; empty lists where the runner measures no per-call CPU), and the session's CPU time
-        per round trip beyond the replays' busy-waits (None if unknown).
-
-        Each replay sends the call's own window and echoes arrays of the call's own answer shapes and
-        wire dtypes after a busy-wait of its claim; ``ROUNDS`` rounds, forward then backward. All lists
-        are empty when the calibration itself fails (then ``t_alg`` falls back to the round trips).
-        """
-        sigs = [answer_signature(a) if isinstance(a, Mapping) else None for a in answers]
-        plan = [i for i in replay_plan(len(calls)) if sigs[i] is not None]
-        echoes: list[list[float]] = [[] for _ in calls]
-        overheads: list[list[float]] = [[] for _ in calls]
-        if not plan:
-            return echoes, overheads, None
-        request = RunRequest(source=CALIBRATION_SOURCE, entry=self.spec.entries, harness=self.harness,
-                             payload={}, limits=self.limits())
-        session = runner.session(request)
-        waited_total = 0.0
-        try:
-            if getattr(session, "closed", False):
-                return echoes, overheads, None
-            # the same start as the candidate's session: setup (allocator settings), then the warm-up echoes
-            setup = session.call({"setup": True, "seed": 0, "weight_type": "numpy"}, timeout_s=10.0)
-            if setup.status is not Status.OK:
-                return echoes, overheads, None
-            self._warm_up(session, windows, "numpy", time.perf_counter() + 10.0)
-            order = [i for r in range(ROUNDS) for i in (plan if r % 2 == 0 else plan[::-1])]
-            for i in order:
-                payload = {**self._call_payload(windows[i], "numpy"), "echo": sigs[i],
-                           "wait_ns": replay_wait_ns(calls[i])}
-                out = session.call(payload, timeout_s=10.0)
-                waited = reported_seconds(out.value.get("t_ns")) if isinstance(out.value, Mapping) else None
-                if out.status is not Status.OK or waited is None:
-                    return [[] for _ in calls], [[] for _ in calls], None
-                echoes[i].append(max(out.wall_s - waited, 0.0))
-                cpu = getattr(out, "cpu_s", None)
-                waited_cpu = reported_seconds(out.value.get("t_cpu_ns"))  # the busy-wait's own CPU
-                if cpu is not None and waited_cpu is not None:
-                    overheads[i].append(cpu - waited_cpu)
-                waited_total += waited
-        finally:
-            final = session.close()
-        if any(
-            len(o) != len(e) for o, e in zip(overheads, echoes, strict=False)
-        ):  # a replay without its CPU: none used
-            overheads = [[] for _ in calls]
-        if final.status is not Status.OK or not final.cpu_s:
-            return echoes, overheads, None
-        return echoes, overheads, max(0.0, float(final.cpu_s) - waited_total) / (1 + WARM_ECHOES + len(order))
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores raw data: ``{"placements": [answer per window], "t_alg_s": [trusted seconds per call]}``.

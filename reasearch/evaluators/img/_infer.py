@@ -1,38 +1,20 @@
 """The fixed inference step of ``img/folder-v1``, run in a scoring jail: weights and test images in, labels out.
 
-Run as ``python3 _infer.py REQUEST_JSON`` (a file path: no package import in the jail). It loads the
-checkpoint before any candidate code runs, without unpickling anything (``weights.npz`` with
-``allow_pickle=False``, or ``model.pt`` with ``torch.load(weights_only=True)``), imports the candidate's
-``model.py`` (the only candidate code here), calls ``build_model(config, weights)`` and then
-``predict(images)`` batch by batch, and saves the predicted class of every image to ``predictions.npy``.
-Accuracy is computed by the trusted side, which holds the labels; they never enter this jail.
+Run as ``python3 _infer.py REQUEST_JSON`` (a file path, copied into the scoring folder). It loads the
+checkpoint before any candidate code runs, without unpickling anything (``weights.npz`` or ``model.pt``:
+:mod:`reasearch.evaluators._scoring_jail`), imports the candidate's ``model.py`` (the only candidate code
+here), calls ``build_model(config, weights)`` and then ``predict(images)`` batch by batch, and saves the
+predicted class of every image to ``predictions.npy``. Accuracy is computed by the trusted side, which
+holds the labels; they never enter this jail.
 
-Candidate code here sees the held-out images, so what it prints or raises never reaches the agent: on a
-failure this harness writes only ``error.json`` (the step, the nearest built-in exception class, the
-innermost frame in the repository as ``[file, line]``), which the trusted side checks field by field
-(:mod:`reasearch.evaluators._scoring_report`); the log stays on the host for a person.
+Candidate code here sees the held-out images: on a failure this harness writes only ``error.json``
+(``_scoring_jail.write_report``), checked field by field on the trusted side; the log stays on the host.
 """
 
-import json
-import os
 import sys
 
-
-def _report(path, repo, step, exc):
-    """Writes the failure report: no message, no output, only a step, a built-in class name and a place."""
-    import builtins
-    import traceback
-
-    name = next((c.__name__ for c in type(exc).__mro__ if getattr(builtins, c.__name__, None) is c), "BaseException")
-    root = os.path.realpath(repo) + os.sep
-    where = None
-    for frame, line in traceback.walk_tb(exc.__traceback__):  # outermost first: the last match is the innermost
-        filename = os.path.realpath(frame.f_code.co_filename)
-        if filename.startswith(root):
-            where = [filename[len(root):], line]
-    with open(path, "w") as fh:
-        json.dump({"step": step, "type": name, "subclass": name != type(exc).__name__, "where": where}, fh)
-    traceback.print_exception(exc, file=sys.stderr)  # the whole story, for a person reading the host log
+# From the jail's code copy, before the candidate's repository is on sys.path.
+from reasearch.evaluators._scoring_jail import import_candidate, load_config, load_request, load_weights, write_report
 
 
 class _BadOutput(ValueError):
@@ -42,26 +24,15 @@ class _BadOutput(ValueError):
 def main(request_path: str) -> int:
     import numpy as np
 
-    with open(request_path) as fh:
-        req = json.load(fh)
+    req = load_request(request_path)
     repo, ckpt, report = req["repo"], req["ckpt"], req["report"]
     step = "weights"
     try:
-        with open(os.path.join(ckpt, "config.json")) as fh:
-            config = json.load(fh)
-        npz = os.path.join(ckpt, "weights.npz")
-        if os.path.exists(npz):
-            with np.load(npz, allow_pickle=False) as data:
-                weights = {k: data[k] for k in data.files}
-        else:
-            import torch
-
-            weights = torch.load(os.path.join(ckpt, "model.pt"), map_location="cpu", weights_only=True)
+        config = load_config(ckpt)
+        weights = load_weights(ckpt)
         images = np.load(req["inputs"], allow_pickle=False)
-        sys.path.insert(0, repo)
-        sys.dont_write_bytecode = True
         step = "import"
-        import model as candidate  # type: ignore[import-not-found]  # the candidate's model.py
+        candidate = import_candidate(repo, "model")  # the candidate's model.py: from here on candidate code runs
 
         step = "build"
         net = candidate.build_model(config, weights)
@@ -79,7 +50,7 @@ def main(request_path: str) -> int:
             else:
                 raise _BadOutput()
     except BaseException as exc:  # noqa: BLE001 -- candidate code failed: the report says where, nothing else
-        _report(report, repo, step, exc)
+        write_report(report, repo, step, exc)
         return 3
     np.save(req["out"], preds, allow_pickle=False)
     return 0

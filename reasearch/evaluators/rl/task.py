@@ -21,22 +21,22 @@ repository (:mod:`reasearch.evaluators._scoring_report`); the log stays on the h
 from __future__ import annotations
 
 import dataclasses
-import io
+import hashlib
 import json
 import math
-import time
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from reasearch.engine.files import UntrustedFileError, read_untrusted
 from reasearch.engine.gpu import SlotLease
-from reasearch.engine.training import SessionError, start_session
-from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators._secret import derive_seed, fingerprint, secret
-from reasearch.evaluators.result import EvalResult, Provenance, Status
+from reasearch.evaluators.base import _hash_modules
+from reasearch.evaluators.result import EvalResult, Provenance
+from reasearch.evaluators.rl.episodes import ActionCheck, play_episodes
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingTask, experiments_root
 
@@ -76,6 +76,8 @@ class RLTask(TrainingTask):
         memory_mb: address-space limit of CPU jobs.
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
     """
+
+    server_steps: ClassVar[Mapping[str, str]] = _SERVER_STEPS  # the policy server's steps, as the feedback names them
 
     def __init__(self, env: str = "HalfCheetah-v5", time_budget_s: float = 600.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 30.0, episodes: int = 10, max_episode_steps: int | None = None,
@@ -148,6 +150,11 @@ exception class and file:line only.
         prov = super().provenance(candidate_source, seed=seed, sandbox_mode=sandbox_mode)
         return dataclasses.replace(prov, versions={**prov.versions, "scoring_secret": fingerprint()})
 
+    def evaluator_hash(self) -> str:
+        """The base hash (the task modules), with the shared scoring loop's module folded in."""
+        loop = _hash_modules(("reasearch.evaluators.rl.episodes",))
+        return hashlib.sha256((super().evaluator_hash() + loop).encode()).hexdigest()[:16]
+
     # ------------------------------------------------------------ trusted side
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores episode returns measured by the trusted side: ``{"returns": [float, ...]}``."""
@@ -178,14 +185,6 @@ exception class and file:line only.
             return self.invalid(f"config.json is not valid JSON: {exc}")
         if not any(p.is_file() and not p.is_symlink() for p in (ckpt_dir / "weights.npz", ckpt_dir / "model.pt")):
             return self.invalid("train.py saved no weights.npz or model.pt in REASEARCH_OUT_DIR")
-        folder = exp_dir / "eval"
-        folder.mkdir(mode=0o755)
-        logs = exp_dir / "scoring"  # the server's log: kept on the host for a person, never shown to the agent
-        logs.mkdir(mode=0o700, exist_ok=True)
-        server = folder / "_policy_server.py"
-        server.write_text(Path(__file__).with_name("_policy_server.py").read_text())
-        (folder / "request.json").write_text(json.dumps({"repo": str(repo_dir), "ckpt": str(ckpt_dir),
-                                                         "report": str(folder / REPORT_NAME)}))
         kwargs: dict[str, Any] = {} if self.max_episode_steps is None else {
             "max_episode_steps": int(self.max_episode_steps)}
         envs = [gym.make(self.env, **kwargs) for _ in range(int(self.episodes))]
@@ -193,56 +192,28 @@ exception class and file:line only.
         if not isinstance(space, gym.spaces.Box):  # ENVS are continuous-control environments, all of them
             raise TypeError(f"{self.env}: expected a Box action space, got {type(space).__name__}")
         low, high = space.low.astype(np.float64), space.high.astype(np.float64)
-        obs = [e.reset(seed=s)[0] for e, s in zip(envs, scoring_seeds(self.env, int(self.episodes)), strict=True)]
-        returns = [0.0] * len(envs)
-        running = list(range(len(envs)))
-        calls = steps = 0
-        t0 = time.monotonic()
-        deadline = t0 + float(self.eval_time_limit_s)
-        try:
-            with start_session(["python3", str(server), str(folder / "request.json")], cwd=folder, lease=lease,
-                               wall_s=float(self.eval_time_limit_s) + 10, log_path=logs / "policy.log",
-                               binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
-                               memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode) as session:
-                while running:
-                    if time.monotonic() > deadline:
-                        return EvalResult.failure(Status.TIMEOUT, f"scoring passed {self.eval_time_limit_s:g} s "
-                                                                  f"after {steps} steps: the policy is too slow")
-                    batch = np.stack([obs[i] for i in running]).astype(np.float64)
-                    buf = io.BytesIO()
-                    np.save(buf, batch, allow_pickle=False)
-                    reply = session.call(buf.getvalue(), timeout_s=max(1.0, deadline - time.monotonic()))
-                    calls += 1
-                    # No text of the reply goes into the feedback: policy.act saw held-out observations.
-                    try:
-                        actions = np.load(io.BytesIO(reply), allow_pickle=False)
-                    except (ValueError, OSError, EOFError):
-                        return self.invalid("the policy server's reply was not an .npy array (candidate code "
-                                            "must not write to the reply channel, fd 1 of the server)")
-                    want = (len(running), *space.shape)
-                    if actions.shape != want or not np.issubdtype(actions.dtype, np.number):
-                        return self.invalid(f"policy.act returned an array that is not a number array of the "
-                                            f"expected shape {want} (one row per running episode)")
-                    if not np.isfinite(actions).all():
-                        return self.invalid("policy.act returned non-finite actions (NaN or inf)")
-                    actions = np.clip(actions.astype(np.float64), low, high)
-                    still = []
-                    for row, i in enumerate(running):
-                        obs[i], reward, terminated, truncated, _ = envs[i].step(actions[row])
-                        returns[i] += float(reward)
-                        steps += 1
-                        if not (terminated or truncated):
-                            still.append(i)
-                    running = still
-        except SessionError:  # its message may hold numbers the candidate chose (a frame length): not shown
-            step, text = describe_failure(folder, repo_dir, _SERVER_STEPS, "the policy server")
-            if step is None and not (folder / REPORT_NAME).exists():
-                text = (f"the policy server failed: it exited, stopped answering, or broke the reply framing after "
-                        f"{steps} environment steps. {WITHHELD}")
-            return EvalResult.failure(Status.CRASH, text, metrics={"policy_calls": calls, "env_steps": steps})
-        finally:
-            for e in envs:
-                e.close()
-        res = self.score_solution({"returns": returns})
-        return res.with_(metrics={**dict(res.metrics), "policy_calls": calls, "env_steps": steps,
-                                  "score_s": round(time.monotonic() - t0, 3)})
+
+        def check(actions: np.ndarray, n: int) -> np.ndarray | str:
+            want = (n, *space.shape)
+            if actions.shape != want or not np.issubdtype(actions.dtype, np.number):
+                return (f"policy.act returned an array that is not a number array of the expected shape {want} "
+                        f"(one row per running episode)")
+            if not np.isfinite(actions).all():
+                return "policy.act returned non-finite actions (NaN or inf)"
+            return np.clip(actions.astype(np.float64), low, high)
+
+        return self._score_episodes(envs, scoring_seeds(self.env, int(self.episodes)), exp_dir=exp_dir,
+                                    repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease, dtype=np.float64, check=check)
+
+    def _score_episodes(self, envs: list[Any], seeds: list[int], *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path,
+                        lease: SlotLease, dtype: type[np.generic], check: ActionCheck, **extra: Any) -> EvalResult:
+        """Plays the held-out episodes against the policy server (:func:`play_episodes`) and scores the returns;
+        ``extra`` joins the play's metrics."""
+        played = play_episodes(envs, seeds, exp_dir=exp_dir, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease,
+                               dtype=dtype, check=check, invalid=self.invalid, steps=self.server_steps,
+                               time_limit_s=float(self.eval_time_limit_s), memory_mb=int(self.memory_mb),
+                               sandbox_mode=self.sandbox_mode)
+        if isinstance(played, EvalResult):
+            return played
+        res = self.score_solution({"returns": played.returns})
+        return res.with_(metrics={**dict(res.metrics), **played.metrics(**extra)})
