@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from reasearch.agent import Agent
-from reasearch.agent.testing import Run
 from reasearch.agent.tools import ToolError, Workspace, WorkspaceTools
 from reasearch.errors import ConfigError
+from reasearch.runs import Run
 
 SECRET = "SECRET-API-KEY-do-not-leak-4242"
 
@@ -241,10 +241,10 @@ def test_a_symlinked_parent_folder_leaks_no_environment_into_an_experiment_over_
     and ``read_file`` into the model's context. Over MCP, the same tools."""
     from reasearch.agent import AgentConfig, ModelSpec
     from reasearch.agent.mcp.driver import McpDriver, _agent
-    from reasearch.agent.testing import InstanceExecutor
     from reasearch.evaluators.testing import ToyRepoTrainingTask
     from reasearch.runs import Run as StoredRun
     from reasearch.runs import open_store
+    from reasearch.runs.testing import InstanceExecutor
     from tests.agent.mcp_helpers import call_through_server, text
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
