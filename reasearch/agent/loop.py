@@ -105,7 +105,7 @@ class Agent:
     """One agent working on one run.
 
     Args:
-        run: the run (``reasearch.engine.Run`` or anything with the same API).
+        run: the run (a :class:`reasearch.runs.Run`).
         root: this run's directory (``<run_dir>/<run_id>``): ``workspace/`` and ``transcripts/`` live there.
         config: loop settings; default: read from ``run.config["agent"]``.
         models: a model per role (``agent``, ``editor``, ``summarizer``); missing roles are built from
@@ -279,7 +279,7 @@ class Agent:
             return f"the turn limit ({self.config.max_turns}) is reached", False
         if self.config.max_wall_s is not None and self.elapsed() >= self.config.max_wall_s:
             return f"the wall-time limit ({self.config.max_wall_s:g} s) is reached", False
-        unit = Unit(getattr(self.run, "eval_unit", Unit.EVALUATIONS))  # a prompt task spends student calls
+        unit = self.run.eval_unit  # a prompt task spends student calls
         left = remaining.get(unit)
         if left is not None and left <= 0:
             return f"the {unit.value} budget is spent", False
