@@ -310,7 +310,7 @@ def _plant(root: Path, kind: str, name: str) -> str:
 
 def _read_with_every_reader(root: Path, rel: str) -> list[str]:
     """What each host-side reader returns (or refuses) for ``rel`` beneath ``root``."""
-    from reasearch.agent.tools.experiments import _read_file, _read_status
+    from reasearch.agent.tools.experiment_runner import read_experiment_file, read_status
     from reasearch.evaluators.guarded_path import UnsafePathError
     from reasearch.evaluators.repo import read_repo_dir
 
@@ -318,9 +318,9 @@ def _read_with_every_reader(root: Path, rel: str) -> list[str]:
     readers: list[Callable[[], object]] = [
         lambda: WorkspaceTools(Workspace(root)).read_file(rel),
         lambda: read_repo_dir(root, listed=[rel]),
-        lambda: _read_file(root, rel, None)[0][:4096],
-        lambda: _read_file(root, rel, 3)[0][:4096],
-        lambda: _read_status(root / rel.rsplit("/", 1)[0]),
+        lambda: read_experiment_file(root, rel, None)[0][:4096],
+        lambda: read_experiment_file(root, rel, 3)[0][:4096],
+        lambda: read_status(root / rel.rsplit("/", 1)[0]),
     ]
     for read in readers:
         try:
