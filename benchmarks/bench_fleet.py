@@ -27,8 +27,8 @@ import pytest
 
 from reasearch._bench.store import new_bench_run, postgres_url, record_evaluations
 from reasearch.agent import build_model, start_run
-from reasearch.agent.testing import call, say
 from reasearch.fleets.fleet import FleetSpec, run_fleet
+from reasearch.models.testing import call, say
 from reasearch.runs.store import open_store
 
 TASK = "circle_packing/n26-v1"

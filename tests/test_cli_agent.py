@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.agent.testing import call, say
 from reasearch.cli import main
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.models.testing import call, say
 from reasearch.runs import Run, RunState, Unit, open_store
 
 IMPROVED = '''import numpy as np
@@ -80,7 +80,7 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_optimize_against_a_local_messages_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from reasearch.agent.testing import FakeAnthropicServer
+    from reasearch.models.testing import FakeAnthropicServer
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-from-env")
     replies = [say("", call("evaluate")), say("", call("finish", reason="the seed is all I had"))]
@@ -106,7 +106,7 @@ def test_a_dollar_cap_needs_known_prices(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_a_failing_model_interrupts_the_run_and_says_how_to_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from reasearch.agent.testing import FakeAnthropicServer
+    from reasearch.models.testing import FakeAnthropicServer
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     with FakeAnthropicServer([], fail_first=[400]) as server:
@@ -154,7 +154,7 @@ def test_a_misbehaving_endpoint_interrupts_the_run_without_a_traceback(
 # ---------------------------------------------------------------- resume: endpoints and model options
 def test_resume_records_model_options_and_refuses_a_silent_endpoint_change(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from reasearch.agent.testing import FakeAnthropicServer
+    from reasearch.models.testing import FakeAnthropicServer
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     with FakeAnthropicServer([say("", call("evaluate"))]) as first:  # then "script used up": HTTP 500
@@ -206,7 +206,7 @@ def test_resume_and_replay_refuse_a_mistyped_run_dir(tmp_path: Path, command: st
 @pytest.mark.parametrize("flags", [["--budget", "0"], ["--max-dollars", "0"], ["--max-tokens", "0"]])
 def test_a_budget_that_allows_nothing_is_refused_before_any_model_call(
         tmp_path: Path, flags: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from reasearch.agent.testing import FakeAnthropicServer
+    from reasearch.models.testing import FakeAnthropicServer
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     with FakeAnthropicServer([say("", call("finish", reason="x"))]) as server:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from reasearch.agent.testing import FakeAnthropicServer, FakeOpenAIServer, call, say
 from reasearch.cli import main
 from reasearch.models.messages import ModelReply
+from reasearch.models.testing import FakeAnthropicServer, FakeOpenAIServer, call, say
 from reasearch.runs import open_store
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.agent.testing import call, say
 from reasearch.cli import main
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.prompt.testing import (
@@ -18,6 +17,7 @@ from reasearch.evaluators.prompt.testing import (
     gsm8k_answer_key,
     write_synthetic_gsm8k,
 )
+from reasearch.models.testing import call, say
 from reasearch.runs import Run, RunState, Unit, open_store
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.agent.testing import call, say
 from reasearch.cli import main
 from reasearch.evaluators.testing import ToyTask
 from reasearch.fleets.fleet import FleetSpec, run_fleet
+from reasearch.models.testing import call, say
 from reasearch.runs.run import Run
 from reasearch.runs.store import open_store
 

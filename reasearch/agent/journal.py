@@ -1,4 +1,4 @@
-"""The agent's view of a run: the Run API subset it uses, and a journal that replays recorded steps.
+"""The agent's journal of a run: every step recorded in the run's event log, replayed on resume.
 
 Every step is written to the run's event log before it is acted upon. On resume the loop runs again
 from the start: where the journal holds a step, the recorded model reply or tool result is used
@@ -9,59 +9,18 @@ loop continues live.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from reasearch.evaluators.base import Task
-from reasearch.evaluators.result import EvalResult
 from reasearch.runs.events import REPLY_KINDS, base_kind
+from reasearch.runs.run import Run
 
-__all__ = ["Journal", "RunLike"]
-
-
-@runtime_checkable
-class RunLike(Protocol):
-    """What the agent needs of :class:`reasearch.engine.Run` (the Run API)."""
-
-    id: str
-    task_id: str
-    config: dict
-    seed: int
-
-    @property
-    def task(self) -> Task: ...
-
-    def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
-                 seed: int | None = None) -> EvalResult: ...
-
-    def add_candidate(self, source: str, *, parent: str | None = None, note: str = "") -> str: ...
-
-    def lineage_parent(self, source: str) -> str | None: ...
-
-    def debit(self, unit: Any, amount: float, *, step: int, note: str = "") -> None: ...
-
-    def reserve(self, costs: Mapping[Any, float], *, wait: bool = False) -> tuple[str, Any]: ...
-
-    def release(self, token: str) -> None: ...
-
-    def settle(self, token: str | None, costs: Mapping[Any, float], *, step: int, note: str) -> None: ...
-
-    def log_event(self, step: int, kind: str, payload: Mapping[str, Any]) -> None: ...
-
-    def events(self, *, kind: str | None = None) -> list[Any]: ...
-
-    def remaining(self) -> dict[Any, float | None]: ...
-
-    def best(self) -> tuple[str, EvalResult] | None: ...
-
-    def candidate_source(self, candidate_id: str) -> str: ...
-
-    def finish(self, *, state: str = "finished", final_candidate: str | None = None, reason: str = "") -> None: ...
+__all__ = ["Journal"]
 
 
 class Journal:
     """Recorded events by (step, kind), read once when the agent starts; writes go to the run."""
 
-    def __init__(self, run: RunLike) -> None:
+    def __init__(self, run: Run) -> None:
         self.run = run
         self._events: dict[tuple[int, str], dict[str, Any]] = {}
         self._kinds: dict[int, list[str]] = {}

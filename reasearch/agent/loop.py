@@ -14,6 +14,8 @@ step. Before ``finish`` and before the run concludes, running background work is
 Drivers other than :meth:`Agent.optimize` (the MCP server, where the client is the model) use the same
 public step API: :meth:`Agent.begin` (step 0), :meth:`Agent.collect` and :meth:`Agent.observe` (apply
 background and tool results), :meth:`Agent.settle` and :meth:`Agent.conclude` (the final choice).
+Model calls (held, journaled and debited; retried, continued or sent to a fallback) are the
+:class:`~reasearch.agent.model_calls.ModelCalls` part of the agent.
 """
 
 from __future__ import annotations
@@ -22,20 +24,17 @@ import json
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reasearch.agent._routing import edit_problem, fallback_role
-from reasearch.agent.config import ROLES, AgentConfig
+from reasearch.agent.config import AgentConfig
 from reasearch.agent.console import write_final_files
 from reasearch.agent.journal import Journal
+from reasearch.agent.model_calls import HARD_UNITS, ModelCalls, require_prices, role_models
 from reasearch.agent.prompts import (
-    CONTINUE_MESSAGE,
     LESSONS_TEMPLATE,
     NO_TOOL_NUDGE,
-    RETRY_CUT,
-    RETRY_EMPTY,
     START_MESSAGE,
     SUMMARY_REQUEST,
     agent_system,
@@ -49,13 +48,12 @@ from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
-from reasearch.errors import BudgetExceededError, ConfigError, ModelError
+from reasearch.errors import BudgetExceededError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
-from reasearch.models import Model, ModelSpec, build_model
+from reasearch.models import Model
 from reasearch.models.messages import (
     ModelReply,
     ModelRequest,
-    StopReason,
     ToolCall,
     Usage,
     estimate_tokens,
@@ -64,7 +62,6 @@ from reasearch.models.messages import (
 )
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import reserve_model_call
 from reasearch.runs.run import Run
 
 __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult", "require_prices"]
@@ -72,7 +69,6 @@ __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult",
 LESSONS_FILE = "lessons.md"
 TASK_FILE = "TASK.md"
 _MAX_SOURCE = 2 * 1024 * 1024
-_HARD_UNITS = (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)  # no wrap-up turn: it would spend more of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +97,11 @@ class AgentProgress:
     context_tokens: int
 
 
-class Agent:
+class Agent(ModelCalls):
     """One agent working on one run.
 
     Args:
-        run: the run (``reasearch.engine.Run`` or anything with the same API).
+        run: the run (a :class:`reasearch.runs.Run`).
         root: this run's directory (``<run_dir>/<run_id>``): ``workspace/`` and ``transcripts/`` live there.
         config: loop settings; default: read from ``run.config["agent"]``.
         models: a model per role (``agent``, ``editor``, ``summarizer``); missing roles are built from
@@ -132,7 +128,7 @@ class Agent:
         # the run's own dollar cap needs prices (start_run checks it before anything is stored).
         if run.remaining().get(Unit.DOLLARS) is not None and "dollars" not in fleet_caps:
             require_prices(self.config)
-        self.models = _role_models(self.config, dict(models or {}), self.journal)
+        self.models = role_models(self.config, dict(models or {}), self.journal)
         self._exec_fn = exec_fn
         self.lessons_preload = lessons
         self.on_progress = on_progress
@@ -268,7 +264,7 @@ class Agent:
     def _limit(self) -> tuple[str | None, bool]:
         """(the first limit reached, whether it is hard), checked before every model call."""
         remaining = self.run.remaining()
-        for unit in _HARD_UNITS:
+        for unit in HARD_UNITS:
             left = remaining.get(unit)
             if left is not None and left <= 0:
                 return f"the {unit.value} budget is spent", True
@@ -279,7 +275,7 @@ class Agent:
             return f"the turn limit ({self.config.max_turns}) is reached", False
         if self.config.max_wall_s is not None and self.elapsed() >= self.config.max_wall_s:
             return f"the wall-time limit ({self.config.max_wall_s:g} s) is reached", False
-        unit = Unit(getattr(self.run, "eval_unit", Unit.EVALUATIONS))  # a prompt task spends student calls
+        unit = self.run.eval_unit  # a prompt task spends student calls
         left = remaining.get(unit)
         if left is not None and left <= 0:
             return f"the {unit.value} budget is spent", False
@@ -442,115 +438,7 @@ class Agent:
         return AgentResult(self.run.id, "finished", rec["candidate"], rec["score"], rec["chosen_by"], rec["reason"],
                            self.turn, self.step)
 
-    # ---------------------------------------------------------------- model calls
-    def complete(self, role: str, request: ModelRequest, *, kind: str, step: int | None = None) -> ModelReply:
-        """A model call for ``role``; when the role has a fallback model and the reply is unusable (no
-        usable reply; for an edit, code that does not compile, define the entry point or import), the
-        fallback redoes the call. Every attempt of both models is journaled and debited."""
-        step = self.step if step is None else step
-        fallback = fallback_role(role)
-        if fallback not in self.models:
-            return self._complete(role, request, kind=kind, step=step)
-        rec = self.journal.get(step, f"fallback.{kind}")
-        if rec is None:
-            try:
-                reply = self._complete(role, request, kind=kind, step=step)
-                problem = self._reply_problem(kind, reply)
-            except ModelError as exc:
-                problem = f"no usable reply: {exc}"
-            if problem is None:
-                return reply
-            rec = self.journal.record(step, f"fallback.{kind}", {
-                "role": role, "from": self.models[role].name, "to": self.models[fallback].name, "reason": problem})
-        else:  # replaying: the cheap attempts are debited as recorded (never called again), then the fallback's
-            for attempt in range(self.config.max_reply_attempts):
-                key = kind if attempt == 0 else f"{kind}.{attempt}"
-                if (cheap := self.journal.get(step, key)) is None:
-                    break
-                self._debit(step, f"{role}:{key}", ModelReply.from_dict(cheap["reply"]))
-        return self._complete(fallback, request, kind=f"{kind}.fallback", step=step)
-
-    def _reply_problem(self, kind: str, reply: ModelReply) -> str | None:
-        """Why a role's reply should go to its fallback (edits only: the other kinds fall back on errors)."""
-        if kind != "edit_reply":
-            return None
-        return edit_problem(reply.text, self.task.spec.entries, workspace=self.workspace.root, exec_fn=self._exec_fn,
-                            timeout_s=min(30.0, self.config.tool_timeout_s), memory_mb=self.config.tool_memory_mb,
-                            sandbox_mode=self.config.sandbox_mode)
-
-    def endpoints(self) -> dict[str, str | None]:
-        """Where each role's model sends its calls (None: a model that calls nothing, e.g. scripted)."""
-        return {role: getattr(m, "endpoint", None) for role, m in self.models.items()}
-
-    def _complete(self, role: str, request: ModelRequest, *, kind: str, step: int) -> ModelReply:
-        """A model call for ``role``, journaled and debited; empty or cut-off replies are recovered.
-
-        A reply cut off in plain text is continued; one cut off inside a tool call, or empty, is asked
-        again. Every attempt is recorded and debited; after ``max_reply_attempts`` it raises ModelError.
-        """
-        model, messages = self.models[role], list(request.messages)
-        parts: list[ModelReply] = []
-        for attempt in range(self.config.max_reply_attempts):
-            key = kind if attempt == 0 else f"{kind}.{attempt}"
-            rec = self.journal.get(step, key)
-            token: str | None = None
-            if rec is None:
-                self._check_money()
-                token, call_request = self._reserve_call(role, model, replace(request, messages=messages))
-                try:
-                    reply = _call(model, call_request)
-                    rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
-                                                          "reply": reply.to_dict(), "elapsed_s": self.elapsed()})
-                except BaseException:
-                    self.run.release(token)  # no answer: nothing to pay, the hold goes back at once
-                    raise
-            elif self.journal.replaying(step):
-                self._elapsed_base, self._t0 = float(rec.get("elapsed_s", 0.0)), self.clock()
-            reply = ModelReply.from_dict(rec["reply"])
-            self._last_usage = reply.usage
-            self._debit(step, f"{role}:{key}", reply, token)
-            if reply.truncated and reply.text and not reply.tool_calls:
-                parts.append(reply)
-                messages = [*messages, reply.as_message(), {"role": "user", "content": [text_block(CONTINUE_MESSAGE)]}]
-            elif reply.truncated or reply.is_empty:
-                parts = []
-                messages = list(_with_note(request.messages, RETRY_CUT if reply.truncated else RETRY_EMPTY))
-            else:
-                return _merge([*parts, reply])
-        raise ModelError(f"{model.name} gave no usable reply in {self.config.max_reply_attempts} attempts "
-                         f"(replies were empty or cut off at the token limit); raise max_tokens or resume the run")
-
-    def _check_money(self) -> None:
-        """Before every live model call (agent, editor, summarizer): no call past a spent cap."""
-        remaining = self.run.remaining()
-        for unit in _HARD_UNITS:
-            left = remaining.get(unit)
-            if left is not None and left <= 0:
-                raise BudgetExceededError(f"the {unit.value} budget is spent: no further model call")
-
-    def _reserve_call(self, role: str, model: Model, request: ModelRequest) -> tuple[str, ModelRequest]:
-        """Holds one model call, its tokens and its dollars at their worst (the prompt's estimate plus the
-        reply's max tokens, at the model's price) in the store before the call: the run's caps and its
-        fleet's are then held by every driver and fleet member calling at once, not only checked. Near
-        a token or dollar cap the reply's limit is lowered to what is left (the request returned).
-        A refusal stops the run (BudgetExceededError) with the cap that refused it."""
-        spec = getattr(model, "spec", None)
-        token, refusal, request = reserve_model_call(self.run, request,
-                                                     spec if isinstance(spec, ModelSpec) else self.config.model(role))
-        if token is None:  # no token exactly when a cap refused the call
-            raise BudgetExceededError(refusal or "the model call could not be reserved")
-        return token, request
-
-    def _debit(self, step: int, note: str, reply: ModelReply, token: str | None = None) -> None:
-        """The call's actual cost, debited together with the release of its reservation (the unused part returns)."""
-        self.run.settle(token, {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(reply.usage.total),
-                                Unit.DOLLARS: float(reply.cost_usd or 0.0)}, step=step, note=note)
-
     # ---------------------------------------------------------------- state
-    def elapsed(self) -> float:
-        """Active wall seconds of this run, summed over resumed sessions."""
-        return self._elapsed_base + self.clock() - self._t0
-
     def lessons(self) -> str:
         """lessons.md through the workspace's guarded reader (never a symlink, FIFO or device; capped);
         empty in the no-lessons ablation."""
@@ -608,77 +496,3 @@ class Agent:
             best = self.best_record()
             self.on_progress(AgentProgress(self.turn, self.step, best.score if best else None, self.run.remaining(),
                                            self.last_tool, self.context_tokens))
-
-
-def require_prices(config: AgentConfig) -> None:
-    """Raises ConfigError unless every model that can spend has a price (a dollar cap needs them)."""
-    specs = [(role, config.model(role)) for role in ROLES]
-    specs += [(f"{role} fallback", spec) for role, spec in config.fallbacks.items()]
-    for role, spec in specs:
-        if spec.provider != "scripted" and spec.price is None:
-            raise ConfigError(f"the run caps dollars but no price is known for the {role} model {spec.name!r}: "
-                              "give price_in and price_out (USD per million tokens; --price-in/--price-out)")
-
-
-def _role_models(config: AgentConfig, given: dict[str, Model], journal: Journal) -> dict[str, Model]:
-    """A client per role: given ones, else built from the config; the editor and the summarizer share
-    the agent's client unless the config names their own."""
-    models: dict[str, Model] = {}
-    built: list[Model] = []
-    for role in ROLES:
-        if role in given:
-            models[role] = given[role]
-        elif role != "agent" and role not in config.models:
-            models[role] = models["agent"]
-        else:
-            models[role] = build_model(config.model(role))
-            built.append(models[role])
-    for role, spec in config.fallbacks.items():
-        key = fallback_role(role)
-        models[key] = given[key] if key in given else build_model(spec)
-        if key not in given:
-            built.append(models[key])
-    for model in built:  # a scripted model built from its file skips the replies the journal holds
-        if hasattr(model, "advance"):
-            model.advance(sum(len(journal.reply_kinds(role)) for role, m in models.items() if m is model))
-    return models
-
-
-def _call(model: Model, request: ModelRequest) -> ModelReply:
-    """``model.complete``; whatever a client raises besides our own errors becomes a ModelError (resumable)."""
-    try:
-        reply = model.complete(request)
-    except (ModelError, BudgetExceededError, KeyboardInterrupt):
-        raise
-    except Exception as exc:  # a client bug or an endpoint nobody anticipated: the run stays resumable
-        raise ModelError(f"{model.name} failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
-    if not isinstance(reply, ModelReply):
-        raise ModelError(f"{model.name} returned {type(reply).__name__}, not a ModelReply")
-    return reply
-
-
-def _with_note(messages: Any, note: str) -> list[dict[str, Any]]:
-    """The conversation with ``note`` added to its last (user) message."""
-    out = [dict(m) for m in messages]
-    last = out[-1]
-    content = last["content"] if isinstance(last["content"], list) else [text_block(str(last["content"]))]
-    out[-1] = {**last, "content": [*content, text_block(note)]}
-    return out
-
-
-def _merge(parts: list[ModelReply]) -> ModelReply:
-    """One reply from a reply cut off and its continuations (texts joined, usage summed)."""
-    if len(parts) == 1:
-        return parts[0]
-    text = "".join(p.text for p in parts)
-    last = parts[-1]
-    blocks = [text_block(text)] + [b for b in last.content if b.get("type") != "text"]
-    usage = Usage(*(sum(getattr(p.usage, f) for p in parts) for f in
-                    ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")))
-    return ModelReply(
-        tuple(blocks),
-        last.stop_reason if last.stop_reason is not StopReason.MAX_TOKENS else StopReason.END_TURN,
-        usage,
-        sum(p.cost_usd for p in parts),
-        last.model,
-    )

@@ -1,6 +1,12 @@
-"""Is a driver's process still there? What a resume on the same host uses to reclaim a dead driver's budget.
+"""Driver liveness: heartbeats, what counts as a live driver, a run's shown state and its active time.
 
-A driver records its host, pid and process start (:func:`process_start`: the boot id and the start
+A process that drives a run beats every :data:`HEARTBEAT_S` seconds (:class:`Heartbeat`, a daemon
+thread that also extends the lease on its budget reservations); a running run none of whose drivers
+beat for :data:`STALE_S` seconds is shown as interrupted (:func:`effective_state`), and its active wall
+time is the union of its driver sessions (:func:`active_seconds`).
+
+Is a driver's process still there? What a resume on the same host uses to reclaim a dead driver's budget:
+a driver records its host, pid and process start (:func:`process_start`: the boot id and the start
 time in clock ticks from ``/proc/<pid>/stat``), so a pid reused by another process after the driver
 died is not mistaken for it. Linux only; elsewhere nothing is known to be gone and reservations of
 dead drivers simply expire. Reads ``/proc`` only; trusts nothing a candidate writes.
@@ -10,10 +16,19 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
 
-from reasearch.runs.store import DriverRecord
+from reasearch.runs.store import DriverRecord, RunRecord, RunState, Store
 
-__all__ = ["process_start", "driver_gone"]
+__all__ = ["HEARTBEAT_S", "RESERVATION_TTL_S", "STALE_S", "Heartbeat", "active_seconds", "active_seconds_of",
+           "driver_gone", "effective_state", "live_drivers", "process_start"]
+
+HEARTBEAT_S = 10.0  # how often a driving Run says it is alive (and extends its reservations)
+STALE_S = 45.0  # a running run none of whose drivers beat for this long is shown as interrupted
+RESERVATION_TTL_S = 60.0  # a reservation of a driver that stopped beating expires after this
 
 
 def process_start(pid: int) -> str:
@@ -34,7 +49,7 @@ def driver_gone(driver: DriverRecord) -> bool:
     """True when ``driver`` ran on this host and its process is gone (or its pid now names another process).
 
     Drivers of other hosts, and records without a start time where the pid is in use, are not known to
-    be gone: their reservations expire instead, a TTL (``run.RESERVATION_TTL_S``) after their last beat.
+    be gone: their reservations expire instead, a TTL (:data:`RESERVATION_TTL_S`) after their last beat.
     """
     if driver.stopped or driver.host != socket.gethostname() or driver.pid <= 0:
         return driver.stopped
@@ -44,3 +59,90 @@ def driver_gone(driver: DriverRecord) -> bool:
     if not now:
         return True  # no such process
     return bool(driver.proc_start) and now != driver.proc_start
+
+
+def live_drivers(store: Store, run_id: str, *, now: float | None = None) -> list[DriverRecord]:
+    """The drivers of a run that beat within :data:`STALE_S` seconds and did not stop: processes that hold it."""
+    now = time.time() if now is None else now
+    return [d for d in store.drivers(run_id) if not d.stopped and now - d.heartbeat_at < STALE_S]
+
+
+def effective_state(store: Store, record: RunRecord, *, now: float | None = None) -> RunState:
+    """The state a person should see: ``interrupted`` for a ``running`` run whose drivers all died.
+
+    A driver beats every :data:`HEARTBEAT_S` seconds; a run still marked ``running`` whose drivers
+    all stopped beating :data:`STALE_S` seconds ago (``kill -9``, a lost node) is reported as
+    ``interrupted`` until a driver resumes it. Nothing is written: only a resume changes the state.
+    """
+    if record.state is not RunState.RUNNING:
+        return record.state
+    drivers = store.drivers(record.id)
+    if not drivers:  # recorded before liveness existed: no evidence either way
+        return record.state
+    return RunState.RUNNING if live_drivers(store, record.id, now=now) else RunState.INTERRUPTED
+
+
+def active_seconds_of(record: RunRecord, drivers: Sequence[DriverRecord], *, now: float) -> float:
+    """A run's active wall time: the union of its driver sessions, so time it sat interrupted is not counted.
+
+    A session runs from its driver's ``started_at`` to its last heartbeat, or to ``now`` while it still
+    beats (a driver killed without a word loses at most :data:`HEARTBEAT_S` of its last stretch). A run
+    recorded without drivers counts from its creation to its last write (to ``now`` while it runs). This is
+    the one definition: the end-of-run summary, ``reasearch runs`` and the report all call it.
+    """
+    if not drivers:
+        end = now if record.state is RunState.RUNNING else record.updated_at
+        return max(0.0, end - record.created_at)
+    spans = []
+    for d in drivers:
+        alive = not d.stopped and now - d.heartbeat_at < STALE_S
+        end = now if alive else d.heartbeat_at
+        if end > d.started_at:
+            spans.append((d.started_at, end))
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):  # overlapping sessions (two drivers at once) count once
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def active_seconds(store: Store, record: RunRecord, *, now: float | None = None) -> float:
+    """:func:`active_seconds_of` the run's drivers as the store has them."""
+    return active_seconds_of(record, store.drivers(record.id), now=time.time() if now is None else now)
+
+
+_OWN_START = process_start(os.getpid())
+
+
+class Heartbeat:
+    """A daemon thread that records, every :data:`HEARTBEAT_S` seconds, that this process drives a run."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.driver_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._beat()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run_id}", daemon=True)
+        self._thread.start()
+
+    def _beat(self, *, stopped: bool = False) -> None:
+        self.store.heartbeat(self.run_id, self.driver_id, host=socket.gethostname(), pid=os.getpid(),
+                             ttl_s=RESERVATION_TTL_S, stopped=stopped, proc_start=_OWN_START)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                self._beat()
+            except Exception:  # the store was closed under us: the run is over for this process
+                return
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        try:
+            self._beat(stopped=True)
+        except Exception:  # store already closed: staleness tells the same story a little later
+            pass

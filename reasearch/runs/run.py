@@ -16,22 +16,17 @@ Example::
 
 from __future__ import annotations
 
-import math
-import os
-import socket
-import statistics
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
 from reasearch.evaluators.registry import make
-from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.scores import best_index, ok_score, since_best
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.cache import EvalCache, cache_key
@@ -42,13 +37,32 @@ from reasearch.runs.executor import (
     resolve_task,
     task_entry_of,
 )
-from reasearch.runs.fleet_link import FleetLink
-from reasearch.runs.ledger import Budget, LedgerEntry, Unit, refusal_message
+from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.lineage import nearest_candidate
-from reasearch.runs.liveness import driver_gone, process_start
+from reasearch.runs.liveness import (
+    HEARTBEAT_S,
+    RESERVATION_TTL_S,
+    STALE_S,
+    Heartbeat,
+    active_seconds,
+    active_seconds_of,
+    driver_gone,
+    effective_state,
+    live_drivers,
+    process_start,
+)
+from reasearch.runs.run_budget import (
+    cost_units,
+    fleet_caps,
+    fleet_left,
+    held_by_others_only,
+    refusal_text,
+    refused_result,
+    refused_while_held,
+)
+from reasearch.runs.status import RunStatus, ScoreSpread, score_spreads
 from reasearch.runs.store import (
     CandidateRecord,
-    DriverRecord,
     EvaluationRecord,
     Event,
     Refusal,
@@ -59,216 +73,17 @@ from reasearch.runs.store import (
 )
 
 __all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "active_seconds", "active_seconds_of",
-           "effective_state", "refusal_text", "driver_gone", "process_start"]
+           "effective_state", "refusal_text", "driver_gone", "process_start",
+           # importable from here as before the cut (liveness: runs/liveness.py)
+           "HEARTBEAT_S", "STALE_S", "RESERVATION_TTL_S", "OTHERS_WAIT_S", "live_drivers"]
 
 _EVALUATE_NOTE = "evaluate"  # ledger note of an evaluation's own debit
 _SHARED_CACHE_NOTE = "evaluate (shared cache)"  # a first evaluation in this run, computed earlier by another
 
-HEARTBEAT_S = 10.0  # how often a driving Run says it is alive (and extends its reservations)
-STALE_S = 45.0  # a running run none of whose drivers beat for this long is shown as interrupted
-RESERVATION_TTL_S = 60.0  # a reservation of a driver that stopped beating expires after this
 # How long an evaluation refused only because other drivers' reservations hold the budget waits for them
 # (a dead driver's expire within the TTL; a dead one on this host is reclaimed at once).
 OTHERS_WAIT_S = RESERVATION_TTL_S + HEARTBEAT_S
 _OTHERS_POLL_S = 0.25
-
-
-def refusal_text(refusal: tuple[Unit, float, float]) -> str:
-    """The feedback of a refused reservation; a fleet-wide cap says so (raising the run's cap would not help)."""
-    unit, used, cap = refusal
-    fleet_id = getattr(refusal, "fleet_id", None)
-    if fleet_id is None:
-        return refusal_message(unit, used, cap)
-    return (f"fleet {fleet_id}'s {unit.label} budget is spent: {used:g}/{cap:g} used or held by its members; "
-            f"this request was not run (raise the fleet's '{unit.value}' cap to continue)")
-
-
-def live_drivers(store: Store, run_id: str, *, now: float | None = None) -> list[DriverRecord]:
-    """The drivers of a run that beat within :data:`STALE_S` seconds and did not stop: processes that hold it."""
-    now = time.time() if now is None else now
-    return [d for d in store.drivers(run_id) if not d.stopped and now - d.heartbeat_at < STALE_S]
-
-
-def effective_state(store: Store, record: RunRecord, *, now: float | None = None) -> RunState:
-    """The state a person should see: ``interrupted`` for a ``running`` run whose drivers all died.
-
-    A driver beats every :data:`HEARTBEAT_S` seconds; a run still marked ``running`` whose drivers
-    all stopped beating :data:`STALE_S` seconds ago (``kill -9``, a lost node) is reported as
-    ``interrupted`` until a driver resumes it. Nothing is written: only a resume changes the state.
-    """
-    if record.state is not RunState.RUNNING:
-        return record.state
-    drivers = store.drivers(record.id)
-    if not drivers:  # recorded before liveness existed: no evidence either way
-        return record.state
-    return RunState.RUNNING if live_drivers(store, record.id, now=now) else RunState.INTERRUPTED
-
-
-def active_seconds_of(record: RunRecord, drivers: Sequence[DriverRecord], *, now: float) -> float:
-    """A run's active wall time: the union of its driver sessions, so time it sat interrupted is not counted.
-
-    A session runs from its driver's ``started_at`` to its last heartbeat, or to ``now`` while it still
-    beats (a driver killed without a word loses at most :data:`HEARTBEAT_S` of its last stretch). A run
-    recorded without drivers counts from its creation to its last write (to ``now`` while it runs). This is
-    the one definition: the end-of-run summary, ``reasearch runs`` and the report all call it.
-    """
-    if not drivers:
-        end = now if record.state is RunState.RUNNING else record.updated_at
-        return max(0.0, end - record.created_at)
-    spans = []
-    for d in drivers:
-        alive = not d.stopped and now - d.heartbeat_at < STALE_S
-        end = now if alive else d.heartbeat_at
-        if end > d.started_at:
-            spans.append((d.started_at, end))
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(spans):  # overlapping sessions (two drivers at once) count once
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
-
-
-def active_seconds(store: Store, record: RunRecord, *, now: float | None = None) -> float:
-    """:func:`active_seconds_of` the run's drivers as the store has them."""
-    return active_seconds_of(record, store.drivers(record.id), now=time.time() if now is None else now)
-
-
-_OWN_START = process_start(os.getpid())
-
-
-class _Heartbeat:
-    """A daemon thread that records, every :data:`HEARTBEAT_S` seconds, that this process drives a run."""
-
-    def __init__(self, store: Store, run_id: str) -> None:
-        self.store = store
-        self.run_id = run_id
-        self.driver_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._stop = threading.Event()
-        self._beat()
-        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run_id}", daemon=True)
-        self._thread.start()
-
-    def _beat(self, *, stopped: bool = False) -> None:
-        self.store.heartbeat(self.run_id, self.driver_id, host=socket.gethostname(), pid=os.getpid(),
-                             ttl_s=RESERVATION_TTL_S, stopped=stopped, proc_start=_OWN_START)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            try:
-                self._beat()
-            except Exception:  # the store was closed under us: the run is over for this process
-                return
-
-    def stop(self) -> None:
-        if self._stop.is_set():
-            return
-        self._stop.set()
-        try:
-            self._beat(stopped=True)
-        except Exception:  # store already closed: staleness tells the same story a little later
-            pass
-
-
-def _held_by_others_only(refusal: Refusal, amounts: Mapping[Unit, float]) -> bool:
-    """True when the request would fit but for what other drivers of the run hold (not the budget's end)."""
-    unit, used, cap = refusal
-    held = getattr(refusal, "held_by_others", 0.0)
-    return held > 0 and Budget({unit: cap}).allows(unit, used - held, float(amounts.get(unit, 0.0)))
-
-
-def _units(costs: Mapping[Any, Any]) -> dict[Unit, float]:
-    """Costs keyed by :class:`Unit`, each a finite amount >= 0."""
-    out: dict[Unit, float] = {}
-    for key, value in costs.items():
-        amount = float(value)
-        if not (amount >= 0 and amount != float("inf")):
-            raise ConfigError(f"an evaluation cost must be a finite amount >= 0, not {key}={value!r}")
-        out[Unit(key)] = amount
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class RunStatus:
-    """A summary of a run (what ``reasearch show`` prints and the agent's state snapshot reads).
-
-    Attributes:
-        run_id: the run.
-        task_id: its task.
-        state: running, finished, failed or interrupted.
-        used: budget spent per unit (units never debited are 0).
-        left: budget left per unit (None: uncapped).
-        caps: the run's caps.
-        best_score: the best ``OK`` score so far (task direction), or None.
-        best_candidate: the candidate id that scored it.
-        best_step: the step where it was first reached.
-        evaluations: how many evaluations are recorded (cached and refused included).
-        by_status: evaluations per status value.
-        cached: evaluations served from the cache.
-        since_improvement: evaluations recorded after the one that set the best score (all of them
-            when nothing scored yet).
-        last_step: the highest step written (-1 for a fresh run).
-    """
-
-    run_id: str
-    task_id: str
-    state: RunState
-    used: Mapping[Unit, float]
-    left: Mapping[Unit, float | None]
-    caps: Mapping[Unit, float]
-    best_score: float | None
-    best_candidate: str | None
-    best_step: int | None
-    evaluations: int
-    by_status: Mapping[str, int]
-    cached: int
-    since_improvement: int
-    last_step: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id, "task_id": self.task_id, "state": self.state.value,
-            "used": {u.value: v for u, v in self.used.items()},
-            "left": {u.value: v for u, v in self.left.items()},
-            "caps": {u.value: v for u, v in self.caps.items()},
-            "best_score": self.best_score, "best_candidate": self.best_candidate, "best_step": self.best_step,
-            "evaluations": self.evaluations, "by_status": dict(self.by_status), "cached": self.cached,
-            "since_improvement": self.since_improvement, "last_step": self.last_step,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreSpread:
-    """The spread of one candidate's scores over its fresh (not cached) evaluations in a run.
-
-    Attributes:
-        candidate_id: the candidate.
-        evaluations: fresh evaluations of it, any status.
-        ok: how many of them scored (``OK``); min/max/mean/std are over those.
-        std: the sample standard deviation (0.0 with a single score).
-    """
-
-    candidate_id: str
-    evaluations: int
-    ok: int
-    min: float | None
-    max: float | None
-    mean: float | None
-    std: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"candidate_id": self.candidate_id, "evaluations": self.evaluations, "ok": self.ok,
-                "min": self.min, "max": self.max, "mean": self.mean, "std": self.std}
-
-
-def _spread(candidate_id: str, results: Sequence[EvalResult]) -> ScoreSpread:
-    scores = [float(r.score) for r in results if r.status is Status.OK and r.score is not None
-              and math.isfinite(float(r.score))]
-    if not scores:
-        return ScoreSpread(candidate_id, len(results), 0, None, None, None, None)
-    std = statistics.stdev(scores) if len(scores) > 1 else 0.0
-    return ScoreSpread(candidate_id, len(results), len(scores), min(scores), max(scores),
-                       statistics.fmean(scores), std)
 
 
 class Run:
@@ -292,7 +107,7 @@ class Run:
         self._owns_executor = False
         self._task: Task | None = None
         self._lock = threading.Lock()
-        self._heartbeat: _Heartbeat | None = None
+        self._heartbeat: Heartbeat | None = None
         self._cache = EvalCache(store)
 
     # ------------------------------------------------------------ construction
@@ -398,7 +213,7 @@ class Run:
         """Starts this process's heartbeat on the run (liveness, and the lease on its reservations)."""
         with self._lock:
             if self._heartbeat is None:
-                self._heartbeat = _Heartbeat(self.store, self.id)
+                self._heartbeat = Heartbeat(self.store, self.id)
 
     @property
     def driver_id(self) -> str:
@@ -445,7 +260,7 @@ class Run:
         A task declares it with ``budget_estimate() -> {unit: amount}`` (e.g. a prompt task:
         ``{"student_calls": 500}``); default ``{"evaluations": 1}``.
         """
-        return _units(self.task.budget_estimate())
+        return cost_units(self.task.budget_estimate())
 
     @property
     def eval_unit(self) -> Unit:
@@ -468,11 +283,11 @@ class Run:
         with the first cap it does not fit under (:func:`refusal_text` words it), with nothing held.
         """
         token = uuid.uuid4().hex
-        amounts = _units(costs)
+        amounts = cost_units(costs)
         if wait:
             return token, self._reserve_waiting(token, amounts)
         refusal = self.store.reserve(self.id, token, amounts, self.budget.units(), driver_id=self.driver_id,
-                                     ttl_s=RESERVATION_TTL_S, fleet=self._fleet_caps())
+                                     ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config))
         return token, refusal
 
     def release(self, token: str) -> None:
@@ -486,17 +301,11 @@ class Run:
             raise ConfigError(f"the note {note!r} is reserved for evaluations' own debits")
         now = time.time()
         debits = [LedgerEntry(self.id, int(step), unit, float(amount), note, now)
-                  for unit, amount in _units(costs).items() if amount or unit is Unit.MODEL_CALLS]
+                  for unit, amount in cost_units(costs).items() if amount or unit is Unit.MODEL_CALLS]
         for entry in debits:
             if not entry.amount >= 0 or entry.amount == float("inf"):
                 raise ConfigError(f"a debit must be a finite amount >= 0, not {entry.amount!r}")
         self.store.settle(token, debits)
-
-    def _fleet_caps(self) -> tuple[str, dict[Unit, float]] | None:
-        """``(fleet id, fleet-wide caps)`` of a fleet member with such caps; else None."""
-        link = FleetLink.from_config(self.config)
-        caps = Budget.from_dict(link.caps).units() if link is not None else {}
-        return (link.id, caps) if link is not None and caps and link.id else None
 
     def evaluation_costs(self, result: EvalResult, estimate: Mapping[Unit, float]) -> dict[Unit, float]:
         """What one finished evaluation cost, debited atomically with its result.
@@ -505,7 +314,7 @@ class Run:
         side measured (e.g. a training task: ``{"experiments": 1, "gpu_seconds": ...}``); default: the
         estimate.
         """
-        return _units(self.task.evaluation_costs(result))
+        return cost_units(self.task.evaluation_costs(result))
 
     # ------------------------------------------------------------ candidates and evaluations
     def add_candidate(self, source: str, *, parent: str | None = None, note: str = "") -> str:
@@ -566,26 +375,14 @@ class Run:
         estimate = self.evaluation_estimate()
         token = uuid.uuid4().hex
         refusal = self._reserve_waiting(token, estimate)
-        if refusal is not None and _held_by_others_only(refusal, estimate):
-            # Not the budget's end: other drivers' evaluations in flight hold it. Not recorded, so the
-            # step can be run again (by this driver later, or by a resume) once they end.
-            unit, used, cap = refusal
-            return EvalResult.failure(
-                Status.REFUSED,
-                f"the {unit.value} budget is held by evaluations in flight of other drivers of this run "
-                f"({refusal.held_by_others:g} of {used:g}/{cap:g} used or held) after waiting {OTHERS_WAIT_S:g} s; "
-                f"step {step} was not recorded: run it again once they finish",
-                metrics={"unit": unit.value, "used": used, "cap": cap, "held_by_others": refusal.held_by_others,
-                         "recorded": False},
-                provenance=task.provenance(source, seed=seed, sandbox_mode="not run"))
         if refusal is not None:
-            unit, used, cap = refusal
-            refused = EvalResult.failure(
-                Status.REFUSED, refusal_text(refusal),
-                metrics={"unit": unit.value, "used": used, "cap": cap, "left": max(cap - used, 0.0),
-                         "needed": estimate[unit]},
-                provenance=task.provenance(source, seed=seed, sandbox_mode="not run"))
-            return self._record_result(step, candidate, seed, refused, debits=(), key=None)
+            not_run = task.provenance(source, seed=seed, sandbox_mode="not run")
+            if held_by_others_only(refusal, estimate):
+                # Not the budget's end: other drivers' evaluations in flight hold it. Not recorded, so the
+                # step can be run again (by this driver later, or by a resume) once they end.
+                return refused_while_held(refusal, step=step, waited_s=OTHERS_WAIT_S, provenance=not_run)
+            return self._record_result(step, candidate, seed, refused_result(refusal, estimate, provenance=not_run),
+                                       debits=(), key=None)
         try:
             if hit is not None:
                 # This run's first evaluation of the candidate: the shared cache saves the compute, but the
@@ -613,8 +410,8 @@ class Run:
         deadline = time.monotonic() + OTHERS_WAIT_S
         while True:
             refusal = self.store.reserve(self.id, token, estimate, self.budget.units(), driver_id=self.driver_id,
-                                         ttl_s=RESERVATION_TTL_S, fleet=self._fleet_caps())
-            if refusal is None or not _held_by_others_only(refusal, estimate):
+                                         ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config))
+            if refusal is None or not held_by_others_only(refusal, estimate):
                 return refusal
             if self.reclaim_dead_drivers():
                 continue
@@ -672,20 +469,7 @@ class Run:
     def remaining(self) -> dict[Unit, float | None]:
         """Budget left per unit; None for an uncapped unit. A fleet member also sees the fleet-wide caps."""
         usage = self.store.usage(self.id)
-        return self._with_fleet({u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit})
-
-    def _with_fleet(self, left: dict[Unit, float | None]) -> dict[Unit, float | None]:
-        """``left`` lowered to what the run's fleet has left under its fleet-wide caps (if any)."""
-        link = FleetLink.from_config(self.config)
-        caps = Budget.from_dict(link.caps).units() if link is not None else {}
-        if link is None or not caps:
-            return left
-        used = self.store.fleet_usage(link.id)
-        for unit, cap in caps.items():
-            fleet_left = max(cap - used.get(unit, 0.0), 0.0)
-            own = left.get(unit)
-            left[unit] = fleet_left if own is None else min(own, fleet_left)
-        return left
+        return fleet_left(self.store, self.config, {u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit})
 
     # ------------------------------------------------------------ summaries
     def _best_of(self, evaluations: list[EvaluationRecord]) -> tuple[EvaluationRecord | None, int]:
@@ -709,13 +493,7 @@ class Run:
         Fresh evaluations are the ones not served from the cache (repeats, or any evaluation of a
         non-deterministic task). Args: ``candidate_id`` restricts the answer to one candidate.
         """
-        fresh: dict[str, list[EvalResult]] = {}
-        for ev in self.store.evaluations(self.id):
-            if ev.result.cached or ev.result.status is Status.REFUSED:
-                continue
-            if candidate_id is None or ev.candidate_id == candidate_id:
-                fresh.setdefault(ev.candidate_id, []).append(ev.result)
-        return {cid: _spread(cid, results) for cid, results in fresh.items() if len(results) > 1}
+        return score_spreads(self.store.evaluations(self.id), candidate_id)
 
     def status(self) -> RunStatus:
         """Budget used and left per unit, best score and candidate, evaluations by status, stagnation."""
@@ -725,7 +503,7 @@ class Run:
         return RunStatus(
             run_id=self.id, task_id=self.task_id, state=self.state,
             used={u: usage.get(u, 0.0) for u in Unit},
-            left=self._with_fleet({u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit}),
+            left=fleet_left(self.store, self.config, {u: self.budget.left(u, usage.get(u, 0.0)) for u in Unit}),
             caps=self.budget.units(),
             best_score=None if best is None else best.result.score,
             best_candidate=None if best is None else best.candidate_id,

@@ -16,22 +16,38 @@ Every backend runs the same checks: subclass :class:`StoreTestCase` in a pytest 
         pass
 
 ``tests/runs/test_store.py`` runs it against the in-memory, SQLite and PostgreSQL backends.
+
+Run doubles for tests and benchmarks of the drivers (the agent, the methods): :func:`memory_run` is a
+real ``Run`` on the in-memory store (``memory://``) evaluating with a task instance on a given runner
+(:class:`InstanceExecutor`); :func:`ledger_map` and :func:`executed` for assertions. They work without
+pytest (``reasearch bench`` uses them on a plain install); :class:`StoreTestCase` needs it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
+from concurrent.futures import Future
+from typing import Any
 
-import pytest
+try:
+    import pytest
+except ModuleNotFoundError:  # a plain install: the run doubles work; StoreTestCase runs under pytest only
+    pytest = None  # type: ignore[assignment]
 
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import StoreError
+from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.testing import ToyTask
-from reasearch.runs.ledger import LedgerEntry, Unit
-from reasearch.runs.store import CandidateRecord, EvaluationRecord, RunRecord, RunState, Store
+from reasearch.runs.executor import EvalRequest, Executor
+from reasearch.runs.ledger import Budget, LedgerEntry, Unit
+from reasearch.runs.run import Run
+from reasearch.runs.store import MEMORY_URL, CandidateRecord, EvaluationRecord, RunRecord, RunState, Store, open_store
 
-__all__ = ["StoreTestCase", "make_run_record", "make_result", "make_candidate"]
+__all__ = ["StoreTestCase", "make_run_record", "make_result", "make_candidate", "InstanceExecutor", "executed",
+           "ledger_map", "memory_run"]
 
 
 def make_run_record(run_id: str = "r1", **kw: object) -> RunRecord:
@@ -289,3 +305,61 @@ class StoreTestCase:
     def test_unknown_run_is_a_clear_error(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no run"):
             store.get_run("missing")
+
+
+class InstanceExecutor(Executor):
+    """Evaluates every request with one task *instance* on a given sandbox runner (tests and benchmarks).
+
+    The runs layer rebuilds a task from its recorded class, which a class defined inside a test cannot
+    be rebuilt from; this executor keeps the instance. It only runs evaluations: the step, budget and
+    cache rules stay the real ``Run``'s.
+
+    Attributes:
+        submitted: how many evaluations really ran (cache hits and refusals never reach an executor).
+    """
+
+    def __init__(self, task: Task, runner: SandboxRunner | None = None) -> None:
+        self.task = task
+        self.runner = runner
+        self.submitted = 0
+
+    @property
+    def parallelism(self) -> int:
+        return 1
+
+    def submit(self, request: EvalRequest) -> Future[EvalResult]:
+        self.submitted += 1
+        fut: Future[EvalResult] = Future()
+        try:
+            fut.set_result(self.task.evaluate(request.source, seed=request.seed, executor=self.runner,
+                                              **dict(request.options)))
+        except BaseException as exc:  # the engine's own failure, handed to the caller as the Run expects
+            fut.set_exception(exc)
+        return fut
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def memory_run(task: Task, budget: Budget | Mapping[str, float] | None = None, *,
+               runner: SandboxRunner | None = None, config: Mapping[str, Any] | None = None, seed: int = 0) -> Run:
+    """A real :class:`~reasearch.runs.Run` on an in-memory store, evaluating with ``task`` on ``runner``.
+
+    The same step, budget, cache and event rules as any run (one implementation); nothing persisted.
+    """
+    store = open_store(MEMORY_URL)
+    budget = budget if isinstance(budget, Budget) else Budget.from_dict(dict(budget or {}))
+    return Run.create(store, task=task, budget=budget, config=dict(config or {}), seed=seed,
+                      executor=InstanceExecutor(task, runner))
+
+
+def ledger_map(run: Run) -> dict[tuple[int, Unit, str], float]:
+    """The run's ledger as ``{(step, unit, note): amount}`` (for assertions)."""
+    return {(e.step, e.unit, e.note): e.amount for e in run.store.ledger(run.id)}
+
+
+def executed(run: Run) -> int:
+    """Evaluations that really ran for a :func:`memory_run` (not cached, not refused)."""
+    ex = run.executor
+    assert isinstance(ex, InstanceExecutor), "executed() counts the evaluations of a memory_run"
+    return ex.submitted

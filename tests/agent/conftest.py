@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from reasearch.agent import Agent, AgentConfig, ModelSpec
-from reasearch.agent.testing import ScriptedModel, StaticRunner, memory_run
+from reasearch.engine.testing import StaticRunner
 from reasearch.evaluators.testing import ToyTask
+from reasearch.models.testing import ScriptedModel
 from reasearch.runs import Budget, Run
+from reasearch.runs.testing import memory_run
 
 
 @pytest.fixture()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from reasearch.models.testing import LocalHTTPServer
 
 TRUNCATED = b'{"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "text", "te'
 WRONG_SHAPE = b'{"hello": "world", "content": 7, "choices": "none"}'
@@ -14,7 +15,7 @@ BODIES = {"truncated": (TRUNCATED, "application/json"), "wrong_shape": (WRONG_SH
           "html": (HTML, "text/html")}
 
 
-class RawServer:
+class RawServer(LocalHTTPServer):
     """Answers every POST (any path) with the next scripted ``(status, content_type, body)``; the last
     item repeats. ``requests`` counts the POSTs received."""
 
@@ -39,21 +40,7 @@ class RawServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def __enter__(self) -> RawServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(Handler)
 
 
 def always(kind: str) -> RawServer:

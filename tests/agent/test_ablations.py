@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from reasearch.agent.config import AgentConfig
-from reasearch.agent.testing import call, say
 from reasearch.errors import ConfigError
 from reasearch.models.messages import ModelReply, Usage
+from reasearch.models.testing import call, say
 
 
 def _texts(request: Any) -> str:

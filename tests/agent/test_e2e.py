@@ -20,10 +20,10 @@ import pytest
 from agent_helpers import children, kinds_by_step, reap_orphans
 
 from reasearch.agent import AgentConfig, ModelReply, ModelSpec, open_agent, replay_run, start_run
-from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.cli import main
 from reasearch.evaluators import make
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.models.testing import ScriptedModel, call, say
 from reasearch.runs import Run, RunState, Unit, open_store
 
 TASK = "circle_packing/n26-v1"

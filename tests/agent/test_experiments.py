@@ -16,11 +16,11 @@ import pytest
 from agent_helpers import children, reap_orphans
 
 from reasearch.agent import AgentConfig, ModelSpec, open_agent, start_run
-from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.agent.tools.git import GitRepo, GitTools, check_git_args
 from reasearch.agent.tools.schema import ToolError
 from reasearch.evaluators import make
 from reasearch.models.messages import ModelReply, ModelRequest
+from reasearch.models.testing import ScriptedModel, call, say
 from reasearch.runs import Run, RunState, Unit, open_store
 
 
@@ -266,7 +266,7 @@ def test_kill_9_mid_experiment_then_resume_orphans_nothing_and_charges_once(run_
 def _scripted_agent(run_dir: Path, task: Any, script: list[Any], *, experiments: int) -> tuple[Run, Any]:
     """A run of ``task`` with a budget of ``experiments`` and an agent driven by ``script``."""
     from reasearch.agent import Agent
-    from reasearch.agent.testing import InstanceExecutor
+    from reasearch.runs.testing import InstanceExecutor
 
     cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
     run = Run.create(
@@ -429,8 +429,8 @@ def test_kill_9_with_two_experiments_running_then_resume(run_dir: Path, monkeypa
 
 def test_over_mcp_a_background_experiment_reaches_the_history_and_finish_waits_for_it(run_dir: Path) -> None:
     from reasearch.agent.mcp.driver import McpDriver, _agent
-    from reasearch.agent.testing import InstanceExecutor
     from reasearch.evaluators.testing import ToyRepoTrainingTask
+    from reasearch.runs.testing import InstanceExecutor
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
     cfg = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="mcp-client")})

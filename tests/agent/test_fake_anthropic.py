@@ -9,11 +9,13 @@ from typing import Any
 from agent_helpers import toy_source
 
 from reasearch.agent import Agent, AgentConfig, AnthropicModel, ModelSpec, RetryPolicy
-from reasearch.agent.testing import FakeAnthropicServer, StaticRunner, call, memory_run, say
+from reasearch.engine.testing import StaticRunner
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.testing import ToyTask
 from reasearch.models.messages import ModelReply, StopReason, Usage
+from reasearch.models.testing import FakeAnthropicServer, call, say
 from reasearch.runs import Budget, Unit
+from reasearch.runs.testing import memory_run
 
 BEST = toy_source([3.0, 3.0])
 

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from agent_helpers import children, reap_orphans
 
-from reasearch.agent.testing import call, say
 from reasearch.cli import main
 from reasearch.errors import ConfigError
 from reasearch.evaluators import make
 from reasearch.evaluators.result import Status
 from reasearch.fleets.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
+from reasearch.models.testing import call, say
 from reasearch.runs import RunState, Unit, open_store
 from tests.pg_helpers import IN_CI, PG_URL, pg_schema
 
@@ -359,11 +359,12 @@ def test_fleet_caps_are_reserved_by_members_calling_at_once(tmp_path: Path, unit
     refused members stop saying the fleet's cap refused them, and no reservation is left held."""
     from reasearch.agent.config import AgentConfig
     from reasearch.agent.loop import Agent
-    from reasearch.agent.testing import InstanceExecutor, StaticRunner
+    from reasearch.engine.testing import StaticRunner
     from reasearch.evaluators.testing import ToyTask
     from reasearch.models import ModelSpec, Price, ScriptedModel
     from reasearch.models.messages import Usage
     from reasearch.runs import Run
+    from reasearch.runs.testing import InstanceExecutor
 
     path = tmp_path / "runs"
     with open_store(path) as store:

@@ -192,9 +192,9 @@ def test_the_mcp_server_serves_the_same_guarded_git(tmp_path: Path) -> None:
     ``git`` tool, ``run_experiment``'s listing and the snapshot all refuse it."""
     from reasearch.agent import AgentConfig, ModelSpec
     from reasearch.agent.mcp.driver import McpDriver, _agent
-    from reasearch.agent.testing import InstanceExecutor
     from reasearch.evaluators.testing import ToyRepoTrainingTask
     from reasearch.runs import Run, open_store
+    from reasearch.runs.testing import InstanceExecutor
     from tests.agent.mcp_helpers import call_through_server
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")

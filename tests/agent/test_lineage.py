@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reasearch.agent.testing import call, say
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.models.testing import call, say
 from reasearch.reports._figures import tree_layout
 from reasearch.runs.lineage import nearest_candidate
 from reasearch.runs.store import CandidateRecord

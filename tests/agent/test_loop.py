@@ -11,11 +11,12 @@ import pytest
 from agent_helpers import kinds_by_step, toy_source
 
 from reasearch.agent.prompts import CONTINUE_MESSAGE, NO_TOOL_NUDGE, RETRY_CUT, RETRY_EMPTY, SUMMARY_REQUEST
-from reasearch.agent.testing import call, executed, ledger_map, say
 from reasearch.errors import ModelError
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.models.messages import ModelReply, StopReason, Usage
+from reasearch.models.testing import call, say
 from reasearch.runs import Unit
+from reasearch.runs.testing import executed, ledger_map
 
 BETTER = toy_source([2.0, 2.5])  # score -(1 + 0.25) = -1.25
 BEST = toy_source([3.0, 3.0])  # score 0

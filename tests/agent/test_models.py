@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from reasearch.agent.testing import FakeAnthropicServer, memory_run
 from reasearch.errors import ConfigError, ModelError
 from reasearch.models import (
     NO_KEY_MESSAGE,
@@ -29,7 +28,9 @@ from reasearch.models import (
 )
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolSchema, Usage
 from reasearch.models.openai_compat import to_openai_messages
+from reasearch.models.testing import FakeAnthropicServer
 from reasearch.runs import Unit
+from reasearch.runs.testing import memory_run
 
 TOOLS = [ToolSchema("evaluate", "Scores the program.", {"type": "object", "properties": {"code": {"type": "string"}},
                                                          "required": [], "additionalProperties": False})]
@@ -258,7 +259,7 @@ def test_importing_the_agent_does_not_import_the_sdk() -> None:
 
 def test_openai_compatible_model_drives_a_full_agent_run(chat_server: dict[str, Any], tmp_path: Path) -> None:
     from reasearch.agent import Agent, AgentConfig
-    from reasearch.agent.testing import StaticRunner
+    from reasearch.engine.testing import StaticRunner
     from reasearch.evaluators.testing import ToyTask
     from reasearch.runs import Budget
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent import start_run
-from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.evaluators.prompt.testing import FakeStudentServer
 from reasearch.evaluators.result import Status
 from reasearch.models.messages import ModelReply, ModelRequest
+from reasearch.models.testing import ScriptedModel, call, say
 from reasearch.runs import Unit
 
 SEED_OK = "Be brief."  # no 'Answer:' format: the student's last line is not the answer

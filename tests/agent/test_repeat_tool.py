@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from reasearch.agent.snapshot import EvalRecord, render_snapshot, score_spreads
-from reasearch.agent.testing import call, say
 from reasearch.evaluators.spec import TaskSpec
+from reasearch.models.testing import call, say
 from reasearch.runs import Unit
 
 

@@ -10,9 +10,10 @@ from agent_helpers import toy_source
 
 from reasearch.agent import AgentConfig, ModelSpec, replay_run
 from reasearch.agent.replay import recorded_replies
-from reasearch.agent.testing import ScriptedModel, StaticRunner, call, say
+from reasearch.engine.testing import StaticRunner
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.testing import ToyTask
+from reasearch.models.testing import ScriptedModel, call, say
 from reasearch.runs import LocalExecutor, Run, Unit, open_store
 
 BETTER = toy_source([2.0, 2.5])

@@ -21,12 +21,13 @@ from reasearch.agent.console import RunConsole, sparkline, summary_lines
 from reasearch.agent.lessons import lesson_items
 from reasearch.agent.loop import require_prices
 from reasearch.agent.session import check_budget, start_run
-from reasearch.agent.testing import call, ledger_map, memory_run, say
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, ModelError
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.models.testing import call, say
 from reasearch.runs import Budget, Unit
+from reasearch.runs.testing import ledger_map, memory_run
 
 BETTER = toy_source([2.0, 2.5])
 BEST = toy_source([3.0, 3.0])
@@ -57,7 +58,7 @@ def test_a_malformed_200_is_retried_then_a_model_error(provider: str, kind: str)
 def test_a_malformed_reply_between_good_ones_is_retried_transparently() -> None:
     from misbehaving import HTML, RawServer
 
-    from reasearch.agent.testing import messages_api_json
+    from reasearch.models.testing import messages_api_json
 
     good = str.encode(__import__("json").dumps(messages_api_json(say("fine"))))
     with RawServer([(200, "text/html", HTML), (200, "application/json", good)]) as server:
@@ -198,8 +199,10 @@ def test_python_exec_and_bash_work_in_a_run_dir_under_a_0700_parent(make_agent: 
     try:
         assert private.stat().st_mode & 0o777 == 0o700
         from reasearch.agent import Agent
-        from reasearch.agent.testing import ScriptedModel, StaticRunner, memory_run
+        from reasearch.engine.testing import StaticRunner
         from reasearch.evaluators.testing import ToyTask
+        from reasearch.models.testing import ScriptedModel
+        from reasearch.runs.testing import memory_run
 
         run = memory_run(ToyTask(dim=2), Budget.from_dict({"evaluations": 3}), runner=StaticRunner())
         script = [say("", call("python_exec", code="open('from_python.txt', 'w').write('py'); print('hello')"),
@@ -240,7 +243,7 @@ class _Out:
 
 
 def _fallback_agent(make_agent: Any, cheap: list[Any], strong: list[Any], exec_fn: Any, **kw: Any) -> Any:
-    from reasearch.agent.testing import ScriptedModel
+    from reasearch.models.testing import ScriptedModel
 
     agent, run = make_agent([say("", call("edit_code", instruction="go to [3, 3]")), say("", call("evaluate")),
                              say("", call("finish", reason="done"))], editor=cheap, exec_fn=exec_fn, **kw)
@@ -300,7 +303,7 @@ def test_a_good_cheap_edit_never_calls_the_fallback(make_agent: Any) -> None:
 
 def test_a_fallback_run_resumes_without_calling_any_model_again(make_agent: Any, tmp_path: Path) -> None:
     from reasearch.agent import Agent
-    from reasearch.agent.testing import ScriptedModel
+    from reasearch.models.testing import ScriptedModel
 
     agent, run = _fallback_agent(make_agent, [say("no code")], [say(f"```python\n{BEST}```")], _ok_exec)
     agent.optimize()
@@ -338,8 +341,9 @@ def test_final_files_replace_planted_symlinks_instead_of_following_them(tmp_path
     import json
 
     from reasearch.agent import Agent
-    from reasearch.agent.testing import ScriptedModel, StaticRunner
+    from reasearch.engine.testing import StaticRunner
     from reasearch.evaluators.testing import ToyTask
+    from reasearch.models.testing import ScriptedModel
 
     class DrawingToy(ToyTask):
         def render_png(self, result: Any, path: Any) -> Path:
@@ -418,7 +422,7 @@ def test_a_cheap_model_that_errors_falls_back_and_a_resume_never_calls_it_again(
     make_agent: Any, tmp_path: Path
 ) -> None:
     from reasearch.agent import Agent
-    from reasearch.agent.testing import ScriptedModel
+    from reasearch.models.testing import ScriptedModel
 
     class Down:
         name = "cheap-down"

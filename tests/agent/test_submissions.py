@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent import AgentConfig, ModelSpec, start_run
-from reasearch.agent.testing import ScriptedModel, call, say
 from reasearch.models.messages import ModelReply, ModelRequest
+from reasearch.models.testing import ScriptedModel, call, say
 from reasearch.runs import Unit
 
 BETTER_TRAIN = Path(__file__).with_name("tabular_seasonal_train.py.txt").read_text()

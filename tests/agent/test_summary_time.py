@@ -11,7 +11,7 @@ import pytest
 from agent_helpers import toy_source
 
 from reasearch.agent.console import summary_lines
-from reasearch.agent.testing import call, say
+from reasearch.models.testing import call, say
 from reasearch.reports._model import load_run
 from reasearch.reports._sections import summary_html
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from reasearch.agent import Agent
-from reasearch.agent.testing import Run
 from reasearch.agent.tools import ToolError, Workspace, WorkspaceTools
 from reasearch.errors import ConfigError
+from reasearch.runs import Run
 
 SECRET = "SECRET-API-KEY-do-not-leak-4242"
 
@@ -241,10 +241,10 @@ def test_a_symlinked_parent_folder_leaks_no_environment_into_an_experiment_over_
     and ``read_file`` into the model's context. Over MCP, the same tools."""
     from reasearch.agent import AgentConfig, ModelSpec
     from reasearch.agent.mcp.driver import McpDriver, _agent
-    from reasearch.agent.testing import InstanceExecutor
     from reasearch.evaluators.testing import ToyRepoTrainingTask
     from reasearch.runs import Run as StoredRun
     from reasearch.runs import open_store
+    from reasearch.runs.testing import InstanceExecutor
     from tests.agent.mcp_helpers import call_through_server, text
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
@@ -310,7 +310,7 @@ def _plant(root: Path, kind: str, name: str) -> str:
 
 def _read_with_every_reader(root: Path, rel: str) -> list[str]:
     """What each host-side reader returns (or refuses) for ``rel`` beneath ``root``."""
-    from reasearch.agent.tools.experiments import _read_file, _read_status
+    from reasearch.agent.tools.experiment_runner import read_experiment_file, read_status
     from reasearch.evaluators.guarded_path import UnsafePathError
     from reasearch.evaluators.repo import read_repo_dir
 
@@ -318,9 +318,9 @@ def _read_with_every_reader(root: Path, rel: str) -> list[str]:
     readers: list[Callable[[], object]] = [
         lambda: WorkspaceTools(Workspace(root)).read_file(rel),
         lambda: read_repo_dir(root, listed=[rel]),
-        lambda: _read_file(root, rel, None)[0][:4096],
-        lambda: _read_file(root, rel, 3)[0][:4096],
-        lambda: _read_status(root / rel.rsplit("/", 1)[0]),
+        lambda: read_experiment_file(root, rel, None)[0][:4096],
+        lambda: read_experiment_file(root, rel, 3)[0][:4096],
+        lambda: read_status(root / rel.rsplit("/", 1)[0]),
     ]
     for read in readers:
         try:

@@ -317,7 +317,7 @@ def test_scoring_output_never_reaches_the_agent(action: str, words: str, mode: s
     is the held-out bytes, or prints them and exits. Nothing of them may reach the result's feedback, its
     metrics, or what the agent's experiment tools show; the feedback names the exception class and the line
     of model.py; the full log stays on the host for a person (``scoring_log_dir``)."""
-    from reasearch.agent.tools.experiments import _experiment_payload
+    from reasearch.agent.tools.experiment_runner import experiment_payload
 
     needs_mode(mode)
     task = _nanogpt(sandbox_mode=mode)
@@ -328,7 +328,7 @@ def test_scoring_output_never_reaches_the_agent(action: str, words: str, mode: s
     line = model.splitlines().index(f"        {action}") + 1
     assert f"{words}" in res.feedback and f"model.py:{line}" in res.feedback and "during model(idx)" in res.feedback
     inputs, _ = task.windows(task._corpus().val(), 32)
-    payload = _experiment_payload({"candidate": "c", "description": "d"}, 1, res)
+    payload = experiment_payload({"candidate": "c", "description": "d"}, 1, res)
     shown = json.dumps([res.to_dict(), payload])
     assert "HELD-OUT" not in shown and _held_out_leaks(shown, inputs) == []
     logs = Path(str(res.metrics["scoring_log_dir"]))

@@ -236,12 +236,13 @@ def test_a_methods_model_call_is_reserved_against_its_fleets_cap(monkeypatch: py
     import threading
 
     import reasearch.runs.run as run_module
-    from reasearch.agent.testing import InstanceExecutor, StaticRunner
+    from reasearch.engine.testing import StaticRunner
     from reasearch.errors import BudgetExceededError
     from reasearch.evaluators.testing import ToyTask
     from reasearch.methods._driver import MethodDriver
     from reasearch.models import ScriptedModel, say
     from reasearch.runs import Run
+    from reasearch.runs.testing import InstanceExecutor
 
     store = open_store("memory://")
     store.create_fleet("f", {})

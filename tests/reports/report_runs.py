@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent import AgentConfig, ModelSpec, Price, ScriptedModel, start_run
-from reasearch.agent.testing import call, say
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.testing import ToyTask, toy_candidate
+from reasearch.models.testing import call, say
 from reasearch.runs import Run
 from reasearch.runs.executor import LocalExecutor
 from reasearch.runs.store import Store

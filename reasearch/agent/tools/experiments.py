@@ -6,44 +6,37 @@ The candidate is the workspace repository (git directory outside the workspace: 
 untracked-but-not-ignored) into the canonical repository text (:mod:`reasearch.evaluators.repo`), so
 the store records exactly what ran, content-addressed, with the commit it sat on.
 
-Experiments run in the background. ``run_experiment`` starts one in a thread of the driver (the run's
-``evaluate``: training on a leased slot, then the trusted evaluation) and returns its id (its step) at
-once -- after ``wait_s`` seconds at most, so an experiment that fails at once reports its failure
-right away. Its log streams to ``<run>/experiments/step-NNNNN/train.log`` (``read_log`` reads it while
-it runs, by tail or from a byte offset); ``get_experiments`` and the snapshot list running experiments
-with their state and elapsed time, and the slots; ``wait_experiment`` waits for one, ``stop_experiment``
-stops one (recorded ``CRASH``, no score, charged for what it used). The thread records the result with
-its debits (one experiment, its GPU-seconds) in one store transaction, and an ``experiment`` event,
-whatever the loop is doing meanwhile (a model turn, a compaction). Results reach the agent's history
-through :meth:`ExperimentTools.collect`, which the loop calls and journals before each step, so a
-resumed run replays them at the same steps.
+Experiments run in the background (:mod:`reasearch.agent.tools.experiment_runner`: the threads, the
+slots, how each ended, and what a resume records of the ones a dead driver started). ``run_experiment``
+starts one and returns its id (its step) at once -- after ``wait_s`` seconds at most, so an experiment
+that fails at once reports its failure right away. ``read_log`` reads its log while it runs, by tail or
+from a byte offset; ``get_experiments`` and the snapshot list running experiments with their state and
+elapsed time, and the slots; ``wait_experiment`` waits for one, ``stop_experiment`` stops one (recorded
+``CRASH``, no score, charged for what it used). Results reach the agent's history through
+:meth:`ExperimentTools.collect`, which the loop calls and journals before each step, so a resumed run
+replays them at the same steps. At ``finish`` (the agent's or the harness's), running experiments are
+waited for, so every experiment that was paid for is recorded and can be the final choice.
 
-Concurrency: at most as many experiments of a run run at once as the task has slots here (GPUs, or
-CPU slots); ``run_experiment`` beyond that waits until one of them ends (slots held by other processes
-on the machine are waited for by the lease itself). At ``finish`` (the agent's or the harness's),
-running experiments are waited for, so every experiment that was paid for is recorded and can be the
-final choice; ``stop_experiment`` them first to end sooner.
-
-Before an experiment starts, an ``experiment_start`` event is written at its step. If the driver dies
-meanwhile (``kill -9``), its training processes die with it (the engine's launcher), nothing is
-recorded or charged, and the resumed agent records each such experiment as ``experiment_interrupted``
-(never run again, never charged) -- unless its result had been stored before the driver died, in
-which case that result is what the experiment is.
+Trust boundary: the workspace and the experiment folders are written by the model and the candidate's
+training code; they are read through the guarded reader, and tool arguments are checked before use.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
+from reasearch.agent.tools.experiment_runner import (
+    ExperimentRunner,
+    read_experiment_file,
+    read_status,
+    start_fields,
+    touch,
+)
 from reasearch.agent.tools.git import GitRepo, GitTools
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
@@ -58,26 +51,6 @@ __all__ = ["GITIGNORE", "ExperimentTools", "experiment_toolset", "setup_reposito
 
 GITIGNORE = "# kept out of experiments (the harness's files, data and checkpoints)\nTASK.md\nlessons.md\n" \
             "__pycache__/\n*.pyc\nout/\ndata/\n*.pt\n*.bin\n*.safetensors\n"
-
-_LOG_READ_CAP = 2 << 20
-_OFFSET_CHUNK = 64 << 10
-_STATUS_CAP = 64 << 10
-_SUMMARY_KEYS = ("train_s", "eval_s", "gpu_s", "slot", "log_path", "last_step", "last_train_loss", "median_step_ms",
-                 "first_metric_s", "started_at", "stopped")
-
-
-@dataclass
-class _Running:
-    """An experiment this driver started and whose thread has not ended yet."""
-
-    step: int
-    description: str
-    folder: Path
-    time_budget_s: float
-    started: float
-    thread: threading.Thread | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
 
 def setup_repository(workspace_root: Path, repo: GitRepo, files: dict[str, str]) -> str:
     """Writes the seed repository into the workspace and commits it; returns the commit."""
@@ -129,8 +102,7 @@ class ExperimentTools:
         self.repo = repo
         self.submissions = submissions  # SubmissionTools: its lines join the snapshot
         self.folder = ctx.workspace.root.parent / "experiments"
-        self._running: dict[int, _Running] = {}
-        self._cond = threading.Condition()
+        self.runner = ExperimentRunner(ctx, self.folder)
 
     # ------------------------------------------------------------ setup and snapshot
     def setup_workspace(self) -> None:
@@ -139,26 +111,11 @@ class ExperimentTools:
 
     def experiments(self) -> list[dict[str, Any]]:
         """Ended experiments of the run (finished, stopped, interrupted, failed to start), by step."""
-        run = self.ctx.run
-        out = [dict(e.payload, step=e.step) for e in run.events(kind=EventKind.EXPERIMENT)]
-        out += [
-            dict(e.payload, step=e.step, status="INTERRUPTED")
-            for e in run.events(kind=EventKind.EXPERIMENT_INTERRUPTED)
-        ]
-        return sorted(out, key=lambda d: d["step"])
+        return self.runner.experiments()
 
     def running(self) -> list[dict[str, Any]]:
         """Experiments of this driver still running: step, description, state (from the task), elapsed."""
-        with self._cond:
-            live = [r for r in self._running.values() if not r.done.is_set()]
-        out = []
-        for r in sorted(live, key=lambda r: r.step):
-            status = _read_status(r.folder)
-            out.append({"step": r.step, "description": r.description, "status": "RUNNING",
-                        "state": status.get("state", "starting"), "slot": status.get("slot"),
-                        "elapsed_s": round(time.time() - r.started, 1), "time_budget_s": r.time_budget_s,
-                        "log_path": str(r.folder / "train.log")})
-        return out
+        return self.runner.running()
 
     def current_text(self) -> str:
         """The snapshot's "current code" line: the repository's HEAD and whether it has uncommitted changes."""
@@ -218,20 +175,14 @@ class ExperimentTools:
         an earlier driver started and never ended: their stored result if there is one, else
         ``experiment_interrupted``.
         """
-        self._settle_orphans()
+        self.runner.settle_orphans()
         seen = {r.step for r in history}
         return [{"evaluation": e["evaluation"], "experiment_step": e["step"]} for e in self.experiments()
                 if isinstance(e.get("evaluation"), dict) and e["step"] not in seen]
 
     def settle(self, *, stop: bool = False) -> None:
         """Waits until no experiment of this driver runs (``stop``: stops them first)."""
-        with self._cond:
-            live = [r for r in self._running.values() if not r.done.is_set()]
-        for r in live:
-            if stop:
-                _touch(r.folder / "STOP")
-        for r in live:
-            r.done.wait()
+        self.runner.settle(stop=stop)
 
     # ------------------------------------------------------------ tools
     @tool
@@ -254,7 +205,7 @@ class ExperimentTools:
         state = ctx.state()
         step = state.step
         if any(e.step == step for e in run.events(kind=EventKind.EXPERIMENT_START)):
-            return self._settled_text(self._settle(step))
+            return self._settled_text(self.runner.settle_step(step))
         if not description.strip():
             raise ToolError("describe the experiment (what it changes and why)")
         task = ctx.task
@@ -274,85 +225,21 @@ class ExperimentTools:
         where = f"{head[:10] if head else 'no commit'}{' +uncommitted changes' if dirty else ''}"
         from reasearch.evaluators.base import candidate_sha256
 
-        waited = self._wait_for_a_slot()
+        waited = self.runner.wait_for_a_slot()
         cid = candidate_sha256(source)
         folder = self.folder / f"step-{step:05d}"
         start = {"description": description[:500], "commit": head, "dirty": dirty, "candidate": cid,
                  "time_budget_s": budget, "ts": time.time(), "folder": str(folder)}
-        run.log_event(step, EventKind.EXPERIMENT_START, start)
-        r = _Running(step, description[:500], folder, budget, time.time())
-        r.thread = threading.Thread(target=self._work, args=(r, source, start, state.parent, where),
-                                    name=f"experiment-{step}", daemon=True)
-        with self._cond:
-            self._running[step] = r
-        r.thread.start()
+        r = self.runner.start(step, start, source, state.parent, where)
         if r.done.wait(wait):
             return self._result_text(step)
         note = f" (waited {waited:.0f} s for one of this run's experiments to free a slot)" if waited >= 1 else ""
-        status = _read_status(folder)
+        status = read_status(folder)
         text = (f"experiment {step} started{note} on {where}: {status.get('state', 'starting')}"
                 f"{' on ' + status['slot'] if status.get('slot') else ''}, budget {budget:g} s.\n"
                 f"read_log(step={step}) follows its log; wait_experiment(step={step}) waits for its result; "
                 f"stop_experiment(step={step}) stops it.")
         return ToolOutput(text, {"experiment": {"step": step, "status": "RUNNING", "candidate": cid}})
-
-    def _wait_for_a_slot(self) -> float:
-        """Blocks while every slot (of this machine, or the Ray cluster's GPUs) runs one of this driver's
-        experiments; returns the seconds waited."""
-        t0 = time.monotonic()
-        kind = getattr(self.ctx.task, "slot", "auto")
-        slots = _slot_count(kind)
-        if kind != "cpu":  # experiments that run on a Ray cluster take its GPUs, not this machine's
-            slots = max(slots, int(getattr(getattr(self.ctx.run, "executor", None), "gpu_slots", 0) or 0))
-        with self._cond:
-            while sum(1 for r in self._running.values() if not r.done.is_set()) >= slots:
-                self._cond.wait(5.0)
-        return time.monotonic() - t0
-
-    def _work(self, r: _Running, source: str, start: dict[str, Any], parent: str | None, where: str) -> None:
-        """The experiment's thread: evaluate (recorded and debited atomically by the run), then its event."""
-        run = self.ctx.run
-        try:
-            try:
-                result = run.evaluate(source, step=r.step, parent=parent,
-                                      note=f"step {r.step}: {r.description[:300]} @ {where}",
-                                      options={"experiment_dir": str(r.folder)})
-            except Exception as exc:  # the engine failed: nothing was recorded or charged
-                run.log_event(r.step, EventKind.EXPERIMENT, {**_start_fields(start), "status": "ERROR", "score": None,
-                                                     "feedback": f"the experiment could not run: {type(exc).__name__}: "
-                                                                 f"{exc}"[:3000]})
-                return
-            run.log_event(r.step, EventKind.EXPERIMENT, _experiment_payload(start, r.step, result))
-        finally:
-            r.done.set()
-            with self._cond:
-                self._cond.notify_all()
-
-    def _settle_orphans(self) -> None:
-        """Ends, in the record, every started experiment that no live thread of this driver runs."""
-        ended = {e["step"] for e in self.experiments()}
-        with self._cond:
-            mine = set(self._running)
-        for e in self.ctx.run.events(kind=EventKind.EXPERIMENT_START):
-            if e.step not in ended and e.step not in mine:
-                self._settle(e.step)
-
-    def _settle(self, step: int) -> dict[str, Any]:
-        """An experiment started by a driver that died: its stored result (recorded before the death), else
-        ``experiment_interrupted`` (not charged). Returns its record."""
-        run = self.ctx.run
-        known = [e for e in self.experiments() if e["step"] == step]
-        if known:
-            return known[0]
-        start = next(e for e in run.events(kind=EventKind.EXPERIMENT_START) if e.step == step).payload
-        stored = getattr(getattr(run, "store", None), "get_evaluation", None)
-        existing = stored(run.id, step) if stored is not None else None
-        if existing is not None:
-            run.log_event(step, EventKind.EXPERIMENT, _experiment_payload(start, step, existing.result))
-        else:
-            run.log_event(step, EventKind.EXPERIMENT_INTERRUPTED,
-                          {**_start_fields(start), "reason": "the driver stopped during the experiment"})
-        return next(e for e in self.experiments() if e["step"] == step)
 
     def _settled_text(self, exp: dict[str, Any]) -> ToolOutput:
         if exp.get("status") == "INTERRUPTED":
@@ -360,7 +247,7 @@ class ExperimentTools:
                     "stopped while it ran. Its training process was killed with the driver, nothing was recorded "
                     "or charged. Call run_experiment again to run it.")
             return ToolOutput(
-                text, {"experiment": {**_start_fields(exp), "step": exp["step"], "status": "INTERRUPTED"}}
+                text, {"experiment": {**start_fields(exp), "step": exp["step"], "status": "INTERRUPTED"}}
             )
         return self._result_text(exp["step"])
 
@@ -397,7 +284,7 @@ class ExperimentTools:
 
     def _pick(self, step: int | None) -> int:
         """The experiment a tool means: ``step``, else the most recent one (running or ended)."""
-        known = {e["step"] for e in self.experiments()} | set(self._running)
+        known = {e["step"] for e in self.experiments()} | self.runner.steps()
         if not known:
             raise ToolError("no experiment yet: run_experiment starts one")
         if step is None:
@@ -418,9 +305,9 @@ class ExperimentTools:
         timeout = float(timeout_s)
         if not (math.isfinite(timeout) and 1 <= timeout <= 3600):
             raise ToolError(f"timeout_s must be between 1 and 3600, not {timeout_s}")
-        r = self._running.get(step)
+        r = self.runner.get(step)
         if r is not None and not r.done.wait(timeout):
-            status = _read_status(r.folder)
+            status = read_status(r.folder)
             return ToolOutput(
                 f"experiment {step} is still running after {timeout:g} s more ({status.get('state', '?')}, "
                 f"{time.time() - r.started:.0f} s elapsed of a {r.time_budget_s:g} s budget); "
@@ -428,7 +315,7 @@ class ExperimentTools:
                 {"experiment": {"step": step, "status": "RUNNING"}},
             )
         if r is None and not any(e["step"] == step for e in self.experiments()):
-            return self._settled_text(self._settle(step))
+            return self._settled_text(self.runner.settle_step(step))
         return self._result_text(step)
 
     @tool
@@ -440,15 +327,15 @@ class ExperimentTools:
             step: the experiment's id (the step run_experiment gave).
         """
         step = self._pick(step)
-        r = self._running.get(step)
+        r = self.runner.get(step)
         if r is None or r.done.is_set():
             raise ToolError(
                 f"experiment {step} is not running (it has ended: wait_experiment({step}) shows its result)"
             )
-        _touch(r.folder / "STOP")
+        touch(r.folder / "STOP")
         if not r.done.wait(120.0):
             return ToolOutput(f"experiment {step} was asked to stop and has not ended yet "
-                              f"({_read_status(r.folder).get('state', '?')}); wait_experiment({step}) shows its result",
+                              f"({read_status(r.folder).get('state', '?')}); wait_experiment({step}) shows its result",
                               {"experiment": {"step": step, "status": "RUNNING"}})
         return self._result_text(step)
 
@@ -488,11 +375,11 @@ class ExperimentTools:
                 offset, to follow a running experiment).
         """
         step = self._pick(step)
-        r = self._running.get(step)
+        r = self.runner.get(step)
         exp = next((e for e in self.experiments() if e["step"] == step), None)
         state = "running" if r is not None and not r.done.is_set() else (exp or {}).get("status", "?")
         try:
-            data, size = _read_file(self.folder, f"step-{step:05d}/train.log", offset)
+            data, size = read_experiment_file(self.folder, f"step-{step:05d}/train.log", offset)
         except FileNotFoundError:
             return f"[log of experiment {step} ({state}): nothing written yet]"
         except (OSError, UnsafePathError) as exc:
@@ -513,68 +400,3 @@ class ExperimentTools:
         )
         return "\n".join([head, *shown])
 
-
-def _start_fields(start: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: start.get(k) for k in ("description", "commit", "dirty", "candidate", "time_budget_s")}
-
-
-def _experiment_payload(start: Mapping[str, Any], step: int, result: Any) -> dict[str, Any]:
-    """The ``experiment`` event of an ended experiment: what ran, how it ended, its evaluation record."""
-    m = dict(result.metrics)
-    rec = EvalRecord(
-        step, start["candidate"], result.status.value, result.score, result.normalized_score, result.cached
-    )
-    return {**_start_fields(start), "status": result.status.value, "score": result.score,
-            **{k: m.get(k) for k in _SUMMARY_KEYS}, "loss_curve": m.get("loss_curve"),
-            "feedback": (result.feedback or "")[-3000:], "evaluation": rec.to_dict(), "ended_at": time.time()}
-
-
-def _experiments_root(folder: Path) -> Root:
-    """The guarded root of the run's experiment folders (``<run>/experiments``, created if missing)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return Root(folder)
-
-
-def _read_status(folder: Path) -> dict[str, Any]:
-    """``status.json`` of one experiment folder (``{}`` when missing, unreadable or refused)."""
-    try:
-        fs = _experiments_root(folder.parent)
-    except OSError:
-        return {}
-    try:
-        data = json.loads(fs.read_bytes(f"{folder.name}/status.json", cap=_STATUS_CAP))
-    except (OSError, ValueError, UnsafePathError):
-        return {}
-    finally:
-        fs.close()
-    return data if isinstance(data, dict) else {}
-
-
-def _touch(path: Path) -> None:
-    """Writes ``path`` (an experiment folder's ``STOP``) beneath the experiments root, through no symlink."""
-    fs = _experiments_root(path.parent.parent)
-    try:
-        fs.write_bytes(f"{path.parent.name}/{path.name}", b"stop\n")
-    finally:
-        fs.close()
-
-
-def _slot_count(kind: str) -> int:
-    from reasearch.engine.gpu import slot_status
-
-    try:
-        return max(1, len(slot_status(kind)))
-    except Exception:  # no usable slot of that kind: the lease will say why
-        return 1
-
-
-def _read_file(folder: Path, rel: str, offset: int | None) -> tuple[bytes, int]:
-    """(bytes, file size) of ``folder/rel``: from ``offset`` (64 KB at most) or the last 2 MB, through the
-    guarded reader (no symlink in any component, a regular file only)."""
-    fs = _experiments_root(folder)
-    try:
-        if offset is not None:
-            return fs.read_slice(rel, start=max(0, int(offset)), length=_OFFSET_CHUNK)
-        return fs.read_slice(rel, start=None, length=_LOG_READ_CAP)
-    finally:
-        fs.close()
