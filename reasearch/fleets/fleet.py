@@ -42,6 +42,7 @@ from reasearch.methods import method_config, open_method, start_method
 from reasearch.models import ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
 from reasearch.runs.fleet_link import FleetLink
+from reasearch.runs.ray_cluster import connect_ray, gpu_options
 from reasearch.runs.run import effective_state
 
 __all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
@@ -382,15 +383,14 @@ def _ray_member_task() -> Any:
 
 
 def member_ray_options(task_id: str, task_params: Mapping[str, Any], cluster_gpus: float) -> dict[str, Any]:
-    """Ray resources of a member beyond its CPU: one GPU for a training task (its ``slot`` ``auto`` or
-    ``gpu``) on a cluster with GPUs. Ray sets the member's ``CUDA_VISIBLE_DEVICES`` to that GPU and its
-    experiments lease exactly it (one at a time); other members never get it."""
+    """Ray resources of a member beyond its CPU (:func:`reasearch.runs.ray_cluster.gpu_options`): one GPU
+    for a training task on a cluster with GPUs. Ray sets the member's ``CUDA_VISIBLE_DEVICES`` to that GPU
+    and its experiments lease exactly it (one at a time); other members never get it."""
     if not cluster_gpus:
         return {}
     from reasearch.evaluators.registry import build_task
 
-    slot = getattr(build_task(task_id, dict(task_params)), "slot", None)
-    return {"num_gpus": 1} if slot in ("auto", "gpu") else {}
+    return gpu_options(build_task(task_id, dict(task_params)), cluster_gpus)
 
 
 def run_fleet(spec: FleetSpec, *, store: str | Path, run_dir: str | Path = "runs", fleet_id: str | None = None,
@@ -475,19 +475,14 @@ def _drive(fleet_id: str, spec: FleetSpec, store_url: str, run_dir: str, executo
 
 def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], todo: list[FleetMember], store_url: str,
                run_dir: str, address: str | None, update: Callable[[Mapping[str, Any]], None]) -> None:
+    # No address: a new local instance, shut down (its workers reaped) when the fleet is done; a Ray this
+    # process had already initialized is used as it is.
+    conn = connect_ray(address or None, fallback_to_local=False, user="the ray executor")
+    ray = conn.ray
     try:
-        import ray
-    except ImportError:
-        raise ConfigError("the ray executor needs Ray: pip install 'reasearch[ray]'") from None
-    started_here = not ray.is_initialized()
-    if started_here:
-        # No address: a new local instance ("local"), never a stale cluster recorded under /tmp/ray.
-        ray.init(address=address or "local", include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    try:
-        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        _check_store_for_cluster(store_url, nodes)
+        _check_store_for_cluster(store_url, conn.alive_nodes())
         task = _ray_member_task()
-        cluster_gpus = float(ray.cluster_resources().get("GPU", 0))
+        cluster_gpus = conn.cluster_gpus()
         waiting = list(todo)
         running: dict[Any, FleetMember] = {}
         while waiting or running:
@@ -500,8 +495,7 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
                 running.pop(ref)
                 update(ray.get(ref))
     finally:
-        if started_here and address is None:
-            ray.shutdown()
+        conn.close()
 
 
 def format_score(x: float | None) -> str:

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
@@ -33,6 +32,7 @@ from reasearch.evaluators.base import Task
 from reasearch.evaluators.registry import build_task, make
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
+from reasearch.runs.ray_cluster import connect_ray, gpu_options
 
 __all__ = ["EvalRequest", "Executor", "LocalExecutor", "RayExecutor", "resolve_task", "task_entry_of"]
 
@@ -257,37 +257,6 @@ def ray_evaluate(request: dict[str, Any]) -> dict[str, Any]:
     return task.evaluate(req.source, seed=req.seed, executor=_ray_worker_pool(), **dict(req.options)).to_dict()
 
 
-def _direct_children() -> set[int]:
-    """Pids of this process's direct children."""
-    from reasearch.engine import process_table
-
-    me = os.getpid()
-    return {pid for pid, row in process_table().items() if row[0] == me}
-
-
-def _reap_adopted(pids: set[int], *, wait_s: float) -> None:
-    """Reaps those of ``pids`` that exit as children of this process (adopted as a subreaper); waits
-    up to ``wait_s`` for the rest to exit or be reaped by their own parent. Nothing else is reaped,
-    so no ``Popen`` of other code loses its exit status."""
-    pending = set(pids)
-    deadline = time.monotonic() + wait_s
-    while pending and time.monotonic() < deadline:
-        for pid in list(pending):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # not (yet) our child: gone, or still under its own parent
-                if not os.path.exists(f"/proc/{pid}"):
-                    pending.discard(pid)
-                continue
-            if done:
-                pending.discard(pid)
-        time.sleep(0.01)
-    if pending:
-        log.warning(
-            "%d Ray processes were still alive %.0f s after shutdown: %s", len(pending), wait_s, sorted(pending)
-        )
-
-
 class RayExecutor(Executor):
     """Evaluations as Ray tasks (needs the ``ray`` extra).
 
@@ -306,35 +275,15 @@ class RayExecutor(Executor):
 
     def __init__(self, address: str | None = "auto", *, num_cpus: int | None = None,
                  num_gpus: int | None = None) -> None:
-        try:
-            import ray
-        except ImportError:
-            raise ConfigError("RayExecutor needs Ray: pip install 'reasearch[ray]'") from None
-        self._ray = ray
-        self._owns_ray = False
-        self._ray_children: set[int] = set()
-        if not ray.is_initialized():
-            before = _direct_children()
-            started = False
-            if address is not None:
-                try:
-                    ray.init(address=address, log_to_driver=False)
-                    started = True
-                except ConnectionError:
-                    log.info("no running Ray cluster at %r: starting a local Ray", address)
-            if not started:
-                # "local": a new instance, never a stale cluster recorded under /tmp/ray by an earlier `ray start`
-                ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False,
-                         log_to_driver=False)
-            self._owns_ray = True
-            self._ray_children = _direct_children() - before
+        self._conn = connect_ray(address, num_cpus=num_cpus, num_gpus=num_gpus, user="RayExecutor")
+        self._ray = ray = self._conn.ray
         self._remote = ray.remote(num_cpus=1, max_retries=0)(ray_evaluate)
         self._tasks = _TaskCache()
         self._closed = False
 
     @property
     def parallelism(self) -> int:
-        return max(int(self._ray.cluster_resources().get("CPU", 1)), 1)
+        return self._conn.cluster_cpus()
 
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         if self._closed:
@@ -355,30 +304,18 @@ class RayExecutor(Executor):
     @property
     def gpu_slots(self) -> int:
         """GPUs of the cluster: how many experiments of a training task can run at once on it."""
-        return int(self._ray.cluster_resources().get("GPU", 0))
+        return int(self._conn.cluster_gpus())
 
     def ray_options(self, request: EvalRequest) -> dict[str, Any]:
         """Ray resources of one request: ``{"num_gpus": 1}`` for an experiment of a training task that
         may use a GPU (``slot`` ``auto`` or ``gpu``) when the cluster has GPUs; nothing more otherwise."""
-        slot = getattr(self._tasks.get(request), "slot", None)
-        if slot not in ("auto", "gpu") or not self._ray.cluster_resources().get("GPU", 0):
-            return {}
-        return {"num_gpus": 1}
+        return gpu_options(self._tasks.get(request), self._conn.cluster_gpus())
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._owns_ray:
-            # Ray's workers are grandchildren; when this process is a child subreaper (the sandbox
-            # pool makes it one) they come back to it at shutdown and must be reaped here, or they
-            # stay zombies. Ray's direct children are its own to reap.
-            from reasearch.engine import descendants_of, process_table
-
-            table = process_table()
-            adopted = {d for c in self._ray_children for d in descendants_of(c, table)}
-            self._ray.shutdown()
-            _reap_adopted(adopted - self._ray_children, wait_s=10.0)
+        self._conn.close()
 
     def __repr__(self) -> str:
         return f"RayExecutor(parallelism={self.parallelism if not self._closed else 'closed'})"

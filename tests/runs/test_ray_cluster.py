@@ -1,0 +1,49 @@
+"""Ray in one place (issue 31): the GPU rule, the missing-Ray message, and joining a Ray already running.
+
+Executors and fleets both go through ``reasearch.runs.ray_cluster``; these tests hold the shared rule
+itself, the Ray tests of each (tests/runs/test_executor.py, tests/agent/test_fleet.py) its use.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from reasearch.errors import ConfigError
+from reasearch.runs.ray_cluster import gpu_options, import_ray
+
+
+@pytest.mark.parametrize(("slot", "gpus", "expected"), [
+    ("auto", 2.0, {"num_gpus": 1}), ("gpu", 1.0, {"num_gpus": 1}),
+    ("cpu", 2.0, {}),  # a CPU slot leaves Ray's GPUs to others
+    ("auto", 0.0, {}),  # a cluster without GPUs
+    (None, 2.0, {}),  # not a training task (no slot)
+])
+def test_only_a_training_task_that_may_use_a_gpu_takes_one_on_a_cluster_with_gpus(
+        slot: str | None, gpus: float, expected: dict[str, Any]) -> None:
+    task = SimpleNamespace() if slot is None else SimpleNamespace(slot=slot)
+    assert gpu_options(task, gpus) == expected
+
+
+def test_executors_and_fleets_take_the_same_gpu_rule() -> None:
+    from reasearch.evaluators.registry import build_task
+    from reasearch.fleets.fleet import member_ray_options
+
+    for params in ({}, {"slot": "gpu"}, {"slot": "cpu"}):
+        for gpus in (0.0, 1.0):
+            task = build_task("nanogpt/v1", dict(params))
+            assert member_ray_options("nanogpt/v1", params, gpus) == gpu_options(task, gpus)
+
+
+def test_without_ray_installed_the_error_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(ConfigError, match=r"^RayExecutor needs Ray: pip install 'reasearch\[ray\]'$"):
+        import_ray("RayExecutor")
+    from reasearch.runs.executor import RayExecutor
+
+    with pytest.raises(ConfigError, match="RayExecutor needs Ray"):
+        RayExecutor()
+
