@@ -1,4 +1,6 @@
-"""Shared fixtures. ``shared_data`` is the project's data folder beside the checkout (../shared/data).
+"""Shared fixtures. ``shared_data`` is the project's data folder beside the checkout (../shared/data);
+``local_ray`` is a driver on the one Ray node the whole session shares (tests that need fake GPUs or
+several nodes start their own cluster).
 
 A session-level check closes the process-wide sandbox pool and then fails the run if the test
 process still has any child process (live or zombie): kills are real, nothing outlives the suite.
@@ -9,8 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,3 +131,137 @@ def experiment_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
         if p.is_dir() and not p.is_symlink():
             p.chmod(0o700)
     shutil.rmtree(d, ignore_errors=True)
+
+
+# Ray: one local node for the whole session (starting one costs ~5-10 s on 2 busy cores, and a dozen
+# tests only need "a local Ray"); each test gets a driver (a Ray job) of its own on it.
+RAY_TEST_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+RAY_TEST_CPUS = 2
+
+
+def import_ray_or_skip() -> Any:
+    """``ray``; CI installs the extra, so there a missing Ray fails instead of skipping."""
+    try:
+        import ray
+    except ImportError:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI installs the ray extra: `import ray` must work")
+        pytest.skip("the ray extra is not installed (pip install 'reasearch[ray]')")
+    return ray
+
+
+class RayNode:
+    """The session's local Ray node: its address and the pids of the processes it started here."""
+
+    def __init__(self, address: str, pids: set[int]) -> None:
+        self.address = address
+        self.pids = pids
+
+    def below(self) -> set[int]:
+        """Every process below the node's own (its workers and what they started), zombies included."""
+        from reasearch.engine._procs import descendants_of, process_table
+
+        table = process_table()
+        return {d for p in self.pids for d in descendants_of(p, table)} - self.pids
+
+    def started_by_workers(self) -> set[int]:
+        """The processes Ray's workers started (sandbox pools, jails), not the workers themselves: Ray
+        ends a job's workers with the job and keeps idle ones it started for no job for the next."""
+        from reasearch.engine._procs import process_table
+
+        table = process_table()
+        return {p for p in self.below() if p in table and table[p][0] not in self.pids}
+
+
+def end_processes(pids: set[int], *, what: str, node: RayNode | None = None, wait_s: float = 10.0) -> None:
+    """Waits up to ``wait_s`` for ``pids`` to exit, then kills the rest (a warning names them: ``what`` left
+    them behind); reaps those that exited as children of this process (a child subreaper: orphans come
+    back to it). Enforced, not asserted: a busy machine may be slow to end them, never leaves them."""
+    import signal
+    import warnings
+
+    from reasearch.engine._procs import process_table
+
+    def alive() -> list[int]:
+        table = process_table()
+        for pid in pids & set(table):
+            if table[pid][0] == os.getpid() and table[pid][3] == "Z":
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+        return sorted(p for p in pids if p in table and table[p][3] != "Z")
+
+    deadline = time.monotonic() + wait_s
+    while (left := alive()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not left:
+        return
+    # Only processes still below the Ray node or re-parented here: never a reused pid of someone else.
+    table = process_table()
+    ours = set(node.below()) if node is not None else set()
+    mine = [p for p in left if p in ours or table.get(p, (0,))[0] == os.getpid()]
+    warnings.warn(f"{what} left processes running {wait_s:g} s after it ended: {left}; killed: {mine}", stacklevel=2)
+    for pid in mine:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10.0
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def ray_node() -> Iterator[RayNode]:
+    """One local Ray node with ``RAY_TEST_CPUS`` CPUs and no GPU, shared by the session (its processes
+    inherit the environment as it was when the first Ray test started it)."""
+    import_ray_or_skip()
+    from ray.cluster_utils import Cluster
+
+    old = {k: os.environ.get(k) for k in RAY_TEST_ENV}
+    os.environ.update(RAY_TEST_ENV)
+    known = {pid for pid, _, _ in _children()}
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": RAY_TEST_CPUS, "num_gpus": 0,
+                                                            "include_dashboard": False})
+    node = RayNode(cluster.address, {pid for pid, _, _ in _children()} - known)
+    try:
+        yield node
+    finally:
+        everything = node.pids | node.below()
+        cluster.shutdown()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        end_processes(everything, what="the session's Ray node")
+
+
+@pytest.fixture()
+def local_ray(ray_node: RayNode) -> Iterator[Any]:
+    """``ray``, initialized as a driver of its own (a new Ray job in a namespace of its own) on the
+    session's Ray node: code under test finds Ray initialized and uses it as it is.
+
+    Nothing leaks into the next test: the driver disconnects, which ends the job (Ray stops its tasks
+    and workers), and every process the job's workers started (sandbox pools, jails) must then exit
+    (or is killed, with a warning). A test that leaves tasks running gets a warning too.
+    """
+    import warnings
+
+    ray = import_ray_or_skip()
+    assert not ray.is_initialized(), "a test before this one left Ray initialized"
+    before = ray_node.started_by_workers()
+    ray.init(address=ray_node.address, namespace=f"test-{uuid.uuid4().hex[:12]}", log_to_driver=False)
+    try:
+        yield ray
+        deadline = time.monotonic() + 10.0
+        while (free := ray.available_resources().get("CPU", 0)) < RAY_TEST_CPUS and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if free < RAY_TEST_CPUS:
+            warnings.warn(f"tasks of this test still held {RAY_TEST_CPUS - free:g} of Ray's CPUs when it ended; "
+                          "ending its job stops them", stacklevel=1)
+    finally:
+        job = ray_node.started_by_workers() - before
+        ray.shutdown()
+        end_processes(job, what="this test's Ray job", node=ray_node)

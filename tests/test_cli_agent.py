@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -368,11 +369,10 @@ def test_lessons_collect_builds_a_library_that_loads_with_lessons(
 
 # ---------------------------------------------------------------- --store and --executor
 @pytest.mark.ray
-def test_optimize_into_a_given_store_on_the_ray_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """The run lands in --store (not --run-dir's store); Ray evaluates and the scores equal the local run's."""
-    pytest.importorskip("ray", reason="the ray extra is not installed")
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+def test_optimize_into_a_given_store_on_the_ray_executor(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         local_ray: Any) -> None:
+    """The run lands in --store (not --run-dir's store); Ray (the session's node, already initialized)
+    evaluates and the scores equal the local run's."""
     script = tmp_path / "script.json"
     replies = [say("", call("evaluate")), say("", call("evaluate", code=IMPROVED)), say("", call("finish", reason="x"))]
     script.write_text(json.dumps([r.to_dict() for r in replies]))

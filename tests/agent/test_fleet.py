@@ -157,19 +157,12 @@ def ray_env() -> Iterator[None]:
 
 
 @pytest.mark.ray
-def test_local_and_ray_fleets_give_identical_results(run_dir: Path, ray_env: None) -> None:
-    import ray
-
+def test_local_and_ray_fleets_give_identical_results(run_dir: Path, local_ray: Any) -> None:
     script = _script(run_dir / "script.json")
     spec = _spec(script, seeds=(0, 1, 2), parallelism=2)
     local = run_fleet(spec, store=run_dir / "local", run_dir=run_dir / "local", fleet_id="f")
-    known = set(children())
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        remote = run_fleet(spec, store=run_dir / "ray", run_dir=run_dir / "ray", fleet_id="f", executor="ray")
-    finally:
-        ray.shutdown()
-        reap_orphans(known)  # Ray's exited processes (this process is a subreaper); a live one fails here
+    # the session's 2-CPU Ray node (local_ray: the job's processes must all be gone after the test)
+    remote = run_fleet(spec, store=run_dir / "ray", run_dir=run_dir / "ray", fleet_id="f", executor="ray")
     assert _per_run(remote) == _per_run(local)
     assert all(r.state == "finished" for r in remote.members)
     import socket  # the node column is filled on Ray: live, at the end and read back by `fleet show`

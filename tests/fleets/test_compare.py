@@ -97,15 +97,9 @@ def test_ranks_follow_the_direction_and_ties_share_a_rank() -> None:
 
 
 @pytest.mark.ray
-def test_method_members_give_the_same_results_on_ray_as_locally(tmp_path: Any) -> None:
+def test_method_members_give_the_same_results_on_ray_as_locally(tmp_path: Any, local_ray: Any) -> None:
     """Baseline members run as Ray tasks like agent members (their model rebuilt from the spec there)."""
     import json
-    import os
-    import sys
-    from pathlib import Path
-
-    pytest.importorskip("ray", reason="the ray extra is not installed")
-    import ray
 
     from reasearch.evaluators.registry import build_task
     from reasearch.fleets.fleet import run_fleet
@@ -119,19 +113,9 @@ def test_method_members_give_the_same_results_on_ray_as_locally(tmp_path: Any) -
     spec = compare_spec(["heilbronn/n11-v1"], ["best-of-n", "reflect"], seeds=[0, 1], budget=4,
                         model=f"scripted/{script}")
     local = run_fleet(spec, store=str(tmp_path / "local"), run_dir=str(tmp_path / "local"), fleet_id="f")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
-    from agent_helpers import children, reap_orphans
-
-    known = set(children())
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        remote = run_fleet(spec, store=str(tmp_path / "ray"), run_dir=str(tmp_path / "ray"), fleet_id="f",
-                           executor="ray")
-    finally:
-        ray.shutdown()
-        reap_orphans(known)  # Ray's exited processes (the sandbox pool makes this process a subreaper)
+    # the session's 2-CPU Ray node (local_ray: the job's processes must all be gone after the test)
+    remote = run_fleet(spec, store=str(tmp_path / "ray"), run_dir=str(tmp_path / "ray"), fleet_id="f",
+                       executor="ray")
 
     def per_run(report: Any) -> list[tuple[Any, ...]]:
         return sorted((m.member.method, m.member.seed, m.state, m.best_score, m.evaluations) for m in report.members)

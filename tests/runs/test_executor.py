@@ -116,22 +116,15 @@ def test_parallelism_is_explicit_never_capped(caplog: pytest.LogCaptureFixture) 
         ex.submit(BATCH[0])
 
 
-@pytest.fixture(scope="module")
-def ray_ex() -> Iterator[RayExecutor]:
-    """A local Ray of two CPUs, shared by the module's Ray tests (starting one takes seconds)."""
+@pytest.fixture()
+def ray_ex(local_ray: Any) -> Iterator[RayExecutor]:
+    """A RayExecutor on the session's Ray node of two CPUs (local_ray: Ray is initialized, so the executor
+    joins it; the test's Ray job ends with the test)."""
+    ex = RayExecutor(num_cpus=2)
     try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI installs the ray extra: `import ray` must work")
-        pytest.skip("the ray extra is not installed (pip install 'reasearch[ray]')")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAY_AUTH_MODE", "disabled")
-        ex = RayExecutor(num_cpus=2)  # address="auto" finds no cluster here, so it starts a local Ray
-        try:
-            yield ex
-        finally:
-            ex.close()
+        yield ex
+    finally:
+        ex.close()
 
 
 @pytest.mark.ray

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from reasearch.errors import ConfigError
-from reasearch.runs.ray_cluster import gpu_options, import_ray
+from reasearch.runs.ray_cluster import connect_ray, gpu_options, import_ray
 
 
 @pytest.mark.parametrize(("slot", "gpus", "expected"), [
@@ -47,3 +47,10 @@ def test_without_ray_installed_the_error_is_one_line_naming_the_extra(monkeypatc
     with pytest.raises(ConfigError, match="RayExecutor needs Ray"):
         RayExecutor()
 
+
+@pytest.mark.ray
+def test_a_ray_already_initialized_is_joined_and_left_running(local_ray: Any) -> None:
+    conn = connect_ray("auto", num_cpus=1)  # neither an address nor num_cpus applies to a Ray joined as it is
+    assert not conn.owned and conn.cluster_cpus() == 2 and conn.cluster_gpus() == 0 and conn.alive_nodes() == 1
+    conn.close()
+    assert local_ray.is_initialized()  # the caller's Ray: never shut down by an executor or fleet it served
