@@ -292,11 +292,12 @@ class RayExecutor(Executor):
         out: Future[EvalResult] = Future()
 
         def done(f: Future[dict[str, Any]]) -> None:
-            exc = f.exception()
-            if exc is not None:
+            try:
+                result = EvalResult.from_dict(f.result())
+            except BaseException as exc:  # the task's error, or a result that does not parse: never a hang
                 out.set_exception(exc)
             else:
-                out.set_result(EvalResult.from_dict(f.result()))
+                out.set_result(result)
 
         ray_future.add_done_callback(done)
         return out

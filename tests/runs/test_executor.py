@@ -157,3 +157,16 @@ def test_a_run_of_an_unregistered_task_evaluates_locally_and_on_ray(tmp_path: Pa
                                                                  "test/offset-d2-v1")
             run.close()
         assert store.usage("unregistered") == {Unit.EVALUATIONS: 2.0}
+
+
+@pytest.mark.ray
+def test_a_ray_result_that_does_not_parse_fails_its_future_instead_of_hanging(
+        ray_ex: RayExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reasearch.runs import executor as executor_module
+
+    def unparsable(d: Any) -> Any:
+        raise ValueError("not a result")
+
+    monkeypatch.setattr(executor_module.EvalResult, "from_dict", unparsable)  # parsed here, in the driver
+    with pytest.raises(ValueError, match="not a result"):
+        ray_ex.submit(BATCH[0]).result(timeout=60)
