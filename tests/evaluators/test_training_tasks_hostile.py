@@ -18,6 +18,7 @@ import pytest
 
 from reasearch.engine.protocol import Status
 from reasearch.engine.training import JobOutcome
+from reasearch.evaluators import training
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.testing import ToyRepoTrainingTask
 from tests.engine.conftest import MODES, needs_mode
@@ -27,12 +28,26 @@ def _repo(train: str) -> str:
     return encode_repo({"train.py": textwrap.dedent(train), "settings.json": '{"x": 3.0, "sleep_s": 0}'})
 
 
+def test_the_save_grace_is_min_of_grace_and_max_of_10_s_and_5_percent_of_the_budget() -> None:
+    """The rule the next test applies with a lowered floor: a generous grace_s never buys training time."""
+    assert training.save_grace_s(1.0, 30.0) == 10.0  # the 10 s floor, not the 30 s asked for
+    assert training.save_grace_s(1000.0, 30.0) == 30.0  # 5% of the budget, capped by grace_s
+    assert training.save_grace_s(400.0, 30.0) == 20.0
+    assert training.save_grace_s(1.0, 4.0) == 4.0  # grace_s below the floor wins
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("mode", MODES)
-def test_training_25_s_past_a_1_s_budget_with_a_30_s_grace_is_a_timeout(experiment_root: Path, mode: str) -> None:
+def test_training_25_s_past_a_1_s_budget_with_a_30_s_grace_is_a_timeout(experiment_root: Path, mode: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's attack: a generous grace_s (30 s) taken as training time. train.py catches the
-    budget's SIGTERM and keeps training 25 s past its 1 s budget, then saves a perfect answer."""
+    budget's SIGTERM and keeps training 25 s past its 1 s budget, then saves a perfect answer.
+
+    The save grace's floor (10 s; the rule itself is checked above) is lowered to 2 s here, so the run is
+    killed at 1 + min(30, max(2, 5% of 1)) = 3 s instead of 11 s: the same rule, 8 s less of the suite's time
+    per mode (issue 27 item 5). The attack still runs 22 s past the kill, so only the kill can stop it."""
     needs_mode(mode)
+    monkeypatch.setattr(training, "_SAVE_GRACE_MIN_S", 2.0)
     task = ToyRepoTrainingTask(time_budget_s=1.0, grace_s=30.0, sandbox_mode=mode)
     res = task.evaluate(_repo("""
         import json, os, signal, time
@@ -44,8 +59,8 @@ def test_training_25_s_past_a_1_s_budget_with_a_30_s_grace_is_a_timeout(experime
     """), experiment_dir=str(experiment_root / "own"))
     assert res.status is Status.TIMEOUT and res.score is None, res.feedback
     m = res.metrics
-    assert m["time_budget_s"] == 1.0 and m["hard_limit_s"] == 11.0  # budget + min(30, max(10, 5% of 1 s))
-    assert m["budget_signal_s"] is not None and 1.0 <= m["budget_signal_s"] < 11.0
+    assert m["time_budget_s"] == 1.0 and m["hard_limit_s"] == 3.0  # budget + min(30, max(2, 5% of 1 s))
+    assert m["budget_signal_s"] is not None and 1.0 <= m["budget_signal_s"] < 3.0
     assert "got SIGTERM, training on" in (experiment_root / "own" / "train.log").read_text()
     assert "did not end within its budget" in res.feedback
 
