@@ -16,28 +16,33 @@ from reasearch.runs.executor import EvalRequest, RayExecutor
 pytestmark = pytest.mark.ray
 
 
-@pytest.fixture()
-def ray_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+@pytest.fixture(scope="module")
+def ray_gpus(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A local Ray of its own with 4 CPUs and 2 (faked) GPUs, shared by this module's two tests (starting
+    one costs seconds); not the session's node, which has no GPU."""
     try:
         import ray
     except ImportError:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("CI installs the ray extra: `import ray` must work")
         pytest.skip("the ray extra is not installed (pip install 'reasearch[ray]')")
+    assert not ray.is_initialized(), "a test before this one left Ray initialized"
     exp = Path("/var/tmp") / f"reasearch-raygpu-{os.getpid()}-{time.time_ns()}"
-    for key, value in {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "REASEARCH_FAKE_GPUS": "2",
-                       "REASEARCH_LEASE_DIR": str(tmp_path / "leases"), "REASEARCH_EXPERIMENTS_DIR": str(exp),
-                       "REASEARCH_CPUS_PER_SLOT": "1"}.items():
-        monkeypatch.setenv(key, value)  # a local Ray's workers inherit this environment
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    executor = RayExecutor(address=None, num_cpus=4, num_gpus=2)
-    try:
-        yield ray, executor
-    finally:
-        executor.close()
-        import shutil
+    leases = tmp_path_factory.mktemp("ray-gpu") / "leases"
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "REASEARCH_FAKE_GPUS": "2",
+                           "REASEARCH_LEASE_DIR": str(leases), "REASEARCH_EXPERIMENTS_DIR": str(exp),
+                           "REASEARCH_CPUS_PER_SLOT": "1"}.items():
+            mp.setenv(key, value)  # a local Ray's workers inherit this environment
+        mp.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        executor = RayExecutor(address=None, num_cpus=4, num_gpus=2)
+        try:
+            yield ray, executor
+        finally:
+            executor.close()
+            import shutil
 
-        shutil.rmtree(exp, ignore_errors=True)
+            shutil.rmtree(exp, ignore_errors=True)
 
 
 def _request(sleep_s: float, x: float) -> EvalRequest:
