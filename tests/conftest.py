@@ -135,7 +135,7 @@ def experiment_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     shutil.rmtree(d, ignore_errors=True)
 
 
-# Ray: one local node for the whole session (starting one costs ~5-10 s on 2 busy cores, and a dozen
+# Ray: one local node for the whole session (starting one costs ~5-10 s on 2 busy cores, and most Ray
 # tests only need "a local Ray"); each test gets a driver (a Ray job) of its own on it.
 RAY_TEST_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 RAY_TEST_CPUS = 2
@@ -161,7 +161,7 @@ class RayNode:
 
     def below(self) -> set[int]:
         """Every process below the node's own (its workers and what they started), zombies included."""
-        from reasearch.engine._procs import descendants_of, process_table
+        from reasearch.engine import descendants_of, process_table
 
         table = process_table()
         return {d for p in self.pids for d in descendants_of(p, table)} - self.pids
@@ -169,7 +169,7 @@ class RayNode:
     def started_by_workers(self) -> set[int]:
         """The processes Ray's workers started (sandbox pools, jails), not the workers themselves: Ray
         ends a job's workers with the job and keeps idle ones it started for no job for the next."""
-        from reasearch.engine._procs import process_table
+        from reasearch.engine import process_table
 
         table = process_table()
         return {p for p in self.below() if p in table and table[p][0] not in self.pids}
@@ -182,7 +182,7 @@ def end_processes(pids: set[int], *, what: str, node: RayNode | None = None, wai
     import signal
     import warnings
 
-    from reasearch.engine._procs import process_table
+    from reasearch.engine import process_table
 
     def alive() -> list[int]:
         table = process_table()
