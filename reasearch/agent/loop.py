@@ -31,7 +31,7 @@ from typing import Any
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.console import write_final_files
 from reasearch.agent.journal import Journal
-from reasearch.agent.model_calls import HARD_UNITS, ModelCalls, require_prices, role_models
+from reasearch.agent.model_calls import ModelCalls, require_prices, role_models
 from reasearch.agent.prompts import (
     LESSONS_TEMPLATE,
     NO_TOOL_NUDGE,
@@ -62,6 +62,7 @@ from reasearch.models.messages import (
 )
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ledger import Unit
+from reasearch.runs.model_calls import spent_hard_cap
 from reasearch.runs.run import Run
 
 __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult", "require_prices"]
@@ -264,10 +265,9 @@ class Agent(ModelCalls):
     def _limit(self) -> tuple[str | None, bool]:
         """(the first limit reached, whether it is hard), checked before every model call."""
         remaining = self.run.remaining()
-        for unit in HARD_UNITS:
-            left = remaining.get(unit)
-            if left is not None and left <= 0:
-                return f"the {unit.value} budget is spent", True
+        why = spent_hard_cap(remaining)
+        if why is not None:
+            return why, True
         if self.no_tool_streak >= self.config.max_turns_without_tools:  # hard: it would not call finish either
             return (f"the model answered {self.no_tool_streak} turns in a row without calling a tool "
                     f"(limit {self.config.max_turns_without_tools})"), True

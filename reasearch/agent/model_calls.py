@@ -29,12 +29,10 @@ from reasearch.evaluators.base import Task
 from reasearch.models import Model, ModelSpec, build_model
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage, text_block
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import reserve_model_call
+from reasearch.runs.model_calls import HARD_UNITS, reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
 
 __all__ = ["HARD_UNITS", "ModelCalls", "require_prices", "role_models"]
-
-HARD_UNITS = (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)  # no wrap-up turn: it would spend more of them
 
 
 class ModelCalls:
@@ -136,11 +134,9 @@ class ModelCalls:
 
     def _check_money(self) -> None:
         """Before every live model call (agent, editor, summarizer): no call past a spent cap."""
-        remaining = self.run.remaining()
-        for unit in HARD_UNITS:
-            left = remaining.get(unit)
-            if left is not None and left <= 0:
-                raise BudgetExceededError(f"the {unit.value} budget is spent: no further model call")
+        why = spent_hard_cap(self.run.remaining())
+        if why is not None:
+            raise BudgetExceededError(f"{why}: no further model call")
 
     def _reserve_call(self, role: str, model: Model, request: ModelRequest) -> tuple[str, ModelRequest]:
         """Holds one model call, its tokens and its dollars at their worst (the prompt's estimate plus the

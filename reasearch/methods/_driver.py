@@ -28,7 +28,7 @@ from reasearch.models import Model, ModelSpec
 from reasearch.models.messages import ModelReply, ModelRequest, text_block
 from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import reserve_model_call
+from reasearch.runs.model_calls import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
@@ -36,7 +36,6 @@ __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_bloc
 REPLY_EVENT = EventKind.METHOD_REPLY  # one model call of a method (the reply, recorded before it is used)
 FINAL_EVENT = EventKind.FINAL
 MAX_IDLE = 25  # proposals in a row that spent no budget (no code, or already evaluated) before a method stops
-_HARD_UNITS = (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)
 _BLOCK = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n```|\Z)", re.DOTALL)
 _EDIT = re.compile(r"<<<<<<< SEARCH\n(.*?)\n=======\n(.*?)\n>>>>>>> REPLACE", re.DOTALL)
 _MAX_CANDIDATE = 2 * 1024 * 1024  # a longer proposal is dropped, never evaluated cut
@@ -191,11 +190,9 @@ class MethodDriver:
         return reply.text
 
     def _check_money(self) -> None:
-        remaining = self.run.remaining()
-        for unit in _HARD_UNITS:
-            left = remaining.get(unit)
-            if left is not None and left <= 0:
-                raise BudgetExceededError(f"the {unit.value} budget is spent: no further model call")
+        why = spent_hard_cap(self.run.remaining())
+        if why is not None:
+            raise BudgetExceededError(f"{why}: no further model call")
 
     def candidate_from(self, reply: str, parent_source: str | None = None) -> str | None:
         """The full candidate a reply proposes: SEARCH/REPLACE edits of ``parent_source`` when it holds
@@ -253,10 +250,9 @@ class MethodDriver:
         if self.step < self.replay_until:
             return None
         remaining = self.run.remaining()
-        for unit in _HARD_UNITS:
-            left = remaining.get(unit)
-            if left is not None and left <= 0:
-                return f"the {unit.value} budget is spent"
+        why = spent_hard_cap(remaining)
+        if why is not None:
+            return why
         left = remaining.get(self.unit)
         if left is not None and left + 1e-9 < self.needed:
             return f"the {self.unit.value} budget is spent"

@@ -9,6 +9,7 @@ call still fits; a call that cannot fit even a one-token reply is refused. Trust
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from reasearch.models.base import ModelSpec, call_ceiling, fit_call
@@ -16,7 +17,19 @@ from reasearch.models.messages import ModelRequest
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import Run, refusal_text
 
-__all__ = ["reserve_model_call"]
+__all__ = ["HARD_UNITS", "reserve_model_call", "spent_hard_cap"]
+
+HARD_UNITS = (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)  # spent: no further call, not even a wrap-up turn
+
+
+def spent_hard_cap(remaining: Mapping[Unit, float | None]) -> str | None:
+    """Why no further model call may be made (``"the tokens budget is spent"``): the first of
+    :data:`HARD_UNITS` with nothing left in ``remaining`` (a run's :meth:`Run.remaining`); None when none is."""
+    for unit in HARD_UNITS:
+        left = remaining.get(unit)
+        if left is not None and left <= 0:
+            return f"the {unit.value} budget is spent"
+    return None
 
 
 def reserve_model_call(run: Run, request: ModelRequest,

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +26,9 @@ from reasearch.models import (
 )
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, ToolSchema, Usage
 from reasearch.models.openai_compat import to_openai_messages
-from reasearch.models.testing import FakeAnthropicServer
+from reasearch.models.testing import FakeAnthropicServer, FakeJSONServer
 from reasearch.runs import Unit
+from reasearch.runs.model_calls import HARD_UNITS, spent_hard_cap
 from reasearch.runs.testing import memory_run
 
 TOOLS = [ToolSchema("evaluate", "Scores the program.", {"type": "object", "properties": {"code": {"type": "string"}},
@@ -142,32 +141,26 @@ def test_to_openai_messages_translates_tool_use_and_results() -> None:
     ]
 
 
+class _ChatServer(FakeJSONServer):
+    """Answers every POST with the next of ``answers`` (HTTP status, JSON payload), as the test scripts them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[tuple[int, Any]] = []
+        self.headers: list[dict[str, str]] = []
+
+    def answer_post(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            return self.answers.pop(0)
+
+
 @pytest.fixture()
 def chat_server() -> Iterator[dict[str, Any]]:
-    state: dict[str, Any] = {"bodies": [], "headers": [], "answers": []}
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            state["bodies"].append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-            state["headers"].append(dict(self.headers))
-            status, payload = state["answers"].pop(0)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    state["url"] = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with _ChatServer() as server:
+        yield {"bodies": server.requests, "headers": server.headers, "answers": server.answers,
+               "url": f"{server.url}/v1"}
 
 
 def test_openai_compatible_client_round_trip_with_retry(chat_server: dict[str, Any]) -> None:
@@ -193,7 +186,7 @@ def test_openai_compatible_client_round_trip_with_retry(chat_server: dict[str, A
     assert body["model"] == "qwen" and body["max_tokens"] == 77
     assert body["messages"][0] == {"role": "system", "content": "You optimize."}
     assert body["tools"][0]["function"]["name"] == "evaluate"
-    assert chat_server["headers"][-1]["Authorization"] == "Bearer k"
+    assert chat_server["headers"][-1]["authorization"] == "Bearer k"
     assert model.complete(_request()).truncated
 
 
@@ -282,6 +275,18 @@ def test_openai_compatible_model_drives_a_full_agent_run(chat_server: dict[str, 
     assert second[-1]["role"] == "user" and second[-1]["content"].startswith("## State snapshot")
     assert second[-3]["tool_calls"][0]["function"]["name"] == "evaluate"
     assert run.used()[Unit.TOKENS] == 110 and run.used()[Unit.DOLLARS] == 0.0  # a local model has no price
+
+
+def test_spent_hard_cap_names_the_first_hard_unit_with_nothing_left() -> None:
+    """One rule for the agent's and the methods' "no further model call": a token, dollar or model-call
+    cap at or below zero; other units (evaluations) and uncapped ones (None) never stop a call."""
+    assert HARD_UNITS == (Unit.TOKENS, Unit.DOLLARS, Unit.MODEL_CALLS)
+    assert spent_hard_cap({}) is None
+    assert spent_hard_cap({Unit.TOKENS: None, Unit.DOLLARS: 0.01, Unit.MODEL_CALLS: 1.0,
+                           Unit.EVALUATIONS: 0.0}) is None
+    assert spent_hard_cap({Unit.MODEL_CALLS: 0.0}) == "the model_calls budget is spent"
+    assert spent_hard_cap({Unit.DOLLARS: -0.5, Unit.TOKENS: 0.0}) == "the tokens budget is spent"
+    assert spent_hard_cap({Unit.TOKENS: 1.0, Unit.DOLLARS: -1e-9}) == "the dollars budget is spent"
 
 
 def test_a_call_near_a_cap_is_sent_with_a_reply_limit_that_fits() -> None:
