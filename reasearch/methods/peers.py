@@ -21,20 +21,16 @@ propose are not (sandbox and metered student only, as every method's).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
-import os
-import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reasearch.errors import BudgetExceededError, ConfigError
-from reasearch.evaluators.result import EvalResult
 from reasearch.methods._driver import MAX_IDLE, MethodDriver
-from reasearch.methods._peer_common import budget_result, continue_after_record
+from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups
 from reasearch.methods._proxy import MeteringProxy
 from reasearch.runs.ledger import Unit
 
@@ -134,7 +130,6 @@ def _run_peer(folder: Path, code: str, procs: list[Any]) -> None:
 
 def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
     """Runs OpenEvolve's own loop on ``driver``'s run; returns why it stopped."""
-    from reasearch.adapters import read_program
     from reasearch.adapters.openevolve import openevolve_fields
 
     if driver.kind != "program":
@@ -151,16 +146,11 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         iterations = budget if driver.seen(driver.task.seed_program()) is not None else budget - 1
     evaluated: list[int] = []
 
+    def spent() -> str | None:
+        return spent_reason if driver.stop_reason() == spent_reason else None
+
     def evaluate(program_path: str) -> dict[str, Any]:
-        source = read_program(program_path)
-        reason = driver.stop_reason()
-        if isinstance(source, EvalResult):
-            result = source
-        elif reason == spent_reason:  # a spent model budget leaves proposed programs to evaluate
-            result = budget_result(reason)
-        else:
-            result = driver.evaluate(source, parent=None, note="openevolve").result
-            evaluated.append(driver.step)
+        result = evaluate_program(driver, program_path, note="openevolve", spent=spent, evaluated=evaluated)
         metrics, artifacts = openevolve_fields(result, driver.spec)
         return {"metrics": metrics, "artifacts": artifacts}
 
@@ -183,10 +173,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         try:
             proxy.serve(lambda: _run_peer(folder, _OPENEVOLVE_MAIN, procs))
         finally:  # interrupted, or the model failed: the peer's process (and its workers' parent) ends with us
-            for proc in procs:  # the whole group: OpenEvolve's forked workers outlive a killed parent
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_groups(procs)  # the whole group: OpenEvolve's forked workers outlive a killed parent
     reason = driver.stop_reason()
     if reason is not None:
         return reason

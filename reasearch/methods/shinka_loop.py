@@ -30,12 +30,10 @@ run only in the task's sandbox). Its process reaches the run only through the to
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,9 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.errors import ConfigError
-from reasearch.evaluators.result import EvalResult
 from reasearch.methods._driver import MethodDriver
-from reasearch.methods._peer_common import budget_result, continue_after_record
+from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups
 from reasearch.methods._proxy import MeteringProxy
 from reasearch.runs.ledger import Unit
 
@@ -210,9 +207,7 @@ def _run(python: str, folder: Path, token: str, stop: _Stopper, procs: list[subp
                 break
             except subprocess.TimeoutExpired:
                 if stop.due():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                    kill_groups([proc])
                     return
     if rc != 0 and not stop.refused.is_set():
         tail = log.read_text(encoding="utf-8", errors="replace")[-800:]
@@ -221,7 +216,6 @@ def _run(python: str, folder: Path, token: str, stop: _Stopper, procs: list[subp
 
 def shinka_method(driver: MethodDriver, config: ShinkaConfig) -> str:
     """Runs ShinkaEvolve's own loop on ``driver``'s run; returns why it stopped."""
-    from reasearch.adapters import read_program
     from reasearch.adapters.shinka import shinka_files
 
     if driver.kind != "program":
@@ -243,16 +237,12 @@ def shinka_method(driver: MethodDriver, config: ShinkaConfig) -> str:
         finally:
             stop.end()
 
-    def answer(program_path: str) -> dict[str, Any]:
-        source = read_program(program_path)
+    def spent() -> str | None:
         left = driver.run.remaining().get(driver.unit)
-        if isinstance(source, EvalResult):
-            result = source
-        elif left is not None and left + 1e-9 < driver.needed:  # a spent model budget leaves proposals to evaluate
-            result = budget_result(spent_reason)
-        else:
-            result = driver.evaluate(source, parent=None, note="shinka").result
-            evaluated.append(driver.step)
+        return spent_reason if left is not None and left + 1e-9 < driver.needed else None
+
+    def answer(program_path: str) -> dict[str, Any]:
+        result = evaluate_program(driver, program_path, note="shinka", spent=spent, evaluated=evaluated)
         correct, metrics = shinka_files(result, driver.spec)
         return {"correct": correct, "metrics": metrics}
 
@@ -270,10 +260,7 @@ def shinka_method(driver: MethodDriver, config: ShinkaConfig) -> str:
         try:
             proxy.serve(lambda: _run(python, folder, proxy.token, stop, procs))
         finally:  # interrupted, or the model failed: ShinkaEvolve's process group ends with us
-            for proc in procs:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_groups(procs)
     reason = driver.stop_reason()
     if reason is not None:
         return reason

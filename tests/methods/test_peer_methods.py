@@ -257,3 +257,38 @@ def test_openevolve_stops_when_the_model_budget_is_spent(tmp_path: Path) -> None
     assert used[Unit.MODEL_CALLS] == 2 == len(store.events(result.run_id, kind=REPLY_EVENT))  # refused calls: not made
     assert used[Unit.EVALUATIONS] == 3  # the seed and the two proposals; the refused iterations proposed nothing
     assert "model_calls budget is spent" in result.reason
+
+
+def test_a_peers_program_is_read_refused_or_evaluated_by_one_rule(tmp_path: Path) -> None:
+    """The rule openevolve and shinka share for the program their evaluator hands back: a file that is not
+    a readable program is INVALID and the budget is not even asked; a spent budget refuses it unevaluated;
+    else the run evaluates it (one evaluation, its step recorded)."""
+    from reasearch.engine.testing import StaticRunner
+    from reasearch.evaluators.testing import ToyTask
+    from reasearch.methods._peer_common import evaluate_program
+    from reasearch.runs.testing import memory_run
+
+    run = memory_run(ToyTask(dim=2), {"evaluations": 5}, runner=StaticRunner())
+    driver = MethodDriver(run, DemoModel(), method="peer")
+    asked: list[str] = []
+    evaluated: list[int] = []
+
+    def spent_when(reason: str | None) -> Any:
+        def spent() -> str | None:
+            asked.append("spent?")
+            return reason
+        return spent
+
+    (tmp_path / "latin1.py").write_bytes(b"def run():\n    return [1.0, 2.0]  # \xe9\n")
+    for path in (tmp_path / "missing.py", tmp_path / "latin1.py", tmp_path):
+        result = evaluate_program(driver, str(path), note="peer", spent=spent_when(None), evaluated=evaluated)
+        assert result.status.value == "INVALID"
+    assert asked == [] and evaluated == [] and run.store.evaluations(run.id) == []
+    good = tmp_path / "good.py"
+    good.write_text("def run():\n    return [1.0, 2.0]\n")
+    result = evaluate_program(driver, str(good), note="peer", spent=spent_when("the evaluations budget is spent"),
+                              evaluated=evaluated)
+    assert result.status.value == "REFUSED" and result.feedback == "not evaluated: the evaluations budget is spent"
+    assert asked == ["spent?"] and evaluated == [] and run.store.evaluations(run.id) == []
+    result = evaluate_program(driver, str(good), note="peer", spent=spent_when(None), evaluated=evaluated)
+    assert result.ok and evaluated == [driver.step] and len(run.store.evaluations(run.id)) == 1
