@@ -11,9 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,8 @@ import pytest
 
 import reasearch
 from reasearch.adapters.openevolve import evaluator_source
+from reasearch.models.messages import ModelReply
+from reasearch.models.testing import FakeOpenAIServer, say
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 SEED_LINE = "    radius = 0.5 * step * (1.0 - 1e-9)"
@@ -37,36 +37,15 @@ def _diff(replacement: str) -> str:
 
 @pytest.fixture()
 def scripted_model() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """An OpenAI-compatible server proposing ``EDITS`` in turn; yields its URL and the request bodies it got."""
     asked: list[dict[str, Any]] = []
-    lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            return
+    def answer(body: dict[str, Any]) -> ModelReply:  # called under the server's lock
+        asked.append(body)
+        return say(_diff(EDITS[(len(asked) - 1) % len(EDITS)]))
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            with lock:
-                asked.append(body)
-                text = _diff(EDITS[(len(asked) - 1) % len(EDITS)])
-            data = json.dumps({"id": f"c{len(asked)}", "object": "chat.completion", "created": 0, "model": "scripted",
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": text}}],
-                               "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", asked
-    finally:
-        server.shutdown()
-        server.server_close()
+    with FakeOpenAIServer(answer) as server:
+        yield server.url, asked
 
 
 def test_openevolve_run_records_reasearch_scores(tmp_path: Path, scripted_model: tuple[str, list[dict[str, Any]]],

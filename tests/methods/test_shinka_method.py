@@ -13,9 +13,7 @@ import ast
 import json
 import os
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ import reasearch
 from reasearch.methods._driver import REPLY_EVENT
 from reasearch.methods.shinka_loop import _EVALUATE, PYTHON_ENV, marked, shinka_python
 from reasearch.models.messages import ModelReply
+from reasearch.models.testing import FakeOpenAIServer, say
 from reasearch.runs import Run, Unit, open_store
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -62,35 +61,14 @@ def _reply(n: int) -> str:
 def scripted() -> Iterator[tuple[str, list[str]]]:
     """An OpenAI-compatible server answering the scripted proposals; yields its URL and the replies it sent."""
     sent: list[str] = []
-    lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            return
+    def answer(body: dict[str, Any]) -> ModelReply:  # called under the server's lock
+        text = _reply(len(sent))
+        sent.append(text)
+        return say(text)
 
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            with lock:
-                text = _reply(len(sent))
-                sent.append(text)
-            data = json.dumps({"id": f"c{len(sent)}", "object": "chat.completion", "created": 0, "model": "scripted",
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": text}}],
-                               "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", sent
-    finally:
-        server.shutdown()
-        server.server_close()
+    with FakeOpenAIServer(answer) as server:
+        yield server.url, sent
 
 
 def test_compare_runs_shinkaevolve_on_the_runs_budget_sandbox_and_ledger(
