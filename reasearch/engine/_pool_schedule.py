@@ -159,12 +159,18 @@ class PoolScheduling:
         t.start()
         return True
 
-    def _start_ahead(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
+    def _switch_quietly(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
+        """Gives ``w`` the image ``profile`` unless the pool is closed; a failure is not raised (in the
+        background there is no one to tell): the worker is left as it is, for its next user to start."""
         try:
             if not self._closed:
                 w.switch_profile(profile)
         except BaseException:
-            pass  # it failed to start: it stays cold, and the request that needs it starts it (and reports why)
+            pass
+
+    def _start_ahead(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
+        try:  # failed to start: it stays cold, and the request that needs it starts it (and reports why)
+            self._switch_quietly(w, profile)
         finally:
             with self._cond:
                 self._starting.pop(w, None)
@@ -186,15 +192,10 @@ class PoolScheduling:
         return other
 
     def _switch_in_background(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
-        try:
-            if not self._closed:
-                w.switch_profile(profile)
-        except BaseException:
-            pass  # it failed to start: its next user restarts it (on the pool's own image)
-        finally:
-            self._release(w)
-            with self._cond:
-                self._background.discard(threading.current_thread())
+        self._switch_quietly(w, profile)  # failed to start: its next user restarts it (on the pool's own image)
+        self._release(w)
+        with self._cond:
+            self._background.discard(threading.current_thread())
 
     def _release(self, w: WorkerHandle) -> None:
         w.last_used = time.monotonic()
