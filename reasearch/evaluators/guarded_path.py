@@ -251,16 +251,8 @@ class Root:
             raise FileNotFoundError(rel)
         if not stat.S_ISREG(st.st_mode):
             raise UnsafePathError(f"{rel!r} is not a regular file ({_kind(st)}); it is not read")
+        fd, st = self._open_regular(rel)  # what was opened, not what was looked at: the name may have been swapped
         try:
-            fd = self._open(split(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            raise _refusal(exc, rel, self.fd) from None
-        try:
-            st = os.fstat(fd)  # what was opened, not what was looked at: the name may have been swapped
-            if not stat.S_ISREG(st.st_mode):
-                raise UnsafePathError(f"{rel!r} is not a regular file ({_kind(st)}); it is not read")
             if st.st_size > cap and not cut:
                 raise UnsafePathError(f"{rel!r} is {st.st_size} bytes, over the {cap}-byte limit; it is not read")
             chunks, left = [], cap + (0 if cut else 1)
@@ -277,9 +269,9 @@ class Root:
         finally:
             os.close(fd)
 
-    def read_slice(self, rel: str, *, start: int | None, length: int) -> tuple[bytes, int]:
-        """``(bytes, file size)`` of regular file ``rel``: ``length`` bytes from ``start`` (the last ``length``
-        bytes when ``start`` is None), however large the file; same refusals as :meth:`read_bytes`."""
+    def _open_regular(self, rel: str) -> tuple[int, os.stat_result]:
+        """``(fd, its stat)`` of ``rel`` opened read-only (no link followed, no blocking, no terminal), refused
+        unless what was opened is a regular file; the caller closes the fd."""
         try:
             fd = self._open(split(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         except FileNotFoundError:
@@ -290,6 +282,16 @@ class Root:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise UnsafePathError(f"{rel!r} is not a regular file ({_kind(st)}); it is not read")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st
+
+    def read_slice(self, rel: str, *, start: int | None, length: int) -> tuple[bytes, int]:
+        """``(bytes, file size)`` of regular file ``rel``: ``length`` bytes from ``start`` (the last ``length``
+        bytes when ``start`` is None), however large the file; same refusals as :meth:`read_bytes`."""
+        fd, st = self._open_regular(rel)
+        try:
             size = st.st_size
             pos = max(0, size - length) if start is None else min(max(0, int(start)), size)
             chunks, left = [], max(0, length)
