@@ -30,7 +30,6 @@ from typing import Any
 
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.console import write_final_files
-from reasearch.agent.journal import Journal
 from reasearch.agent.model_calls import ModelCalls, require_prices, role_models
 from reasearch.agent.prompts import (
     LESSONS_TEMPLATE,
@@ -61,6 +60,7 @@ from reasearch.models.messages import (
     tool_result_block,
 )
 from reasearch.runs.fleet_link import FleetLink
+from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_calls import spent_hard_cap
 from reasearch.runs.run import Run

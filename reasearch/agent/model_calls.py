@@ -21,13 +21,13 @@ from typing import Any
 
 from reasearch.agent._routing import edit_problem, fallback_role
 from reasearch.agent.config import ROLES, AgentConfig
-from reasearch.agent.journal import Journal
 from reasearch.agent.prompts import CONTINUE_MESSAGE, RETRY_CUT, RETRY_EMPTY
 from reasearch.agent.tools.workspace import ExecFn, Workspace
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import Task
 from reasearch.models import Model, ModelSpec, build_model
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage, text_block
+from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_calls import HARD_UNITS, reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run

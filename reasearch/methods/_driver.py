@@ -27,6 +27,7 @@ from reasearch.evaluators.result import EvalResult, Status
 from reasearch.models import Model, ModelSpec
 from reasearch.models.messages import ModelReply, ModelRequest, text_block
 from reasearch.runs.events import EventKind
+from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_calls import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
@@ -123,12 +124,12 @@ class MethodDriver:
             self.session = PromptSession(run)
         self.unit: Unit = run.eval_unit
         self.needed: float = float(run.evaluation_estimate().get(self.unit, 1.0))
-        self._events: dict[tuple[int, str], dict[str, Any]] = {
-            (int(e.step), str(e.kind)): dict(e.payload) for e in run.events()}
+        self.journal = Journal(run)
         # The last step an earlier session wrote before its conclusion: up to it the loop replays and never
         # stops on the budget (the store's totals already hold the spend of the steps still to replay).
-        ending = {step for (step, kind) in self._events if kind in (FINAL_EVENT, "test_result")}
-        written = [step for (step, _kind) in self._events]
+        ending = {step for step in self.journal.steps()
+                  if any(kind in (FINAL_EVENT, "test_result") for kind in self.journal.kinds(step))}
+        written = self.journal.steps()
         written += [ev.step for ev in run.store.evaluations(run.id)] + [e.step for e in run.store.ledger(run.id)]
         self.replay_until = max((step for step in written if step not in ending), default=0)
         self.step = 0
@@ -139,16 +140,10 @@ class MethodDriver:
     # ------------------------------------------------------------ journal
     def record(self, step: int, kind: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         """Writes an event once (idempotent per step and kind) and returns what is stored."""
-        known = self._events.get((step, kind))
-        if known is not None:
-            return known
-        payload = dict(payload)
-        self.run.log_event(step, kind, payload)
-        self._events[(step, kind)] = payload
-        return payload
+        return self.journal.record(step, kind, payload)
 
     def recorded(self, step: int, kind: str) -> dict[str, Any] | None:
-        return self._events.get((step, kind))
+        return self.journal.get(step, kind)
 
     def next_step(self) -> int:
         self.step += 1

@@ -284,3 +284,26 @@ def test_a_methods_model_call_is_reserved_against_its_fleets_cap(monkeypatch: py
     assert store.fleet_usage("f")[Unit.MODEL_CALLS] == 1.0 and store.reserved(runs[1].id) == {}
     for run in runs:
         run.close()
+
+
+def test_the_driver_replays_up_to_the_last_step_an_earlier_session_wrote_before_its_conclusion() -> None:
+    """The driver reads the run's journal once: a recorded reply is returned, not written again, and the
+    replay point is the last step written that is not a conclusion (a final or test-result event)."""
+    from reasearch.engine.testing import StaticRunner
+    from reasearch.evaluators.testing import ToyTask
+    from reasearch.methods._driver import FINAL_EVENT, MethodDriver
+    from reasearch.models.demo import DemoModel
+    from reasearch.runs.testing import memory_run
+
+    run = memory_run(ToyTask(dim=2), {"evaluations": 5}, runner=StaticRunner())
+    run.log_event(1, REPLY_EVENT, {"reply": "first"})
+    run.log_event(3, REPLY_EVENT, {"reply": "third"})
+    run.log_event(4, FINAL_EVENT, {"candidate": None})
+    run.log_event(4, "test_result", {})
+    driver = MethodDriver(run, DemoModel(), method="best-of-n")
+    assert driver.replay_until == 3
+    assert driver.recorded(3, REPLY_EVENT) == {"reply": "third"} and driver.recorded(2, REPLY_EVENT) is None
+    assert driver.record(1, REPLY_EVENT, {"reply": "again"}) == {"reply": "first"}  # written once
+    assert [e.payload for e in run.events() if e.step == 1] == [{"reply": "first"}]
+    run.log_event(5, REPLY_EVENT, {"reply": "after the conclusion"})
+    assert MethodDriver(run, DemoModel(), method="best-of-n").replay_until == 5

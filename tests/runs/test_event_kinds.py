@@ -15,7 +15,7 @@ _WRITERS = {"log_event", "record", "get"}
 _READERS = {
     "agent/console.py",
     "agent/replay.py",
-    "agent/journal.py",
+    "runs/journal.py",
     "agent/loop.py",
     "reports/_sections.py",
     "reports/_model.py",

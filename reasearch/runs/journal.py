@@ -1,9 +1,9 @@
-"""The agent's journal of a run: every step recorded in the run's event log, replayed on resume.
+"""A run's journal: every step recorded in the run's event log, replayed on resume (the agent's and the methods').
 
 Every step is written to the run's event log before it is acted upon. On resume the loop runs again
 from the start: where the journal holds a step, the recorded model reply or tool result is used
 instead of calling the model or the tool, so nothing is spent twice; past the last recorded step the
-loop continues live.
+loop continues live. Trust boundary: it reads and writes the run's own store (the trusted side) only.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ class Journal:
 
     def kinds(self, step: int) -> list[str]:
         return self._kinds.get(step, [])
+
+    def steps(self) -> list[int]:
+        """The steps with a recorded event, in the order they were first recorded."""
+        return list(self._kinds)
 
     def record(self, step: int, kind: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         """Writes an event (idempotent per step and kind) and keeps it; returns the payload stored."""
