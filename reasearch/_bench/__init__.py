@@ -1,17 +1,43 @@
 """``reasearch bench``: figures that matter, measured side by side in one run.
 
+The one implementation of every section's set-up, timing loop and statistics: ``reasearch bench``
+(``reasearch/_cli/bench.py``) and the pytest entry points in ``benchmarks/`` both call
+:func:`run_section`, so a figure is the same code timed by the same loop (:func:`time_calls`,
+:func:`per_call_us`, :func:`fresh_processes`) and summed up by the same statistics (:func:`median`,
+:func:`p95`) wherever it is read.
+
 Each section module defines ``run(quick: bool) -> list[BenchRow]``; sections are listed in SECTIONS.
+Trust boundary: the project's own code measured on this machine; nothing here runs a model's or a
+stranger's candidate outside the sandbox the section measures.
 """
 
 from __future__ import annotations
 
+import importlib
+import math
+import resource
 import statistics
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["BenchRow", "SECTIONS", "time_calls"]
+from reasearch.errors import ConfigError
+
+__all__ = [
+    "SECTIONS",
+    "BenchRow",
+    "FreshProcess",
+    "fresh_processes",
+    "median",
+    "p95",
+    "per_call_us",
+    "run_section",
+    "section_names",
+    "table",
+    "time_calls",
+]
 
 SECTIONS: tuple[str, ...] = (
     "reasearch._bench.coldstart",  # first: fresh processes, before this one has warmed anything
@@ -45,6 +71,22 @@ class BenchRow:
         return asdict(self)
 
 
+def section_names() -> list[str]:
+    """The short names of the sections, in the order ``reasearch bench`` runs them."""
+    return [s.rsplit(".", 1)[1] for s in SECTIONS]
+
+
+def run_section(name: str, *, quick: bool) -> list[BenchRow]:
+    """The rows of section ``name`` (a short name, e.g. ``"txn"``); ``quick``: fewer repetitions."""
+    if name not in section_names():
+        raise ConfigError(f"no bench section {name!r}; known: {section_names()}")
+    rows: list[BenchRow] = importlib.import_module(f"reasearch._bench.{name}").run(quick=quick)
+    return rows
+
+
+# --- the timing loops -------------------------------------------------------------------------------
+
+
 def time_calls(fn: Callable[[], Any], *, repeat: int, warmup: int = 1) -> list[float]:
     """Wall seconds of each of ``repeat`` calls after ``warmup`` untimed ones."""
     for _ in range(warmup):
@@ -57,5 +99,80 @@ def time_calls(fn: Callable[[], Any], *, repeat: int, warmup: int = 1) -> list[f
     return out
 
 
-def median(xs: list[float]) -> float:
+def per_call_us(fn: Callable[..., object], *, inner: int, repeat: int) -> float:
+    """Median microseconds per call of ``fn`` (timed in batches of ``inner`` calls)."""
+
+    def batch() -> None:
+        for _ in range(inner):
+            fn()
+
+    return median(time_calls(batch, repeat=repeat)) / inner * 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class FreshProcess:
+    """One fresh process: its wall seconds (exec to exit), the CPU seconds of its whole reaped process
+    tree, and what it wrote."""
+
+    wall_s: float
+    cpu_s: float
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def fresh_processes(argv: Sequence[str], *, runs: int, env: dict[str, str] | None = None) -> list[FreshProcess]:
+    """Runs ``argv`` ``runs`` times, one fresh process after another, each timed from exec to exit.
+
+    CPU is the kernel's accounting of reaped children (``RUSAGE_CHILDREN``), so it counts every process
+    the child started and waited for. Exit statuses are returned, not judged: the caller says what a
+    failure is."""
+    out = []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", env=env, check=False)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        out.append(FreshProcess(wall, cpu, proc.returncode, proc.stdout, proc.stderr))
+    return out
+
+
+# --- the statistics ---------------------------------------------------------------------------------
+
+
+def median(xs: Iterable[float]) -> float:
+    """The median of ``xs`` (every figure of a run of timings is summed up by it)."""
     return statistics.median(xs)
+
+
+def p95(xs: Sequence[float]) -> float:
+    """The 95th percentile of ``xs``: the nearest-rank value at 0.95 of the sorted timings."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
+
+
+# --- the table --------------------------------------------------------------------------------------
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return ""
+    if math.isnan(x):  # not measured (the row's note says why)
+        return "-"
+    return f"{x:.4g}"
+
+
+def table(rows: Sequence[BenchRow]) -> Any:
+    """The rows as a ``rich`` table: section, figure, value, unit, reference, ratio, goal, met."""
+    from rich.table import Table
+
+    out = Table(title="reasearch bench")
+    for col in ("section", "figure", "value", "unit", "reference", "ratio", "goal", "met"):
+        out.add_column(col)
+    for r in rows:
+        met = "" if r.met is None else ("yes" if r.met else "NO")
+        ref = f"{r.reference} {_fmt(r.reference_value)}".strip()
+        out.add_row(r.section, r.name, _fmt(r.value), r.unit, ref, _fmt(r.ratio), r.goal, met)
+    return out

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from reasearch._bench import BenchRow, median
+from reasearch._bench import BenchRow, fresh_processes, median
 
 __all__ = ["run"]
 
@@ -54,26 +51,18 @@ def _env() -> dict[str, str]:
 def fresh_runs(argv: Sequence[str], *, runs: int, env: dict[str, str] | None = None) -> tuple[float, float]:
     """Median wall seconds and median CPU seconds (the whole process tree's, from the kernel's
     accounting of reaped children) of ``runs`` fresh processes of ``argv``; each must exit 0."""
-    walls, cpus = [], []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        proc = subprocess.run(list(argv), capture_output=True, env=env or _env(), check=False)
-        walls.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    procs = fresh_processes(argv, runs=runs, env=env or _env())
+    for proc in procs:
         if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv[:4])} ... exited {proc.returncode}: "
-                               f"{proc.stderr.decode(errors='replace')[-400:]}")
-    return median(walls), median(cpus)
+            raise RuntimeError(f"{' '.join(argv[:4])} ... exited {proc.returncode}: {proc.stderr[-400:]}")
+    return median([p.wall_s for p in procs]), median([p.cpu_s for p in procs])
 
 
 def first_evaluate(seed_file: str, *, runs: int, env: dict[str, str] | None = None) -> float:
     """Median seconds of a fresh process's first ``Task.evaluate`` (timed inside it)."""
     out = []
-    for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-c", _FIRST_EVALUATE, TASK_ID, seed_file], capture_output=True,
-                              text=True, env=env or _env(), check=False)
+    for proc in fresh_processes([sys.executable, "-c", _FIRST_EVALUATE, TASK_ID, seed_file], runs=runs,
+                                env=env or _env()):
         try:
             got = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, ValueError):
@@ -113,41 +102,21 @@ def run(quick: bool) -> list[BenchRow]:
     nan = float("nan")
     jail_ref = jail_s if jail_s is not None else nan
     jail_note = "" if jail_s is not None else "nsjail cannot run here: no jailed reference"
+    numpy_ref = 'python -c "import numpy"'
     return [
-        BenchRow(
-            SECTION,
-            "`reasearch tasks`, fresh process",
-            tasks_s,
-            "s",
-            reference='python -c "import numpy"',
-            reference_value=numpy_s,
-            ratio=numpy_s / tasks_s,
-            goal="<= 0.3 s",
-            met=tasks_s <= 0.3,
-            note=f"median of {runs} processes; CPU {tasks_cpu:.3f} s (median)",
-        ),
-        BenchRow(
-            SECTION,
-            f"`reasearch eval {TASK_ID}` seed, end to end",
-            eval_s,
-            "s",
-            reference='python -c "import numpy"',
-            reference_value=numpy_s,
-            ratio=numpy_s / eval_s,
-            goal="<= 0.5 s",
-            met=eval_s <= 0.5,
-            note=f"median of {runs} processes, pool started and closed; CPU {eval_cpu:.3f} s (median, jails included)",
-        ),
-        BenchRow(
-            SECTION,
-            "first Task.evaluate in a fresh process (seed)",
-            first_s,
-            "s",
-            reference="fresh jailed interpreter + NumPy",
-            reference_value=jail_ref,
-            ratio=jail_ref / first_s,
-            goal="<= 0.3 s",
-            met=first_s <= 0.3,
-            note=(f"median of {runs} processes, timed around the call (pool start included) " + jail_note).strip(),
-        ),
+        _seconds_row("`reasearch tasks`, fresh process", tasks_s, numpy_ref, numpy_s, 0.3,
+                     f"median of {runs} processes; CPU {tasks_cpu:.3f} s (median)"),
+        _seconds_row(f"`reasearch eval {TASK_ID}` seed, end to end", eval_s, numpy_ref, numpy_s, 0.5,
+                     f"median of {runs} processes, pool started and closed; CPU {eval_cpu:.3f} s (median, "
+                     "jails included)"),
+        _seconds_row("first Task.evaluate in a fresh process (seed)", first_s, "fresh jailed interpreter + NumPy",
+                     jail_ref, 0.3,
+                     (f"median of {runs} processes, timed around the call (pool start included) " + jail_note).strip()),
     ]
+
+
+def _seconds_row(name: str, value: float, reference: str, reference_value: float, goal_s: float,
+                 note: str) -> BenchRow:
+    """A row in seconds against a reference in seconds, with its goal ``<= goal_s``."""
+    return BenchRow(SECTION, name, value, "s", reference=reference, reference_value=reference_value,
+                    ratio=reference_value / value, goal=f"<= {goal_s:g} s", met=value <= goal_s, note=note)

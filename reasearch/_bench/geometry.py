@@ -17,34 +17,12 @@ import time
 
 import numpy as np
 
-from reasearch._bench import BenchRow, median, time_calls
+from reasearch._bench import BenchRow, median, per_call_us, time_calls
 
 __all__ = ["run"]
 
 SECTION = "geometry"
 PEER_EVALUATE_MS = 110.0  # a peer's circle-packing evaluator, end to end, on this machine class
-
-# Appended to a seed program: its run() timed inside the sandbox (benchmarks/bench_geometry.py times a
-# seed's own compute this way; a benchmark of our own seed, not a score).
-_TIMED_ENTRY = """
-
-def _bench_timed_run():
-    import time as _t
-    t0 = _t.perf_counter()
-    run()
-    return _t.perf_counter() - t0
-"""
-
-
-def _per_call_us(fn, *, inner: int, repeat: int) -> float:  # type: ignore[no-untyped-def]
-    """Median microseconds per call of ``fn`` (timed in batches of ``inner`` calls)."""
-
-    def batch() -> None:
-        for _ in range(inner):
-            fn()
-
-    return median(time_calls(batch, repeat=repeat)) / inner * 1e6
-
 
 _JITTED_BELOW = 32  # point counts at which a Python call's dispatch outweighs the numba kernel's work
 _BATCH = 256  # point sets per jitted call: each a distinct input, so no call can be hoisted out of the loop
@@ -99,8 +77,8 @@ def run(quick: bool) -> list[BenchRow]:
     rng = np.random.default_rng(0)
 
     centers = rng.uniform(0.05, 0.95, size=(26, 2))
-    highs_ms = _per_call_us(lambda: optimal_radii(centers), inner=20 if quick else 100, repeat=repeat) / 1e3
-    scipy_ms = _per_call_us(lambda: optimal_radii_scipy(centers), inner=5 if quick else 30, repeat=repeat) / 1e3
+    highs_ms = per_call_us(lambda: optimal_radii(centers), inner=20 if quick else 100, repeat=repeat) / 1e3
+    scipy_ms = per_call_us(lambda: optimal_radii_scipy(centers), inner=5 if quick else 30, repeat=repeat) / 1e3
     rows.append(BenchRow(
         SECTION, "LP radii n=26", highs_ms, "ms",
         reference="linprog", reference_value=scipy_ms, ratio=scipy_ms / highs_ms,
@@ -111,9 +89,9 @@ def run(quick: bool) -> list[BenchRow]:
     for n, inner in ((15, 2000), (100, 20)):
         pts = rng.uniform(size=(n, 2))
         k = inner // 10 if quick else inner
-        cy = _per_call_us(lambda p=pts: geometry.min_triangle_area(p), inner=k, repeat=repeat)
-        nb = _per_call_us(lambda p=pts: geometry.min_triangle_area_numba(p), inner=k, repeat=repeat)
-        ref = _per_call_us(lambda p=pts: geometry.min_triangle_area_numpy(p), inner=max(k // 20, 2), repeat=repeat)
+        cy = per_call_us(lambda p=pts: geometry.min_triangle_area(p), inner=k, repeat=repeat)
+        nb = per_call_us(lambda p=pts: geometry.min_triangle_area_numba(p), inner=k, repeat=repeat)
+        ref = per_call_us(lambda p=pts: geometry.min_triangle_area_numpy(p), inner=max(k // 20, 2), repeat=repeat)
         rows.append(BenchRow(
             SECTION, f"min area n={n} Cython", cy, "us",
             reference="NumPy", reference_value=ref, ratio=ref / cy, goal=">= 20x", met=ref / cy >= 20,

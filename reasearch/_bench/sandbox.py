@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reasearch._bench import BenchRow, median, time_calls
+from reasearch._bench import BenchRow, median, p95, time_calls
 
 __all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", "cpu_budget", "machine_load", "run"]
 
@@ -102,7 +101,7 @@ def breakdown(traces: Sequence[Mapping[str, int]],
     for label, a, b in steps:
         ds = sorted((t[b] - t[a]) / 1e6 for t in traces if a in t and b in t)
         if ds:
-            out.append((label, statistics.median(ds), _p95(ds)))
+            out.append((label, median(ds), p95(ds)))
     return out
 
 
@@ -140,7 +139,7 @@ def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
             zygote.append((t["z_cpu_ns"] - prev["z_cpu_ns"]) / 1e6)
         if "p_child_cpu_ns" in t and "child_cpu_reply_ns" in prev:
             exits.append((t["p_child_cpu_ns"] - prev["child_cpu_reply_ns"]) / 1e6)
-    rows = [(label, statistics.median(xs)) for label, xs in (
+    rows = [(label, median(xs)) for label, xs in (
         ("engine (the caller's thread)", engine),
         ("worker (one request cycle; the fork too without a zygote)", worker),
         ("zygote (forks the worker's next child)", zygote),
@@ -163,22 +162,17 @@ def fault_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]
             children.append(t["w_cminflt"] - prev["w_cminflt"])
         if "z_minflt" in prev and "z_minflt" in t and t["z_minflt"] >= prev["z_minflt"]:
             zygote.append(t["z_minflt"] - prev["z_minflt"])
-    return [(label, float(statistics.median(xs))) for label, xs in (
+    return [(label, float(median(xs))) for label, xs in (
         ("worker (one request cycle; the fork too without a zygote)", worker),
         ("zygote (forks the worker's next child)", zygote),
         ("child (its whole life)", children),
     ) if xs]
 
 
-def _p95(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
-
-
 def _latency(pool: Any, req: Any, repeat: int) -> tuple[float, float, tuple[float, float] | None]:
     """(median ms, p95 ms, :func:`machine_load` meanwhile) of one request at a time."""
     ts, load = _timed_with_load(lambda: pool.run(req), repeat, warmup=10)
-    return median(ts) * 1e3, _p95(ts) * 1e3, load
+    return median(ts) * 1e3, p95(ts) * 1e3, load
 
 
 def _timed_with_load(fn: Any, repeat: int, warmup: int) -> tuple[list[float], tuple[float, float] | None]:
@@ -229,7 +223,7 @@ def _latency_after_pauses(pool: Any, req: Any, repeat: int) -> tuple[float, floa
         pool.run(req)
         if i >= 3:
             ts.append(time.perf_counter() - t0)
-    return median(ts) * 1e3, _p95(ts) * 1e3
+    return median(ts) * 1e3, p95(ts) * 1e3
 
 
 def _throughput(pool: Any, req: Any, n: int) -> float:
@@ -278,7 +272,7 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int)
         np_med, np_p95, _ = _latency(pool, with_numpy, repeat)
         np_rate = _throughput(pool, with_numpy, repeat)
         _fit_workers(pool, fitted)
-        med, p95, load = _latency(pool, fitted, latency_repeat)
+        med, p95_ms, load = _latency(pool, fitted, latency_repeat)
         paused_med, paused_p95 = _latency_after_pauses(pool, fitted, max(20, repeat // 2))
         rate = _throughput(pool, fitted, repeat)
     except BaseException:
@@ -295,8 +289,8 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int)
     else:
         rows.append(BenchRow(SECTION, f"trivial evaluation median ({tag})", med, "ms",
                              note="no filesystem or network isolation" if mode == "process" else ""))
-    rows.append(BenchRow(SECTION, f"trivial evaluation p95 ({tag})", p95, "ms",
-                         goal="<= 2 ms" if mode == "nsjail" else "", met=(p95 <= 2.0) if mode == "nsjail" else None,
+    rows.append(BenchRow(SECTION, f"trivial evaluation p95 ({tag})", p95_ms, "ms",
+                         goal="<= 2 ms" if mode == "nsjail" else "", met=(p95_ms <= 2.0) if mode == "nsjail" else None,
                          note=f"of {latency_repeat} requests" + ("" if load is None else
                          f"; meanwhile the machine's CPUs were {load[1] * 100:.0f}% busy, {load[0]:.2f} ms of CPU per "
                          f"evaluation (every process; {os.cpu_count()} CPUs)")))
@@ -341,15 +335,15 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
     rows = []
     tag = f"{pool.mode}, image {'+'.join(pool.profile_of(req)) or 'none'}"
     crit = breakdown(traces, CRITICAL_PATH)
-    for i, (label, med, p95) in enumerate(crit, 1):
-        rows.append(BenchRow(SECTION, f"breakdown {i:2d}. {label}", med, "ms", note=f"p95 {p95:.3f} ms; {tag}"))
+    for i, (label, med, p95_ms) in enumerate(crit, 1):
+        rows.append(BenchRow(SECTION, f"breakdown {i:2d}. {label}", med, "ms", note=f"p95 {p95_ms:.3f} ms; {tag}"))
     end_to_end = breakdown(traces, [("critical path, engine to engine", "e_start", "e_done")])
-    for label, med, p95 in end_to_end:
+    for label, med, p95_ms in end_to_end:
         rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms",
-                             note=f"p95 {p95:.3f} ms; sum of step medians {sum(m for _, m, _ in crit):.3f} ms"))
+                             note=f"p95 {p95_ms:.3f} ms; sum of step medians {sum(m for _, m, _ in crit):.3f} ms"))
     warmed = sum(1 for t in traces if t.get("c_warmed") == 1)
-    for label, med, p95 in breakdown(traces, POST_REPLY):
-        note = f"p95 {p95:.3f} ms; off the caller's path"
+    for label, med, p95_ms in breakdown(traces, POST_REPLY):
+        note = f"p95 {p95_ms:.3f} ms; off the caller's path"
         if label.startswith("after reply: child set-up"):  # back to back a child skips its warm-up (_child._warm_up)
             note += f"; warmed up before its request in {warmed} of {len(traces)}"
         rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms", note=note))
@@ -380,9 +374,9 @@ def _floor_rows(pool: Any, fresh_floor: float | None, repeat: int) -> list[Bench
             BenchRow(
                 SECTION,
                 f"floor: fork + exit + reap, warm image {'+'.join(image) or 'none'} ({pool.mode})",
-                statistics.median(ns) / 1e6,
+                median(ns) / 1e6,
                 "ms",
-                note=f"p95 {_p95(ns) / 1e6:.3f} ms; inside the worker",
+                note=f"p95 {p95(ns) / 1e6:.3f} ms; inside the worker",
             )
         )
     return rows
@@ -415,10 +409,10 @@ def _zygote_row(mode: str, repeat: int, rounds: int = 3) -> BenchRow | None:
     finally:
         for p in pools.values():
             p.close()
-    ratio = statistics.median(off / on for on, off in zip(cpu[True], cpu[False], strict=True))
+    ratio = median(off / on for on, off in zip(cpu[True], cpu[False], strict=True))
     return BenchRow(SECTION, f"machine CPU per trivial evaluation, children forked by a zygote ({mode})",
-                    statistics.median(cpu[True]), "ms", reference="the worker forking them itself (zygote=False)",
-                    reference_value=statistics.median(cpu[False]), ratio=ratio,
+                    median(cpu[True]), "ms", reference="the worker forking them itself (zygote=False)",
+                    reference_value=median(cpu[False]), ratio=ratio,
                     note=f"every process, /proc/stat; {rounds} alternating rounds of {repeat} one at a time; "
                          "ratio: median of the paired ratios")
 
@@ -469,7 +463,7 @@ def _circle_packing_row(pool: Any, repeat: int) -> BenchRow:
     image = "+".join(pool.profile_of(req))
     return BenchRow(SECTION, f"evaluate() circle_packing/n26 seed ({pool.mode}, image {image})", ms, "ms",
                     goal="<= 5 ms", met=ms <= 5.0,
-                    note=f"end to end; p95 {_p95(ts) * 1e3:.2f} ms; of which the sandbox run alone {run_ms:.2f} ms, "
+                    note=f"end to end; p95 {p95(ts) * 1e3:.2f} ms; of which the sandbox run alone {run_ms:.2f} ms, "
                          f"trusted scoring alone {score_ms:.2f} ms" + ("" if load is None else
                          f"; the machine's CPUs {load[1] * 100:.0f}% busy, {load[0]:.2f} ms of CPU per evaluate()"))
 

@@ -14,13 +14,12 @@ Figures, measured side by side in one run:
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from reasearch._bench import BenchRow
+from reasearch._bench import BenchRow, median
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.runs.ledger import LedgerEntry, Unit
@@ -81,7 +80,7 @@ def _throughput(store: Store, n: int, repeat: int) -> float:
     run_id = new_bench_run(store)
     record_evaluations(store, run_id, 20, start=0)  # warm-up
     rates = [n / record_evaluations(store, run_id, n, start=20 + r * n) for r in range(repeat)]
-    return statistics.median(rates)
+    return median(rates)
 
 
 def _store_rows(quick: bool) -> list[BenchRow]:
@@ -201,7 +200,7 @@ def _paired(task: object, requests: list, pool: object, executor: object, repeat
             else:
                 timed(run_exec, through)
                 timed(run_direct, direct)
-    return statistics.median(direct), statistics.median(through) - statistics.median(direct)
+    return median(direct), median(through) - median(direct)
 
 
 def run(quick: bool) -> list[BenchRow]:

@@ -14,9 +14,8 @@ import functools
 import random
 import subprocess
 import sys
-from collections.abc import Callable
 
-from reasearch._bench import BenchRow, median, time_calls
+from reasearch._bench import BenchRow, median, per_call_us, time_calls
 from reasearch.errors import TaskDefinitionError
 from reasearch.native.txn import lock_list_makespan
 
@@ -58,16 +57,6 @@ def published_style_total() -> int:
     return int(out.stdout)
 
 
-def _per_call_us(fn: Callable[[], object], *, inner: int, repeat: int) -> float:
-    """Median microseconds per call of ``fn`` (timed in batches of ``inner`` calls)."""
-
-    def batch() -> None:
-        for _ in range(inner):
-            fn()
-
-    return median(time_calls(batch, repeat=repeat)) / inner * 1e6
-
-
 def run(quick: bool) -> list[BenchRow]:
     """Measures the simulator and the task; ``quick`` uses fewer repetitions."""
     from reasearch.evaluators.txn_scheduling import TxnSchedulingTask, load_workloads
@@ -78,8 +67,8 @@ def run(quick: bool) -> list[BenchRow]:
     for w, published in zip(load_workloads(), PUBLISHED_US, strict=True):
         seq = list(range(w.num_txns))
         rng.shuffle(seq)
-        native_us = _per_call_us(functools.partial(w.get_opt_seq_cost, seq), inner=inner, repeat=repeat)
-        python_us = _per_call_us(functools.partial(lock_list_makespan, w.txns, seq), inner=max(inner // 100, 3),
+        native_us = per_call_us(functools.partial(w.get_opt_seq_cost, seq), inner=inner, repeat=repeat)
+        python_us = per_call_us(functools.partial(lock_list_makespan, w.txns, seq), inner=max(inner // 100, 3),
                                   repeat=repeat)
         ratio = python_us / native_us
         rows.append(BenchRow(
@@ -97,8 +86,8 @@ def run(quick: bool) -> list[BenchRow]:
         w.extend(state, t)
     nxt = seq[50]
     prefix = seq[:51]
-    peek_us = _per_call_us(lambda: w.peek(state, nxt), inner=inner * 5, repeat=repeat)
-    full_us = _per_call_us(lambda: w.get_opt_seq_cost(prefix), inner=inner, repeat=repeat)
+    peek_us = per_call_us(lambda: w.peek(state, nxt), inner=inner * 5, repeat=repeat)
+    full_us = per_call_us(lambda: w.get_opt_seq_cost(prefix), inner=inner, repeat=repeat)
     rows.append(BenchRow(
         SECTION, "peek after 50 txns (workload_1)", peek_us, "us",
         reference="get_opt_seq_cost of the 51-prefix", reference_value=full_us, ratio=full_us / peek_us,
