@@ -32,10 +32,11 @@ SLOW: dict[str, str] = {
 }
 
 
-# Parameters that keep a check fast without changing the task's id (training tasks: seconds of budget).
-_RL_TEST_PARAMS = {"time_budget_s": 3.0, "grace_s": 20.0, "episodes": 2, "max_episode_steps": 100,
+# Parameters that keep a check fast without changing the task's id (training tasks: seconds of budget; the RL
+# and Atari seeds still train some iterations in 1 s, then save and are scored: issue 27 item 5 cut them from 3 s).
+_RL_TEST_PARAMS = {"time_budget_s": 1.0, "grace_s": 20.0, "episodes": 2, "max_episode_steps": 100,
                    "eval_time_limit_s": 90.0}
-_ATARI_TEST_PARAMS = {"time_budget_s": 3.0, "grace_s": 20.0, "episodes": 2, "max_frames": 400,
+_ATARI_TEST_PARAMS = {"time_budget_s": 1.0, "grace_s": 20.0, "episodes": 2, "max_frames": 400,
                       "eval_time_limit_s": 90.0}
 TEST_PARAMS: dict[str, dict[str, object]] = {
     "nanogpt/v1": {"time_budget_s": 3.0, "grace_s": 20.0, "eval_tokens": 1024, "eval_time_limit_s": 90.0},
