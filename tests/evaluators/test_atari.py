@@ -89,6 +89,6 @@ def test_a_forged_metric_is_ignored(task: AtariTask) -> None:
 
 
 def test_a_training_run_past_its_budget_gets_no_score(experiment_root: Path) -> None:
-    t = reasearch.make("atari/qbert-v1", time_budget_s=1.0, grace_s=1.0, episodes=1, max_frames=400)
+    t = reasearch.make("atari/qbert-v1", time_budget_s=0.5, grace_s=0.5, episodes=1, max_frames=400)
     res = t.evaluate(encode_repo({"train.py": "import time\ntime.sleep(30)\n"}))
     assert res.status is Status.TIMEOUT and res.score is None

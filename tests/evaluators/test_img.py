@@ -144,7 +144,7 @@ np.savez(os.path.join(out, "weights.npz"), w=np.array([P()], dtype=object))
 
 
 def test_a_training_run_past_its_budget_gets_no_score(experiment_root: Path) -> None:
-    t = reasearch.make("img/folder-v1", time_budget_s=1.0, grace_s=1.0)
+    t = reasearch.make("img/folder-v1", time_budget_s=0.5, grace_s=0.5)
     res = t.evaluate(encode_repo({"train.py": "import time\ntime.sleep(30)\n"}))
     assert res.status is Status.TIMEOUT and res.score is None
 
