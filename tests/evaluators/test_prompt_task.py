@@ -215,7 +215,7 @@ def test_a_call_failing_after_retries_is_a_status_never_a_zero(gsm: Path) -> Non
 
 
 def test_timeouts_end_as_timeout(gsm: Path) -> None:
-    with FakeStudentServer(gsm8k_answer_key(gsm), latency_s=1.0) as srv:
+    with FakeStudentServer(gsm8k_answer_key(gsm), latency_s=0.6) as srv:  # > 2 x the 0.2 s timeout
         client = build_student(StudentSpec("openai", "m", base_url=srv.url, timeout_s=0.2, retries=1, backoff_s=0.01))
         reply = client.complete(StudentRequest("openai/m", GOOD_PROMPT, "anything"))
         assert reply.status is Status.TIMEOUT and reply.attempts == 2 and not reply.text

@@ -182,7 +182,8 @@ class FakeStudentServer:
             return sum(self.hits.values())
 
     def start(self) -> FakeStudentServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-student", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-student", daemon=True)  # close() waits one poll
         self._thread.start()
         return self
 
