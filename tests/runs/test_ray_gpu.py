@@ -90,7 +90,7 @@ def test_the_engine_lease_follows_ray_and_still_excludes_processes_outside_ray(r
             return ids, os.environ["CUDA_VISIBLE_DEVICES"], f"busy: {exc}"
 
     try:
-        got = ray.get([lease_in_ray.remote(1.0) for _ in range(2)], timeout=120)
+        got = ray.get([lease_in_ray.remote(0.3) for _ in range(2)], timeout=120)  # gpu0 is held throughout
     finally:
         outside.release()
     by_device = {ids[0]: held for ids, _, held in got}
