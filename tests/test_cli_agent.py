@@ -125,8 +125,10 @@ def test_a_failing_model_interrupts_the_run_and_says_how_to_resume(tmp_path: Pat
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 @pytest.mark.parametrize("kind", ["truncated", "wrong_shape", "html"])
 def test_a_misbehaving_endpoint_interrupts_the_run_without_a_traceback(
-    tmp_path: Path, provider: str, kind: str
+    tmp_path: Path, provider: str, kind: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """One kind per provider goes through a real ``python -m reasearch.cli`` process (what a user's shell
+    sees); the other kinds call the same ``main`` in this process (the client's handling of each bad body)."""
     import os
     import subprocess
     import sys
@@ -138,17 +140,31 @@ def test_a_misbehaving_endpoint_interrupts_the_run_without_a_traceback(
         model, url = (
             ("claude-haiku-4-5", server.url) if provider == "anthropic" else ("openai/qwen", server.url + "/v1")
         )
-        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test"}
-        env.pop("ANTHROPIC_BASE_URL", None)
-        done = subprocess.run([sys.executable, "-m", "reasearch.cli", "optimize", "heilbronn/n11-v1", "--model", model,
-                               "--base-url", url, "--retries", "2", "--run-dir", str(tmp_path)],
-                              capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 3, done.stderr
-    assert "Traceback" not in done.stderr and "Traceback" not in done.stdout
+        args = ["optimize", "heilbronn/n11-v1", "--model", model, "--base-url", url, "--retries", "2",
+                "--run-dir", str(tmp_path)]
+        if kind == "truncated":
+            env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test"}
+            env.pop("ANTHROPIC_BASE_URL", None)
+            done = subprocess.run([sys.executable, "-m", "reasearch.cli", *args], capture_output=True, text=True,
+                                  env=env, timeout=300)
+            code, out, err = done.returncode, done.stdout, done.stderr
+        else:
+            from reasearch.models.base import RetryPolicy
+
+            pauses: list[int] = []  # the backoff is recorded, not slept: the policy's decision is what is checked
+            monkeypatch.setattr(RetryPolicy, "delay",
+                                lambda self, attempt, retry_after=None: pauses.append(attempt) or 0.0)
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+            monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+            code = main(args)
+            out, err = capsys.readouterr()
+            assert pauses == [0]  # one pause, between the two attempts
+    assert code == 3, err
+    assert "Traceback" not in err and "Traceback" not in out
     assert server.requests == 2  # retried under the policy (--retries 2), then given up
     (record,) = open_store(tmp_path).list_runs()
     assert record.state is RunState.INTERRUPTED and "is not a" in record.reason
-    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("reasearch: interrupted")]
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("reasearch: interrupted")]
     assert f"`reasearch resume {record.id} --run-dir {tmp_path}` continues it" in line
 
 
