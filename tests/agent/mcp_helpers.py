@@ -30,7 +30,8 @@ def run():
     return centers, optimal_radii(centers)
 '''
 
-SLOW_BETTER = BETTER.replace("def run():\n", "def run():\n    import time\n    time.sleep(8)\n")
+# sleeps long enough that the kill (sent once its reservation shows) lands mid-evaluation
+SLOW_BETTER = BETTER.replace("def run():\n", "def run():\n    import time\n    time.sleep(4)\n")
 
 
 def open_dir() -> Path:

@@ -238,7 +238,7 @@ def test_kill_9_mid_evaluation_then_reconnect_continues_with_nothing_respent(run
                 answers["status"] = status
                 assert "evaluations: 3 left" in status  # the dead server's reservation was dropped at once
                 code = text(await s.call_tool("get_current_code", {}))
-                assert "time.sleep(8)" in code  # the workspace is the same
+                assert "time.sleep(4)" in code  # the workspace is the same
                 seed = await s.call_tool("evaluate", {"code": (await s.read_resource("reasearch://best")).contents[0].text})
                 assert seed.structured_content["evaluation"]["cached"] is True  # repeat: free
                 slow = await s.call_tool("evaluate", {"code": SLOW_BETTER}, read_timeout_seconds=300)
@@ -264,9 +264,11 @@ def test_kill_9_mid_evaluation_then_reconnect_continues_with_nothing_respent(run
     reap_orphans(known)
 
 
-def test_a_second_server_on_a_live_run_is_refused_and_a_bad_command_line_is_one_line(run_dir: Path) -> None:
+def test_a_second_server_on_a_live_run_is_refused_and_a_bad_command_line_is_one_line(
+        run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = open_store(run_dir)
     from reasearch.agent.mcp import start_mcp_run
+    from reasearch.cli import main
 
     driver = start_mcp_run(TASK, store=store, run_dir=run_dir, budget={"evaluations": 1})
     try:
@@ -281,9 +283,11 @@ def test_a_second_server_on_a_live_run_is_refused_and_a_bad_command_line_is_one_
                          (["no_such/task"], "no_such/task"),
                          (["--evaluators", "circle_packing/n26-v1"], "--evaluators"),
                          ([TASK, "--http", "--host", "0.0.0.0"], "without a token")]:
-        out = _cli("mcp", *args, "--run-dir", str(run_dir))
-        assert out.returncode == 2, (args, out.stderr)
-        assert needle in out.stderr and "Traceback" not in out.stderr, out.stderr
+        # the same main() the process above ran (each refusal comes before any server starts)
+        code = main(["mcp", *args, "--run-dir", str(run_dir)])
+        err = capsys.readouterr().err
+        assert code == 2, (args, err)
+        assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert len(store.list_runs()) == 1  # refusals create nothing
 
 
