@@ -40,14 +40,8 @@ def _only_run(run_dir: Path) -> Run:
     return Run.open(store, runs[0].id)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    return subprocess.run([sys.executable, "-m", "reasearch.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
-
-
-def test_a_client_reads_the_task_evaluates_the_seed_improves_and_finishes(run_dir: Path) -> None:
+def test_a_client_reads_the_task_evaluates_the_seed_improves_and_finishes(
+        run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, Any] = {}
 
     async def session() -> None:
@@ -116,15 +110,16 @@ def test_a_client_reads_the_task_evaluates_the_seed_improves_and_finishes(run_di
     assert {c.payload["client"] for c in calls} == {"test-client/9.9"}
     assert len({c.step for c in calls}) == len(calls)
     assert any(e.kind == "final" for e in events)
-    # show / export / runs work on an MCP run.
-    shown = _cli("show", run.id, "--run-dir", str(run_dir), "--json")
-    assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["run"]["id"] == run.id
-    exported = _cli("export", run.id, "--run-dir", str(run_dir), "--json")
-    assert exported.returncode == 0, exported.stderr
-    assert "mcp_call" in exported.stdout
-    listed = _cli("runs", "--run-dir", str(run_dir), "--json")
-    assert listed.returncode == 0 and run.id in listed.stdout
+    # show / export / runs work on an MCP run (the commands' main(), in this process).
+    from reasearch.cli import main
+
+    capsys.readouterr()
+    assert main(["show", run.id, "--run-dir", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["id"] == run.id
+    assert main(["export", run.id, "--run-dir", str(run_dir), "--json"]) == 0
+    assert "mcp_call" in capsys.readouterr().out
+    assert main(["runs", "--run-dir", str(run_dir), "--json"]) == 0
+    assert run.id in capsys.readouterr().out
 
 
 def test_budget_refusal_and_path_escapes(run_dir: Path) -> None:
