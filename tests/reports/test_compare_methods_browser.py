@@ -20,7 +20,7 @@ TASK = "heilbronn/n11-v1"
 def test_compare_two_methods_two_seeds_through_the_cli(browser: Any, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     html, data_path = tmp_path / "compare.html", tmp_path / "compare.json"
-    rc = main(["compare", TASK, "--methods", "agent,evolve", "--seeds", "0-1", "--budget", "3",
+    rc = main(["compare", TASK, "--methods", "agent,evolve", "--seeds", "0-1", "--budget", "5",
                "--model", "demo", "--store", str(tmp_path / "runs"), "--run-dir", str(tmp_path / "runs"),
                "--json", str(data_path), "-o", str(html), "--quiet"])
     out = capsys.readouterr().out
@@ -29,7 +29,7 @@ def test_compare_two_methods_two_seeds_through_the_cli(browser: Any, tmp_path: P
     data = json.loads(data_path.read_text())
     assert {(r["method"], r["seed"]) for r in data["runs"]} == {("agent", 0), ("agent", 1), ("evolve", 0),
                                                                  ("evolve", 1)}
-    assert all(r["used"]["evaluations"] == 3 and r["state"] == "finished" for r in data["runs"])
+    assert all(r["used"]["evaluations"] == 5 and r["state"] == "finished" for r in data["runs"])
     (task,) = data["tasks"]
     assert task["ranked"] and all(r.get("rank") in (1, 2) for r in task["table"])
     page, errors, requests = open_report(browser, html)
