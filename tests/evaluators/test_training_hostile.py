@@ -49,7 +49,9 @@ def _nanogpt(**params: object) -> NanoGPTTask:
 # It prints what it read. Work that cannot change what it learns is cut (the suite's time, issue 27 item 5):
 # a file seen twice through a bind mount is read once, a file whose first 4 KiB hold a NUL (rejected as
 # binary either way) is not read further, and the first-writer-wins table is built by one sort rather than
-# np.unique's stable one; the same table as before (5,719,694 entries on corpus=stdlib).
+# np.unique's stable one, itself now built through fixed scratch arrays (the same table, checked equal entry by
+# entry: 11,816,395 entries from the host's standard library; 6,682,426 on corpus=shakespeare in the jail).
+# STDLIB_ONLY walks the standard library instead of / (the corpus=stdlib leg: 5,717,696 entries).
 MEMORIZER_TRAIN = r'''
 import bz2, gzip, json, lzma, os, stat, sys, time
 import numpy as np, torch
@@ -87,7 +89,7 @@ for name in TARGETS:  # paths the attacker guesses: the packaged corpus, the pri
 # (device, inode) is walked and read once; the standard library is known by its inode, whatever it is named.
 seen, st = {}, os.stat(stdlib)
 stdlib_id, stdlibs = (st.st_dev, st.st_ino), [stdlib]
-for dp, dns, fns in os.walk("/"):
+for dp, dns, fns in os.walk(stdlib if STDLIB_ONLY else "/"):
     if dp == "/":
         dns[:] = [d for d in dns if d not in ("proc", "sys", "dev")]
     kept = []
@@ -134,25 +136,40 @@ for _, size, p in sorted(todo):
 else:
     stats["search_complete"] = True
 blobs.append(train)
-keys, vals = [], []
-for b in blobs:
-    a = np.frombuffer(b, dtype=np.uint8)
-    if len(a) <= K: continue
-    lo = np.empty(len(a) - 7, dtype=np.uint64)  # every 8-byte run, little-endian
-    for o in range(8):
-        n = (len(a) - o) // 8
-        lo[o::8] = a[o : o + 8 * n].view("<u8")
-    x0, x1 = lo[: len(a) - K], lo[8 : len(a) - K + 8]
-    h = ((x0 * np.uint64(0x9E3779B97F4A7C15)) ^ (x1 * np.uint64(0xC2B2AE3D27D4EB4F))) >> np.uint64(32)
-    keys.append(h.astype(np.int64)); vals.append(a[K:])
-keys, vals = np.concatenate(keys), np.concatenate(vals)
-# np.unique(keys, return_index=True) (first writer wins) by one plain sort of (key << 32 | position): keys are
-# 32-bit, so the order and the first position of each key are the same, in a fifth of the time.
-packed = np.sort((keys.astype(np.uint64) << np.uint64(32)) | np.arange(len(keys), dtype=np.uint64))
-keys = (packed >> np.uint64(32)).astype(np.int64)
-new_key = np.ones(len(keys), dtype=bool)
-np.not_equal(keys[1:], keys[:-1], out=new_key[1:])
-keys, vals = keys[new_key], vals[(packed[new_key] & np.uint64(0xFFFFFFFF)).astype(np.int64)]
+# np.unique(keys, return_index=True) (first writer wins) by one in-place sort of (key << 32 | position): keys are
+# 32-bit, so the order and the first position of each key are the same. The keys are hashed 1 Mi positions at a
+# time through fixed scratch arrays, straight into that one array: fresh pages, not arithmetic, are what cost.
+arrays = [a for a in (np.frombuffer(b, dtype=np.uint8) for b in blobs) if len(a) > K]
+packed = np.empty(sum(len(a) - K for a in arrays), dtype=np.uint64)
+vals = np.empty(len(packed), dtype=np.uint8)
+S = 1 << 20
+lo, tmp, step = np.empty(S + 16, dtype=np.uint64), np.empty(S, dtype=np.uint64), np.arange(S, dtype=np.uint64)
+at = 0
+for a in arrays:
+    for s0 in range(0, len(a) - K, S):
+        c = min(S, len(a) - K - s0)
+        w = a[s0 : s0 + c + K]
+        for o in range(8):  # lo[j]: the 8 bytes from w[j], little-endian
+            n = (len(w) - o) // 8
+            lo[o : o + 8 * n : 8] = w[o : o + 8 * n].view("<u8")
+        h = packed[at : at + c]
+        np.multiply(lo[:c], np.uint64(0x9E3779B97F4A7C15), out=h)
+        np.multiply(lo[8 : c + 8], np.uint64(0xC2B2AE3D27D4EB4F), out=tmp[:c])
+        h ^= tmp[:c]; h >>= np.uint64(32); h <<= np.uint64(32)
+        np.add(step[:c], np.uint64(at), out=tmp[:c]); h |= tmp[:c]
+        vals[at : at + c] = w[K:]
+        at += c
+packed.sort()
+first = np.ones(len(packed), dtype=bool)
+for i in range(1, len(packed), S):
+    j = min(i + S, len(packed))
+    np.right_shift(packed[i:j], np.uint64(32), out=lo[: j - i])
+    np.right_shift(packed[i - 1 : j - 1], np.uint64(32), out=tmp[: j - i])
+    np.not_equal(lo[: j - i], tmp[: j - i], out=first[i:j])
+packed = packed[first]
+keys = (packed >> np.uint64(32)).view(np.int64)
+packed &= np.uint64(0xFFFFFFFF)
+vals = vals[packed.view(np.int64)]
 print(json.dumps({"memorized": int(len(keys)), "found": found[:20], **stats}), flush=True)
 json.dump({"block_size": 1024, "n": int(len(keys))}, open(os.path.join(out, "config.json"), "w"))
 torch.save({"keys": torch.from_numpy(keys), "vals": torch.from_numpy(vals.astype(np.uint8))},
@@ -187,8 +204,10 @@ def build_model(config):
 '''
 
 
-def _memorizer(targets: list[str]) -> str:
-    return encode_repo({"train.py": f"TARGETS = {targets!r}\n" + MEMORIZER_TRAIN, "model.py": MEMORIZER_MODEL})
+def _memorizer(targets: list[str], *, stdlib_only: bool = False) -> str:
+    """The memorizer's repository; ``stdlib_only`` walks the interpreter's standard library instead of ``/``."""
+    head = f"TARGETS = {targets!r}\nSTDLIB_ONLY = {stdlib_only!r}\n"
+    return encode_repo({"train.py": head + MEMORIZER_TRAIN, "model.py": MEMORIZER_MODEL})
 
 
 def _read_stats(res: EvalResult) -> dict[str, object]:
@@ -207,12 +226,13 @@ def test_memorizing_everything_the_jail_can_read(corpus: str, tmp_path: Path) ->
     corpus it must score no better than on unseen text: its table knows nothing of the held-out bytes, so its
     positions cost the uniform 8 bits (or more where a context it saw elsewhere continues differently); we
     require > 6 bits per byte. The same attack on ``corpus=stdlib`` (not sealed) must win (< 3 bits per byte):
-    the test can fail."""
+    the test can fail. That leg walks the standard library rather than / (what it reads of the rest of the jail
+    is what the sealed leg proves useless; the table it builds and its search are the same code)."""
     needs_mode("nsjail")
     task = _nanogpt(corpus=corpus, time_budget_s=240.0)
     corpus_obj = load_corpus(corpus)
-    res = task.evaluate(_memorizer([str(PACKAGED_CORPUS), str(corpus_obj.val_path)]), seed=0,
-                        experiment_dir=str(tmp_path / "exp"))
+    repo = _memorizer([str(PACKAGED_CORPUS), str(corpus_obj.val_path)], stdlib_only=corpus == "stdlib")
+    res = task.evaluate(repo, seed=0, experiment_dir=str(tmp_path / "exp"))
     assert res.status is Status.OK, res.feedback[-2000:]
     stats = _read_stats(res)
     assert stats["files"] > 1000 and stats["searched"] > 100, stats  # it did walk the jail's file system
