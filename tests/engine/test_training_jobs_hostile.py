@@ -326,10 +326,15 @@ def test_a_job_cannot_read_private_files_of_the_driver(job_dirs: tuple[Path, Pat
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", MODES)
-def test_writes_past_the_disk_quota_are_bounded(job_dirs: tuple[Path, Path], mode: str) -> None:
+def test_writes_past_the_disk_quota_are_bounded(job_dirs: tuple[Path, Path], mode: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """train.py writes many files, each under the per-file limit, to fill the host disk through its
-    output folder; one fallocate past the limit is refused outright (RLIMIT_FSIZE, whatever the folder)."""
+    output folder; one fallocate past the limit is refused outright (RLIMIT_FSIZE, whatever the folder).
+    The folders are counted every 0.25 s here instead of 2 s: the same check, sooner (issue 27 item 5)."""
     needs_mode(mode)
+    from reasearch.engine import training
+
+    monkeypatch.setattr(training, "_QUOTA_CHECK_S", 0.25)
     repo, out = job_dirs
     job = _job(repo, out, mode, """
         import errno, json, os, signal, time
