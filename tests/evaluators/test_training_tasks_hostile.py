@@ -43,11 +43,11 @@ def test_training_25_s_past_a_1_s_budget_with_a_30_s_grace_is_a_timeout(experime
     """The issue's attack: a generous grace_s (30 s) taken as training time. train.py catches the
     budget's SIGTERM and keeps training 25 s past its 1 s budget, then saves a perfect answer.
 
-    The save grace's floor (10 s; the rule itself is checked above) is lowered to 1 s here, so the run is
-    killed at 1 + min(30, max(1, 5% of 1)) = 2 s instead of 11 s: the same rule, 9 s less of the suite's time
-    per mode (issue 27 item 5). The attack still runs 23 s past the kill, so only the kill can stop it."""
+    The save grace's floor (10 s; the rule itself is checked above) is lowered to 2 s here, so the run is
+    killed at 1 + min(30, max(2, 5% of 1)) = 3 s instead of 11 s: the same rule, 8 s less of the suite's time
+    per mode (issue 27 item 5). The attack still runs 22 s past the kill, so only the kill can stop it."""
     needs_mode(mode)
-    monkeypatch.setattr(training, "_SAVE_GRACE_MIN_S", 1.0)
+    monkeypatch.setattr(training, "_SAVE_GRACE_MIN_S", 2.0)
     task = ToyRepoTrainingTask(time_budget_s=1.0, grace_s=30.0, sandbox_mode=mode)
     res = task.evaluate(_repo("""
         import json, os, signal, time
@@ -59,8 +59,8 @@ def test_training_25_s_past_a_1_s_budget_with_a_30_s_grace_is_a_timeout(experime
     """), experiment_dir=str(experiment_root / "own"))
     assert res.status is Status.TIMEOUT and res.score is None, res.feedback
     m = res.metrics
-    assert m["time_budget_s"] == 1.0 and m["hard_limit_s"] == 2.0  # budget + min(30, max(1, 5% of 1 s))
-    assert m["budget_signal_s"] is not None and 1.0 <= m["budget_signal_s"] < 2.0
+    assert m["time_budget_s"] == 1.0 and m["hard_limit_s"] == 3.0  # budget + min(30, max(2, 5% of 1 s))
+    assert m["budget_signal_s"] is not None and 1.0 <= m["budget_signal_s"] < 3.0
     assert "got SIGTERM, training on" in (experiment_root / "own" / "train.log").read_text()
     assert "did not end within its budget" in res.feedback
 
@@ -70,7 +70,7 @@ def test_training_25_s_past_a_1_s_budget_with_a_30_s_grace_is_a_timeout(experime
 def test_a_run_that_saves_at_the_budget_signal_is_scored(experiment_root: Path, mode: str) -> None:
     """The honest pattern under the new rule: train until SIGTERM, save, exit within the save grace."""
     needs_mode(mode)
-    task = ToyRepoTrainingTask(time_budget_s=1.5, grace_s=30.0, sandbox_mode=mode)
+    task = ToyRepoTrainingTask(time_budget_s=2.0, grace_s=30.0, sandbox_mode=mode)
     res = task.evaluate(_repo("""
         import json, os, signal, sys, time
         def save(*a):
@@ -81,7 +81,7 @@ def test_a_run_that_saves_at_the_budget_signal_is_scored(experiment_root: Path, 
             time.sleep(0.05)
     """))
     assert res.status is Status.OK and res.score == 0.0, res.feedback
-    assert res.metrics["budget_signal_s"] is not None and res.metrics["budget_signal_s"] >= 1.5
+    assert res.metrics["budget_signal_s"] is not None and res.metrics["budget_signal_s"] >= 2.0
 
 
 _FILLS_THE_DISK = """
