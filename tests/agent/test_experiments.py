@@ -439,7 +439,7 @@ def test_over_mcp_a_background_experiment_reaches_the_history_and_finish_waits_f
     agent = _agent(run, run_dir / run.id, exec_fn=None)
     agent.begin()
     driver = McpDriver(agent, max_calls=50)
-    driver.call("write_file", {"path": "settings.json", "content": '{"x": 2.5, "sleep_s": 2}'})
+    driver.call("write_file", {"path": "settings.json", "content": '{"x": 2.5, "sleep_s": 1}'})
     started = driver.call("run_experiment", {"description": "x 2.5", "wait_s": 0})
     assert not started.is_error and "started" in started.text
     done = driver.call("finish", {"reason": "the only one"})  # waits for the running experiment, then chooses it
