@@ -368,7 +368,7 @@ def test_run_experiment_waits_while_every_slot_runs_one_of_the_runs_experiments(
 
     task = ToyRepoTrainingTask(grace_s=5.0, sandbox_mode="process")
     script: list[Any] = [
-        say("", call("write_file", path="settings.json", content='{"x": 2.0, "sleep_s": 8}')),
+        say("", call("write_file", path="settings.json", content='{"x": 2.0, "sleep_s": 2}')),
         say("", call("run_experiment", description="first", time_budget_s=30, wait_s=0)),
         say("", call("write_file", path="settings.json", content='{"x": 2.5, "sleep_s": 0}')),
         say("", call("run_experiment", description="second: waits for the only slot", time_budget_s=30, wait_s=0)),
@@ -439,7 +439,7 @@ def test_over_mcp_a_background_experiment_reaches_the_history_and_finish_waits_f
     agent = _agent(run, run_dir / run.id, exec_fn=None)
     agent.begin()
     driver = McpDriver(agent, max_calls=50)
-    driver.call("write_file", {"path": "settings.json", "content": '{"x": 2.5, "sleep_s": 2}'})
+    driver.call("write_file", {"path": "settings.json", "content": '{"x": 2.5, "sleep_s": 1}'})
     started = driver.call("run_experiment", {"description": "x 2.5", "wait_s": 0})
     assert not started.is_error and "started" in started.text
     done = driver.call("finish", {"reason": "the only one"})  # waits for the running experiment, then chooses it

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,7 +89,16 @@ def _kill_9_tree(proc: subprocess.Popen[bytes]) -> None:
     assert not pending, f"processes of the killed driver still alive: {sorted(pending)}"
 
 
-def test_kill_9_at_several_points_then_resume(tmp_path: Path, store_url: str, executor: LocalExecutor) -> None:
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, executor: LocalExecutor) -> list[tuple[Any, ...]]:
+    """(status, score, cached) per step of the same run never interrupted: computed once, both backends read it."""
+    with open_store(tmp_path_factory.mktemp("reference")) as ref_store:
+        ref = Run.create(ref_store, task=ToyTask(), seed=3, budget={"evaluations": 100}, executor=executor)
+        return [(r.status, r.score, r.cached) for r in run_candidates(ref, SOURCES)]
+
+
+def test_kill_9_at_several_points_then_resume(tmp_path: Path, store_url: str, executor: LocalExecutor,
+                                              uninterrupted: list[tuple[Any, ...]]) -> None:
     sources_file = tmp_path / "sources.json"
     sources_file.write_text(json.dumps(SOURCES))
     with open_store(store_url) as store:
@@ -131,11 +141,7 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, store_url: str, ex
         assert len(store.candidates(run_id)) == len(set(plan))
         assert [e.step for e in run.events(kind="evaluate")] == list(range(N_STEPS))
         # the same outcome as a run that was never interrupted
-        with open_store(tmp_path / "reference") as ref_store:
-            ref = Run.create(ref_store, task=ToyTask(), seed=3, budget={"evaluations": 100}, executor=executor)
-            expected = run_candidates(ref, SOURCES)
-        assert [(e.result.status, e.result.score, e.result.cached) for e in evaluations] == [
-            (r.status, r.score, r.cached) for r in expected]
+        assert [(e.result.status, e.result.score, e.result.cached) for e in evaluations] == uninterrupted
         st = run.status()
         optimum = SOURCES.index(toy_candidate([3.0] * 4, sleep_s=0.12))
         assert st.state is RunState.FINISHED and st.best_score == 0.0 and st.best_step == optimum + 1
