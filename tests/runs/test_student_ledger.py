@@ -211,7 +211,7 @@ def _stored_ok(store_dir: Path) -> int:
 
 
 def test_kill_9_mid_batch_then_resume_repays_nothing(tmp_path: Path, gsm: Path) -> None:
-    with FakeStudentServer(gsm8k_answer_key(gsm), latency_s=0.08) as srv:
+    with FakeStudentServer(gsm8k_answer_key(gsm), latency_s=0.15) as srv:
         store_dir = tmp_path / "runs"
         run = _run(store_dir, gsm, srv, cap=40, concurrency=2)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
