@@ -2,7 +2,7 @@
 
 The scripted model proposes three edits of the seed (diff format, OpenEvolve's default): one that sleeps
 forever, one that prints a fake score and returns nothing valid, one valid variant. The run goes on past
-the sleeping one (killed at the task's 1.5 s limit), and every program OpenEvolve recorded carries the score
+the sleeping one (killed at the task's 3 s limit), and every program OpenEvolve recorded carries the score
 `reasearch eval` gives it; the two broken ones rank 0.0, below every valid one.
 """
 
@@ -23,7 +23,6 @@ from reasearch.models.messages import ModelReply
 from reasearch.models.testing import FakeOpenAIServer, say
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
-PARAMS = {"time_limit_s": 1.5}  # the seed runs in ~0.5 s cold; the sleeper is killed at this limit
 SEED_LINE = "    radius = 0.5 * step * (1.0 - 1e-9)"
 EDITS = [
     SEED_LINE + "\n    import time\n    while True:\n        time.sleep(1)",
@@ -49,8 +48,8 @@ def scripted_model() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         yield server.url, asked
 
 
-def test_openevolve_run_records_reasearch_scores(tmp_path: Path,
-                                                  scripted_model: tuple[str, list[dict[str, Any]]]) -> None:
+def test_openevolve_run_records_reasearch_scores(tmp_path: Path, scripted_model: tuple[str, list[dict[str, Any]]],
+                                                  circle_task: reasearch.Task) -> None:
     if importlib.util.find_spec("openevolve") is None:
         if IN_CI:
             pytest.fail("CI=true but openevolve is not installed (it is in the test extra)")
@@ -58,9 +57,8 @@ def test_openevolve_run_records_reasearch_scores(tmp_path: Path,
     from openevolve import run_evolution
 
     url, asked = scripted_model
-    circle_task = reasearch.make("circle_packing/n26-v1", **PARAMS)  # the sleeper costs the limit twice
     evaluator = tmp_path / "evaluator.py"
-    evaluator.write_text(evaluator_source("circle_packing/n26-v1", PARAMS))
+    evaluator.write_text(evaluator_source("circle_packing/n26-v1", {"time_limit_s": 3.0}))
     seed = tmp_path / "initial_program.py"
     seed.write_text(circle_task.seed_program())
     config = tmp_path / "config.yaml"  # OpenEvolve's defaults, but for the model and a 3-iteration run
