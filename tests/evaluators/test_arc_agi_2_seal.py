@@ -100,7 +100,7 @@ def _crossing(res: Any) -> str:
 @pytest.fixture(scope="module", params=MODES)
 def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
     needs_mode(request.param)
-    p = SandboxPool(SandboxConfig(mode=request.param, workers=2))
+    p = SandboxPool(SandboxConfig(mode=request.param, workers=1, preload=("numpy",)))
     try:
         yield p
     finally:

@@ -88,6 +88,9 @@ class _Recording:
 
         return _Session()
 
+    def run(self, request: Any) -> Any:
+        return self.inner.run(request)
+
 
 def _window_of(payload: dict[str, Any], windows: np.ndarray) -> int | None:
     if "weight" not in payload:
@@ -100,7 +103,7 @@ def _window_of(payload: dict[str, Any], windows: np.ndarray) -> int | None:
 @pytest.fixture(scope="module", params=MODES)
 def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
     needs_mode(request.param)
-    p = SandboxPool(SandboxConfig(mode=request.param, workers=1))
+    p = SandboxPool(SandboxConfig(mode=request.param, workers=1, preload=("numpy",)))
     try:
         yield p
     finally:
@@ -108,7 +111,7 @@ def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
 
 
 def test_no_window_reaches_the_candidate_before_its_timed_call(pool: SandboxPool) -> None:
-    task = reasearch.make("eplb/v1", num_windows=NUM_WINDOWS)
+    task: Any = reasearch.make("eplb/v1", num_windows=NUM_WINDOWS)
     windows, _ = task.trace_windows()
     runner = _Recording(pool)
     res = task.evaluate(SPY, executor=runner)

@@ -71,9 +71,9 @@ def test_heilbronn_score_is_the_brute_force_on_the_buffered_kernel_path() -> Non
     task = HeilbronnTask(n=n)
     rng = np.random.default_rng(34)
     triples = {(i, n - 2, n - 1) for i in range(n - 2)} | {(0, 1, 2), (0, 1, n - 1), (n - 4, n - 3, n - 2)}
-    triples |= {tuple(sorted(rng.choice(n, 3, replace=False).tolist())) for _ in range(12)}  # type: ignore[misc]
+    triples |= {tuple(sorted(rng.choice(n, 3, replace=False).tolist())) for _ in range(12)}
     for t, triple in enumerate(sorted(triples)):
-        _check_heilbronn(task, _planted_points(n, triple, seed=t), triple)  # type: ignore[arg-type]
+        _check_heilbronn(task, _planted_points(n, triple, seed=t), triple)
 
 
 # -------------------------------------------------------------------------------------- circle packing

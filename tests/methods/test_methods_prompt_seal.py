@@ -25,7 +25,8 @@ from reasearch.runs import Run, open_store
 from tests.methods._seal import sealed_traffic_problems
 
 DEMO = ModelSpec.parse("demo")
-SMALL = {"evolve": {"num_islands": 2, "migration_interval": 3}, "reflect": {"use_merge": True}}
+SMALL: dict[str, dict[str, Any]] = {"evolve": {"num_islands": 2, "migration_interval": 3},
+                                    "reflect": {"use_merge": True}}
 PROMPT_METHODS = sorted((set(METHODS) - set(PACKAGES)) | {m for m, kind in KINDS.items() if kind == "prompt"})
 
 

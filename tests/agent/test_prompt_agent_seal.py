@@ -39,7 +39,7 @@ def test_the_agents_student_sees_the_test_split_only_in_the_sealed_pass(tmp_path
         result = agent.optimize()
         hits = srv.hits.copy()
     run = agent.run
-    assert run.candidate_source(result.final_candidate) == BETTER_PROMPT
+    assert result.final_candidate is not None and run.candidate_source(result.final_candidate) == BETTER_PROMPT
     assert sealed_traffic_problems(hits, run) == []
     task: Any = agent.task
     hidden = [ex.input for split in ("validation", "test") for ex in task.examples(split)]
