@@ -121,3 +121,10 @@ def test_fleet_spec_files_refuse_non_finite_numbers(suffix: str, text: str, tmp_
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_finite_values_and_text_still_parse() -> None:
+    from reasearch._cli._params import key_values
+
+    assert key_values(["a=2.5", "b=-3", "c=[1, 2.0]", "d=some text", "e=/tmp/x.jsonl", f"f={2**63 - 1}", "g=null"]) == {
+        "a": 2.5, "b": -3, "c": [1, 2.0], "d": "some text", "e": "/tmp/x.jsonl", "f": 2**63 - 1, "g": None}

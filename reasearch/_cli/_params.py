@@ -26,7 +26,7 @@ def key_values(items: list[str], flag: str = "-p") -> dict[str, Any]:
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:
-            value = raw
+            value, bad = raw, None
         except ValueError:  # an integer of more digits than Python converts (not a JSONDecodeError)
             value, bad = None, f"{key} = an integer of over 4300 digits"
         else:
