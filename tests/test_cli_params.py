@@ -4,6 +4,7 @@ integers beyond 64 bits with one line (exit 2): a number from outside is finite 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -128,3 +129,17 @@ def test_finite_values_and_text_still_parse() -> None:
 
     assert key_values(["a=2.5", "b=-3", "c=[1, 2.0]", "d=some text", "e=/tmp/x.jsonl", f"f={2**63 - 1}", "g=null"]) == {
         "a": 2.5, "b": -3, "c": [1, 2.0], "d": "some text", "e": "/tmp/x.jsonl", "f": 2**63 - 1, "g": None}
+
+
+@pytest.mark.parametrize("value", ["Infinity", "NaN", "-Infinity", "1e400"])
+@pytest.mark.parametrize("key", ["time_limit_s", "best_known", "seed_score"])
+def test_a_task_spec_read_back_refuses_non_finite_numbers(key: str, value: str) -> None:
+    from reasearch.evaluators.spec import TaskSpec
+
+    doc = make("circle_packing/n26-v1").spec.to_dict()
+    text = json.dumps({**doc, key: 1.5}).replace("1.5", value, 1)
+    with pytest.raises(ValueError, match=f"{key} must be a finite number"):
+        TaskSpec.from_json(text)
+    params = json.dumps({**doc, "params": {"time_limit_s": 1.5}}).replace("1.5", value, 1)
+    with pytest.raises(ConfigError, match="finite"):
+        make(TaskSpec.from_json(params))
