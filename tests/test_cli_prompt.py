@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,6 +87,7 @@ def test_optimize_then_test(tmp_path: Path, gsm: Path, server: FakeStudentServer
     err = capsys.readouterr().err
     assert code == 0, err
     assert "test split (sealed, scored by the harness)" in err
+    assert re.search(r"tokens of a 10,000,000 cap, [\d,]+ student tokens of a 10,000,000 cap, \$", err), err
     (record,) = open_store(run_dir).list_runs()
     run = Run.open(open_store(run_dir), record.id)
     assert record.state is RunState.FINISHED and record.final_candidate == candidate_sha256(BETTER_PROMPT)
