@@ -119,3 +119,26 @@ def test_the_training_runtime_still_holds_the_emulator(dirs: tuple[Path, Path]) 
                       time_budget_s=60, grace_s=1, log_path=repo.parent / "train.log", binds_ro=[repo],
                       binds_rw=[out], memory_mb=2048, mode="process")
     assert job.status is Status.OK and "EMULATOR ale_py" in Path(job.log_path).read_text()
+
+
+def test_a_package_list_is_all_the_runtime_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Direct binds carry the list's entries only; ``direct=False`` (process mode) gets a mirror whose
+    site-packages holds nothing else, since direct binds put the host's site-packages folder on PYTHONPATH."""
+    import numpy
+
+    from reasearch.engine import _runtime
+
+    monkeypatch.setattr(_runtime, "readable_by_others", lambda path: True)  # as a world-readable interpreter
+    monkeypatch.setattr(_runtime, "_hidden_host_paths", lambda: [])
+    site = str(Path(numpy.__file__).parents[1])
+    direct = _runtime.build_runtime(packages=("numpy",))
+    assert direct.kind == "direct"
+    entries = sorted(Path(b).name for b in direct.binds if str(Path(b).parent) == site)
+    assert entries and all(e.startswith("numpy") for e in entries), entries
+    assert site in dict(direct.env)["PYTHONPATH"].split(":")  # harmless in a jail (only the entries are bound)
+    mirror = _runtime.build_runtime(packages=("numpy",), direct=False)
+    assert mirror.kind == "mirror" and site not in dict(mirror.env)["PYTHONPATH"]
+    held = sorted(os.listdir(Path(mirror.where) / "lib" / Path(site).parent.name / "site-packages"))
+    assert held and all(e.startswith("numpy") for e in held), held
+    full = _runtime.build_runtime()  # the training runtime keeps RUNTIME_PACKAGES
+    assert len([b for b in full.binds if str(Path(b).parent) == site]) > len(entries)
