@@ -33,14 +33,16 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=2)
     ap.add_argument("--max-frames", type=int, default=4000)
     ap.add_argument("--eval-limit", type=float, default=900.0)
+    ap.add_argument("--sandbox-mode", default="auto", choices=("auto", "nsjail", "process"))
     args = ap.parse_args()
     task = reasearch.make(f"atari/{args.game}-v1", time_budget_s=args.budget, episodes=args.episodes,
-                          max_frames=args.max_frames, eval_time_limit_s=args.eval_limit)
+                          max_frames=args.max_frames, eval_time_limit_s=args.eval_limit,
+                          sandbox_mode=args.sandbox_mode)
     attack = (Path(__file__).with_name("atari_own_emulator_policy.py")).read_text()
     for name, files in (("seed", task.seed_files()), ("own_emulator", {"train.py": _SAVE, "policy.py": attack})):
         res = task.evaluate(encode_repo(files))
         m = res.metrics
-        print(json.dumps({"candidate": name, "status": res.status.value, "score": res.score,
+        print(json.dumps({"candidate": name, "sandbox_mode": m.get("sandbox_mode"), "status": res.status.value, "score": res.score,
                           "returns": m.get("returns"), "env_steps": m.get("env_steps"),
                           "scoring_jail": m.get("scoring_jail", "(not reported)"),
                           "feedback": None if res.ok else res.feedback[:200]}), flush=True)

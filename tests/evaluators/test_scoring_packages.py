@@ -113,3 +113,63 @@ def test_every_training_task_declares_its_scoring_packages(task_id: str, jailed:
     else:
         assert task.scoring_packages == ()  # nothing of the candidate runs at scoring
     assert not {"ale_py", "mujoco", "gymnasium", "scipy", "numba"} & set(task.scoring_packages)
+
+
+def _img_model(build: str) -> str:
+    return f"""import numpy as np
+class M:
+    def predict(self, images):
+        return np.zeros((len(images), 10))  # class scores (the seed's train.py calls predict too)
+def build_model(config, weights):
+{build}
+    return M()
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_img_model_cannot_import_what_scoring_does_not_need(experiment_root: Path, mode: str) -> None:
+    needs_mode(mode)
+    task = reasearch.make("img/folder-v1", time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0, sandbox_mode=mode)
+    res = task.evaluate(encode_repo({**task.seed_files(), "model.py": _img_model("    import scipy")}))
+    assert res.status is Status.CRASH and res.score is None, res.feedback
+    assert "ModuleNotFoundError raised at model.py:6" in res.feedback
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_img_model_cannot_load_a_library_its_repository_carries(experiment_root: Path, mode: str) -> None:
+    """A repository holds text only; the library travels base64-encoded and is written to /tmp, then loaded."""
+    import base64
+
+    needs_mode(mode)
+    task = reasearch.make("img/folder-v1", time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0, sandbox_mode=mode)
+    lib = next((Path(reasearch.__file__).parent / "engine").glob("_zygote*.so")).read_bytes()
+    load = ("    import base64, ctypes, os, tempfile\n"
+            "    raw = base64.b64decode(open(os.path.join(os.path.dirname(__file__), 'native.b64')).read())\n"
+            "    fd, path = tempfile.mkstemp(suffix='.so')\n"
+            "    os.write(fd, raw)\n"
+            "    ctypes.CDLL(path)")
+    res = task.evaluate(encode_repo({**task.seed_files(), "model.py": _img_model(load),
+                                     "native.b64": base64.b64encode(lib).decode()}))
+    if mode == "nsjail":
+        assert res.status is Status.CRASH and res.score is None, res.feedback
+        assert "OSError raised at model.py:10" in res.feedback
+    else:  # process mode: it loads; the result says noexec was not enforced
+        assert res.status is Status.OK, res.feedback
+        assert "nothing is mounted noexec" in res.metrics["scoring_jail"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_nanogpt_model_cannot_import_what_scoring_does_not_need(experiment_root: Path, mode: str) -> None:
+    needs_mode(mode)
+    task = reasearch.make("nanogpt/v1", time_budget_s=30.0, grace_s=30.0, eval_tokens=1024, eval_time_limit_s=120.0,
+                          sandbox_mode=mode)
+    files = task.seed_files()
+    files["train.py"] = files["train.py"].replace("max_steps = None", "max_steps = 1")
+    assert "def build_model(config" in files["model.py"]
+    files["model.py"] += (
+        "\n\n_build = build_model\n\n\ndef build_model(*args, **kwargs):\n    import scipy  # training has it\n"
+        "    return _build(*args, **kwargs)\n")
+    res = task.evaluate(encode_repo(files))
+    assert res.metrics.get("train_status") == "OK", res.feedback
+    assert res.status is Status.CRASH and res.score is None, res.feedback
+    assert "ModuleNotFoundError raised at model.py:" in res.feedback

@@ -139,7 +139,8 @@ frames of the running episodes, uint8 [B, 210, 160]; act returns one integer act
 frame. The policy gets pixels only: no emulator, RAM or game state. Score = mean undiscounted return over
 the episodes (higher is better; the spread is reported). Print JSON lines such as {{"step": 3, "return": 120,
 "loss": -120}} to show the training curve. What policy.py prints or raises during scoring is withheld: a
-failure is reported as its step, exception class and file:line only.
+failure is reported as its step, exception class and file:line only. At scoring policy.py can import NumPy
+and torch only (not ale-py or Gymnasium), and no native code from the repository or the outputs loads.
 """
 
     # ------------------------------------------------------------ trusted side

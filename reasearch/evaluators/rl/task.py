@@ -144,7 +144,8 @@ running episodes; it must return actions [B, act_dim] (finite; clipped to the ac
 evaluator). Score = mean undiscounted return over the episodes (higher is better), deterministic policy.
 Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training curve. What policy.py prints
 or raises during scoring is withheld (it sees held-out episodes): a failure is reported as its step,
-exception class and file:line only.
+exception class and file:line only. At scoring policy.py can import NumPy and torch only (not Gymnasium or
+MuJoCo), and no native code from the repository or the outputs loads.
 """
 
     def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
