@@ -142,3 +142,18 @@ def test_a_package_list_is_all_the_runtime_holds(monkeypatch: pytest.MonkeyPatch
     assert held and all(e.startswith("numpy") for e in held), held
     full = _runtime.build_runtime()  # the training runtime keeps RUNTIME_PACKAGES
     assert len([b for b in full.binds if str(Path(b).parent) == site]) > len(entries)
+
+
+def test_a_jail_config_left_by_a_killed_driver_is_cleaned(tmp_path: Path) -> None:
+    from reasearch.engine._runtime_clean import RECENT_S, clean_runtime
+
+    old, fresh, other = tmp_path / ".jail-old.cfg", tmp_path / ".jail-new.cfg", tmp_path / "notes.cfg"
+    for p in (old, fresh, other):
+        p.write_text("mount_proc: true\n")
+    past = time.time() - RECENT_S - 60
+    os.utime(old, (past, past))
+    os.utime(other, (past, past))
+    clean_runtime(dry_run=True, root=tmp_path)
+    assert old.exists()  # a dry run removes nothing
+    clean_runtime(root=tmp_path)
+    assert not old.exists() and fresh.exists() and other.exists()
