@@ -16,6 +16,7 @@ from pathlib import Path
 
 import reasearch
 from reasearch.evaluators.repo import encode_repo
+from reasearch.evaluators.training import TrainingTask
 
 _SAVE = """import json, os
 import numpy as np
@@ -38,11 +39,13 @@ def main() -> None:
     task = reasearch.make(f"atari/{args.game}-v1", time_budget_s=args.budget, episodes=args.episodes,
                           max_frames=args.max_frames, eval_time_limit_s=args.eval_limit,
                           sandbox_mode=args.sandbox_mode)
+    assert isinstance(task, TrainingTask)
     attack = (Path(__file__).with_name("atari_own_emulator_policy.py")).read_text()
     for name, files in (("seed", task.seed_files()), ("own_emulator", {"train.py": _SAVE, "policy.py": attack})):
         res = task.evaluate(encode_repo(files))
         m = res.metrics
-        print(json.dumps({"candidate": name, "sandbox_mode": m.get("sandbox_mode"), "status": res.status.value, "score": res.score,
+        print(json.dumps({"candidate": name, "sandbox_mode": args.sandbox_mode, "status": res.status.value,
+                          "score": res.score,
                           "returns": m.get("returns"), "env_steps": m.get("env_steps"),
                           "scoring_jail": m.get("scoring_jail", "(not reported)"),
                           "feedback": None if res.ok else res.feedback[:200]}), flush=True)

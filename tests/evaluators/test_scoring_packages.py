@@ -4,6 +4,7 @@ its package list, and a result says what its scoring jail held (process mode can
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,17 +39,21 @@ def build_policy(config, weights):
 """
 
 
+def _make(task_id: str, mode: str, **params: object) -> TrainingTask:
+    needs_mode(mode)
+    task = reasearch.make(task_id, sandbox_mode=mode, **params)
+    assert isinstance(task, TrainingTask)
+    return task
+
+
 @pytest.fixture()
-def atari(experiment_root: Path):  # type: ignore[no-untyped-def]
-    def make(mode: str):  # type: ignore[no-untyped-def]
-        needs_mode(mode)
-        return reasearch.make("atari/qbert-v1", time_budget_s=20.0, grace_s=20.0, episodes=1, max_frames=200,
-                              eval_time_limit_s=60.0, sandbox_mode=mode)
-    return make
+def atari(experiment_root: Path) -> Callable[[str], TrainingTask]:
+    return lambda mode: _make("atari/qbert-v1", mode, time_budget_s=20.0, grace_s=20.0, episodes=1, max_frames=200,
+                              eval_time_limit_s=60.0)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_atari_policy_cannot_import_the_emulator(atari, mode: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_atari_policy_cannot_import_the_emulator(atari: Callable[[str], TrainingTask], mode: str) -> None:
     task = atari(mode)
     res = task.evaluate(encode_repo({"train.py": _TRAIN, "policy.py": _policy("    import ale_py")}))
     assert res.status is Status.CRASH and res.score is None, res.feedback
@@ -56,7 +61,8 @@ def test_an_atari_policy_cannot_import_the_emulator(atari, mode: str) -> None:  
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_atari_policy_cannot_load_native_code_from_its_checkpoint(atari, mode: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_atari_policy_cannot_load_native_code_from_its_checkpoint(atari: Callable[[str], TrainingTask],
+                                                                     mode: str) -> None:
     task = atari(mode)
     load = "    import ctypes, os\n    ctypes.CDLL(os.path.join(config['dir'], 'native.so'))"
     res = task.evaluate(encode_repo({"train.py": _TRAIN, "policy.py": _policy(load)}))
@@ -128,8 +134,7 @@ def build_model(config, weights):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_img_model_cannot_import_what_scoring_does_not_need(experiment_root: Path, mode: str) -> None:
-    needs_mode(mode)
-    task = reasearch.make("img/folder-v1", time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0, sandbox_mode=mode)
+    task = _make("img/folder-v1", mode, time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0)
     res = task.evaluate(encode_repo({**task.seed_files(), "model.py": _img_model("    import scipy")}))
     assert res.status is Status.CRASH and res.score is None, res.feedback
     assert "ModuleNotFoundError raised at model.py:6" in res.feedback
@@ -140,8 +145,7 @@ def test_an_img_model_cannot_load_a_library_its_repository_carries(experiment_ro
     """A repository holds text only; the library travels base64-encoded and is written to /tmp, then loaded."""
     import base64
 
-    needs_mode(mode)
-    task = reasearch.make("img/folder-v1", time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0, sandbox_mode=mode)
+    task = _make("img/folder-v1", mode, time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0)
     lib = next((Path(reasearch.__file__).parent / "engine").glob("_zygote*.so")).read_bytes()
     load = ("    import base64, ctypes, os, tempfile\n"
             "    raw = base64.b64decode(open(os.path.join(os.path.dirname(__file__), 'native.b64')).read())\n"
@@ -160,9 +164,7 @@ def test_an_img_model_cannot_load_a_library_its_repository_carries(experiment_ro
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_nanogpt_model_cannot_import_what_scoring_does_not_need(experiment_root: Path, mode: str) -> None:
-    needs_mode(mode)
-    task = reasearch.make("nanogpt/v1", time_budget_s=30.0, grace_s=30.0, eval_tokens=1024, eval_time_limit_s=120.0,
-                          sandbox_mode=mode)
+    task = _make("nanogpt/v1", mode, time_budget_s=30.0, grace_s=30.0, eval_tokens=1024, eval_time_limit_s=120.0)
     files = task.seed_files()
     files["train.py"] = files["train.py"].replace("max_steps = None", "max_steps = 1")
     assert "def build_model(config" in files["model.py"]
