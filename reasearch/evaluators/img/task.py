@@ -127,7 +127,8 @@ Metric (trusted, fixed): in a separate sandbox the evaluator imports model.py, c
 `build_model(config, weights)` (weights: the dict of arrays, or the state_dict) and then `model.predict(images)`
 on batches of at most {_BATCH} held-out images (uint8 [B, H, W, C]); predict returns class scores [B, classes]
 (argmax is taken) or integer class ids [B]. Score = accuracy over the held-out images (higher is better).
-If model.py fails there, you see only the exception type and its file:line. Print JSON lines such as
+If model.py fails there, you see only the exception type and its file:line. There model.py can import NumPy
+and torch only, and no native code from the repository or the outputs loads. Print JSON lines such as
 {{"step": 10, "loss": 0.4}} to show the training curve.
 """
 

@@ -178,6 +178,7 @@ held-out bytes (bits per byte, lower is better; 8.0 = uniform guessing). A causa
 later bytes and requires earlier predictions (log-probabilities) to stay the same within {CAUSALITY_TOL:g}
 nats: a model that looks ahead is INVALID. During scoring your code sees held-out bytes, so what it prints
 or raises there is withheld: a failure is reported as its step, exception class and file:line only.
+There model.py can import NumPy and torch only, and no native code from the repository or the outputs loads.
 {"" if self._corpus().sealed else "This corpus is NOT sealed (" + self._corpus().seal_note + ")."}
 
 Print JSON lines such as {{"step": 100, "loss": 1.9}} to show the training curve (read_log shows them);
