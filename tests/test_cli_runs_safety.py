@@ -24,7 +24,7 @@ from reasearch.errors import ConfigError
 from reasearch.evaluators.testing import ToyTask
 from reasearch.runs import Run, open_store
 from reasearch.runs.ledger import Unit
-from reasearch.runs.run import STALE_S, driver_alive, live_drivers, process_start
+from reasearch.runs.run import STALE_S, driver_alive, effective_state, live_drivers, process_start
 from reasearch.runs.store import RunState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +75,7 @@ def test_delete_force_and_prune_refuse_a_live_driver_whose_heartbeat_is_stale(
     assert "no run without" in capsys.readouterr().err
     with open_store(run_dir) as store:
         assert store.get_run(run_id).state is RunState.RUNNING
+        assert effective_state(store, store.get_run(run_id)) is RunState.RUNNING  # not shown "interrupted"
         [driver] = store.drivers(run_id)
         assert driver.pid == proc.pid and driver_alive(driver) and live_drivers(store, run_id)
         with pytest.raises(ConfigError, match=f"live process \\(pid {proc.pid}"):  # no takeover under it either
