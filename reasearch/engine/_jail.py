@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reasearch.engine._netprobe import NETWORK_PROBE, network_isolation
 from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SCORING_SECCOMP_POLICY, SECCOMP_POLICY
 from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV  # the name nsjail_argv uses
 from reasearch.engine._runtime import SYSTEM_RO, Runtime, build_runtime, runtime_root, stamped, write_stamp
@@ -276,8 +277,8 @@ class NsjailLauncher:
         """Mirrors are shared between pools and pruned by age; nothing to do per pool."""
 
 
-def _run_probe(runtime: Runtime, code: str, timeout: float = 60.0) -> tuple[bool, str]:
-    argv = nsjail_argv([runtime.python, "-c", code], runtime=runtime, time_limit_s=int(timeout))
+def _run_probe(runtime: Runtime, code: str, args: Sequence[str] = (), timeout: float = 60.0) -> tuple[bool, str]:
+    argv = nsjail_argv([runtime.python, "-c", code, *args], runtime=runtime, time_limit_s=int(timeout))
     try:
         cp = subprocess.run(argv, capture_output=True, timeout=timeout + 5, stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired:
@@ -323,17 +324,6 @@ def _probe_key() -> list[int | str] | None:
             os.path.realpath(sys.executable), sys.version]
 
 
-_PROBE = (
-    "import os, socket, sys\n"
-    "import numpy\n"
-    "s = socket.socket()\n"
-    "s.settimeout(1)\n"
-    "try:\n    s.connect(('1.1.1.1', 53)); net = 'reachable'\n"
-    "except OSError:\n    net = 'none'\n"
-    "print('uid', os.getuid(), 'net', net, 'python', sys.version.split()[0], 'numpy', numpy.__version__)\n"
-)
-
-
 def probe() -> IsolationReport:
     """Runs the checks behind ``reasearch sandbox check``."""
     checks: list[tuple[str, bool, str]] = []
@@ -362,19 +352,23 @@ def probe() -> IsolationReport:
             problems.append(f"could not build a world-readable runtime mirror ({exc}); set REASEARCH_RUNTIME_DIR to "
                             "a writable folder every user can read, or install Python somewhere world-readable")
         if runtime is not None:
-            good, out = _run_probe(runtime, _PROBE)
-            checks.append(("jailed python + numpy", good, out.splitlines()[-1] if out else ""))
+            # Shown without a packet to the outside: the jail's interfaces and routes, and a listener on the
+            # host's loopback that it must not reach (see reasearch.engine._netprobe).
+            jailed = runtime
+            good, verdict = network_isolation(lambda args: _run_probe(jailed, NETWORK_PROBE, args))
+            out = verdict.detail
+            checks.append(("jailed python + numpy", good, verdict.report or (out.splitlines()[-1] if out else "")))
             if not good:
                 problems.append("nsjail could not run the interpreter in a jail: " + out.replace("\n", " | ")[-600:]
                                 + " -- if this says 'Permission denied' the interpreter is not readable by the "
                                 "sandbox uid; if clone/unshare fails, user namespaces are blocked (container "
                                 "without --privileged or seccomp=unconfined)")
             else:
-                ok = "net none" in out
-                checks.append(("no network in jail", ok, "outbound connect failed as it should" if ok
-                               else "the jail reached the network"))
+                ok = verdict.isolated
+                checks.append(("no network in jail", ok, verdict.detail))
                 if not ok:
-                    problems.append("the jail can reach the network; nsjail's network namespace is not working")
+                    problems.append(f"the jail is not cut off from the network ({verdict.detail}); nsjail's "
+                                    "network namespace is not working")
     _, child = jail_uids()
     checks.append(("separate child uid", child is not None,
                    "worker and child run as different uids" if child is not None else

@@ -45,6 +45,7 @@ from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ray_cluster import connect_ray, gpu_options
 from reasearch.runs.run import effective_state
+from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
 __all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
 
@@ -412,10 +413,13 @@ def run_fleet(spec: FleetSpec, *, store: str | Path, run_dir: str | Path = "runs
         on_update: called with every member's current result whenever one finishes.
 
     Raises:
-        ConfigError: a bad spec, an unknown task id, SQLite for a multi-node cluster, an unknown executor.
+        ConfigError: a bad spec, an unknown task id, SQLite for a multi-node cluster, an unknown executor, a
+            fleet id that is not one safe path component (nothing is created).
     """
     if executor not in ("local", "ray"):
         raise ConfigError(f"executor must be 'local' or 'ray', not {executor!r}")
+    if fleet_id is not None:  # it names its members' runs and folders: checked before anything is made
+        check_id(fleet_id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     for task_id in spec.tasks:
         task_spec(task_id, **dict(spec.task_params.get(task_id, {})))  # unknown ids fail before anything runs
     store_url = str(store)
