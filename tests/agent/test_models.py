@@ -331,9 +331,10 @@ def test_openai_compatible_client_clamps_hostile_usage(chat_server: dict[str, An
 @pytest.mark.parametrize("raw", ["1e400", "NaN", "-Infinity", "1000000000000", "1" * 401, '"many"', "[[1]]", "{}"])
 def test_anthropic_client_clamps_hostile_usage(raw: str) -> None:
     model = AnthropicModel(ModelSpec(name="claude-sonnet-4-6", max_tokens=50), api_key="sk-test")
+    usage = ", ".join(f'"{k}": {raw}' for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                                                 "cache_creation_input_tokens"))
     body = ('{"type": "message", "role": "assistant", "content": [{"type": "text", "text": "fine"}], '
-            '"stop_reason": "end_turn", "usage": {"input_tokens": %s, "output_tokens": %s, '
-            '"cache_read_input_tokens": %s, "cache_creation_input_tokens": %s}}' % (raw, raw, raw, raw))
+            '"stop_reason": "end_turn", "usage": {' + usage + '}}')
     reply = model._reply(body.encode(), bounds=(500, 50))
     u = reply.usage
     assert reply.text == "fine" and 0 <= u.output_tokens <= 50
