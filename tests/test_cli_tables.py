@@ -159,3 +159,25 @@ def test_fitted_table_keeps_ids_and_numbers_whole_and_drops_by_priority(width: i
         assert "seed" in out.split("not shown at", 1)[-1], out
     else:
         assert "not shown" not in out and "12345678901" in out
+
+
+def test_the_fleet_table_marks_a_best_score_on_public_held_out_data(experiment_root: Path) -> None:
+    """Issue 36 item 1: a fleet member whose task scores public held-out data (``img`` with ``data=digits``)
+    says so beside its best score, in the table and in ``--json`` (read back whole); others say nothing."""
+    import io
+
+    from rich.console import Console
+
+    from reasearch._cli.fleet import members_table
+    from reasearch.evaluators import make
+    from reasearch.fleets.fleet import FleetMember, MemberResult, _result_from, heldout_public
+
+    assert heldout_public(make("img/folder-v2", data="digits")) is True
+    assert heldout_public(make("img/folder-v2")) is False and heldout_public(ToyTask()) is None
+    rows = [MemberResult(FleetMember(i, "img/folder-v2", 0, "demo"), f"run-{i}", "finished", 0.91, None, 3, {},
+                         heldout_public=public) for i, public in enumerate((True, False, None))]
+    assert [_result_from(r.to_dict()).heldout_public for r in rows] == [True, False, None]
+    console = Console(file=io.StringIO(), width=160)
+    console.print(members_table(rows, "fleet"))
+    lines = [line for line in console.file.getvalue().splitlines() if "run-" in line]  # type: ignore[attr-defined]
+    assert ["public held-out" in line for line in lines] == [True, False, False], lines

@@ -220,11 +220,12 @@ class MemberResult:
     used: Mapping[str, float]
     reason: str = ""
     node: str = ""
+    heldout_public: bool | None = None  # a training task's: its held-out data is public (None: not stated)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.member.to_dict(), "run_id": self.run_id, "state": self.state, "best_score": self.best_score,
                 "normalized": self.normalized, "evaluations": self.evaluations, "used": dict(self.used),
-                "reason": self.reason, "node": self.node}
+                "reason": self.reason, "node": self.node, "heldout_public": self.heldout_public}
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +272,13 @@ def new_fleet_id() -> str:
     return "fleet-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
+def heldout_public(task: Any) -> bool | None:
+    """A training task's answer to whether its held-out data is public (None for other tasks)."""
+    from reasearch.evaluators.training import TrainingTask
+
+    return task.heldout_public() if isinstance(task, TrainingTask) else None
+
+
 def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "") -> MemberResult:
     try:
         rec = store.get_run(run_id)
@@ -285,7 +293,8 @@ def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "
         drivers = store.drivers(run_id)
         node = max(drivers, key=lambda d: d.started_at).host if drivers else ""
     return MemberResult(member, run_id, effective_state(store, rec).value, st.best_score, normalized,
-                        st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node)
+                        st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node,
+                        heldout_public(run.task))
 
 
 def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping[str, Any], store_url: str,
@@ -365,7 +374,8 @@ def _result_from(data: Mapping[str, Any]) -> MemberResult:
     keys = {f.name for f in fields(FleetMember)}
     member = FleetMember(**{k: data[k] for k in keys if k in data})
     return MemberResult(member, data["run_id"], data["state"], data["best_score"], data["normalized"],
-                        data["evaluations"], data["used"], data.get("reason", ""), data.get("node", ""))
+                        data["evaluations"], data["used"], data.get("reason", ""), data.get("node", ""),
+                        data.get("heldout_public"))
 
 
 def _check_store_for_cluster(store_url: str, nodes: int) -> None:

@@ -32,6 +32,7 @@ __all__ = ["MAX_EXPANDED", "find_carried_images"]
 MAX_EXPANDED = 64 << 20
 _SAMPLE = 256  # held-out images looked for (carrying the data set carries all of them)
 _MIN_FOUND = 3
+_PATTERN = 256  # bytes of each image looked for
 _TOKEN = re.compile(rb"[^\s,;\[\](){}]+")
 _VALUES = {**{str(v).encode(): v for v in range(256)}, **{f"{v}.0".encode(): v for v in range(256)}}
 _B64 = re.compile(r"[A-Za-z0-9+/]{64,}={0,2}")
@@ -139,14 +140,24 @@ def _b85(text: str) -> bytes:
 
 
 def _forms(images: np.ndarray) -> list[np.ndarray]:
-    """The images' pixel bytes (up to ``_SAMPLE``, each with >= 4 distinct values), and divided by their step."""
+    """Up to ``_SAMPLE`` held-out images (each with >= 4 distinct values) as byte rows, and divided by their
+    common step when there is one; an image longer than ``_PATTERN`` bytes is looked for by its middle
+    ``_PATTERN`` bytes (a contiguous copy of the image holds them)."""
     flat = images.reshape(len(images), -1)
-    keep = [i for i in range(len(flat)) if len(np.unique(flat[i])) >= 4][:_SAMPLE]
+    if flat.shape[1] > _PATTERN:
+        start = (flat.shape[1] - _PATTERN) // 2
+        flat = flat[:, start:start + _PATTERN]
+    keep: list[int] = []
+    for i in range(len(flat)):
+        if len(np.unique(flat[i])) >= 4:
+            keep.append(i)
+            if len(keep) == _SAMPLE:
+                break
     if not keep:
         return []
     picked = flat[keep].astype(np.uint8)
     forms = [picked]
-    step = int(np.gcd.reduce(flat.astype(np.int64).ravel()))
+    step = int(np.gcd.reduce(picked.astype(np.int64).ravel()))
     if step > 1:
         forms.append((picked // step).astype(np.uint8))
     return forms
