@@ -37,6 +37,7 @@ from typing import Any
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.params import check_finite
 from reasearch.evaluators.registry import spec as task_spec
 from reasearch.methods import method_config, open_method, start_method
 from reasearch.models import ModelSpec, build_model
@@ -190,6 +191,7 @@ class FleetSpec:
         unknown = set(d) - known
         if unknown:
             raise ConfigError(f"unknown fleet spec keys {sorted(unknown)}; known: {sorted(known)}")
+        check_finite(dict(d), "fleet spec")  # NaN, inf (TOML's nan/inf, JSON's NaN/Infinity/1e400), huge ints
         return cls(**dict(d))
 
     @classmethod
@@ -204,6 +206,8 @@ class FleetSpec:
             data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
         except (ValueError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
+        if isinstance(data, dict):
+            check_finite(data, f"fleet spec {p}")
         return cls.from_dict(data)
 
 

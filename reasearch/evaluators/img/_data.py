@@ -1,4 +1,4 @@
-"""The data of ``img/folder-v1``: images and labels read on the trusted side, a stratified split, public files.
+"""The data of ``img/folder-v2``: images and labels read on the trusted side, a stratified split, public files.
 
 Trust boundary: trusted side only. Sources: ``glyphs`` (the default: digit glyphs drawn by the public
 generator of :mod:`._glyphs`, the training pool from a public seed, the held-out images from a seed derived
