@@ -65,8 +65,8 @@ from reasearch.evaluators.params import Range
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["TrainingTask", "experiment_cap_mb", "experiments_root", "heldout_flags", "keep_checkpoints",
-           "prune_experiments", "save_grace_s"]
+__all__ = ["TrainingTask", "experiment_cap_mb", "experiments_root", "heldout_flags", "heldout_public_of",
+           "keep_checkpoints", "prune_experiments", "save_grace_s"]
 
 _LOG_TAIL = 3000
 _LOCK = ".lock"
@@ -210,6 +210,11 @@ def heldout_flags(public: bool | None, metrics: Mapping[str, Any]) -> dict[str, 
     if public is None:
         return {}
     return {"heldout_public": bool(public), "sealed": not public and metrics.get("sealed", True) is not False}
+
+
+def heldout_public_of(task: object) -> bool | None:
+    """Whether ``task`` (a training task) scores public held-out data; None for a task that states nothing."""
+    return task.heldout_public() if isinstance(task, TrainingTask) else None
 
 
 def _write_status(folder: Path | None, **fields: Any) -> None:

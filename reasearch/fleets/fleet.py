@@ -39,6 +39,7 @@ from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.params import check_finite
 from reasearch.evaluators.registry import spec as task_spec
+from reasearch.evaluators.training import heldout_public_of
 from reasearch.methods import method_config, open_method, start_method
 from reasearch.models import ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
@@ -276,13 +277,6 @@ def new_fleet_id() -> str:
     return "fleet-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
-def heldout_public(task: Any) -> bool | None:
-    """A training task's answer to whether its held-out data is public (None for other tasks)."""
-    from reasearch.evaluators.training import TrainingTask
-
-    return task.heldout_public() if isinstance(task, TrainingTask) else None
-
-
 def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "") -> MemberResult:
     try:
         rec = store.get_run(run_id)
@@ -298,7 +292,7 @@ def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "
         node = max(drivers, key=lambda d: d.started_at).host if drivers else ""
     return MemberResult(member, run_id, effective_state(store, rec).value, st.best_score, normalized,
                         st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node,
-                        heldout_public(run.task))
+                        heldout_public_of(run.task))
 
 
 def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping[str, Any], store_url: str,
