@@ -39,6 +39,7 @@ from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.params import check_finite
 from reasearch.evaluators.registry import spec as task_spec
+from reasearch.evaluators.training import heldout_public_of
 from reasearch.methods import method_config, open_method, start_method
 from reasearch.models import ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
@@ -225,11 +226,12 @@ class MemberResult:
     used: Mapping[str, float]
     reason: str = ""
     node: str = ""
+    heldout_public: bool | None = None  # a training task's: its held-out data is public (None: not stated)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.member.to_dict(), "run_id": self.run_id, "state": self.state, "best_score": self.best_score,
                 "normalized": self.normalized, "evaluations": self.evaluations, "used": dict(self.used),
-                "reason": self.reason, "node": self.node}
+                "reason": self.reason, "node": self.node, "heldout_public": self.heldout_public}
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +292,8 @@ def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "
         drivers = store.drivers(run_id)
         node = max(drivers, key=lambda d: d.started_at).host if drivers else ""
     return MemberResult(member, run_id, effective_state(store, rec).value, st.best_score, normalized,
-                        st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node)
+                        st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node,
+                        heldout_public_of(run.task))
 
 
 def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping[str, Any], store_url: str,
@@ -370,7 +373,8 @@ def _result_from(data: Mapping[str, Any]) -> MemberResult:
     keys = {f.name for f in fields(FleetMember)}
     member = FleetMember(**{k: data[k] for k in keys if k in data})
     return MemberResult(member, data["run_id"], data["state"], data["best_score"], data["normalized"],
-                        data["evaluations"], data["used"], data.get("reason", ""), data.get("node", ""))
+                        data["evaluations"], data["used"], data.get("reason", ""), data.get("node", ""),
+                        data.get("heldout_public"))
 
 
 def _check_store_for_cluster(store_url: str, nodes: int) -> None:

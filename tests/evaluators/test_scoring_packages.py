@@ -109,7 +109,7 @@ def test_an_rl_policy_cannot_import_the_simulator(experiment_root: Path, mode: s
 
 
 @pytest.mark.parametrize("task_id, jailed", [
-    ("atari/qbert-v1", True), ("rl/InvertedPendulum-v5-v2", True), ("img/folder-v1", True), ("nanogpt/v1", True),
+    ("atari/qbert-v1", True), ("rl/InvertedPendulum-v5-v2", True), ("img/folder-v2", True), ("nanogpt/v1", True),
     ("tabular/csv-v1", False)])
 def test_every_training_task_declares_its_scoring_packages(task_id: str, jailed: bool) -> None:
     task = reasearch.make(task_id)
@@ -134,7 +134,7 @@ def build_model(config, weights):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_img_model_cannot_import_what_scoring_does_not_need(experiment_root: Path, mode: str) -> None:
-    task = _make("img/folder-v1", mode, time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0)
+    task = _make("img/folder-v2", mode, time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0)
     res = task.evaluate(encode_repo({**task.seed_files(), "model.py": _img_model("    import scipy")}))
     assert res.status is Status.CRASH and res.score is None, res.feedback
     assert "ModuleNotFoundError raised at model.py:6" in res.feedback
@@ -145,7 +145,7 @@ def test_an_img_model_cannot_load_a_library_its_repository_carries(experiment_ro
     """A repository holds text only; the library travels base64-encoded and is written to /tmp, then loaded."""
     import base64
 
-    task = _make("img/folder-v1", mode, time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0)
+    task = _make("img/folder-v2", mode, time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0)
     lib = next((Path(reasearch.__file__).parent / "engine").glob("_zygote*.so")).read_bytes()
     load = ("    import base64, ctypes, os, tempfile\n"
             "    raw = base64.b64decode(open(os.path.join(os.path.dirname(__file__), 'native.b64')).read())\n"

@@ -83,6 +83,8 @@ def test_the_seed_trains_scores_and_keeps_its_submission(task: TabularTask, tmp_
     private = task.score_submission(kept)
     assert private.status is Status.OK and private.metrics["test_rows"] == 320
     assert private.metrics["secret_fingerprint"] and "test_rmse" not in res.metrics  # the experiment shows none
+    for r in (res, private):  # the default series is drawn from the secret: not public, so sealed
+        assert r.metrics["heldout_public"] is False and r.metrics["sealed"] is True
     # the seed leaves real signal: predicting each period's truth mean is far better on validation
     assert rmse(np.full(256, s.val_labels.mean()), s.val_labels) < res.score
 

@@ -111,6 +111,11 @@ class RLTask(TrainingTask):
     def job_env(self) -> dict[str, str]:
         return {"REASEARCH_ENV": str(self.env)}
 
+    def heldout_public(self) -> bool:
+        """False: the held-out data are episodes of the public simulator whose seeds only the evaluator secret
+        gives (the simulator is the training data; the scored episodes exist nowhere else)."""
+        return False
+
     def train_data_dir(self) -> Path:
         path = experiments_root() / "rl-data"  # nothing to read: the environment is the data
         path.mkdir(mode=0o755, exist_ok=True)

@@ -32,7 +32,7 @@ from reasearch.evaluators.tabular.metrics import (
     PredictionError,
     parse_predictions,
 )
-from reasearch.evaluators.training import TrainingTask
+from reasearch.evaluators.training import TrainingTask, heldout_flags
 
 __all__ = ["SUBMISSION_FILE", "TabularTask"]
 
@@ -112,6 +112,10 @@ class TabularTask(TrainingTask):
     def job_env(self) -> dict[str, str]:
         return {"REASEARCH_METRIC": str(self.metric)}
 
+    def heldout_public(self) -> bool:
+        """False: the default series is generated from the evaluator secret, and a user's CSV is the user's."""
+        return False
+
     def seed_files(self) -> dict[str, str]:
         seed = resources.files("reasearch.evaluators.tabular") / "seed"
         return {"train.py": (seed / "train.py.txt").read_text(encoding="utf-8")}
@@ -166,7 +170,7 @@ Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
             return self.invalid(f"expected {len(s.val_ids)} finite predictions, got shape {pred.shape}")
         value = self._score(pred, s.val_labels)
         return self.result(value, metrics={f"val_{self.metric}": value, "val_rows": len(s.val_ids),
-                                           "data": s.name, "split_key": s.key},
+                                           "data": s.name, "split_key": s.key, **heldout_flags(False, {})},
                            feedback=f"val_{self.metric} {value:.5g} over the {len(s.val_ids)} validation rows")
 
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
@@ -206,7 +210,8 @@ Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
         value = self._score(pred, s.test_labels)
         return self.result(value, metrics={f"test_{self.metric}": value, "test_rows": len(s.test_ids),
                                            "submission_sha256": hashlib.sha256(data).hexdigest(),
-                                           "secret_fingerprint": fingerprint() if self.data == "default" else None},
+                                           "secret_fingerprint": fingerprint() if self.data == "default" else None,
+                                           **heldout_flags(False, {})},
                            feedback=f"private test {self.metric} {value:.5g} over {len(s.test_ids)} rows")
 
 
