@@ -29,7 +29,7 @@ class Unit(str, enum.Enum):
     TOKENS = "tokens"  # model tokens (input + output) of the agent and its helpers
     DOLLARS = "dollars"
     MODEL_CALLS = "model_calls"
-    SUBMISSIONS = "submissions"  # private-split scores of a competition-style task (tabular/csv-v1's submit)
+    SUBMISSIONS = "submissions"  # private-split scores of a competition-style task (tabular/csv-v2's submit)
 
     def __str__(self) -> str:
         return self.value
