@@ -291,7 +291,7 @@ def _publish(key: str, files: dict[str, tuple[list[str], list[list[str]]]], meta
 
 
 def load_split(data: str, target: str, time_col: str, val_frac: float, test_frac: float, seed: int) -> Split:
-    """The split of ``data`` (``"default"``: the generated series of ``seed``; else a CSV path).
+    """The split of ``data`` (``"default"``: the generated series, held-out noise from ``seed``; else a CSV path).
 
     Rows are sorted by time (stable); the last ``test_frac`` of them are the test period, the last
     ``val_frac`` of the rest the validation period. Row ids are positions in that order. Prepared once
