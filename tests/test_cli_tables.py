@@ -91,11 +91,11 @@ def test_eval_prints_a_dash_for_missing_values_and_a_readable_started_at(
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(seed, repo / "train.py")
-    assert main(["eval", "tabular/csv-v1", str(repo), "-p", "sandbox_mode=process", "--json"]) == 0
+    assert main(["eval", "tabular/csv-v2", str(repo), "-p", "sandbox_mode=process", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     missing = [k for k, v in result["metrics"].items() if v is None]
     assert missing and "started_at" in result["metrics"]
-    assert main(["eval", "tabular/csv-v1", str(repo), "-p", "sandbox_mode=process"]) == 0
+    assert main(["eval", "tabular/csv-v2", str(repo), "-p", "sandbox_mode=process"]) == 0
     out = capsys.readouterr().out
     assert "None" not in out
     for key in missing:

@@ -30,7 +30,7 @@ class Unit(str, enum.Enum):
     STUDENT_TOKENS = "student_tokens"  # student-model tokens (input + output) of prompt tasks, apart from the agent's
     DOLLARS = "dollars"
     MODEL_CALLS = "model_calls"
-    SUBMISSIONS = "submissions"  # private-split scores of a competition-style task (tabular/csv-v1's submit)
+    SUBMISSIONS = "submissions"  # private-split scores of a competition-style task (tabular/csv-v2's submit)
 
     def __str__(self) -> str:
         return self.value

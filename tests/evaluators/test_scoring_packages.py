@@ -110,7 +110,7 @@ def test_an_rl_policy_cannot_import_the_simulator(experiment_root: Path, mode: s
 
 @pytest.mark.parametrize("task_id, jailed", [
     ("atari/qbert-v1", True), ("rl/InvertedPendulum-v5-v2", True), ("img/folder-v2", True), ("nanogpt/v1", True),
-    ("tabular/csv-v1", False)])
+    ("tabular/csv-v2", False)])
 def test_every_training_task_declares_its_scoring_packages(task_id: str, jailed: bool) -> None:
     task = reasearch.make(task_id)
     assert isinstance(task, TrainingTask)

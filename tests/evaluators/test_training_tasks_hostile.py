@@ -207,7 +207,7 @@ def test_a_planted_symlink_at_the_cache_or_experiment_root_is_refused_and_its_ta
 
 
 @pytest.mark.parametrize(("task_id", "params", "public"), [
-    ("img/folder-v2", {"data": "digits"}, True), ("img/folder-v2", {}, False), ("tabular/csv-v1", {}, False),
+    ("img/folder-v2", {"data": "digits"}, True), ("img/folder-v2", {}, False), ("tabular/csv-v2", {}, False),
     ("rl/Hopper-v5-v2", {}, False), ("atari/qbert-v1", {}, False)])
 def test_every_training_result_states_whether_its_held_out_data_is_public(
         experiment_root: Path, task_id: str, params: dict[str, Any], public: bool) -> None:

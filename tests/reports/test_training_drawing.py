@@ -16,7 +16,7 @@ def _res(metrics: dict[str, object]) -> EvalResult:
                       wall_s=0.0, cpu_s=0.0, solution=None)
 
 
-@pytest.mark.parametrize("task_id", ["img/folder-v2", "tabular/csv-v1", "atari/qbert-v1"])
+@pytest.mark.parametrize("task_id", ["img/folder-v2", "tabular/csv-v2", "atari/qbert-v1"])
 def test_the_curve_and_the_trusted_metric_are_drawn(task_id: str) -> None:
     metrics = {"loss_curve": [[0, 2.3], [5, 1.9], [10, 1.2], [15, "x"]], "test_accuracy": 0.91, "train_s": 0.3,
                "val_rmse": 6.4, "slot": "<b>cpu</b>"}
