@@ -105,7 +105,8 @@ def _listing(filter_text: str, expand: bool) -> list[dict[str, Any]]:
             if expand:
                 rows.extend({"id": m, "family": task_id, "summary": entry.summary} for m in members)
             else:
-                rows.append({"id": task_id, "family_size": len(members), "summary": entry.summary})
+                rows.append({"id": task_id, "family_size": len(members), "example": members[0] if members else None,
+                             "summary": entry.summary})
         else:
             rows.append(_row(task_id))
     return [r for r in rows if filter_text in r["id"]]
@@ -118,6 +119,8 @@ def _params(task_id: str, as_json: bool) -> int:
     if not task_id:
         raise ConfigError("--params needs a task id, e.g. reasearch tasks circle_packing/n26-v1 --params")
     entry, implied = registered_entry(task_id)
+    if entry.is_family and task_id != entry.id:
+        make(task_id)  # a family whose task checks its own ids (ARC: they depend on the data): a bad one fails here
     params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
     if as_json:
         print(json.dumps([p.to_dict() for p in params], indent=2))
@@ -133,6 +136,12 @@ def _params(task_id: str, as_json: bool) -> int:
     return EXIT_OK
 
 
+def _family_note(row: dict[str, Any]) -> str:
+    """How many ids a family has and one real one (a pattern like ``rl/{env}-v2`` hides what the ids look like)."""
+    example = f", e.g. {row['example']}" if row.get("example") else ""
+    return f"{row['family_size']} ids{example}; --all lists them"
+
+
 def run_tasks(args: argparse.Namespace) -> int:
     if args.params:
         return _params(args.filter, args.json)
@@ -144,7 +153,7 @@ def run_tasks(args: argparse.Namespace) -> int:
 
     cols = [Column("id", 9), Column("direction", 2), Column("best known", 6), Column("seed score", 5),
             Column("summary", 7, prose=True)]  # what a task is matters more to a newcomer than its seed score
-    cells = [(r["id"], "", "", "", f"{r['summary']} ({r['family_size']} ids; --all lists them)") if "family_size" in r
+    cells = [(r["id"], "", "", "", f"{r['summary']} ({_family_note(r)})") if "family_size" in r
              else (r["id"], r.get("direction", ""), num(r.get("best_known")), num(r.get("seed_score")), r["summary"])
              for r in rows]
     console = Console()
