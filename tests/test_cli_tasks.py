@@ -148,3 +148,35 @@ def test_the_listing_shows_a_real_id_of_each_family(run) -> None:  # type: ignor
     code, out, _ = run("tasks")
     for pattern, members, _ in _families():
         assert members[0] in " ".join(out.split()), pattern
+
+
+def test_seed_into_a_missing_folder_names_the_folder(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "missing" / "dir" / "x.py"
+    code, _, err = run("seed", "circle_packing/n26-v1", "-o", str(out))
+    assert code == 2 and err.count("\n") == 1
+    assert f"the folder {out.parent} does not exist" in err and "no such file" not in err
+    assert not out.parent.exists()
+
+
+def _repository_task_id() -> str:
+    from reasearch.evaluators.registry import list_tasks, registered_entry
+
+    for task_id in list_tasks(include_families=False, expand=False):
+        if registered_entry(task_id)[0].load().candidate_kind == "repository":
+            return task_id
+    raise AssertionError("no repository task is registered")
+
+
+def test_eval_of_a_repository_task_on_one_file_says_so_before_training(run, seed_file: Path,  # type: ignore[no-untyped-def]
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from reasearch.evaluators import training
+
+    task_id = _repository_task_id()
+
+    def no_training(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an experiment started")
+
+    monkeypatch.setattr(training, "lease_slot", no_training)
+    code, out, err = run("eval", task_id, str(seed_file))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"{task_id} evaluates a repository: give a folder holding" in err and str(seed_file) in err

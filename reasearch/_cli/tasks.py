@@ -200,6 +200,11 @@ def run_eval(args: argparse.Namespace) -> int:
               f"(budget {getattr(task, 'time_budget_s', '?')} s) ...", file=sys.stderr)
     else:
         source = read_source(args.file, task)
+        if task.candidate_kind == "repository" and not _is_manifest(source):
+            # One file would run as the whole repository (train.py alone) and fail only after training.
+            raise ConfigError(f"{task.spec.id} evaluates a repository: give a folder holding "
+                              f"{getattr(task, 'entry_file', 'train.py')} (`reasearch seed {task.spec.id} -o DIR` "
+                              f"writes one), not the file {args.file}")
     if is_prompt_task(task):
         with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
             caller = ProgressCaller(task.student_client(), progress, f"{task.spec.id} validation")  # type: ignore[attr-defined]
@@ -231,9 +236,21 @@ def run_eval(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------- seed
 
 
+def _is_manifest(text: str) -> bool:
+    """Whether a candidate file is a repository manifest (``encode_repo``'s JSON), not one source file."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "format" in doc
+
+
 def run_seed(args: argparse.Namespace) -> int:
     task = make(args.task_id, **key_values(args.param))
     out = Path(args.output)
+    if not out.parent.is_dir():
+        raise ConfigError(f"the folder {out.parent} does not exist: create it (mkdir -p {out.parent}) or give "
+                          f"-o a path in an existing folder")
     if task.candidate_kind == "repository":
         from reasearch.evaluators.repo import write_repo
 
