@@ -180,3 +180,25 @@ def test_eval_of_a_repository_task_on_one_file_says_so_before_training(run, seed
     code, out, err = run("eval", task_id, str(seed_file))
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert f"{task_id} evaluates a repository: give a folder holding" in err and str(seed_file) in err
+
+
+def test_params_at_80_columns_are_not_a_tall_narrow_table(run, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from reasearch.evaluators.params import describe_params
+    from reasearch.evaluators.registry import list_tasks, registered_entry
+
+    monkeypatch.setenv("COLUMNS", "80")
+    for task_id in list_tasks(include_families=False, expand=False):
+        entry, implied = registered_entry(task_id)
+        params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
+        code, out, _ = run("tasks", task_id, "--params")
+        assert code == 0
+        lines = out.splitlines()
+        assert all(len(ln) <= 80 for ln in lines)
+        # Each meaning takes at most the lines it needs at ~70 columns, plus one line of facts per parameter.
+        room = 2 + 2 * len(params) + sum(len(p.meaning) // 60 for p in params) + 4
+        assert len(lines) <= room, (task_id, len(lines), room)
+        text = " ".join(out.split())
+        for p in params:
+            assert " ".join(p.meaning.split()) in text, (task_id, p.name)  # never folded mid-word
+            if not p.required:
+                assert repr(p.default) in out  # a default is whole on one line

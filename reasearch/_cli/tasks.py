@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from reasearch._cli._params import key_values
 from reasearch._cli._shared import (
@@ -125,15 +127,33 @@ def _params(task_id: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps([p.to_dict() for p in params], indent=2))
         return EXIT_OK
-    table = Table(title=f"parameters of {task_id} (-p KEY=VALUE)")
-    table.add_column("name", no_wrap=True)
-    for col in ("type", "default", "range", "meaning"):
-        table.add_column(col, overflow="fold")
-    for p in params:
-        table.add_row(p.name, p.type_text(), "required" if p.required else repr(p.default),
-                      p.range.text() if p.range else "", p.meaning)
-    Console().print(table)
+    rows = [(p.name, p.type_text(), "required" if p.required else repr(p.default), p.range.text() if p.range else "",
+             p.meaning) for p in params]
+    console = Console()
+    title = f"parameters of {task_id} (-p KEY=VALUE)"
+    fixed = sum(max([len(h), *(len(r[i]) for r in rows)]) + 3 for i, h in enumerate(_PARAM_HEADERS[:4])) + 4
+    if console.width - fixed >= _MEANING_MIN:
+        table = Table(title=title)
+        for header in _PARAM_HEADERS[:4]:
+            table.add_column(header, no_wrap=True, overflow="ignore")
+        table.add_column("meaning", overflow="fold")
+        for r in rows:
+            table.add_row(*(Text(c) for c in r))
+        console.print(table)
+        return EXIT_OK
+    # Too narrow for a meaning column worth reading: one line of facts per parameter, its meaning below at full width.
+    console.print(Text(title, style="bold"))
+    for name, kind, default, rng, meaning in rows:
+        facts = ", ".join(x for x in (kind, f"default {default}" if default != "required" else "required", rng) if x)
+        console.print(Text.assemble((name, "bold"), f"  {facts}"), soft_wrap=True)
+        if meaning:
+            console.print(Text(textwrap.fill(meaning, width=max(20, console.width - 4), initial_indent="    ",
+                                             subsequent_indent="    ", break_long_words=False)))
     return EXIT_OK
+
+
+_PARAM_HEADERS = ("name", "type", "default", "range", "meaning")
+_MEANING_MIN = 40  # a meaning column narrower than this turns the table into a tall narrow strip
 
 
 def _family_note(row: dict[str, Any]) -> str:
