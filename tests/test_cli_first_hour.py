@@ -557,3 +557,17 @@ def test_the_lineage_follows_the_program_a_written_file_builds_on(run_dir: Path,
     assert parents[s] is None and parents[o] is None  # `other` shares 29% of the seed's lines: a new root
     assert parents[r] == s  # written after `other`, but built on the seed: not a chain
     assert parents[a] == r  # closest to `rows` (one literal apart), the later of two equally close
+
+
+def test_lessons_collect_after_demo_runs_finds_the_demos_lessons(run_dir: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    run_id = _demo_run(run_dir, budget="3")
+    capsys.readouterr()
+    out = run_dir / "library.md"
+    assert main(["lessons", "collect", "circle_packing/", "--run-dir", str(run_dir), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "wrote 0 lessons" not in err and "from 1 finished runs" in err
+    text = out.read_text()
+    worked, failed = text.index("## What worked"), text.index("## What failed (and why)")
+    assert worked < text.index("set a new best") < failed  # what the run measured, under its category
+    assert failed < text.index("did not beat the best") and run_id in text
