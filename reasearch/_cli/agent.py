@@ -233,7 +233,12 @@ def optimize(args: argparse.Namespace) -> int:
     if prompt_task:
         params.update(student_params(args, "student_base_url"))
         task = make(args.task_id, **params)
-        task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
+        student = task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
+        task.splits()  # type: ignore[attr-defined]  # missing data: one line, exit 2, no run made
+        from reasearch.models.probe import check_endpoint
+
+        # A dead student endpoint: one line, exit 2, no run made (as for the agent's endpoint below).
+        check_endpoint(student.url, role=f"student {student.name}", flag="--student-base-url")
     elif args.student:
         raise ConfigError(f"--student is for prompt tasks; {args.task_id} evaluates programs")
     # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
