@@ -593,3 +593,16 @@ def test_optimize_of_a_prompt_task_checks_its_data_and_student_before_making_a_r
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"student openai/toy's endpoint {dead} does not answer" in err, err
     assert "--student-base-url" in err and _run_ids(run_dir) == []
+
+
+def test_the_readme_python_snippet_runs_in_an_empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert snippet is not None
+    monkeypatch.chdir(tmp_path)  # nothing there: the snippet may open only what it makes itself
+    exec(compile(snippet.group(1), "README.md", "exec"), {})  # noqa: S102 (our own README)
+    status, score = capsys.readouterr().out.split()[:2]
+    assert status.endswith("OK") and float(score) > 0
