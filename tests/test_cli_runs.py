@@ -110,4 +110,4 @@ def test_an_interrupted_fleet_member_is_resumed_by_a_public_command(tmp_path: Pa
     hints = {r["id"]: r["resume"] for r in json.loads(capsys.readouterr().out)}
     assert hints[member.id] == f"reasearch fleet resume fleetx --run-dir {tmp_path}"
     assert f"open_method({method.id!r}" in hints[method.id]
-    assert not any("python -m" in h or "FILE" in h for h in hints.values())
+    assert not any("python -m" in h or "FILE" in h for h in hints.values())  # the sweep's hint is for sweeps only

@@ -72,6 +72,9 @@ def resume_hint(record: Any, store_flag: str) -> str:
     if driver == "method":
         return (f"from Python: reasearch.methods.open_method({record.id!r}, store=reasearch.runs.open_store(...), "
                 f"takeover=True).optimize()")
+    if driver is None:  # a sweep (reasearch.runs.sweep): the candidates it was given are not stored apart
+        return (f"python -m reasearch.runs.sweep --run {record.id}{tail.replace('--run-dir', '--store')} "
+                f"--sources FILE (FILE: the JSON list of candidate sources the sweep was started with)")
     return f"the program that drove it (driver {driver!r}) continues it: reasearch.runs.Run.open(store, {record.id!r})"
 
 

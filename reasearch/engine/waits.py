@@ -136,14 +136,16 @@ class WaitTicker:
         holder: called at each report for who holds it now (it may change while waiting).
         every_s: seconds between reports.
         clock: monotonic seconds (tests pass a controllable one).
+        after_s: the first report only once the wait has lasted this long (a wait that usually ends at
+            once is not reported while it does).
     """
 
     def __init__(self, what: str, *, holder: Callable[[], str] = lambda: "", every_s: float = NOTICE_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, after_s: float = 0.0) -> None:
         self.what, self.holder, self.every_s, self.clock = what, holder, float(every_s), clock
         self.t0 = clock()
         self.count = 0
-        self._next: float | None = None
+        self._next: float | None = self.t0 + after_s if after_s > 0 else None
 
     def tick(self) -> None:
         now = self.clock()
