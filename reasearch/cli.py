@@ -13,6 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from reasearch.engine.waits import WaitNotice, add_wait_reporter
 from reasearch.errors import ReasearchError
 
 # One line per subcommand module; each defines add_parser(subparsers) and sets a `func(args) -> int`.
@@ -81,9 +82,15 @@ def error(message: str) -> None:
     print(f"reasearch: error: {message}", file=sys.stderr)
 
 
+def _print_wait(notice: WaitNotice) -> None:
+    """A wait of the engine (a slot another process holds, the sandbox starting): one line on stderr, repeated."""
+    print(f"reasearch: {notice.line()}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    remove_reporter = add_wait_reporter(_print_wait)
     try:
         return int(args.func(args) or 0)
     except ReasearchError as exc:
@@ -98,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `reasearch tasks --json | head`: the reader left; stop quietly
         _silence_stdout()
         return 141
+    finally:
+        remove_reporter()
 
 
 def _silence_stdout() -> None:

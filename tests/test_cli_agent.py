@@ -405,3 +405,15 @@ def test_optimize_into_a_given_store_on_the_ray_executor(tmp_path: Path, capsys:
     assert main(["optimize", "circle_packing/n26-v1", "--model", f"scripted/{script}", "--executor", "mpi",
                  "--run-dir", str(tmp_path / "x")]) == 2
     assert "--executor is local, ray or ray=ADDRESS" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("model", "hint"), [("demoo", "Did you mean 'demo'?"), ("gpt5", "openai/NAME")])
+def test_an_unknown_model_name_is_named_with_the_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str], model: str,
+                                                         hint: str) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # not the missing key: the name is what is wrong
+    assert main(["optimize", "circle_packing/n26-v1", "--model", model, "--run-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"reasearch: error: unknown model {model!r}: give demo"), err
+    assert hint in err and "API key" not in err
+    assert open_store(tmp_path).list_runs() == []

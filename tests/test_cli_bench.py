@@ -29,3 +29,24 @@ def test_unknown_section_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     assert main(["bench", "--section", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no bench section" in err[0] and "sandbox" in err[0]
+
+
+def test_bench_explains_its_columns_sums_up_the_missed_goals_and_shows_each_figure(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import reasearch._cli.bench as bench_cli
+    from reasearch._bench import BenchRow
+
+    def fake_section(name: str, *, quick: bool) -> list[BenchRow]:  # rows made one by one, as a section does
+        return [BenchRow(name, "fast thing", 1.0, "ms", "ref", 3.0, 3.0, ">= 2x", True),
+                BenchRow(name, "slow thing", 9.0, "ms", "ref", 3.0, 1 / 3, "<= 5 ms", False),
+                BenchRow(name, "plain figure", 7.0, "us")]
+
+    monkeypatch.setattr(bench_cli, "run_section", fake_section)
+    assert main(["bench", "--section", "txn"]) == 0  # a missed goal is reported, not an error by default
+    out, err = capsys.readouterr()
+    flat = " ".join(out.split())
+    assert "ratio: the reference's figure over ours" in flat and "goal: the figure this project aims for" in flat
+    assert flat.endswith("3 figures; 1 of 2 goals met; NOT met (1): txn / slow thing")
+    progress = [ln for ln in err.splitlines() if ln.startswith("bench: txn (1/1): ")]
+    assert len(progress) == 3 and "slow thing = 9 ms (goal <= 5 ms: NO)" in progress[1]  # one line per figure
+    assert main(["bench", "--section", "txn", "--strict"]) == 1

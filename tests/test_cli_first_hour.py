@@ -557,3 +557,52 @@ def test_the_lineage_follows_the_program_a_written_file_builds_on(run_dir: Path,
     assert parents[s] is None and parents[o] is None  # `other` shares 29% of the seed's lines: a new root
     assert parents[r] == s  # written after `other`, but built on the seed: not a chain
     assert parents[a] == r  # closest to `rows` (one literal apart), the later of two equally close
+
+
+def test_lessons_collect_after_demo_runs_finds_the_demos_lessons(run_dir: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    run_id = _demo_run(run_dir, budget="3")
+    capsys.readouterr()
+    out = run_dir / "library.md"
+    assert main(["lessons", "collect", "circle_packing/", "--run-dir", str(run_dir), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "wrote 0 lessons" not in err and "from 1 finished runs" in err
+    text = out.read_text()
+    worked, failed = text.index("## What worked"), text.index("## What failed (and why)")
+    assert worked < text.index("set a new best") < failed  # what the run measured, under its category
+    assert failed < text.index("did not beat the best") and run_id in text
+
+
+def test_optimize_of_a_prompt_task_checks_its_data_and_student_before_making_a_run(
+        run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from reasearch.evaluators.prompt.testing import write_synthetic_gsm8k
+
+    with socket.socket() as s:  # a port nothing listens on once this closes
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    gsm = write_synthetic_gsm8k(tmp_path / "gsm8k", n_train=20, n_test=5)
+    base = ["optimize", "gsm8k/v1", "--model", "demo", "--student", "openai/toy", "--student-base-url", dead,
+            "--run-dir", str(run_dir), "--quiet"]
+    assert main([*base, "-p", f"data_dir={tmp_path / 'missing'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "data not found" in err and "run " not in err.split("error:")[0]
+    assert _run_ids(run_dir) == []
+    assert main([*base, "-p", f"data_dir={gsm}", "-p", "n_train=10", "-p", "n_validation=5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"student openai/toy's endpoint {dead} does not answer" in err, err
+    assert "--student-base-url" in err and _run_ids(run_dir) == []
+
+
+def test_the_readme_python_snippet_runs_in_an_empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert snippet is not None
+    monkeypatch.chdir(tmp_path)  # nothing there: the snippet may open only what it makes itself
+    exec(compile(snippet.group(1), "README.md", "exec"), {})  # noqa: S102 (our own README)
+    status, score = capsys.readouterr().out.split()[:2]
+    assert status.endswith("OK") and float(score) > 0

@@ -85,3 +85,29 @@ def test_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert not (tmp_path / "nothing").exists()  # a reader never creates a store
     assert main(["show", "nope", "--run-dir", str(run_dir[0])]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
+
+
+def test_export_without_json_prints_json(run_dir: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    path, run_id = run_dir
+    assert main(["export", run_id, "--run-dir", str(path)]) == 0  # JSON is the default (and only) format
+    assert json.loads(capsys.readouterr().out)["run"]["id"] == run_id
+
+
+def test_an_interrupted_fleet_member_is_resumed_by_a_public_command(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from reasearch.runs.fleet_link import FleetLink
+    from reasearch.runs.store import RunState
+
+    with open_store(tmp_path) as store:
+        member = Run.create(store, task=ToyTask(), budget={"evaluations": 3}, run_id="fleetx-m000",
+                            config={"driver": "method", "method": "evolve",
+                                    "fleet": FleetLink("fleetx", 0, {}).to_dict()})
+        method = Run.create(store, task=ToyTask(), budget={"evaluations": 3}, config={"driver": "method",
+                                                                                      "method": "evolve"})
+        for run in (member, method):
+            store.set_run_state(run.id, RunState.INTERRUPTED, reason="driver died")
+    assert main(["runs", "--run-dir", str(tmp_path), "--json"]) == 0
+    hints = {r["id"]: r["resume"] for r in json.loads(capsys.readouterr().out)}
+    assert hints[member.id] == f"reasearch fleet resume fleetx --run-dir {tmp_path}"
+    assert f"open_method({method.id!r}" in hints[method.id]
+    assert not any("python -m" in h or "FILE" in h for h in hints.values())  # the sweep's hint is for sweeps only

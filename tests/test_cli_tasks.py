@@ -92,3 +92,113 @@ def test_bad_input_is_one_line_and_exit_2(run, seed_file: Path, argv: tuple[str,
     code, out, err = run(*(a.format(file=seed_file) for a in argv))
     assert code == 2 and out == ""
     assert needle in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def _families() -> list[tuple[str, list[str], bool]]:
+    """Each family pattern of the registry and its real ids (families with none listed, e.g. without data, left out)."""
+    from reasearch.evaluators.registry import list_tasks, registered_entry
+
+    out = []
+    for pattern in list_tasks(include_families=True, expand=False):
+        if "{" in pattern:
+            entry, _ = registered_entry(pattern)
+            members = [pattern.format(**f) for f in entry.enumerate()] if entry.enumerate else []
+            if members:
+                out.append((pattern, members, entry.open_ids))
+    return out
+
+
+def _near_miss(pattern: str, member: str) -> str:
+    """``member`` with its varying part lower-cased and cut short (rl/HalfCheetah-v5-v2 -> rl/halfcheetah-v2)."""
+    head, tail = pattern.split("{", 1)[0], pattern.rsplit("}", 1)[1]
+    field = member[len(head):len(member) - len(tail)]
+    return head + field.lower().split("-v")[0][:-1] + tail
+
+
+@pytest.mark.parametrize("command", [("seed", "{id}", "-o", "{out}"), ("tasks", "{id}", "--params"),
+                                     ("eval", "{id}", "{out}")])
+def test_a_family_id_that_is_not_a_member_is_one_line_with_did_you_mean(run, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                         command: tuple[str, ...]) -> None:
+    families = _families()
+    assert {p.split("/")[0] for p, _, _ in families} >= {"rl", "atari"}
+    for pattern, members, open_ids in families:
+        head, tail = pattern.split("{", 1)[0], pattern.rsplit("}", 1)[1]
+        near = _near_miss(pattern, members[0])
+        for bad in (near, head + "zzqx" + tail):
+            assert bad not in members
+            argv = [a.format(id=bad, out=str(tmp_path / "x.py")) for a in command]
+            code, out, err = run(*argv)
+            assert code == 2, (argv, out, err)
+            assert err.count("\n") == 1 and err.startswith("reasearch: error: ") and "Traceback" not in err, err
+            assert not (tmp_path / "x.py").exists()  # nothing written for a bad id
+            if open_ids:  # the task checks its ids itself (ARC: against the data), naming the closest one
+                assert bad != near or members[0][len(head):len(members[0]) - len(tail)] in err, err
+            else:
+                assert err.startswith(f"reasearch: error: unknown task id {bad!r}")
+                assert (f"Did you mean {members[0]!r}" if bad == near else members[0]) in err, err
+
+
+def test_the_listing_shows_a_real_id_of_each_family(run) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("tasks", "--json")
+    assert code == 0
+    rows = {r["id"]: r for r in json.loads(out)}
+    for pattern, members, _ in _families():
+        assert rows[pattern]["example"] == members[0]
+        assert run("tasks", members[0], "--params")[0] == 0  # the example is an id the registry takes
+    code, out, _ = run("tasks")
+    for pattern, members, _ in _families():
+        assert members[0] in " ".join(out.split()), pattern
+
+
+def test_seed_into_a_missing_folder_names_the_folder(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "missing" / "dir" / "x.py"
+    code, _, err = run("seed", "circle_packing/n26-v1", "-o", str(out))
+    assert code == 2 and err.count("\n") == 1
+    assert f"the folder {out.parent} does not exist" in err and "no such file" not in err
+    assert not out.parent.exists()
+
+
+def _repository_task_id() -> str:
+    from reasearch.evaluators.registry import list_tasks, registered_entry
+
+    for task_id in list_tasks(include_families=False, expand=False):
+        if registered_entry(task_id)[0].load().candidate_kind == "repository":
+            return task_id
+    raise AssertionError("no repository task is registered")
+
+
+def test_eval_of_a_repository_task_on_one_file_says_so_before_training(run, seed_file: Path,  # type: ignore[no-untyped-def]
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from reasearch.evaluators import training
+
+    task_id = _repository_task_id()
+
+    def no_training(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an experiment started")
+
+    monkeypatch.setattr(training, "lease_slot", no_training)
+    code, out, err = run("eval", task_id, str(seed_file))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"{task_id} evaluates a repository: give a folder holding" in err and str(seed_file) in err
+
+
+def test_params_at_80_columns_are_not_a_tall_narrow_table(run, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from reasearch.evaluators.params import describe_params
+    from reasearch.evaluators.registry import list_tasks, registered_entry
+
+    monkeypatch.setenv("COLUMNS", "80")
+    for task_id in list_tasks(include_families=False, expand=False):
+        entry, implied = registered_entry(task_id)
+        params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
+        code, out, _ = run("tasks", task_id, "--params")
+        assert code == 0
+        lines = out.splitlines()
+        assert all(len(ln) <= 80 for ln in lines)
+        # Each meaning takes at most the lines it needs at ~70 columns, plus one line of facts per parameter.
+        room = 2 + 2 * len(params) + sum(len(p.meaning) // 60 for p in params) + 4
+        assert len(lines) <= room, (task_id, len(lines), room)
+        text = " ".join(out.split())
+        for p in params:
+            assert " ".join(p.meaning.split()) in text, (task_id, p.name)  # never folded mid-word
+            if not p.required:
+                assert repr(p.default) in out  # a default is whole on one line

@@ -13,13 +13,14 @@ stranger's candidate outside the sandbox the section measures.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import resource
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -67,8 +68,40 @@ class BenchRow:
     met: bool | None = None
     note: str = ""
 
+    def __post_init__(self) -> None:
+        listener = _row_listener[0]
+        if listener is not None:  # `reasearch bench` shows each figure as it is measured, not each section
+            listener(self)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_row_listener: list[Callable[[BenchRow], None] | None] = [None]
+
+
+@contextlib.contextmanager
+def on_each_row(listener: Callable[[BenchRow], None]) -> Iterator[None]:
+    """Calls ``listener`` with every row made while the block runs (progress of a section's figures)."""
+    before, _row_listener[0] = _row_listener[0], listener
+    try:
+        yield
+    finally:
+        _row_listener[0] = before
+
+
+LEGEND = ("ratio: the reference's figure over ours (above 1: ours is better, e.g. 3.2 = 3.2x faster); "
+          "goal: the figure this project aims for; met: yes or NO against that goal (blank: no goal).")
+
+
+def summary(rows: Sequence[BenchRow]) -> str:
+    """One line: how many figures, how many goals were met, and which were not."""
+    goals = [r for r in rows if r.met is not None]
+    missed = [r for r in goals if not r.met]
+    line = f"{len(rows)} figures; {len(goals) - len(missed)} of {len(goals)} goals met"
+    if missed:
+        line += f"; NOT met ({len(missed)}): " + "; ".join(f"{r.section} / {r.name}" for r in missed)
+    return line
 
 
 def section_names() -> list[str]:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reasearch._cli._params import key_values
+from reasearch.engine.waits import set_owner
 from reasearch.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
@@ -235,7 +236,12 @@ def optimize(args: argparse.Namespace) -> int:
     if prompt_task:
         params.update(student_params(args, "student_base_url"))
         task = make(args.task_id, **params)
-        task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
+        student = task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
+        task.splits()  # type: ignore[attr-defined]  # missing data: one line, exit 2, no run made
+        from reasearch.models.probe import check_endpoint
+
+        # A dead student endpoint: one line, exit 2, no run made (as for the agent's endpoint below).
+        check_endpoint(student.url, role=f"student {student.name}", flag="--student-base-url")
     elif args.student:
         raise ConfigError(f"--student is for prompt tasks; {args.task_id} evaluates programs")
     # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
@@ -282,6 +288,7 @@ def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, floa
                       seed=args.seed, models=models, lessons=lessons, store=store, executor=executor)
     console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False,
                   soft_wrap=True)
+    set_owner(f"run {agent.run.id}")  # a slot this process leases names the run to whoever waits for it
     code = _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
     for event in agent.run.events(kind="test_result"):  # prompt tasks: scored by the trusted side at finish
         res = event.payload["result"]
@@ -326,6 +333,7 @@ def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, mo
     agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs, executor=executor,
                        fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
     _check_models(agent.config)
+    set_owner(f"run {agent.run.id}")
     console.print(f"resuming run {agent.run.id} ({run.state.value}; {agent.journal.last_recorded + 1} steps recorded)",
                   highlight=False, soft_wrap=True)
     agent.run.resume()  # this process drives the run now (state running, heartbeat)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import Progress
 
-from reasearch._bench import BenchRow, run_section, section_names, table
+from reasearch._bench import LEGEND, BenchRow, on_each_row, run_section, section_names, summary, table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     p.add_argument("--section", action="append", metavar="NAME",
                    help="run only these sections (repeatable): " + ", ".join(section_names()))
+    p.add_argument("--strict", action="store_true", help="exit 1 when any goal is not met (default: 0, and the "
+                   "summary line names the missed goals)")
     p.set_defaults(func=run)
 
 
@@ -32,11 +35,22 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"no bench section among {args.section}; known: {section_names()}")
     rows: list[BenchRow] = []
-    with Progress(console=console, transient=True) as progress:
+    err = Console(stderr=True)
+    with Progress(console=err, transient=True) as progress:
         bar = progress.add_task("benchmarking", total=len(wanted))
-        for name in wanted:
-            progress.update(bar, description=f"bench: {name}")
-            rows.extend(run_section(name, quick=args.quick))
+        for i, name in enumerate(wanted, 1):
+            where = f"bench: {name} ({i}/{len(wanted)})"
+            progress.update(bar, description=where)
+
+            def measured(row: BenchRow, where: str = where) -> None:
+                verdict = "" if row.met is None else f" (goal {row.goal}: {'yes' if row.met else 'NO'})"
+                if err.is_terminal:
+                    progress.update(bar, description=f"{where}: {row.name}")
+                else:  # a log: one line per figure, as it is measured
+                    print(f"{where}: {row.name} = {row.value:.4g} {row.unit}{verdict}", file=sys.stderr, flush=True)
+
+            with on_each_row(measured):
+                rows.extend(run_section(name, quick=args.quick))
             progress.advance(bar)
     console.print(table(rows))
     for r in rows:
@@ -44,7 +58,10 @@ def run(args: argparse.Namespace) -> int:
             console.print(
                 f"{r.section} / {r.name}: {r.note}", style="dim", markup=False, highlight=False
             )  # notes hold [extras]
+    console.print(LEGEND, markup=False, highlight=False)
+    console.print(summary(rows), markup=False, highlight=False)
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in rows], indent=2))
         console.print(f"wrote {len(rows)} figures to {args.json}")
-    return 0
+    missed = any(r.met is False for r in rows)
+    return 1 if missed and args.strict else 0

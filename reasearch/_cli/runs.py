@@ -1,4 +1,4 @@
-"""``reasearch runs``, ``reasearch show RUN`` and ``reasearch export RUN --json``: read a run store."""
+"""``reasearch runs``, ``reasearch show RUN`` and ``reasearch export RUN [-o FILE]`` (JSON): read a run store."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Export one run (record, status, candidates, evaluations, ledger, events).")
     p.add_argument("run", metavar="RUN", help="run id (a unique prefix is enough)")
     store_args(p)
-    p.add_argument("--json", action="store_true", required=True, help="export as JSON (the only format)")
+    p.add_argument("--json", action="store_true",
+                   help="export as JSON (the default and only format; accepted so scripts may say so)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=cmd_export)
 
@@ -61,10 +62,22 @@ def _store_flag(args: argparse.Namespace, store: Store) -> str:
 
 def resume_hint(record: Any, store_flag: str) -> str:
     """The command that continues a run whose driver died (by who drove it)."""
+    from reasearch.runs.fleet_link import FleetLink
+
     tail = f" {store_flag}" if store_flag else ""
-    if record.config.get("driver") == "agent":
+    link = FleetLink.from_config(record.config)
+    if link is not None and link.member is not None:  # a fleet's member: the fleet resumes what its crash left
+        return f"reasearch fleet resume {link.id}{tail}"
+    driver = record.config.get("driver")
+    if driver == "agent":
         return f"reasearch resume {record.id}{tail}"
-    return f"python -m reasearch.runs.sweep --run {record.id}{tail.replace('--run-dir', '--store')} --sources FILE"
+    if driver == "method":
+        return (f"from Python: reasearch.methods.open_method({record.id!r}, store=reasearch.runs.open_store(...), "
+                f"takeover=True).optimize()")
+    if driver is None:  # a sweep (reasearch.runs.sweep): the candidates it was given are not stored apart
+        return (f"python -m reasearch.runs.sweep --run {record.id}{tail.replace('--run-dir', '--store')} "
+                f"--sources FILE (FILE: the JSON list of candidate sources the sweep was started with)")
+    return f"the program that drove it (driver {driver!r}) continues it: reasearch.runs.Run.open(store, {record.id!r})"
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

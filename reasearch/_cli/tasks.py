@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from reasearch._cli._params import key_values
 from reasearch._cli._shared import (
@@ -105,7 +107,8 @@ def _listing(filter_text: str, expand: bool) -> list[dict[str, Any]]:
             if expand:
                 rows.extend({"id": m, "family": task_id, "summary": entry.summary} for m in members)
             else:
-                rows.append({"id": task_id, "family_size": len(members), "summary": entry.summary})
+                rows.append({"id": task_id, "family_size": len(members), "example": members[0] if members else None,
+                             "summary": entry.summary})
         else:
             rows.append(_row(task_id))
     return [r for r in rows if filter_text in r["id"]]
@@ -118,19 +121,45 @@ def _params(task_id: str, as_json: bool) -> int:
     if not task_id:
         raise ConfigError("--params needs a task id, e.g. reasearch tasks circle_packing/n26-v1 --params")
     entry, implied = registered_entry(task_id)
+    if entry.is_family and task_id != entry.id:
+        make(task_id)  # a family whose task checks its own ids (ARC: they depend on the data): a bad one fails here
     params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
     if as_json:
         print(json.dumps([p.to_dict() for p in params], indent=2))
         return EXIT_OK
-    table = Table(title=f"parameters of {task_id} (-p KEY=VALUE)")
-    table.add_column("name", no_wrap=True)
-    for col in ("type", "default", "range", "meaning"):
-        table.add_column(col, overflow="fold")
-    for p in params:
-        table.add_row(p.name, p.type_text(), "required" if p.required else repr(p.default),
-                      p.range.text() if p.range else "", p.meaning)
-    Console().print(table)
+    rows = [(p.name, p.type_text(), "required" if p.required else repr(p.default), p.range.text() if p.range else "",
+             p.meaning) for p in params]
+    console = Console()
+    title = f"parameters of {task_id} (-p KEY=VALUE)"
+    fixed = sum(max([len(h), *(len(r[i]) for r in rows)]) + 3 for i, h in enumerate(_PARAM_HEADERS[:4])) + 4
+    if console.width - fixed >= _MEANING_MIN:
+        table = Table(title=title)
+        for header in _PARAM_HEADERS[:4]:
+            table.add_column(header, no_wrap=True, overflow="ignore")
+        table.add_column("meaning", overflow="fold")
+        for r in rows:
+            table.add_row(*(Text(c) for c in r))
+        console.print(table)
+        return EXIT_OK
+    # Too narrow for a meaning column worth reading: one line of facts per parameter, its meaning below at full width.
+    console.print(Text(title, style="bold"))
+    for name, kind, default, rng, meaning in rows:
+        facts = ", ".join(x for x in (kind, f"default {default}" if default != "required" else "required", rng) if x)
+        console.print(Text.assemble((name, "bold"), f"  {facts}"), soft_wrap=True)
+        if meaning:
+            console.print(Text(textwrap.fill(meaning, width=max(20, console.width - 4), initial_indent="    ",
+                                             subsequent_indent="    ", break_long_words=False)))
     return EXIT_OK
+
+
+_PARAM_HEADERS = ("name", "type", "default", "range", "meaning")
+_MEANING_MIN = 40  # a meaning column narrower than this turns the table into a tall narrow strip
+
+
+def _family_note(row: dict[str, Any]) -> str:
+    """How many ids a family has and one real one (a pattern like ``rl/{env}-v2`` hides what the ids look like)."""
+    example = f", e.g. {row['example']}" if row.get("example") else ""
+    return f"{row['family_size']} ids{example}; --all lists them"
 
 
 def run_tasks(args: argparse.Namespace) -> int:
@@ -144,7 +173,7 @@ def run_tasks(args: argparse.Namespace) -> int:
 
     cols = [Column("id", 9), Column("direction", 2), Column("best known", 6), Column("seed score", 5),
             Column("summary", 7, prose=True)]  # what a task is matters more to a newcomer than its seed score
-    cells = [(r["id"], "", "", "", f"{r['summary']} ({r['family_size']} ids; --all lists them)") if "family_size" in r
+    cells = [(r["id"], "", "", "", f"{r['summary']} ({_family_note(r)})") if "family_size" in r
              else (r["id"], r.get("direction", ""), num(r.get("best_known")), num(r.get("seed_score")), r["summary"])
              for r in rows]
     console = Console()
@@ -191,6 +220,11 @@ def run_eval(args: argparse.Namespace) -> int:
               f"(budget {getattr(task, 'time_budget_s', '?')} s) ...", file=sys.stderr)
     else:
         source = read_source(args.file, task)
+        if task.candidate_kind == "repository" and not _is_manifest(source):
+            # One file would run as the whole repository (train.py alone) and fail only after training.
+            raise ConfigError(f"{task.spec.id} evaluates a repository: give a folder holding "
+                              f"{getattr(task, 'entry_file', 'train.py')} (`reasearch seed {task.spec.id} -o DIR` "
+                              f"writes one), not the file {args.file}")
     if is_prompt_task(task):
         with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
             caller = ProgressCaller(task.student_client(), progress, f"{task.spec.id} validation")  # type: ignore[attr-defined]
@@ -222,9 +256,21 @@ def run_eval(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------- seed
 
 
+def _is_manifest(text: str) -> bool:
+    """Whether a candidate file is a repository manifest (``encode_repo``'s JSON), not one source file."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "format" in doc
+
+
 def run_seed(args: argparse.Namespace) -> int:
     task = make(args.task_id, **key_values(args.param))
     out = Path(args.output)
+    if not out.parent.is_dir():
+        raise ConfigError(f"the folder {out.parent} does not exist: create it (mkdir -p {out.parent}) or give "
+                          f"-o a path in an existing folder")
     if task.candidate_kind == "repository":
         from reasearch.evaluators.repo import write_repo
 

@@ -18,6 +18,7 @@ from typing import Any
 from reasearch.engine import _spin, _wire
 from reasearch.engine._procs import descendants_of, kill_orphans, reap_jail_orphans, reap_pids, stop_and_wait
 from reasearch.engine.config import SandboxConfig
+from reasearch.engine.waits import waiting
 from reasearch.errors import SandboxError
 
 __all__ = ["REPLY_CAP", "WorkerDied", "WorkerHandle", "WorkerRetired", "WorkerStuck"]
@@ -93,7 +94,8 @@ class WorkerHandle:
 
     def wait_ready(self, timeout: float) -> None:
         try:
-            head, _ = self.recv(time.monotonic() + timeout)
+            with waiting(f"sandbox worker {self.index} to start"):
+                head, _ = self.recv(time.monotonic() + timeout)
         except (WorkerDied, WorkerStuck) as exc:
             self.kill()
             raise SandboxError(f"sandbox worker {self.index} failed to start ({type(exc).__name__}).\n"

@@ -35,9 +35,11 @@ import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reasearch.engine.waits import NOTICE_EVERY_S, WaitTicker, describe_holder, holder_record
 from reasearch.errors import ConfigError, SandboxError
 
 __all__ = [
@@ -396,8 +398,25 @@ def _try_lock(path: Path) -> int | None:
             return None
         raise
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()} {time.time():.3f}\n".encode(), 0)
+    os.pwrite(fd, holder_record().encode(), 0)  # pid, since when, what for (a run id): what a waiter is told
     return fd
+
+
+def _holders(paths: list[Path]) -> str:
+    """Who holds each of ``paths`` now, for a waiter (read from the lock files; unknown: "another process")."""
+    out = []
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                record = f.read(512).decode("utf-8", "replace")
+        except OSError:
+            record = ""
+        out.append(describe_holder(record))
+    return "; ".join(out)
+
+
+def _slot_path(folder: Path, index: int, cores: tuple[int, ...], dev: GpuDevice | None) -> Path:
+    return folder / (f"gpu-{dev.uuid}.lock" if dev is not None else f"cpu-{index}-{len(cores)}.lock")
 
 
 def _candidates(kind: str, cpus_per_slot: int | None) -> list[tuple[str, int, tuple[int, ...], GpuDevice | None]]:
@@ -416,7 +435,8 @@ def _candidates(kind: str, cpus_per_slot: int | None) -> list[tuple[str, int, tu
 
 
 def lease_slot(kind: str = "auto", *, wait_s: float = 3600.0, cpus_per_slot: int | None = None,
-               poll_s: float = 0.05) -> SlotLease:
+               poll_s: float = 0.05, notice_every_s: float = NOTICE_EVERY_S,
+               clock: Callable[[], float] = time.monotonic) -> SlotLease:
     """Leases one slot exclusively across every process of this machine (and user's lock folder).
 
     Args:
@@ -424,6 +444,9 @@ def lease_slot(kind: str = "auto", *, wait_s: float = 3600.0, cpus_per_slot: int
         wait_s: how long to wait for a free slot before raising :class:`SlotBusyError`.
         cpus_per_slot: size of a CPU slot (see :func:`cpu_slots`).
         poll_s: delay between attempts while every slot is taken.
+        notice_every_s: while every slot is taken, a :class:`~reasearch.engine.waits.WaitNotice` (what is
+            waited for, the holders' pids and runs, how long) is reported at once and then this often.
+        clock: monotonic seconds for the wait and its notices (tests pass a controllable one).
 
     Raises:
         SlotBusyError: every slot stayed taken for ``wait_s``.
@@ -433,14 +456,18 @@ def lease_slot(kind: str = "auto", *, wait_s: float = 3600.0, cpus_per_slot: int
         raise ConfigError(f"slot kind must be 'auto', 'gpu' or 'cpu', not {kind!r}")
     folder = lease_dir()
     slots = _candidates(kind, cpus_per_slot)
-    t0 = time.monotonic()
+    paths = [_slot_path(folder, index, cores, dev) for _, index, cores, dev in slots]
+    t0 = clock()
+    what = (f"a {slots[0][0]} slot ({'all ' + str(len(slots)) + ' slots are' if len(slots) > 1 else 'the only one is'} "
+            f"leased machine-wide; `reasearch sandbox check --gpu` lists them)")
+    ticker = WaitTicker(what, holder=lambda: _holders(paths), every_s=notice_every_s, clock=clock)
     while True:
-        for skind, index, cores, dev in slots:
-            path = folder / (f"gpu-{dev.uuid}.lock" if dev is not None else f"cpu-{index}-{len(cores)}.lock")
+        for (skind, index, cores, dev), path in zip(slots, paths, strict=True):
             fd = _try_lock(path)
             if fd is not None:
-                return SlotLease(skind, index, cores, dev, fd, path, time.monotonic() - t0)
-        if time.monotonic() - t0 >= wait_s:
+                return SlotLease(skind, index, cores, dev, fd, path, clock() - t0)
+        ticker.tick()
+        if clock() - t0 >= wait_s:
             raise SlotBusyError(f"no free {slots[0][0]} slot after {wait_s:g} s ({len(slots)} slot(s), all leased; "
                                 f"`reasearch sandbox check --gpu` shows the holders)")
         time.sleep(poll_s)
@@ -451,7 +478,7 @@ def slot_status(kind: str = "auto", cpus_per_slot: int | None = None) -> list[di
     folder = lease_dir()
     out: list[dict[str, object]] = []
     for skind, index, cores, dev in _candidates(kind, cpus_per_slot):
-        path = folder / (f"gpu-{dev.uuid}.lock" if dev is not None else f"cpu-{index}-{len(cores)}.lock")
+        path = _slot_path(folder, index, cores, dev)
         fd = _try_lock(path)
         holder: int | None = None
         if fd is None:

@@ -50,6 +50,7 @@ from reasearch.engine._verdict import classify, decode_value_frame
 from reasearch.engine.config import DEFAULT_PRELOAD, SandboxConfig, SandboxMode
 from reasearch.engine.isolation import make_launcher
 from reasearch.engine.protocol import Limits, RunOutcome, RunRequest, Status
+from reasearch.engine.waits import waiting
 from reasearch.errors import ConfigError, SandboxError
 
 __all__ = ["DEFAULT_PRELOAD", "PoolSession", "SandboxConfig", "SandboxMode", "SandboxPool", "close_default_pool",
@@ -129,7 +130,9 @@ class SandboxPool(PoolScheduling):
         self._tmp = Path(tempfile.mkdtemp(prefix="reasearch-pool-"))
         os.chmod(self._tmp, 0o711)
         try:
-            self._launcher = make_launcher(self.config, self._tmp)
+            # The first start after an install builds the jail's runtime (seconds): a person is told what waits.
+            with waiting(f"the sandbox to start ({self.config.mode} mode: checking or building the jail's runtime)"):
+                self._launcher = make_launcher(self.config, self._tmp)
         except BaseException:
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise

@@ -50,6 +50,7 @@ class TaskEntry:
     summary: str = ""
     listing: Mapping[str, Any] = field(default_factory=dict)  # spec facts `reasearch tasks` shows (LISTING_KEYS)
     drawing: str = ""  # "package.module:draw_svg": the family's report drawing (reasearch.evaluators.svg)
+    open_ids: bool = False  # families only: ids the pattern matches beyond what `enumerate` lists are valid too
 
     @property
     def is_family(self) -> bool:
@@ -104,6 +105,7 @@ def register(
     overwrite: bool = False,
     listing: Mapping[str, Any] | None = None,
     drawing: str = "",
+    open_ids: bool = False,
 ) -> None:
     """Registers a task id (or a ``{field}`` pattern) with a lazy ``"module:Class"`` entry point.
 
@@ -111,7 +113,9 @@ def register(
         task_id: ``namespace/name-vN``; a pattern may hold ``{field}`` parts.
         entry_point: ``"package.module:ClassName"``, imported on first ``make``.
         kwargs: constructor keyword arguments for this id.
-        enumerate: for patterns, a callable yielding the field values of every concrete id.
+        enumerate: for patterns, a callable yielding the field values of every concrete id. An id the
+            pattern matches but ``enumerate`` does not list is unknown (one line, "did you mean"), unless
+            ``open_ids`` (or the callable lists none: a family without its data, whose task says how to get it).
         summary: one line shown by ``reasearch tasks``.
         overwrite: replace an existing registration instead of raising.
         listing: for a concrete id, the spec facts ``reasearch tasks`` shows (all of
@@ -122,6 +126,7 @@ def register(
             :class:`~reasearch.evaluators.svg.DrawingContext` returning an HTML fragment, kept in the
             family's package beside its PNG code and imported only when a report draws (the reports find
             it through :func:`family_entries`). Empty: the reports' generic drawing.
+        open_ids: for patterns whose ``enumerate`` lists only examples: any id the pattern matches is valid.
     """
     if listing is not None and set(listing) != LISTING_KEYS:
         raise ConfigError(f"listing of {task_id!r} must give exactly {sorted(LISTING_KEYS)}; got {sorted(listing)}")
@@ -132,7 +137,7 @@ def register(
     if task_id in _REGISTRY and not overwrite:
         raise ConfigError(f"task id {task_id!r} is already registered (pass overwrite=True to replace it)")
     _REGISTRY[task_id] = TaskEntry(task_id, entry_point, dict(kwargs or {}), enumerate, summary, dict(listing or {}),
-                                   drawing)
+                                   drawing, open_ids)
 
 
 def unregister(task_id: str) -> None:
@@ -161,8 +166,35 @@ def registered_entry(task_id: str) -> tuple[TaskEntry, dict[str, Any]]:
         if entry.is_family:
             fields = entry.match(task_id)
             if fields is not None:
+                if task_id != entry.id:  # the pattern itself names the family (the listing reads it)
+                    _check_member(entry, task_id)
                 return entry, {**entry.kwargs, **fields}
     raise UnknownTaskError(_unknown_message(task_id))
+
+
+def _check_member(entry: TaskEntry, task_id: str) -> None:
+    """A family id must be one its ``enumerate`` lists (when it lists any: without its data a family lists
+    none, and the task says how to get the data); else one line with the closest ids, as for any other id."""
+    if entry.enumerate is None or entry.open_ids:
+        return
+    members = [entry.id.format(**fields) for fields in entry.enumerate()]
+    if not members or task_id in members:
+        return
+    # Compared on what varies (`halfcheetah` against `HalfCheetah-v5`), not on the family's shared prefix and suffix.
+    head, tail = entry.id.split("{", 1)[0], entry.id.rsplit("}", 1)[1]
+
+    def middle(text: str) -> str:
+        return text[len(head):len(text) - len(tail)].lower()
+
+    lowered = {middle(m): m for m in members}
+    close = difflib.get_close_matches(middle(task_id), list(lowered), n=3, cutoff=0.6)
+    msg = f"unknown task id {task_id!r}: the family {entry.id} has {len(members)} ids."
+    if close:
+        msg += " Did you mean " + " or ".join(repr(lowered[c]) for c in close) + "?"
+    else:
+        shown = ", ".join(members[:8]) + (", ..." if len(members) > 8 else "")
+        msg += f" They are: {shown} (`reasearch tasks --all` lists them)."
+    raise UnknownTaskError(msg)
 
 
 def family_entries(family: str) -> list[TaskEntry]:

@@ -120,6 +120,8 @@ class ModelSpec:
             return cls(provider="demo", name="demo", **overrides)
         provider, sep, name = text.partition("/")
         if not sep or provider not in PROVIDERS:
+            if not text.startswith("claude-"):  # `demoo`, `gpt5`: never sent to Anthropic as a model name
+                raise ConfigError(unknown_model_message(text))
             provider, name = "anthropic", text
         return cls(provider=provider, name=name, **overrides)
 
@@ -132,6 +134,17 @@ class ModelSpec:
         if unknown:
             raise ConfigError(f"unknown model spec keys {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
         return cls(**d)
+
+
+def unknown_model_message(text: str) -> str:
+    """One line for a model name that names no provider and no Claude model: the choices, and the closest."""
+    import difflib
+
+    close = difflib.get_close_matches(text, ["demo", *PRICES, "claude-sonnet-4-6"], n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return (f"unknown model {text!r}: give demo (offline), a Claude model (claude-sonnet-4-6, claude-opus-4-5, "
+            f"claude-haiku-4-5, ...), anthropic/NAME, openai/NAME with --base-url URL (any OpenAI-compatible endpoint) "
+            f"or scripted/FILE.{hint}")
 
 
 @dataclass(frozen=True, slots=True)

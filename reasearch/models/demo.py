@@ -165,6 +165,9 @@ class _Step:
     error: bool
 
 
+_FAILED = re.compile(r"\b(INVALID|TIMEOUT|CRASH|OOM)\b")  # a status a result text names
+
+
 def _history(messages: Sequence[Mapping[str, Any]]) -> list[_Step]:
     results: dict[str, tuple[str, bool]] = {}
     for m in messages:
@@ -273,14 +276,17 @@ class DemoModel:
         cost = 1.0 if kind == "program" else _last_n(scored)
         if left is not None and left < cost:
             return [*self._lessons(steps, tools, kind), self._finish(steps, tools, f"the {unit} budget is spent")]
+        # The last affordable evaluation: lessons now, since once the budget is spent the loop offers only finish.
+        lessons = self._lessons(steps, tools, kind) if left is not None and left < 2 * cost else []
         if kind == "program" and "optimal_radii" in _task_text(steps) + best:
             move = self._circle_move(steps, snapshot)
             if move is not None:
-                return [move]
+                return [*lessons, move]
         if kind == "program":
             scale = rng.choice((0.003, 0.03, 0.1))
-            return [self._call("evaluate", code=mutate_python(best, rng, scale=scale, count=rng.choice((1, 2, 3))))]
-        return [self._call("validate_candidate", prompt=mutate_text(best, rng))]
+            return [*lessons,
+                    self._call("evaluate", code=mutate_python(best, rng, scale=scale, count=rng.choice((1, 2, 3))))]
+        return [*lessons, self._call("validate_candidate", prompt=mutate_text(best, rng))]
 
     def _train(self, steps: list[_Step], snapshot: str, tools: set[str], rng: random.Random) -> list[dict[str, Any]]:
         """Training tasks (see :mod:`reasearch.models._demo_training`): one experiment at a time."""
@@ -322,7 +328,8 @@ class DemoModel:
             if new in tried:
                 return [*keep, *self._lessons(steps, tools, "training"),
                         self._finish(steps, tools, "no new variant of the best train.py")]
-        return [*keep, self._call("write_file", path="train.py", content=new),
+        lessons = self._lessons(steps, tools, "training") if left is not None and left < 2 else []  # the last one
+        return [*keep, *lessons, self._call("write_file", path="train.py", content=new),
                 self._call("run_experiment", description=why, wait_s=30)]
 
     def _best(self, steps: list[_Step], score_tool: str, arg: str, minimize: bool) -> str:
@@ -369,10 +376,20 @@ class DemoModel:
         better = sum("NEW BEST" in s.result for s in scored)
         what = {"program": "evaluations", "training": "experiments"}.get(kind, "validations")
         thing = {"program": "program", "training": "train.py"}.get(kind, "prompt")
-        text = (f"# lessons (demo model)\n\n- {len(scored)} {what}, "
-                f"{better} of them a new best.\n- Worked: {'a task-aware edit, then ' if kind == 'training' else ''}"
-                f"small relative perturbations of the best "
-                f"{thing}, kept only when the score improved.\n")
+        calls = [s for s in steps if s.name in (tool, "wait_experiment")]
+        ended = sorted({m.group(1) for s in calls for m in [_FAILED.search(s.result)] if m})
+        failed = [s for s in calls if s.error or _FAILED.search(s.result)]
+        how = ("fixed centers with radii from the library's LP (reasearch.native.lp.optimal_radii), then small moves "
+               "of the centers" if any("optimal_radii" in str(s.input.get("code", "")) for s in scored)
+               else f"small relative perturbations of the best {thing}'s numbers"
+               + (" after a task-aware edit" if kind == "training" else ""))
+        worked = (f"- {how}: {better} of {len(scored)} {what} set a new best (kept only when the score improved)\n\n"
+                  if better else "")
+        lost = (f"- {len(scored) - better} of {len(scored)} {what} did not beat the best"
+                + (f"; {len(failed)} ended {', '.join(ended) or 'in an error'} (see their feedback)" if failed else ""))
+        text = (f"# Lessons (demo model)\n\n## What worked\n\n{worked}## What failed (and why)\n\n{lost}\n\n"
+                f"## What to try next\n\n- larger structural changes of the best {thing}: the demo only moves numbers "
+                f"a little, so it stalls where a new construction is needed\n")
         return [self._call("write_file", path="lessons.md", content=text)]
 
     def _finish(self, steps: list[_Step], tools: set[str], why: str) -> dict[str, Any]:

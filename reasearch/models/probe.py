@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from reasearch.errors import ConfigError
 from reasearch.models.base import ModelSpec, endpoint_of, why_failed
 
-__all__ = ["check_model"]
+__all__ = ["check_endpoint", "check_model"]
 
 _LIBRARIES = {"anthropic": ("anthropic", "pip install 'anthropic>=0.40'  (or: pip install -e '.[agent]')")}
 
@@ -33,21 +33,27 @@ def check_model(spec: ModelSpec, *, timeout_s: float = 3.0, role: str = "agent")
     url = endpoint_of(spec)
     if not url:
         return
+    check_endpoint(url, role=f"{role} model", flag="--base-url" if spec.provider == "openai"
+                   else "--base-url or $ANTHROPIC_BASE_URL", timeout_s=timeout_s)
+
+
+def check_endpoint(url: str, *, role: str, flag: str, timeout_s: float = 3.0) -> None:
+    """Raises a one-line :class:`ConfigError` when nothing accepts a TCP connection at ``url`` within
+    ``timeout_s`` (``role`` names it, ``flag`` is the option that sets it); sends nothing."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"the {role} model's endpoint {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434/v1)")
+        raise ConfigError(f"the {role}'s endpoint {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434/v1)")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise ConfigError(f"the {role} model's endpoint {url!r} has a bad port") from None
+        raise ConfigError(f"the {role}'s endpoint {url!r} has a bad port") from None
     try:
         with socket.create_connection((parts.hostname, port), timeout=timeout_s):
             pass
     except OSError as exc:
-        flag = "--base-url" if spec.provider == "openai" else "--base-url or $ANTHROPIC_BASE_URL"
         why = why_failed(exc)
         why = f"no answer within {timeout_s:g} s" if why == "timed out" else why
-        raise ConfigError(f"the {role} model's endpoint {url} does not answer ({why}): start the server or fix "
+        raise ConfigError(f"the {role}'s endpoint {url} does not answer ({why}): start the server or fix "
                           f"{flag}; no run was created") from None
 
 

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reasearch.engine.waits import NOTICE_EVERY_S, WaitTicker
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
 from reasearch.evaluators.registry import make
@@ -88,6 +89,8 @@ _SHARED_CACHE_NOTE = "evaluate (shared cache)"  # a first evaluation in this run
 # (a dead driver's expire within the TTL; a dead one on this host is reclaimed at once).
 OTHERS_WAIT_S = RESERVATION_TTL_S + HEARTBEAT_S
 _OTHERS_POLL_S = 0.25
+_NOTICE_AFTER_S = 2.0  # a hold that ends sooner (the usual case) is not reported
+_NOTICE_EVERY_S = NOTICE_EVERY_S
 
 
 class Run:
@@ -430,6 +433,7 @@ class Run:
         """``store.reserve``; a refusal caused only by other drivers' reservations waits for them (at most
         :data:`OTHERS_WAIT_S`; dead drivers of this run on this host are reclaimed at once)."""
         deadline = time.monotonic() + OTHERS_WAIT_S
+        ticker: WaitTicker | None = None
         while True:
             refusal = self.store.reserve(self.id, token, estimate, self.budget.units(), driver_id=self.driver_id,
                                          ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config))
@@ -439,7 +443,19 @@ class Run:
                 continue
             if time.monotonic() >= deadline:
                 return refusal
+            if ticker is None:  # said while it lasts: other drivers' evaluations in flight hold the budget
+                unit, used, cap = refusal
+                ticker = WaitTicker(f"the {unit} budget of run {self.id} ({used:g} of {cap:g} spent or held; "
+                                    f"at most {OTHERS_WAIT_S:g} s)", holder=self._other_drivers,
+                                    after_s=_NOTICE_AFTER_S, every_s=_NOTICE_EVERY_S)
+            ticker.tick()
             time.sleep(_OTHERS_POLL_S)
+
+    def _other_drivers(self) -> str:
+        """The live drivers of this run but this one, for a person waiting on their holds."""
+        others = [d for d in self.store.drivers(self.id) if d.driver_id != self.driver_id and not d.stopped]
+        return "; ".join(f"driver pid {d.pid} on {d.host}" for d in others) or "another driver"
+
 
     def _record_result(self, step: int, candidate: CandidateRecord, seed: int, result: EvalResult,
                        *, debits: Sequence[LedgerEntry], key: str | None, release: str | None = None) -> EvalResult:

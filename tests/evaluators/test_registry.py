@@ -85,13 +85,23 @@ def test_entry_points_are_lazy(scratch_ids: list[str]) -> None:
 def test_families_expand_and_match(scratch_ids: list[str]) -> None:
     pattern = "toy/quadratic-d{dim}-v1"
     scratch_ids.append(pattern)
-    reasearch.register(pattern, "reasearch.evaluators.testing:ToyTask", enumerate=lambda: [{"dim": "3"}, {"dim": "5"}])
+    reasearch.register(pattern, "reasearch.evaluators.testing:ToyTask", enumerate=lambda: [{"dim": "3"}, {"dim": "5"}],
+                       open_ids=True)
     ids = reasearch.list_tasks()
     assert pattern in ids and "toy/quadratic-d3-v1" in ids and "toy/quadratic-d5-v1" in ids
     assert pattern not in reasearch.list_tasks(include_families=False)
     assert "toy/quadratic-d3-v1" not in reasearch.list_tasks(expand=False)
     task = reasearch.make("toy/quadratic-d7-v1")  # matches the pattern without being enumerated
     assert task.spec.id == "toy/quadratic-d7-v1" and task.spec.seed_score == -7 * 9.0
+
+
+def test_a_closed_family_refuses_an_id_it_does_not_list(scratch_ids: list[str]) -> None:
+    pattern = "toy/quadratic-d{dim}-v1"
+    scratch_ids.append(pattern)
+    reasearch.register(pattern, "reasearch.evaluators.testing:ToyTask", enumerate=lambda: [{"dim": "3"}, {"dim": "5"}])
+    assert reasearch.make("toy/quadratic-d5-v1").spec.id == "toy/quadratic-d5-v1"
+    with pytest.raises(UnknownTaskError, match=r"^unknown task id 'toy/quadratic-d7-v1': .* toy/quadratic-d3-v1, "):
+        reasearch.make("toy/quadratic-d7-v1")
 
 
 def test_list_is_sorted_and_has_every_geometry_id() -> None:

@@ -292,3 +292,39 @@ def test_a_refusal_caused_only_by_another_drivers_hold_waits_or_says_so(tmp_path
         for r in (other, other2):
             r.close()
             r.store.close()
+
+
+def test_a_wait_for_another_drivers_hold_is_reported_with_that_driver(tmp_path: Path, executor: LocalExecutor,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waiting on the budget another driver's evaluation holds is never silent: notices name that driver
+    (its pid) and repeat until the hold ends."""
+    import os
+
+    import reasearch.runs.run as run_module
+    from reasearch.engine import waits
+
+    monkeypatch.setattr(run_module, "_NOTICE_AFTER_S", 0.0)
+    monkeypatch.setattr(run_module, "_NOTICE_EVERY_S", 0.0)  # a notice per poll: counted, not timed
+    with open_store(tmp_path) as store:
+        run = Run.create(store, task=ToyTask(), budget={"evaluations": 1}, executor=executor)
+        other = Run.open(open_store(tmp_path), run.id, resume=True)  # a second driver, its own connection
+        token, refusal = other.reserve({Unit.EVALUATIONS: 1.0})
+        assert refusal is None
+        notices: list[waits.WaitNotice] = []
+
+        def seen(notice: waits.WaitNotice) -> None:
+            notices.append(notice)
+            if len(notices) == 3:
+                other.release(token)  # the other driver's evaluation ended without using it
+
+        remove = waits.add_wait_reporter(seen)
+        try:
+            result = run.evaluate(toy_candidate([1.0] * 4), step=0)
+        finally:
+            remove()
+        assert result.status is Status.OK
+        assert [n.count for n in notices] == [1, 2, 3]
+        assert all(f"run {run.id}" in n.what and "evaluations budget" in n.what for n in notices)
+        assert all(f"driver pid {os.getpid()}" in n.holder for n in notices)  # the other driver: this test's pid
+        other.close()
+        other.store.close()

@@ -123,6 +123,7 @@ def register_all() -> None:
         "arc_agi_2/{task_id}-v1",
         "reasearch.evaluators.arc_agi_2.task:ArcTask",
         enumerate=_family_fields,
+        open_ids=True,  # the ids depend on the data (`-p data_dir=...`): the task checks them, with "did you mean"
         summary="one ARC-AGI-2 task: train pairs solved by either of two attempts",
         drawing=_DRAWING,
     )

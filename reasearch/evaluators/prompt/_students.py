@@ -125,6 +125,11 @@ class StudentSpec:
         return f"{self.provider}/{self.model}"
 
     @property
+    def url(self) -> str:
+        """The base URL calls go to (the given one, else the provider's default)."""
+        return self.base_url or _DEFAULT_BASE_URLS.get(self.provider, "")
+
+    @property
     def endpoint(self) -> str:
         """The normalized endpoint (:func:`normalized_endpoint`): what a call's store key names besides the model."""
         return normalized_endpoint(self.provider, self.base_url)
