@@ -148,7 +148,8 @@ def _params(task_id: str, as_json: bool) -> int:
         console.print(Text.assemble((name, "bold"), f"  {facts}"), soft_wrap=True)
         if meaning:
             console.print(Text(textwrap.fill(meaning, width=max(20, console.width - 4), initial_indent="    ",
-                                             subsequent_indent="    ", break_long_words=False)))
+                                             subsequent_indent="    ", break_long_words=False,
+                                             break_on_hyphens=False)))
     return EXIT_OK
 
 
