@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import reasearch
+from reasearch.errors import UnknownTaskError
 from reasearch.evaluators.heldout_content import find_heldout_content
 from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, load_corpus, packaged_corpus_bytes
 from reasearch.evaluators.nanogpt._generate import ORDER, TRAIN_BYTES, VAL_BYTES, fit_table, generated_split
@@ -107,6 +108,8 @@ def test_public_corpora_say_heldout_public_and_never_sealed(tmp_path: Path) -> N
         assert res.metrics["heldout_public"] is public and res.metrics["sealed"] is sealed, corpus
         assert ("NOT SEALED" in res.feedback) is (not sealed)
     assert _task().spec.id == "nanogpt/v2" and _task().corpus == "generated"
+    with pytest.raises(UnknownTaskError, match="Did you mean 'nanogpt/v2'"):  # v1's default scored public text
+        reasearch.make("nanogpt/v1")
 
 
 @pytest.mark.parametrize("mode", ["nsjail", "process"])
