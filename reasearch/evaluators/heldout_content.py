@@ -78,7 +78,7 @@ def _sampled(hashes: np.ndarray) -> np.ndarray:
     return hashes[hashes % np.uint64(SAMPLE) == 0]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # an array field: identity, not element-wise ==
 class HeldoutFingerprint:
     """Sampled shingle hashes of held-out bytes (sorted, unique), and how many hits make a carried copy.
 
