@@ -58,7 +58,7 @@ from typing import Any, ClassVar
 from reasearch.engine import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount
 from reasearch.engine.gpu import SlotLease, lease_slot
-from reasearch.engine.training import JobOutcome, run_job
+from reasearch.engine.training import PROCESS_SCORING_GAPS, JobOutcome, run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.heldout_content import HeldoutFingerprint, find_heldout_content
@@ -66,8 +66,22 @@ from reasearch.evaluators.params import Range
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["TrainingTask", "experiment_cap_mb", "experiments_root", "keep_checkpoints", "prune_experiments",
-           "save_grace_s"]
+__all__ = ["TORCH_SCORING_PACKAGES", "TrainingTask", "experiment_cap_mb", "experiments_root", "keep_checkpoints",
+           "prune_experiments", "save_grace_s", "scoring_jail_note"]
+
+# What a scoring jail holds for a policy or model written with NumPy or torch: torch and what its import needs
+# (the CUDA builds' nvidia and triton), safetensors for checkpoints. No emulator, no simulator, no SciPy.
+TORCH_SCORING_PACKAGES: tuple[str, ...] = (
+    "numpy", "torch", "torchgen", "typing_extensions", "sympy", "mpmath", "networkx", "filelock", "fsspec",
+    "jinja2", "markupsafe", "nvidia", "triton", "safetensors")
+
+
+def scoring_jail_note(mode: str, packages: tuple[str, ...]) -> str:
+    """What held in a scoring jail, for a result's metrics (``scoring_jail``)."""
+    if mode == "nsjail":
+        return (f"sandbox=nsjail: packages {', '.join(packages)} only; repository, checkpoint, /tmp and /dev/shm "
+                "noexec; memfd_create denied")
+    return PROCESS_SCORING_GAPS
 
 _LOG_TAIL = 3000
 _LOCK = ".lock"
@@ -236,6 +250,9 @@ class TrainingTask(Task):
 
     candidate_kind: ClassVar[CandidateKind] = "repository"
     entry_file: ClassVar[str] = "train.py"
+    # The only packages the scoring jail's runtime holds (the training jail's are not: no emulator or simulator
+    # a policy could plan on); () where no candidate code runs at scoring (tabular).
+    scoring_packages: ClassVar[tuple[str, ...]] = ()
     PARAM_RANGES: ClassVar[Mapping[str, Range]] = {  # reasearch tasks ID --params shows them
         "grace_s": Range(ge=0), "slot": Range(choices=("auto", "gpu", "cpu")),
         "sandbox_mode": Range(choices=("auto", "nsjail", "process"))}

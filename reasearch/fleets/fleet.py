@@ -37,6 +37,7 @@ from typing import Any
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.params import check_finite
 from reasearch.evaluators.registry import spec as task_spec
 from reasearch.methods import method_config, open_method, start_method
 from reasearch.models import ModelSpec, build_model
@@ -44,6 +45,7 @@ from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ray_cluster import connect_ray, gpu_options
 from reasearch.runs.run import effective_state
+from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
 __all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
 
@@ -190,6 +192,7 @@ class FleetSpec:
         unknown = set(d) - known
         if unknown:
             raise ConfigError(f"unknown fleet spec keys {sorted(unknown)}; known: {sorted(known)}")
+        check_finite(dict(d), "fleet spec")  # NaN, inf (TOML's nan/inf, JSON's NaN/Infinity/1e400), huge ints
         return cls(**dict(d))
 
     @classmethod
@@ -204,6 +207,8 @@ class FleetSpec:
             data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
         except (ValueError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
+        if isinstance(data, dict):
+            check_finite(data, f"fleet spec {p}")
         return cls.from_dict(data)
 
 
@@ -408,10 +413,13 @@ def run_fleet(spec: FleetSpec, *, store: str | Path, run_dir: str | Path = "runs
         on_update: called with every member's current result whenever one finishes.
 
     Raises:
-        ConfigError: a bad spec, an unknown task id, SQLite for a multi-node cluster, an unknown executor.
+        ConfigError: a bad spec, an unknown task id, SQLite for a multi-node cluster, an unknown executor, a
+            fleet id that is not one safe path component (nothing is created).
     """
     if executor not in ("local", "ray"):
         raise ConfigError(f"executor must be 'local' or 'ray', not {executor!r}")
+    if fleet_id is not None:  # it names its members' runs and folders: checked before anything is made
+        check_id(fleet_id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     for task_id in spec.tasks:
         task_spec(task_id, **dict(spec.task_params.get(task_id, {})))  # unknown ids fail before anything runs
     store_url = str(store)

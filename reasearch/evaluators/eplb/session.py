@@ -167,15 +167,19 @@ def warm_up(session: SandboxSession, windows: np.ndarray, payload: Payload, dead
     """Untimed echoes of a published answer's size before the first timed call or replay, the same in
     the candidate's session and in the calibration session: a fresh session's first round trips are
     slower (first writes copy pages, first allocations of that size) and must weigh on neither side.
-    Their outcome is not used (a session they broke reports it on its next call)."""
+    Their outcome is not used (a session they broke reports it on its next call).
+
+    Every echo carries window 0, the window of the first timed call: the harness runs in the candidate's
+    process, so an echo is a window handed to the candidate, and window ``i + 1`` (what the placement
+    made on window ``i`` is scored on) must reach it only with call ``i + 1``."""
     L, E = windows.shape[1:]
     echo = [[[L, num_replicas], "<i2"], [[L, E, max(num_replicas - E + 1, 1)], "<i2"], [[L, E], "<i2"]]
-    for k in range(WARM_ECHOES):
+    first = payload(windows[0])
+    for _ in range(WARM_ECHOES):
         remaining = deadline - time.perf_counter()
         if remaining <= 0 or getattr(session, "closed", False):
             return
-        session.call({**payload(windows[k % (windows.shape[0] - 1)]), "echo": echo, "wait_ns": 0},
-                     timeout_s=remaining)
+        session.call({**first, "echo": echo, "wait_ns": 0}, timeout_s=remaining)
 
 
 def calibrate(runner: SandboxRunner, request: RunRequest, windows: np.ndarray, answers: Sequence[Any],

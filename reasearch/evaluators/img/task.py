@@ -27,7 +27,7 @@ from reasearch.evaluators.img._data import ImageSplit, load_image_split
 from reasearch.evaluators.outputs import OutputError, read_output, read_output_npy
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import TrainingTask
+from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask, scoring_jail_note
 
 __all__ = ["ImageFolderTask"]
 
@@ -55,6 +55,9 @@ class ImageFolderTask(TrainingTask):
         time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
         eval_time_limit_s: wall limit of the scoring jail.
     """
+
+    # The scoring jail's runtime (``_infer.py`` and the candidate's model.py): NumPy, torch, safetensors.
+    scoring_packages = TORCH_SCORING_PACKAGES
 
     def __init__(self, data: str = "digits", image_size: int = 0, test_frac: float = 0.2, val_frac: float = 0.1,
                  split_seed: int = 0, time_budget_s: float = 60.0, max_time_budget_s: float = 1800.0,
@@ -124,7 +127,8 @@ Metric (trusted, fixed): in a separate sandbox the evaluator imports model.py, c
 `build_model(config, weights)` (weights: the dict of arrays, or the state_dict) and then `model.predict(images)`
 on batches of at most {_BATCH} held-out images (uint8 [B, H, W, C]); predict returns class scores [B, classes]
 (argmax is taken) or integer class ids [B]. Score = accuracy over the held-out images (higher is better).
-If model.py fails there, you see only the exception type and its file:line. Print JSON lines such as
+If model.py fails there, you see only the exception type and its file:line. There model.py can import NumPy
+and torch only, and no native code from the repository or the outputs loads. Print JSON lines such as
 {{"step": 10, "loss": 0.4}} to show the training curve.
 """
 
@@ -175,7 +179,8 @@ If model.py fails there, you see only the exception type and its file:line. Prin
         job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
                       time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=logs / "infer.log",
                       binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
-                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
+                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode,
+                      packages=self.scoring_packages, noexec=True)
         (folder / "inputs.npy").unlink(missing_ok=True)
         # Nothing of the job's output (log tail, exit code, messages) goes into the feedback: candidate code
         # ran on the held-out images and could have put them there.
@@ -190,4 +195,6 @@ If model.py fails there, you see only the exception type and its file:line. Prin
             pred = read_output_npy(folder / "predictions.npy", 64 + 16 * len(s.test_labels) + 4096)
         except OutputError as exc:
             return self.invalid(f"the scoring run left no predictions ({exc})")
-        return self.score_solution({"predictions": pred})
+        res = self.score_solution({"predictions": pred})
+        return res.with_(metrics={**dict(res.metrics),
+                                  "scoring_jail": scoring_jail_note(job.sandbox_mode, self.scoring_packages)})

@@ -58,6 +58,8 @@ class TabularTask(TrainingTask):
             ``submissions`` cap, when lower, wins).
     """
 
+    scoring_packages = ()  # no scoring jail: nothing of the candidate runs at scoring (its CSV files are parsed)
+
     def __init__(self, data: str = "default", target: str = "", time: str = "", metric: str = "rmse",
                  val_frac: float = 0.2, test_frac: float = 0.2, time_budget_s: float = 60.0,
                  max_time_budget_s: float = 1800.0, grace_s: float = 10.0, slot: str = "auto",
