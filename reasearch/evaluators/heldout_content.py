@@ -52,13 +52,14 @@ _BASE64_RUN = re.compile(rb"(?:[A-Za-z0-9+/_-]{4}|\s){64,}(?:[A-Za-z0-9+/_-]{2,3
 _POWERS = np.array([pow(int(_B), SHINGLE - 1 - j, 1 << 64) for j in range(SHINGLE)], dtype=np.uint64)
 
 
-def _window_hashes(data: bytes) -> np.ndarray:
-    """The mixed hash of every SHINGLE-byte window of ``data`` (uint64; empty if shorter), in chunks."""
+def _sampled_hashes(data: bytes) -> np.ndarray:
+    """The mixed hashes of ``data``'s SHINGLE-byte windows that the sampling rule keeps (uint64), chunk by chunk
+    (memory stays a few chunks, whatever the size of ``data``)."""
     n = len(data) - SHINGLE + 1
     if n <= 0:
         return np.empty(0, dtype=np.uint64)
     a = np.frombuffer(data, dtype=np.uint8)
-    out = np.empty(n, dtype=np.uint64)
+    kept = []
     with np.errstate(over="ignore"):
         for s in range(0, n, _CHUNK):
             c = min(_CHUNK, n - s)
@@ -70,12 +71,8 @@ def _window_hashes(data: bytes) -> np.ndarray:
             h ^= h >> np.uint64(33)
             h *= _MIX2
             h ^= h >> np.uint64(33)
-            out[s : s + c] = h
-    return out
-
-
-def _sampled(hashes: np.ndarray) -> np.ndarray:
-    return hashes[hashes % np.uint64(SAMPLE) == 0]
+            kept.append(h[h % np.uint64(SAMPLE) == 0])
+    return np.concatenate(kept)
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # an array field: identity, not element-wise ==
@@ -97,17 +94,17 @@ class HeldoutFingerprint:
            what: str = "the held-out data", min_fraction: float = 0.01) -> HeldoutFingerprint:
         """The fingerprint of ``heldout`` (bytes, or pieces hashed separately), less the windows in ``exclude``."""
         pieces = [heldout] if isinstance(heldout, bytes) else list(heldout)
-        keep = np.unique(np.concatenate([_sampled(_window_hashes(p)) for p in pieces] or [np.empty(0, np.uint64)]))
+        keep = np.unique(np.concatenate([_sampled_hashes(p) for p in pieces] or [np.empty(0, np.uint64)]))
         public = [exclude] if isinstance(exclude, bytes) else list(exclude)
         for p in public:
-            keep = keep[~np.isin(keep, _sampled(_window_hashes(p)))]
+            keep = keep[~np.isin(keep, _sampled_hashes(p))]
         return cls(keep, max(16, int(len(keep) * min_fraction)), what)
 
     def hits(self, data: bytes) -> np.ndarray:
         """The fingerprint's hashes found in ``data`` (unique)."""
         if not len(self.hashes):
             return np.empty(0, dtype=np.uint64)
-        h = _sampled(_window_hashes(data))
+        h = _sampled_hashes(data)
         i = np.minimum(np.searchsorted(self.hashes, h), len(self.hashes) - 1)
         return np.unique(h[self.hashes[i] == h])
 
