@@ -7,7 +7,7 @@ Run: ``pytest benchmarks/bench_training.py --benchmark-group-by=group``.
   (lease a slot, fresh nsjail, log streaming) against ``python train.py`` directly. Each round also
   records (``extra_info``) the launch overhead: time to the first metrics line minus the time the script
   itself spent before printing it (its own clock), which cancels the torch import's large run-to-run noise.
-* ``trusted-eval``: the trusted evaluation of one nanogpt/v1 checkpoint (two jailed inference runs over
+* ``trusted-eval``: the trusted evaluation of one nanogpt/v2 checkpoint (two jailed inference runs over
   the held-out windows, the causality comparison and the metric), at 4,096 evaluation tokens.
 * ``slot-lease``: leasing and releasing a (fake) GPU slot: lock file + flock, and the same through
   ``slot_status`` (what each snapshot costs).
@@ -121,7 +121,7 @@ def checkpoint(env: Path, shared_data_dir: Path) -> tuple[object, Path]:
     from reasearch.evaluators.repo import encode_repo
 
     text = shared_data_dir / "text" / "tinyshakespeare.txt"
-    task = reasearch.make("nanogpt/v1", corpus=str(text) if text.is_file() else "stdlib", time_budget_s=60,
+    task = reasearch.make("nanogpt/v2", corpus=str(text) if text.is_file() else "stdlib", time_budget_s=60,
                           grace_s=30, eval_tokens=4096)
     files = task.seed_files()  # type: ignore[attr-defined]
     files["train.py"] = files["train.py"].replace("max_steps = None", "max_steps = 10")

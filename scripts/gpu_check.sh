@@ -6,7 +6,7 @@
 #      driver's user-space libraries the jail binds read-only (libcuda.so.1, libnvidia-ml.so.1, ...).
 #   1. `reasearch sandbox check --gpu`: the GPUs the engine sees (no torch import), why one is unusable, and
 #      a probe in a jail on one leased slot: only the leased /dev/nvidiaN visible, torch.cuda works there.
-#   2. one nanogpt/v1 experiment of the seed repository on a GPU slot, recorded in a run store:
+#   2. one nanogpt/v2 experiment of the seed repository on a GPU slot, recorded in a run store:
 #      status OK, val_bpb, and the GPU-seconds debited in the ledger with the result.
 # Exit status 0 when every check passed; each failure says what to do. One JSON summary line per step.
 # Settings: BUDGET (training seconds, default 30), EVAL_TOKENS (default 65536), PYTHON (default python3),
@@ -98,13 +98,13 @@ if not gpu.get("probe_ok"):
     sys.exit("FAIL: the jailed probe did not see exactly the leased device with working CUDA (see 'probe' above)")
 PYEOF
 
-echo "== 2. one nanogpt/v1 experiment on a GPU slot (budget ${BUDGET} s), GPU-seconds in the ledger"
+echo "== 2. one nanogpt/v2 experiment on a GPU slot (budget ${BUDGET} s), GPU-seconds in the ledger"
 "$PY" - "$WORK" "$BUDGET" <<'PYEOF'
 import json, os, sys, time
 from reasearch.runs import Run, Unit, open_store
 work, budget = sys.argv[1], float(sys.argv[2])
 store = open_store(f"{work}/store")
-run = Run.create(store, task_id="nanogpt/v1", budget={"experiments": 1},
+run = Run.create(store, task_id="nanogpt/v2", budget={"experiments": 1},
                  task_params={"time_budget_s": budget, "grace_s": 60.0, "slot": "gpu",
                               "eval_tokens": int(os.environ.get("EVAL_TOKENS", "65536"))})
 t0 = time.monotonic()

@@ -76,9 +76,9 @@ def test_a_fleet_specs_base_url_reaches_its_openai_members(run_dir: Path, capsys
     ("circle_packing/n26-v1", "n=abc", ["parameter n ", "an integer >= 2", "'abc'"]),
     ("circle_packing/n26-v1", "n=1", ["parameter n ", "an integer >= 2", "not 1"]),
     ("circle_packing/n26-v1", "foo=1", ["no parameter 'foo'", "n, time_limit_s, memory_mb"]),
-    ("nanogpt/v1", "time_budget_s=abc", ["parameter time_budget_s ", "a number > 0", "'abc'"]),
-    ("nanogpt/v1", "time_budget_s=-5", ["parameter time_budget_s ", "a number > 0", "not -5"]),
-    ("nanogpt/v1", "slot=tpu", ["parameter slot ", "one of 'auto', 'gpu', 'cpu'"]),
+    ("nanogpt/v2", "time_budget_s=abc", ["parameter time_budget_s ", "a number > 0", "'abc'"]),
+    ("nanogpt/v2", "time_budget_s=-5", ["parameter time_budget_s ", "a number > 0", "not -5"]),
+    ("nanogpt/v2", "slot=tpu", ["parameter slot ", "one of 'auto', 'gpu', 'cpu'"]),
 ])
 @pytest.mark.parametrize("command", ["optimize", "eval", "seed"])
 def test_a_wrong_parameter_is_one_line_exit_2_and_nothing_is_created(
@@ -96,7 +96,7 @@ def test_a_wrong_parameter_is_one_line_exit_2_and_nothing_is_created(
 
 
 def test_tasks_params_lists_names_types_defaults_ranges_and_meaning(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["tasks", "nanogpt/v1", "--params", "--json"]) == 0
+    assert main(["tasks", "nanogpt/v2", "--params", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["time_budget_s"] == {"name": "time_budget_s", "type": "a number", "required": False, "default": 300.0,
                                      "range": "> 0", "meaning": rows["time_budget_s"]["meaning"]}
@@ -459,7 +459,7 @@ def test_ctrl_c_prints_one_line(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_seed_of_a_training_task_leaves_no_git_home(tmp_path: Path) -> None:
-    assert main(["seed", "nanogpt/v1", "-o", str(tmp_path / "ng")]) == 0
+    assert main(["seed", "nanogpt/v2", "-o", str(tmp_path / "ng")]) == 0
     assert sorted(p.name for p in (tmp_path / "ng").iterdir()) == [".git", "model.py", "train.py"]
 
 

@@ -27,12 +27,12 @@ def test_seed_writes_a_program_file_and_refuses_to_overwrite(
 
 def test_seed_writes_a_committed_repository_for_a_training_task(tmp_path: Path) -> None:
     repo = tmp_path / "gpt"
-    assert main(["seed", "nanogpt/v1", "-o", str(repo)]) == 0
+    assert main(["seed", "nanogpt/v2", "-o", str(repo)]) == 0
     assert {p.name for p in repo.iterdir()} >= {"train.py", "model.py", ".git"}
     log = subprocess.run(["git", "-C", str(repo), "log", "--oneline"], capture_output=True, text=True, check=True)
-    assert "seed of nanogpt/v1" in log.stdout
+    assert "seed of nanogpt/v2" in log.stdout
     assert not (repo / ".git" / "hooks" / "pre-commit").exists()
-    assert main(["seed", "nanogpt/v1", "-o", str(repo)]) == 2  # not an empty folder
+    assert main(["seed", "nanogpt/v2", "-o", str(repo)]) == 2  # not an empty folder
 
 
 def test_eval_runs_one_experiment_on_a_repository(monkeypatch: pytest.MonkeyPatch,
@@ -42,19 +42,19 @@ def test_eval_runs_one_experiment_on_a_repository(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("REASEARCH_LEASE_DIR", str(tmp_path / "leases"))
     repo = Path(tempfile.mkdtemp(prefix="reasearch-cli-eval-", dir="/var/tmp")) / "gpt"
     try:
-        assert main(["seed", "nanogpt/v1", "-o", str(repo)]) == 0
+        assert main(["seed", "nanogpt/v2", "-o", str(repo)]) == 0
         train = repo / "train.py"
         train.write_text(train.read_text().replace("max_steps = None", "max_steps = 5"))
         (repo / "out").mkdir()
         (repo / "out" / "model.pt").write_bytes(b"x" * 10)  # ignored (.gitignore): not part of the candidate
         capsys.readouterr()
-        code = main(["eval", "nanogpt/v1", str(repo), "-p", "time_budget_s=60",  # the default corpus: packaged, sealed
+        code = main(["eval", "nanogpt/v2", str(repo), "-p", "time_budget_s=60",  # the default corpus: generated, sealed
                      "-p", "eval_tokens=512", "-p", "grace_s=30", "--json"])
         doc = json.loads(capsys.readouterr().out)
         assert code == 0 and doc["status"] == "OK", doc["feedback"][-2000:]
         m = doc["metrics"]
         assert m["slot"].startswith("gpu0") and m["gpu_s"] > 0 and m["train_s"] > 0 and m["last_step"] == 0
-        assert m["corpus"] == "shakespeare" and m["sealed"] is True
+        assert m["corpus"] == "generated" and m["sealed"] is True and m["heldout_public"] is False
         assert "training log tail" in doc["feedback"] and 0 < doc["score"] < 9
     finally:
         import shutil

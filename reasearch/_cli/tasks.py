@@ -57,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("task_id", metavar="TASK_ID", help="e.g. circle_packing/n26-v1 (see `reasearch tasks`)")
     e.add_argument("file", metavar="FILE", help="the candidate's Python source file, or the repository folder of a "
-                                                "training task's candidate (nanogpt/v1)")
+                                                "training task's candidate (nanogpt/v2)")
     e.add_argument("--seed", type=int, default=0, help="seed handed to the task and the candidate (default 0)")
     e.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="task constructor parameter (repeatable); VALUE is parsed as JSON when it can be")
@@ -69,8 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     sd = sub.add_parser("seed", help="write a task's seed program (a file, or a repository for training tasks)",
                         description="Write the program the agent starts from: a Python file, or for training tasks "
-                                    "(nanogpt/v1) a git repository holding train.py and its files.")
-    sd.add_argument("task_id", metavar="TASK_ID", help="e.g. circle_packing/n26-v1 or nanogpt/v1")
+                                    "(nanogpt/v2) a git repository holding train.py and its files.")
+    sd.add_argument("task_id", metavar="TASK_ID", help="e.g. circle_packing/n26-v1 or nanogpt/v2")
     sd.add_argument("-o", "--output", metavar="PATH", required=True,
                     help="the file to write (program tasks) or the folder to create (training tasks)")
     sd.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",

@@ -61,6 +61,7 @@ from reasearch.engine.gpu import SlotLease, lease_slot
 from reasearch.engine.training import PROCESS_SCORING_GAPS, JobOutcome, run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
+from reasearch.evaluators.heldout_content import HeldoutFingerprint, find_heldout_content
 from reasearch.evaluators.params import Range
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
@@ -241,7 +242,7 @@ def _write_status(folder: Path | None, **fields: Any) -> None:
 
 
 class TrainingTask(Task):
-    """Base of training tasks (``nanogpt/v1``): repository candidates, experiments, trusted metrics.
+    """Base of training tasks (``nanogpt/v2``): repository candidates, experiments, trusted metrics.
 
     Subclasses implement :meth:`seed_files`, :meth:`train_data_dir` (a folder holding only what
     training may read) and :meth:`trusted_evaluation`.
@@ -293,6 +294,10 @@ class TrainingTask(Task):
         """Whether the held-out data this task scores on is public (a repository can carry it, a model can
         recite it); every result then says ``heldout_public: true`` and never ``sealed: true``. None (this
         default): the task states nothing about held-out data."""
+        return None
+
+    def heldout_fingerprint(self) -> HeldoutFingerprint | None:
+        """The held-out data a repository must not carry (None: no check); a carrier is ``INVALID`` untrained."""
         return None
 
     def job_env(self) -> dict[str, str]:
@@ -359,6 +364,13 @@ class TrainingTask(Task):
     def _experiment(self, candidate: RepoCandidate, candidate_source: str, seed: int | None, budget: float,
                     exp_dir: Path, own: Path | None, mounted: bool = False) -> EvalResult:
         repo_dir = write_repo(candidate.files, exp_dir / "repo")
+        fingerprint = self.heldout_fingerprint()
+        carried = None if fingerprint is None else find_heldout_content(repo_dir, fingerprint)
+        if carried is not None:  # checked before any budget is spent: no training, no slot
+            res = EvalResult.failure(Status.INVALID, f"the repository carries held-out data: {carried.reason}. Train "
+                                     "on REASEARCH_DATA_DIR; held-out data brought along earns nothing",
+                                     metrics={"heldout_carried": carried.path})
+            return self._stamp(res, candidate_source, seed, "not run")
         ckpt_dir = exp_dir / "out"
         ckpt_dir.mkdir()
         data_dir = self.train_data_dir()

@@ -96,7 +96,7 @@ def test_a_scripted_agent_lowers_val_bpb_and_keeps_the_better_commit(run_dir: Pa
     text = shared_data / "text" / "tinyshakespeare.txt"
     params = {"corpus": str(text) if text.is_file() else "stdlib", "time_budget_s": 60.0, "grace_s": 30.0,
               "eval_tokens": 512, "eval_time_limit_s": 120.0}
-    seed = make("nanogpt/v1", **params).seed_files()["train.py"]  # type: ignore[attr-defined]
+    seed = make("nanogpt/v2", **params).seed_files()["train.py"]  # type: ignore[attr-defined]
     capped = seed.replace("max_steps = None", "max_steps = 15")  # same steps whatever the machine's load
 
     def keep_or_revert(request: ModelRequest) -> ModelReply:
@@ -128,7 +128,7 @@ def test_a_scripted_agent_lowers_val_bpb_and_keeps_the_better_commit(run_dir: Pa
     ]
     model = ScriptedModel(script)
     config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
-    agent = start_run("nanogpt/v1", task_params=params, budget={"experiments": 5}, config=config, run_dir=run_dir,
+    agent = start_run("nanogpt/v2", task_params=params, budget={"experiments": 5}, config=config, run_dir=run_dir,
                       models={"agent": model})
     result = agent.optimize()
 

@@ -335,10 +335,10 @@ def test_share_traces_both_compares_shared_and_independent_traces_at_the_same_bu
 def test_a_training_member_on_a_ray_cluster_with_gpus_takes_one_gpu() -> None:
     from reasearch.fleets.fleet import member_ray_options
 
-    assert member_ray_options("nanogpt/v1", {}, 2.0) == {"num_gpus": 1}
-    assert member_ray_options("nanogpt/v1", {"slot": "gpu"}, 1.0) == {"num_gpus": 1}
-    assert member_ray_options("nanogpt/v1", {"slot": "cpu"}, 2.0) == {}  # CPU slots: Ray's GPUs stay free
-    assert member_ray_options("nanogpt/v1", {}, 0.0) == {}  # no GPU in the cluster
+    assert member_ray_options("nanogpt/v2", {}, 2.0) == {"num_gpus": 1}
+    assert member_ray_options("nanogpt/v2", {"slot": "gpu"}, 1.0) == {"num_gpus": 1}
+    assert member_ray_options("nanogpt/v2", {"slot": "cpu"}, 2.0) == {}  # CPU slots: Ray's GPUs stay free
+    assert member_ray_options("nanogpt/v2", {}, 0.0) == {}  # no GPU in the cluster
     assert member_ray_options("circle_packing/n26-v1", {}, 2.0) == {}  # not a training task
 
 

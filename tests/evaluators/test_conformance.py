@@ -41,7 +41,7 @@ _RL_TEST_PARAMS = {"time_budget_s": 1.0, "grace_s": 20.0, "episodes": 2, "max_ep
 _ATARI_TEST_PARAMS = {"time_budget_s": 1.0, "grace_s": 20.0, "episodes": 2, "max_frames": 400,
                       "eval_time_limit_s": 90.0}
 TEST_PARAMS: dict[str, dict[str, object]] = {
-    "nanogpt/v1": {"time_budget_s": 3.0, "grace_s": 20.0, "eval_tokens": 1024, "eval_time_limit_s": 90.0},
+    "nanogpt/v2": {"time_budget_s": 3.0, "grace_s": 20.0, "eval_tokens": 1024, "eval_time_limit_s": 90.0},
 }
 
 

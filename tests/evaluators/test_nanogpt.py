@@ -1,4 +1,4 @@
-"""``nanogpt/v1``: the seed trains and scores; models that peek, mix batch rows, smuggle pickles or read
+"""``nanogpt/v2``: the seed trains and scores; models that peek, mix batch rows, smuggle pickles or read
 the validation split are caught. Tiny budgets on CPU (each experiment is a few seconds of training)."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ def task() -> NanoGPTTask:
 
     os.environ.setdefault("REASEARCH_FAKE_GPUS", "0")  # CPU slots, whatever the machine has
     os.environ.setdefault("REASEARCH_CPUS_PER_SLOT", "1")  # one torch thread: no spinning OpenMP on busy cores
-    # The default corpus: tiny Shakespeare, shipped with the package (sealed).
-    return reasearch.make("nanogpt/v1", time_budget_s=30.0, grace_s=30.0, eval_tokens=1024,
+    # The default corpus: a public generator's text sampled under the evaluator secret (sealed).
+    return reasearch.make("nanogpt/v2", time_budget_s=30.0, grace_s=30.0, eval_tokens=1024,
                           eval_time_limit_s=120.0)  # type: ignore[return-value]
 
 
@@ -50,13 +50,15 @@ def test_the_seed_trains_and_scores_better_than_uniform(task: NanoGPTTask, tmp_p
     assert m["val_bpb"] == res.score and m["eval_tokens"] == 1024 and m["block_size"] == 64
     assert m["causality_max_diff"] <= 1e-3
     assert m["last_step"] is not None and m["metric_lines"] >= 1 and m["train_s"] > 0
-    assert m["corpus"] == "shakespeare" and m["sealed"] is True and "NOT SEALED" not in res.feedback
-    assert m["data_sha256"] == "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"  # tiny Shakespeare
+    assert m["corpus"] == "generated" and m["sealed"] is True and m["heldout_public"] is False
+    assert "NOT SEALED" not in res.feedback
+    assert m["data_sha256"] == task._corpus().sha256  # this machine's sample (it depends on the secret)
     assert res.provenance.versions["corpus_sha256"] == m["data_sha256"]
     assert res.provenance.versions["corpus_sealed"] == "true"
+    assert res.provenance.versions["corpus_heldout_public"] == "false"
     assert m["log_path"] == str(tmp_path / "exp" / "train.log") and '"step": 0' in Path(m["log_path"]).read_text()
-    assert res.provenance is not None and res.provenance.task_id == "nanogpt/v1"
-    assert res.provenance.params["corpus"] == "shakespeare"
+    assert res.provenance is not None and res.provenance.task_id == "nanogpt/v2"
+    assert res.provenance.params["corpus"] == "generated"
     assert task.evaluation_costs(res) == {"experiments": 1.0, "gpu_seconds": 0.0}  # a CPU slot
 
 

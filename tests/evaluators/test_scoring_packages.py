@@ -109,7 +109,7 @@ def test_an_rl_policy_cannot_import_the_simulator(experiment_root: Path, mode: s
 
 
 @pytest.mark.parametrize("task_id, jailed", [
-    ("atari/qbert-v1", True), ("rl/InvertedPendulum-v5-v2", True), ("img/folder-v2", True), ("nanogpt/v1", True),
+    ("atari/qbert-v1", True), ("rl/InvertedPendulum-v5-v2", True), ("img/folder-v2", True), ("nanogpt/v2", True),
     ("tabular/csv-v2", False)])
 def test_every_training_task_declares_its_scoring_packages(task_id: str, jailed: bool) -> None:
     task = reasearch.make(task_id)
@@ -164,7 +164,7 @@ def test_an_img_model_cannot_load_a_library_its_repository_carries(experiment_ro
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_nanogpt_model_cannot_import_what_scoring_does_not_need(experiment_root: Path, mode: str) -> None:
-    task = _make("nanogpt/v1", mode, time_budget_s=30.0, grace_s=30.0, eval_tokens=1024, eval_time_limit_s=120.0)
+    task = _make("nanogpt/v2", mode, time_budget_s=30.0, grace_s=30.0, eval_tokens=1024, eval_time_limit_s=120.0)
     files = task.seed_files()
     files["train.py"] = files["train.py"].replace("max_steps = None", "max_steps = 1")
     assert "def build_model(config" in files["model.py"]

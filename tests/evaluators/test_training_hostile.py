@@ -35,7 +35,7 @@ def _cpu_slots() -> None:
 
 
 def _nanogpt(**params: object) -> NanoGPTTask:
-    return reasearch.make("nanogpt/v1", **{"time_budget_s": 120.0, "grace_s": 30.0, "eval_tokens": 1024,  # type: ignore[return-value]
+    return reasearch.make("nanogpt/v2", **{"time_budget_s": 120.0, "grace_s": 30.0, "eval_tokens": 1024,  # type: ignore[return-value]
                                             "eval_time_limit_s": 120.0, "sandbox_mode": "nsjail", **params})
 
 
@@ -217,15 +217,16 @@ def _read_stats(res: EvalResult) -> dict[str, object]:
     return json.loads(line)
 
 
-@pytest.mark.parametrize("corpus", ["shakespeare", "stdlib"])
+@pytest.mark.parametrize("corpus", ["generated", "stdlib"])
 def test_memorizing_everything_the_jail_can_read(corpus: str, tmp_path: Path) -> None:
     """Attacker: a train.py that walks the whole jail (/, without /proc, /sys, /dev), reads the interpreter's
     standard library, the training split, the packaged corpus and private split by their host paths, and
     searches every readable file (compressed ones decompressed) for the continuation of the training split;
     it memorizes all of it as an exact 16-byte-context lookup table saved as weights. On the sealed default
-    corpus it must score no better than on unseen text: its table knows nothing of the held-out bytes, so its
-    positions cost the uniform 8 bits (or more where a context it saw elsewhere continues differently); we
-    require > 6 bits per byte. The same attack on ``corpus=stdlib`` (not sealed) must win (< 3 bits per byte):
+    corpus (a secret-seeded sample of a public generator: no file anywhere holds its held-out text) it must score
+    no better than on unseen text: its table knows nothing of the held-out bytes, so its positions cost the
+    uniform 8 bits (or more where a context it saw elsewhere continues differently); we require > 6 bits per
+    byte. The same attack on ``corpus=stdlib`` (not sealed) must win (< 3 bits per byte):
     the test can fail. That leg walks the standard library rather than / (what it reads of the rest of the jail
     is what the sealed leg proves useless; the table it builds and its search are the same code)."""
     needs_mode("nsjail")
@@ -236,11 +237,13 @@ def test_memorizing_everything_the_jail_can_read(corpus: str, tmp_path: Path) ->
     assert res.status is Status.OK, res.feedback[-2000:]
     stats = _read_stats(res)
     assert stats["files"] > 1000 and stats["searched"] > 100, stats  # it did walk the jail's file system
-    if corpus == "shakespeare":
+    if corpus == "generated":
         assert stats["found"] == [], stats
-        assert res.metrics["sealed"] is True and res.score is not None and res.score > 6.0, (res.score, stats)
+        assert res.metrics["sealed"] is True and res.metrics["heldout_public"] is False
+        assert res.score is not None and res.score > 6.0, (res.score, stats)
     else:
-        assert res.metrics["sealed"] is False and "NOT SEALED" in res.feedback
+        assert res.metrics["sealed"] is False and res.metrics["heldout_public"] is True
+        assert "NOT SEALED" in res.feedback
         assert res.provenance is not None and res.provenance.versions["corpus_sealed"] == "false"
         assert res.score is not None and res.score < 3.0, (res.score, stats)
 

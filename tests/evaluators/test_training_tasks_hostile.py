@@ -208,7 +208,8 @@ def test_a_planted_symlink_at_the_cache_or_experiment_root_is_refused_and_its_ta
 
 @pytest.mark.parametrize(("task_id", "params", "public"), [
     ("img/folder-v2", {"data": "digits"}, True), ("img/folder-v2", {}, False), ("tabular/csv-v2", {}, False),
-    ("rl/Hopper-v5-v2", {}, False), ("atari/qbert-v1", {}, False)])
+    ("rl/Hopper-v5-v2", {}, False), ("atari/qbert-v1", {}, False), ("nanogpt/v2", {}, False),
+    ("nanogpt/v2", {"corpus": "shakespeare"}, True), ("nanogpt/v2", {"corpus": "stdlib"}, True)])
 def test_every_training_result_states_whether_its_held_out_data_is_public(
         experiment_root: Path, task_id: str, params: dict[str, Any], public: bool) -> None:
     """Issue 36 item 1: every result says ``heldout_public``, and a public one never says ``sealed``, even a

@@ -129,7 +129,7 @@ def test_bad_compare_input_is_a_one_line_usage_error(capsys: pytest.CaptureFixtu
 
     store = str(tmp_path / "runs")
     assert main(["compare", "heilbronn/n11-v1", "--methods", "agent,annealing", "--store", store]) == 2
-    assert main(["compare", "nanogpt/v1", "--methods", "evolve", "--store", store]) == 2
+    assert main(["compare", "nanogpt/v2", "--methods", "evolve", "--store", store]) == 2
     assert main(["compare", "heilbronn/n11-v1", "--budget", "0", "--store", store]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "unknown method 'annealing'" in err[0] and "repository task" in err[1]

@@ -34,8 +34,8 @@ def test_executors_and_fleets_take_the_same_gpu_rule() -> None:
 
     for params in ({}, {"slot": "gpu"}, {"slot": "cpu"}):
         for gpus in (0.0, 1.0):
-            task = build_task("nanogpt/v1", dict(params))
-            assert member_ray_options("nanogpt/v1", params, gpus) == gpu_options(task, gpus)
+            task = build_task("nanogpt/v2", dict(params))
+            assert member_ray_options("nanogpt/v2", params, gpus) == gpu_options(task, gpus)
 
 
 def test_without_ray_installed_the_error_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,15 +1,20 @@
-"""The corpus of ``nanogpt/v1``: bytes, a 90/10 split, a hash, and a cache the training jail can read.
+"""The corpora of ``nanogpt/v2``: bytes, a train/held-out split, a hash, and a cache the training jail can read.
 
-Default corpus (``shakespeare``): tiny Shakespeare (public domain, 1,115,394 bytes), shipped xz-compressed
-as package data (``data/tinyshakespeare.txt.xz``). It is *sealed*: no jail can read it. The jail's code
-copy holds only ``engine/``, ``native/`` and evaluator modules marked ``# reasearch: jail`` (never a data
-file), and no jail binds the checkout or an installed ``reasearch`` (site-packages folders are masked).
-So the held-out 10% cannot be rebuilt by candidate code, only predicted.
+Default corpus (``generated``): text sampled from a public generator (an order-4 byte chain fitted on tiny
+Shakespeare, each context's row redrawn from a stated Dirichlet) under the evaluator secret
+(:mod:`._generate`). Its held-out split is a fresh sample that exists nowhere else: it is *sealed* (no jail
+can read it, and no repository or model can have brought it along). ``heldout_public`` is False.
+
+``shakespeare``: tiny Shakespeare itself (public domain, 1,115,394 bytes, shipped xz-compressed as package
+data ``data/tinyshakespeare.txt.xz``, 90/10 split). No jail can read the packaged file, but the text is
+public: a repository can carry it and a model can recite it (issue 36), so its results say
+``heldout_public: true`` and never ``sealed`` (a repository that carries the held-out split is INVALID:
+:func:`reasearch.evaluators.heldout_content.find_heldout_content`).
 
 ``stdlib`` (the Python standard library's own ``.py`` sources, concatenated in sorted path order) is
-*not sealed*: the jail's interpreter carries those files, so a ``train.py`` can rebuild the held-out
-split and memorize it. It stays as an explicitly named option; its results say ``sealed: false``. A file
-path works too: sealed unless it lies in a folder every jail binds (:func:`corpus_is_sealed`).
+public and inside every jail (the interpreter carries those files), so a ``train.py`` can rebuild the
+held-out split and memorize it; its results say ``heldout_public: true, sealed: false``. A file path (the
+user's own data) is not public: sealed unless it lies in a folder every jail binds (:func:`corpus_is_sealed`).
 
 The split is cached in this user's private folder (``/var/tmp/reasearch.u<euid>/data``, or
 ``REASEARCH_DATA_CACHE``; a symlink or another user's folder there is refused, never followed or
@@ -36,10 +41,12 @@ from reasearch.engine import SYSTEM_RO
 from reasearch.engine.files import private_folder
 from reasearch.errors import ConfigError
 
-__all__ = ["DEFAULT_CORPUS", "PACKAGED_CORPUS", "Corpus", "corpus_is_sealed", "load_corpus", "packaged_corpus_bytes",
-           "stdlib_corpus_bytes"]
+__all__ = ["DEFAULT_CORPUS", "PACKAGED_CORPUS", "PUBLIC_CORPORA", "Corpus", "corpus_is_public", "corpus_is_sealed",
+           "load_corpus", "packaged_corpus_bytes", "stdlib_corpus_bytes"]
 
-DEFAULT_CORPUS = "shakespeare"
+DEFAULT_CORPUS = "generated"
+SHAKESPEARE = "shakespeare"
+PUBLIC_CORPORA = (SHAKESPEARE, "stdlib")  # named options whose held-out split anyone can have
 PACKAGED_CORPUS = Path(__file__).with_name("data") / "tinyshakespeare.txt.xz"
 _PACKAGED_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 
@@ -52,13 +59,16 @@ class Corpus:
     """A prepared split.
 
     Attributes:
-        name: ``shakespeare``, ``stdlib`` or the file path given.
+        name: ``generated``, ``shakespeare``, ``stdlib`` or the file path given.
         sha256: hash of the whole corpus.
         n_bytes: corpus size.
         train_dir: folder holding ``train.bin`` only.
         val_path: the held-out bytes (trusted side only).
-        sealed: False when a jail can read the corpus's source (then a score may be memorized, not learned).
+        sealed: False when the held-out split is public or a jail can read the corpus's source (then a score
+            may be memorized, not learned).
         seal_note: why it is or is not sealed, in words.
+        heldout_public: True when the held-out split is public data (a repository can carry it, a model can
+            recite it): then ``sealed`` is False.
     """
 
     name: str
@@ -68,6 +78,7 @@ class Corpus:
     val_path: Path
     sealed: bool = True
     seal_note: str = ""
+    heldout_public: bool = False
 
     def val(self) -> np.ndarray:
         return np.fromfile(self.val_path, dtype=np.uint8)
@@ -92,11 +103,21 @@ def packaged_corpus_bytes() -> bytes:
     return data
 
 
+def corpus_is_public(corpus: str) -> bool:
+    """Whether ``corpus``'s held-out split is public data (the named public options; a user's file is not)."""
+    return corpus in PUBLIC_CORPORA
+
+
 def corpus_is_sealed(corpus: str) -> tuple[bool, str]:
-    """Whether no jail can read ``corpus``'s source, and why (a file under a system folder the jails bind,
-    or under the interpreter's prefix, is visible to candidate code)."""
+    """Whether the optimizer could not have ``corpus``'s held-out split, and why: not public data, and no jail
+    can read its source (a file under a system folder the jails bind, or under the interpreter's prefix, is
+    visible to candidate code)."""
     if corpus == DEFAULT_CORPUS:
-        return True, "packaged data outside every jail (not in the jail's code copy, no jail binds it)"
+        return True, ("sampled under the evaluator secret, outside every jail: the held-out text exists nowhere "
+                      "else")
+    if corpus == SHAKESPEARE:
+        return False, ("tiny Shakespeare is public: a repository can carry it and a model can recite it (no jail "
+                       "reads the packaged file, but that does not seal public text)")
     if corpus == "stdlib":
         return False, ("the Python standard library is inside every jail (the interpreter needs it): train.py can "
                        "rebuild the held-out split and memorize it")
@@ -114,15 +135,23 @@ def _cache_root() -> Path:
 
 @functools.lru_cache(maxsize=8)
 def load_corpus(corpus: str) -> Corpus:
-    """Prepares (once per machine) the 90/10 split of ``corpus`` (``"shakespeare"``, ``"stdlib"`` or a file path)."""
+    """Prepares (once per machine) the split of ``corpus``: ``"generated"`` (its own train and held-out samples),
+    or the 90/10 split of ``"shakespeare"``, ``"stdlib"`` or a file path."""
+    split: int | None = None
     if corpus == DEFAULT_CORPUS:
+        from reasearch.evaluators.nanogpt._generate import generated_split
+
+        train, held_out = generated_split()
+        data, split = train + held_out, len(train)
+    elif corpus == SHAKESPEARE:
         data = packaged_corpus_bytes()
     elif corpus == "stdlib":
         data = stdlib_corpus_bytes()
     else:
         path = Path(corpus)
         if not path.is_file():
-            raise ConfigError(f"corpus {corpus!r} is neither {DEFAULT_CORPUS!r}, 'stdlib' nor a readable file")
+            raise ConfigError(f"corpus {corpus!r} is neither {DEFAULT_CORPUS!r}, {SHAKESPEARE!r}, 'stdlib' nor a "
+                              "readable file")
         data = path.read_bytes()
     if len(data) < 10_000:
         raise ConfigError(f"corpus {corpus!r} has {len(data)} bytes; at least 10,000 are needed")
@@ -130,7 +159,7 @@ def load_corpus(corpus: str) -> Corpus:
     cache = _cache_root()  # ours and private (checked): nobody else can plant anything below it
     base = private_folder("", override=str(cache / sha[:16]), mode=0o755)
     train_dir, private = base / "train", base / "private"
-    split = int(len(data) * 0.9)
+    split = int(len(data) * 0.9) if split is None else split
     if not ((train_dir / "train.bin").is_file() and (private / "val.bin").is_file()):
         for folder, mode, name, blob in ((train_dir, 0o755, "train.bin", data[:split]),
                                          (private, 0o700, "val.bin", data[split:])):
@@ -143,4 +172,5 @@ def load_corpus(corpus: str) -> Corpus:
     if (train_dir / "train.bin").stat().st_size != split:
         raise ConfigError(f"the cached split under {base} is damaged; remove that folder")
     sealed, note = corpus_is_sealed(corpus)
-    return Corpus(corpus, sha, len(data), train_dir, private / "val.bin", sealed, note)
+    public = corpus_is_public(corpus)
+    return Corpus(corpus, sha, len(data), train_dir, private / "val.bin", sealed and not public, note, public)

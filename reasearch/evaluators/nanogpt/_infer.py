@@ -1,4 +1,4 @@
-"""The fixed inference step of ``nanogpt/v1``, run in its own jail: weights in, raw logits out.
+"""The fixed inference step of ``nanogpt/v2``, run in its own jail: weights in, raw logits out.
 
 Run as ``python3 _infer.py REQUEST_JSON`` (a file path, copied into the scoring folder). It loads the
 weights first, before any candidate code runs, without unpickling anything (``model.safetensors`` or

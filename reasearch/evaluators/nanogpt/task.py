@@ -1,9 +1,13 @@
-"""``nanogpt/v1``: train a byte-level GPT within a time budget; scored by validation bits per byte.
+"""``nanogpt/v2``: train a byte-level GPT within a time budget; scored by validation bits per byte.
 
 The candidate is a repository (``train.py``, ``model.py`` and whatever else it adds). Training runs in a
-jail with only the training split; the default corpus (tiny Shakespeare, packaged data) is *sealed*: no
-jail can read its source, so the held-out bytes cannot be rebuilt, only predicted (``corpus=stdlib`` is
-not sealed and its results say so: ``metrics["sealed"] is False``). The trusted evaluation then runs the
+jail with only the training split; the default corpus (``generated``: text of a public generator sampled
+under the evaluator secret, :mod:`._generate`) is *sealed*: its held-out text exists nowhere else, so it
+cannot be carried, recited or rebuilt, only predicted. The public corpora (``shakespeare``, ``stdlib``)
+are not: their results say ``metrics["heldout_public"] is True`` and ``metrics["sealed"] is False``, and a
+repository that carries their held-out split is ``INVALID`` before it trains
+(:func:`reasearch.evaluators.heldout_content.find_heldout_content`; v1 scored tiny Shakespeare by default
+and called it sealed). The trusted evaluation then runs the
 fixed module ``_infer.py`` twice in fresh jails: once on evenly spaced held-out windows, once on the same
 windows with every row's suffix (from a random position on) replaced by other held-out text, in an order
 the candidate cannot tell apart. The trusted side (this process) computes the metric from the raw logits
@@ -19,6 +23,7 @@ checked by :mod:`reasearch.evaluators._scoring_report`); the jails' logs stay on
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -35,7 +40,8 @@ from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
-from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, load_corpus
+from reasearch.evaluators.heldout_content import HeldoutFingerprint
+from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, corpus_is_public, load_corpus
 from reasearch.evaluators.params import Range
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
@@ -61,6 +67,14 @@ _INFER_STEPS = {
     "output": "checking the output: model(idx) must return float logits [B, T, 256] (or a tuple whose first item "
               "is that)",
 }
+
+
+@functools.lru_cache(maxsize=4)
+def _fingerprint(corpus: Corpus) -> HeldoutFingerprint:
+    train = (corpus.train_dir / "train.bin").read_bytes()
+    what = ("tiny Shakespeare's held-out split" if corpus.name == "shakespeare"
+            else f"corpus {corpus.name!r}'s held-out split")
+    return HeldoutFingerprint.of(corpus.val_path.read_bytes(), exclude=train, what=what)
 
 
 def bits_per_byte(logits: np.ndarray, targets: np.ndarray) -> float:
@@ -95,8 +109,10 @@ class NanoGPTTask(TrainingTask):
     """Byte-level GPT language modelling under a training time budget (minimize validation bpb).
 
     Args:
-        corpus: ``"shakespeare"`` (default: tiny Shakespeare, packaged, sealed), ``"stdlib"`` (the Python
-            standard library's sources: NOT sealed, a jail can read them) or a text file path.
+        corpus: ``"generated"`` (default: a public generator's text sampled under the evaluator secret;
+            sealed), ``"shakespeare"`` (tiny Shakespeare: public held-out data, NOT sealed), ``"stdlib"`` (the
+            Python standard library's sources: public, and a jail can read them: NOT sealed) or a text file
+            path (the user's own data: sealed unless a jail can read it).
         time_budget_s: training seconds of one experiment unless it asks for another budget
             (paper: 300 on a GPU; tests: a few seconds on CPU).
         max_time_budget_s: the most one experiment may ask for.
@@ -134,11 +150,11 @@ class NanoGPTTask(TrainingTask):
         if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
             raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
         return TaskSpec(
-            id="nanogpt/v1", version=1, direction="minimize",
+            id="nanogpt/v2", version=2, direction="minimize",
             time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + 2 * float(self.eval_time_limit_s),
             memory_mb=int(self.memory_mb), best_known=None,
-            best_known_source="none recorded; TASKS.md: nanoGPT's CPU config reaches ~2.72 bpb on tiny Shakespeare "
-                              "in ~3 min",
+            best_known_source="none recorded for the generated corpus; on corpus=shakespeare (public), TASKS.md: "
+                              "nanoGPT's CPU config reaches ~2.72 bpb in ~3 min",
             entry_point="train.py", deterministic=False, seed_score=None, params=self.get_params())
 
     # ------------------------------------------------------------ data and seed
@@ -153,17 +169,22 @@ class NanoGPTTask(TrainingTask):
         return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("model.py", "train.py")}
 
     def describe(self) -> str:
-        corpus = {DEFAULT_CORPUS: "tiny Shakespeare", "stdlib": "the Python standard library's .py sources"}.get(
+        corpus = {DEFAULT_CORPUS: "text sampled from an order-4 byte Markov chain fitted on tiny Shakespeare, "
+                                  "its rows redrawn under this machine's evaluator secret",
+                  "shakespeare": "tiny Shakespeare", "stdlib": "the Python standard library's .py sources"}.get(
             str(self.corpus), f"the file {self.corpus}")
-        return f"""# nanogpt/v1: train a byte-level GPT within a time budget (minimize validation bits per byte)
+        split = ("its own training sample; the held-out text is a separate sample of the same chain"
+                 if str(self.corpus) == DEFAULT_CORPUS else "90%")
+        return f"""# nanogpt/v2: train a byte-level GPT within a time budget (minimize validation bits per byte)
 
 The candidate is the repository in your workspace (train.py, model.py, any files you add), under git.
 An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox: no network, a read-only
 copy of the repository as the working directory, and these environment variables:
 
 - REASEARCH_TIME_BUDGET_S: training seconds allowed. {self.describe_budget()}
-- REASEARCH_DATA_DIR: holds train.bin, the training bytes (90% of {corpus}; vocab = 256 byte values).
-  The validation bytes are never available to training.
+- REASEARCH_DATA_DIR: holds train.bin, the training bytes ({corpus}: {split}; vocab = 256 byte
+  values). The validation bytes are never available to training; a repository that carries held-out
+  data (raw, compressed or base64) is INVALID.
 - REASEARCH_OUT_DIR: the only writable folder. train.py must save there:
   config.json (a JSON object, passed to model.build_model; must hold an int "block_size", the context
   length used for evaluation) and model.pt (`torch.save(model.state_dict(), ...)`; loaded with
@@ -256,7 +277,7 @@ what train.py prints about its own score is informational only.
             )
         return self.result(bpb, metrics={"val_bpb": bpb, "eval_tokens": k, "block_size": block,
                                          "data_sha256": corpus.sha256, "corpus": corpus.name,
-                                         "sealed": corpus.sealed},
+                                         "heldout_public": corpus.heldout_public, "sealed": corpus.sealed},
                            feedback=feedback)
 
     def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
@@ -270,7 +291,17 @@ what train.py prints about its own score is informational only.
             return prov
         return dataclasses.replace(prov, versions={**prov.versions, "corpus": corpus.name,
                                                    "corpus_sha256": corpus.sha256,
-                                                   "corpus_sealed": str(corpus.sealed).lower()})
+                                                   "corpus_sealed": str(corpus.sealed).lower(),
+                                                   "corpus_heldout_public": str(corpus.heldout_public).lower()})
+
+    def heldout_public(self) -> bool:
+        """True for the named public corpora (``shakespeare``, ``stdlib``); the generated default and a user's
+        file are not public. Every result, failed ones included, says so."""
+        return corpus_is_public(str(self.corpus))
+
+    def heldout_fingerprint(self) -> HeldoutFingerprint | None:
+        """The held-out split's shingles, less those of the training split (a repository must not carry it)."""
+        return _fingerprint(self._corpus())
 
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
         cfg = self._read_config(ckpt_dir)
