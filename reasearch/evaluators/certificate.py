@@ -361,6 +361,9 @@ class Certificate:
         fs = "" if self.float_score is None else f" score {self.float_score!r}"
         lines.append(f"  task's float64 check: {self.float_status}{fs}")
         lines.append(f"  candidate sha256 {self.candidate_sha256}; evaluator {self.evaluator_hash}")
+        sandbox = ("process (no filesystem or network isolation)" if self.sandbox_mode == "process"
+                   else self.sandbox_mode)
+        lines.append(f"  sandbox={sandbox}")
         return "\n".join(lines)
 
 

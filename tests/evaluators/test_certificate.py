@@ -178,6 +178,9 @@ def test_the_circle_packing_seed_certifies_strict_with_the_task_score(pool: Sand
     assert cert.float_status == "OK" and cert.sandbox_mode == pool.mode
     assert cert.candidate_sha256 == candidate_sha256(source) and cert.evaluator_hash == task.evaluator_hash()
     assert (cert.task_id, cert.task_version, cert.tolerance) == ("circle_packing/n26-v1", 1, DEFAULT_TOLERANCE)
+    assert f"sandbox={pool.mode}" in cert.summary()
+    if pool.mode == "process":  # a weaker sandbox is said out loud, as in every result and report
+        assert "sandbox=process (no filesystem or network isolation)" in cert.summary()
     back = Certificate.from_json(cert.to_json())
     assert back == cert
     redone = back.recheck()
