@@ -16,11 +16,13 @@ if TYPE_CHECKING:
     from typing import Any
 
     from reasearch.evaluators import (
+        Certificate,
         EvalResult,
         Provenance,
         Status,
         Task,
         TaskSpec,
+        certify,
         check_task,
         list_tasks,
         make,
@@ -32,7 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ReasearchError", "EvalResult", "Provenance", "Status", "Task", "TaskSpec",
-    "check_task", "list_tasks", "make", "register", "spec", "__version__",
+    "check_task", "list_tasks", "make", "register", "spec", "certify", "Certificate", "__version__",
 ]
 
 _FROM_EVALUATORS = frozenset(__all__) - {"ReasearchError", "__version__"}

@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.mcp",
     "reasearch._cli.reports",
     "reasearch._cli.adapters",
+    "reasearch._cli.certify",
 )
 
 # The commands each module adds (tests/test_cli_lazy.py holds this in step with the modules): a command
@@ -47,6 +48,7 @@ _COMMANDS = {
     "mcp": "reasearch._cli.mcp",
     "report": "reasearch._cli.reports", "serve": "reasearch._cli.reports",
     "export-evaluator": "reasearch._cli.adapters",
+    "certify": "reasearch._cli.certify",
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -18,18 +18,22 @@ from reasearch.evaluators.spec import TaskSpec
 if TYPE_CHECKING:
     from reasearch.engine.protocol import CallOutcome, Limits, RunOutcome, RunRequest, SandboxRunner
     from reasearch.evaluators.base import Task
+    from reasearch.evaluators.certificate import Certificate, certify
     from reasearch.evaluators.checker import CheckReport, check_task
     from reasearch.evaluators.registry import list_tasks, make, register
     from reasearch.evaluators.result import EvalResult, Provenance, Status
 
 __all__ = [
     "Task", "TaskSpec", "EvalResult", "Provenance", "Status", "check_task", "CheckReport",
-    "make", "spec", "list_tasks", "register", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner",
+    "make", "spec", "list_tasks", "register", "certify", "Certificate",
+    "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner",
 ]
 
 _LAZY = {
     "Task": "reasearch.evaluators.base",
     "CheckReport": "reasearch.evaluators.checker",
+    "Certificate": "reasearch.evaluators.certificate",
+    "certify": "reasearch.evaluators.certificate",
     "check_task": "reasearch.evaluators.checker",
     "CallOutcome": "reasearch.engine.protocol",
     "Limits": "reasearch.engine.protocol",
