@@ -210,16 +210,19 @@ def test_sweep_command_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     assert "No such file" in capsys.readouterr().err
 
 
-def test_a_resume_at_once_reclaims_the_budget_a_killed_driver_held(tmp_path: Path, store_url: str) -> None:
+def test_a_resume_at_once_charges_the_evaluation_a_killed_driver_had_in_flight(tmp_path: Path,
+                                                                              store_url: str) -> None:
     """Failure: a sweep is killed with ``kill -9`` while an evaluation is in flight and resumed at once.
     The dead driver's reservation (one evaluation) still counted for 60 s, so the resumed sweep found
-    its last evaluation over the cap and recorded it REFUSED for good: the run ended one short of its
-    cap. The resume now sees that the driver's process (same host; pid and start time recorded) is
-    gone and drops its reservation: every step runs, the run spends exactly its cap, nothing twice."""
+    its last evaluation over the cap and recorded it REFUSED for good. Later failure (issue 40 item 3):
+    the resume dropped the hold, so the evaluation the sandbox was running when the driver died cost
+    nothing. The resume now sees that the driver's process (same host; pid and start time recorded) is
+    gone and turns its hold into one charged evaluation, at once: every step runs and is paid once, the
+    killed one is charged once more (marked), and a second resume charges nothing."""
     sources = [toy_candidate(v, sleep_s=0.3) for v in _VALUES[:5]]
     sources_file = tmp_path / "sources.json"
     sources_file.write_text(json.dumps(sources))
-    cap = len(sources) + 1  # the seed and each candidate, exactly
+    cap = len(sources) + 2  # the seed and each candidate, plus the evaluation in flight at the kill
     with open_store(store_url) as store:
         run_id = Run.create(store, task=ToyTask(), seed=3, budget={"evaluations": cap}).id
     proc = _sweep(store_url, run_id, sources_file)
@@ -234,19 +237,25 @@ def test_a_resume_at_once_reclaims_the_budget_a_killed_driver_held(tmp_path: Pat
     _kill_9_tree(proc)
     with open_store(store_url) as store:
         assert store.reserved(run_id).get(Unit.EVALUATIONS) == 1.0  # the dead driver's hold is still there
+        in_flight = len(store.evaluations(run_id))  # the step it was running (steps run in order)
+        assert sum(e.amount for e in store.ledger(run_id)) == in_flight
 
-    final = _sweep(store_url, run_id, sources_file)  # at once: well within the reservation's 60 s
-    out, err = final.communicate(timeout=300)
-    assert final.returncode == 0, err.decode()[-3000:]
-    with open_store(store_url) as store:
-        evaluations = store.evaluations(run_id)
-        assert [e.step for e in evaluations] == list(range(cap))
-        assert [e.result.status for e in evaluations] == [Status.OK] * cap  # no REFUSED record
-        ledger = store.ledger(run_id)
-        assert sorted(e.step for e in ledger) == list(range(cap))  # each step paid once
-        assert sum(e.amount for e in ledger) == cap and store.reserved(run_id) == {}
-        assert store.get_run(run_id).state is RunState.FINISHED
-        assert {d.pid: d.stopped for d in store.drivers(run_id)}[proc.pid]  # the dead driver is marked stopped
+    for _ in range(2):  # resumed at once (well within the reservation's 60 s), then resumed again
+        final = _sweep(store_url, run_id, sources_file)
+        out, err = final.communicate(timeout=300)
+        assert final.returncode == 0, err.decode()[-3000:]
+        with open_store(store_url) as store:
+            evaluations = store.evaluations(run_id)
+            assert [e.step for e in evaluations] == list(range(cap - 1))
+            assert [e.result.status for e in evaluations] == [Status.OK] * (cap - 1)  # no REFUSED record
+            ledger = store.ledger(run_id)
+            charged = [e for e in ledger if e.note.startswith("charged at reservation")]
+            assert [(e.step, e.unit, e.amount) for e in charged] == [(in_flight, Unit.EVALUATIONS, 1.0)]
+            assert "evaluation was in flight" in charged[0].note
+            assert sorted(e.step for e in ledger if e not in charged) == list(range(cap - 1))  # each step once
+            assert sum(e.amount for e in ledger) == cap and store.reserved(run_id) == {}
+            assert store.get_run(run_id).state is RunState.FINISHED
+            assert {d.pid: d.stopped for d in store.drivers(run_id)}[proc.pid]  # the dead driver is marked stopped
 
 
 def test_a_refusal_caused_only_by_another_drivers_hold_waits_or_says_so(tmp_path: Path, executor: LocalExecutor,
