@@ -186,8 +186,9 @@ class Run:
             resume: mark the run ``running`` again (a driver is about to continue it); without it the
                 run's state is left as stored (inspection, or a replay that only reads).
             takeover: with ``resume``, this process replaces every other driver of the run, which is known
-                to be dead (a retried fleet task): their budget reservations are dropped at once instead of
-                expiring, so the resumed driver can redo the step that was in flight.
+                to be dead (a retried fleet task): their budget reservations are charged at their reserved
+                amounts at once (the work in flight may have been done) instead of expiring, so the resumed
+                driver can redo the step that was in flight.
         """
         run = cls(store, store.get_run(run_id), executor=executor)
         if resume:

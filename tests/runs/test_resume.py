@@ -132,10 +132,16 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, store_url: str, ex
         assert [e.step for e in evaluations if e.candidate_id == seed_id] == [0]
         assert not evaluations[0].result.cached
         # no budget spent twice: one debit per distinct candidate, repeats served by the cache
-        ledger = store.ledger(run_id)
+        # (and an evaluation in flight at a kill charged once more, at its reservation, marked)
+        ledger = [e for e in store.ledger(run_id) if not e.note.startswith("charged at reservation")]
+        charged = [e for e in store.ledger(run_id) if e not in ledger]
         assert sorted(e.step for e in ledger) == [e.step for e in evaluations if not e.result.cached]
         assert all((e.unit, e.amount, e.note) == (Unit.EVALUATIONS, 1.0, "evaluate") for e in ledger)
         assert sum(e.amount for e in ledger) == len(set(plan)) == N_STEPS - 2
+        assert len(charged) <= len(killed_at) and len({e.step for e in charged}) == len(charged)
+        assert all(e.unit is Unit.EVALUATIONS and e.amount == 1.0 and "evaluation was in flight" in e.note
+                   for e in charged)
+        assert {e.step for e in charged} <= {e.step for e in ledger}  # a step that ran (no cache hit) was in flight
         assert [e.step for e in evaluations if e.result.cached] == [10, N_STEPS - 1]
         # no duplicated candidate, no duplicated or lost event
         assert len(store.candidates(run_id)) == len(set(plan))
