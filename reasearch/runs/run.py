@@ -314,11 +314,11 @@ class Run:
         """
         token = uuid.uuid4().hex
         amounts = cost_units(costs)
-        purpose = {"step": int(step), "what": str(what), "answer_kind": str(answer_kind)}
         if wait:
-            return token, self._reserve_waiting(token, amounts, **purpose)
+            return token, self._reserve_waiting(token, amounts, step=int(step), what=what, answer_kind=answer_kind)
         refusal = self.store.reserve(self.id, token, amounts, self.budget.units(), driver_id=self.driver_id,
-                                     ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config), **purpose)
+                                     ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config), step=int(step),
+                                     what=what, answer_kind=answer_kind)
         return token, refusal
 
     def release(self, token: str) -> None:
