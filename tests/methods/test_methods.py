@@ -7,9 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -20,6 +23,7 @@ from reasearch.methods.peers import PACKAGES
 from reasearch.methods.reflect import pareto_front
 from reasearch.methods.testing import MutatingModel
 from reasearch.models import ModelSpec
+from reasearch.models.testing import FakeOpenAIServer
 from reasearch.runs import Run, RunState, Unit, open_store
 from tests.methods._killable import MODEL_CALL_CAP, LoggedModel, requests_file
 
@@ -123,6 +127,76 @@ def test_kill_9_mid_run_then_resume_charges_nothing_twice(method: str, tmp_path:
     run = Run.open(store, run_id)
     assert run.remaining()[Unit.MODEL_CALLS] == MODEL_CALL_CAP - received  # the cap counts the charged call
     run.close()
+
+
+_HTTP_DRIVER = """
+import sys
+from reasearch.methods import start_method
+from reasearch.models import ModelSpec
+from reasearch.models.testing import FakeOpenAIServer
+from reasearch.runs import open_store
+spec = ModelSpec(provider="openai", name="fake", base_url=sys.argv[3], price_in=1.0, price_out=2.0)
+start_method("best-of-n", sys.argv[4], budget={"evaluations": 6, "model_calls": 50}, store=open_store(sys.argv[1]),
+             model_spec=spec, run_id=sys.argv[2]).optimize()
+"""
+
+
+class _HoldingEndpoint(FakeOpenAIServer):
+    """An OpenAI-compatible endpoint that counts every request it receives and holds the ``hold_at``-th
+    one (no answer until the test ends), so a driver can be killed with that call surely in flight."""
+
+    def __init__(self, hold_at: int) -> None:
+        mutating = MutatingModel(5)
+        super().__init__(lambda body: mutating.complete(SimpleNamespace(messages=body["messages"])))  # type: ignore[arg-type]
+        self.hold_at, self.received = hold_at, 0
+        self.holding, self.release = threading.Event(), threading.Event()
+
+    def answer_post(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        with self._lock:
+            self.received += 1
+            held = self.received == self.hold_at
+        if held:
+            self.holding.set()
+            self.release.wait(600)
+        return super().answer_post(path, headers, body)
+
+
+def test_a_call_the_endpoint_holds_at_a_kill_9_is_charged_once(tmp_path: Path) -> None:
+    """Issue 40 item 3 over HTTP: the driver is killed while an OpenAI-compatible endpoint holds its 3rd
+    request; the endpoint received one request more than the ledger held. After a takeover the ledger's
+    model calls equal the requests the endpoint received (the held one charged at its reservation:
+    tokens and dollars at their bound), the caps count it, and a second resume charges nothing."""
+    store_dir, run_id = tmp_path / "runs", "kill-http"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with _HoldingEndpoint(hold_at=3) as endpoint:
+        proc = subprocess.Popen([sys.executable, "-c", _HTTP_DRIVER, str(store_dir), run_id, endpoint.url, TASK],
+                                env=env, cwd=ROOT, stderr=subprocess.PIPE)
+        try:
+            while not endpoint.holding.wait(0.5):  # synchronised on the endpoint holding the request
+                assert proc.poll() is None, proc.stderr.read().decode()[-3000:]  # type: ignore[union-attr]
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            endpoint.release.set()
+        store = open_store(str(store_dir))
+        assert store.usage(run_id)[Unit.MODEL_CALLS] == 2 and endpoint.received == 3  # the held call unpaid
+        held = store.reserved(run_id)
+        assert held[Unit.MODEL_CALLS] == 1.0 and held[Unit.TOKENS] > 0 and held[Unit.DOLLARS] > 0
+        result = open_method(run_id, store=store, takeover=True).optimize()  # the model rebuilt: same endpoint
+        assert result.final_score is not None and store.get_run(run_id).state is RunState.FINISHED
+        usage = store.usage(run_id)
+        assert usage[Unit.MODEL_CALLS] == endpoint.received > 3  # every request the endpoint received, once
+        charged = [e for e in store.ledger(run_id) if e.note.startswith("charged at reservation")]
+        assert {e.unit: e.amount for e in charged} == held  # at the reservation: 1 call, its token and dollar bound
+        _charged_once(store, run_id, in_flight=1)
+        open_method(run_id, store=store, takeover=True).optimize()  # a second resume: a finished run, read back
+        run = Run.open(store, run_id, resume=True, takeover=True)  # and an explicit one
+        assert store.usage(run_id) == usage and endpoint.received == usage[Unit.MODEL_CALLS]
+        assert run.remaining()[Unit.MODEL_CALLS] == 50 - endpoint.received  # the cap counts the charged call
+        run.close()
 
 
 class _DiedAfterTheReply(BaseException):
