@@ -332,6 +332,23 @@ class StoreTestCase:
         store.release("b")
         assert store.reserve("r1", "e", {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.9}, {}, fleet=fleet) is None
 
+    def test_a_dead_members_call_in_flight_counts_against_the_fleet_caps(self, store: Store) -> None:
+        """A fleet member's driver dies with a call in flight: the charge of its hold is a debit of that
+        member, so the fleet-wide caps count it after the takeover as they counted the hold before."""
+        for rid in ("r1", "r2"):
+            store.create_run(_run(rid))
+        store.create_fleet("f1", {})
+        store.add_fleet_member("f1", 0, "r1")
+        store.add_fleet_member("f1", 1, "r2")
+        fleet = ("f1", {Unit.MODEL_CALLS: 2.0})
+        call = {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.4}
+        assert store.reserve("r1", "a", call, {}, fleet=fleet, driver_id="dead", step=2, what="model call") is None
+        store.takeover("r1", "new")
+        assert store.fleet_usage("f1") == {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.4}
+        assert store.reserve("r2", "b", call, {}, fleet=fleet) is None
+        refused = store.reserve("r2", "c", call, {}, fleet=fleet)  # 1 charged to r1 + 1 held by r2
+        assert refused is not None and refused[0] is Unit.MODEL_CALLS and refused.fleet_id == "f1"
+
     def test_unknown_run_is_a_clear_error(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no run"):
             store.get_run("missing")
