@@ -108,7 +108,8 @@ class ModelCalls:
             token: str | None = None
             if rec is None:
                 self._check_money()
-                token, call_request = self._reserve_call(role, model, replace(request, messages=messages))
+                token, call_request = self._reserve_call(role, model, replace(request, messages=messages),
+                                                         step=step, answer_kind=key)
                 try:
                     reply = _call(model, call_request)
                     rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
@@ -138,7 +139,8 @@ class ModelCalls:
         if why is not None:
             raise BudgetExceededError(f"{why}: no further model call")
 
-    def _reserve_call(self, role: str, model: Model, request: ModelRequest) -> tuple[str, ModelRequest]:
+    def _reserve_call(self, role: str, model: Model, request: ModelRequest, *, step: int = -1,
+                      answer_kind: str = "") -> tuple[str, ModelRequest]:
         """Holds one model call, its tokens and its dollars at their worst (the prompt's estimate plus the
         reply's max tokens, at the model's price) in the store before the call: the run's caps and its
         fleet's are then held by every driver and fleet member calling at once, not only checked. Near
@@ -146,7 +148,8 @@ class ModelCalls:
         A refusal stops the run (BudgetExceededError) with the cap that refused it."""
         spec = getattr(model, "spec", None)
         token, refusal, request = reserve_model_call(self.run, request,
-                                                     spec if isinstance(spec, ModelSpec) else self.config.model(role))
+                                                     spec if isinstance(spec, ModelSpec) else self.config.model(role),
+                                                     step=step, answer_kind=answer_kind)
         if token is None:  # no token exactly when a cap refused the call
             raise BudgetExceededError(refusal or "the model call could not be reserved")
         return token, request

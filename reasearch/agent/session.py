@@ -122,7 +122,8 @@ def open_agent(run_id: str, *, run_dir: str | Path = DEFAULT_RUN_DIR, store: Sto
     """The agent of a stored run, configured as recorded (its models are rebuilt from the run's config).
 
     ``takeover=True`` resumes as the run's only driver: drivers known to be dead (a retried fleet
-    task) lose their budget reservations at once.
+    task) have their budget reservations charged at once (work in flight may have been paid for; see
+    :meth:`Store.reclaim`).
 
     Args:
         run_id: the run (or a unique prefix).

@@ -145,7 +145,8 @@ def open_method(run_id: str, *, store: Store, model: Model | None = None, execut
                 takeover: bool = False) -> MethodRunner:
     """The method runner of a stored run, configured as recorded; resumes it as a driver.
 
-    ``takeover=True`` drops the budget reservations of drivers known to be dead (a killed process).
+    ``takeover=True`` charges the budget reservations of drivers known to be dead (a killed process) at
+    their reserved amounts, once: the work they had in flight may have been answered and paid for.
     """
     run = Run.open(store, run_id, executor=executor)
     if store.get_run(run.id).state is not RunState.FINISHED:  # a finished run is only read back

@@ -162,7 +162,8 @@ class MethodDriver:
             # once), at its worst case; the actual cost is settled below and the rest returned.
             spec = getattr(self.model, "spec", None)
             token, refusal, request = reserve_model_call(self.run, request,
-                                                         spec if isinstance(spec, ModelSpec) else None)
+                                                         spec if isinstance(spec, ModelSpec) else None,
+                                                         step=step, answer_kind=REPLY_EVENT)
             if token is None:  # no token exactly when a cap refused the call
                 raise BudgetExceededError(refusal or "the model call could not be reserved")
             try:

@@ -32,9 +32,12 @@ def spent_hard_cap(remaining: Mapping[Unit, float | None]) -> str | None:
     return None
 
 
-def reserve_model_call(run: Run, request: ModelRequest,
-                       spec: ModelSpec | None) -> tuple[str | None, str | None, ModelRequest]:
+def reserve_model_call(run: Run, request: ModelRequest, spec: ModelSpec | None, *, step: int = -1,
+                       answer_kind: str = "") -> tuple[str | None, str | None, ModelRequest]:
     """Reserves one call of ``request`` on ``run`` (waiting, bounded, for what other drivers hold).
+
+    ``step`` and ``answer_kind`` (the event kind the reply is journaled under at ``step``) let a resume
+    charge the call at this reservation should the driver die with it in flight (:meth:`Run.reserve`).
 
     Returns:
         ``(token, None, request to send)`` when held (settle it with :meth:`Run.settle`), else
@@ -52,7 +55,7 @@ def reserve_model_call(run: Run, request: ModelRequest,
         return None, f"the {Unit.DOLLARS.value} budget is spent for a model call: {why}", request
     request, tokens, dollars = fitted
     token, refusal = run.reserve({Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(tokens), Unit.DOLLARS: dollars},
-                                 wait=True)
+                                 wait=True, step=step, what="model call", answer_kind=answer_kind)
     if refusal is not None:
         return None, f"the {refusal[0].value} budget is spent for a model call: {refusal_text(refusal)}", request
     return token, None, request

@@ -189,8 +189,9 @@ class Run:
             resume: mark the run ``running`` again (a driver is about to continue it); without it the
                 run's state is left as stored (inspection, or a replay that only reads).
             takeover: with ``resume``, this process replaces every other driver of the run, which is known
-                to be dead (a retried fleet task): their budget reservations are dropped at once instead of
-                expiring, so the resumed driver can redo the step that was in flight.
+                to be dead (a retried fleet task): their budget reservations are charged at their reserved
+                amounts at once (the work in flight may have been done) instead of expiring, so the resumed
+                driver can redo the step that was in flight.
         """
         run = cls(store, store.get_run(run_id), executor=executor)
         if resume:
@@ -227,9 +228,11 @@ class Run:
                                   "stop it first")
 
     def reclaim_dead_drivers(self) -> int:
-        """Drops the reservations of this run's drivers that ran on this host and whose process is gone
-        (``kill -9``; a reused pid is told apart by its start time), so a resume at once does not lose
-        budget to them for :data:`RESERVATION_TTL_S`. Returns how many reservation rows were dropped."""
+        """Ends the reservations of this run's drivers that ran on this host and whose process is gone
+        (``kill -9``; a reused pid is told apart by its start time), so a resume at once does not wait
+        :data:`RESERVATION_TTL_S` for them: each becomes a debit at its reserved amounts (the work in
+        flight may have been done and paid for), once (see :meth:`Store.reclaim`). Returns how many
+        reservation rows were dropped."""
         gone = [d.driver_id for d in self.store.drivers(self.id)
                 if d.driver_id != self.driver_id and not d.stopped and driver_gone(d)]
         return self.store.reclaim(self.id, gone) if gone else 0
@@ -293,7 +296,8 @@ class Run:
         stops when it is spent (``student_calls`` for a prompt task)."""
         return next(iter(self.evaluation_estimate()), Unit.EVALUATIONS)
 
-    def reserve(self, costs: Mapping[Unit | str, float], *, wait: bool = False) -> tuple[str, Refusal | None]:
+    def reserve(self, costs: Mapping[Unit | str, float], *, wait: bool = False, step: int = -1, what: str = "",
+                answer_kind: str = "") -> tuple[str, Refusal | None]:
         """Reserves ``costs`` in the store for work about to run (every driver of the run sees it, and
         every member of its fleet, against the fleet-wide caps).
 
@@ -302,6 +306,10 @@ class Run:
             wait: when the only obstacle is what other drivers (or fleet members) hold in flight, wait for
                 them (at most :data:`OTHERS_WAIT_S`) instead of refusing at once: their work may cost
                 less than it holds, or end without paying.
+            step: the step the work belongs to; what: what it is (``"model call"``); answer_kind: the
+                event kind that, logged at ``step``, holds its answer. Should this driver die with the
+                hold, a resume debits it at ``step`` at the reserved amounts (the work may have been done
+                and paid for), unless that answer event was logged (the replay debits it then).
 
         Returns ``(token, None)`` when reserved: settle it with :meth:`settle` or release it with
         :meth:`release` (or in the store write that records the debits); else ``(token, refusal)``
@@ -310,9 +318,10 @@ class Run:
         token = uuid.uuid4().hex
         amounts = cost_units(costs)
         if wait:
-            return token, self._reserve_waiting(token, amounts)
+            return token, self._reserve_waiting(token, amounts, step=int(step), what=what, answer_kind=answer_kind)
         refusal = self.store.reserve(self.id, token, amounts, self.budget.units(), driver_id=self.driver_id,
-                                     ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config))
+                                     ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config), step=int(step),
+                                     what=what, answer_kind=answer_kind)
         return token, refusal
 
     def release(self, token: str) -> None:
@@ -399,7 +408,7 @@ class Run:
             return self._record_result(step, candidate, seed, hit, debits=(), key=None)
         estimate = self.evaluation_estimate()
         token = uuid.uuid4().hex
-        refusal = self._reserve_waiting(token, estimate)
+        refusal = self._reserve_waiting(token, estimate, step=step, what="evaluation")
         if refusal is not None:
             not_run = task.provenance(source, seed=seed, sandbox_mode="not run")
             if held_by_others_only(refusal, estimate):
@@ -429,14 +438,16 @@ class Run:
         finally:
             self.store.release(token)
 
-    def _reserve_waiting(self, token: str, estimate: Mapping[Unit, float]) -> Refusal | None:
+    def _reserve_waiting(self, token: str, estimate: Mapping[Unit, float], *, step: int = -1, what: str = "",
+                         answer_kind: str = "") -> Refusal | None:
         """``store.reserve``; a refusal caused only by other drivers' reservations waits for them (at most
-        :data:`OTHERS_WAIT_S`; dead drivers of this run on this host are reclaimed at once)."""
+        :data:`OTHERS_WAIT_S`; dead drivers of this run on this host are reclaimed, and charged, at once)."""
         deadline = time.monotonic() + OTHERS_WAIT_S
         ticker: WaitTicker | None = None
         while True:
             refusal = self.store.reserve(self.id, token, estimate, self.budget.units(), driver_id=self.driver_id,
-                                         ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config))
+                                         ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config), step=step,
+                                         what=what, answer_kind=answer_kind)
             if refusal is None or not held_by_others_only(refusal, estimate):
                 return refusal
             if self.reclaim_dead_drivers():

@@ -92,7 +92,8 @@ class StudentLedger:
             stored = StudentReply.from_dict(hit)
             if store.student_call_paid(run.id, [f"{p}:{key[:40]}" for p in _NOTE_PREFIXES]):
                 return stored.with_(cached=True)  # a repeat within this run: free
-        token, refused = run.reserve(_ONE_CALL, wait=True) if self.enforce_cap else (None, None)
+        token, refused = (run.reserve(_ONE_CALL, wait=True, step=self.step, what="student call")
+                          if self.enforce_cap else (None, None))
         if refused is not None:
             unit, used, cap = refused
             return StudentReply(Status.REFUSED, error=refusal_message(unit, used, cap), attempts=0)

@@ -250,6 +250,34 @@ class StoreTestCase:
         assert len(granted) == 5
         assert store.reserved("r1") == {Unit.EVALUATIONS: 5.0}
 
+    def test_a_dead_drivers_holds_are_charged_once_unless_answered(self, store: Store) -> None:
+        """Work in flight when its driver died may have been done and paid for (an answered model call,
+        an evaluation the sandbox ran): reclaim and takeover debit each hold at its reserved amounts,
+        marked, once; a hold whose answer event is logged is left to the replay's own debit."""
+        store.create_run(_run())
+        caps = {Unit.MODEL_CALLS: 10.0, Unit.EVALUATIONS: 10.0}
+        store.heartbeat("r1", "dead")
+        call = {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: 900.0, Unit.DOLLARS: 0.0}
+        assert store.reserve("r1", "call", call, caps, driver_id="dead", step=4, what="model call",
+                             answer_kind="reply") is None
+        assert store.reserve("r1", "answered", call, caps, driver_id="dead", step=3, what="model call",
+                             answer_kind="reply") is None
+        store.log_event("r1", 3, "reply", {"text": "stored before the kill"})
+        assert store.reserve("r1", "eval", {Unit.EVALUATIONS: 1.0}, caps, driver_id="dead", step=5,
+                             what="evaluation") is None
+        assert store.reclaim("r1", ["dead"]) == 7  # every row of the three holds ends
+        assert store.reserved("r1") == {}
+        charged = {(e.step, e.unit): e for e in store.ledger("r1")}
+        assert {k: e.amount for k, e in charged.items()} == {
+            (4, Unit.MODEL_CALLS): 1.0, (4, Unit.TOKENS): 900.0, (5, Unit.EVALUATIONS): 1.0}  # no zero, no step 3
+        assert charged[(4, Unit.MODEL_CALLS)].note.startswith("charged at reservation: the driver died while the "
+                                                              "model call was in flight")
+        assert "evaluation was in flight" in charged[(5, Unit.EVALUATIONS)].note
+        assert store.reclaim("r1", ["dead"]) == 0 and store.takeover("r1", "new") == 0  # nothing charged twice
+        assert store.usage("r1") == {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: 900.0, Unit.EVALUATIONS: 1.0}
+        # the caps count it
+        assert store.reserve("r1", "x", {Unit.EVALUATIONS: 10.0}, caps) == (Unit.EVALUATIONS, 1.0, 10.0)
+
     def test_takeover_drops_other_drivers_holds(self, store: Store) -> None:
         store.create_run(_run())
         caps = {Unit.EVALUATIONS: 1.0}
@@ -258,6 +286,8 @@ class StoreTestCase:
         store.heartbeat("r1", "new")
         assert store.takeover("r1", "new") == 1
         assert store.reserved("r1") == {}
+        assert [(e.unit, e.amount) for e in store.ledger("r1")] == [(Unit.EVALUATIONS, 1.0)]  # charged, at step -1
+        assert store.takeover("r1", "new") == 0 and store.usage("r1") == {Unit.EVALUATIONS: 1.0}
         assert {d.driver_id: d.stopped for d in store.drivers("r1")} == {"dead": True, "new": False}
 
     def test_fleets_members_and_usage(self, store: Store) -> None:
@@ -301,6 +331,23 @@ class StoreTestCase:
         assert refused is not None and refused[0] is Unit.MODEL_CALLS
         store.release("b")
         assert store.reserve("r1", "e", {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.9}, {}, fleet=fleet) is None
+
+    def test_a_dead_members_call_in_flight_counts_against_the_fleet_caps(self, store: Store) -> None:
+        """A fleet member's driver dies with a call in flight: the charge of its hold is a debit of that
+        member, so the fleet-wide caps count it after the takeover as they counted the hold before."""
+        for rid in ("r1", "r2"):
+            store.create_run(_run(rid))
+        store.create_fleet("f1", {})
+        store.add_fleet_member("f1", 0, "r1")
+        store.add_fleet_member("f1", 1, "r2")
+        fleet = ("f1", {Unit.MODEL_CALLS: 2.0})
+        call = {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.4}
+        assert store.reserve("r1", "a", call, {}, fleet=fleet, driver_id="dead", step=2, what="model call") is None
+        store.takeover("r1", "new")
+        assert store.fleet_usage("f1") == {Unit.MODEL_CALLS: 1.0, Unit.DOLLARS: 0.4}
+        assert store.reserve("r2", "b", call, {}, fleet=fleet) is None
+        refused = store.reserve("r2", "c", call, {}, fleet=fleet)  # 1 charged to r1 + 1 held by r2
+        assert refused is not None and refused[0] is Unit.MODEL_CALLS and refused.fleet_id == "f1"
 
     def test_unknown_run_is_a_clear_error(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no run"):

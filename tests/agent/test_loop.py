@@ -15,7 +15,7 @@ from reasearch.errors import ModelError
 from reasearch.evaluators.base import candidate_sha256
 from reasearch.models.messages import ModelReply, StopReason, Usage
 from reasearch.models.testing import call, say
-from reasearch.runs import Unit
+from reasearch.runs import Run, Unit
 from reasearch.runs.testing import executed, ledger_map
 
 BETTER = toy_source([2.0, 2.5])  # score -(1 + 0.25) = -1.25
@@ -340,6 +340,39 @@ def test_resume_after_a_kill_completes_without_spending_twice(make_agent: Any, t
     assert len(resumed.models["agent"].requests) == len(remaining)  # recorded replies were not asked again
     assert [r.score for r in resumed.history] == [r.score for r in reference.history]
     assert resumed.workspace.root.joinpath("lessons.md").read_text() == "# Lessons\n- 3 is the target\n"
+
+
+def test_a_reply_journaled_before_the_driver_died_is_charged_once(make_agent: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver dies after journaling its 2nd reply, before debiting it: the takeover must not charge
+    that call at its reservation (the replay debits what it actually cost: it would be paid twice)."""
+    agent, run = make_agent(_script(), editor=_editor(), summarizer=[say("S")])
+    settle, settled = Run.settle, {"calls": 0}
+
+    def dies_before_the_second_debit(self: Run, token: Any, costs: Any, *, step: int, note: str) -> None:
+        if token is not None and Unit.MODEL_CALLS in costs:
+            settled["calls"] += 1
+            if settled["calls"] == 2:
+                raise _Killed()
+        settle(self, token, costs, step=step, note=note)
+
+    monkeypatch.setattr(Run, "settle", dies_before_the_second_debit)
+    with pytest.raises(_Killed):
+        agent.optimize()
+    monkeypatch.setattr(Run, "settle", settle)
+    run.close()
+    assert run.store.reserved(run.id).get(Unit.MODEL_CALLS) == 1.0  # the journaled call's hold was left
+    replies_used = sum(1 for e in run.events() if e.kind.startswith("model_reply"))
+    edits_used = sum(1 for e in run.events() if e.kind.startswith("edit_reply"))
+    taken = Run.open(run.store, run.id, executor=run.executor, resume=True, takeover=True)  # the old driver is dead
+    resumed, _ = make_agent(_script()[replies_used:], editor=_editor()[edits_used:], summarizer=[say("S")],
+                            run=taken)
+    resumed.optimize()
+    replies = [e for e in run.events() if e.kind.split(".")[0] in ("model_reply", "edit_reply", "summary")]
+    ledger = run.store.ledger(run.id)
+    assert not [e for e in ledger if e.note.startswith("charged at reservation")]
+    assert sum(e.amount for e in ledger if e.unit is Unit.MODEL_CALLS) == len(replies)  # each reply paid once
+    assert run.store.reserved(run.id) == {}
 
 
 def test_resume_restores_active_time_and_turns(make_agent: Any, tmp_path: Path) -> None:

@@ -7,9 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -20,7 +23,9 @@ from reasearch.methods.peers import PACKAGES
 from reasearch.methods.reflect import pareto_front
 from reasearch.methods.testing import MutatingModel
 from reasearch.models import ModelSpec
-from reasearch.runs import RunState, Unit, open_store
+from reasearch.models.testing import FakeOpenAIServer
+from reasearch.runs import Run, RunState, Unit, open_store
+from tests.methods._killable import MODEL_CALL_CAP, LoggedModel, requests_file
 
 TASK = "heilbronn/n11-v1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,14 +34,17 @@ DEMO = ModelSpec.parse("demo")
 SMALL = {"evolve": {"num_islands": 2, "migration_interval": 3}, "reflect": {"use_merge": True}}
 
 
-def _charged_once(store, run_id: str) -> None:  # type: ignore[no-untyped-def]
-    """Every ledger row is unique per (step, unit, note); model calls debited = replies recorded; the
+def _charged_once(store, run_id: str, in_flight: int = 0) -> None:  # type: ignore[no-untyped-def]
+    """Every ledger row is unique per (step, unit, note); model calls debited = replies recorded plus
+    the ``in_flight`` calls a killed driver was waiting on (charged at their reservation); the
     evaluation unit debited = evaluations that ran (not cached, not refused)."""
     ledger = store.ledger(run_id)
     keys = Counter((e.step, e.unit, e.note) for e in ledger)
     assert max(keys.values()) == 1
     replies = store.events(run_id, kind=REPLY_EVENT)
-    assert sum(e.amount for e in ledger if e.unit is Unit.MODEL_CALLS) == len(replies)
+    assert sum(e.amount for e in ledger if e.unit is Unit.MODEL_CALLS) == len(replies) + in_flight
+    charged = [e for e in ledger if e.unit is Unit.MODEL_CALLS and e.note.startswith("charged at reservation")]
+    assert len(charged) == in_flight
     ran = [ev for ev in store.evaluations(run_id) if not ev.result.cached and ev.result.status.value != "REFUSED"]
     assert sum(e.amount for e in ledger if e.unit is Unit.EVALUATIONS) == len(ran)
 
@@ -73,13 +81,17 @@ def test_a_finished_run_reopened_replays_without_calling_the_model() -> None:
 
 @pytest.mark.parametrize("method", sorted(set(METHODS) - set(PACKAGES)))  # the peers: test_peer_methods.py
 def test_kill_9_mid_run_then_resume_charges_nothing_twice(method: str, tmp_path: Path) -> None:
+    """The driver is killed with ``kill -9`` while the endpoint holds its 4th request (issue 40 item 3:
+    the resume dropped that call's reservation, so the endpoint had answered one request more than the
+    ledger held). The resume charges it at its reservation, once: every request the endpoint received
+    is one ``model_calls`` debit, the cap counts it, and resuming again charges nothing more."""
     store_dir, marker, run_id = tmp_path / "runs", tmp_path / "blocked", f"kill-{method}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_killable.py")), method, TASK,
                              str(store_dir), run_id, "4", str(marker), "7"], env=env, cwd=ROOT)
     try:
         deadline = time.monotonic() + 240
-        while not marker.exists():
+        while not marker.exists():  # written after the endpoint logged the request it now holds
             assert proc.poll() is None, "the method process ended before it was killed"
             assert time.monotonic() < deadline, "the method never reached its 4th model call"
             time.sleep(0.05)
@@ -89,11 +101,14 @@ def test_kill_9_mid_run_then_resume_charges_nothing_twice(method: str, tmp_path:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    requests = requests_file(marker)
     store = open_store(str(store_dir))
     before = {ev.step: ev.candidate_id for ev in store.evaluations(run_id)}
     replies_before = len(store.events(run_id, kind=REPLY_EVENT))
     assert replies_before == 3 and len(before) >= 2  # killed mid-run: three replies and their evaluations stored
-    model = MutatingModel(11)
+    assert len(requests.read_text().splitlines()) == 4  # and a 4th request in flight at the endpoint
+    assert store.usage(run_id)[Unit.MODEL_CALLS] == 3
+    model = LoggedModel(11, requests)
     result = open_method(run_id, store=store, model=model, takeover=True).optimize()
     after = {ev.step: ev.candidate_id for ev in store.evaluations(run_id)}
     assert {s: after[s] for s in before} == before  # recorded steps replayed unchanged
@@ -102,7 +117,115 @@ def test_kill_9_mid_run_then_resume_charges_nothing_twice(method: str, tmp_path:
     )  # recorded replies not asked again
     assert store.usage(run_id)[Unit.EVALUATIONS] == 7 and result.final_score is not None
     assert store.get_run(run_id).state is RunState.FINISHED
-    _charged_once(store, run_id)
+    _charged_once(store, run_id, in_flight=1)
+    received = len(requests.read_text().splitlines())
+    assert store.usage(run_id)[Unit.MODEL_CALLS] == received  # every request the endpoint received, once
+    ledger = len(store.ledger(run_id))
+    again = LoggedModel(13, requests)
+    open_method(run_id, store=store, model=again, takeover=True).optimize()  # a second resume
+    assert again.calls == 0 and len(store.ledger(run_id)) == ledger  # charges nothing more
+    run = Run.open(store, run_id)
+    assert run.remaining()[Unit.MODEL_CALLS] == MODEL_CALL_CAP - received  # the cap counts the charged call
+    run.close()
+
+
+_HTTP_DRIVER = """
+import sys
+from reasearch.methods import start_method
+from reasearch.models import ModelSpec
+from reasearch.models.testing import FakeOpenAIServer
+from reasearch.runs import open_store
+spec = ModelSpec(provider="openai", name="fake", base_url=sys.argv[3], price_in=1.0, price_out=2.0)
+start_method("best-of-n", sys.argv[4], budget={"evaluations": 6, "model_calls": 50}, store=open_store(sys.argv[1]),
+             model_spec=spec, run_id=sys.argv[2]).optimize()
+"""
+
+
+class _HoldingEndpoint(FakeOpenAIServer):
+    """An OpenAI-compatible endpoint that counts every request it receives and holds the ``hold_at``-th
+    one (no answer until the test ends), so a driver can be killed with that call surely in flight."""
+
+    def __init__(self, hold_at: int) -> None:
+        mutating = MutatingModel(5)
+        super().__init__(lambda body: mutating.complete(SimpleNamespace(messages=body["messages"])))  # type: ignore[arg-type]
+        self.hold_at, self.received = hold_at, 0
+        self.holding, self.release = threading.Event(), threading.Event()
+
+    def answer_post(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        with self._lock:
+            self.received += 1
+            held = self.received == self.hold_at
+        if held:
+            self.holding.set()
+            self.release.wait(600)
+        return super().answer_post(path, headers, body)
+
+
+def test_a_call_the_endpoint_holds_at_a_kill_9_is_charged_once(tmp_path: Path) -> None:
+    """Issue 40 item 3 over HTTP: the driver is killed while an OpenAI-compatible endpoint holds its 3rd
+    request; the endpoint received one request more than the ledger held. After a takeover the ledger's
+    model calls equal the requests the endpoint received (the held one charged at its reservation:
+    tokens and dollars at their bound), the caps count it, and a second resume charges nothing."""
+    store_dir, run_id = tmp_path / "runs", "kill-http"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with _HoldingEndpoint(hold_at=3) as endpoint:
+        proc = subprocess.Popen([sys.executable, "-c", _HTTP_DRIVER, str(store_dir), run_id, endpoint.url, TASK],
+                                env=env, cwd=ROOT, stderr=subprocess.PIPE)
+        try:
+            while not endpoint.holding.wait(0.5):  # synchronised on the endpoint holding the request
+                assert proc.poll() is None, proc.stderr.read().decode()[-3000:]  # type: ignore[union-attr]
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            endpoint.release.set()
+        store = open_store(str(store_dir))
+        assert store.usage(run_id)[Unit.MODEL_CALLS] == 2 and endpoint.received == 3  # the held call unpaid
+        held = store.reserved(run_id)
+        assert held[Unit.MODEL_CALLS] == 1.0 and held[Unit.TOKENS] > 0 and held[Unit.DOLLARS] > 0
+        result = open_method(run_id, store=store, takeover=True).optimize()  # the model rebuilt: same endpoint
+        assert result.final_score is not None and store.get_run(run_id).state is RunState.FINISHED
+        usage = store.usage(run_id)
+        assert usage[Unit.MODEL_CALLS] == endpoint.received > 3  # every request the endpoint received, once
+        charged = [e for e in store.ledger(run_id) if e.note.startswith("charged at reservation")]
+        assert {e.unit: e.amount for e in charged} == held  # at the reservation: 1 call, its token and dollar bound
+        _charged_once(store, run_id, in_flight=1)
+        open_method(run_id, store=store, takeover=True).optimize()  # a second resume: a finished run, read back
+        run = Run.open(store, run_id, resume=True, takeover=True)  # and an explicit one
+        assert store.usage(run_id) == usage and endpoint.received == usage[Unit.MODEL_CALLS]
+        assert run.remaining()[Unit.MODEL_CALLS] == 50 - endpoint.received  # the cap counts the charged call
+        run.close()
+
+
+class _DiedAfterTheReply(BaseException):
+    """The driver's death between journaling a reply and debiting it (not an Exception: nothing catches it)."""
+
+
+def test_a_reply_journaled_before_the_driver_died_is_charged_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver dies after the 2nd reply was journaled but before its debit: the takeover must not
+    charge that call at its reservation, since the replay debits what it actually cost (twice, else)."""
+    store = open_store("memory://")
+    settle = Run.settle
+
+    def dies_on_the_second_call(self, token, costs, *, step, note):  # type: ignore[no-untyped-def]
+        if token is not None and Unit.MODEL_CALLS in costs and len(self.events(kind=REPLY_EVENT)) == 2:
+            raise _DiedAfterTheReply
+        return settle(self, token, costs, step=step, note=note)
+
+    monkeypatch.setattr(Run, "settle", dies_on_the_second_call)
+    runner = start_method("best-of-n", TASK, budget={"evaluations": 4}, store=store, model_spec=SPEC,
+                          model=MutatingModel(2))
+    with pytest.raises(_DiedAfterTheReply):
+        runner.optimize()
+    runner.run.close()
+    monkeypatch.setattr(Run, "settle", settle)
+    assert store.reserved(runner.run.id).get(Unit.MODEL_CALLS) == 1.0  # the journaled call's hold is left
+    model = MutatingModel(3)
+    open_method(runner.run.id, store=store, model=model, takeover=True).optimize()
+    _charged_once(store, runner.run.id, in_flight=0)  # one debit per journaled reply, none at reservation
+    assert store.reserved(runner.run.id) == {}
 
 
 def test_configs_are_typed_and_unknown_keys_are_errors() -> None:

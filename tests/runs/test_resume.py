@@ -132,10 +132,16 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, store_url: str, ex
         assert [e.step for e in evaluations if e.candidate_id == seed_id] == [0]
         assert not evaluations[0].result.cached
         # no budget spent twice: one debit per distinct candidate, repeats served by the cache
-        ledger = store.ledger(run_id)
+        # (and an evaluation in flight at a kill charged once more, at its reservation, marked)
+        ledger = [e for e in store.ledger(run_id) if not e.note.startswith("charged at reservation")]
+        charged = [e for e in store.ledger(run_id) if e not in ledger]
         assert sorted(e.step for e in ledger) == [e.step for e in evaluations if not e.result.cached]
         assert all((e.unit, e.amount, e.note) == (Unit.EVALUATIONS, 1.0, "evaluate") for e in ledger)
         assert sum(e.amount for e in ledger) == len(set(plan)) == N_STEPS - 2
+        assert len(charged) <= len(killed_at) and len({e.step for e in charged}) == len(charged)
+        assert all(e.unit is Unit.EVALUATIONS and e.amount == 1.0 and "evaluation was in flight" in e.note
+                   for e in charged)
+        assert {e.step for e in charged} <= {e.step for e in ledger}  # a step that ran (no cache hit) was in flight
         assert [e.step for e in evaluations if e.result.cached] == [10, N_STEPS - 1]
         # no duplicated candidate, no duplicated or lost event
         assert len(store.candidates(run_id)) == len(set(plan))
@@ -210,16 +216,19 @@ def test_sweep_command_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     assert "No such file" in capsys.readouterr().err
 
 
-def test_a_resume_at_once_reclaims_the_budget_a_killed_driver_held(tmp_path: Path, store_url: str) -> None:
+def test_a_resume_at_once_charges_the_evaluation_a_killed_driver_had_in_flight(tmp_path: Path,
+                                                                              store_url: str) -> None:
     """Failure: a sweep is killed with ``kill -9`` while an evaluation is in flight and resumed at once.
     The dead driver's reservation (one evaluation) still counted for 60 s, so the resumed sweep found
-    its last evaluation over the cap and recorded it REFUSED for good: the run ended one short of its
-    cap. The resume now sees that the driver's process (same host; pid and start time recorded) is
-    gone and drops its reservation: every step runs, the run spends exactly its cap, nothing twice."""
+    its last evaluation over the cap and recorded it REFUSED for good. Later failure (issue 40 item 3):
+    the resume dropped the hold, so the evaluation the sandbox was running when the driver died cost
+    nothing. The resume now sees that the driver's process (same host; pid and start time recorded) is
+    gone and turns its hold into one charged evaluation, at once: every step runs and is paid once, the
+    killed one is charged once more (marked), and a second resume charges nothing."""
     sources = [toy_candidate(v, sleep_s=0.3) for v in _VALUES[:5]]
     sources_file = tmp_path / "sources.json"
     sources_file.write_text(json.dumps(sources))
-    cap = len(sources) + 1  # the seed and each candidate, exactly
+    cap = len(sources) + 2  # the seed and each candidate, plus the evaluation in flight at the kill
     with open_store(store_url) as store:
         run_id = Run.create(store, task=ToyTask(), seed=3, budget={"evaluations": cap}).id
     proc = _sweep(store_url, run_id, sources_file)
@@ -234,19 +243,25 @@ def test_a_resume_at_once_reclaims_the_budget_a_killed_driver_held(tmp_path: Pat
     _kill_9_tree(proc)
     with open_store(store_url) as store:
         assert store.reserved(run_id).get(Unit.EVALUATIONS) == 1.0  # the dead driver's hold is still there
+        in_flight = len(store.evaluations(run_id))  # the step it was running (steps run in order)
+        assert sum(e.amount for e in store.ledger(run_id)) == in_flight
 
-    final = _sweep(store_url, run_id, sources_file)  # at once: well within the reservation's 60 s
-    out, err = final.communicate(timeout=300)
-    assert final.returncode == 0, err.decode()[-3000:]
-    with open_store(store_url) as store:
-        evaluations = store.evaluations(run_id)
-        assert [e.step for e in evaluations] == list(range(cap))
-        assert [e.result.status for e in evaluations] == [Status.OK] * cap  # no REFUSED record
-        ledger = store.ledger(run_id)
-        assert sorted(e.step for e in ledger) == list(range(cap))  # each step paid once
-        assert sum(e.amount for e in ledger) == cap and store.reserved(run_id) == {}
-        assert store.get_run(run_id).state is RunState.FINISHED
-        assert {d.pid: d.stopped for d in store.drivers(run_id)}[proc.pid]  # the dead driver is marked stopped
+    for _ in range(2):  # resumed at once (well within the reservation's 60 s), then resumed again
+        final = _sweep(store_url, run_id, sources_file)
+        out, err = final.communicate(timeout=300)
+        assert final.returncode == 0, err.decode()[-3000:]
+        with open_store(store_url) as store:
+            evaluations = store.evaluations(run_id)
+            assert [e.step for e in evaluations] == list(range(cap - 1))
+            assert [e.result.status for e in evaluations] == [Status.OK] * (cap - 1)  # no REFUSED record
+            ledger = store.ledger(run_id)
+            charged = [e for e in ledger if e.note.startswith("charged at reservation")]
+            assert [(e.step, e.unit, e.amount) for e in charged] == [(in_flight, Unit.EVALUATIONS, 1.0)]
+            assert "evaluation was in flight" in charged[0].note
+            assert sorted(e.step for e in ledger if e not in charged) == list(range(cap - 1))  # each step once
+            assert sum(e.amount for e in ledger) == cap and store.reserved(run_id) == {}
+            assert store.get_run(run_id).state is RunState.FINISHED
+            assert {d.pid: d.stopped for d in store.drivers(run_id)}[proc.pid]  # the dead driver is marked stopped
 
 
 def test_a_refusal_caused_only_by_another_drivers_hold_waits_or_says_so(tmp_path: Path, executor: LocalExecutor,

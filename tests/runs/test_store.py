@@ -129,6 +129,31 @@ def test_schema_version_newer_is_a_clear_error(store_url: str) -> None:
         assert check.version() == SCHEMA_VERSION + 1
 
 
+def test_a_store_whose_reservations_predate_their_purpose_columns_opens_and_charges_them(tmp_path: Path) -> None:
+    """A store written before reservations said what they hold (step, what, answer kind): opening it adds
+    the columns in place, and a dead driver's old hold is charged (at step -1, as work) rather than lost."""
+    import sqlite3
+
+    s = open_store(tmp_path)
+    s.create_run(_run())
+    s.close()
+    with sqlite3.connect(tmp_path / "store.sqlite") as conn:  # the table as the previous release made it
+        conn.execute("DROP TABLE reservations")
+        conn.execute("CREATE TABLE reservations (token TEXT NOT NULL, run_id TEXT NOT NULL REFERENCES runs(id), "
+                     "driver_id TEXT NOT NULL, unit TEXT NOT NULL, amount REAL NOT NULL, expires_at REAL NOT NULL, "
+                     "PRIMARY KEY (token, unit))")
+        conn.execute("INSERT INTO reservations VALUES ('old', 'r1', 'dead', 'evaluations', 1.0, 1e18)")
+    s = open_store(tmp_path)
+    try:
+        assert s.reserved("r1") == {Unit.EVALUATIONS: 1.0}
+        assert s.takeover("r1", "new") == 1
+        [(step, unit, amount, note)] = [(e.step, e.unit, e.amount, e.note) for e in s.ledger("r1")]
+        assert (step, unit, amount) == (-1, Unit.EVALUATIONS, 1.0) and "the work was in flight" in note
+        assert s.reserve("r1", "t", {Unit.EVALUATIONS: 1.0}, {}, driver_id="d", step=3, what="evaluation") is None
+    finally:
+        s.close()
+
+
 class _RawReader:
     """Reads a store without going through its version check."""
 

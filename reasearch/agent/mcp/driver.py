@@ -316,7 +316,8 @@ def open_mcp_run(run_id: str, *, store: Store, run_dir: str | Path, transport: s
 
     A server that died (``kill -9``) leaves its driver record behind; when every other driver of the
     run is known dead (stopped, silent for longer than the staleness limit, or a process of this host
-    that no longer exists) this one takes over and their budget reservations are dropped at once.
+    that no longer exists) this one takes over and their budget reservations are charged at once (an
+    evaluation in flight may have run; see :meth:`Store.reclaim`).
 
     Raises:
         ConfigError: the run was not driven over MCP, or another live process drives it.

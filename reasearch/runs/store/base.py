@@ -163,9 +163,15 @@ class Store(ABC):
     @abstractmethod
     def reserve(self, run_id: str, token: str, amounts: Mapping[Unit, float], caps: Mapping[Unit, float], *,
                 driver_id: str = "", ttl_s: float = 60.0,
-                fleet: tuple[str, Mapping[Unit, float]] | None = None) -> Refusal | None:
+                fleet: tuple[str, Mapping[Unit, float]] | None = None,
+                step: int = -1, what: str = "", answer_kind: str = "") -> Refusal | None:
         """Holds ``amounts`` for work about to run (an evaluation, a model call), if they fit under ``caps``
         and, for a fleet member, under ``fleet = (fleet id, fleet-wide caps)``; atomic across drivers.
+
+        ``step`` and ``what`` (``"model call"``, ``"evaluation"``) say what the hold is for: should its
+        driver die with it held, :meth:`reclaim`/:meth:`takeover` debit it at ``step``. ``answer_kind``:
+        the event kind that, logged at ``step``, holds the work's answer (a journaled model reply, whose
+        replay debits it): a hold whose answer is logged is then dropped, not charged.
 
         What counts as used is the ledger plus every live (unexpired) reservation of the run, whoever
         holds it, so a cap holds whatever the number of drivers or executors on the run; against a
@@ -203,13 +209,17 @@ class Store(ABC):
 
     @abstractmethod
     def reclaim(self, run_id: str, driver_ids: Sequence[str]) -> int:
-        """Marks these drivers of the run stopped and drops their reservations (a resume found their
-        processes gone); returns how many reservation rows were dropped."""
+        """Marks these drivers of the run stopped and turns their reservations into debits at the reserved
+        amounts (work in flight when a driver died may have been done and paid for: a model call the
+        endpoint answered, an evaluation the sandbox ran), in one transaction, so a second call finds
+        nothing to charge; a hold whose answer event is logged is dropped uncharged (see :meth:`reserve`).
+        Returns how many reservation rows were dropped."""
 
     @abstractmethod
     def takeover(self, run_id: str, driver_id: str) -> int:
-        """Marks every other driver of the run stopped and drops their reservations (they are known dead:
-        a retried fleet task, an explicit resume); returns how many reservations were dropped."""
+        """Marks every other driver of the run stopped and charges their reservations as :meth:`reclaim`
+        does (they are known dead: a retried fleet task, an explicit resume); returns how many
+        reservation rows were dropped."""
 
     # -- fleets
     @abstractmethod

@@ -136,6 +136,12 @@ class SQLCore(Store):
                 # Added within version 2 (a column with a default: readers and writers of either age work):
                 # the driver's process start, so a resume can tell a dead driver from a live one.
                 self._exec("ALTER TABLE drivers ADD COLUMN proc_start TEXT NOT NULL DEFAULT ''")
+            for column, ddl in (("step", "INTEGER NOT NULL DEFAULT -1"), ("what", "TEXT NOT NULL DEFAULT ''"),
+                                ("answer_kind", "TEXT NOT NULL DEFAULT ''")):
+                if not self._column_exists("reservations", column):
+                    # Added within version 3 (columns with defaults: readers and writers of either age work):
+                    # what a hold is for, so a resume can charge work a dead driver had in flight.
+                    self._exec(f"ALTER TABLE reservations ADD COLUMN {column} {ddl}")
             add_task_spec_column(self)
             if found is not None and found < SCHEMA_VERSION:
                 # 1 -> 2 only added tables (created just above); 2 -> 3 fills every run's task spec.

@@ -5,6 +5,12 @@ workers, on any machine) checks its caps against the ledger plus what the others
 heartbeat keeps its reservations alive, and a takeover drops those of drivers known dead. A fleet
 member's reservation is also checked against its fleet's caps (the debits and live reservations of
 every member run), so a fleet-wide cap holds whatever the number of members calling at once.
+
+A hold of a driver known dead (:meth:`reclaim`, :meth:`takeover`) is work that may have been done and
+paid for elsewhere (a model call the endpoint answered, an evaluation the sandbox ran) whose result
+was never stored: it becomes a ledger debit at its reserved amounts, in the same transaction that drops
+it (so a second resume finds nothing to charge), unless the answer it held for was stored meanwhile
+(a journaled reply whose debit the replay writes).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.store.core import SQLCore
 from reasearch.runs.store.records import DriverRecord, Refusal
+
+IN_FLIGHT_NOTE = "charged at reservation: the driver died while the {what} was in flight [{token}]"
 
 
 def _first_refusal(budget: Budget, used: Mapping[str, float], amounts: Mapping[Unit, float],
@@ -41,7 +49,8 @@ class ReservationsMixin(SQLCore):
 
     def reserve(self, run_id: str, token: str, amounts: Mapping[Unit, float], caps: Mapping[Unit, float], *,
                 driver_id: str = "", ttl_s: float = 60.0,
-                fleet: tuple[str, Mapping[Unit, float]] | None = None) -> Refusal | None:
+                fleet: tuple[str, Mapping[Unit, float]] | None = None,
+                step: int = -1, what: str = "", answer_kind: str = "") -> Refusal | None:
         budget = Budget({unit: cap for unit, cap in caps.items()})
         now = time.time()
         with self._tx():
@@ -66,9 +75,10 @@ class ReservationsMixin(SQLCore):
             if refusal is not None:
                 return refusal
             for unit, amount in amounts.items():
-                self._exec("INSERT INTO reservations (token, run_id, driver_id, unit, amount, expires_at) "
-                           "VALUES (?, ?, ?, ?, ?, ?)", (token, run_id, driver_id, Unit(unit).value, float(amount),
-                                                         now + ttl_s))
+                self._exec("INSERT INTO reservations (token, run_id, driver_id, unit, amount, expires_at, step, "
+                           "what, answer_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (token, run_id, driver_id, Unit(unit).value, float(amount), now + ttl_s, int(step),
+                            str(what), str(answer_kind)))
         return None
 
     def _fleet_held(self, fleet_id: str, now: float, driver_id: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -125,18 +135,45 @@ class ReservationsMixin(SQLCore):
         return [DriverRecord(r[0], r[1], r[2], int(r[3]), float(r[4]), float(r[5]), bool(r[6]), str(r[7] or ""))
                 for r in rows]
 
+    def _charge_holds(self, run_id: str, where: str, params: tuple[object, ...]) -> None:
+        """Debits the run's holds selected by ``where`` at their reserved amounts (inside the caller's
+        transaction, which then drops them); a hold whose answer event is stored is left to the replay."""
+        now = time.time()
+        rows = self._exec("SELECT token, unit, amount, step, what, answer_kind FROM reservations "
+                          f"WHERE run_id = ? AND {where}", (run_id, *params)).fetchall()
+        answered: dict[tuple[int, str], bool] = {}
+        for token, unit, amount, step, what, answer_kind in rows:
+            step = int(step)
+            if answer_kind:
+                key = (step, str(answer_kind))
+                if key not in answered:
+                    answered[key] = self._exec("SELECT 1 FROM events WHERE run_id = ? AND step = ? AND kind = ?",
+                                               (run_id, step, key[1])).fetchone() is not None
+                if answered[key]:
+                    continue  # the reply was journaled: the replay debits what it actually cost
+            if not float(amount) > 0:
+                continue
+            note = IN_FLIGHT_NOTE.format(what=what or "work", token=str(token)[:12])
+            self._insert_debit(LedgerEntry(run_id, step, Unit(unit), float(amount), note, now))
+        if rows:
+            self._touch(run_id)
+
     def reclaim(self, run_id: str, driver_ids: Sequence[str]) -> int:
         ids = list(driver_ids)
         if not ids:
             return 0
         marks = ", ".join("?" for _ in ids)
         with self._tx():
+            self._lock_run(run_id)
             self._exec(f"UPDATE drivers SET stopped = 1 WHERE run_id = ? AND driver_id IN ({marks})", (run_id, *ids))
+            self._charge_holds(run_id, f"driver_id IN ({marks})", tuple(ids))
             cur = self._exec(f"DELETE FROM reservations WHERE run_id = ? AND driver_id IN ({marks})", (run_id, *ids))
             return max(cur.rowcount, 0)
 
     def takeover(self, run_id: str, driver_id: str) -> int:
         with self._tx():
+            self._lock_run(run_id)
             self._exec("UPDATE drivers SET stopped = 1 WHERE run_id = ? AND driver_id <> ?", (run_id, driver_id))
+            self._charge_holds(run_id, "driver_id <> ?", (driver_id,))
             cur = self._exec("DELETE FROM reservations WHERE run_id = ? AND driver_id <> ?", (run_id, driver_id))
             return max(cur.rowcount, 0)

@@ -112,6 +112,9 @@ CREATE TABLE IF NOT EXISTS reservations (
     unit TEXT NOT NULL,
     amount {float} NOT NULL,
     expires_at {float} NOT NULL,
+    step INTEGER NOT NULL DEFAULT -1,
+    what TEXT NOT NULL DEFAULT '',
+    answer_kind TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (token, unit)
 )
 """
