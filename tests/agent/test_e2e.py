@@ -193,7 +193,7 @@ def test_kill_then_resume_spends_nothing_twice(run_dir: Path, finished: dict[str
         proc.wait()
         reap_orphans(known)
     store = open_store(d)
-    assert Run.open(store, run_id).state is RunState.RUNNING  # killed: nothing marked it finished
+    assert Run.open(store, run_id).state is RunState.INTERRUPTED  # killed: its driver's process is gone, shown at once
     before = {(e.step, e.unit, e.note): e.amount for e in store.ledger(run_id)}
     evaluated_before = [e.step for e in store.evaluations(run_id)]
     assert len(evaluated_before) >= evaluations_before_kill
