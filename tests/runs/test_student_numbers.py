@@ -112,6 +112,20 @@ def test_a_run_stores_and_debits_every_call_of_unreadable_answers(tmp_path: Path
         assert run.store.get_evaluation(run.id, 1) is not None  # the evaluation is recorded
 
 
+def test_a_body_that_is_not_json_scores_as_no_answer_and_is_paid_once(tmp_path: Path, gsm: Path) -> None:
+    """An answered call whose body cannot be read (here: not JSON at all) is stored, debited and judged no answer:
+    the split is scored, not failed, and a repeat sends nothing (before: CRASH, the split unscored, paid again)."""
+    with FakeStudentServer(gsm8k_answer_key(gsm), usage_json="{") as srv:  # '{' breaks every body's JSON
+        run = _run(tmp_path, gsm, srv)
+        session = PromptSession(run)
+        _, res = session.validate(GOOD_PROMPT, step=1)
+        assert res.status is Status.OK and res.score == 0.0 and res.metrics["no_answer"] == N, res.feedback
+        assert srv.requests == N and run.used()[Unit.STUDENT_CALLS] == N
+        assert [st for _, _, st in run.store.student_calls(run.id)] == ["OK"] * N
+        _, again = session.validate(GOOD_PROMPT, step=2)
+        assert again.status is Status.OK and srv.requests == N  # stored: nothing paid twice
+
+
 # ------------------------------------------------------------------------------------------------ (b, c) usage
 @pytest.mark.parametrize("usage", sorted(HOSTILE_USAGE))
 def test_hostile_usage_is_stored_clamped_and_debited_to_student_tokens(usage: str, tmp_path: Path,

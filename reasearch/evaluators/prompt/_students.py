@@ -3,15 +3,18 @@ and Anthropic through its SDK (imported lazily). Concurrent batches with a concu
 with backoff on 429/5xx and connection errors, timeouts.
 
 A call never raises for a failure of the student: it ends in a :class:`StudentReply` whose ``status``
-is ``OK``, ``TIMEOUT`` (the last attempt timed out) or ``CRASH`` (HTTP error, malformed answer,
-connection failure after the retries), with the error text; ``REFUSED`` is given by a budgeted caller
+is ``OK``, ``TIMEOUT`` (the last attempt timed out) or ``CRASH`` (HTTP error, connection failure after
+the retries), with the error text; ``REFUSED`` is given by a budgeted caller
 (``reasearch.runs.students``) when a call does not fit under a cap. Only ``OK`` replies carry text
 that is scored: a failed call is never a silent zero.
 
 The usage a student reports is untrusted: a reply whose text was read is ``OK`` whatever its usage says,
 and its token counts are clamped to what the request could have used (prompt tokens: one per byte of the
 system prompt and input, plus a template's overhead; output tokens: the ``max_tokens`` asked), see
-:mod:`reasearch.usage`. Dollars are priced from the clamped counts.
+:mod:`reasearch.usage`. Dollars are priced from the clamped counts. An answer (HTTP 200) whose body
+cannot be read (not JSON, no message, over the size cap) was still answered: it is ``OK`` with an empty
+text (judged ``no_answer``), its tokens at the request's bounds and the reason in ``error``, so one
+unreadable reply neither fails a split nor is paid again on a repeat.
 """
 
 from __future__ import annotations
@@ -249,6 +252,11 @@ class _Attempt(Exception):
         self.retry, self.timeout, self.retry_after = retry, timeout, retry_after
 
 
+class _Unreadable(Exception):
+    """The student answered (HTTP 200) with a body no answer can be read from: the call happened and is paid
+    at the request's bounds, and it scores as no answer (an empty text), never as a failed split."""
+
+
 class StudentClient(ABC):
     """A student endpoint. Subclasses implement :meth:`_attempt` (one HTTP call)."""
 
@@ -273,6 +281,11 @@ class StudentClient(ABC):
         for attempt in range(1, spec.retries + 2):
             try:
                 text, raw_in, raw_out = self._attempt(request)
+            except _Unreadable as exc:
+                bound_in, bound_out = request.token_bounds()
+                return StudentReply(Status.OK, "", bound_in, bound_out, spec.cost(bound_in, bound_out),
+                                    error=f"unreadable answer, scored as no answer: {exc}"[:2000], attempts=attempt,
+                                    wall_s=time.monotonic() - t0)
             except _Attempt as exc:
                 last = exc
                 if not exc.retry or attempt > spec.retries:
@@ -366,12 +379,12 @@ class OpenAICompatStudent(StudentClient):
         if resp.status != 200:
             raise _status_error(resp.status, data, retry_after)
         if len(data) > _MAX_BODY:
-            raise _Attempt(f"answer larger than {_MAX_BODY} bytes", retry=False)
+            raise _Unreadable(f"answer larger than {_MAX_BODY} bytes")
         try:
             doc = json.loads(data)
             text = doc["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
-            raise _Attempt(f"malformed chat completion: {type(exc).__name__}: {data[:200]!r}", retry=False) from None
+            raise _Unreadable(f"malformed chat completion: {type(exc).__name__}: {data[:200]!r}") from None
         if not isinstance(text, str):
             text = "" if text is None else str(text)[:MAX_REPLY_CHARS + 1]
         usage = doc.get("usage")  # read apart from the text: a usage of any shape never fails an answered call
@@ -430,7 +443,7 @@ class AnthropicStudent(StudentClient):
         try:
             texts = [getattr(b, "text", "") for b in msg.content if getattr(b, "type", "") == "text"]
         except TypeError as exc:  # content of the wrong shape
-            raise _Attempt(f"malformed message: {type(exc).__name__}: {exc}"[:300], retry=False) from None
+            raise _Unreadable(f"malformed message: {type(exc).__name__}: {exc}"[:300]) from None
         text = "".join(t for t in texts if isinstance(t, str))
         usage = getattr(msg, "usage", None)  # the SDK does not validate it: any value may come back
         return text, getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)
