@@ -347,6 +347,10 @@ class Gsm8kTask(PromptTask):
     of ``prompt/jsonl-v1`` instead (e.g. ``json:final_answer`` for GEPA's published JSON-answer prompts,
     whose replies end in chatter after the object, so that the last number is not the answer); the text
     rules read what follows the reply's last ``Answer:``.
+
+    Args:
+        answer: an answer rule replacing the default (see :func:`.metrics.apply_answer_rule`): ``after-####``,
+            ``last-number``, ``json:FIELD``, ``exact``, ``normalized-exact``, ``token-f1``.
     """
 
     SEED_PROMPT = "You are a helpful assistant. Solve the math word problem."
