@@ -15,7 +15,9 @@ from reasearch.evaluators.prompt.testing import (
     BETTER_PROMPT,
     GOOD_PROMPT,
     FakeStudentServer,
+    bucket,
     gsm8k_answer_key,
+    student_skill,
     write_synthetic_gsm8k,
 )
 from reasearch.models.testing import call, say
@@ -125,3 +127,40 @@ def test_student_tokens_is_for_prompt_tasks(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert code == 2 and "--student-tokens is for prompt tasks" in err and err.count("\n") == 1
     assert not (tmp_path / "runs").exists() or not open_store(tmp_path / "runs").list_runs()
+
+
+def test_gsm8k_takes_the_answer_rules_of_prompt_jsonl(tmp_path: Path, gsm: Path, server: FakeStudentServer,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39 item 7: ``gsm8k/v1 -p answer=json:final_answer`` scores a JSON-answer prompt's replies by the
+    object's field; the default rule is unchanged (and leaves the spec's parameters as they were)."""
+    from reasearch.evaluators import make
+
+    json_prompt = tmp_path / "json.txt"
+    json_prompt.write_text('Solve the problem step by step, then double-check every calculation. Reply with a JSON '
+                           'object {"final_answer": <number>}.')
+    code = main(["eval", "gsm8k/v1", str(json_prompt), "--student", "openai/fake", "--base-url", server.url, "--json",
+                 "-p", "answer=json:final_answer", *_params(gsm)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["status"] == "OK" and doc["metrics"]["no_answer"] == 0
+    key = gsm8k_answer_key(gsm)
+    task = make("gsm8k/v1", answer="json:final_answer", data_dir=str(gsm), n_train=30, n_validation=30)
+    solved = sum(1 for ex in task.examples("validation") if key[ex.input] == ex.answer and
+                 bucket(ex.input) < student_skill(json_prompt.read_text()))
+    assert solved >= 20 and doc["score"] == solved / 30 and doc["metrics"]["correct"] == solved
+    assert "JSON object" in task.describe() and task.metric_name() == "answer=json:final_answer"
+    # a reply whose chatter after the object holds a number: the JSON rule reads the object, the default the 2
+    ex = task.examples("validation")[0]
+    reply = f'Let me see.\n```json\n{{"final_answer": {ex.answer}}}\n```\nThat took 2 steps.'
+    assert task.judge_one(reply, ex)[0] == "correct"
+    default = make("gsm8k/v1", data_dir=str(gsm), n_train=30, n_validation=30)
+    assert default.judge_one(reply, ex)[:2] == ("wrong_answer", 0.0)
+    assert "answer" not in default.spec.params  # default rule: spec and cache keys as before
+    assert task.judge_one("#### 5 and no JSON", ex) == ("no_answer", 0.0, "")
+    after = make("gsm8k/v1", answer="after-####", data_dir=str(gsm), n_train=30, n_validation=30)
+    assert after.judge_one(f"#### {ex.answer}", ex)[0] == "correct" and after.judge_one("it is 3", ex)[0] == "no_answer"
+    # a rule that does not exist: one line, exit 2, no student call
+    before = server.requests
+    assert main(["eval", "gsm8k/v1", str(json_prompt), "--student", "openai/fake", "--base-url", server.url,
+                 "-p", "answer=json:", *_params(gsm)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "answer must be one of" in err[0] and server.requests == before

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from reasearch._cli.fleet import _executor, _fmt, _seeds, members_table
@@ -58,20 +59,46 @@ def final_table(task: dict[str, Any], reference: str) -> Table:
     t = Table(title=f"{task['task_id']} ({task['direction']}; budget {task['unit']}; "
                     + ("equal budgets" if task["ranked"] else "NOT RANKED: " + task["budget_check"]["why"]) + ")")
     for col in ("method", "rank", "runs", "mean best", "std", "min", "max", f"gain vs {reference} [95% CI]",
-                "spent", "INVALID", "TIMEOUT", "CRASH", "REFUSED"):
+                f"W/T/L vs {reference}", "Cliff's delta", "spent", "INVALID", "TIMEOUT", "CRASH", "REFUSED"):
         t.add_column(col)
     for r in task["table"]:
         v = r["vs_reference"]
         gain = "reference" if v is None else ("-" if not v["pairs"] else
                                               f"{v['mean_gain']:+.4g} [{v['ci95'][0]:+.4g}, {v['ci95'][1]:+.4g}]")
+        wtl, delta = wins_ties_losses(v)
         f = r["failures"]
         t.add_row(r["method"], str(r.get("rank", "-")), str(r["runs"]), _fmt(r["mean"]), _fmt(r["std"]), _fmt(r["min"]),
-                  _fmt(r["max"]), gain, f"{r['spent']:g}", str(f["INVALID"]), str(f["TIMEOUT"]), str(f["CRASH"]),
-                  str(f["REFUSED"]))
+                  _fmt(r["max"]), gain, wtl, delta, f"{r['spent']:g}", str(f["INVALID"]), str(f["TIMEOUT"]),
+                  str(f["CRASH"]), str(f["REFUSED"]))
     if task.get("published"):
         t.add_row(f"published best known ({task['published']['source']})", "-", "-",
-                  _fmt(task["published"]["best_known"]), *["-"] * 9)
+                  _fmt(task["published"]["best_known"]), *["-"] * 11)
+    refs = task.get("references", [])
+    for ref in refs:
+        t.add_row(escape(f"reference: {ref['method']}"), "published", "-", reference_value(ref), *["-"] * 11)
+    if refs:
+        t.caption = "Reference rows are published, not measured here: " + "; ".join(map(reference_label, refs))
+        t.caption_justify = "left"
     return t
+
+
+def wins_ties_losses(v: dict[str, Any] | None) -> tuple[str, str]:
+    """``("W/T/L", "Cliff's delta")`` cells of a row's ``vs_reference`` (``-`` for the reference or no pair)."""
+    if not v or not v.get("pairs"):
+        return "-", "-"
+    return f"{v['wins']}/{v['ties']}/{v['losses']}", f"{v['cliffs_delta']:+.2f}"
+
+
+def reference_label(ref: dict[str, Any]) -> str:
+    """A reference row's source, budget and note, for the table's caption."""
+    note = f"; {ref['note']}" if ref.get("note") else ""
+    return escape(f"{ref['method']} ({ref['source']}; budget: {ref['budget']}{note})")
+
+
+def reference_value(ref: dict[str, Any]) -> str:
+    """A reference row's score cell (``value (metric)`` when the figure is a metric, not the score)."""
+    text = f"{ref['score']:.12g}" + (f" ({ref['as_published']})" if ref.get("as_published") else "")
+    return escape(text if ref.get("metric", "score") == "score" else f"{text}, {ref['metric']}: not the score")
 
 
 def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:

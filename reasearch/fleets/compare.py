@@ -6,7 +6,10 @@ unit: evaluations for programs, student calls for prompts, experiments for train
 :func:`comparison` reads the store and computes what the report shows: best-so-far curves against
 budget spent, dollars and wall time per run, a final table per task (mean, spread, a paired bootstrap
 interval of each method against the agent over seeds), failures by status, each run's spend by unit,
-the agent's tool mix, and whether the budgets are equal (runs whose caps differ are not ranked).
+the agent's tool mix, and whether the budgets are equal (runs whose caps differ are not ranked). Beside
+each bootstrap interval: wins/ties/losses over the paired seeds and Cliff's delta (:func:`paired_stats`),
+also for every pair of methods; beside the measured rows, the published reference rows of the task
+(``references.json``: published, not measured here).
 
 Trust boundary: reads the store only (scores and feedback were decided by the trusted evaluators).
 """
@@ -22,6 +25,7 @@ from typing import Any
 from reasearch.errors import ConfigError
 from reasearch.evaluators.registry import build_task
 from reasearch.evaluators.training import heldout_public_of
+from reasearch.fleets._references import references_for
 from reasearch.fleets.fleet import (
     FleetReport,
     FleetSpec,
@@ -34,10 +38,12 @@ from reasearch.methods.peers import KINDS
 from reasearch.runs import Run, Store, Unit, open_store
 from reasearch.runs.run import effective_state
 
-__all__ = ["FAILURES", "budget_unit", "compare_spec", "comparison", "run_compare"]
+__all__ = ["FAILURES", "TIE_RTOL", "budget_unit", "compare_spec", "comparison", "paired_stats", "run_compare"]
 
 FAILURES = ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED")
 BOOTSTRAP_RESAMPLES = 2000
+TIE_RTOL = 1e-9
+"""Two paired scores tie when they differ by at most ``TIE_RTOL * max(1, |a|, |b|)``."""
 _TEST_NOTE = "test:"
 
 
@@ -119,7 +125,7 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
         "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
         "caps": dict(rec.budget), "used": {u: v for u, v in used.items() if v},
         "best_score": st.best_score, "test_score": test_score, "points": points,
-        "heldout_public": heldout_public_of(run.task),
+        "heldout_public": heldout_public_of(run.task), "task_params": dict(spec.params),
         "failures": dict(Counter(p["status"] for p in points if p["status"] in FAILURES)),
         "tool_mix": dict(Counter(str(e.payload.get("name")) for e in store.events(run_id, kind="tool_call"))),
     }
@@ -138,6 +144,53 @@ def paired_bootstrap(diffs: Sequence[float], *, seed: int = 0,
     n = len(diffs)
     means = sorted(statistics.fmean(rng.choices(diffs, k=n)) for _ in range(resamples))
     return means[int(0.025 * (resamples - 1))], means[int(0.975 * (resamples - 1))]
+
+
+def _tied(a: float, b: float) -> bool:
+    return abs(a - b) <= TIE_RTOL * max(1.0, abs(a), abs(b))
+
+
+def paired_stats(mine: Mapping[int, float], theirs: Mapping[int, float], direction: str) -> dict[str, Any]:
+    """Wins, ties and losses of ``mine`` against ``theirs`` over the seeds both have, and Cliff's delta.
+
+    A seed is a win when ``mine`` is better in ``direction`` by more than the tie tolerance (:data:`TIE_RTOL`),
+    a tie within it. Cliff's delta, over the same paired seeds' scores x (mine) and y (theirs), n of each:
+    ``(#{(i, j): x_i better than y_j} - #{(i, j): x_i worse than y_j}) / n**2``, with the same tolerance;
+    it lies in [-1, 1] and is None with no pair.
+    """
+    sign = _better_sign(direction)
+    seeds = sorted(set(mine) & set(theirs))
+    wins = ties = losses = 0
+    for s in seeds:
+        a, b = mine[s], theirs[s]
+        if _tied(a, b):
+            ties += 1
+        elif sign * (a - b) > 0:
+            wins += 1
+        else:
+            losses += 1
+    xs, ys = [mine[s] for s in seeds], [theirs[s] for s in seeds]
+    above = sum(1 for x in xs for y in ys if not _tied(x, y) and sign * (x - y) > 0)
+    below = sum(1 for x in xs for y in ys if not _tied(x, y) and sign * (x - y) < 0)
+    delta = (above - below) / len(seeds) ** 2 if seeds else None
+    return {"pairs": len(seeds), "wins": wins, "ties": ties, "losses": losses, "cliffs_delta": delta}
+
+
+def _pairwise(runs: list[dict[str, Any]], methods: Sequence[str], direction: str) -> list[dict[str, Any]]:
+    """:func:`paired_stats` and the bootstrap interval of every ordered pair of distinct methods."""
+    sign = _better_sign(direction)
+    best = {m: {r["seed"]: r["best_score"] for r in runs if r["method"] == m and r["best_score"] is not None}
+            for m in methods}
+    out = []
+    for a in methods:
+        for b in methods:
+            if a == b:
+                continue
+            diffs = [sign * (best[a][s] - best[b][s]) for s in sorted(set(best[a]) & set(best[b]))]
+            ci = paired_bootstrap(diffs)
+            out.append({"method": a, "versus": b, **paired_stats(best[a], best[b], direction),
+                        "mean_gain": statistics.fmean(diffs) if diffs else None, "ci95": list(ci) if ci else None})
+    return out
 
 
 def _task_table(runs: list[dict[str, Any]], methods: Sequence[str], reference: str) -> list[dict[str, Any]]:
@@ -160,7 +213,9 @@ def _task_table(runs: list[dict[str, Any]], methods: Sequence[str], reference: s
                      "min": min(vals) if vals else None, "max": max(vals) if vals else None,
                      "vs_reference": None if method == reference else {
                          "pairs": len(diffs), "mean_gain": statistics.fmean(diffs) if diffs else None,
-                         "ci95": list(ci) if ci else None},
+                         "ci95": list(ci) if ci else None,
+                         **paired_stats({r["seed"]: r["best_score"] for r in mine if r["best_score"] is not None},
+                                        ref, direction)},
                      "failures": {k: failures.get(k, 0) for k in FAILURES},
                      "evaluations": sum(len(r["points"]) for r in mine),
                      "spent": sum(r["used"].get(r["unit"], 0.0) for r in mine),
@@ -224,6 +279,8 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
         tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
                       "budget_check": check, "ranked": check["equal"], "table": table,
                       "heldout_public": first.get("heldout_public"),
+                      "pairwise": _pairwise(mine, methods, first["direction"]),
+                      "references": references_for(task_id, first.get("task_params")),
                       "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}
                                     if first["best_known"] is not None else None)})
     return {"fleet_id": fleet_id, "methods": methods, "reference": reference, "seeds": list(spec.seeds),

@@ -2,8 +2,10 @@
 
 Per task: best score against budget spent, against dollars and against wall time (the median over
 seeds per method, with the min-max spread as a band); a final table (one row per method: runs, mean,
-spread, the paired bootstrap interval against the reference method, rank only when the budgets are
-equal), the published best known beside it, failures by status, each run's spend by unit, and the
+spread, the paired bootstrap interval against the reference method with wins/ties/losses over the paired
+seeds and Cliff's delta, rank only when the budgets are equal), the published best known and the task's
+published reference rows beside it (marked: published, not measured here), every pair of methods' paired
+statistics, failures by status, each run's spend by unit, and the
 agent's tool mix. The page is built like the run reports (plotly.js inlined, data in a JSON script
 tag, a Content-Security-Policy that forbids every network load).
 
@@ -106,6 +108,38 @@ def _ci(row: Mapping[str, Any]) -> str:
     return f"{v['mean_gain']:+.4g} [{lo:+.4g}, {hi:+.4g}] ({v['pairs']} pairs)"
 
 
+def _wtl_cells(v: Mapping[str, Any] | None) -> str:
+    if not v or not v.get("pairs"):
+        return "<td>-</td><td>-</td>"
+    return (f"<td class='wtl'>{v['wins']}/{v['ties']}/{v['losses']}</td>"
+            f"<td class='cliffs-delta'>{v['cliffs_delta']:+.2f}</td>")
+
+
+def _reference_row(ref: Mapping[str, Any]) -> str:
+    """A published reference row: method, source and budget, marked as not measured here."""
+    value = f"{ref['score']:.12g}" + (f" ({ref['as_published']})" if ref.get("as_published") else "")
+    if ref.get("metric", "score") != "score":
+        value += f", {ref['metric']}: not the score"
+    note = f"; {ref['note']}" if ref.get("note") else ""
+    return (f"<tr class='reference' data-method='{esc(ref['method'])}'><td colspan='3'>reference: "
+            f"{esc(ref['method'])}</td><td>{esc(value)}</td><td colspan='13' class='muted'>published, not measured "
+            f"here; source: {esc(ref['source'])}; budget: {esc(ref['budget'])}{esc(note)}</td></tr>")
+
+
+def _pairwise_table(task: Mapping[str, Any]) -> str:
+    pairs = [p for p in task.get("pairwise", []) if p["pairs"]]
+    if not pairs:
+        return ""
+    body = "".join(
+        f"<tr class='pair-row'><td>{esc(p['method'])}</td><td>{esc(p['versus'])}</td><td>{p['pairs']}</td>"
+        f"<td>{p['wins']}/{p['ties']}/{p['losses']}</td><td>{p['cliffs_delta']:+.2f}</td>"
+        f"<td>{p['mean_gain']:+.4g} [{p['ci95'][0]:+.4g}, {p['ci95'][1]:+.4g}]</td></tr>"
+        for p in pairs)
+    return ("<h3>Every pair of methods (paired by seed)</h3><table class='grid-table pairwise-table'><tr><th>method"
+            "</th><th>versus</th><th>pairs</th><th>W/T/L</th><th>Cliff's delta</th><th>gain (mean, 95% paired "
+            f"bootstrap)</th></tr>{body}</table>")
+
+
 def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], reference: str) -> str:
     slug = _slug(task["task_id"])
     check = task["budget_check"]
@@ -118,7 +152,8 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
         notice += (f"<p class='warn heldout-public'>Scored on {esc(text)}.</p>" if public else
                    f"<p class='muted heldout-private'>Scored on {esc(text)}.</p>")
     head = ("<tr><th>method</th><th>rank</th><th>runs</th><th>mean best</th><th>std</th><th>min</th><th>max</th>"
-            f"<th>gain vs {esc(reference)} (mean, 95% paired bootstrap)</th><th>spent ({esc(task['unit'])})</th>"
+            f"<th>gain vs {esc(reference)} (mean, 95% paired bootstrap)</th><th>W/T/L vs {esc(reference)}</th>"
+            f"<th>Cliff's delta</th><th>spent ({esc(task['unit'])})</th>"
             "<th>dollars</th>" + "".join(f"<th>{k}</th>" for k in ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED"))
             + "</tr>")
     rows = []
@@ -129,13 +164,15 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
             f"<tr class='method-row' data-method='{esc(r['method'])}'><td>{esc(r['method'])}</td><td>{rank}</td>"
             f"<td>{r['runs']}</td><td>{esc(fmt_score(r['mean']))}</td><td>{esc(fmt_score(r['std']))}</td>"
             f"<td>{esc(fmt_score(r['min']))}</td><td>{esc(fmt_score(r['max']))}</td><td>{esc(_ci(r))}</td>"
+            f"{_wtl_cells(r.get('vs_reference'))}"
             f"<td>{r['spent']:g}</td><td>{r['dollars']:.4g}</td>{fails}</tr>"
         )
     pub = task.get("published")
     if pub:
         rows.append(f"<tr class='published'><td colspan='3'>published best known ({esc(pub['source'])})</td>"
-                    f"<td>{esc(fmt_score(pub['best_known']))}</td><td colspan='11' class='muted'>published, not "
+                    f"<td>{esc(fmt_score(pub['best_known']))}</td><td colspan='13' class='muted'>published, not "
                     "measured here</td></tr>")
+    rows.extend(_reference_row(ref) for ref in task.get("references", []))
     spend = "".join(
         f"<tr class='run-row'><td><code>{esc(r['run_id'])}</code></td><td>{esc(r['method'])}</td><td>{r['seed']}</td>"
         f"<td>{esc(r['state'])}</td><td>{esc(fmt_score(r['best_score']))}</td>"
@@ -158,6 +195,7 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
         f"<div id='fig-{slug}-budget' class='plot'></div><div class='plots2'><div id='fig-{slug}-dollars' "
         f"class='plot'></div><div id='fig-{slug}-wall' class='plot'></div></div>"
         f"<h3>Final best score per method</h3><table class='grid-table final-table'>{head}{''.join(rows)}</table>"
+        f"{_pairwise_table(task)}"
         f"<h3>Each run's spend by unit</h3><table class='grid-table spend-table'><tr><th>run</th><th>method</th>"
         f"<th>seed</th><th>state</th><th>best</th><th>caps</th><th>spent</th><th>sealed test</th></tr>{spend}</table>"
         f"<h3>Where the agent spent its turns (tool calls)</h3>{mix_html}</section>"

@@ -180,3 +180,138 @@ def test_a_comparison_says_when_a_task_scores_public_held_out_data(tmp_path: Any
     private = _task_section({**task, "heldout_public": False}, [], "agent")
     assert "heldout-private'>Scored on private held-out data: sealed" in private and "PUBLIC" not in private
     assert "held-out data" not in _task_section(task, [], "agent")  # a task that states nothing
+
+
+# ------------------------------------------------------------ issue 39 item 7: paired statistics, reference rows
+@pytest.mark.parametrize("direction, mine, theirs, wtl, delta", [
+    # mixed: seed 0 lost, 1 tied, 2 and 3 won; seed 9 has no pair. Cliff: 8 of the 16 cross pairs above, 5 below
+    ("maximize", {0: 1.0, 1: 2.0, 2: 3.0, 3: 5.0}, {0: 2.0, 1: 2.0, 2: 1.0, 3: 4.0, 9: 7.0}, (2, 1, 1), 3 / 16),
+    ("minimize", {0: 1.0, 1: 2.0, 2: 3.0, 3: 5.0}, {0: 2.0, 1: 2.0, 2: 1.0, 3: 4.0, 9: 7.0}, (1, 1, 2), -3 / 16),
+    # all ties (one within the tolerance): no win, no loss, and the cross pairs cancel
+    ("maximize", {0: 1.0, 1: 2.0}, {0: 1.0 + 1e-12, 1: 2.0}, (0, 2, 0), 0.0),
+    # one-sided: every seed won; Cliff 8/9 (3 vs 3 across seeds ties), 1 when the samples do not overlap
+    ("maximize", {0: 3.0, 1: 4.0, 2: 5.0}, {0: 1.0, 1: 2.0, 2: 3.0}, (3, 0, 0), 8 / 9),
+    ("maximize", {0: 3.0, 1: 4.0, 2: 5.0}, {0: 0.0, 1: 0.0, 2: 0.0}, (3, 0, 0), 1.0),
+    ("minimize", {0: 3.0, 1: 4.0, 2: 5.0}, {0: 0.0, 1: 0.0, 2: 0.0}, (0, 0, 3), -1.0),
+    # the tolerance: 1e-9 x max(1, |a|, |b|)
+    ("maximize", {0: 1.0 + 2e-9, 1: 1.0 + 5e-10}, {0: 1.0, 1: 1.0}, (1, 1, 0), 0.5),
+    ("maximize", {0: 1000.0, 1: 1000.0}, {0: 1000.0 + 5e-7, 1: 1000.0 + 2e-6}, (0, 1, 1), -0.5),
+])
+def test_wins_ties_losses_and_cliffs_delta_on_hand_made_pairs(direction: str, mine: dict[int, float],
+                                                              theirs: dict[int, float], wtl: tuple[int, int, int],
+                                                              delta: float) -> None:
+    from reasearch.fleets.compare import paired_stats
+
+    got = paired_stats(mine, theirs, direction)
+    assert (got["wins"], got["ties"], got["losses"]) == wtl and got["pairs"] == sum(wtl)
+    assert got["cliffs_delta"] == pytest.approx(delta, abs=1e-12)
+    back = paired_stats(theirs, mine, direction)  # the other side of the same pairs
+    assert (back["wins"], back["ties"], back["losses"]) == wtl[::-1]
+    assert back["cliffs_delta"] == pytest.approx(-delta, abs=1e-12)
+
+
+def test_no_shared_seed_gives_no_statistics() -> None:
+    from reasearch.fleets.compare import paired_stats
+
+    assert paired_stats({0: 1.0}, {1: 2.0}, "maximize") == {"pairs": 0, "wins": 0, "ties": 0, "losses": 0,
+                                                             "cliffs_delta": None}
+
+
+def test_the_statistics_stand_beside_the_bootstrap_interval_in_the_table_and_the_page() -> None:
+    from reasearch._cli.compare import final_table
+    from reasearch.fleets.compare import _pairwise, _task_table
+    from reasearch.reports.compare_methods import _task_section
+
+    caps = {"evaluations": 4}
+    runs = [_run("agent", s, v, caps, 4) for s, v in enumerate((2.0, 2.0, 1.0, 4.0))]
+    runs += [_run("evolve", s, v, caps, 4) for s, v in enumerate((1.0, 2.0, 3.0, 5.0))]
+    runs += [_run("reflect", s, 2.0, caps, 4) for s in range(4)]
+    table = _task_table(runs, ["agent", "evolve", "reflect"], "agent")
+    evolve = table[1]["vs_reference"]
+    assert (evolve["wins"], evolve["ties"], evolve["losses"], evolve["pairs"]) == (2, 1, 1, 4)
+    assert evolve["cliffs_delta"] == pytest.approx(3 / 16) and evolve["ci95"] is not None
+    assert table[0]["vs_reference"] is None  # the reference itself
+    pairs = {(p["method"], p["versus"]): p for p in _pairwise(runs, ["agent", "evolve", "reflect"], "maximize")}
+    assert len(pairs) == 6 and (pairs["reflect", "evolve"]["wins"], pairs["reflect", "evolve"]["losses"]) == (1, 2)
+    assert pairs["evolve", "agent"]["cliffs_delta"] == pytest.approx(3 / 16)
+    task = {"task_id": "heilbronn/n11-v1", "direction": "maximize", "unit": "evaluations", "ranked": True,
+            "budget_check": {"equal": True, "why": "", "caps": [caps]}, "table": table, "published": None,
+            "pairwise": list(pairs.values()), "references": []}
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(final_table(task, "agent"))
+    text = console.export_text()
+    assert "W/T/L vs agent" in text and "Cliff's delta" in text
+    evolve_line = next(line for line in text.splitlines() if "│ evolve " in line)
+    assert "2/1/1" in evolve_line and "+0.19" in evolve_line
+    html = _task_section(task, [], "agent")
+    assert "<th>W/T/L vs agent</th><th>Cliff's delta</th>" in html
+    assert "<td class='wtl'>2/1/1</td><td class='cliffs-delta'>+0.19</td>" in html
+    assert "pairwise-table" in html and "<td>reflect</td><td>evolve</td><td>4</td><td>1/1/2</td>" in html
+
+
+def test_reference_rows_are_checked_data_for_registered_tasks(tmp_path: Any) -> None:
+    import json
+
+    from reasearch.evaluators.registry import build_task
+    from reasearch.fleets._references import load_references, references_for
+
+    rows = load_references()
+    assert rows and all(r["source"] and r["budget"] for r in rows)
+    for r in rows:  # a typo in an id or a parameter name would hide a row for ever
+        task = build_task(r["task"])
+        assert set(r.get("params", {})) <= set(task.spec.params), r
+    assert [r["method"] for r in references_for("circle_packing/n26-v1")] == ["AlphaEvolve"]
+    assert references_for("heilbronn/n11-v1") == []
+    assert references_for("txn_scheduling/v1", {"score": "adrs"}) == []  # a 0-100 score: the makespans do not apply
+    assert len(references_for("txn_scheduling/v1", build_task("txn_scheduling/v1").spec.params)) == 2
+    assert references_for("nanogpt/v2", {"corpus": "generated"}) == []
+    for i, (row, msg) in enumerate((({"task": "t", "method": "m", "score": 1.0, "source": "s"}, "missing budget"),
+                     ({"task": "t", "method": "m", "score": 1.0, "source": "s", "budget": "b", "x": 1}, "unknown x"),
+                     ({"task": "t", "method": "m", "score": "1", "source": "s", "budget": "b"}, "finite number"),
+                     ({"task": "t", "method": "m", "score": 1.0, "source": " ", "budget": "b"}, "non-empty"),
+                     ({"task": "t", "method": "m", "score": float("nan"), "source": "s", "budget": "b"}, "finite"))):
+        bad = tmp_path / f"refs{i}.json"
+        bad.write_text(json.dumps({"rows": [row]}))
+        with pytest.raises(ConfigError, match=f"row 0: .*{msg}"):
+            load_references(bad)
+
+
+def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path: Any,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``reasearch compare`` on circle_packing/n26-v1 shows AlphaEvolve's published sum as a reference row (source,
+    budget, "published, not measured here") in the printed table, the page and the JSON; heilbronn/n11-v1, which has
+    no reference row, shows none."""
+    import json
+
+    from reasearch.cli import main
+
+    store = str(tmp_path / "runs")
+    out_html, out_json = tmp_path / "c.html", tmp_path / "c.json"
+    rc = main(["compare", "circle_packing/n26-v1", "heilbronn/n11-v1", "--methods", "best-of-n,evolve", "--seeds",
+               "0,1", "--budget", "2", "--model", "demo", "--quiet", "--store", store, "--run-dir", store,
+               "-o", str(out_html), "--json", str(out_json)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    cp, hb = printed.split("heilbronn/n11-v1 (")
+    (row,) = [line for line in cp.splitlines() if "reference: AlphaEvolve" in line]
+    assert "published" in row and "2.6358627564" in row
+    caption = " ".join(cp.split("┘")[-1].split())
+    assert caption.startswith("Reference rows are published, not measured here: AlphaEvolve (AlphaEvolve, as TASKS.md")
+    assert "budget: budget not stated" in caption
+    assert "reference:" not in hb and "Reference rows" not in hb and "AlphaEvolve" not in hb
+    data = json.loads(out_json.read_text())
+    refs = {t["task_id"]: t["references"] for t in data["tasks"]}
+    assert refs["heilbronn/n11-v1"] == []
+    (alpha,) = refs["circle_packing/n26-v1"]
+    assert alpha["method"] == "AlphaEvolve" and alpha["score"] == 2.6358627564 and "AlphaEvolve" in alpha["source"]
+    assert alpha["budget"] == "budget not stated"
+    assert all(t["table"][1]["vs_reference"]["pairs"] == 2 for t in data["tasks"])  # statistics over both seeds
+    html = out_html.read_text()
+    cp_html, hb_html = html.split("<section id='task-heilbronn-n11-v1'>")
+    assert cp_html.count("<tr class='reference' data-method='AlphaEvolve'>") == 1
+    row = cp_html.split("<tr class='reference' data-method='AlphaEvolve'>")[1].split("</tr>")[0]
+    assert "reference: AlphaEvolve" in row and "2.6358627564" in row and "published, not measured here" in row
+    assert "budget: budget not stated" in row and "source: AlphaEvolve, as TASKS.md" in row
+    assert "class='reference'" not in hb_html

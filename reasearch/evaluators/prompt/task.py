@@ -343,7 +343,14 @@ class Gsm8kTask(PromptTask):
     Train and validation: ``n_train`` and ``n_validation`` problems (500 each) drawn, after a shuffle
     with ``split_seed``, from ``train.jsonl``; test: ``test.jsonl`` (all 1,319 unless ``n_test``). The
     metric is exact match of the final number: the first number after the reply's last ``####``, else
-    its last number, against the number after ``####`` in the reference.
+    its last number, against the number after ``####`` in the reference. ``answer`` takes the answer rules
+    of ``prompt/jsonl-v1`` instead (e.g. ``json:final_answer`` for GEPA's published JSON-answer prompts,
+    whose replies end in chatter after the object, so that the last number is not the answer); the text
+    rules read what follows the reply's last ``Answer:``.
+
+    Args:
+        answer: an answer rule replacing the default (see :func:`.metrics.apply_answer_rule`): ``after-####``,
+            ``last-number``, ``json:FIELD``, ``exact``, ``normalized-exact``, ``token-f1``.
     """
 
     SEED_PROMPT = "You are a helpful assistant. Solve the math word problem."
@@ -367,25 +374,37 @@ class Gsm8kTask(PromptTask):
         n_test: int | None = None,
         split_seed: int = 0,
         data_dir: str | None = None,
+        answer: str | None = None,
     ) -> None:
         self._student_params(student=student, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                              temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s, retries=retries,
                              backoff_s=backoff_s, price_in=price_in, price_out=price_out, n_train=n_train,
                              n_validation=n_validation, n_test=n_test, split_seed=split_seed)
         self.data_dir = data_dir
+        self.answer = answer
+
+    def get_params(self) -> dict[str, Any]:
+        params = super().get_params()
+        if params.get("answer") is None:  # the default rule: the spec (and every cache key) stays as before
+            params.pop("answer", None)
+        return params
 
     def _make_spec(self) -> TaskSpec:
+        _check_rule(self.answer)
         return self._spec("gsm8k/v1")
 
     def metric_name(self) -> str:
-        return "exact match of the final number"
+        return "exact match of the final number" if self.answer is None else f"answer={self.answer}"
 
     def describe(self) -> str:
+        rule = ("The final number of the student's reply is the first number after its last '####', or else the "
+                "last number it writes: the prompt should make the student reason and then end with '#### <number>'."
+                if self.answer is None else
+                _rule_text(str(self.answer), "Answer:", "") + " Answers inside fenced code blocks count only when "
+                "the reply has none outside them; when there are several, the last one counts.")
         return self._describe_common(
             "GSM8K: grade-school math word problems. Each input is one problem; the reference answer is a "
-            "number. The final number of the student's reply is the first number after its last '####', or "
-            "else the last number it writes: the prompt should make the student reason and then end with "
-            "'#### <number>'.")
+            f"number. {rule}")
 
     def _load(self) -> Splits:
         folder = gsm8k_dir(self.data_dir)
@@ -395,6 +414,8 @@ class Gsm8kTask(PromptTask):
                            n_test=None if self.n_test is None else int(self.n_test), seed=int(self.split_seed))
 
     def judge_one(self, reply_text: str, example: Example) -> tuple[str, float, str]:
+        if self.answer is not None:
+            return _judge_by_rule(str(self.answer), reply_text, example.answer, "Answer:")
         pred = extract_final_number(reply_text, "####")
         if pred is None:
             return "no_answer", 0.0, ""
@@ -461,11 +482,7 @@ class JsonlPromptTask(PromptTask):
     def _make_spec(self) -> TaskSpec:
         if self.metric not in METRICS:
             raise ConfigError(f"metric must be one of {sorted(METRICS)}, not {self.metric!r}")
-        if self.answer is not None:
-            try:
-                check_answer_rule(str(self.answer))
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+        _check_rule(self.answer)
         return self._spec("prompt/jsonl-v1")
 
     def metric_name(self) -> str:
@@ -475,20 +492,7 @@ class JsonlPromptTask(PromptTask):
         name = os.path.basename(str(self.path or '(no path given)'))
         context = (f" Each input starts with supporting context (the {self.context_field!r} field: paragraphs, "
                    "some of them distractors), then the question." if self.context_field else "")
-        prefix = f"follows the reply's last {self.answer_prefix!r} on its line, else its last non-empty line"
-        rule = {
-            None: f"The prediction is what {prefix}; it is compared with the reference by the {self.metric} metric.",
-            "after-####": "The prediction is the first number after the reply's last '####' (no '####': no answer); "
-                          "it must equal the reference number.",
-            "last-number": "The prediction is the last number in the reply; it must equal the reference number.",
-            "exact": f"The prediction is what {prefix}; it must equal the reference exactly.",
-            "normalized-exact": f"The prediction is what {prefix}; it must equal the reference after lower-casing "
-                                "and removing punctuation and articles.",
-            "token-f1": f"The prediction is what {prefix}; the score is its token F1 against the reference "
-                        "(partial credit).",
-        }.get(None if self.answer is None else str(self.answer),
-              f"The prediction is the {str(self.answer)[5:]!r} field of the last JSON object in the reply that has "
-              "it (text after the object is ignored); numbers must be equal, text equal after normalization.")
+        rule = _rule_text(None if self.answer is None else str(self.answer), str(self.answer_prefix), str(self.metric))
         return self._describe_common(
             f"Answer the inputs of {name}.{context} {rule} Answers inside fenced code blocks count only when the "
             "reply has none outside them; when there are several, the last one counts.")
@@ -507,13 +511,43 @@ class JsonlPromptTask(PromptTask):
 
     def judge_one(self, reply_text: str, example: Example) -> tuple[str, float, str]:
         if self.answer is not None:
-            value, pred = apply_answer_rule(str(self.answer), reply_text, example.answer, prefix=self.answer_prefix)
-            if not pred:
-                return "no_answer", 0.0, ""
-            return ("correct" if value >= 1.0 else "partial" if value > 0 else "wrong_answer"), value, pred
+            return _judge_by_rule(str(self.answer), reply_text, example.answer, str(self.answer_prefix))
         pred = extract_prediction(reply_text, self.answer_prefix)
         if not pred:
             return "no_answer", 0.0, ""
         value = float(METRICS[str(self.metric)](pred, example.answer))
         kind = "correct" if value >= 1.0 else ("partial" if value > 0 else "wrong_answer")
         return kind, value, pred
+
+
+# ------------------------------------------------------------ answer rules (-p answer=), shared by both tasks
+def _check_rule(answer: str | None) -> None:
+    if answer is not None:
+        try:
+            check_answer_rule(str(answer))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _judge_by_rule(rule: str, reply_text: str, reference: str, prefix: str) -> tuple[str, float, str]:
+    value, pred = apply_answer_rule(rule, reply_text, reference, prefix=prefix)
+    if not pred:
+        return "no_answer", 0.0, ""
+    return ("correct" if value >= 1.0 else "partial" if value > 0 else "wrong_answer"), value, pred
+
+
+def _rule_text(answer: str | None, answer_prefix: str, metric: str) -> str:
+    """How a reply is judged under ``answer`` (None: ``metric`` on the text after ``answer_prefix``)."""
+    prefix = f"follows the reply's last {answer_prefix!r} on its line, else its last non-empty line"
+    return {
+        None: f"The prediction is what {prefix}; it is compared with the reference by the {metric} metric.",
+        "after-####": "The prediction is the first number after the reply's last '####' (no '####': no answer); "
+                      "it must equal the reference number.",
+        "last-number": "The prediction is the last number in the reply; it must equal the reference number.",
+        "exact": f"The prediction is what {prefix}; it must equal the reference exactly.",
+        "normalized-exact": f"The prediction is what {prefix}; it must equal the reference after lower-casing "
+                            "and removing punctuation and articles.",
+        "token-f1": f"The prediction is what {prefix}; the score is its token F1 against the reference "
+                    "(partial credit).",
+    }.get(answer, f"The prediction is the {str(answer)[5:]!r} field of the last JSON object in the reply that has "
+                  "it (text after the object is ignored); numbers must be equal, text equal after normalization.")
