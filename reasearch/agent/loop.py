@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reasearch import ast_lock
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.console import write_final_files
 from reasearch.agent.model_calls import ModelCalls, require_prices, role_models
@@ -361,7 +361,7 @@ class Agent(ModelCalls):
         except ToolError as exc:
             return {"name": call.name, "is_error": True, "data": None, "text": str(exc)}
         except Exception as exc:  # a failing tool answers the model with an error; the loop goes on
-            return {"name": call.name, "is_error": True, "data": None, "traceback": traceback.format_exc()[-4000:],
+            return {"name": call.name, "is_error": True, "data": None, "traceback": ast_lock.format_exc()[-4000:],
                     "text": f"{call.name} failed: {type(exc).__name__}: {exc}"}
         out = out if isinstance(out, ToolOutput) else ToolOutput(str(out))
         return {"name": call.name, "is_error": False, "text": out.text, "data": dict(out.data) if out.data else None}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from reasearch import ast_lock
 from reasearch.engine.protocol import RunOutcome, RunRequest, Status
 from reasearch.errors import ConfigError
 
@@ -35,7 +36,7 @@ class StaticRunner:
     def run(self, request: RunRequest) -> RunOutcome:
         self.requests.append(request)
         try:
-            tree = ast.parse(request.source)
+            tree = ast_lock.parse(request.source)
         except SyntaxError as exc:
             return RunOutcome(Status.CRASH, None, 0.0, 0.0, error=f"SyntaxError: {exc}", sandbox_mode=self.mode)
         for node in tree.body:

@@ -51,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reasearch import ast_lock
 from reasearch.models._demo_training import experiments, seasonal_edit
 from reasearch.models.messages import (
     ModelReply,
@@ -106,7 +107,7 @@ def _float_text(value: float) -> str:
 def mutate_python(source: str, rng: random.Random, *, scale: float = 0.05, count: int = 3) -> str:
     """``source`` with up to ``count`` numeric literals perturbed (see the module's contract); valid Python."""
     try:
-        tree = ast.parse(source)
+        tree = ast_lock.parse(source)
     except SyntaxError:
         return source
     floats: list[tuple[ast.Constant, float]] = []
@@ -138,7 +139,7 @@ def mutate_python(source: str, rng: random.Random, *, scale: float = 0.05, count
         lines[node.lineno - 1] = raw.decode()
     out = "".join(lines)
     try:
-        ast.parse(out)
+        ast_lock.parse(out)
     except SyntaxError:
         return source
     return out
