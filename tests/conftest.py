@@ -4,6 +4,11 @@ several nodes start their own cluster).
 
 A session-level check closes the process-wide sandbox pool and then fails the run if the test
 process still has any child process (live or zombie): kills are real, nothing outlives the suite.
+
+Every session is a new machine: before any test module is imported, ``XDG_DATA_HOME`` points at a
+fresh folder and ``REASEARCH_SECRET`` is unset, so the evaluator secret is made anew (as on a fresh
+clone) and no test can pass only under the developer's secret (architecture invariant 6). The folder
+is removed at the end; subprocesses and Ray workers a test starts inherit it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,24 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+SESSION_DATA_HOME = ""  # the fresh XDG_DATA_HOME of this session (see the module doc)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A new machine per session: a fresh data home (so a fresh evaluator secret) and no secret variable."""
+    import tempfile
+
+    global SESSION_DATA_HOME
+    SESSION_DATA_HOME = tempfile.mkdtemp(prefix="reasearch-test-data-home-")
+    os.environ["XDG_DATA_HOME"] = SESSION_DATA_HOME
+    os.environ.pop("REASEARCH_SECRET", None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    if SESSION_DATA_HOME:
+        shutil.rmtree(SESSION_DATA_HOME, ignore_errors=True)
 
 
 def _shared_data_dir() -> Path:

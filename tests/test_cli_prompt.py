@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,16 +82,21 @@ def test_optimize_then_test(tmp_path: Path, gsm: Path, server: FakeStudentServer
     script.write_text(json.dumps([r.to_dict() for r in replies]))
     run_dir = tmp_path / "runs"
     code = main(["optimize", "gsm8k/v1", "--model", f"scripted/{script}", "--student", "openai/fake",
-                 "--student-base-url", server.url, "--student-calls", "200", "--run-dir", str(run_dir), "--quiet",
-                 *_params(gsm)])
+                 "--student-base-url", server.url, "--student-calls", "200", "--student-tokens", "10000000",
+                 "--run-dir", str(run_dir), "--quiet", *_params(gsm)])
     err = capsys.readouterr().err
     assert code == 0, err
     assert "test split (sealed, scored by the harness)" in err
+    assert re.search(r"tokens of a 10,000,000 cap, [\d,]+ student tokens of a 10,000,000 cap, \$", err), err
     (record,) = open_store(run_dir).list_runs()
     run = Run.open(open_store(run_dir), record.id)
     assert record.state is RunState.FINISHED and record.final_candidate == candidate_sha256(BETTER_PROMPT)
     assert run.budget.cap(Unit.STUDENT_CALLS) == 200 and run.budget.cap(Unit.EVALUATIONS) is None
     assert run.used()[Unit.STUDENT_CALLS] == 3 * 30 + 25
+    # the student's tokens have their own unit and cap; the agent's --max-tokens counts its model alone
+    assert run.budget.cap(Unit.STUDENT_TOKENS) == 10_000_000 and run.used()[Unit.STUDENT_TOKENS] > 0
+    student_notes = {e.note for e in run.store.ledger(run.id) if e.unit is Unit.STUDENT_TOKENS}
+    assert student_notes and not student_notes & {e.note for e in run.store.ledger(run.id) if e.unit is Unit.TOKENS}
     hits = server.paid_hits()
     assert main(["test", record.id[:16], "--run-dir", str(run_dir), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -111,3 +117,11 @@ def test_test_refuses_a_program_run_and_a_missing_store(tmp_path: Path, capsys: 
     run = Run.create(store, task_id="heilbronn/n11-v1", budget={"evaluations": 1})
     assert main(["test", run.id, "--run-dir", str(tmp_path / "runs")]) == 2
     assert "not a prompt task" in capsys.readouterr().err
+
+
+def test_student_tokens_is_for_prompt_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["optimize", "circle_packing/n26-v1", "--model", "demo", "--student-tokens", "5",
+                 "--run-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--student-tokens is for prompt tasks" in err and err.count("\n") == 1
+    assert not (tmp_path / "runs").exists() or not open_store(tmp_path / "runs").list_runs()

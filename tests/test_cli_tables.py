@@ -91,11 +91,11 @@ def test_eval_prints_a_dash_for_missing_values_and_a_readable_started_at(
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(seed, repo / "train.py")
-    assert main(["eval", "tabular/csv-v1", str(repo), "-p", "sandbox_mode=process", "--json"]) == 0
+    assert main(["eval", "tabular/csv-v2", str(repo), "-p", "sandbox_mode=process", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     missing = [k for k, v in result["metrics"].items() if v is None]
     assert missing and "started_at" in result["metrics"]
-    assert main(["eval", "tabular/csv-v1", str(repo), "-p", "sandbox_mode=process"]) == 0
+    assert main(["eval", "tabular/csv-v2", str(repo), "-p", "sandbox_mode=process"]) == 0
     out = capsys.readouterr().out
     assert "None" not in out
     for key in missing:
@@ -159,3 +159,48 @@ def test_fitted_table_keeps_ids_and_numbers_whole_and_drops_by_priority(width: i
         assert "seed" in out.split("not shown at", 1)[-1], out
     else:
         assert "not shown" not in out and "12345678901" in out
+
+
+def test_the_fleet_table_marks_a_best_score_on_public_held_out_data(experiment_root: Path) -> None:
+    """Issue 36 item 1: a fleet member whose task scores public held-out data (``img`` with ``data=digits``)
+    says so beside its best score, in the table and in ``--json`` (read back whole); others say nothing."""
+    import io
+
+    from rich.console import Console
+
+    from reasearch._cli.fleet import members_table
+    from reasearch.evaluators import make
+    from reasearch.evaluators.training import heldout_public_of as heldout_public
+    from reasearch.fleets.fleet import FleetMember, MemberResult, _result_from
+
+    assert heldout_public(make("img/folder-v2", data="digits")) is True
+    assert heldout_public(make("img/folder-v2")) is False and heldout_public(ToyTask()) is None
+    rows = [MemberResult(FleetMember(i, "img/folder-v2", 0, "demo"), f"run-{i}", "finished", 0.91, None, 3, {},
+                         heldout_public=public) for i, public in enumerate((True, False, None))]
+    assert [_result_from(r.to_dict()).heldout_public for r in rows] == [True, False, None]
+    console = Console(file=io.StringIO(), width=160)
+    console.print(members_table(rows, "fleet"))
+    lines = [line for line in console.file.getvalue().splitlines() if "run-" in line]  # type: ignore[attr-defined]
+    assert ["public held-out" in line for line in lines] == [True, False, False], lines
+
+
+def test_runs_and_show_say_when_a_run_scores_public_held_out_data(experiment_root: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reasearch runs`` marks the best score of a run on public held-out data (``img`` with ``data=digits``)
+    and ``reasearch show`` says it beside the best; a run of the default glyphs is not marked public."""
+    from reasearch.evaluators import make
+
+    monkeypatch.setenv("COLUMNS", "200")
+    with open_store(tmp_path) as store:
+        public = Run.create(store, task=make("img/folder-v2", data="digits", time_budget_s=30.0), budget={})
+        public.evaluate(public.task.seed_program(), step=0)
+        private = Run.create(store, task=make("img/folder-v2"), budget={})  # nothing evaluated: no best score
+        ids = public.id, private.id
+    assert main(["runs", "--run-dir", str(tmp_path)]) == 0
+    rows = {rid: line for line in _lines(capsys.readouterr().out) for rid in ids if rid in line}
+    assert "(public held-out)" in rows[ids[0]] and "(public held-out)" not in rows[ids[1]], rows
+    assert main(["show", ids[0], "--run-dir", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    best = next(line for line in _lines(shown) if line.startswith("best: "))
+    assert "PUBLIC held-out data" in best and "not sealed" in best, shown[:2000]

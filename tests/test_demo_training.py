@@ -1,4 +1,4 @@
-"""The demo model on a training task (issue 29): ``reasearch optimize tabular/csv-v1 --model demo`` runs the
+"""The demo model on a training task (issue 29): ``reasearch optimize tabular/csv-v2 --model demo`` runs the
 seed, edits ``train.py`` with the tools on offer, and ends with a better validation score than the seed's."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def test_the_demo_model_improves_on_the_tabular_seed(run_dir: Path, monkeypatch:
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing may be called
-    argv = ["optimize", "tabular/csv-v1", "--model", "demo", "--budget", "4", "--run-dir", str(run_dir), "--quiet"]
+    argv = ["optimize", "tabular/csv-v2", "--model", "demo", "--budget", "4", "--run-dir", str(run_dir), "--quiet"]
     assert main(argv) == 0
     assert "chosen by agent" in capsys.readouterr().err
     with open_store(run_dir) as store:

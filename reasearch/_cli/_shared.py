@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators.scores import heldout_text
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -132,6 +133,9 @@ def result_table(task_id: str, result: EvalResult, best_known: float | None) -> 
         table.add_row("normalized", num(result.normalized_score, 6))
     if best_known is not None:
         table.add_row("best known", num(best_known))
+    held_out = heldout_text(result.metrics)
+    if held_out:
+        table.add_row("held-out data", Text(held_out, style="red" if result.metrics.get("heldout_public") else ""))
     table.add_row("wall / cpu", f"{result.wall_s * 1e3:.1f} ms / {result.cpu_s * 1e3:.1f} ms")
     if result.provenance is not None:
         table.add_row("sandbox", result.provenance.sandbox_mode)

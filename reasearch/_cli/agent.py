@@ -98,6 +98,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--student-calls", type=int, default=5000, metavar="N",
                    help="prompt tasks: student calls the agent may spend (default 5000; replaces --budget)")
+    p.add_argument("--student-tokens", type=int, default=None, metavar="N",
+                   help="prompt tasks: cap on the student's tokens, input + output (default: none; counted apart "
+                        "from the agent's --max-tokens)")
     p.set_defaults(func=optimize)
 
     r = sub.add_parser("resume", help="resume an agent run", epilog=_EXITS,
@@ -238,6 +241,10 @@ def optimize(args: argparse.Namespace) -> int:
     # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
     unit = "experiments" if task.candidate_kind == "repository" else "evaluations"
     budget: dict[str, float] = {"student_calls": args.student_calls} if prompt_task else {unit: args.budget}
+    if args.student_tokens is not None:
+        if not prompt_task:
+            raise ConfigError(f"--student-tokens is for prompt tasks; {args.task_id} evaluates programs")
+        budget["student_tokens"] = args.student_tokens
     if args.max_dollars is not None:
         budget["dollars"] = args.max_dollars
     if args.max_tokens is not None:

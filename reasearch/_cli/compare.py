@@ -102,7 +102,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from reasearch.fleets.compare import compare_spec, comparison, run_compare
     from reasearch.reports.compare_methods import write_compare_methods
+    from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
+    if args.id is not None:  # before anything is stored
+        check_id(args.id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     kind, address = _executor(args.executor)
     spec = compare_spec(args.tasks, [m.strip() for m in args.methods.split(",") if m.strip()],
                         seeds=_seeds(args.seeds), budget=args.budget, model=args.model, base_url=args.base_url,

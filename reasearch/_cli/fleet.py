@@ -139,7 +139,8 @@ def members_table(rows: list[Any], title: str, width: int | None = None) -> Tabl
             Column("evals", 5), Column("dollars", 3), Column("node", 0)]
     cells: list[list[str]] = [
         [str(r.member.index), r.run_id, r.member.task_id, str(r.member.seed), r.member.model, r.member.method,
-         str(r.member.trace), r.state, _fmt(r.best_score), _fmt(r.normalized), str(r.evaluations),
+         str(r.member.trace), r.state, _fmt(r.best_score) + (" (public held-out)" if r.heldout_public else ""),
+         _fmt(r.normalized), str(r.evaluations),
          f"{r.used.get('dollars', 0.0):.4g}", r.node] for r in rows]
     if not any(r.node for r in rows):  # nothing ran yet (or nothing recorded where): no empty column
         cols, cells = cols[:-1], [c[:-1] for c in cells]
@@ -206,7 +207,10 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from reasearch.fleets.fleet import run_fleet
     from reasearch.models.probe import check_model
+    from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
+    if args.id is not None:  # before anything is probed or stored
+        check_id(args.id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     spec = _spec_from_args(args)
     for model in dict.fromkeys(spec.models):  # before the fleet is stored: a down endpoint makes no runs
         check_model(spec.model_spec(model), role="fleet member")

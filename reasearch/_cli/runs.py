@@ -15,6 +15,8 @@ from rich.table import Table
 from reasearch._cli._shared import open_store, store_args, sub_store_args
 from reasearch._cli.runs_clean import add_subcommands
 from reasearch.errors import ReasearchError
+from reasearch.evaluators.scores import heldout_text
+from reasearch.evaluators.training import heldout_public_of
 from reasearch.runs.display import age_text, budget_text, duration_text
 from reasearch.runs.ledger import Budget, Unit
 from reasearch.runs.run import Run, active_seconds, effective_state
@@ -78,10 +80,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
             used = dict(st.used) if st else store.usage(rec.id)
             caps = dict(st.caps) if st else Budget.from_dict(rec.budget).units()
             state = effective_state(store, rec)
+            try:
+                public = heldout_public_of(run.task)
+            except (ReasearchError, ImportError, TypeError, ValueError):  # not buildable here: nothing to state
+                public = None
             rows.append({"id": rec.id, "task_id": rec.task_id, "seed": rec.seed, "state": state.value,
                          "stored_state": rec.state.value,
                          "resume": resume_hint(rec, _store_flag(args, store)) if state.value == "interrupted" else None,
-                         "best_score": st.best_score if st else None,
+                         "best_score": st.best_score if st else None, "heldout_public": public,
                          "evaluations": st.evaluations if st else len(store.evaluations(rec.id)),
                          "budget": budget_text(used, caps),
                          "used": {u.value: v for u, v in used.items() if v},
@@ -95,7 +101,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     cols = [Column("run", 9), Column("task", 8), Column("seed", 2), Column("state", 7), Column("best", 6),
             Column("evals", 4), Column("budget used/cap", 3, prose=True), Column("last write", 1)]
     now = time.time()
-    cells = [(r["id"], r["task_id"], str(r["seed"]), r["state"], _fmt(r["best_score"]), str(r["evaluations"]),
+    cells = [(r["id"], r["task_id"], str(r["seed"]), r["state"],
+              _fmt(r["best_score"]) + (" (public held-out)" if r["heldout_public"] else ""), str(r["evaluations"]),
               r["budget"], age_text(now - r["updated_at"]) + " ago") for r in rows]
     console = Console()
     console.print(fitted_table(f"runs in {store.display_url}", cols, cells, console.width))
@@ -167,8 +174,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if best is None:
         console.print("best: none (no evaluation scored OK)")
     else:
+        held_out = heldout_text(best["result"].get("metrics") or {})
         console.print(f"best: {_fmt(best['result']['score'])} (candidate {best['candidate_id'][:12]}, "
-                      f"step {st['best_step']})")
+                      f"step {st['best_step']})" + (f"; {held_out}" if held_out else ""), markup=False)
         console.print(best["source"], markup=False, highlight=False)
     return 0
 

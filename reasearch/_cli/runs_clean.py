@@ -1,10 +1,12 @@
 """``reasearch runs delete RUN...`` and ``reasearch runs prune --empty``: remove runs from a store.
 
-A run a live driver holds (a process that beat its heartbeat within the staleness window, see
-:func:`reasearch.runs.run.live_drivers`) is never removed. ``delete`` refuses a run that holds
-evaluations unless ``--force``; ``prune --empty`` removes only runs with no evaluation (what a down
-endpoint or a refused start leaves). A run's folder (``<run dir>/<run id>``: workspace, transcripts)
-goes with it when the store lives in that run directory.
+A run a live driver holds (on this host: its process is there, whatever its heartbeat's age; elsewhere:
+it beat within the staleness window, see :func:`reasearch.runs.run.live_drivers`) is never removed, not
+even with ``--force``. ``delete`` refuses a run that holds evaluations or paid work (any ledger row: model
+calls, tokens, dollars, student calls) unless ``--force``; ``prune --empty`` removes only runs with no
+evaluation and no ledger row of any unit (what a down endpoint or a refused start leaves): a run that
+paid for anything is not empty, and deleting it would make a resume pay again.
+A run's folder (``<run dir>/<run id>``: workspace, transcripts) goes with it when the store lives in that run directory.
 
 Trust boundary: run ids come from the user; folders are removed only when their name is exactly a
 stored run id directly under the run directory, and never through a symlink.
@@ -28,15 +30,16 @@ def add_subcommands(p: argparse.ArgumentParser, store_args: Any) -> None:
     sub = p.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     d = sub.add_parser("delete", help="remove runs (and their folders) from the store",
                        description="Remove runs and everything recorded under them. Refuses a run a live driver "
-                                   "holds, and a run with evaluations unless --force.")
+                                   "holds, and a run with evaluations or paid work unless --force.")
     d.add_argument("run_ids", nargs="+", metavar="RUN", help="run id (a unique prefix is enough)")
-    d.add_argument("--force", action="store_true", help="also delete runs that hold evaluations")
+    d.add_argument("--force", action="store_true", help="also delete runs that hold evaluations or paid work")
     store_args(d)
     d.set_defaults(func=cmd_delete)
-    pr = sub.add_parser("prune", help="remove the runs that never evaluated anything",
-                        description="Remove the runs with no evaluation (a failed start, a down endpoint), except "
-                                    "runs a live driver holds.")
-    pr.add_argument("--empty", action="store_true", required=True, help="runs with no evaluation (required)")
+    pr = sub.add_parser("prune", help="remove the runs that never evaluated or paid for anything",
+                        description="Remove the runs with no evaluation and no ledger row of any unit (a failed "
+                                    "start, a down endpoint), except runs a live driver holds.")
+    pr.add_argument("--empty", action="store_true", required=True,
+                    help="runs with no evaluation and nothing paid (required)")
     pr.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     store_args(pr)
     pr.set_defaults(func=cmd_prune)
@@ -71,7 +74,15 @@ def _refusal(store: Store, run_id: str, force: bool) -> str:
     n = len(store.evaluations(run_id))
     if n and not force:
         return f"run {run_id} holds {n} evaluations; pass --force to delete it anyway"
+    paid = len(store.ledger(run_id))
+    if paid and not force:
+        return f"run {run_id} holds {paid} ledger rows of paid work; pass --force to delete it anyway"
     return ""
+
+
+def _empty(store: Store, run_id: str) -> bool:
+    """No evaluation and no ledger row of any unit (a paid model call is work a resume would pay again)."""
+    return not store.evaluations(run_id) and not store.ledger(run_id)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -95,12 +106,13 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        empty = [r.id for r in store.list_runs() if not store.evaluations(r.id) and not live_drivers(store, r.id)]
+        empty = [r.id for r in store.list_runs() if _empty(store, r.id) and not live_drivers(store, r.id)]
         run_dir = _run_dir(args)
         for run_id in empty:
             if not args.dry_run:
                 _remove(store, run_id, run_dir)
-            print(f"{'would delete' if args.dry_run else 'deleted'} run {run_id} (no evaluation)", file=sys.stderr)
+            print(f"{'would delete' if args.dry_run else 'deleted'} run {run_id} (no evaluation, nothing paid)",
+                  file=sys.stderr)
         if not empty:
-            print("no run without evaluations", file=sys.stderr)
+            print("no run without evaluations and paid work", file=sys.stderr)
     return 0

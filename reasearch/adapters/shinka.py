@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from reasearch.adapters._program import evaluate_file, numeric_metrics, task_for
 from reasearch.adapters._rank import result_rank
+from reasearch.errors import ReasearchError
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 
@@ -56,7 +58,11 @@ def main(task_id: str, argv: Sequence[str] | None = None, *, params: Mapping[str
     parser.add_argument("--program_path", required=True)
     parser.add_argument("--results_dir", required=True)
     args = parser.parse_args(argv)
-    task = task_for(task_id, params)
+    try:
+        task = task_for(task_id, params)
+    except ReasearchError as exc:  # a bad task id or parameter (e.g. a non-finite limit): one line, exit 2
+        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        return 2
     result = evaluate_file(task, args.program_path, seed=seed)
     write_results(result, task.spec, args.results_dir)
     return 0

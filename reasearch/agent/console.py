@@ -253,6 +253,10 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
     unit = Unit(next(iter(agent.task.budget_estimate()), Unit.EVALUATIONS))  # the task's own unit (experiments, ...)
     cap = agent.run.budget.cap(unit) if hasattr(agent.run, "budget") else None
     token_cap = agent.run.budget.cap(Unit.TOKENS) if hasattr(agent.run, "budget") else None
+    student_cap = agent.run.budget.cap(Unit.STUDENT_TOKENS) if hasattr(agent.run, "budget") else None
+    student = used.get(Unit.STUDENT_TOKENS, 0)  # a prompt task's student: its own unit, apart from the agent's
+    students = (f", {int(student):,} student tokens" + (f" of a {int(student_cap):,} cap" if student_cap is not None
+                                                         else "")) if student or student_cap is not None else ""
     rec = next(
         (r for r in reversed(agent.history) if r.candidate == result.final_candidate and r.score is not None), None
     )
@@ -274,7 +278,7 @@ def summary_lines(agent: Any, result: Any, run_dir: str | Path, files: Mapping[s
         f"why: {result.reason}",
         f"spent: {used.get(unit, 0):g} {unit.value.replace('_', ' ')}" + (f" of {cap:g}" if cap is not None else "")
         + f", {used.get(Unit.MODEL_CALLS, 0):g} model calls, {int(used.get(Unit.TOKENS, 0)):,} tokens"
-        + (f" of a {int(token_cap):,} cap" if token_cap is not None else "") + ", "
+        + (f" of a {int(token_cap):,} cap" if token_cap is not None else "") + students + ", "
           f"${used.get(Unit.DOLLARS, 0):.4f}, {duration_text(active)} active wall time, {result.turns} turns",
     ]
     files = dict(files or {})

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SECCOMP_POLICY
+from reasearch.engine._netprobe import NETWORK_PROBE, network_isolation
+from reasearch.engine._policy import CHILD_UID_IN_JAIL, JAIL_UID, SCORING_SECCOMP_POLICY, SECCOMP_POLICY
 from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV  # the name nsjail_argv uses
 from reasearch.engine._runtime import SYSTEM_RO, Runtime, build_runtime, runtime_root, stamped, write_stamp
 from reasearch.engine.config import SandboxConfig
 from reasearch.errors import SandboxError
 
-__all__ = ["IsolationReport", "NsjailLauncher", "jail_uids", "nsjail_argv", "nsjail_binary", "nsjail_problem", "probe"]
+__all__ = ["IsolationReport", "NsjailLauncher", "jail_uids", "noexec_config", "nsjail_argv", "nsjail_binary",
+           "nsjail_problem", "probe"]
 
 
 @functools.cache
@@ -89,6 +91,31 @@ def jail_uids() -> tuple[list[str], int | None]:
     return ["-u", f"0:{os.geteuid()}:1", "-g", f"0:{os.getegid()}:1"], None
 
 
+def _text(value: str) -> str:
+    """A protobuf text-format string (JSON's escapes are a subset it reads); control characters refused."""
+    if any(ord(c) < 32 for c in value):
+        raise SandboxError(f"a jail path holds a control character: {value!r}")
+    return json.dumps(value)
+
+
+def noexec_config(binds_ro: Sequence[str], binds_rw: Sequence[str], *, tmpfs_mb: int, tmpfs_mode: str) -> str:
+    """An nsjail config (``-C``) holding the mounts nothing may execute from: ``/proc``, ``/tmp`` and
+    ``/dev/shm`` (tmpfs), then each folder bound read-only or read-write at its own path; all of them
+    ``noexec,nosuid,nodev``, so a shared library there cannot be mapped (dlopen fails with "failed to map
+    segment"). The command line's options follow the config and override what it leaves at its
+    defaults; its mounts follow these (see :func:`nsjail_argv`'s ``config``)."""
+    flags = "noexec: true nosuid: true nodev: true"
+    lines = ["mount_proc: true",
+             f'mount {{ dst: "/tmp" fstype: "tmpfs" options: "size={tmpfs_mb << 20},mode={tmpfs_mode}" rw: true '
+             f"is_dir: true {flags} }}",
+             f'mount {{ dst: "/dev/shm" fstype: "tmpfs" options: "size={64 << 20},mode=1777" rw: true '
+             f"is_dir: true {flags} }}"]
+    for path, rw in [*((p, False) for p in binds_ro), *((p, True) for p in binds_rw)]:
+        lines.append(f"mount {{ src: {_text(str(path))} dst: {_text(str(path))} is_bind: true "
+                     f"rw: {'true' if rw else 'false'} {flags} }}")
+    return "\n".join(lines) + "\n"
+
+
 def nsjail_argv(
     argv: Sequence[str],
     *,
@@ -106,8 +133,13 @@ def nsjail_argv(
     tmpfs_mode: str = "1777",
     two_uids: bool = True,
     nice_level: int | None = None,
+    config: str | None = None,
 ) -> list[str]:
     """A complete nsjail command line (network, user, PID, mount, IPC, UTS namespaces; seccomp).
+
+    ``config``: the path of a :func:`noexec_config` file: a scoring jail. It is read first (every option
+    after it overrides its defaults); it mounts ``/tmp``, ``/dev/shm`` and the candidate's folders noexec,
+    and the seccomp filter also denies ``memfd_create``.
 
     ``nice_level``: the jailed processes' niceness; None (the default) is this process's own, as a
     plain child would have. nsjail's own default is 19, which on a host without autogroup lets any
@@ -119,10 +151,11 @@ def nsjail_argv(
     uids, _ = jail_uids()
     if not two_uids and os.geteuid() == 0:
         uids = ["-u", f"0:{JAIL_UID}:1", "-g", f"0:{JAIL_UID}:1"]
-    cmd = [str(nsjail), "-Mo", "-Q", *uids, "--hostname", "sandbox",
-           "-m", f"none:/tmp:tmpfs:size={tmpfs_mb << 20},mode={tmpfs_mode}",
-           # POSIX semaphores and shared memory (multiprocessing) live here; emptied after each evaluation.
-           "-m", f"none:/dev/shm:tmpfs:size={64 << 20},mode=1777"]
+    cmd = [str(nsjail), *(["-C", config] if config is not None else []), "-Mo", "-Q", *uids, "--hostname", "sandbox"]
+    if config is None:  # a scoring jail's config mounts both, noexec
+        cmd += ["-m", f"none:/tmp:tmpfs:size={tmpfs_mb << 20},mode={tmpfs_mode}",
+                # POSIX semaphores and shared memory (multiprocessing) live here; emptied after each evaluation.
+                "-m", f"none:/dev/shm:tmpfs:size={64 << 20},mode=1777"]
     for p in _SYSTEM_RO:
         if os.path.exists(p):
             cmd += ["-R", p]
@@ -144,7 +177,7 @@ def nsjail_argv(
             "--rlimit_as", str(rlimit_as_mb), "--rlimit_cpu", str(rlimit_cpu_s),
             "--rlimit_nproc", str(int(rlimit_nproc)), "--rlimit_fsize", str(rlimit_fsize_mb),
             "--rlimit_nofile", str(int(rlimit_nofile)), "--rlimit_core", "0",
-            "--seccomp_string", SECCOMP_POLICY, "--", *argv]
+            "--seccomp_string", SECCOMP_POLICY if config is None else SCORING_SECCOMP_POLICY, "--", *argv]
     return cmd
 
 
@@ -244,8 +277,8 @@ class NsjailLauncher:
         """Mirrors are shared between pools and pruned by age; nothing to do per pool."""
 
 
-def _run_probe(runtime: Runtime, code: str, timeout: float = 60.0) -> tuple[bool, str]:
-    argv = nsjail_argv([runtime.python, "-c", code], runtime=runtime, time_limit_s=int(timeout))
+def _run_probe(runtime: Runtime, code: str, args: Sequence[str] = (), timeout: float = 60.0) -> tuple[bool, str]:
+    argv = nsjail_argv([runtime.python, "-c", code, *args], runtime=runtime, time_limit_s=int(timeout))
     try:
         cp = subprocess.run(argv, capture_output=True, timeout=timeout + 5, stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired:
@@ -291,17 +324,6 @@ def _probe_key() -> list[int | str] | None:
             os.path.realpath(sys.executable), sys.version]
 
 
-_PROBE = (
-    "import os, socket, sys\n"
-    "import numpy\n"
-    "s = socket.socket()\n"
-    "s.settimeout(1)\n"
-    "try:\n    s.connect(('1.1.1.1', 53)); net = 'reachable'\n"
-    "except OSError:\n    net = 'none'\n"
-    "print('uid', os.getuid(), 'net', net, 'python', sys.version.split()[0], 'numpy', numpy.__version__)\n"
-)
-
-
 def probe() -> IsolationReport:
     """Runs the checks behind ``reasearch sandbox check``."""
     checks: list[tuple[str, bool, str]] = []
@@ -330,19 +352,23 @@ def probe() -> IsolationReport:
             problems.append(f"could not build a world-readable runtime mirror ({exc}); set REASEARCH_RUNTIME_DIR to "
                             "a writable folder every user can read, or install Python somewhere world-readable")
         if runtime is not None:
-            good, out = _run_probe(runtime, _PROBE)
-            checks.append(("jailed python + numpy", good, out.splitlines()[-1] if out else ""))
+            # Shown without a packet to the outside: the jail's interfaces and routes, and a listener on the
+            # host's loopback that it must not reach (see reasearch.engine._netprobe).
+            jailed = runtime
+            good, verdict = network_isolation(lambda args: _run_probe(jailed, NETWORK_PROBE, args))
+            out = verdict.detail
+            checks.append(("jailed python + numpy", good, verdict.report or (out.splitlines()[-1] if out else "")))
             if not good:
                 problems.append("nsjail could not run the interpreter in a jail: " + out.replace("\n", " | ")[-600:]
                                 + " -- if this says 'Permission denied' the interpreter is not readable by the "
                                 "sandbox uid; if clone/unshare fails, user namespaces are blocked (container "
                                 "without --privileged or seccomp=unconfined)")
             else:
-                ok = "net none" in out
-                checks.append(("no network in jail", ok, "outbound connect failed as it should" if ok
-                               else "the jail reached the network"))
+                ok = verdict.isolated
+                checks.append(("no network in jail", ok, verdict.detail))
                 if not ok:
-                    problems.append("the jail can reach the network; nsjail's network namespace is not working")
+                    problems.append(f"the jail is not cut off from the network ({verdict.detail}); nsjail's "
+                                    "network namespace is not working")
     _, child = jail_uids()
     checks.append(("separate child uid", child is not None,
                    "worker and child run as different uids" if child is not None else

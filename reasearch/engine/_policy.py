@@ -6,7 +6,7 @@ runner share one definition without importing each other.
 
 from __future__ import annotations
 
-__all__ = ["CHILD_UID_IN_JAIL", "JAIL_UID", "SECCOMP_POLICY", "THREAD_ENV"]
+__all__ = ["CHILD_UID_IN_JAIL", "JAIL_UID", "SCORING_SECCOMP_POLICY", "SECCOMP_POLICY", "THREAD_ENV"]
 
 # Outside uids the jail maps to: the worker runs as JAIL_UID, each child as JAIL_UID + 1 (so a child
 # can neither signal nor trace its worker). Both are unprivileged and own nothing on the host.
@@ -26,5 +26,9 @@ SECCOMP_POLICY = (
     "shmget, msgget, semget, mq_open, "
     f"clone {{ (clone_flags & {_CLONE_NAMESPACE_FLAGS:#x}) != 0 }} }} }} USE reasearch DEFAULT ALLOW"
 )
+# A scoring jail loads no native code of the candidate's: its folders, /tmp and /dev/shm are noexec, and
+# an anonymous file (memfd_create, then dlopen of /proc/self/fd/N) would be the way around that.
+SCORING_SECCOMP_POLICY = SECCOMP_POLICY.replace("shmget, msgget,", "memfd_create, shmget, msgget,")
+assert SCORING_SECCOMP_POLICY != SECCOMP_POLICY
 THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "NUMBA_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}

@@ -152,18 +152,24 @@ def readable_by_others(path: Path) -> bool:
 # -------------------------------------------------------------------------------- build_runtime
 
 
-def build_runtime(extra: tuple[str, ...] = ()) -> Runtime:
+def build_runtime(extra: tuple[str, ...] = (), *, packages: tuple[str, ...] | None = None,
+                  direct: bool = True) -> Runtime:
     """The runtime for jailed workers: direct binds if readable and not hidden, else a verified mirror.
 
     Args:
         extra: module names whose top-level packages must also be importable in the jail.
+        packages: the only packages the runtime holds (a scoring jail's list), instead of
+            :data:`RUNTIME_PACKAGES` plus ``extra``.
+        direct: False forces the mirror: its ``site-packages`` holds the packages and nothing else, where
+            direct binds would put the host's whole ``site-packages`` on ``PYTHONPATH`` for a process
+            outside a jail.
 
     Raises:
         SandboxUnavailableError: the private runtime folder is not safe to use, or ``extra`` names a
             data-only package.
     """
     ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    entries = _wanted(extra)
+    entries = _wanted(extra, None if packages is None else tuple(packages))
     real_python = Path(sys.executable).resolve()
     stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
     # Extension modules of the stdlib (``platstdlib`` would name a venv's own lib folder, site-packages and all).
@@ -178,7 +184,7 @@ def build_runtime(extra: tuple[str, ...] = ()) -> Runtime:
     if dynload.is_dir():
         needed.append(dynload)
     system = [p for p in SYSTEM_RO if os.path.exists(p)]
-    if all(readable_by_others(p) for p in needed) and not any(
+    if direct and all(readable_by_others(p) for p in needed) and not any(
             _under(str(p.resolve()), h) for p in needed for h in hidden):
         binds = [str(real_python), str(stdlib)]
         if not _under(str(dynload), str(stdlib)) and dynload.is_dir():

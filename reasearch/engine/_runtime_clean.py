@@ -8,7 +8,8 @@ the last :data:`RECENT_S` seconds (a build under way, a pool's periodic touch). 
 are removed, and the next pool rebuilds what it needs.
 
 Trust boundary: only folders directly in our private root, owned by our euid, with the names this
-engine gives them, are removed; nothing is followed through a symlink.
+engine gives them, are removed (and scoring jails' ``.jail-*.cfg`` files left by a killed driver, older
+than :data:`RECENT_S`); nothing is followed through a symlink.
 """
 
 from __future__ import annotations
@@ -38,6 +39,18 @@ class RuntimeFolder:
 
 def _is_runtime_name(name: str) -> bool:
     return name.startswith((_CODE_PREFIX, _MIRROR_PREFIX, ".stale-")) or ".build-" in name
+
+
+def _is_stale_jail_config(entry: os.DirEntry[str]) -> bool:
+    """An nsjail ``-C`` file of a scoring jail (``.jail-*.cfg``, ours, a plain file) older than RECENT_S: its
+    job has ended (the file is removed then) or its driver was killed before it could remove it."""
+    if not (entry.name.startswith(".jail-") and entry.name.endswith(".cfg")):
+        return False
+    try:
+        st = os.lstat(entry.path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and time.time() - st.st_mtime > RECENT_S
 
 
 def _size(top: Path) -> int:
@@ -81,6 +94,9 @@ def clean_runtime(*, dry_run: bool = False, root: Path | None = None) -> list[Ru
     used = _mentions()
     found: list[RuntimeFolder] = []
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if _is_stale_jail_config(entry) and not dry_run:  # a scoring jail's mount config whose driver died
+            Path(entry.path).unlink(missing_ok=True)
+            continue
         if not _is_runtime_name(entry.name):
             continue
         path = Path(entry.path)

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.engine import _procs, _wire
-from reasearch.engine._job_launch import _QUOTA_CHECK_S, gpu_jail_args, make_reachable
+from reasearch.engine._job_launch import _QUOTA_CHECK_S, PROCESS_SCORING_GAPS, gpu_jail_args, make_reachable
 from reasearch.engine._job_launch import command as _command
 from reasearch.engine._job_launch import end_job as _end_job
 from reasearch.engine._job_launch import open_log as _open_log
@@ -64,7 +64,8 @@ from reasearch.engine.gpu import SlotLease
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, SandboxError
 
-__all__ = ["JobOutcome", "JobSession", "SessionError", "gpu_jail_args", "make_reachable", "run_job", "start_session"]
+__all__ = ["PROCESS_SCORING_GAPS", "JobOutcome", "JobSession", "SessionError", "gpu_jail_args", "make_reachable",
+           "run_job", "start_session"]
 
 _MAX_METRIC_LINES = 5000
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -145,6 +146,8 @@ def run_job(
     stop_file: Path | None = None,
     disk_quota_mb: int | None = None,
     min_free_mb: int = 0,
+    packages: Sequence[str] | None = None,
+    noexec: bool = False,
 ) -> JobOutcome:
     """Runs ``argv`` once on ``lease``'s slot, in a fresh jail, under a time budget.
 
@@ -166,6 +169,11 @@ def run_job(
             ``stopped`` (how a driver stops an experiment that runs in another thread or process).
         disk_quota_mb: the most the job may hold below ``binds_rw`` (checked; also caps ``fsize_mb``).
         min_free_mb: the job is killed when their filesystem has less free than this.
+        packages: a scoring jail's package list: the job's runtime holds these and nothing else (None: the
+            training runtime, :data:`reasearch.engine._runtime.RUNTIME_PACKAGES`).
+        noexec: a scoring jail: ``binds_ro``, ``binds_rw``, ``/tmp`` and ``/dev/shm`` are mounted noexec and
+            ``memfd_create`` is denied, so no native code of the candidate's loads. Process mode cannot
+            (:data:`reasearch.engine._job_launch.PROCESS_SCORING_GAPS`; the outcome's ``sandbox_mode`` says which).
 
     Returns:
         A :class:`JobOutcome` (failures of the job are statuses, never exceptions).
@@ -180,14 +188,18 @@ def run_job(
     if disk_quota_mb is not None:
         fsize_mb = min(fsize_mb, int(disk_quota_mb))
     hard = float(time_budget_s) + float(grace_s)
-    full, popen_cwd, popen_env, jail_mode, uid = _command(
+    full, popen_cwd, popen_env, jail_mode, uid, config = _command(
         argv, cwd=cwd, lease=lease, time_budget_s=time_budget_s, hard_s=hard, binds_ro=binds_ro, binds_rw=binds_rw,
-        env=env, memory_mb=memory_mb, fsize_mb=fsize_mb, mode=mode)
+        env=env, memory_mb=memory_mb, fsize_mb=fsize_mb, mode=mode, packages=packages, noexec=noexec)
     cap = None if disk_quota_mb is None else int(disk_quota_mb) << 20
     quota = None if cap is None and not min_free_mb else ([Path(p) for p in binds_rw], cap, int(min_free_mb) << 20)
-    return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, budget_s=float(time_budget_s), hard_s=hard,
-                      log_path=Path(log_path), log_cap=log_cap_bytes, mode=jail_mode, stop_file=stop_file, uid=uid,
-                      quota=quota)
+    try:
+        return _supervise(full, cwd=popen_cwd, env=popen_env, lease=lease, budget_s=float(time_budget_s),
+                          hard_s=hard, log_path=Path(log_path), log_cap=log_cap_bytes, mode=jail_mode,
+                          stop_file=stop_file, uid=uid, quota=quota)
+    finally:
+        if config is not None:
+            config.unlink(missing_ok=True)
 
 
 def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: SlotLease, budget_s: float,
@@ -351,8 +363,9 @@ class JobSession:
     """
 
     def __init__(self, proc: subprocess.Popen[bytes], log: Any, max_reply_bytes: int, mode: str, t0: float,
-                 uid: int | None = None) -> None:
+                 uid: int | None = None, config: Path | None = None) -> None:
         self.proc = proc
+        self._config = config
         self.job_uid = uid
         self._log = log
         self.max_reply_bytes = max_reply_bytes
@@ -414,6 +427,8 @@ class JobSession:
             except OSError:
                 pass
         self._log.close()
+        if self._config is not None:
+            self._config.unlink(missing_ok=True)
 
     def __enter__(self) -> JobSession:
         return self
@@ -428,14 +443,16 @@ class SessionError(SandboxError):
 
 def start_session(argv: Sequence[str], *, cwd: Path, lease: SlotLease, wall_s: float, log_path: Path,
                   binds_ro: Sequence[Path] = (), binds_rw: Sequence[Path] = (), env: Mapping[str, str] | None = None,
-                  memory_mb: int | None = 8192, max_reply_bytes: int = 64 << 20, mode: str = "auto") -> JobSession:
+                  memory_mb: int | None = 8192, max_reply_bytes: int = 64 << 20, mode: str = "auto",
+                  packages: Sequence[str] | None = None, noexec: bool = False) -> JobSession:
     """Starts ``argv`` in a fresh jail (as :func:`run_job` would) and returns a :class:`JobSession` on it.
 
-    ``wall_s`` is the jail's own time limit (nsjail kills it then, whatever the driver does).
+    ``wall_s`` is the jail's own time limit (nsjail kills it then, whatever the driver does); ``packages``
+    and ``noexec`` make it a scoring jail, as for :func:`run_job`.
     """
-    full, popen_cwd, popen_env, jail_mode, uid = _command(
+    full, popen_cwd, popen_env, jail_mode, uid, config = _command(
         argv, cwd=cwd, lease=lease, time_budget_s=wall_s, hard_s=wall_s, binds_ro=binds_ro, binds_rw=binds_rw,
-        env=env, memory_mb=memory_mb, fsize_mb=64, mode=mode)
+        env=env, memory_mb=memory_mb, fsize_mb=64, mode=mode, packages=packages, noexec=noexec)
 
     _procs.set_child_subreaper()
     log = _open_log(Path(log_path))
@@ -444,5 +461,7 @@ def start_session(argv: Sequence[str], *, cwd: Path, lease: SlotLease, wall_s: f
                                 stderr=log, start_new_session=True, close_fds=True, pass_fds=(lease.fd,))
     except OSError as exc:
         log.close()
+        if config is not None:
+            config.unlink(missing_ok=True)
         raise SandboxError(f"could not start the session: {exc}") from exc
-    return JobSession(proc, log, max_reply_bytes, jail_mode, time.monotonic(), uid)
+    return JobSession(proc, log, max_reply_bytes, jail_mode, time.monotonic(), uid, config)

@@ -13,6 +13,7 @@ Trust boundary: parameters come from the command line or a spec file (the user),
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import types
 import typing
@@ -21,7 +22,10 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 
-__all__ = ["Range", "TaskParam", "check_params", "describe_params"]
+__all__ = ["Range", "TaskParam", "check_finite", "check_params", "describe_params",
+           "unbounded_number"]
+
+MAX_PARAM_INT = 2**63 - 1  # the largest integer a parameter may take (a 64-bit store column, a C long)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +155,37 @@ def describe_params(cls: type) -> list[TaskParam]:
     return out
 
 
+def unbounded_number(value: Any, where: str = "") -> str | None:
+    """Where ``value`` (a parameter or spec value, lists and mappings walked) holds a number no parameter may
+    take: NaN, an infinity, or an integer beyond +-(2**63 - 1); ``"name[2].key = nan"``, or None when none does."""
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{path or 'the value'} = {v!r}"
+        if isinstance(v, int) and abs(v) > MAX_PARAM_INT:
+            return f"{path or 'the value'} = an integer of {v.bit_length()} bits"
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), x) for k, x in v.items())
+        elif isinstance(v, (list, tuple)):
+            stack.extend((f"{path}[{i}]", x) for i, x in enumerate(v))
+    return None
+
+
+def check_finite(given: dict[str, Any], what: str) -> None:
+    """A one-line ConfigError when a value of ``given`` is NaN, an infinity or an integer beyond 64 bits."""
+    for name, value in given.items():
+        bad = unbounded_number(value, name)
+        if bad is not None:
+            raise ConfigError(f"{what}: {bad}; numbers must be finite (no NaN or infinity) and integers within "
+                              f"+-{MAX_PARAM_INT}")
+
+
 def check_params(cls: type, task_id: str, given: dict[str, Any]) -> None:
-    """Raises a one-line ConfigError for an unknown parameter or a value of the wrong type or range."""
+    """Raises a one-line ConfigError for an unknown parameter, a value of the wrong type or range, or a number
+    that is not finite (NaN, infinities, integers beyond 64 bits, also inside lists and mappings)."""
     params = {p.name: p for p in describe_params(cls)}
     hint = f"`reasearch tasks {task_id} --params` lists them"
     for name, value in given.items():
@@ -160,6 +193,7 @@ def check_params(cls: type, task_id: str, given: dict[str, Any]) -> None:
         if p is None:
             raise ConfigError(f"{task_id} has no parameter {name!r}; its parameters: {', '.join(params) or 'none'} "
                               f"({hint})")
+        check_finite({name: value}, f"parameter {name} of {task_id}")
         ok = p.accepts(value)
         if ok and value is not None and p.range is not None and not isinstance(value, bool):
             try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reasearch.errors import ConfigError, UnknownTaskError
-from reasearch.evaluators.params import check_params
+from reasearch.evaluators.params import check_finite, check_params
 from reasearch.evaluators.spec import TaskSpec
 
 if TYPE_CHECKING:  # the base class (and the engine under it) loads with the first task class, not the registry
@@ -225,6 +225,7 @@ def build_task(task_id: str, params: Mapping[str, Any] | None = None, task_class
     if not task_class:
         return make(task_id, **params)
     cls = _load_class(task_class)
+    check_finite(params, f"parameters of {task_id}")  # a stored or hand-written spec: no NaN, infinity, huge int
     try:
         task = cls(**params)
     except TypeError as exc:

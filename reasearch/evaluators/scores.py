@@ -10,10 +10,10 @@ status strings; nothing here runs a candidate. A score counts only when its eval
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
-__all__ = ["best_index", "fmt_score", "is_better", "ok_score", "running_best", "since_best"]
+__all__ = ["best_index", "fmt_score", "heldout_text", "is_better", "ok_score", "running_best", "since_best"]
 
 Direction = Literal["maximize", "minimize"]
 # ``Status.OK``'s value. Not imported from ``reasearch.engine.protocol``: ``spec.py`` imports this module, and
@@ -71,3 +71,16 @@ def fmt_score(x: float | None, *, digits: int = 12, small: float | None = None) 
     if small is not None and x != 0 and abs(x) < small:
         return f"{x:.4e}"
     return f"{x:.{digits}g}"
+
+
+def heldout_text(metrics: Mapping[str, Any]) -> str:
+    """What a result's ``heldout_public`` and ``sealed`` say about the data it was scored on, in words; ``""``
+    when it states neither (a task without a held-out data set of its own)."""
+    public = metrics.get("heldout_public")
+    if public is True:
+        return "PUBLIC held-out data (a repository can carry it, a model can recite it): not sealed"
+    if public is False:
+        return "private held-out data: " + ("sealed" if metrics.get("sealed") is True else "not sealed")
+    if "sealed" in metrics:
+        return "sealed" if metrics.get("sealed") is True else "not sealed"
+    return ""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -58,6 +59,10 @@ class TaskSpec:
             raise ValueError(f"direction must be 'maximize' or 'minimize', not {self.direction!r}")
         if not (self.id.endswith(f"-v{self.version}") or self.id.endswith(f"/v{self.version}")):
             raise ValueError(f"task id {self.id!r} must end with -v{self.version} (or be 'namespace/v{self.version}')")
+        for name in ("time_limit_s", "memory_mb", "best_known", "seed_score", "seed_score_rtol"):
+            value = getattr(self, name)
+            if isinstance(value, float) and not math.isfinite(value):  # a spec read back from JSON can hold NaN
+                raise ValueError(f"task spec {self.id}: {name} must be a finite number, not {value!r}")
         object.__setattr__(self, "entry_aliases", tuple(self.entry_aliases))
         object.__setattr__(self, "params", dict(self.params))
 

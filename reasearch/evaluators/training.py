@@ -58,15 +58,29 @@ from typing import Any, ClassVar
 from reasearch.engine import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount
 from reasearch.engine.gpu import SlotLease, lease_slot
-from reasearch.engine.training import JobOutcome, run_job
+from reasearch.engine.training import PROCESS_SCORING_GAPS, JobOutcome, run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.params import Range
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["TrainingTask", "experiment_cap_mb", "experiments_root", "keep_checkpoints", "prune_experiments",
-           "save_grace_s"]
+__all__ = ["TORCH_SCORING_PACKAGES", "TrainingTask", "experiment_cap_mb", "experiments_root", "heldout_flags",
+           "heldout_public_of", "keep_checkpoints", "prune_experiments", "save_grace_s", "scoring_jail_note"]
+
+# What a scoring jail holds for a policy or model written with NumPy or torch: torch and what its import needs
+# (the CUDA builds' nvidia and triton), safetensors for checkpoints. No emulator, no simulator, no SciPy.
+TORCH_SCORING_PACKAGES: tuple[str, ...] = (
+    "numpy", "torch", "torchgen", "typing_extensions", "sympy", "mpmath", "networkx", "filelock", "fsspec",
+    "jinja2", "markupsafe", "nvidia", "triton", "safetensors")
+
+
+def scoring_jail_note(mode: str, packages: tuple[str, ...]) -> str:
+    """What held in a scoring jail, for a result's metrics (``scoring_jail``)."""
+    if mode == "nsjail":
+        return (f"sandbox=nsjail: packages {', '.join(packages)} only; repository, checkpoint, /tmp and /dev/shm "
+                "noexec; memfd_create denied")
+    return PROCESS_SCORING_GAPS
 
 _LOG_TAIL = 3000
 _LOCK = ".lock"
@@ -203,6 +217,20 @@ def _new_experiment_folder() -> tuple[Path, int]:
     return final, fd
 
 
+def heldout_flags(public: bool | None, metrics: Mapping[str, Any]) -> dict[str, bool]:
+    """``heldout_public`` and ``sealed`` of a result whose held-out data is public (or not; None: the task has
+    no held-out data set and states nothing). A public held-out split is never ``sealed``, whatever else says
+    so: a repository can carry it and a model can recite it, so no jail keeps it from the optimizer."""
+    if public is None:
+        return {}
+    return {"heldout_public": bool(public), "sealed": not public and metrics.get("sealed", True) is not False}
+
+
+def heldout_public_of(task: object) -> bool | None:
+    """Whether ``task`` (a training task) scores public held-out data; None for a task that states nothing."""
+    return task.heldout_public() if isinstance(task, TrainingTask) else None
+
+
 def _write_status(folder: Path | None, **fields: Any) -> None:
     """``status.json`` of the caller's experiment folder (written whole, then renamed into place)."""
     if folder is None:
@@ -235,6 +263,9 @@ class TrainingTask(Task):
 
     candidate_kind: ClassVar[CandidateKind] = "repository"
     entry_file: ClassVar[str] = "train.py"
+    # The only packages the scoring jail's runtime holds (the training jail's are not: no emulator or simulator
+    # a policy could plan on); () where no candidate code runs at scoring (tabular).
+    scoring_packages: ClassVar[tuple[str, ...]] = ()
     PARAM_RANGES: ClassVar[Mapping[str, Range]] = {  # reasearch tasks ID --params shows them
         "grace_s": Range(ge=0), "slot": Range(choices=("auto", "gpu", "cpu")),
         "sandbox_mode": Range(choices=("auto", "nsjail", "process"))}
@@ -257,6 +288,12 @@ class TrainingTask(Task):
     @abstractmethod
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
         """Scores the checkpoint the training run left in ``ckpt_dir`` (failures are statuses)."""
+
+    def heldout_public(self) -> bool | None:
+        """Whether the held-out data this task scores on is public (a repository can carry it, a model can
+        recite it); every result then says ``heldout_public: true`` and never ``sealed: true``. None (this
+        default): the task states nothing about held-out data."""
+        return None
 
     def job_env(self) -> dict[str, str]:
         """Extra environment of the training job (e.g. which environment an RL task trains on)."""
@@ -376,7 +413,9 @@ class TrainingTask(Task):
         return self._stamp(res, candidate_source, seed, job.sandbox_mode)
 
     def _stamp(self, result: EvalResult, source: str, seed: int | None, mode: str) -> EvalResult:
-        return result.with_(provenance=self.provenance(source, seed=seed, sandbox_mode=mode))
+        flags = heldout_flags(self.heldout_public(), result.metrics or {})
+        return result.with_(metrics={**dict(result.metrics or {}), **flags},
+                            provenance=self.provenance(source, seed=seed, sandbox_mode=mode))
 
     def describe_budget(self) -> str:
         grace = save_grace_s(float(self.time_budget_s), float(self.grace_s))

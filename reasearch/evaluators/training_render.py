@@ -7,6 +7,7 @@ the trusted side measured. Every string is escaped; nothing a candidate wrote ru
 
 from __future__ import annotations
 
+from reasearch.evaluators.scores import heldout_text
 from reasearch.evaluators.svg import DrawingContext, esc, line_chart, num
 
 __all__ = ["draw_svg"]
@@ -28,6 +29,9 @@ def draw_svg(ctx: DrawingContext) -> str:
     keys += [k for k in ("train_s", "eval_s", "gpu_s", "time_budget_s", "last_step", "slot", "data") if k in m]
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(num(m[k]) if isinstance(m[k], float) else m[k])}</td></tr>"
                    for k in keys)
+    held_out = heldout_text(m)
+    if held_out:  # beside the score: whether the data it was measured on could have been carried in
+        rows += f"<tr><th>held-out data</th><td>{esc(held_out)}</td></tr>"
     caption = f"score {num(res.score) if res.score is not None else '-'} (trusted); the curve is what training printed"
     return (f'<div class="row">{chart}<table class="kv small">{rows}</table></div>'
             f"<figcaption>{esc(caption)}</figcaption>")

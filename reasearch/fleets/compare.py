@@ -22,6 +22,7 @@ from typing import Any
 
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.registry import build_task
+from reasearch.evaluators.training import heldout_public_of
 from reasearch.fleets.fleet import (
     FleetReport,
     FleetSpec,
@@ -119,6 +120,7 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
         "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
         "caps": dict(rec.budget), "used": {u: v for u, v in used.items() if v},
         "best_score": st.best_score, "test_score": test_score, "points": points,
+        "heldout_public": heldout_public_of(run.task),
         "failures": dict(Counter(p["status"] for p in points if p["status"] in FAILURES)),
         "tool_mix": dict(Counter(str(e.payload.get("name")) for e in store.events(run_id, kind="tool_call"))),
     }
@@ -233,6 +235,7 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
             rank_rows(table, first["direction"])
         tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
                       "budget_check": check, "ranked": check["equal"], "table": table,
+                      "heldout_public": first.get("heldout_public"),
                       "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}
                                     if first["best_known"] is not None else None)})
     return {"fleet_id": fleet_id, "methods": methods, "reference": reference, "seeds": list(spec.seeds),

@@ -39,13 +39,16 @@ from typing import Any
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.params import check_finite
 from reasearch.evaluators.registry import spec as task_spec
+from reasearch.evaluators.training import heldout_public_of
 from reasearch.methods import method_config, open_method, start_method
 from reasearch.models import ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.ray_cluster import connect_ray, gpu_options
 from reasearch.runs.run import effective_state
+from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
 __all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
 
@@ -194,6 +197,7 @@ class FleetSpec:
         unknown = set(d) - known
         if unknown:
             raise ConfigError(f"unknown fleet spec keys {sorted(unknown)}; known: {sorted(known)}")
+        check_finite(dict(d), "fleet spec")  # NaN, inf (TOML's nan/inf, JSON's NaN/Infinity/1e400), huge ints
         return cls(**dict(d))
 
     @classmethod
@@ -208,6 +212,8 @@ class FleetSpec:
             data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
         except (ValueError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
+        if isinstance(data, dict):
+            check_finite(data, f"fleet spec {p}")
         return cls.from_dict(data)
 
 
@@ -224,11 +230,12 @@ class MemberResult:
     used: Mapping[str, float]
     reason: str = ""
     node: str = ""
+    heldout_public: bool | None = None  # a training task's: its held-out data is public (None: not stated)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.member.to_dict(), "run_id": self.run_id, "state": self.state, "best_score": self.best_score,
                 "normalized": self.normalized, "evaluations": self.evaluations, "used": dict(self.used),
-                "reason": self.reason, "node": self.node}
+                "reason": self.reason, "node": self.node, "heldout_public": self.heldout_public}
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +296,8 @@ def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "
         drivers = store.drivers(run_id)
         node = max(drivers, key=lambda d: d.started_at).host if drivers else ""
     return MemberResult(member, run_id, effective_state(store, rec).value, st.best_score, normalized,
-                        st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node)
+                        st.evaluations, {u.value: v for u, v in st.used.items() if v}, rec.reason, node,
+                        heldout_public_of(run.task))
 
 
 def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping[str, Any], store_url: str,
@@ -402,7 +410,8 @@ def _result_from(data: Mapping[str, Any]) -> MemberResult:
     keys = {f.name for f in fields(FleetMember)}
     member = FleetMember(**{k: data[k] for k in keys if k in data})
     return MemberResult(member, data["run_id"], data["state"], data["best_score"], data["normalized"],
-                        data["evaluations"], data["used"], data.get("reason", ""), data.get("node", ""))
+                        data["evaluations"], data["used"], data.get("reason", ""), data.get("node", ""),
+                        data.get("heldout_public"))
 
 
 def _check_store_for_cluster(store_url: str, nodes: int) -> None:
@@ -445,10 +454,13 @@ def run_fleet(spec: FleetSpec, *, store: str | Path, run_dir: str | Path = "runs
         on_update: called with every member's current result whenever one finishes.
 
     Raises:
-        ConfigError: a bad spec, an unknown task id, SQLite for a multi-node cluster, an unknown executor.
+        ConfigError: a bad spec, an unknown task id, SQLite for a multi-node cluster, an unknown executor, a
+            fleet id that is not one safe path component (nothing is created).
     """
     if executor not in ("local", "ray"):
         raise ConfigError(f"executor must be 'local' or 'ray', not {executor!r}")
+    if fleet_id is not None:  # it names its members' runs and folders: checked before anything is made
+        check_id(fleet_id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     for task_id in spec.tasks:
         task_spec(task_id, **dict(spec.task_params.get(task_id, {})))  # unknown ids fail before anything runs
     store_url = str(store)

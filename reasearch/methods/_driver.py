@@ -10,13 +10,13 @@ resumes by running the loop again from the start: recorded steps replay from the
 the model or the evaluator, and nothing is charged twice.
 
 Trust boundary: model replies and candidate sources are untrusted text. They are only parsed here
-(fenced blocks, SEARCH/REPLACE edits, ``compile`` as a syntax check), never executed on the host;
+(fenced blocks, SEARCH/REPLACE edits: in linear time with size caps, see :mod:`reasearch.models.reply_text`;
+``compile`` as a syntax check), never executed on the host;
 candidates run only inside the sandbox via the run.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from reasearch.evaluators.base import candidate_sha256
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.models import Model, ModelSpec
 from reasearch.models.messages import ModelReply, ModelRequest, text_block
+from reasearch.models.reply_text import apply_search_replace, fenced_blocks, search_replace_edits
 from reasearch.runs.events import EventKind
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
@@ -37,8 +38,6 @@ __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_bloc
 REPLY_EVENT = EventKind.METHOD_REPLY  # one model call of a method (the reply, recorded before it is used)
 FINAL_EVENT = EventKind.FINAL
 MAX_IDLE = 25  # proposals in a row that spent no budget (no code, or already evaluated) before a method stops
-_BLOCK = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n```|\Z)", re.DOTALL)
-_EDIT = re.compile(r"<<<<<<< SEARCH\n(.*?)\n=======\n(.*?)\n>>>>>>> REPLACE", re.DOTALL)
 _MAX_CANDIDATE = 2 * 1024 * 1024  # a longer proposal is dropped, never evaluated cut
 
 C = TypeVar("C")
@@ -60,7 +59,7 @@ def config_from(cls: type[C], data: Mapping[str, Any] | None) -> C:
 def last_block(text: str, fence: str) -> str | None:
     """The last fenced block of ``text`` tagged ``fence`` (or untagged); None when there is none."""
     tags = {"python": ("python", "py", ""), "text": ("text", "txt", "")}[fence]
-    blocks = [body for tag, body in _BLOCK.findall(text) if tag.lower() in tags]
+    blocks = [body for tag, body in fenced_blocks(text) if tag.lower() in tags]
     if not blocks:
         return None
     body = blocks[-1]
@@ -68,17 +67,13 @@ def last_block(text: str, fence: str) -> str | None:
 
 
 def apply_edits(source: str, reply: str) -> str | None:
-    """``source`` with the reply's SEARCH/REPLACE edits applied in order (None when it has none or one
-    does not match: a partial edit is never evaluated)."""
-    edits = _EDIT.findall(reply)
+    """``source`` with the reply's SEARCH/REPLACE edits applied in order (None when it has none, one does
+    not match, the reply holds more than ``MAX_EDITS`` or the result would pass the candidate cap: a partial
+    edit is never evaluated). Linear in the reply (:mod:`reasearch.models.reply_text`)."""
+    edits = search_replace_edits(reply)
     if not edits:
         return None
-    out = source
-    for old, new in edits:
-        if old not in out:
-            return None
-        out = out.replace(old, new, 1)
-    return out
+    return apply_search_replace(source, edits, max_chars=_MAX_CANDIDATE)
 
 
 @dataclass(frozen=True, slots=True)

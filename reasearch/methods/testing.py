@@ -12,10 +12,10 @@ import random
 import re
 
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage, estimate_tokens, text_block
+from reasearch.models.reply_text import fenced_blocks
 
 __all__ = ["MutatingModel"]
 
-_BLOCK = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)\n```", re.DOTALL)
 _NUMBER = re.compile(r"(?<![\w.])(\d+\.\d*|\d*\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 _HINTS = ("Think step by step.", "End your reply with a line '#### <answer>'.", "Double-check the arithmetic.",
           "Be concise.")
@@ -44,7 +44,7 @@ class MutatingModel:
         content = user["content"] if user else ""
         text = content if isinstance(content, str) else "".join(b.get("text", "") for b in content
                                                                 if isinstance(b, dict))
-        blocks = _BLOCK.findall(text)
+        blocks = fenced_blocks(text, closed=True)  # linear, size-capped
         if not blocks:
             return ModelReply((text_block("(nothing to mutate)"),), StopReason.END_TURN)
         tag, body = blocks[-1]

@@ -19,6 +19,7 @@ from reasearch.models.base import (
     why_failed,
 )
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.usage import prompt_token_bound, reported_tokens
 
 __all__ = ["NO_KEY_MESSAGE", "AnthropicModel"]
 
@@ -111,6 +112,8 @@ class AnthropicModel:
         import anthropic
 
         client, params = self._sdk(), self._params(request)
+        sent = len(json.dumps({k: v for k, v in params.items() if k != "extra_body"}, default=str).encode())
+        bounds = (prompt_token_bound(sent), int(params["max_tokens"]))  # reported usage is clamped to these
         for attempt in range(self.retry.max_attempts):
             last = attempt + 1 == self.retry.max_attempts
             try:
@@ -121,7 +124,7 @@ class AnthropicModel:
                         raise
                     except Exception as exc:  # the SDK does not wrap transport errors met while reading
                         raise _BrokenBody(f"{type(exc).__name__}: {exc}") from exc
-                return self._reply(body)
+                return self._reply(body, bounds=bounds)
             except anthropic.APIStatusError as exc:
                 status = getattr(exc, "status_code", None)
                 if status not in RETRY_STATUS or last:
@@ -143,11 +146,14 @@ class AnthropicModel:
                                  f"{snippet(str(exc), 300)}") from exc
         raise ModelError("unreachable")  # the loop always returns or raises
 
-    def _reply(self, body: bytes) -> ModelReply:
-        """Validates a raw Messages API body; anything else raises :class:`MalformedReply`."""
+    def _reply(self, body: bytes, *, bounds: tuple[int, int] | None = None) -> ModelReply:
+        """Validates a raw Messages API body; anything else raises :class:`MalformedReply`. The usage it reports is
+        clamped to ``bounds`` (the most input and output tokens the request could use; None: the body's size)."""
+        if bounds is None:
+            bounds = (prompt_token_bound(len(body)), self.spec.max_tokens)
         try:
             message = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise MalformedReply(f"not JSON ({exc}); it began: {snippet(body)!r}") from None
         if not isinstance(message, dict) or not isinstance(message.get("content"), list):
             raise MalformedReply(f"JSON without a content list; it began: {snippet(body)!r}")
@@ -164,16 +170,15 @@ class AnthropicModel:
                 raise MalformedReply(f"a content block of the wrong shape: {snippet(json.dumps(block))!r}")
             # other block kinds (thinking, server tools) carry nothing the harness uses
         raw_usage = message.get("usage")
-        u = raw_usage if isinstance(raw_usage, dict) else {}
-        try:
-            usage = Usage(
-                input_tokens=int(u.get("input_tokens") or 0),
-                output_tokens=int(u.get("output_tokens") or 0),
-                cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
-                cache_write_tokens=int(u.get("cache_creation_input_tokens") or 0),
-            )
-        except (TypeError, ValueError):
-            raise MalformedReply(f"usage of the wrong shape: {snippet(json.dumps(u))!r}") from None
+        u = raw_usage if isinstance(raw_usage, dict) else {} if raw_usage is None else {
+            k: "unreadable" for k in ("input_tokens", "output_tokens")}  # a usage of the wrong shape: the bounds
+        # untrusted counts (1e400, NaN, 10**12, text): clamped to what the request could use, never an exception;
+        # cache reads and writes are part of the prompt, so the three input counts share its bound
+        fresh = reported_tokens(u.get("input_tokens"), bounds[0])
+        cache_read = reported_tokens(u.get("cache_read_input_tokens"), bounds[0] - fresh)
+        cache_write = reported_tokens(u.get("cache_creation_input_tokens"), bounds[0] - fresh - cache_read)
+        usage = Usage(input_tokens=fresh, output_tokens=reported_tokens(u.get("output_tokens"), bounds[1]),
+                      cache_read_tokens=cache_read, cache_write_tokens=cache_write)
         stop = message.get("stop_reason")
         cost = self._price.cost(usage) if self._price else 0.0
         return ModelReply(tuple(blocks), StopReason.parse(stop if isinstance(stop, str) else None), usage, cost,

@@ -60,6 +60,7 @@ from reasearch.models.messages import (
     Usage,
     estimate_tokens,
 )
+from reasearch.models.reply_text import tagged_fences
 
 __all__ = ["INSTRUCTIONS", "DemoModel", "mutate_python", "mutate_text"]
 
@@ -71,7 +72,7 @@ INSTRUCTIONS = (
     "Be concise: no more than a few short sentences of reasoning.",
     "Restate what the question asks before you solve it.",
 )
-_FENCE = re.compile(r"```(python|text)[^\n]*\n(.*?)```", re.DOTALL)
+_FENCE_TAGS = ("python", "text")  # ```python or ```text opens a block (rest of the line ignored), ``` ends it
 _CENTERS_PROGRAM = '''"""Circle packing: fixed centers, radii from the library's LP (written by the demo model)."""
 
 import numpy as np
@@ -230,7 +231,7 @@ class DemoModel:
 
     # ------------------------------------------------------------------ no tools: the fenced-block contract
     def _rewrite(self, request: ModelRequest, rng: random.Random) -> str:
-        blocks = _FENCE.findall(_latest_user_text(request.messages))
+        blocks = tagged_fences(_latest_user_text(request.messages), _FENCE_TAGS)  # linear, size-capped
         if not blocks:
             return f"```text\n{INSTRUCTIONS[0]}\n```"
         lang, body = blocks[-1]

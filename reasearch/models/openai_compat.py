@@ -25,6 +25,7 @@ from reasearch.models.base import (
     why_failed,
 )
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage
+from reasearch.usage import prompt_token_bound, reported_tokens
 
 __all__ = ["OpenAICompatibleModel", "to_openai_messages"]
 
@@ -114,7 +115,9 @@ class OpenAICompatibleModel:
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """One reply; retries overload, rate limits and malformed answers; raises ModelError on anything else."""
-        data = json.dumps(self._body(request)).encode()
+        body_doc = self._body(request)
+        data = json.dumps(body_doc).encode()
+        bounds = (prompt_token_bound(len(data)), int(body_doc["max_tokens"]))  # reported usage is clamped to these
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -126,7 +129,7 @@ class OpenAICompatibleModel:
                     body = resp.read(MAX_REPLY_BYTES + 1)
                 if len(body) > MAX_REPLY_BYTES:
                     raise MalformedReply(f"a body over {MAX_REPLY_BYTES:,} bytes")
-                return self._reply(body)
+                return self._reply(body, bounds=bounds)
             except urllib.error.HTTPError as exc:
                 try:
                     detail = snippet(exc.read()[:500], 300)
@@ -150,22 +153,25 @@ class OpenAICompatibleModel:
                 self.retry.pause(attempt, "an answer that is not a chat completion")
         raise ModelError("unreachable")
 
-    def _reply(self, body: bytes | Mapping[str, Any]) -> ModelReply:
-        """Validates a chat completion body; anything else raises :class:`MalformedReply`."""
+    def _reply(self, body: bytes | Mapping[str, Any], *, bounds: tuple[int, int] | None = None) -> ModelReply:
+        """Validates a chat completion body; anything else raises :class:`MalformedReply`. The usage it reports is
+        clamped to ``bounds`` (the most input and output tokens the request could use; None: its body's size)."""
         if isinstance(body, Mapping):
             payload: Any = body
         else:
             try:
                 payload = json.loads(body)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise MalformedReply(f"not JSON ({exc}); it began: {snippet(body)!r}") from None
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                raise MalformedReply(f"not JSON ({type(exc).__name__}); it began: {snippet(body)!r}") from None
+        if bounds is None:
+            bounds = (prompt_token_bound(len(body) if isinstance(body, bytes) else 0), self.spec.max_tokens)
         try:
-            return self._parse(payload)
+            return self._parse(payload, bounds)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise MalformedReply(f"JSON of the wrong shape ({type(exc).__name__}: {exc}); it began: "
                                  f"{snippet(json.dumps(payload, default=str))!r}") from None
 
-    def _parse(self, payload: Mapping[str, Any]) -> ModelReply:
+    def _parse(self, payload: Mapping[str, Any], bounds: tuple[int, int]) -> ModelReply:
         choice = payload["choices"][0]
         msg = choice["message"]
         if not isinstance(msg, Mapping):
@@ -192,10 +198,12 @@ class OpenAICompatibleModel:
                 raise TypeError("a tool call name is not a string")
             blocks.append({"type": "tool_use", "id": str(call.get("id") or f"call_{len(blocks)}"),
                            "name": name, "input": args if isinstance(args, dict) else {"value": args}})
-        u = payload.get("usage") or {}
-        usage = Usage(
-            input_tokens=int(u.get("prompt_tokens", 0) or 0), output_tokens=int(u.get("completion_tokens", 0) or 0)
-        )
+        u = payload.get("usage")
+        raw_in, raw_out = (u.get("prompt_tokens"), u.get("completion_tokens")) if isinstance(u, Mapping) else (
+            (None, None) if u is None else ("unreadable", "unreadable"))  # a usage of the wrong shape: the bounds
+        # untrusted counts (1e400, NaN, 10**12, text): clamped to what the request could use, never an exception
+        usage = Usage(input_tokens=reported_tokens(raw_in, bounds[0]),
+                      output_tokens=reported_tokens(raw_out, bounds[1]))
         price = self.spec.price
         stop = _FINISH.get(choice.get("finish_reason") or "", StopReason.OTHER)
         if stop is StopReason.END_TURN and any(b["type"] == "tool_use" for b in blocks):

@@ -89,6 +89,10 @@ def summary_html(view: RunView) -> str:
     ]
     if best is not None and best.result.provenance is not None:
         rows.append(("sandbox", esc(best.result.provenance.sandbox_mode)))
+    held_out = "" if best is None else scores.heldout_text(best.result.metrics)
+    if held_out:  # a training task's best: scored on public (carriable) or private held-out data
+        warn = best is not None and best.result.metrics.get("heldout_public") is True
+        rows.append(("held-out data", f"<span class='warn'>{esc(held_out)}</span>" if warn else esc(held_out)))
     if r.final_candidate:
         rows.append(("final candidate", f"<code>{esc(r.final_candidate[:12])}</code>"))
     if view.task_error:

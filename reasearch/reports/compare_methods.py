@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from reasearch.evaluators import scores
 from reasearch.evaluators.svg import esc
 from reasearch.reports._figures import _layout
 from reasearch.reports._page import _document
@@ -112,6 +113,11 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
     notice = (f"<p class='budget-ok'>Equal budgets: every run capped at "
               f"{esc(', '.join(f'{k} {v:g}' for k, v in check['caps'][0].items()))}.</p>" if check["equal"] else
               f"<p class='warn budget-unequal'>Not ranked: {esc(check['why'])}.</p>")
+    public = task.get("heldout_public")
+    if public is not None:  # a training task: whether its held-out data could have been carried in or recited
+        text = scores.heldout_text({"heldout_public": public, "sealed": not public})
+        notice += (f"<p class='warn heldout-public'>Scored on {esc(text)}.</p>" if public else
+                   f"<p class='muted heldout-private'>Scored on {esc(text)}.</p>")
     head = ("<tr><th>method</th><th>rank</th><th>runs</th><th>mean best</th><th>std</th><th>min</th><th>max</th>"
             f"<th>gain vs {esc(reference)} (mean, 95% paired bootstrap)</th><th>spent ({esc(task['unit'])})</th>"
             "<th>dollars</th>" + "".join(f"<th>{k}</th>" for k in ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED"))

@@ -27,9 +27,10 @@ class Unit(str, enum.Enum):
     EXPERIMENTS = "experiments"  # training runs (training tasks)
     GPU_SECONDS = "gpu_seconds"
     TOKENS = "tokens"  # model tokens (input + output) of the agent and its helpers
+    STUDENT_TOKENS = "student_tokens"  # student-model tokens (input + output) of prompt tasks, apart from the agent's
     DOLLARS = "dollars"
     MODEL_CALLS = "model_calls"
-    SUBMISSIONS = "submissions"  # private-split scores of a competition-style task (tabular/csv-v1's submit)
+    SUBMISSIONS = "submissions"  # private-split scores of a competition-style task (tabular/csv-v2's submit)
 
     def __str__(self) -> str:
         return self.value
@@ -46,6 +47,7 @@ _LABELS = {
     Unit.EXPERIMENTS: "experiment",
     Unit.GPU_SECONDS: "GPU-seconds",
     Unit.TOKENS: "token",
+    Unit.STUDENT_TOKENS: "student-token",
     Unit.DOLLARS: "dollar",
     Unit.MODEL_CALLS: "model-call",
     Unit.SUBMISSIONS: "submission",

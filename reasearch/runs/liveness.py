@@ -5,6 +5,11 @@ thread that also extends the lease on its budget reservations); a running run no
 beat for :data:`STALE_S` seconds is shown as interrupted (:func:`effective_state`), and its active wall
 time is the union of its driver sessions (:func:`active_seconds`).
 
+A heartbeat's age alone is not evidence of death: a driver whose process is busy (a long parse holding the
+GIL, a paused VM) beats late. So a driver recorded on this host is alive exactly while its process is
+(:func:`driver_alive`), whatever its heartbeat's age; only a driver of another host is judged by its
+heartbeat. A delete, a prune and a takeover ask :func:`driver_alive` before they act.
+
 Is a driver's process still there? What a resume on the same host uses to reclaim a dead driver's budget:
 a driver records its host, pid and process start (:func:`process_start`: the boot id and the start
 time in clock ticks from ``/proc/<pid>/stat``), so a pid reused by another process after the driver
@@ -24,7 +29,7 @@ from collections.abc import Sequence
 from reasearch.runs.store import DriverRecord, RunRecord, RunState, Store
 
 __all__ = ["HEARTBEAT_S", "RESERVATION_TTL_S", "STALE_S", "Heartbeat", "active_seconds", "active_seconds_of",
-           "driver_gone", "effective_state", "live_drivers", "process_start"]
+           "driver_alive", "driver_gone", "effective_state", "live_drivers", "process_start"]
 
 HEARTBEAT_S = 10.0  # how often a driving Run says it is alive (and extends its reservations)
 STALE_S = 45.0  # a running run none of whose drivers beat for this long is shown as interrupted
@@ -61,10 +66,33 @@ def driver_gone(driver: DriverRecord) -> bool:
     return bool(driver.proc_start) and now != driver.proc_start
 
 
-def live_drivers(store: Store, run_id: str, *, now: float | None = None) -> list[DriverRecord]:
-    """The drivers of a run that beat within :data:`STALE_S` seconds and did not stop: processes that hold it."""
+def _local_process(driver: DriverRecord) -> bool | None:
+    """Whether the process of a driver recorded on this host is still there (None: not this host's, or no
+    ``/proc`` to tell). A pid now used by another process (its start time differs) is not the driver."""
+    if driver.host != socket.gethostname() or driver.pid <= 0 or not os.path.isdir("/proc/self"):
+        return None
+    start = process_start(driver.pid)
+    if not start:
+        return False
+    return not driver.proc_start or start == driver.proc_start
+
+
+def driver_alive(driver: DriverRecord, *, now: float | None = None) -> bool:
+    """True while ``driver`` holds its run: on this host, while its process exists (the same process: the
+    recorded start time is compared), however old its last heartbeat; on another host, while it beat
+    within :data:`STALE_S` seconds. A driver that stopped is never alive."""
+    if driver.stopped:
+        return False
+    local = _local_process(driver)
+    if local is not None:
+        return local
     now = time.time() if now is None else now
-    return [d for d in store.drivers(run_id) if not d.stopped and now - d.heartbeat_at < STALE_S]
+    return now - driver.heartbeat_at < STALE_S
+
+
+def live_drivers(store: Store, run_id: str, *, now: float | None = None) -> list[DriverRecord]:
+    """The drivers of a run that hold it (:func:`driver_alive`): processes a delete or takeover must not cut."""
+    return [d for d in store.drivers(run_id) if driver_alive(d, now=now)]
 
 
 def effective_state(store: Store, record: RunRecord, *, now: float | None = None) -> RunState:
@@ -95,7 +123,7 @@ def active_seconds_of(record: RunRecord, drivers: Sequence[DriverRecord], *, now
         return max(0.0, end - record.created_at)
     spans = []
     for d in drivers:
-        alive = not d.stopped and now - d.heartbeat_at < STALE_S
+        alive = driver_alive(d, now=now)
         end = now if alive else d.heartbeat_at
         if end > d.started_at:
             spans.append((d.started_at, end))

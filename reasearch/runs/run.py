@@ -16,6 +16,8 @@ Example::
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 import uuid
@@ -46,6 +48,7 @@ from reasearch.runs.liveness import (
     Heartbeat,
     active_seconds,
     active_seconds_of,
+    driver_alive,
     driver_gone,
     effective_state,
     live_drivers,
@@ -69,13 +72,14 @@ from reasearch.runs.store import (
     RunRecord,
     RunState,
     Store,
+    check_id,
     new_run_id,
 )
 
 __all__ = ["Run", "RunStatus", "RunState", "Event", "ScoreSpread", "active_seconds", "active_seconds_of",
            "effective_state", "refusal_text", "driver_gone", "process_start",
            # importable from here as before the cut (liveness: runs/liveness.py)
-           "HEARTBEAT_S", "STALE_S", "RESERVATION_TTL_S", "OTHERS_WAIT_S", "live_drivers"]
+           "HEARTBEAT_S", "STALE_S", "RESERVATION_TTL_S", "OTHERS_WAIT_S", "driver_alive", "live_drivers"]
 
 _EVALUATE_NOTE = "evaluate"  # ledger note of an evaluation's own debit
 _SHARED_CACHE_NOTE = "evaluate (shared cache)"  # a first evaluation in this run, computed earlier by another
@@ -141,8 +145,11 @@ class Run:
 
         Raises:
             UnknownTaskError: ``task_id`` is not registered (and no ``task`` was given).
-            ConfigError: bad budget or parameters.
+            ConfigError: bad budget or parameters, or a ``run_id`` that is not one safe path component
+                (:func:`~reasearch.runs.store.check_id`); nothing is created.
         """
+        if run_id is not None:
+            check_id(run_id)
         if task is not None:
             if task_id is not None and task_id != task.spec.id:
                 raise ConfigError(f"task_id {task_id!r} does not match the task instance's id {task.spec.id!r}")
@@ -189,7 +196,14 @@ class Run:
 
     def resume(self, *, takeover: bool = False) -> None:
         """Makes this process a driver of the run: marks it ``running`` (recording what it was) and starts
-        the heartbeat. ``takeover`` also drops the reservations of every other driver (known dead)."""
+        the heartbeat. ``takeover`` also drops the reservations of every other driver (known dead).
+
+        Raises:
+            ConfigError: ``takeover`` while another process holds the run (:func:`driver_alive`: on this host its
+                process is there, whatever its heartbeat's age); nothing is changed.
+        """
+        if takeover:
+            self._refuse_live_others()
         was = self.store.get_run(self.id)
         shown = effective_state(self.store, was)
         if was.state is not RunState.RUNNING or shown is not RunState.RUNNING:
@@ -200,6 +214,14 @@ class Run:
             self.store.takeover(self.id, self.driver_id)
         else:
             self.reclaim_dead_drivers()
+
+    def _refuse_live_others(self) -> None:
+        """Raises ConfigError when a driver of another process still holds the run (a takeover would cut it)."""
+        here, me = socket.gethostname(), os.getpid()
+        for d in self.store.drivers(self.id):
+            if (d.host, d.pid) != (here, me) and driver_alive(d):
+                raise ConfigError(f"run {self.id} is driven by a live process (pid {d.pid} on {d.host}); "
+                                  "stop it first")
 
     def reclaim_dead_drivers(self) -> int:
         """Drops the reservations of this run's drivers that ran on this host and whose process is gone

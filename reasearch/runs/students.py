@@ -4,7 +4,11 @@
 this run already paid (the same endpoint, model, prompt, input, sampling parameters and sample index) is
 served from the store at no cost; a call that does not fit under the run's ``student_calls`` cap is
 ``REFUSED`` and not made; otherwise it is made, and its reply is stored together with its debits (one
-``student_calls`` unit, its tokens, and its dollars when the student is priced) in one transaction.
+``student_calls`` unit, its tokens in the ``student_tokens`` unit, and its dollars when the student is
+priced) in one transaction. Student tokens are never the agent's ``tokens``: a student cannot spend the
+agent's model budget, and a spent ``student_tokens`` cap (optional) refuses further calls. The tokens debited
+are those the student reported, clamped to what the request could have used (``StudentClient.complete``):
+a call the student answered is stored and debited whatever its usage says.
 Reservations live in the store while calls are in flight, so concurrent calls (threads, or several
 drivers of the run) cannot overspend the cap. A ``kill -9`` in the middle of a batch loses only calls in flight: every
 answered call is already stored, and the resumed batch gets it for free. A call stored by another
@@ -33,8 +37,8 @@ from reasearch.runs.run import Run
 
 __all__ = ["StudentLedger"]
 
-# One call reserves one student call; a spent dollar or token cap (debited after the call) also stops it.
-_ONE_CALL: dict[Unit | str, float] = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.TOKENS: 0.0}
+# One call reserves one student call; a spent dollar or student-token cap (debited after the call) also stops it.
+_ONE_CALL: dict[Unit | str, float] = {Unit.STUDENT_CALLS: 1.0, Unit.DOLLARS: 0.0, Unit.STUDENT_TOKENS: 0.0}
 _NOTE_PREFIXES = ("student", "test", "shared")  # ledger notes of a run's student-call debits: PREFIX:KEY
 
 
@@ -116,9 +120,9 @@ class StudentLedger:
     def _debits(self, prefix: str, key: str, reply: StudentReply) -> list[LedgerEntry]:
         now, note = time.time(), f"{prefix}:{key[:40]}"
         out = [LedgerEntry(self.run.id, self.step, Unit.STUDENT_CALLS, 1.0, note, now)]
-        if reply.input_tokens + reply.output_tokens:
-            out.append(LedgerEntry(self.run.id, self.step, Unit.TOKENS, float(reply.input_tokens + reply.output_tokens),
-                                   note, now))
+        tokens = float(reply.input_tokens + reply.output_tokens)  # bounded by the client (StudentRequest.token_bounds)
+        if tokens:
+            out.append(LedgerEntry(self.run.id, self.step, Unit.STUDENT_TOKENS, tokens, note, now))
         if reply.cost_usd:
             out.append(LedgerEntry(self.run.id, self.step, Unit.DOLLARS, float(reply.cost_usd), note, now))
         return out

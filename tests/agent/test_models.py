@@ -203,7 +203,7 @@ def test_openai_compatible_client_gives_up_on_client_errors(chat_server: dict[st
 def test_anthropic_model_request_shape_retries_and_cost() -> None:
     reply = ModelReply(({"type": "text", "text": "hello"},
                         {"type": "tool_use", "id": "toolu_1", "name": "evaluate", "input": {"code": "z"}}),
-                       StopReason.TOOL_USE, Usage(1000, 200, 5000, 100))
+                       StopReason.TOOL_USE, Usage(100, 200, 500, 10))  # what a request of this size can use
     sleeps = _Sleeps()
     with FakeAnthropicServer([reply], fail_first=[529, 429]) as server:
         spec = ModelSpec(name="claude-sonnet-4-6", base_url=server.url, max_tokens=321, temperature=0.5)
@@ -212,9 +212,9 @@ def test_anthropic_model_request_shape_retries_and_cost() -> None:
     assert sleeps == [0.0, 0.0]  # two retries, each after the server's retry-after: 0
     assert got.text == "hello" and got.stop_reason is StopReason.TOOL_USE
     assert [(c.name, dict(c.input)) for c in got.tool_calls] == [("evaluate", {"code": "z"})]
-    assert got.usage == Usage(1000, 200, 5000, 100)
-    # sonnet: 1000*3 + 200*15 + 5000*0.3 + 100*3.75 = 3000 + 3000 + 1500 + 375 per million
-    assert got.cost_usd == pytest.approx(7875 / 1e6)
+    assert got.usage == Usage(100, 200, 500, 10)
+    # sonnet: 100*3 + 200*15 + 500*0.3 + 10*3.75 = 300 + 3000 + 150 + 37.5 per million
+    assert got.cost_usd == pytest.approx(3487.5 / 1e6)
     body = server.requests[-1]
     assert server.headers[-1]["authorization"] == "Bearer sk-test"
     assert body["model"] == "claude-sonnet-4-6" and body["max_tokens"] == 321 and body["temperature"] == 0.5
@@ -307,3 +307,36 @@ def test_a_call_near_a_cap_is_sent_with_a_reply_limit_that_fits() -> None:
     fitted = fit_call(request, spec, dollars_left=0.05)
     assert fitted is not None and fitted[2] <= 0.05 and fitted[0].max_tokens == int((0.05 - prompt / 1e6) * 1e4)
     assert fit_call(request, spec, tokens_left=prompt) is None  # not even a one-token reply fits
+
+
+# ---------------------------------------------------------------- hostile usage (issue 36 item 3)
+_HOSTILE_COUNTS = [float("inf"), float("-inf"), float("nan"), 10**12, 10**500, "many", [1, [2]], {"n": 1}, True]
+
+
+@pytest.mark.parametrize("raw", _HOSTILE_COUNTS, ids=repr)
+def test_openai_compatible_client_clamps_hostile_usage(chat_server: dict[str, Any], raw: object) -> None:
+    from reasearch.usage import PROMPT_OVERHEAD_TOKENS
+
+    chat_server["answers"].append((200, {"usage": {"prompt_tokens": raw, "completion_tokens": raw},
+                                         "choices": [{"finish_reason": "stop", "message": {"content": "fine"}}]}))
+    spec = ModelSpec(provider="openai", name="q", base_url=chat_server["url"], price_in=1.0, price_out=2.0,
+                     max_tokens=77)
+    reply = OpenAICompatibleModel(spec, retry=RetryPolicy(sleep=_Sleeps())).complete(_request())
+    sent = len(json.dumps(chat_server["bodies"][-1]).encode())
+    assert reply.text == "fine" and len(chat_server["bodies"]) == 1  # answered once: not retried, not an error
+    assert 0 <= reply.usage.input_tokens <= sent + PROMPT_OVERHEAD_TOKENS and 0 <= reply.usage.output_tokens <= 77
+    assert 0 <= reply.cost_usd <= ((sent + PROMPT_OVERHEAD_TOKENS) * 1.0 + 77 * 2.0) / 1e6
+
+
+@pytest.mark.parametrize("raw", ["1e400", "NaN", "-Infinity", "1000000000000", "1" * 401, '"many"', "[[1]]", "{}"])
+def test_anthropic_client_clamps_hostile_usage(raw: str) -> None:
+    model = AnthropicModel(ModelSpec(name="claude-sonnet-4-6", max_tokens=50), api_key="sk-test")
+    usage = ", ".join(f'"{k}": {raw}' for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                                                 "cache_creation_input_tokens"))
+    body = ('{"type": "message", "role": "assistant", "content": [{"type": "text", "text": "fine"}], '
+            '"stop_reason": "end_turn", "usage": {' + usage + '}}')
+    reply = model._reply(body.encode(), bounds=(500, 50))
+    u = reply.usage
+    assert reply.text == "fine" and 0 <= u.output_tokens <= 50
+    assert min(u.input_tokens, u.cache_read_tokens, u.cache_write_tokens) >= 0
+    assert u.input_tokens + u.cache_read_tokens + u.cache_write_tokens <= 500

@@ -1,4 +1,4 @@
-"""``submit`` on ``tabular/csv-v1``: a scripted agent scores an experiment's submission on the private test
+"""``submit`` on ``tabular/csv-v2``: a scripted agent scores an experiment's submission on the private test
 period, is charged one ``submissions`` unit each time, and is refused past the task's cap; experiments
 themselves never show a private-test score."""
 
@@ -48,7 +48,7 @@ def test_submit_scores_the_private_split_charges_a_submission_and_stops_at_the_c
     ]
     config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
     params = {"time_budget_s": 30.0, "grace_s": 10.0, "max_submissions": 2}
-    agent = start_run("tabular/csv-v1", task_params=params, budget={"experiments": 3}, config=config,
+    agent = start_run("tabular/csv-v2", task_params=params, budget={"experiments": 3}, config=config,
                       run_dir=experiment_root, models={"agent": ScriptedModel(script)})
     agent.optimize()
     run = agent.run
@@ -80,7 +80,7 @@ def test_a_scripted_agent_improves_on_the_seed_and_submits_its_best(experiment_r
         say("Done.", call("finish", reason="the seasonal model")),
     ]
     config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
-    agent = start_run("tabular/csv-v1", task_params={"time_budget_s": 30.0, "grace_s": 10.0},
+    agent = start_run("tabular/csv-v2", task_params={"time_budget_s": 30.0, "grace_s": 10.0},
                       budget={"experiments": 3}, config=config, run_dir=experiment_root,
                       models={"agent": ScriptedModel(script)})
     result = agent.optimize()

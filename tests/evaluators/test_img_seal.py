@@ -55,7 +55,7 @@ def test_held_out_images_printed_or_raised_in_scoring_never_reach_the_agent(mode
     from reasearch.agent.tools.experiment_runner import experiment_payload
 
     needs_mode(mode)
-    task: Any = reasearch.make("img/folder-v1", time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0,
+    task: Any = reasearch.make("img/folder-v2", time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0,
                                sandbox_mode=mode)
     res = task.evaluate(encode_repo({**task.seed_files(), "train.py": TRAIN, "model.py": LEAKING_MODEL}),
                         seed=0, experiment_dir=str(tmp_path / "exp"))

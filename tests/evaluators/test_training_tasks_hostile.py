@@ -204,3 +204,22 @@ def test_a_planted_symlink_at_the_cache_or_experiment_root_is_refused_and_its_ta
             training.experiments_root()
     _data.load_corpus.cache_clear()
     assert oct(target.stat().st_mode & 0o777) == oct(0o700) and list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize(("task_id", "params", "public"), [
+    ("img/folder-v2", {"data": "digits"}, True), ("img/folder-v2", {}, False), ("tabular/csv-v2", {}, False),
+    ("rl/Hopper-v5-v2", {}, False), ("atari/qbert-v1", {}, False)])
+def test_every_training_result_states_whether_its_held_out_data_is_public(
+        experiment_root: Path, task_id: str, params: dict[str, Any], public: bool) -> None:
+    """Issue 36 item 1: every result says ``heldout_public``, and a public one never says ``sealed``, even a
+    result that never ran (here: not a repository). RL and Atari score episodes of a public simulator whose
+    seeds come from the secret: not public. A task that states nothing (the toy) gets neither key."""
+    from reasearch import make
+
+    bad = json.dumps({"format": "reasearch-repo/1", "files": {"../escape.py": "x"}})  # refused before running
+    res = make(task_id, **params).evaluate(bad)
+    assert res.status is Status.INVALID and "not a repository candidate" in res.feedback
+    assert res.metrics["heldout_public"] is public
+    assert res.metrics["sealed"] is (not public)
+    toy = ToyRepoTrainingTask().evaluate(bad)
+    assert "heldout_public" not in toy.metrics and "sealed" not in toy.metrics

@@ -156,3 +156,27 @@ def test_a_prompt_comparison_counts_the_optimizers_spend_only(tmp_path: Any, mon
     (task,) = data["tasks"]
     assert task["unit"] == "student_calls" and task["ranked"], task["budget_check"]
     assert all(0 < r["used"]["student_calls"] <= 60 and r["test_score"] is not None for r in data["runs"])
+
+
+def test_a_comparison_says_when_a_task_scores_public_held_out_data(tmp_path: Any, experiment_root: Any) -> None:
+    """Issue 36 item 1: a method comparison on ``img`` with ``data=digits`` (public) warns beside the task's
+    table that its held-out data is public and not sealed; the default glyphs say private and sealed."""
+    from reasearch.evaluators import make
+    from reasearch.fleets.compare import _run_data
+    from reasearch.fleets.fleet import FleetMember
+    from reasearch.reports.compare_methods import _task_section
+    from reasearch.runs import Run, open_store
+
+    with open_store(tmp_path) as store:
+        got = {}
+        for name, params in (("digits", {"data": "digits"}), ("glyphs", {})):
+            run = Run.create(store, task=make("img/folder-v2", **params), budget={"experiments": 1})
+            got[name] = _run_data(store, FleetMember(0, "img/folder-v2", 0, "m", method="evolve"), run.id)
+    assert got["digits"]["heldout_public"] is True and got["glyphs"]["heldout_public"] is False
+    task = {"task_id": "img/folder-v2", "direction": "maximize", "unit": "experiments", "ranked": False,
+            "budget_check": {"equal": False, "why": "one run", "caps": []}, "table": [], "published": None}
+    public = _task_section({**task, "heldout_public": True}, [], "agent")
+    assert "class='warn heldout-public'>Scored on PUBLIC held-out data" in public and "not sealed" in public
+    private = _task_section({**task, "heldout_public": False}, [], "agent")
+    assert "heldout-private'>Scored on private held-out data: sealed" in private and "PUBLIC" not in private
+    assert "held-out data" not in _task_section(task, [], "agent")  # a task that states nothing

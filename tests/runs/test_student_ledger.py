@@ -67,7 +67,8 @@ def test_each_call_is_stored_with_its_debit_and_repeats_are_free(
     _, first = session.validate(GOOD_PROMPT, step=1)
     assert first.status is Status.OK and not first.cached and first.metrics["calls_paid"] == 40
     assert run.used()[Unit.STUDENT_CALLS] == 40 and server.paid_hits() == 40
-    assert run.used()[Unit.TOKENS] == first.metrics["input_tokens"] + first.metrics["output_tokens"]
+    assert run.used()[Unit.STUDENT_TOKENS] == first.metrics["input_tokens"] + first.metrics["output_tokens"]
+    assert run.used()[Unit.TOKENS] == 0  # student tokens are not the agent's model tokens
     _, again = session.validate(GOOD_PROMPT, step=2)  # the same prompt at a new step: served from the store
     assert again.cached and again.score == first.score and again.metrics["calls_paid"] == 0
     assert run.used()[Unit.STUDENT_CALLS] == 40 and server.paid_hits() == 40

@@ -36,7 +36,7 @@ from reasearch.models import ModelSpec
 from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.runs import Budget, Run, RunState, Store
 from reasearch.runs.events import EventKind
-from reasearch.runs.run import STALE_S
+from reasearch.runs.run import driver_alive
 
 __all__ = ["HIDDEN_TOOLS", "McpCallResult", "McpDriver", "McpResource", "open_mcp_run", "start_mcp_run"]
 
@@ -340,16 +340,8 @@ def open_mcp_run(run_id: str, *, store: Store, run_dir: str | Path, transport: s
 
 
 def _alive(d: Any) -> bool:
-    if d.stopped or time.time() - d.heartbeat_at >= STALE_S:
-        return False
-    if d.host == socket.gethostname() and d.pid:
-        try:
-            os.kill(int(d.pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-    return True
+    """A driver that holds the run: on this host while its process is there (whatever its heartbeat's age)."""
+    return driver_alive(d)
 
 
 def _session_info(transport: str, *, resumed: bool) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score, score_sprea
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.models.messages import ModelRequest
+from reasearch.models.reply_text import MAX_REPLY_CHARS
 
 __all__ = ["CANDIDATE_FILE", "ControlTools", "ProgramTools", "extract_code"]
 
@@ -22,7 +23,11 @@ _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:\n```|\Z)", re.DOTALL)
 
 
 def extract_code(text: str) -> str | None:
-    """The longest fenced code block of a reply (None when there is none)."""
+    """The longest fenced code block of a reply (None when there is none, or the reply passes
+    :data:`~reasearch.models.reply_text.MAX_REPLY_CHARS`). The pattern is linear: every match that opens
+    one runs to the next closer or the end, so no opener is scanned twice."""
+    if len(text) > MAX_REPLY_CHARS:
+        return None
     blocks = _FENCE.findall(text)
     return max(blocks, key=len).rstrip() + "\n" if blocks else None
 

@@ -1,6 +1,6 @@
 """``submit``: the one way a private-split score of a competition-style task reaches the agent.
 
-A task that declares ``score_submission(bytes)`` (``tabular/csv-v1``) scores each experiment on a
+A task that declares ``score_submission(bytes)`` (``tabular/csv-v2``) scores each experiment on a
 validation period and keeps the experiment's validated ``submission.csv`` in the experiment's folder of
 the run (``<run>/experiments/step-NNNNN/``, outside the workspace). ``submit(step)`` scores that file on
 the private test period: it costs one ``submissions`` unit, capped by the smaller of the run's

@@ -26,7 +26,7 @@ from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.rl.task import RLTask
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import experiments_root
+from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, experiments_root
 
 __all__ = ["GAMES", "AtariTask", "ale_id", "scoring_seeds"]
 
@@ -67,6 +67,8 @@ class AtariTask(RLTask):
     """
 
     server_steps = _SERVER_STEPS
+    # The policy server's runtime: NumPy and torch; never ale-py (its emulator and ROMs are the training jail's).
+    scoring_packages = TORCH_SCORING_PACKAGES
 
     def __init__(self, game: str = "qbert", time_budget_s: float = 600.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 30.0, episodes: int = 10, max_frames: int = 108_000, sticky: float = 0.25,
@@ -137,7 +139,8 @@ frames of the running episodes, uint8 [B, 210, 160]; act returns one integer act
 frame. The policy gets pixels only: no emulator, RAM or game state. Score = mean undiscounted return over
 the episodes (higher is better; the spread is reported). Print JSON lines such as {{"step": 3, "return": 120,
 "loss": -120}} to show the training curve. What policy.py prints or raises during scoring is withheld: a
-failure is reported as its step, exception class and file:line only.
+failure is reported as its step, exception class and file:line only. At scoring policy.py can import NumPy
+and torch only (not ale-py or Gymnasium), and no native code from the repository or the outputs loads.
 """
 
     # ------------------------------------------------------------ trusted side

@@ -1,7 +1,10 @@
-"""The data of ``img/folder-v1``: images and labels read on the trusted side, a stratified split, public files.
+"""The data of ``img/folder-v2``: images and labels read on the trusted side, a stratified split, public files.
 
-Trust boundary: trusted side only. Sources: ``digits`` (the bundled ``data/digits.npz``: package data
-that the jail's code copy leaves out), an ``.npz`` (``images`` uint8 [N, H, W] or [N, H, W, C] and
+Trust boundary: trusted side only. Sources: ``glyphs`` (the default: digit glyphs drawn by the public
+generator of :mod:`._glyphs`, the training pool from a public seed, the held-out images from a seed derived
+from the evaluator secret, so they exist nowhere else), ``digits`` (the bundled ``data/digits.npz``:
+scikit-learn's digits, *public*: a repository can carry all of it, so its held-out split is public and its
+results never claim ``sealed``), an ``.npz`` (``images`` uint8 [N, H, W] or [N, H, W, C] and
 ``labels`` ints, read with ``allow_pickle=False``), or a folder with one subfolder of image files per
 class (read with Pillow; every image must have the same size, or pass ``image_size``). The split is
 stratified with a fixed seed: train and validation go to a public folder (``train.npz``, ``val.npz``,
@@ -25,11 +28,14 @@ import numpy as np
 
 from reasearch.errors import ConfigError
 
-__all__ = ["ImageSplit", "load_image_split", "read_images"]
+__all__ = ["GLYPH_POOL", "PUBLIC_DATA", "ImageSplit", "load_image_split", "read_images"]
 
 MAX_IMAGES = 200_000
 MAX_PIXELS = 512 * 512
 MAX_CLASSES = 1000
+GLYPH_POOL = 5000  # images of the default data: test_frac of them held out (secret seed), the rest public
+PUBLIC_DATA = frozenset({"digits"})  # named sources whose every image is public (held-out split included)
+_GLYPH_TRAIN_SEED = 20261204  # public: the training pool is the same on every machine
 _SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
 
@@ -39,6 +45,7 @@ class ImageSplit:
 
     name: str
     key: str
+    heldout_public: bool
     public_dir: Path
     classes: tuple[str, ...]
     test_images: np.ndarray
@@ -120,6 +127,8 @@ def _read_folder(root: Path, image_size: int) -> tuple[np.ndarray, np.ndarray, t
 
 def read_images(data: str, image_size: int = 0) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], str]:
     """``(images uint8 [N, H, W, C], labels int64 [N], class names, content hash)`` of ``data``."""
+    if data == "glyphs":
+        raise ConfigError("glyphs are drawn per split (load_image_split), not read")
     if data == "digits":
         with resources.files("reasearch.evaluators.img").joinpath("data/digits.npz").open("rb") as fh:
             blob = fh.read()
@@ -133,7 +142,8 @@ def read_images(data: str, image_size: int = 0) -> tuple[np.ndarray, np.ndarray,
         x, y = _read_npz(path)
         classes = tuple(str(i) for i in range(int(y.max()) + 1))
     else:
-        raise ConfigError(f"data must be 'digits', a folder of class subfolders or an .npz file, not {data!r}")
+        raise ConfigError(f"data must be 'glyphs', 'digits', a folder of class subfolders or an .npz file, "
+                          f"not {data!r}")
     h = hashlib.sha256(np.ascontiguousarray(x).tobytes())
     h.update(np.ascontiguousarray(y).tobytes())
     return x, y, classes, h.hexdigest()
@@ -157,22 +167,31 @@ def _cache_root() -> Path:
 
 def load_image_split(data: str, image_size: int, test_frac: float, val_frac: float, split_seed: int) -> ImageSplit:
     """The split of ``data``; the public folder is written once per content and split (remade when gone)."""
-    split = _load(data, int(image_size), float(test_frac), float(val_frac), int(split_seed), str(_cache_root()))
+    args = (data, int(image_size), float(test_frac), float(val_frac), int(split_seed), str(_cache_root()))
+    if data == "glyphs":  # keyed by the held-out seed too: another secret draws other held-out images
+        split = _load_glyphs(*args, heldout_seed())
+        if split.public_dir.is_symlink() or not (split.public_dir / "classes.json").is_file():
+            _load_glyphs.cache_clear()
+            split = _load_glyphs(*args, heldout_seed())
+        return split
+    split = _load(*args)
     if split.public_dir.is_symlink() or not (split.public_dir / "classes.json").is_file():
         _load.cache_clear()
-        split = _load(data, int(image_size), float(test_frac), float(val_frac), int(split_seed), str(_cache_root()))
+        split = _load(*args)
     return split
 
 
-@functools.lru_cache(maxsize=4)
-def _load(data: str, image_size: int, test_frac: float, val_frac: float, split_seed: int, root: str) -> ImageSplit:
-    x, y, classes, digest = read_images(data, image_size)
-    rng = np.random.default_rng(split_seed)
-    test = _stratified(y, test_frac, rng)
-    rest = np.flatnonzero(~test)
-    val_in_rest = _stratified(y[rest], val_frac, rng)
-    val, train = rest[val_in_rest], rest[~val_in_rest]
-    key = hashlib.sha256(json.dumps([digest, image_size, test_frac, val_frac, split_seed]).encode()).hexdigest()[:20]
+def heldout_seed(key: bytes | None = None) -> int:
+    """The seed of the default data's held-out images: derived from the evaluator secret (only its holder
+    can draw them)."""
+    from reasearch.evaluators._secret import derive_seed
+
+    return derive_seed("img glyphs held-out", {"generator": 1}, key)
+
+
+def _write_public(root: str, key: str, x: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray,
+                  classes: tuple[str, ...]) -> Path:
+    """The public folder ``root/key`` (``train.npz``, ``val.npz``, ``classes.json``), made once, atomically."""
     final = Path(root) / key
     if final.is_symlink():  # never bind what a link points to: made again below
         final.unlink()
@@ -192,6 +211,56 @@ def _load(data: str, image_size: int, test_frac: float, val_frac: float, split_s
             import shutil
 
             shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+@functools.lru_cache(maxsize=1)
+def _glyph_pool(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The public training pool (the same on every machine; drawn once per process)."""
+    from reasearch.evaluators.img._glyphs import render_glyphs
+
+    x, y = render_glyphs(n, _GLYPH_TRAIN_SEED)
+    x.setflags(write=False)
+    y.setflags(write=False)
+    return x, y
+
+
+@functools.lru_cache(maxsize=2)
+def _load_glyphs(data: str, image_size: int, test_frac: float, val_frac: float, split_seed: int,
+                 root: str, test_seed: int) -> ImageSplit:
+    """The default data: a public training pool and secret held-out glyphs (``split_seed`` picks validation)."""
+    from reasearch.evaluators.img._glyphs import render_glyphs
+
+    if image_size:
+        raise ConfigError("image_size applies to a folder of images; the glyphs are drawn at their own size")
+    n_test = round(GLYPH_POOL * test_frac)
+    classes = tuple(str(i) for i in range(10))
+    key = "glyphs-" + hashlib.sha256(json.dumps(["glyphs/1", GLYPH_POOL, test_frac, val_frac, split_seed])
+                                     .encode()).hexdigest()[:20]
+    final = Path(root) / key
+    if not final.is_symlink() and (final / "classes.json").is_file():  # drawn before: only count it
+        with np.load(final / "train.npz", allow_pickle=False) as tr:
+            n_train = len(tr["labels"])
+        with np.load(final / "val.npz", allow_pickle=False) as va:
+            n_val = len(va["labels"])
+    else:
+        x, y = _glyph_pool(GLYPH_POOL - n_test)
+        val = _stratified(y, val_frac, np.random.default_rng(split_seed))
+        final = _write_public(root, key, x, y, np.flatnonzero(~val), np.flatnonzero(val), classes)
+        n_train, n_val = int((~val).sum()), int(val.sum())
+    tx, ty = render_glyphs(n_test, test_seed)
+    return ImageSplit("glyphs", key, False, final, classes, tx, ty, n_train, n_val)
+
+
+@functools.lru_cache(maxsize=4)
+def _load(data: str, image_size: int, test_frac: float, val_frac: float, split_seed: int, root: str) -> ImageSplit:
+    x, y, classes, digest = read_images(data, image_size)
+    rng = np.random.default_rng(split_seed)
+    test = _stratified(y, test_frac, rng)
+    rest = np.flatnonzero(~test)
+    val_in_rest = _stratified(y[rest], val_frac, rng)
+    val, train = rest[val_in_rest], rest[~val_in_rest]
+    key = hashlib.sha256(json.dumps([digest, image_size, test_frac, val_frac, split_seed]).encode()).hexdigest()[:20]
+    final = _write_public(root, key, x, y, train, val, classes)
     order = np.flatnonzero(test)
-    return ImageSplit("digits" if data == "digits" else data, key, final, classes, x[order], y[order],
-                      len(train), len(val))
+    return ImageSplit(data, key, data in PUBLIC_DATA, final, classes, x[order], y[order], len(train), len(val))

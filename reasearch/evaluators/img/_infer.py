@@ -1,4 +1,4 @@
-"""The fixed inference step of ``img/folder-v1``, run in a scoring jail: weights and test images in, labels out.
+"""The fixed inference step of ``img/folder-v2``, run in a scoring jail: weights and test images in, labels out.
 
 Run as ``python3 _infer.py REQUEST_JSON`` (a file path, copied into the scoring folder). It loads the
 checkpoint before any candidate code runs, without unpickling anything (``weights.npz`` or ``model.pt``:

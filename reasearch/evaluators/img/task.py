@@ -1,4 +1,4 @@
-"""``img/folder-v1``: train an image classifier within a time budget; scored by held-out accuracy.
+"""``img/folder-v2``: train an image classifier within a time budget; scored by held-out accuracy.
 
 The candidate is a repository (``train.py``, ``model.py``, ...). Training runs in a jail that reads the
 public folder (``train.npz``, ``val.npz``, ``classes.json``) and writes ``config.json`` and
@@ -8,10 +8,19 @@ which imports ``model.py`` and saves a predicted class per image; the trusted si
 through the guarded reader and computes accuracy itself. What candidate code prints in the scoring jail
 never reaches the agent: a failure is reported as the exception type and the candidate's file:line,
 both checked against the repository (the full log stays on disk for a person).
+
+Held-out data. The default (``data=glyphs``) draws digit glyphs with a public generator: the training pool
+from a public seed, the held-out images from a seed derived from the evaluator secret, so they exist nowhere
+else and a repository or a model cannot carry them; the expected score is the same on every machine.
+``data=digits`` (scikit-learn's digits) is public: its results say ``heldout_public: true`` and never
+``sealed``. Before training, a repository is searched for the held-out images (raw, as numbers, encoded
+or compressed: :mod:`._carried`); one that carries them is ``INVALID`` with the reason. ``-v2``: ``-v1``
+defaulted to scikit-learn's digits, which a repository could carry (accuracy 1.0 without training).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from importlib import resources
@@ -22,12 +31,16 @@ import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import run_job
+from reasearch.errors import ConfigError
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
-from reasearch.evaluators.img._data import ImageSplit, load_image_split
+from reasearch.evaluators._secret import fingerprint
+from reasearch.evaluators.img._carried import find_carried_images
+from reasearch.evaluators.img._data import PUBLIC_DATA, ImageSplit, load_image_split
 from reasearch.evaluators.outputs import OutputError, read_output, read_output_npy
-from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.repo import decode_repo
+from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import TrainingTask
+from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask, heldout_flags, scoring_jail_note
 
 __all__ = ["ImageFolderTask"]
 
@@ -46,17 +59,23 @@ class ImageFolderTask(TrainingTask):
     """Image classification under a training time budget: maximize accuracy on a held-out split.
 
     Args:
-        data: ``digits`` (bundled: scikit-learn's 8x8 digits, 1,797 images, 10 classes), a folder with one
-            subfolder of images per class, or an ``.npz`` with ``images`` and ``labels``.
+        data: ``glyphs`` (default: 5,000 16x16 digit glyphs of a public generator; the held-out ones drawn
+            from the evaluator secret), ``digits`` (bundled: scikit-learn's 8x8 digits, 1,797 images, 10
+            classes; public, so never sealed), a folder with one subfolder of images per class, or an
+            ``.npz`` with ``images`` and ``labels``.
         image_size: resize folder images to this square size (0: keep; they must all be one size).
-        test_frac: held-out share of each class (scored; never in a training jail).
+        test_frac: held-out share of each class (scored; never in a training jail); of the glyphs, the share
+            drawn from the secret.
         val_frac: share of the rest given to training as a labelled validation set.
         split_seed: the split's seed.
         time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
         eval_time_limit_s: wall limit of the scoring jail.
     """
 
-    def __init__(self, data: str = "digits", image_size: int = 0, test_frac: float = 0.2, val_frac: float = 0.1,
+    # The scoring jail's runtime (``_infer.py`` and the candidate's model.py): NumPy, torch, safetensors.
+    scoring_packages = TORCH_SCORING_PACKAGES
+
+    def __init__(self, data: str = "glyphs", image_size: int = 0, test_frac: float = 0.2, val_frac: float = 0.1,
                  split_seed: int = 0, time_budget_s: float = 60.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 10.0, eval_time_limit_s: float = 120.0, slot: str = "auto", memory_mb: int = 8192,
                  sandbox_mode: str = "auto") -> None:
@@ -82,7 +101,7 @@ class ImageFolderTask(TrainingTask):
         if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
             raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
         return TaskSpec(
-            id="img/folder-v1", version=1, direction="maximize",
+            id="img/folder-v2", version=2, direction="maximize",
             time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + float(self.eval_time_limit_s),
             memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params(),
             best_known_source="paper (IMG-100, CIFAR-100-like, 30 min on a GPU): 82.38% -> 84.03% by the agent")
@@ -94,15 +113,42 @@ class ImageFolderTask(TrainingTask):
     def train_data_dir(self) -> Path:
         return self.split().public_dir
 
+    def heldout_public(self) -> bool:
+        """True for ``digits`` (public: a repository can carry it); the glyphs and a user's data are not."""
+        return str(self.data) in PUBLIC_DATA
+
+    def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
+        """The base provenance, plus the fingerprint of the secret the glyphs' held-out images came from."""
+        prov = super().provenance(candidate_source, seed=seed, sandbox_mode=sandbox_mode)
+        if self.data != "glyphs":
+            return prov
+        return dataclasses.replace(prov, versions={**prov.versions, "scoring_secret": fingerprint()})
+
+    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None,
+                 experiment_dir: str | None = None) -> EvalResult:
+        """As :meth:`TrainingTask.evaluate`, after refusing a repository that carries held-out images."""
+        if isinstance(candidate_source, str):
+            try:
+                files = decode_repo(candidate_source, entry_file=self.entry_file).files
+            except ConfigError:
+                files = {}  # the base class says why
+            why = find_carried_images(files, self.split().test_images) if files else None
+            if why is not None:
+                return self._stamp(EvalResult.failure(Status.INVALID, why), candidate_source, seed, "not run")
+        return super().evaluate(candidate_source, seed=seed, executor=executor, experiment_dir=experiment_dir)
+
     def seed_files(self) -> dict[str, str]:
         seed = resources.files("reasearch.evaluators.img") / "seed"
         return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("model.py", "train.py")}
 
     def describe(self) -> str:
         s = self.split()
-        what = ("scikit-learn's handwritten digits (8x8 grey images, 10 classes)" if self.data == "digits"
-                else f"{self.data} ({len(s.classes)} classes)")
-        return f"""# img/folder-v1: train an image classifier within a time budget (maximize held-out accuracy)
+        what = {"glyphs": "handwritten-style digit glyphs (16x16 grey images, 10 classes) drawn by a generator; the "
+                           "held-out images are drawn from a secret seed and exist nowhere else",
+                "digits": "scikit-learn's handwritten digits (8x8 grey images, 10 classes). This data set is PUBLIC: "
+                          "its held-out split is not sealed (a repository that carries it is refused)"}.get(
+            str(self.data), f"{self.data} ({len(s.classes)} classes)")
+        return f"""# img/folder-v2: train an image classifier within a time budget (maximize held-out accuracy)
 
 Data: {what}; images are uint8 arrays of shape {list(s.shape)} (H, W, C). Training sees {s.n_train} labelled
 images and {s.n_val} labelled validation images; {len(s.test_labels)} held-out images are scored and never
@@ -124,7 +170,9 @@ Metric (trusted, fixed): in a separate sandbox the evaluator imports model.py, c
 `build_model(config, weights)` (weights: the dict of arrays, or the state_dict) and then `model.predict(images)`
 on batches of at most {_BATCH} held-out images (uint8 [B, H, W, C]); predict returns class scores [B, classes]
 (argmax is taken) or integer class ids [B]. Score = accuracy over the held-out images (higher is better).
-If model.py fails there, you see only the exception type and its file:line. Print JSON lines such as
+A repository that carries held-out images (raw, as numbers, encoded or compressed) is INVALID.
+If model.py fails there, you see only the exception type and its file:line. There model.py can import NumPy
+and torch only, and no native code from the repository or the outputs loads. Print JSON lines such as
 {{"step": 10, "loss": 0.4}} to show the training curve.
 """
 
@@ -141,9 +189,12 @@ If model.py fails there, you see only the exception type and its file:line. Prin
         if pred.shape != s.test_labels.shape or not np.issubdtype(pred.dtype, np.integer):
             return self.invalid(f"expected {len(s.test_labels)} integer predictions, got {pred.dtype} {pred.shape}")
         acc = float(np.mean(pred == s.test_labels))
+        public = ("; the held-out data is PUBLIC (a repository can carry it): this score is not sealed"
+                  if s.heldout_public else "")
         return self.result(acc, metrics={"test_accuracy": acc, "test_images": len(s.test_labels), "data": s.name,
-                                         "split_key": s.key, "classes": len(s.classes)},
-                           feedback=f"held-out accuracy {acc:.4f} over {len(s.test_labels)} images")
+                                         "split_key": s.key, "classes": len(s.classes),
+                                         **heldout_flags(s.heldout_public, {})},
+                           feedback=f"held-out accuracy {acc:.4f} over {len(s.test_labels)} images{public}")
 
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
         try:
@@ -175,7 +226,8 @@ If model.py fails there, you see only the exception type and its file:line. Prin
         job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
                       time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=logs / "infer.log",
                       binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
-                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
+                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode,
+                      packages=self.scoring_packages, noexec=True)
         (folder / "inputs.npy").unlink(missing_ok=True)
         # Nothing of the job's output (log tail, exit code, messages) goes into the feedback: candidate code
         # ran on the held-out images and could have put them there.
@@ -190,4 +242,6 @@ If model.py fails there, you see only the exception type and its file:line. Prin
             pred = read_output_npy(folder / "predictions.npy", 64 + 16 * len(s.test_labels) + 4096)
         except OutputError as exc:
             return self.invalid(f"the scoring run left no predictions ({exc})")
-        return self.score_solution({"predictions": pred})
+        res = self.score_solution({"predictions": pred})
+        return res.with_(metrics={**dict(res.metrics),
+                                  "scoring_jail": scoring_jail_note(job.sandbox_mode, self.scoring_packages)})

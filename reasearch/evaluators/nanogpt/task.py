@@ -39,7 +39,7 @@ from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, load_corp
 from reasearch.evaluators.params import Range
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import TrainingTask
+from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask, scoring_jail_note
 
 __all__ = ["CAUSALITY_FLOOR", "CAUSALITY_TOL", "NanoGPTTask", "bits_per_byte", "causality_gap"]
 
@@ -108,6 +108,8 @@ class NanoGPTTask(TrainingTask):
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
     """
 
+    # The scoring jail's runtime (``_infer.py`` and the candidate's model.py): NumPy, torch, safetensors.
+    scoring_packages: ClassVar[tuple[str, ...]] = TORCH_SCORING_PACKAGES
     PARAM_RANGES: ClassVar[Mapping[str, Range]] = {
         **TrainingTask.PARAM_RANGES,
         "eval_tokens": Range(ge=256, le=4194304),
@@ -176,6 +178,7 @@ held-out bytes (bits per byte, lower is better; 8.0 = uniform guessing). A causa
 later bytes and requires earlier predictions (log-probabilities) to stay the same within {CAUSALITY_TOL:g}
 nats: a model that looks ahead is INVALID. During scoring your code sees held-out bytes, so what it prints
 or raises there is withheld: a failure is reported as its step, exception class and file:line only.
+There model.py can import NumPy and torch only, and no native code from the repository or the outputs loads.
 {"" if self._corpus().sealed else "This corpus is NOT sealed (" + self._corpus().seal_note + ")."}
 
 Print JSON lines such as {{"step": 100, "loss": 1.9}} to show the training curve (read_log shows them);
@@ -292,6 +295,7 @@ what train.py prints about its own score is informational only.
         runs = {"score": inputs, "probe": probe}
         order = ["score", "probe"] if rng.random() < 0.5 else ["probe", "score"]
         logits: dict[str, np.ndarray] = {}
+        jail = ""
         infer = str(Path(__file__).with_name("_infer.py"))
         logs = exp_dir / "scoring"  # the jails' logs: kept on the host for a person, never shown to the agent
         logs.mkdir(mode=0o700, exist_ok=True)
@@ -300,7 +304,7 @@ what train.py prints about its own score is informational only.
                               logs / f"infer-{i}.log")
             if isinstance(out, EvalResult):
                 return out
-            logits[name] = out
+            logits[name], jail = out
         scored = self.score_solution({"logits": logits["score"], "block_size": block})
         if not scored.ok:
             return scored
@@ -315,10 +319,11 @@ what train.py prints about its own score is informational only.
                     f"predictions at earlier positions (log-probabilities moved by more than {CAUSALITY_TOL:g} nats); "
                     "the model looks at future bytes (check attention masks, and that nothing mixes positions or "
                     "batch rows)")
-        return scored.with_(metrics={**dict(scored.metrics), "causality_max_diff": round(worst, 6)})
+        return scored.with_(metrics={**dict(scored.metrics), "causality_max_diff": round(worst, 6),
+                                     "scoring_jail": jail})
 
     def _infer(self, folder: Path, inputs: np.ndarray, infer: str, repo_dir: Path, ckpt_dir: Path,
-               lease: SlotLease, log_path: Path) -> np.ndarray | EvalResult:
+               lease: SlotLease, log_path: Path) -> tuple[np.ndarray, str] | EvalResult:
         folder.mkdir(mode=0o755)
         np.save(folder / "inputs.npy", inputs.astype(np.uint8))
         per = max(1, _BATCH_TOKENS // inputs.shape[1])
@@ -332,7 +337,8 @@ what train.py prints about its own score is informational only.
         job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
                       time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=log_path,
                       binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
-                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode)
+                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode,
+                      packages=self.scoring_packages, noexec=True)
         # Nothing of the job's output (its log tail, exit code or messages) goes into the feedback: candidate
         # code ran on held-out windows and could have put them there.
         if job.status in (Status.TIMEOUT, Status.OOM):
@@ -349,4 +355,4 @@ what train.py prints about its own score is informational only.
                                 "do not touch it)")
         for name in ("logits.npy", "inputs.npy"):  # tens of MB per run at real eval_tokens; the log stays
             (folder / name).unlink(missing_ok=True)
-        return out
+        return out, scoring_jail_note(job.sandbox_mode, self.scoring_packages)

@@ -7,6 +7,11 @@ is ``OK``, ``TIMEOUT`` (the last attempt timed out) or ``CRASH`` (HTTP error, ma
 connection failure after the retries), with the error text; ``REFUSED`` is given by a budgeted caller
 (``reasearch.runs.students``) when a call does not fit under a cap. Only ``OK`` replies carry text
 that is scored: a failed call is never a silent zero.
+
+The usage a student reports is untrusted: a reply whose text was read is ``OK`` whatever its usage says,
+and its token counts are clamped to what the request could have used (prompt tokens: one per byte of the
+system prompt and input, plus a template's overhead; output tokens: the ``max_tokens`` asked), see
+:mod:`reasearch.usage`. Dollars are priced from the clamped counts.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import math
 import os
 import random
 import threading
@@ -27,6 +33,7 @@ from urllib.parse import urlsplit
 
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError
+from reasearch.usage import prompt_token_bound, reported_tokens
 
 __all__ = ["StudentSpec", "StudentRequest", "StudentReply", "StudentClient", "StudentCaller", "DirectCaller",
            "OpenAICompatStudent", "AnthropicStudent", "build_student", "map_concurrently", "MAX_REPLY_CHARS"]
@@ -58,6 +65,7 @@ def normalized_endpoint(provider: str, base_url: str | None) -> str:
 
 T = TypeVar("T")
 R = TypeVar("R")
+_UNREADABLE: Any = object()  # a usage that is not an object: its counts are the request's bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +106,10 @@ class StudentSpec:
             raise ConfigError("student timeout_s must be > 0, retries and backoff_s >= 0, concurrency >= 1")
         if (self.price_in is None) != (self.price_out is None):
             raise ConfigError("give both price_in and price_out (USD per million tokens), or neither")
+        for name in ("timeout_s", "backoff_s", "price_in", "price_out"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(float(value)):
+                raise ConfigError(f"student {name} must be a finite number, not {value!r}")
 
     @classmethod
     def parse(cls, text: str, **kwargs: Any) -> StudentSpec:
@@ -139,6 +151,11 @@ class StudentRequest:
     temperature: float = 0.0
     max_tokens: int = 1024
     sample_index: int = 0
+
+    def token_bounds(self) -> tuple[int, int]:
+        """The most (input, output) tokens this call can use: what a student reports is clamped to it."""
+        sent = len(self.system.encode("utf-8", "surrogatepass")) + len(self.user.encode("utf-8", "surrogatepass"))
+        return prompt_token_bound(sent), max(0, int(self.max_tokens))
 
     def key(self, endpoint: str) -> str:
         if not endpoint:
@@ -239,8 +256,9 @@ class StudentClient(ABC):
         return self.spec.name
 
     @abstractmethod
-    def _attempt(self, request: StudentRequest) -> tuple[str, int, int]:
-        """(text, input tokens, output tokens) of one attempt; raises :class:`_Attempt` on failure."""
+    def _attempt(self, request: StudentRequest) -> tuple[str, Any, Any]:
+        """(text, input tokens, output tokens) of one attempt, the counts as the endpoint reported them (any
+        value: :meth:`complete` bounds them); raises :class:`_Attempt` on failure."""
 
     def complete(self, request: StudentRequest) -> StudentReply:
         """One call with retries; never raises for a failure of the student (see module docs)."""
@@ -249,7 +267,7 @@ class StudentClient(ABC):
         last: _Attempt | None = None
         for attempt in range(1, spec.retries + 2):
             try:
-                text, tin, tout = self._attempt(request)
+                text, raw_in, raw_out = self._attempt(request)
             except _Attempt as exc:
                 last = exc
                 if not exc.retry or attempt > spec.retries:
@@ -259,6 +277,8 @@ class StudentClient(ABC):
                     delay = min(20.0, max(delay, exc.retry_after))
                 self._sleep(delay)
                 continue
+            bound_in, bound_out = request.token_bounds()
+            tin, tout = reported_tokens(raw_in, bound_in), reported_tokens(raw_out, bound_out)
             truncated = len(text) > MAX_REPLY_CHARS
             return StudentReply(Status.OK, text[:MAX_REPLY_CHARS], tin, tout, spec.cost(tin, tout), attempts=attempt,
                                 wall_s=time.monotonic() - t0, truncated=truncated)
@@ -314,7 +334,7 @@ class OpenAICompatStudent(StudentClient):
             conn.close()
             self._local.conn = None
 
-    def _attempt(self, request: StudentRequest) -> tuple[str, int, int]:
+    def _attempt(self, request: StudentRequest) -> tuple[str, Any, Any]:
         body = json.dumps({
             "model": self.spec.model,
             "messages": [{"role": "system", "content": request.system}, {"role": "user", "content": request.user}],
@@ -345,13 +365,16 @@ class OpenAICompatStudent(StudentClient):
         try:
             doc = json.loads(data)
             text = doc["choices"][0]["message"]["content"]
-            usage = doc.get("usage") or {}
-            tin, tout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
             raise _Attempt(f"malformed chat completion: {type(exc).__name__}: {data[:200]!r}", retry=False) from None
         if not isinstance(text, str):
-            text = "" if text is None else str(text)
-        return text, max(tin, 0), max(tout, 0)
+            text = "" if text is None else str(text)[:MAX_REPLY_CHARS + 1]
+        usage = doc.get("usage")  # read apart from the text: a usage of any shape never fails an answered call
+        if usage is None:
+            return text, None, None
+        if not isinstance(usage, dict):
+            return text, _UNREADABLE, _UNREADABLE
+        return text, usage.get("prompt_tokens"), usage.get("completion_tokens")
 
     def close(self) -> None:
         self._drop()
@@ -384,7 +407,7 @@ class AnthropicStudent(StudentClient):
                 self._client = anthropic.Anthropic(**kwargs)
             return self._client
 
-    def _attempt(self, request: StudentRequest) -> tuple[str, int, int]:
+    def _attempt(self, request: StudentRequest) -> tuple[str, Any, Any]:
         import anthropic
 
         client = self._sdk()
@@ -399,9 +422,13 @@ class AnthropicStudent(StudentClient):
             raise _status_error(exc.status_code, str(exc).encode(), exc.response.headers.get("retry-after")) from None
         except anthropic.APIConnectionError as exc:
             raise _Attempt(f"connection failed: {exc}", retry=True) from None
-        text = "".join(getattr(b, "text", "") for b in msg.content if getattr(b, "type", "") == "text")
-        usage = msg.usage
-        return text, int(usage.input_tokens or 0), int(usage.output_tokens or 0)
+        try:
+            texts = [getattr(b, "text", "") for b in msg.content if getattr(b, "type", "") == "text"]
+        except TypeError as exc:  # content of the wrong shape
+            raise _Attempt(f"malformed message: {type(exc).__name__}: {exc}"[:300], retry=False) from None
+        text = "".join(t for t in texts if isinstance(t, str))
+        usage = getattr(msg, "usage", None)  # the SDK does not validate it: any value may come back
+        return text, getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)
 
 
 def build_student(spec: StudentSpec) -> StudentClient:

@@ -2,6 +2,10 @@
 
 Every metric maps ``(prediction text, reference text)`` to a value in ``[0, 1]``; an example counts as
 correct when the value is 1. Extraction is deterministic and never raises on any input.
+
+Trust boundary: replies are a student's output (hostile). A number in a reply is an answer only when it is
+finite and bounded: at most :data:`MAX_ANSWER_DIGITS` significant digits and a decimal exponent within
+that many places (a 401-digit integer, ``1e400`` or ``NaN`` is no answer); extraction looks at a capped tail.
 """
 
 from __future__ import annotations
@@ -12,16 +16,18 @@ import re
 import string
 from collections import Counter
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 __all__ = ["ANSWER_RULES", "METRICS", "apply_answer_rule", "check_answer_rule", "extract_json_field", "split_code",
            "extract_final_number", "extract_prediction", "normalize_text", "number_value",
-           "exact", "normalized_exact", "numeric", "token_f1"]
+           "exact", "normalized_exact", "numeric", "token_f1", "MAX_ANSWER_DIGITS", "plain_number"]
 
 _NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _MAX_SCAN = 100_000  # characters of a reply that extraction looks at (the tail: answers come last)
+MAX_ANSWER_DIGITS = 400  # significant digits (and decimal exponent) of a number that can be an answer
+_EXACT = Context(prec=MAX_ANSWER_DIGITS + 10)  # enough precision that normalizing a bounded answer never rounds
 
 
 def number_value(text: str) -> Decimal | None:
@@ -29,11 +35,29 @@ def number_value(text: str) -> Decimal | None:
     cleaned = text.replace(",", "").replace("$", "").replace(" ", "").strip()
     if cleaned.endswith("."):
         cleaned = cleaned[:-1]
+    if len(cleaned) > 2 * MAX_ANSWER_DIGITS + 20:
+        return None
     try:
         value = Decimal(cleaned)
     except (InvalidOperation, ValueError):
         return None
-    return value if value.is_finite() else None
+    return value if _bounded(value) else None
+
+
+def _bounded(value: Decimal) -> bool:
+    """Finite, at most MAX_ANSWER_DIGITS significant digits, and an exponent within that many places."""
+    if not value.is_finite():
+        return False
+    if not value:
+        return True
+    if abs(value.adjusted()) > MAX_ANSWER_DIGITS:  # checked first: normalizing 1E+999999999 would overflow
+        return False
+    return len(value.normalize(_EXACT).as_tuple().digits) <= MAX_ANSWER_DIGITS
+
+
+def plain_number(value: Decimal) -> str:
+    """A bounded number written out without exponent and without trailing zeros (``1E+2`` -> ``100``)."""
+    return format(value.normalize(_EXACT), "f")
 
 
 def extract_final_number(text: str, marker: str = "####") -> Decimal | None:
@@ -173,8 +197,10 @@ def _json_text(value: Any) -> str | None:
     """A JSON field's value as answer text: strings and numbers (bools, null, lists, objects are no answer)."""
     if isinstance(value, bool) or value is None or value is MISSING:
         return None
-    if isinstance(value, (int, float)):
-        return format(Decimal(str(value)).normalize(), "f") if math.isfinite(value) else None
+    if isinstance(value, int):  # any size (a 401-digit integer): compared by magnitude before it is written out
+        return str(value) if abs(value) < 10 ** MAX_ANSWER_DIGITS else None
+    if isinstance(value, float):
+        return plain_number(Decimal(repr(value))) if math.isfinite(value) else None
     return value.strip() if isinstance(value, str) else None
 
 
@@ -189,7 +215,7 @@ def apply_answer_rule(rule: str, reply: str, reference: str, *, prefix: str = "A
             return 0.0, ""
         ref = number_value(reference)
         ref = ref if ref is not None else extract_final_number(reference, marker="####")
-        return (1.0 if ref is not None and pred == ref else 0.0), format(pred.normalize(), "f")
+        return (1.0 if ref is not None and pred == ref else 0.0), plain_number(pred)
     if rule.startswith("json:"):
         text = _json_text(_first(lambda t: extract_json_field(t, rule[5:]), reply))
         if not text:

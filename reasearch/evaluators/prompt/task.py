@@ -48,6 +48,7 @@ from reasearch.evaluators.prompt.metrics import (
     extract_final_number,
     extract_prediction,
     number_value,
+    plain_number,
 )
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
@@ -239,7 +240,13 @@ class PromptTask(Task):
             if rep.status is not Status.OK:
                 out.append(Judgment(ex.id, _FAILED.get(rep.status, "call_failed"), 0.0, "", rep.status))
                 continue
-            kind, value, pred = self.judge_one(rep.text, ex)
+            try:
+                kind, value, pred = self.judge_one(rep.text, ex)
+            except (ArithmeticError, ValueError, TypeError, RecursionError, MemoryError):
+                # the reply is hostile text: one that breaks an answer rule is no answer, never an exception
+                kind, value, pred = "no_answer", 0.0, ""
+            if not (0.0 <= value <= 1.0):  # a metric's value is in [0, 1]; anything else (NaN) is no answer
+                kind, value, pred = "no_answer", 0.0, ""
             out.append(Judgment(ex.id, kind, value, pred, Status.OK))
         return out
 
@@ -393,7 +400,7 @@ class Gsm8kTask(PromptTask):
             return "no_answer", 0.0, ""
         ref = number_value(example.answer)
         ok = ref is not None and pred == ref
-        return ("correct" if ok else "wrong_answer"), (1.0 if ok else 0.0), format(pred.normalize(), "f")
+        return ("correct" if ok else "wrong_answer"), (1.0 if ok else 0.0), plain_number(pred)
 
 
 class JsonlPromptTask(PromptTask):

@@ -19,6 +19,8 @@ like a weak student that a better prompt improves, deterministically:
 Fault injection: ``fail_first`` answers the first N requests with 429 (``Retry-After: 0``),
 ``fail_status`` answers inputs containing ``fail_marker`` always with that status, ``latency_s``
 sleeps before each answer. ``hits`` counts requests per (system, input); ``requests`` counts all.
+Hostile answers: ``usage_json`` is raw JSON text sent as every answer's ``usage`` (``{"prompt_tokens": 1e400}``,
+``NaN``, ``"many"``: what ``json.dumps`` cannot write), and ``reply_text`` replaces every answer's text.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ def fake_reply(system: str, user: str, answers: Mapping[str, str]) -> str:
     return f"{reasoning}\nThe answer is {answer} (found in 2 steps)."
 
 
+_RAW_USAGE = "\x00raw usage\x00"  # replaced by ``usage_json`` in the bytes sent
+
+
 class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
@@ -90,12 +95,15 @@ class FakeStudentServer:
     """A threaded local HTTP student (context manager). ``url`` is the ``.../v1`` base URL."""
 
     def __init__(self, answers: Mapping[str, str], *, latency_s: float = 0.0, fail_first: int = 0,
-                 fail_status: int = 500, fail_marker: str | None = None, port: int = 0) -> None:
+                 fail_status: int = 500, fail_marker: str | None = None, port: int = 0, usage_json: str | None = None,
+                 reply_text: str | None = None) -> None:
         self.answers = dict(answers)
         self.latency_s = float(latency_s)
         self.fail_first = int(fail_first)
         self.fail_status = int(fail_status)
         self.fail_marker = fail_marker
+        self.usage_json = usage_json
+        self.reply_text = reply_text
         self.hits: Counter[tuple[str, str]] = Counter()
         self.requests = 0
         self.in_flight = 0
@@ -121,6 +129,8 @@ class FakeStudentServer:
 
             def _send(self, status: int, doc: dict[str, Any]) -> None:
                 data = json.dumps(doc).encode()
+                if outer.usage_json is not None:
+                    data = data.replace(json.dumps(_RAW_USAGE).encode(), outer.usage_json.encode())
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -162,16 +172,18 @@ class FakeStudentServer:
                 return self.fail_status, {"error": {"message": "server error (fake)"}}
             with self._lock:
                 self.hits[(system, user)] += 1
-            text = fake_reply(system, user, self.answers)
+            text = fake_reply(system, user, self.answers) if self.reply_text is None else self.reply_text
             tin, tout = len((system + user).split()), len(text.split())
+            usage: Any = _RAW_USAGE if self.usage_json is not None else None
             if path == "/v1/messages":
                 return 200, {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": body.get("model", ""),
                              "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-                             "stop_sequence": None, "usage": {"input_tokens": tin, "output_tokens": tout}}
+                             "stop_sequence": None, "usage": usage or {"input_tokens": tin, "output_tokens": tout}}
             return 200, {"id": f"cmpl-{n}", "object": "chat.completion", "model": body.get("model", ""),
                          "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                       "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout}}
+                         "usage": usage or {"prompt_tokens": tin, "completion_tokens": tout,
+                                            "total_tokens": tin + tout}}
         finally:
             with self._lock:
                 self.in_flight -= 1

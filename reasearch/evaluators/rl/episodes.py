@@ -29,6 +29,7 @@ from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import SessionError, start_session
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.training import scoring_jail_note
 
 __all__ = ["POLICY_SERVER", "ActionCheck", "Played", "play_episodes"]
 
@@ -47,17 +48,18 @@ class Played:
     calls: int
     steps: int
     started: float  # time.monotonic() when the episodes were reset
+    jail: str = ""  # what held in the policy server's jail (scoring_jail_note)
 
     def metrics(self, **extra: Any) -> dict[str, Any]:
         """What a result reports about the play (``extra`` between the counts and the time)."""
         return {"policy_calls": self.calls, "env_steps": self.steps, **extra,
-                "score_s": round(time.monotonic() - self.started, 3)}
+                "score_s": round(time.monotonic() - self.started, 3), "scoring_jail": self.jail}
 
 
 def play_episodes(envs: Sequence[Any], seeds: Sequence[int], *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path,
                   lease: SlotLease, dtype: type[np.generic], check: ActionCheck, invalid: Callable[[str], EvalResult],
                   steps: Mapping[str, str], time_limit_s: float, memory_mb: int,
-                  sandbox_mode: str) -> Played | EvalResult:
+                  sandbox_mode: str, packages: tuple[str, ...] = ()) -> Played | EvalResult:
     """Resets ``envs`` with ``seeds`` and plays them to their end against the candidate's policy server.
 
     Args:
@@ -74,6 +76,8 @@ def play_episodes(envs: Sequence[Any], seeds: Sequence[int], *, exp_dir: Path, r
         time_limit_s: wall limit of the whole play.
         memory_mb: address-space limit of the server on a CPU slot.
         sandbox_mode: ``auto``, ``nsjail`` or ``process``.
+        packages: the scoring package list: the server's runtime holds these and nothing else (no emulator,
+            no simulator), and nothing of the candidate's is executable there (``noexec``).
 
     Returns:
         :class:`Played`, or the failure's result (``TIMEOUT``, ``INVALID`` or ``CRASH``).
@@ -83,7 +87,7 @@ def play_episodes(envs: Sequence[Any], seeds: Sequence[int], *, exp_dir: Path, r
         obs = [e.reset(seed=s)[0] for e, s in zip(envs, seeds, strict=True)]
         return _play(envs, obs, folder, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease, dtype=dtype, check=check,
                      invalid=invalid, steps=steps, time_limit_s=time_limit_s, memory_mb=memory_mb,
-                     sandbox_mode=sandbox_mode)
+                     sandbox_mode=sandbox_mode, packages=packages)
     finally:
         for e in envs:
             e.close()
@@ -103,19 +107,22 @@ def _scoring_folder(exp_dir: Path, repo_dir: Path, ckpt_dir: Path) -> Path:
 
 def _play(envs: Sequence[Any], obs: list[Any], folder: Path, *, repo_dir: Path, ckpt_dir: Path, lease: SlotLease,
           dtype: type[np.generic], check: ActionCheck, invalid: Callable[[str], EvalResult],
-          steps: Mapping[str, str], time_limit_s: float, memory_mb: int, sandbox_mode: str) -> Played | EvalResult:
+          steps: Mapping[str, str], time_limit_s: float, memory_mb: int, sandbox_mode: str,
+          packages: tuple[str, ...]) -> Played | EvalResult:
     """The episodes, stepped together from ``obs`` until every one has ended (see :func:`play_episodes`)."""
     server, log = folder / POLICY_SERVER.name, folder.parent / "scoring" / "policy.log"
     returns = [0.0] * len(envs)
     running = list(range(len(envs)))
     calls = done = 0
+    jail = ""
     t0 = time.monotonic()
     deadline = t0 + float(time_limit_s)
     try:
         with start_session(["python3", str(server), str(folder / "request.json")], cwd=folder, lease=lease,
                            wall_s=float(time_limit_s) + 10, log_path=log, binds_ro=[repo_dir, ckpt_dir],
                            binds_rw=[folder], memory_mb=None if lease.gpu else int(memory_mb),
-                           mode=sandbox_mode) as session:
+                           mode=sandbox_mode, packages=packages, noexec=True) as session:
+            jail = scoring_jail_note(session.sandbox_mode, packages)
             while running:
                 if time.monotonic() > deadline:
                     return EvalResult.failure(Status.TIMEOUT, f"scoring passed {time_limit_s:g} s "
@@ -147,4 +154,4 @@ def _play(envs: Sequence[Any], obs: list[Any], folder: Path, *, repo_dir: Path, 
             text = (f"the policy server failed: it exited, stopped answering, or broke the reply framing after "
                     f"{done} environment steps. {WITHHELD}")
         return EvalResult.failure(Status.CRASH, text, metrics={"policy_calls": calls, "env_steps": done})
-    return Played(returns, calls, done, t0)
+    return Played(returns, calls, done, t0, jail)

@@ -38,7 +38,7 @@ from reasearch.evaluators.base import _hash_modules
 from reasearch.evaluators.result import EvalResult, Provenance
 from reasearch.evaluators.rl.episodes import ActionCheck, play_episodes
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import TrainingTask, experiments_root
+from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask, experiments_root
 
 __all__ = ["ENVS", "RLTask", "scoring_seeds"]
 
@@ -78,6 +78,8 @@ class RLTask(TrainingTask):
     """
 
     server_steps: ClassVar[Mapping[str, str]] = _SERVER_STEPS  # the policy server's steps, as the feedback names them
+    # The policy server's runtime: NumPy and torch, never Gymnasium or MuJoCo (a policy could simulate on them).
+    scoring_packages: ClassVar[tuple[str, ...]] = TORCH_SCORING_PACKAGES
 
     def __init__(self, env: str = "HalfCheetah-v5", time_budget_s: float = 600.0, max_time_budget_s: float = 1800.0,
                  grace_s: float = 30.0, episodes: int = 10, max_episode_steps: int | None = None,
@@ -108,6 +110,11 @@ class RLTask(TrainingTask):
 
     def job_env(self) -> dict[str, str]:
         return {"REASEARCH_ENV": str(self.env)}
+
+    def heldout_public(self) -> bool:
+        """False: the held-out data are episodes of the public simulator whose seeds only the evaluator secret
+        gives (the simulator is the training data; the scored episodes exist nowhere else)."""
+        return False
 
     def train_data_dir(self) -> Path:
         path = experiments_root() / "rl-data"  # nothing to read: the environment is the data
@@ -142,7 +149,8 @@ running episodes; it must return actions [B, act_dim] (finite; clipped to the ac
 evaluator). Score = mean undiscounted return over the episodes (higher is better), deterministic policy.
 Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training curve. What policy.py prints
 or raises during scoring is withheld (it sees held-out episodes): a failure is reported as its step,
-exception class and file:line only.
+exception class and file:line only. At scoring policy.py can import NumPy and torch only (not Gymnasium or
+MuJoCo), and no native code from the repository or the outputs loads.
 """
 
     def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
@@ -212,7 +220,7 @@ exception class and file:line only.
         played = play_episodes(envs, seeds, exp_dir=exp_dir, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease,
                                dtype=dtype, check=check, invalid=self.invalid, steps=self.server_steps,
                                time_limit_s=float(self.eval_time_limit_s), memory_mb=int(self.memory_mb),
-                               sandbox_mode=self.sandbox_mode)
+                               sandbox_mode=self.sandbox_mode, packages=self.scoring_packages)
         if isinstance(played, EvalResult):
             return played
         res = self.score_solution({"returns": played.returns})

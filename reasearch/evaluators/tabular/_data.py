@@ -1,7 +1,7 @@
-"""The data of ``tabular/csv-v1``: a CSV read on the trusted side, a time-ordered split, public files.
+"""The data of ``tabular/csv-v2``: a CSV read on the trusted side, a time-ordered split, public files.
 
 Trust boundary: this module runs on the trusted side only. It reads the user's CSV (size-capped,
-every row checked) or generates the bundled default series from the evaluator secret, sorts by time
+every row checked) or generates the bundled default series, sorts by time
 and cuts three periods: train (features and target), validation (the last part of the train period)
 and test. The public folder a training jail reads holds ``train.csv`` (with the target),
 ``val.csv`` and ``test.csv`` (features only). The validation and test labels live in this process's
@@ -10,10 +10,18 @@ it binds.
 
 The default series is generated instead of shipped (statsmodels holds real series in its wheel, but
 that is 12 MB, plus pandas and patsy, for a few kilobytes of data, and a public series can be looked
-up or memorized): a daily series keyed by ``derive_seed`` of the evaluator secret, with a trend whose level
-and slope change at regime breaks, weekly and yearly seasonality, promotions, a price effect, a
-nonlinear temperature effect, noise whose scale changes by regime, autocorrelated residuals, and two
-pure-noise columns. A linear model on the raw columns leaves most of that structure on the table.
+up or memorized): a daily series with a trend whose level and slope change at regime breaks, weekly
+and yearly seasonality, promotions, a price effect, a nonlinear temperature effect, noise whose scale
+changes by regime, autocorrelated residuals, and two pure-noise columns. A linear model on the raw
+columns leaves most of that structure on the table.
+
+The same on every machine (architecture invariant 6): the structure, every feature and the whole train
+period come from the public constant :data:`PUBLIC_SEED`, so ``train.csv``, ``val.csv`` and ``test.csv``
+are byte-identical everywhere. The one part a machine makes is the held-out rows' target noise: their
+AR(1) innovations are ``N(0, 1)`` draws seeded by ``derive_seed`` of the evaluator secret, scaled by the
+last regime's public ``sigma`` (:func:`held_out_noise_scale`). A candidate that knew the generator could
+rebuild the held-out signal but not that noise; expected scores are the same on every machine and a
+realized score moves only by that noise (docs/training.md states the spread).
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ MAX_FILE_BYTES = 256 << 20
 MAX_ROWS = 2_000_000
 MIN_ROWS = 60
 DEFAULT_ROWS = 1600
+PUBLIC_SEED = 1  # the default series' structure, features and train period: the same on every machine
+AR_COEF = 0.5  # the target's residual is AR(1): r_t = AR_COEF * r_(t-1) + e_t
 _TIME_NAMES = ("time", "date", "timestamp", "datetime", "ds")
 
 
@@ -120,9 +130,27 @@ def read_csv_table(path: str) -> Table:
     return Table(header, tuple(rows), hashlib.sha256(raw).hexdigest(), str(p))
 
 
-def default_table(seed: int, n: int = DEFAULT_ROWS) -> Table:
-    """The bundled default: a daily sales-like series with regimes and seasonality (see the module doc)."""
-    rng = np.random.default_rng(seed)
+def split_sizes(n: int, val_frac: float, test_frac: float) -> tuple[int, int, int]:
+    """Rows of the train, validation and test periods of ``n`` time-ordered rows."""
+    n_test = max(1, round(n * test_frac))
+    n_val = max(1, round((n - n_test) * val_frac))
+    return n - n_test - n_val, n_val, n_test
+
+
+@dataclass(frozen=True, slots=True)
+class _Public:
+    """The public part of the default series (every machine draws the same from :data:`PUBLIC_SEED`)."""
+
+    dates: list[dt.date]
+    columns: dict[str, np.ndarray]  # dow, temperature, promo, price, holiday, noise_a, noise_b
+    signal: np.ndarray  # the target without its residual
+    sigma: np.ndarray  # the residual's scale per row (one value per regime)
+    eps: np.ndarray  # the residual's innovations (only the train period's are used)
+
+
+@functools.lru_cache(maxsize=4)
+def _public(n: int) -> _Public:
+    rng = np.random.default_rng(PUBLIC_SEED)
     t = np.arange(n)
     start = dt.date(2019, 1, 1)
     dates = [start + dt.timedelta(days=int(i)) for i in t]
@@ -149,16 +177,44 @@ def default_table(seed: int, n: int = DEFAULT_ROWS) -> Table:
     price = 10 + np.cumsum(rng.normal(0, 0.05, n))
     price = price - 0.8 * promo
     holiday = ((doy == 1) | (doy == 185) | (doy == 359) | (doy == 360)).astype(int)
-    resid = np.zeros(n)
     eps = rng.normal(0, 1.0, n)
-    for i in range(1, n):
-        resid[i] = 0.5 * resid[i - 1] + eps[i]
-    y = (level + weekly[dow] + yearly + 6.0 * promo * (1 + (dow >= 5)) - 3.0 * (price - 10)
-         + 0.04 * (temp - 18) ** 2 - 9.0 * holiday + sigma * resid)
-    header = ("date", "dow", "temperature", "promo", "price", "holiday", "noise_a", "noise_b", "sales")
     noise_a, noise_b = rng.normal(0, 1, n), rng.uniform(0, 1, n)
-    rows = tuple((dates[i].isoformat(), str(int(dow[i])), f"{temp[i]:.2f}", str(int(promo[i])), f"{price[i]:.3f}",
-                  str(int(holiday[i])), f"{noise_a[i]:.4f}", f"{noise_b[i]:.4f}", f"{y[i]:.3f}") for i in range(n))
+    signal = (level + weekly[dow] + yearly + 6.0 * promo * (1 + (dow >= 5)) - 3.0 * (price - 10)
+              + 0.04 * (temp - 18) ** 2 - 9.0 * holiday)
+    cols = {"dow": dow, "temperature": temp, "promo": promo, "price": price, "holiday": holiday,
+            "noise_a": noise_a, "noise_b": noise_b}
+    for arr in (*cols.values(), signal, sigma, eps):
+        arr.flags.writeable = False  # cached: shared by every caller
+    return _Public(dates, cols, signal, sigma, eps)
+
+
+def held_out_noise_scale(n: int = DEFAULT_ROWS) -> float:
+    """``sigma`` of the last regime: a held-out target is the public signal plus ``sigma * r_t``."""
+    return float(_public(n).sigma[-1])
+
+
+def default_table(noise_seed: int, held_out_from: int, n: int = DEFAULT_ROWS) -> Table:
+    """The bundled default: a daily sales-like series with regimes and seasonality (see the module doc).
+
+    Everything but the target noise of rows ``held_out_from`` and later comes from :data:`PUBLIC_SEED`,
+    so every machine makes the same table up to that noise; ``noise_seed`` (derived from the evaluator
+    secret) draws those rows' innovations ``e_t ~ N(0, 1)`` of the AR(1) residual
+    ``r_t = AR_COEF * r_(t-1) + e_t`` (which starts from the public train period's last residual).
+    """
+    if not 0 < held_out_from <= n:
+        raise ValueError(f"held_out_from must be in (0, {n}], not {held_out_from}")
+    pub = _public(n)
+    eps = pub.eps.copy()
+    eps[held_out_from:] = np.random.default_rng(noise_seed).normal(0, 1.0, n - held_out_from)  # the secret part
+    resid = np.zeros(n)
+    for i in range(1, n):
+        resid[i] = AR_COEF * resid[i - 1] + eps[i]
+    y = pub.signal + pub.sigma * resid
+    c = pub.columns
+    header = ("date", "dow", "temperature", "promo", "price", "holiday", "noise_a", "noise_b", "sales")
+    rows = tuple((pub.dates[i].isoformat(), str(int(c["dow"][i])), f"{c['temperature'][i]:.2f}",
+                  str(int(c["promo"][i])), f"{c['price'][i]:.3f}", str(int(c["holiday"][i])),
+                  f"{c['noise_a'][i]:.4f}", f"{c['noise_b'][i]:.4f}", f"{y[i]:.3f}") for i in range(n))
     blob = "\n".join(",".join(r) for r in rows).encode()
     return Table(header, rows, hashlib.sha256(blob).hexdigest(), "default")
 
@@ -235,7 +291,7 @@ def _publish(key: str, files: dict[str, tuple[list[str], list[list[str]]]], meta
 
 
 def load_split(data: str, target: str, time_col: str, val_frac: float, test_frac: float, seed: int) -> Split:
-    """The split of ``data`` (``"default"``: the generated series of ``seed``; else a CSV path).
+    """The split of ``data`` (``"default"``: the generated series, held-out noise from ``seed``; else a CSV path).
 
     Rows are sorted by time (stable); the last ``test_frac`` of them are the test period, the last
     ``val_frac`` of the rest the validation period. Row ids are positions in that order. Prepared once
@@ -259,10 +315,23 @@ def _stamp(data: str) -> tuple[int, int]:
     return (st.st_mtime_ns, st.st_size)
 
 
+def _public_digest(rows: list[tuple[str, ...]], target_index: int, n_train: int) -> str:
+    """A hash of what the public files show (held-out targets left out): the default data's folder is the
+    same on every machine, whatever the secret's held-out noise."""
+    h = hashlib.sha256()
+    for k, r in enumerate(rows):
+        cells = r if k < n_train else (*r[:target_index], "", *r[target_index + 1:])
+        h.update("\x1f".join(cells).encode() + b"\x1e")
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=8)
 def _load_split(data: str, target: str, time_col: str, val_frac: float, test_frac: float, seed: int,
                 root: str, stamp: tuple[int, int]) -> Split:
-    table = default_table(seed) if data == "default" else read_csv_table(data)
+    if data == "default":
+        table = default_table(seed, split_sizes(DEFAULT_ROWS, val_frac, test_frac)[0])
+    else:
+        table = read_csv_table(data)
     header = table.header
     if ID_COLUMN in header:
         raise ConfigError(f"the data has a column named {ID_COLUMN!r}, which the task adds itself; rename it")
@@ -279,9 +348,7 @@ def _load_split(data: str, target: str, time_col: str, val_frac: float, test_fra
     rows = [table.rows[i] for i in order]
     labels = np.array([_number(r[yi], f"row {order[k] + 2}, column {target!r}") for k, r in enumerate(rows)])
     n = len(rows)
-    n_test = max(1, round(n * test_frac))
-    n_val = max(1, round((n - n_test) * val_frac))
-    n_train = n - n_test - n_val
+    n_train, n_val, n_test = split_sizes(n, val_frac, test_frac)
     if n_train < 10:
         raise ConfigError(f"{n} rows leave {n_train} for training; lower val_frac/test_frac or give more data")
     feat = [i for i in range(len(header)) if i not in (ti, yi)]
@@ -291,7 +358,8 @@ def _load_split(data: str, target: str, time_col: str, val_frac: float, test_fra
         return [[str(k), rows[k][ti], *(rows[k][i] for i in feat), *([rows[k][yi]] if with_target else [])]
                 for k in range(a, b)]
 
-    key = hashlib.sha256(json.dumps([table.sha256, target, tcol, val_frac, test_frac]).encode()).hexdigest()[:20]
+    key = hashlib.sha256(json.dumps([_public_digest(rows, yi, n_train), target, tcol, val_frac, test_frac])
+                         .encode()).hexdigest()[:20]
     public_dir = _publish(key, {
         "train.csv": ([*pub_header, target], public(0, n_train, True)),
         "val.csv": (pub_header, public(n_train, n_train + n_val, False)),

@@ -1,4 +1,4 @@
-"""The metrics of ``tabular/csv-v1`` and the trusted parser of prediction files.
+"""The metrics of ``tabular/csv-v2`` and the trusted parser of prediction files.
 
 Trust boundary: prediction files are written by candidate code; :func:`parse_predictions` takes their
 bytes (read by :func:`reasearch.evaluators.outputs.read_output`) and accepts only a CSV with the

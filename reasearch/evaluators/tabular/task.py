@@ -1,4 +1,4 @@
-"""``tabular/csv-v1``: time-series / tabular forecasting scored like a competition with a private split.
+"""``tabular/csv-v2``: time-series / tabular forecasting scored like a competition with a private split.
 
 The candidate is a repository whose ``train.py`` runs in a training jail that reads only the public
 folder (``train.csv`` with the target, ``val.csv`` and ``test.csv`` without it) and writes two prediction
@@ -25,6 +25,7 @@ from reasearch.evaluators._secret import derive_seed, fingerprint
 from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
+from reasearch.evaluators.tabular import BEST_KNOWN_SOURCE
 from reasearch.evaluators.tabular._data import Split, load_split
 from reasearch.evaluators.tabular.metrics import (
     DIRECTIONS,
@@ -32,7 +33,7 @@ from reasearch.evaluators.tabular.metrics import (
     PredictionError,
     parse_predictions,
 )
-from reasearch.evaluators.training import TrainingTask
+from reasearch.evaluators.training import TrainingTask, heldout_flags
 
 __all__ = ["SUBMISSION_FILE", "TabularTask"]
 
@@ -47,7 +48,8 @@ class TabularTask(TrainingTask):
     private test period.
 
     Args:
-        data: ``default`` (a daily series generated from the evaluator secret; target ``sales``) or a CSV path.
+        data: ``default`` (a generated daily series, the same on every machine but for the held-out rows'
+            noise, which the evaluator secret draws; target ``sales``) or a CSV path.
         target: the column to predict (default ``sales`` for the default data; required otherwise).
         time: the time column (default: the first column named time, date, timestamp, datetime or ds).
         metric: ``rmse`` (default), ``mae``, ``pearson`` or ``accuracy`` (class labels as numbers).
@@ -57,6 +59,8 @@ class TabularTask(TrainingTask):
         max_submissions: how many private-test scores (``submit``) one run may ask for (a run's
             ``submissions`` cap, when lower, wins).
     """
+
+    scoring_packages = ()  # no scoring jail: nothing of the candidate runs at scoring (its CSV files are parsed)
 
     def __init__(self, data: str = "default", target: str = "", time: str = "", metric: str = "rmse",
                  val_frac: float = 0.2, test_frac: float = 0.2, time_budget_s: float = 60.0,
@@ -89,10 +93,10 @@ class TabularTask(TrainingTask):
         if not 0 <= int(self.max_submissions) <= 1000:
             raise ValueError(f"max_submissions must be in [0, 1000], not {self.max_submissions}")
         return TaskSpec(
-            id="tabular/csv-v1", version=1, direction=DIRECTIONS[self.metric],
+            id="tabular/csv-v2", version=2, direction=DIRECTIONS[self.metric],
             time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + 60.0,
             memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params(),
-            best_known_source="none: the default series is generated from the evaluator secret")
+            best_known_source=BEST_KNOWN_SOURCE)
 
     # ------------------------------------------------------------ data and seed
     def _target(self) -> str:
@@ -100,7 +104,7 @@ class TabularTask(TrainingTask):
 
     def split(self) -> Split:
         """The prepared split (public files written once; labels in memory only)."""
-        seed = derive_seed("tabular/csv-v1 default series", {"version": 1}) if self.data == "default" else 0
+        seed = derive_seed("tabular/csv-v2 held-out noise", {"version": 2}) if self.data == "default" else 0
         return load_split(str(self.data), self._target(), str(self.time), float(self.val_frac),
                           float(self.test_frac), seed)
 
@@ -110,17 +114,22 @@ class TabularTask(TrainingTask):
     def job_env(self) -> dict[str, str]:
         return {"REASEARCH_METRIC": str(self.metric)}
 
+    def heldout_public(self) -> bool:
+        """False: the default series is generated from the evaluator secret, and a user's CSV is the user's."""
+        return False
+
     def seed_files(self) -> dict[str, str]:
         seed = resources.files("reasearch.evaluators.tabular") / "seed"
         return {"train.py": (seed / "train.py.txt").read_text(encoding="utf-8")}
 
     def describe(self) -> str:
         s = self.split()
-        what = ("a daily series generated for this evaluator (target `sales`; trend with regime changes, weekly "
-                "and yearly seasonality, promotions, price, temperature, noise)" if self.data == "default"
+        what = ("a generated daily series (target `sales`; trend with regime changes, weekly and yearly "
+                "seasonality, promotions, price, temperature, autocorrelated noise; the held-out periods' noise "
+                "is drawn from this evaluator's secret)" if self.data == "default"
                 else f"the file {self.data}")
         better = "higher" if DIRECTIONS[self.metric] == "maximize" else "lower"
-        return f"""# tabular/csv-v1: forecast `{s.target_col}` on a time-ordered table ({self.metric}, {better} is \
+        return f"""# tabular/csv-v2: forecast `{s.target_col}` on a time-ordered table ({self.metric}, {better} is \
 better)
 
 Data: {what}. Rows are sorted by `{s.time_col}` and cut in time order: train ({s.n_train} rows), a
@@ -164,7 +173,7 @@ Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
             return self.invalid(f"expected {len(s.val_ids)} finite predictions, got shape {pred.shape}")
         value = self._score(pred, s.val_labels)
         return self.result(value, metrics={f"val_{self.metric}": value, "val_rows": len(s.val_ids),
-                                           "data": s.name, "split_key": s.key},
+                                           "data": s.name, "split_key": s.key, **heldout_flags(False, {})},
                            feedback=f"val_{self.metric} {value:.5g} over the {len(s.val_ids)} validation rows")
 
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
@@ -204,7 +213,8 @@ Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
         value = self._score(pred, s.test_labels)
         return self.result(value, metrics={f"test_{self.metric}": value, "test_rows": len(s.test_ids),
                                            "submission_sha256": hashlib.sha256(data).hexdigest(),
-                                           "secret_fingerprint": fingerprint() if self.data == "default" else None},
+                                           "secret_fingerprint": fingerprint() if self.data == "default" else None,
+                                           **heldout_flags(False, {})},
                            feedback=f"private test {self.metric} {value:.5g} over {len(s.test_ids)} rows")
 
 

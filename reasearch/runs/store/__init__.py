@@ -25,6 +25,8 @@ from reasearch.runs.store.opening import open_existing_store, open_store
 from reasearch.runs.store.postgres import PostgresStore
 from reasearch.runs.store.records import (
     DEFAULT_RUN_DIR,
+    MAX_FLEET_ID_LEN,
+    MAX_ID_LEN,
     MEMORY_URL,
     SCHEMA_VERSION,
     CandidateRecord,
@@ -35,6 +37,7 @@ from reasearch.runs.store.records import (
     Reservation,
     RunRecord,
     RunState,
+    check_id,
     dumps,
     new_run_id,
 )
@@ -62,6 +65,9 @@ __all__ = [
     "open_store",
     "open_existing_store",
     "new_run_id",
+    "check_id",
+    "MAX_ID_LEN",
+    "MAX_FLEET_ID_LEN",
     "dumps",
     "MEMORY_URL",
 ]

@@ -30,6 +30,7 @@ from reasearch.runs.store.records import (
     Event,
     RunRecord,
     RunState,
+    check_id,
     dumps,
 )
 from reasearch.runs.store.schema import _DDL, _RUN_COLS
@@ -149,6 +150,7 @@ class SQLCore(Store):
 
     # -- runs
     def create_run(self, record: RunRecord) -> None:
+        check_id(record.id)  # it names folders: one safe path component
         with self._tx():
             if self._exec("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone():
                 raise StoreError(f"a run with id {record.id!r} already exists in {self.display_url}")

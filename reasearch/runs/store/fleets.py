@@ -10,13 +10,14 @@ from typing import Any
 from reasearch.errors import StoreError
 from reasearch.runs.ledger import Unit
 from reasearch.runs.store.core import SQLCore
-from reasearch.runs.store.records import dumps
+from reasearch.runs.store.records import MAX_FLEET_ID_LEN, check_id, dumps
 
 
 class FleetsMixin(SQLCore):
     """``create_fleet``/``get_fleet``/``list_fleets``/``add_fleet_member``/``fleet_members``/``fleet_usage``."""
 
     def create_fleet(self, fleet_id: str, spec: Mapping[str, Any]) -> bool:
+        check_id(fleet_id, "fleet id", max_len=MAX_FLEET_ID_LEN)  # members' run ids (and folders) start with it
         with self._tx():
             cur = self._exec("INSERT INTO fleets (id, spec, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                              (fleet_id, dumps(dict(spec)), time.time()))

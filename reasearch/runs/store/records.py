@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reasearch.errors import StoreError
+from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.ledger import Unit
@@ -179,6 +179,28 @@ class Refusal(tuple[Unit, float, float]):
         self.fleet_id = fleet_id
         self.held_by_others = float(held_by_others)
         return self
+
+
+MAX_ID_LEN = 128
+MAX_FLEET_ID_LEN = 120  # a member's run id is ``<fleet id>-m<index>``: it stays within MAX_ID_LEN
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_id(value: object, what: str = "run id", *, max_len: int = MAX_ID_LEN) -> str:
+    """``value`` when it is a safe run or fleet id, else ConfigError.
+
+    An id names folders (``<run dir>/<run id>``: workspace, git directory, transcripts), so it is one path
+    component and nothing else: ASCII letters, digits, ``.``, ``_`` and ``-``, starting with a letter or
+    digit, no ``..``, at most ``max_len`` characters; never a separator, an absolute path or a control
+    character.
+    """
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"a {what} must be a non-empty string, not {value!r}")
+    if len(value) > max_len or not _SAFE_ID.fullmatch(value) or ".." in value:
+        shown = value if len(value) <= 80 else value[:80] + "..."
+        raise ConfigError(f"bad {what} {shown!r}: use 1-{max_len} of A-Z a-z 0-9 . _ - (starting with a letter or "
+                          "digit, no '..', no '/')")
+    return value
 
 
 def new_run_id() -> str:
