@@ -15,7 +15,10 @@ deadlock that thread; such a nested parse is the one case a lock cannot cover).
 What is parsed is often hostile text; parsing never runs it.
 
 Imports nothing of the package: every layer (the engine and the model clients included) may import it,
-and the jail's code copy holds it.
+and the jail's code copy holds it. Import its functions (``from reasearch.ast_lock import parse as
+parse_locked``), not the module through the package root (``from reasearch import ast_lock`` makes the
+engine depend on ``reasearch/__init__.py``, whose type-checking imports reach the evaluators: mypy then
+reports ``Name "spec" already defined``).
 """
 
 from __future__ import annotations

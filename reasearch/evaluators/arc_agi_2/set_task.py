@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reasearch import ast_lock
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.arc_agi_2 import SET_IDS  # the registered set ids and the split each one covers
@@ -35,7 +35,7 @@ __all__ = ["SET_IDS", "ArcSetReport", "ArcSetTask"]
 def _compiles(source: str) -> bool:
     """True when ``source`` parses as Python (checked here, never run)."""
     try:
-        ast_lock.parse(source, "candidate.py")
+        parse_locked(source, "candidate.py")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return False
     return True
