@@ -18,8 +18,9 @@ from reasearch.methods import METHODS
 from reasearch.runs import RunState, Unit, open_store
 
 TASK = "heilbronn/n11-v1"
-# What a hostile reply could make a method raise: markup in the message must reach the page as text.
-CRASH = "unreadable student reply <b id='x'>42</b>"
+# What a hostile reply could make a method raise: markup must reach the page as text, and a terminal
+# control sequence (clear screen) must reach stderr and the store escaped.
+CRASH = "unreadable student reply <b id='x'>42</b>\x1b[2J"
 
 
 def _args(tmp_path: Path, *extra: str) -> list[str]:
@@ -53,7 +54,8 @@ def test_a_member_that_raises_fails_alone_and_a_resume_retries_only_it(
     states = {r["method"]: (r["state"], r["reason"]) for r in data["runs"]}
     assert states["evolve"] == ("finished", states["evolve"][1])
     state, reason = states["best-of-n"]
-    assert state == "failed" and reason.startswith("crashed: ValueError: unreadable student reply") and CRASH in reason
+    assert state == "failed" and reason.startswith("crashed: ValueError: unreadable student reply <b id='x'>42</b>")
+    assert "\x1b" not in reason and "\\x1b[2J" in reason and "\x1b" not in err
     (task,) = data["tasks"]
     assert not task["ranked"] and "did not finish" in task["budget_check"]["why"]
     assert [(r["method"], r["state"]) for r in data["not_finished"]] == [("best-of-n", "failed")]

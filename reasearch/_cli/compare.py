@@ -101,6 +101,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import os
 
     from reasearch.fleets.compare import compare_spec, comparison, run_compare
+    from reasearch.fleets.fleet import printable_line
     from reasearch.reports.compare_methods import write_compare_methods
     from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
@@ -142,7 +143,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     unfinished = [r for r in report.members if r.state != "finished"]
     for r in unfinished:  # each named with its reason: a resume retries exactly these
         print(f"not finished: member {r.member.index} {r.run_id} ({r.member.method}, {r.member.task_id}, seed "
-              f"{r.member.seed}): {r.state}" + (f": {' '.join(r.reason.split())}" if r.reason else ""),
+              f"{r.member.seed}): {r.state}" + (f": {printable_line(r.reason)}" if r.reason else ""),
               file=sys.stderr)
     print(
         f"report: {path}\nfleet {report.fleet_id} ({report.wall_s:.1f} s); "

@@ -150,10 +150,12 @@ def members_table(rows: list[Any], title: str, width: int | None = None) -> Tabl
 def print_ended(rows: list[Any], seen: set[str]) -> None:
     """One line on stderr per member that ended since the last call (``seen`` holds the run ids printed):
     its state, best score and evaluations, and the reason of one that did not finish."""
+    from reasearch.fleets.fleet import printable_line
+
     for r in rows:
         if r.state in ("finished", "failed", "interrupted") and r.run_id not in seen:
             seen.add(r.run_id)
-            why = f": {' '.join(r.reason.split())}" if r.state != "finished" and r.reason else ""
+            why = f": {printable_line(r.reason)}" if r.state != "finished" and r.reason else ""
             print(f"member {r.member.index} {r.run_id}: {r.state} best {_fmt(r.best_score)} "
                   f"({r.evaluations} evaluations){why}", file=sys.stderr, flush=True)
 

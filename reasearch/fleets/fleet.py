@@ -355,9 +355,15 @@ def _drive_member(fleet_id: str, spec: FleetSpec, member: FleetMember, store: St
         agent.run.close()
 
 
+def printable_line(text: str) -> str:
+    """``text`` on one line, control characters escaped (``\\x1b``): a reason may quote a model's reply, and a
+    terminal or log that shows it must not take it as commands."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in " ".join(text.split()))
+
+
 def failure_reason(exc: BaseException) -> str:
     """One line naming what a member raised and where: ``crashed: Type: message (at file:line in function)``."""
-    message = " ".join(str(exc).split())
+    message = printable_line(str(exc))
     if len(message) > _REASON_CHARS:
         message = message[:_REASON_CHARS] + "..."
     frames = traceback.extract_tb(exc.__traceback__)  # frames only: nothing is formatted (nor parsed)
