@@ -111,3 +111,25 @@ def test_compare_piped_prints_a_line_per_member_as_it_ends(tmp_path: Path, monke
     assert [ln.split()[:3] for ln in lines] == [["member", "0", "cmp-pipe-m000:"], ["member", "1", "cmp-pipe-m001:"]]
     assert all(" finished best " in ln and "(3 evaluations)" in ln for ln in lines), lines
     assert seen_before_second == [True]
+
+
+def test_an_agent_member_that_cannot_start_fails_alone_and_stops_driving(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's constructor raises after its run was created: the member ends failed with the reason,
+    its run has no live driver left (no heartbeat beating for nobody), and the evolve member finishes."""
+    from reasearch.fleets.compare import compare_spec, run_compare
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("workspace unusable")
+
+    monkeypatch.setattr("reasearch.agent.session.Agent", broken)
+    spec = compare_spec([TASK], ["agent", "evolve"], seeds=[0], budget=2, model="demo", parallelism=1)
+    store = str(tmp_path / "runs")
+    report = run_compare(spec, store=store, run_dir=store, fleet_id="cmp-start")
+    by_method = {m.member.method: m for m in report.members}
+    assert by_method["evolve"].state == "finished"
+    agent = by_method["agent"]
+    assert agent.state == "failed" and agent.reason.startswith("crashed: RuntimeError: workspace unusable (at ")
+    with open_store(store) as s:
+        drivers = s.drivers(agent.run_id)
+        assert drivers and all(d.stopped for d in drivers)
