@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from reasearch._cli.fleet import _executor, _fmt, _seeds, members_table
+from reasearch._cli.fleet import _executor, _fmt, _seeds, members_table, print_ended
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -128,6 +128,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import os
 
     from reasearch.fleets.compare import compare_spec, comparison, run_compare
+    from reasearch.fleets.fleet import printable_line
     from reasearch.reports.compare_methods import write_compare_methods
     from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
@@ -146,7 +147,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     def on_update(rows: list[Any]) -> None:
         if live is not None:
             live.update(members_table(rows, title))
+        elif not args.quiet:  # not a terminal (a pipe, a log): one line per member as it ends
+            print_ended(rows, seen)
 
+    seen: set[str] = set()
     if console.is_terminal and not args.quiet:
         live = Live(console=console, refresh_per_second=2)
         live.__enter__()
@@ -156,19 +160,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         if live is not None:
             live.__exit__(None, None, None)
-    data = comparison(store, report.fleet_id)
+    data = comparison(store, report.fleet_id, report=report)
     out = Console() if sys.stdout.isatty() else Console(width=200)  # a pipe or file gets whole rows
     for task in data["tasks"]:
         out.print(final_table(task, data["reference"]))
     path = write_compare_methods(data, args.output)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    unfinished = [r for r in report.members if r.state != "finished"]
+    for r in unfinished:  # each named with its reason: a resume retries exactly these
+        print(f"not finished: member {r.member.index} {r.run_id} ({r.member.method}, {r.member.task_id}, seed "
+              f"{r.member.seed}): {r.state}" + (f": {printable_line(r.reason)}" if r.reason else ""),
+              file=sys.stderr)
     print(
-        f"report: {path}\nfleet {report.fleet_id} ({report.wall_s:.1f} s); continue or resume with: reasearch compare "
-        f"... --id {report.fleet_id} --store {store}",
+        f"report: {path}\nfleet {report.fleet_id} ({report.wall_s:.1f} s); "
+        + (f"{len(unfinished)} of {len(report.members)} runs did not finish; retry them with" if unfinished
+           else "continue or resume with")
+        + f": reasearch compare ... --id {report.fleet_id} --store {store}",
         file=sys.stderr,
     )
-    return EXIT_OK if all(r.state == "finished" for r in report.members) else EXIT_FAILED
+    return EXIT_OK if not unfinished else EXIT_FAILED
 
 
 __all__ = ["add_parser"]

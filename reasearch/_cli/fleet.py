@@ -147,6 +147,19 @@ def members_table(rows: list[Any], title: str, width: int | None = None) -> Tabl
     return fitted_table(title, cols, cells, width if width is not None else Console().width)
 
 
+def print_ended(rows: list[Any], seen: set[str]) -> None:
+    """One line on stderr per member that ended since the last call (``seen`` holds the run ids printed):
+    its state, best score and evaluations, and the reason of one that did not finish."""
+    from reasearch.fleets.fleet import printable_line
+
+    for r in rows:
+        if r.state in ("finished", "failed", "interrupted") and r.run_id not in seen:
+            seen.add(r.run_id)
+            why = f": {printable_line(r.reason)}" if r.state != "finished" and r.reason else ""
+            print(f"member {r.member.index} {r.run_id}: {r.state} best {_fmt(r.best_score)} "
+                  f"({r.evaluations} evaluations){why}", file=sys.stderr, flush=True)
+
+
 def groups_table(report: Any, width: int | None = None) -> Table:
     """Per task, model and method; at ``width`` (the terminal's) low-priority columns drop first."""
     from reasearch._cli._tables import Column, fitted_table
@@ -170,11 +183,7 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
         if live is not None:
             live.update(members_table(rows, title))
         elif not args.quiet:  # not a terminal: one line per member as it ends
-            for r in rows:
-                if r.state in ("finished", "failed", "interrupted") and r.run_id not in seen:
-                    seen.add(r.run_id)
-                    print(f"member {r.member.index} {r.run_id}: {r.state} best {_fmt(r.best_score)} "
-                          f"({r.evaluations} evaluations)", file=sys.stderr, flush=True)
+            print_ended(rows, seen)
 
     seen: set[str] = set()
     if console.is_terminal and not args.quiet:

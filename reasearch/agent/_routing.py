@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent.tools.program import extract_code
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import Limits
 
 __all__ = ["FALLBACK", "edit_problem", "fallback_role"]
@@ -44,7 +45,7 @@ def edit_problem(text: str, entries: Sequence[str], *, workspace: Path | None = 
     if code is None:
         return "the reply has no ```python block"
     try:
-        tree = ast.parse(code)
+        tree = parse_locked(code)
     except SyntaxError as exc:
         return f"the code does not compile (line {exc.lineno}: {exc.msg})"
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}

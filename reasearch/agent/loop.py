@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
+from reasearch.ast_lock import format_exc as format_exc_locked
 from reasearch.errors import BudgetExceededError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
 from reasearch.models import Model
@@ -361,7 +361,7 @@ class Agent(ModelCalls):
         except ToolError as exc:
             return {"name": call.name, "is_error": True, "data": None, "text": str(exc)}
         except Exception as exc:  # a failing tool answers the model with an error; the loop goes on
-            return {"name": call.name, "is_error": True, "data": None, "traceback": traceback.format_exc()[-4000:],
+            return {"name": call.name, "is_error": True, "data": None, "traceback": format_exc_locked()[-4000:],
                     "text": f"{call.name} failed: {type(exc).__name__}: {exc}"}
         out = out if isinstance(out, ToolOutput) else ToolOutput(str(out))
         return {"name": call.name, "is_error": False, "text": out.text, "data": dict(out.data) if out.data else None}

@@ -87,8 +87,12 @@ def start_run(task_id: str, *, budget: Budget | Mapping[str, float], config: Age
         run_config["fleet"] = FleetLink.of(fleet).to_dict()
     run = Run.create(store, task_id=task_id, task_params=dict(task_params or {}), seed=seed, budget=budget,
                      config=run_config, executor=executor, run_id=run_id)
-    return Agent(run, Path(run_dir) / run.id, config=config, models=models, lessons=lessons, exec_fn=exec_fn,
-                 on_progress=on_progress)
+    try:
+        return Agent(run, Path(run_dir) / run.id, config=config, models=models, lessons=lessons, exec_fn=exec_fn,
+                     on_progress=on_progress)
+    except BaseException:
+        run.close()  # no agent drives it: its heartbeat stops (the caller records why it failed)
+        raise
 
 
 def effective_config(run: Any) -> AgentConfig:

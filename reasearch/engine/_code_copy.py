@@ -1,11 +1,12 @@
 """The code copy: the part of the ``reasearch`` package that jailed code imports, copied and verified.
 
 ``reasearch`` is never bound from the checkout: the jail gets a copy holding only what jailed code
-imports: ``reasearch/__init__.py``, ``errors.py``, ``py.typed``, ``engine/``, ``native/`` (candidates use
-the kernels), and from ``evaluators/`` only modules whose leading comment lines carry
-:data:`JAIL_MARKER` (task harnesses and what they import), with the ``__init__.py`` files on their way.
-Trusted-only modules (scoring, trace generators, data loaders, task classes) and all data files stay
-out. The engine reads the marker from the files: it never imports the evaluators.
+imports: ``reasearch/__init__.py``, ``errors.py``, ``ast_lock.py`` (engine modules parse through it),
+``py.typed``, ``engine/``, ``native/`` (candidates use the kernels), and from ``evaluators/`` only
+modules whose leading comment lines carry :data:`JAIL_MARKER` (task harnesses and what they import),
+with the ``__init__.py`` files on their way. Trusted-only modules (scoring, trace generators, data
+loaders, task classes) and all data files stay out. The engine reads the marker from the files: it
+never imports the evaluators.
 
 Trust: trusted side. The copy lives in the private runtime folder (:mod:`reasearch.engine._runtime_root`)
 and is re-hashed in full on every use: its sources must hash as the checkout's do now.
@@ -67,7 +68,7 @@ def _has_marker(path: Path) -> bool:
 def code_copy_files(root: Path | None = None) -> list[Path]:
     """The files of the ``reasearch`` package that enter the jail (see the module docstring), sorted."""
     root = _package_root() if root is None else Path(root)
-    files = [root / n for n in ("__init__.py", "errors.py", "py.typed") if (root / n).is_file()]
+    files = [root / n for n in ("__init__.py", "errors.py", "ast_lock.py", "py.typed") if (root / n).is_file()]
     for sub in ("engine", "native"):
         files += _code_files(root / sub)
     evaluators = root / "evaluators"

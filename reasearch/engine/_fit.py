@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import RunRequest
 
 __all__ = ["fit_profile"]
@@ -117,7 +118,7 @@ def _quick_tops(text: str, wanted: set[str]) -> set[str] | None:
                 line = text[start:end]
                 if "import" in line:
                     try:
-                        tree = compile(line.strip(), "<line>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+                        tree = parse_locked(line.strip(), "<line>")
                     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
                         return None
                     for node in ast.walk(tree):
@@ -136,7 +137,7 @@ def _scan_imports(text: str) -> set[str]:
     if "import" not in text and not dynamic:
         return set()
     try:
-        tree = compile(text, "<candidate>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = parse_locked(text, "<candidate>")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return set(_WORD.findall(text))
     tops: set[str] = set()

@@ -21,7 +21,6 @@ into a fresh array.
 
 from __future__ import annotations
 
-import ast
 import ctypes
 import errno
 import math
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from reasearch.ast_lock import literal_eval as literal_eval_locked
 from reasearch.engine._runtime import check_ancestors, runtime_root
 from reasearch.errors import ConfigError, ReasearchError, SandboxUnavailableError
 
@@ -174,7 +174,7 @@ def _parse_npy_header(head: bytes, shown: str) -> tuple[np.dtype, tuple[int, ...
         raise UntrustedFileError(f"{shown}: truncated or oversized .npy header ({hlen} bytes)")
     text = head[start:start + hlen].decode("latin1" if major < 3 else "utf-8", errors="replace")
     try:
-        meta = ast.literal_eval(text)  # literals only: never evaluates code, never unpickles
+        meta = literal_eval_locked(text)  # literals only: never evaluates code, never unpickles
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         raise UntrustedFileError(f"{shown}: the .npy header is not a literal dict") from None
     if not isinstance(meta, dict) or set(meta) != {"descr", "fortran_order", "shape"}:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import RunOutcome, RunRequest, Status
 from reasearch.errors import ConfigError
 
@@ -35,7 +36,7 @@ class StaticRunner:
     def run(self, request: RunRequest) -> RunOutcome:
         self.requests.append(request)
         try:
-            tree = ast.parse(request.source)
+            tree = parse_locked(request.source)
         except SyntaxError as exc:
             return RunOutcome(Status.CRASH, None, 0.0, 0.0, error=f"SyntaxError: {exc}", sandbox_mode=self.mode)
         for node in tree.body:

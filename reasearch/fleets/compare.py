@@ -6,7 +6,8 @@ unit: evaluations for programs, student calls for prompts, experiments for train
 :func:`comparison` reads the store and computes what the report shows: best-so-far curves against
 budget spent, dollars and wall time per run, a final table per task (mean, spread, a paired bootstrap
 interval of each method against the agent over seeds), failures by status, each run's spend by unit,
-the agent's tool mix, and whether the budgets are equal (runs whose caps differ are not ranked). Beside
+the agent's tool mix, whether the budgets are equal (runs whose caps differ are not ranked, nor are a
+task's runs when one of them did not finish), and each run that did not finish with its reason. Beside
 each bootstrap interval: wins/ties/losses over the paired seeds and Cliff's delta (:func:`paired_stats`),
 also for every pair of methods; beside the measured rows, the published reference rows of the task
 (``references.json``: published, not measured here).
@@ -22,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from reasearch.errors import ConfigError
+from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.registry import build_task
 from reasearch.evaluators.training import heldout_public_of
 from reasearch.fleets._references import references_for
@@ -121,7 +122,7 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
     test_score = tests[-1].payload.get("result", {}).get("score") if tests else None
     return {
         "run_id": run_id, "task_id": rec.task_id, "method": member.method, "seed": member.seed,
-        "model": member.model, "state": effective_state(store, rec).value, "unit": unit.value,
+        "model": member.model, "state": effective_state(store, rec).value, "reason": rec.reason, "unit": unit.value,
         "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
         "caps": dict(rec.budget), "used": {u: v for u, v in used.items() if v},
         "best_score": st.best_score, "test_score": test_score, "points": points,
@@ -233,20 +234,25 @@ def rank_rows(table: list[dict[str, Any]], direction: str) -> None:
 
 
 def _budget_check(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Equal caps over the task's runs, and no run past its cap of the budget unit."""
+    """Equal caps over the task's runs, no run past its cap of the budget unit, and every run finished
+    (a run that failed or was interrupted did not get its budget)."""
     caps = {tuple(sorted(r["caps"].items())) for r in runs}
     over = [r["run_id"] for r in runs
             if r["used"].get(r["unit"], 0.0) > float(r["caps"].get(r["unit"], float("inf"))) + 1e-9]
-    equal = len(caps) == 1 and not over
+    unfinished = [f"{r['run_id']} ({r['state']})" for r in runs if r.get("state", "finished") != "finished"]
+    equal = len(caps) == 1 and not over and not unfinished
     why = ""
     if len(caps) > 1:
         why = "the runs' caps differ: " + "; ".join(", ".join(f"{k}={v:g}" for k, v in c) for c in sorted(caps))
     elif over:
         why = f"runs spent past their cap: {', '.join(over)}"
+    elif unfinished:
+        why = f"runs did not finish: {', '.join(unfinished)}"
     return {"equal": equal, "caps": [dict(c) for c in sorted(caps)], "why": why}
 
 
-def comparison(store: str, fleet_id: str, *, reference: str = "agent") -> dict[str, Any]:
+def comparison(store: str, fleet_id: str, *, reference: str = "agent",
+               report: FleetReport | None = None) -> dict[str, Any]:
     """Everything the comparison report shows, as plain JSON data (see the module docstring).
 
     Args:
@@ -254,8 +260,10 @@ def comparison(store: str, fleet_id: str, *, reference: str = "agent") -> dict[s
         fleet_id: the comparison's fleet.
         reference: the method every other is paired with (default ``agent``; the first method when
             the fleet has no agent).
+        report: the fleet's report as :func:`run_compare` returned it (default: read from the store); it
+            also knows a member that failed before its run was recorded.
     """
-    report = fleet_report(fleet_id, store=store)
+    report = report if report is not None else fleet_report(fleet_id, store=store)
     with open_store(store) as s:
         return _comparison(s, report, fleet_id, reference)
 
@@ -265,7 +273,11 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
     methods = list(spec.methods)
     if reference not in methods:
         reference = methods[0]
-    runs = [_run_data(store, m.member, m.run_id) for m in report.members if m.state != "pending"]
+    runs = [_run_data(store, m.member, m.run_id) for m in report.members
+            if m.state != "pending" and _has_run(store, m.run_id)]
+    not_finished = [{"run_id": m.run_id, "task_id": m.member.task_id, "method": m.member.method,
+                     "seed": m.member.seed, "state": m.state, "reason": m.reason}
+                    for m in report.members if m.state != "finished"]
     tasks = []
     for task_id in spec.tasks:
         mine = [r for r in runs if r["task_id"] == task_id]
@@ -284,4 +296,12 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
                       "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}
                                     if first["best_known"] is not None else None)})
     return {"fleet_id": fleet_id, "methods": methods, "reference": reference, "seeds": list(spec.seeds),
-            "models": list(spec.models), "tasks": tasks, "runs": runs}
+            "models": list(spec.models), "tasks": tasks, "runs": runs, "not_finished": not_finished}
+
+
+def _has_run(store: Store, run_id: str) -> bool:
+    try:
+        store.get_run(run_id)
+    except StoreError:
+        return False
+    return True

@@ -14,8 +14,9 @@ The store is the one place every member writes: a multi-node fleet needs Postgre
 belongs to one machine). A fleet-wide cap (dollars, tokens) binds every member: each member's run
 sees what the whole fleet has left (:meth:`reasearch.runs.Run.remaining`).
 
-``resume_fleet`` finishes whatever a crash left: members never started start, unfinished ones resume,
-finished ones are only read.
+``resume_fleet`` finishes whatever a crash left: members never started start, unfinished and failed
+ones resume, finished ones are only read. A member that raises (a bug, a reply nothing can read) ends
+``failed`` with the exception as its run's reason; the other members go on.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import statistics
 import time
 import tomllib
+import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -49,6 +51,8 @@ from reasearch.runs.run import effective_state
 from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
 __all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
+
+_REASON_CHARS = 300  # of a failed member's exception message, kept in its run's reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +305,9 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
     """Runs (or resumes) one member to its end; what a local thread or a Ray task executes.
 
     Plain data in and out, so that it crosses process boundaries. A member already finished is only
-    read; one recorded but unfinished is resumed by this process as its only driver.
+    read; one recorded but unfinished (or failed: a resume retries it) is resumed by this process as its
+    only driver. A member that raises ends ``failed`` with the exception as its reason (its run keeps
+    what it recorded) and the others go on; one its model interrupted stays ``interrupted``.
     """
     spec = FleetSpec.from_dict(spec_data)
     member = FleetMember(**member_data)
@@ -309,36 +315,73 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
     with open_store(store_url) as store:
         run_id = store.add_fleet_member(fleet_id, member.index, member.run_id(fleet_id))
         try:
-            rec = store.get_run(run_id)
-        except StoreError:
-            rec = None
-        if rec is not None and rec.state in (RunState.FINISHED, RunState.FAILED):
-            return _member_result(store, member, run_id, node).to_dict()
-        if not member.method.startswith("agent"):
-            _run_method(fleet_id, spec, member, store, run_id, rec is None)
-            return _member_result(store, member, run_id, node).to_dict()
-        if rec is None:
-            config = spec.agent_config(member.model, member.method)
-            models = {role: build_model(s) for role, s in config.models.items()}
-            agent = start_run(
-                member.task_id,
-                budget=spec.budget_of(member.task_id),
-                config=config,
-                run_dir=run_dir,
-                store=store,
-                task_params=dict(spec.task_params.get(member.task_id, {})),
-                seed=member.seed,
-                models=models,
-                run_id=run_id,
-                fleet=FleetLink(fleet_id, member.index, dict(spec.caps), member.trace, member.shared),
-            )
-        else:  # models rebuilt from the run's own config, advanced past the replies its journal holds
-            agent = open_agent(run_id, run_dir=run_dir, store=store, takeover=True)
-        try:
-            agent.optimize()
-        finally:
-            agent.run.close()
+            _drive_member(fleet_id, spec, member, store, run_id, run_dir)
+        except Exception as exc:  # this member's failure is its own: recorded, the fleet goes on
+            return _record_failure(store, member, run_id, node, exc).to_dict()
         return _member_result(store, member, run_id, node).to_dict()
+
+
+def _drive_member(fleet_id: str, spec: FleetSpec, member: FleetMember, store: Store, run_id: str,
+                  run_dir: str) -> None:
+    try:
+        rec = store.get_run(run_id)
+    except StoreError:
+        rec = None
+    if rec is not None and rec.state is RunState.FINISHED:
+        return
+    if not member.method.startswith("agent"):
+        _run_method(fleet_id, spec, member, store, run_id, rec is None)
+        return
+    if rec is None:
+        config = spec.agent_config(member.model, member.method)
+        models = {role: build_model(s) for role, s in config.models.items()}
+        agent = start_run(
+            member.task_id,
+            budget=spec.budget_of(member.task_id),
+            config=config,
+            run_dir=run_dir,
+            store=store,
+            task_params=dict(spec.task_params.get(member.task_id, {})),
+            seed=member.seed,
+            models=models,
+            run_id=run_id,
+            fleet=FleetLink(fleet_id, member.index, dict(spec.caps), member.trace, member.shared),
+        )
+    else:  # models rebuilt from the run's own config, advanced past the replies its journal holds
+        agent = open_agent(run_id, run_dir=run_dir, store=store, takeover=True)
+    try:
+        agent.optimize()
+    finally:
+        agent.run.close()
+
+
+def printable_line(text: str) -> str:
+    """``text`` on one line, control characters escaped (``\\x1b``): a reason may quote a model's reply, and a
+    terminal or log that shows it must not take it as commands."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in " ".join(text.split()))
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line naming what a member raised and where: ``crashed: Type: message (at file:line in function)``."""
+    message = printable_line(str(exc))
+    if len(message) > _REASON_CHARS:
+        message = message[:_REASON_CHARS] + "..."
+    frames = traceback.extract_tb(exc.__traceback__)  # frames only: nothing is formatted (nor parsed)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    return f"crashed: {type(exc).__name__}" + (f": {message}" if message else "") + where
+
+
+def _record_failure(store: Store, member: FleetMember, run_id: str, node: str, exc: BaseException) -> MemberResult:
+    """Marks the member's run ``failed`` with ``exc`` as its reason (unless its loop already ended it
+    ``interrupted``, a resumable model error); a member that failed before its run existed is reported only."""
+    reason = failure_reason(exc)
+    try:
+        rec = store.get_run(run_id)
+    except StoreError:
+        return MemberResult(member, run_id, RunState.FAILED.value, None, None, 0, {}, reason, node)
+    if rec.state is RunState.RUNNING:
+        store.set_run_state(run_id, RunState.FAILED, reason=reason)
+    return _member_result(store, member, run_id, node)
 
 
 def check_method(method: str, config: Mapping[str, Any] | None = None) -> None:
@@ -439,7 +482,7 @@ def run_fleet(spec: FleetSpec, *, store: str | Path, run_dir: str | Path = "runs
 def resume_fleet(fleet_id: str, *, store: str | Path, run_dir: str | Path = "runs", executor: str = "local",
                  address: str | None = None,
                  on_update: Callable[[list[MemberResult]], None] | None = None) -> FleetReport:
-    """Finishes a fleet as recorded: starts members never started, resumes unfinished ones."""
+    """Finishes a fleet as recorded: starts members never started, resumes unfinished and failed ones."""
     with open_store(str(store)) as s:
         spec = FleetSpec.from_dict(s.get_fleet(fleet_id))
     return _drive(fleet_id, spec, str(store), str(run_dir), executor, address, on_update)
@@ -463,7 +506,7 @@ def _drive(fleet_id: str, spec: FleetSpec, store_url: str, run_dir: str, executo
     with open_store(store_url) as s:
         for m in members:
             results[m.index] = _member_result(s, m, m.run_id(fleet_id))
-    todo = [m for m in members if results[m.index].state not in ("finished", "failed")]
+    todo = [m for m in members if results[m.index].state != "finished"]  # a resume retries failed members too
 
     def update(data: Mapping[str, Any]) -> None:
         r = _result_from(data)
@@ -475,14 +518,28 @@ def _drive(fleet_id: str, spec: FleetSpec, store_url: str, run_dir: str, executo
         on_update([results[m.index] for m in members])
     if executor == "local":
         with cf.ThreadPoolExecutor(max_workers=spec.parallelism, thread_name_prefix="fleet") as pool:
-            futures = [pool.submit(run_member, fleet_id, spec_data, m.to_dict(), store_url, run_dir) for m in todo]
+            futures = {pool.submit(run_member, fleet_id, spec_data, m.to_dict(), store_url, run_dir): m for m in todo}
             for fut in cf.as_completed(futures):
-                update(fut.result())
+                try:
+                    data = fut.result()
+                except Exception as exc:  # raised outside the member's own guard (opening the store): still its own
+                    data = _crash_data(futures[fut], fleet_id, exc)
+                update(data)
     else:
         _drive_ray(fleet_id, spec, spec_data, todo, store_url, run_dir, address, update)
-    with open_store(store_url) as s:  # the final word is the store's
-        final = tuple(_member_result(s, m, m.run_id(fleet_id), results[m.index].node) for m in members)
+    with open_store(store_url) as s:  # the final word is the store's (a failure before any run existed: ours)
+        final = tuple(_final_result(s, m, fleet_id, results[m.index]) for m in members)
     return FleetReport(fleet_id, final, time.monotonic() - t0)
+
+
+def _crash_data(member: FleetMember, fleet_id: str, exc: BaseException) -> dict[str, Any]:
+    return MemberResult(member, member.run_id(fleet_id), RunState.FAILED.value, None, None, 0, {},
+                        failure_reason(exc)).to_dict()
+
+
+def _final_result(store: Store, member: FleetMember, fleet_id: str, seen: MemberResult) -> MemberResult:
+    now = _member_result(store, member, member.run_id(fleet_id), seen.node)
+    return seen if now.state == "pending" and seen.state == RunState.FAILED.value else now
 
 
 def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], todo: list[FleetMember], store_url: str,
@@ -504,8 +561,12 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
                 running[task.options(**options).remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir)] = m
             done, _ = ray.wait(list(running), num_returns=1)
             for ref in done:
-                running.pop(ref)
-                update(ray.get(ref))
+                m = running.pop(ref)
+                try:
+                    data = ray.get(ref)
+                except Exception as exc:  # Ray gave up on it (its node died more often than retried): its own
+                    data = _crash_data(m, fleet_id, exc)
+                update(data)
     finally:
         conn.close()
 

@@ -51,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.models._demo_training import experiments, seasonal_edit
 from reasearch.models.messages import (
     ModelReply,
@@ -107,7 +108,7 @@ def _float_text(value: float) -> str:
 def mutate_python(source: str, rng: random.Random, *, scale: float = 0.05, count: int = 3) -> str:
     """``source`` with up to ``count`` numeric literals perturbed (see the module's contract); valid Python."""
     try:
-        tree = ast.parse(source)
+        tree = parse_locked(source)
     except SyntaxError:
         return source
     floats: list[tuple[ast.Constant, float]] = []
@@ -139,7 +140,7 @@ def mutate_python(source: str, rng: random.Random, *, scale: float = 0.05, count
         lines[node.lineno - 1] = raw.decode()
     out = "".join(lines)
     try:
-        ast.parse(out)
+        parse_locked(out)
     except SyntaxError:
         return source
     return out

@@ -5,12 +5,12 @@ seeds per method, with the min-max spread as a band); a final table (one row per
 spread, the paired bootstrap interval against the reference method with wins/ties/losses over the paired
 seeds and Cliff's delta, rank only when the budgets are equal), the published best known and the task's
 published reference rows beside it (marked: published, not measured here), every pair of methods' paired
-statistics, failures by status, each run's spend by unit, and the
-agent's tool mix. The page is built like the run reports (plotly.js inlined, data in a JSON script
-tag, a Content-Security-Policy that forbids every network load).
+statistics, failures by status, each run's spend by unit, the agent's tool mix, and the runs that did not
+finish with their reasons. The page is built like the run reports (plotly.js inlined, data in a JSON
+script tag, a Content-Security-Policy that forbids every network load).
 
-Trust boundary: every string from the store (ids, notes, tool names) is escaped; nothing a model or a
-candidate wrote reaches the page as markup.
+Trust boundary: every string from the store (ids, notes, tool names, a failed run's reason) is escaped;
+nothing a model or a candidate wrote reaches the page as markup.
 """
 
 from __future__ import annotations
@@ -202,6 +202,20 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
     )
 
 
+def _not_finished(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The runs that did not finish, each with its reason (a resume of the comparison retries them)."""
+    if not rows:
+        return ""
+    items = "".join(
+        f"<tr class='not-finished-row'><td><code>{esc(r['run_id'])}</code></td><td>{esc(r['task_id'])}</td>"
+        f"<td>{esc(r['method'])}</td><td>{r['seed']}</td><td>{esc(r['state'])}</td><td>{esc(r['reason'] or '-')}</td>"
+        "</tr>" for r in rows)
+    return (f"<section id='not-finished'><p class='warn'>{len(rows)} run(s) did not finish: their tasks are not "
+            "ranked; `reasearch compare ... --id FLEET_ID` retries exactly these.</p><table class='grid-table "
+            "not-finished'><tr><th>run</th><th>task</th><th>method</th><th>seed</th><th>state</th><th>reason</th>"
+            f"</tr>{items}</table></section>")
+
+
 def compare_methods_html(data: Mapping[str, Any], *, plotly_src: str | None = None) -> str:
     """The comparison page of :func:`~reasearch.fleets.compare.comparison`'s data."""
     methods = list(data["methods"])
@@ -211,7 +225,8 @@ def compare_methods_html(data: Mapping[str, Any], *, plotly_src: str | None = No
         sections.append(_task_section(task, runs, data["reference"]))
         figures.update(_figures(task, runs, methods))
     header = (f"<h1>{esc(', '.join(methods))} on {len(data['tasks'])} task(s), seeds "
-              f"{esc(', '.join(map(str, data['seeds'])))}, model {esc(', '.join(data['models']))}</h1>")
+              f"{esc(', '.join(map(str, data['seeds'])))}, model {esc(', '.join(data['models']))}</h1>"
+              + _not_finished(data.get("not_finished") or []))
     payload = {"figures": figures, "candidates": [],
                "counts": {"evaluations": sum(len(r["points"]) for r in data["runs"]), "candidates": 0}}
     return _document(f"reasearch compare {data['fleet_id']}", header, "".join(sections), payload,

@@ -23,10 +23,10 @@ Example (a training task family)::
 from __future__ import annotations
 
 import importlib
-import traceback
 from collections.abc import Mapping
 from typing import Any, cast
 
+from reasearch.ast_lock import format_exc as format_exc_locked
 from reasearch.errors import ConfigError
 from reasearch.evaluators.registry import family_entries
 from reasearch.evaluators.svg import bar_chart, esc, line_chart
@@ -78,7 +78,7 @@ def draw_solution(ctx: DrawContext) -> str:
         kind = ctx.family if drawing is not generic_drawing else "generic"
         body = drawing(ctx)
     except Exception as exc:  # a report must open whatever a result holds
-        tail = traceback.format_exc(limit=3)
+        tail = format_exc_locked(limit=3)
         body = (f'<p class="warn">the {esc(ctx.family)} drawing failed: {esc(type(exc).__name__)}: {esc(exc)}</p>'
                 f"<details><summary>traceback</summary><pre>{esc(tail)}</pre></details>" + generic_drawing(ctx))
         kind = "generic"

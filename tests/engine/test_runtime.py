@@ -112,7 +112,7 @@ def test_code_copy_holds_only_what_jailed_code_imports() -> None:
                    "evaluators/txn_scheduling/task.py", "runs/__init__.py", "agent/__init__.py", "cli.py"):
         assert absent in {str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")}, absent  # the test is not vacuous
         assert absent not in rel, absent
-    for present in ("__init__.py", "errors.py", "py.typed", "engine/_worker.py", "engine/_wire.py",
+    for present in ("__init__.py", "errors.py", "ast_lock.py", "py.typed", "engine/_worker.py", "engine/_wire.py",
                     "native/eplb.py", "evaluators/__init__.py", "evaluators/eplb/__init__.py",
                     "evaluators/eplb/harness.py", "evaluators/_entry_call.py", "evaluators/arc_agi_2/_harness.py",
                     "evaluators/txn_scheduling/workload.py", "evaluators/_toy_harness.py"):

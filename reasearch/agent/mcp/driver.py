@@ -19,7 +19,6 @@ import os
 import socket
 import threading
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from reasearch.agent.loop import LESSONS_FILE, TASK_FILE, Agent
 from reasearch.agent.snapshot import EvalRecord, fmt_score
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tool, tools_of
 from reasearch.agent.tools.workspace import ExecFn
+from reasearch.ast_lock import format_exc as format_exc_locked
 from reasearch.errors import ConfigError
 from reasearch.evaluators.result import Status
 from reasearch.models import ModelSpec
@@ -200,7 +200,7 @@ class McpDriver:
         except ToolError as exc:
             return error(str(exc))
         except Exception as exc:  # a failing tool answers with an error; the server goes on
-            return error(f"{name} failed: {type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-4000:])
+            return error(f"{name} failed: {type(exc).__name__}: {exc}", traceback=format_exc_locked()[-4000:])
         out = out if isinstance(out, ToolOutput) else ToolOutput(str(out))
         data = dict(out.data) if out.data else None
         if data and "evaluation" in data and data["evaluation"].get("status") == Status.REFUSED.value:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import collections
 import os
 import time
@@ -11,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.arc_agi_2 import SET_IDS  # the registered set ids and the split each one covers
@@ -35,7 +35,7 @@ __all__ = ["SET_IDS", "ArcSetReport", "ArcSetTask"]
 def _compiles(source: str) -> bool:
     """True when ``source`` parses as Python (checked here, never run)."""
     try:
-        compile(source, "candidate.py", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        parse_locked(source, "candidate.py")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return False
     return True

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import RunRequest, SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators._secret import derive_seed, fingerprint, secret
@@ -93,7 +94,7 @@ def candidate_uses_torch(source: str) -> bool:
     gives False (the sandbox reports the syntax error).
     """
     try:
-        tree = ast.parse(source)
+        tree = parse_locked(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     for node in ast.walk(tree):

@@ -27,6 +27,8 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from reasearch.ast_lock import parse as parse_locked
+
 __all__ = ["MAX_EXPANDED", "find_carried_images"]
 
 MAX_EXPANDED = 64 << 20
@@ -109,7 +111,7 @@ def _decoded_text(text: str, budget: _Budget, python: bool) -> Iterator[bytes]:
     which may be split over lines) decodes to."""
     strings: list[str] = [text]
     try:
-        for node in ast.walk(ast.parse(text)) if python else ():
+        for node in ast.walk(parse_locked(text)) if python else ():
             if isinstance(node, ast.Constant) and isinstance(node.value, bytes) and len(node.value) >= 16:
                 budget.take(len(node.value))
                 yield node.value
