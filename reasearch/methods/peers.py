@@ -30,7 +30,7 @@ from typing import Any
 
 from reasearch.errors import BudgetExceededError, ConfigError
 from reasearch.methods._driver import MAX_IDLE, MethodDriver
-from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups
+from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups, prestart_sandbox
 from reasearch.methods._proxy import MeteringProxy
 from reasearch.runs.ledger import Unit
 
@@ -155,6 +155,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         return {"metrics": metrics, "artifacts": artifacts}
 
     proxy = MeteringProxy(driver, evaluate=evaluate, note="openevolve")
+    prestart_sandbox(driver)  # the jail starts while OpenEvolve imports and forks its workers
     with tempfile.TemporaryDirectory(prefix="reasearch-openevolve-") as tmp:
         folder = Path(tmp)
         (folder / "evaluator.py").write_text(_EVALUATOR.format(url=f"http://127.0.0.1:{proxy.port}/reasearch/evaluate",
