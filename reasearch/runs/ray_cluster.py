@@ -115,6 +115,11 @@ class RayConnection:
         """Nodes of the cluster that are alive."""
         return sum(1 for n in self.ray.nodes() if n.get("Alive"))
 
+    def alive_machines(self) -> int:
+        """Machines (distinct node addresses) among the cluster's alive nodes: several nodes of one machine
+        (a local test cluster) share its file system."""
+        return len({n.get("NodeManagerAddress") for n in self.ray.nodes() if n.get("Alive")})
+
     def close(self) -> None:
         """Shuts Ray down if it was initialized here, and reaps its workers this process adopted (idempotent)."""
         if self._closed:
