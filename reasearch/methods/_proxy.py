@@ -116,11 +116,14 @@ class MeteringProxy:
         try:
             self._ended.wait()
         finally:
-            with self._cond:  # later requests are answered "over"; those in flight finish (their spend is recorded)
+            with self._cond:  # later requests are answered "over"
                 self._open = False
-                self._cond.wait_for(lambda: self._in_flight == 0)
-            self._server.shutdown()
-            self._server.server_close()
+            try:  # those in flight finish (their spend is recorded); a second Ctrl-C stops waiting for them
+                with self._cond:
+                    self._cond.wait_for(lambda: self._in_flight == 0)
+            finally:
+                self._server.shutdown()
+                self._server.server_close()
         if self._fatal is not None:
             raise self._fatal
         peer.join()
