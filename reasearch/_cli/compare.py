@@ -54,23 +54,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_compare)
 
 
-def final_table(task: dict[str, Any], reference: str) -> Table:
-    t = Table(title=f"{task['task_id']} ({task['direction']}; budget {task['unit']}; "
-                    + ("equal budgets" if task["ranked"] else "NOT RANKED: " + task["budget_check"]["why"]) + ")")
-    for col in ("method", "rank", "runs", "mean best", "std", "min", "max", f"gain vs {reference} [95% CI]",
-                "spent", "INVALID", "TIMEOUT", "CRASH", "REFUSED"):
+def _title(task: dict[str, Any]) -> str:
+    """Whether and where the task is ranked: at the spend every run reached, or why not."""
+    matched = task.get("spend_matched") or {}
+    if task["ranked"]:
+        return f"ranked at equal spend: best after {matched.get('k_equal', 0):g} {task['unit']}"
+    why = task["budget_check"]["why"] or f"a run spent no {task['unit']}"
+    return "NOT RANKED: " + why
+
+
+def under_cap_text(row: dict[str, Any]) -> str:
+    """``full`` when every run spent its cap, else each short run: seed, spend of cap, and the stop rule that fired."""
+    short = row.get("under_cap") or []
+    if not short:
+        return "full"
+    return "UNDER CAP " + "; ".join(f"seed {u['seed']}: {u['spent']:g}/{u['cap']:g} ({u['stop_reason'] or 'no reason'})"
+                                    for u in short)
+
+
+def final_table(task: dict[str, Any], reference: str, note: str | None = None) -> Table:
+    t = Table(title=f"{task['task_id']} ({task['direction']}; budget {task['unit']}; {_title(task)})",
+              caption=note)
+    for col in ("method", "rank", "runs", "best @ equal spend", "mean best", "std", "min", "max",
+                f"gain vs {reference} [95% CI]", "spent", "stopped", "INVALID", "TIMEOUT", "CRASH", "REFUSED"):
         t.add_column(col)
     for r in task["table"]:
         v = r["vs_reference"]
         gain = "reference" if v is None else ("-" if not v["pairs"] else
                                               f"{v['mean_gain']:+.4g} [{v['ci95'][0]:+.4g}, {v['ci95'][1]:+.4g}]")
         f = r["failures"]
-        t.add_row(r["method"], str(r.get("rank", "-")), str(r["runs"]), _fmt(r["mean"]), _fmt(r["std"]), _fmt(r["min"]),
-                  _fmt(r["max"]), gain, f"{r['spent']:g}", str(f["INVALID"]), str(f["TIMEOUT"]), str(f["CRASH"]),
-                  str(f["REFUSED"]))
+        t.add_row(r["method"], str(r.get("rank", "-")), str(r["runs"]), _fmt(r.get("at_equal_spend")), _fmt(r["mean"]),
+                  _fmt(r["std"]), _fmt(r["min"]), _fmt(r["max"]), gain, f"{r['spent']:g}", under_cap_text(r),
+                  str(f["INVALID"]), str(f["TIMEOUT"]), str(f["CRASH"]), str(f["REFUSED"]))
     if task.get("published"):
-        t.add_row(f"published best known ({task['published']['source']})", "-", "-",
-                  _fmt(task["published"]["best_known"]), *["-"] * 9)
+        t.add_row(f"published best known ({task['published']['source']})", "-", "-", "-",
+                  _fmt(task["published"]["best_known"]), *["-"] * 10)
     return t
 
 
@@ -132,7 +150,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     data = comparison(store, report.fleet_id)
     out = Console() if sys.stdout.isatty() else Console(width=200)  # a pipe or file gets whole rows
     for task in data["tasks"]:
-        out.print(final_table(task, data["reference"]))
+        out.print(final_table(task, data["reference"], data.get("model_note")))
     path = write_compare_methods(data, args.output)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")

@@ -180,3 +180,41 @@ def test_a_comparison_says_when_a_task_scores_public_held_out_data(tmp_path: Any
     private = _task_section({**task, "heldout_public": False}, [], "agent")
     assert "heldout-private'>Scored on private held-out data: sealed" in private and "PUBLIC" not in private
     assert "held-out data" not in _task_section(task, [], "agent")  # a task that states nothing
+
+
+def _curve_run(method: str, seed: int, scores_at: list[tuple[float, float | None]], cap: float = 6.0,
+               reason: str = "the evaluations budget is spent") -> dict[str, Any]:
+    points = [{"step": i, "spent": spent, "dollars": 0.0, "wall_s": 0.0, "status": "OK" if s is not None else "INVALID",
+               "score": s, "cached": False} for i, (spent, s) in enumerate(scores_at)]
+    used = max((sp for sp, _ in scores_at), default=0.0)
+    return {**_run(method, seed, max(s for _, s in scores_at if s is not None), {"evaluations": cap}, used),
+            "points": points, "task_id": "t", "stop_reason": reason, "under_cap": used + 1 <= cap}
+
+
+def test_ranks_are_computed_at_equal_spend_and_short_runs_are_marked() -> None:
+    """Issue 39 item 1: a method that stopped after 2 of 6 evaluations is ranked against the others' best after
+    2, not against their best after 6; the short run is marked with its stop rule; the curve goes k = 1..2."""
+    from reasearch._cli.compare import under_cap_text
+    from reasearch.fleets.compare import best_after, spend_matched, task_numbers
+
+    runs = [  # 'late' wins at full spend (5.0) but is worse than 'early' after 2 evaluations
+        _curve_run("late", 0, [(1, 1.0), (2, 1.5), (6, 5.0)]), _curve_run("late", 1, [(1, 1.0), (2, 1.2), (6, 4.0)]),
+        _curve_run("early", 0, [(1, 1.0), (2, 3.0)], reason="25 proposals in a row spent nothing"),
+        _curve_run("early", 1, [(1, 1.0), (2, 2.0), (6, 2.5)]),
+    ]
+    assert best_after(runs[0]["points"], 2, "maximize") == 1.5
+    assert best_after(runs[0]["points"], 0.5, "maximize") is None
+    assert best_after(runs[0]["points"], 2, "minimize") == 1.0
+    matched = spend_matched(runs, ["late", "early"])
+    assert matched["k_equal"] == 2 and matched["k"] == [1.0, 2.0]
+    assert matched["at_k"] == {"late": pytest.approx(1.35), "early": pytest.approx(2.5)}
+    assert matched["curves"]["early"] == [pytest.approx(1.0), pytest.approx(2.5)]
+    numbers = task_numbers(runs, ["late", "early"], "late")
+    assert numbers["ranked"] and numbers["spend_matched"] == matched
+    table = numbers["table"]
+    assert {r["method"]: r["rank"] for r in table} == {"early": 1, "late": 2}  # the final means would say late
+    early = next(r for r in table if r["method"] == "early")
+    assert early["under_cap"] == [{"seed": 0, "spent": 2.0, "cap": 6.0,
+                                   "stop_reason": "25 proposals in a row spent nothing"}]
+    assert under_cap_text(early) == "UNDER CAP seed 0: 2/6 (25 proposals in a row spent nothing)"
+    assert under_cap_text(next(r for r in table if r["method"] == "late")) == "full"
