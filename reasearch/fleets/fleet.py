@@ -319,7 +319,7 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
             return _member_result(store, member, run_id, node).to_dict()
         if rec is None:
             config = spec.agent_config(member.model, member.method)
-            models = {role: build_model(s) for role, s in config.models.items()}
+            models = {role: build_model(s, seed=member.seed) for role, s in config.models.items()}
             agent = start_run(
                 member.task_id,
                 budget=spec.budget_of(member.task_id),

@@ -218,3 +218,38 @@ def test_ranks_are_computed_at_equal_spend_and_short_runs_are_marked() -> None:
                                    "stop_reason": "25 proposals in a row spent nothing"}]
     assert under_cap_text(early) == "UNDER CAP seed 0: 2/6 (25 proposals in a row spent nothing)"
     assert under_cap_text(next(r for r in table if r["method"] == "late")) == "full"
+
+
+def test_demo_seeds_differ_its_method_proposals_are_as_valid_as_the_agents_and_tables_say_demo(
+        tmp_path: Any) -> None:
+    """Issue 39 item 3: with --model demo, seeds 0 and 1 make different runs (the run's seed reaches the demo),
+    evolve's and best-of-n's proposals are INVALID no more often than the agent's edits (on main: 10 of 12 and
+    8 of 12 against 0 of 12), and the table and report state that the demo model is not an LLM."""
+    from rich.console import Console
+
+    from reasearch._cli.compare import final_table
+    from reasearch.fleets.compare import DEMO_NOTE, comparison, run_compare
+    from reasearch.reports.compare_methods import compare_methods_html
+    from reasearch.runs import open_store
+
+    store = str(tmp_path / "runs")
+    spec = compare_spec(["circle_packing/n26-v1"], ["agent", "evolve", "best-of-n"], seeds=[0, 1], budget=6,
+                        model="demo", parallelism=2)
+    data = comparison(store, run_compare(spec, store=store, run_dir=store).fleet_id)
+    runs = {(r["method"], r["seed"]): r for r in data["runs"]}
+    with open_store(store) as s:
+        for method in ("agent", "evolve", "best-of-n"):
+            moves = [[ev.candidate_id for ev in s.evaluations(runs[method, seed]["run_id"])] for seed in (0, 1)]
+            assert moves[0][0] == moves[1][0] and moves[0] != moves[1], method  # the same seed program, then apart
+    rate = {}
+    for method in ("agent", "evolve", "best-of-n"):
+        mine = [r for (m, _), r in runs.items() if m == method]
+        evals = sum(len(r["points"]) for r in mine)
+        assert evals == 12 and all(not r["under_cap"] for r in mine), method  # each spent its 6 evaluations
+        rate[method] = sum(r["failures"].get("INVALID", 0) for r in mine) / evals
+    assert rate["evolve"] <= rate["agent"] + 0.25 and rate["best-of-n"] <= rate["agent"] + 0.25, rate
+    assert data["model_note"] == DEMO_NOTE and "not an LLM" in DEMO_NOTE
+    console = Console(width=300, record=True)
+    console.print(final_table(data["tasks"][0], data["reference"], data["model_note"]))
+    assert "not an LLM" in console.export_text()
+    assert "not an LLM" in compare_methods_html(data, plotly_src="")
