@@ -250,10 +250,12 @@ class DemoModel:
         # A method's proposal gets the edit the agent gets: on circle packing (the task names the LP) a program
         # not yet in centers + LP form becomes the staggered-rows layout; then the agent's perturbation sizes.
         text = _latest_user_text(request.messages)
-        m = _CIRCLES.search(text)
-        if m is not None and "optimal_radii" in text and "CENTERS = [" not in body:
+        m = _CIRCLES.search(request.system + "\n" + text)
+        if m is not None and "optimal_radii" in request.system + text and "CENTERS = [" not in body:
             body = _centers_program(int(m.group(1)))
         new = mutate_python(body, rng, scale=rng.choice((0.003, 0.03, 0.1)), count=rng.choice((1, 2, 3)))
+        if "<<<<<<< SEARCH" in text and new != blocks[-1][1]:  # the request asks for SEARCH/REPLACE edits
+            return _search_replace(blocks[-1][1], new)
         return f"```{lang}\n{new.rstrip()}\n```"
 
     # ------------------------------------------------------------------ with tools: play the task
@@ -405,6 +407,16 @@ class DemoModel:
 
     def _finish(self, steps: list[_Step], tools: set[str], why: str) -> dict[str, Any]:
         return self._call("finish", reason=f"{why}; the best-scoring candidate is the demo's choice")
+
+
+def _search_replace(old: str, new: str) -> str:
+    """SEARCH/REPLACE edits turning ``old`` into ``new``: one per changed line when the line count is kept
+    (a perturbation), else one edit of the whole program."""
+    a, b = old.rstrip("\n").split("\n"), new.rstrip("\n").split("\n")
+    if len(a) != len(b):
+        return f"<<<<<<< SEARCH\n{old.rstrip()}\n=======\n{new.rstrip()}\n>>>>>>> REPLACE"
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    return "\n\n".join(f"<<<<<<< SEARCH\n{x}\n=======\n{y}\n>>>>>>> REPLACE" for x, y in pairs)
 
 
 _CIRCLES = re.compile(r"Circle packing in the unit square, n=(\d+) circles")  # the task's own description

@@ -255,7 +255,8 @@ def test_openevolve_stops_when_the_model_budget_is_spent(tmp_path: Path) -> None
     used = store.usage(result.run_id)
     assert store.get_run(result.run_id).state.value == "finished"
     assert used[Unit.MODEL_CALLS] == 2 == len(store.events(result.run_id, kind=REPLY_EVENT))  # refused calls: not made
-    assert used[Unit.EVALUATIONS] == 3  # the seed and the two proposals; the refused iterations proposed nothing
+    evs = store.evaluations(result.run_id)  # the seed and the two proposals; the refused iterations proposed nothing
+    assert len(evs) == 3 and used[Unit.EVALUATIONS] == sum(not ev.result.cached for ev in evs)  # a repeat is free
     assert "model_calls budget is spent" in result.reason
 
 
@@ -292,3 +293,47 @@ def test_a_peers_program_is_read_refused_or_evaluated_by_one_rule(tmp_path: Path
     assert asked == ["spent?"] and evaluated == [] and run.store.evaluations(run.id) == []
     result = evaluate_program(driver, str(good), note="peer", spent=spent_when(None), evaluated=evaluated)
     assert result.ok and evaluated == [driver.step] and len(run.store.evaluations(run.id)) == 1
+
+
+def test_openevolve_with_its_default_diffs_spends_the_whole_budget(tmp_path: Path) -> None:
+    """Issue 39 item 1: OpenEvolve's default (diff-based) loop spent 1 of 6 evaluations with the demo model (its
+    replies held no usable diff and max_iterations was budget - 1); now the demo answers a diff prompt with
+    SEARCH/REPLACE edits and an iteration that spends nothing does not use up the budget's iterations."""
+    _need("openevolve")
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("openevolve", TASK, budget={"evaluations": 6}, store=store, model_spec=DEMO, seed=1)
+    result = runner.optimize()
+    assert store.usage(result.run_id)[Unit.EVALUATIONS] == 6, result.reason
+    assert result.reason == "the evaluations budget is spent"
+    scores = _scores_match_eval(store, result.run_id)
+    assert len(scores) >= 4 and result.final_score == max(scores)  # the demo's edits mostly stay valid
+
+
+class _EveryOtherReplyUseless:
+    """The demo model, but every other reply holds no usable edit (an iteration that spends nothing)."""
+
+    name = "demo"
+
+    def __init__(self) -> None:
+        self.demo, self.calls = DemoModel(seed=1), 0
+
+    def complete(self, request: Any) -> Any:
+        from reasearch.models.messages import ModelReply, StopReason, Usage
+
+        self.calls += 1
+        if self.calls % 2 == 0:
+            return ModelReply(({"type": "text", "text": "No change comes to mind."},), StopReason.END_TURN,
+                              Usage(input_tokens=10, output_tokens=5), 0.0, "demo")
+        return self.demo.complete(request)
+
+
+def test_openevolve_iterations_that_spend_nothing_do_not_eat_the_budget(tmp_path: Path) -> None:
+    """Issue 39 item 1: with max_iterations = budget - 1, replies with no usable diff left the run under its cap
+    (here: 3 of 6); now the loop goes on until the budget is spent (or its stall allowance is used up)."""
+    _need("openevolve")
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("openevolve", TASK, budget={"evaluations": 6}, store=store, model_spec=DEMO, seed=1,
+                          model=_EveryOtherReplyUseless())
+    result = runner.optimize()
+    assert store.usage(result.run_id)[Unit.EVALUATIONS] == 6, result.reason
+    assert result.reason == "the evaluations budget is spent"
