@@ -14,8 +14,10 @@
   spent a program gets a failed result (``combined_score`` 0.0) without running.
 * ``gepa`` runs ``gepa.optimize`` with its published defaults on :func:`~reasearch.adapters.gepa_run.gepa_for_run`
   (student calls on the run's ledger, a stop at its cap); its reflection model is a callable that
-  calls this run's model through :meth:`MethodDriver.ask` (the same accounting). GEPA's best prompt is
-  then validated through the run (its calls are repeats, free) so the run's final candidate is GEPA's.
+  calls this run's model through :meth:`MethodDriver.ask` (the same accounting). Every full validation
+  GEPA makes is validated through the run too (its calls are repeats, free), so each is a run evaluation
+  on the curve at the spend it happened; GEPA's best prompt is validated last, so the run's final
+  candidate is GEPA's.
 
 A package that is not installed is a ``ConfigError`` naming the install line, raised before a run exists.
 
@@ -201,6 +203,29 @@ class _DriverCaller:
         return StudentLedger(self.driver.run, step=self.driver.next_step()).call_batch(requests)
 
 
+class _RecordingAdapter:
+    """GEPA's adapter, and each full validation GEPA makes becomes a run evaluation at the spend it happened (its
+    student calls were just made: the run's validation of the same prompt repeats them, free), so GEPA's curve
+    has every validation score, not only its final candidate's."""
+
+    def __init__(self, adapter: Any, driver: MethodDriver, valset_size: int) -> None:
+        from reasearch.adapters.gepa import ValidationItem
+
+        self.adapter, self.driver, self.valset_size, self._item = adapter, driver, valset_size, ValidationItem
+        self.propose_new_texts = adapter.propose_new_texts
+
+    def evaluate(self, batch: Any, candidate: Any, capture_traces: bool = False) -> Any:
+        from reasearch.adapters.gepa import COMPONENT
+
+        out = self.adapter.evaluate(batch, candidate, capture_traces)
+        if self.valset_size and len(batch) == self.valset_size and all(isinstance(i, self._item) for i in batch):
+            self.driver.evaluate(str(candidate[COMPONENT]), parent=None, note="gepa validation")
+        return out
+
+    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any) -> Any:
+        return self.adapter.make_reflective_dataset(candidate, eval_batch, components_to_update)
+
+
 def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
     """Runs GEPA's own loop on ``driver``'s run (a prompt task); returns why it stopped."""
     import gepa  # type: ignore[import-not-found,unused-ignore]
@@ -212,6 +237,7 @@ def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
         raise ConfigError(f"the gepa method drives prompt tasks; {driver.spec.id} is a {driver.kind} task")
     continue_after_record(driver)
     kwargs = gepa_for_run(driver.run, caller=_DriverCaller(driver))
+    kwargs["adapter"] = _RecordingAdapter(kwargs["adapter"], driver, len(kwargs["valset"]))
     refused: list[str] = []
 
     def reflection_lm(prompt: Any) -> str:

@@ -337,3 +337,47 @@ def test_openevolve_iterations_that_spend_nothing_do_not_eat_the_budget(tmp_path
     result = runner.optimize()
     assert store.usage(result.run_id)[Unit.EVALUATIONS] == 6, result.reason
     assert result.reason == "the evaluations budget is spent"
+
+
+class _Reflector:
+    """A reflection model whose every proposal is new and better instructed (so GEPA accepts and validates some)."""
+
+    name = "reflector"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, request: Any) -> Any:
+        from reasearch.models.messages import ModelReply, StopReason, Usage
+
+        self.calls += 1
+        text = ("```\nThink step by step. Double-check your arithmetic before you answer. End your reply with a "
+                f"line '#### <answer>' holding only the final answer. (variant {self.calls})\n```")
+        return ModelReply(({"type": "text", "text": text},), StopReason.END_TURN,
+                          Usage(input_tokens=10, output_tokens=30), 0.0, self.name)
+
+
+def test_gepa_s_intermediate_validations_are_run_evaluations_on_the_curve(tmp_path: Path, gsm: Path) -> None:
+    """Issue 39 item 2: GEPA's curve was one point (only its final candidate became a run evaluation); every full
+    validation it makes is now a run evaluation at the spend it happened, and costs nothing more."""
+    _need("gepa")
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key
+    from reasearch.fleets.compare import _run_data
+    from reasearch.fleets.fleet import FleetMember
+
+    with FakeStudentServer(gsm8k_answer_key(gsm)) as server:
+        params = {"student": "openai/fake", "base_url": server.url, "data_dir": str(gsm), "n_train": 12,
+                  "n_validation": 6, "backoff_s": 0.01}
+        store = open_store(str(tmp_path / "runs"))
+        runner = start_method("gepa", "gsm8k/v1", budget={"student_calls": 120}, store=store, model_spec=DEMO,
+                              task_params=params, model=_Reflector())
+        result = runner.optimize()
+        paid = sum(e.amount for e in store.ledger(result.run_id)
+                   if e.unit is Unit.STUDENT_CALLS and not e.note.startswith("shared:"))
+        assert paid == server.paid_hits()  # the run's validations repeated GEPA's calls: nothing paid twice
+    data = _run_data(store, FleetMember(0, "gsm8k/v1", 0, "demo", method="gepa"), result.run_id)
+    evs = store.evaluations(result.run_id)  # the seed's validation, at least one proposal's, and GEPA's best
+    assert len(evs) >= 3 and len({ev.candidate_id for ev in evs}) >= 2
+    spends = [p["spent"] for p in data["points"]]
+    assert spends[0] < spends[-1] and spends == sorted(spends)  # points along the spend, not one at the end
+    assert spends[0] == 6  # the seed's validation: one call per validation example, where it happened
