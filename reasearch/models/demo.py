@@ -31,6 +31,8 @@ mutated version in a fence of the same language:
   magnitude >= 2 by one), and the result still parses (``ast.parse``); a block with no numeric literal,
   or one that does not parse, comes back unchanged;
 * ``text``: one instruction from :data:`INSTRUCTIONS` appended, or one already present replaced;
+* GEPA's reflection prompt (its current instructions in an untagged fence): those instructions with one
+  instruction appended or replaced, in an untagged fence;
 * no fenced block at all: a ```text block holding the first instruction of :data:`INSTRUCTIONS`.
 
 Every choice draws from a generator seeded by a hash: of the whole request when it carries no tools,
@@ -241,6 +243,9 @@ class DemoModel:
 
     # ------------------------------------------------------------------ no tools: the fenced-block contract
     def _rewrite(self, request: ModelRequest, rng: random.Random) -> str:
+        current = _gepa_instructions(_latest_user_text(request.messages))
+        if current is not None:  # GEPA's reflection: its current instructions, edited as the agent edits a prompt
+            return f"```\n{mutate_text(current, rng).rstrip()}\n```"
         blocks = tagged_fences(_latest_user_text(request.messages), _FENCE_TAGS)  # linear, size-capped
         if not blocks:
             return f"```text\n{INSTRUCTIONS[0]}\n```"
@@ -407,6 +412,19 @@ class DemoModel:
 
     def _finish(self, steps: list[_Step], tools: set[str], why: str) -> dict[str, Any]:
         return self._call("finish", reason=f"{why}; the best-scoring candidate is the demo's choice")
+
+
+_GEPA_HEAD = "I provided an assistant with the following instructions to perform a task for me:\n```\n"
+
+
+def _gepa_instructions(text: str) -> str | None:
+    """The current instructions in GEPA's reflection prompt (its first, untagged fence), else None."""
+    start = text.find(_GEPA_HEAD)
+    if start < 0 or len(text) > 4 * 1024 * 1024:
+        return None
+    start += len(_GEPA_HEAD)
+    end = text.find("\n```", start)
+    return text[start:end] if end >= 0 else None
 
 
 def _search_replace(old: str, new: str) -> str:

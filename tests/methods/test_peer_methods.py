@@ -381,3 +381,22 @@ def test_gepa_s_intermediate_validations_are_run_evaluations_on_the_curve(tmp_pa
     spends = [p["spent"] for p in data["points"]]
     assert spends[0] < spends[-1] and spends == sorted(spends)  # points along the spend, not one at the end
     assert spends[0] == 6  # the seed's validation: one call per validation example, where it happened
+
+
+def test_the_demo_answers_gepa_s_reflection_with_an_edit_of_its_current_instructions(tmp_path: Path,
+                                                                                      gsm: Path) -> None:
+    """Issue 39 item 3: GEPA's reflection prompt holds its instructions in an untagged fence, so the demo answered
+    every reflection with the same fixed instruction (repeats, free: GEPA stalled with validation 0.0 after 50 of
+    120 calls). Now it edits the current instructions, as it edits the agent's prompt, and GEPA improves."""
+    _need("gepa")
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key
+
+    with FakeStudentServer(gsm8k_answer_key(gsm)) as server:
+        params = {"student": "openai/fake", "base_url": server.url, "data_dir": str(gsm), "n_train": 12,
+                  "n_validation": 6, "backoff_s": 0.01}
+        store = open_store(str(tmp_path / "runs"))
+        result = start_method("gepa", "gsm8k/v1", budget={"student_calls": 120}, store=store, model_spec=DEMO,
+                              task_params=params).optimize()
+    scores = [ev.result.score for ev in store.evaluations(result.run_id)]
+    assert scores[0] is not None and result.final_score is not None
+    assert result.final_score > scores[0], scores  # a better prompt than the seed, found by GEPA with the demo
