@@ -252,4 +252,6 @@ def test_demo_seeds_differ_its_method_proposals_are_as_valid_as_the_agents_and_t
     console = Console(width=300, record=True)
     console.print(final_table(data["tasks"][0], data["reference"], data["model_note"]))
     assert "not an LLM" in console.export_text()
-    assert "not an LLM" in compare_methods_html(data, plotly_src="")
+    html = compare_methods_html(data, plotly_src="")
+    assert "not an LLM" in html and "fig-circle-packing-n26-v1-matched" in html  # the spend-matched curve is drawn
+    assert data["tasks"][0]["ranked"] and data["tasks"][0]["spend_matched"]["k"] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
