@@ -315,3 +315,78 @@ def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path
     assert "reference: AlphaEvolve" in row and "2.6358627564" in row and "published, not measured here" in row
     assert "budget: budget not stated" in row and "source: AlphaEvolve, as TASKS.md" in row
     assert "class='reference'" not in hb_html
+
+
+def _curve_run(method: str, seed: int, scores_at: list[tuple[float, float | None]], cap: float = 6.0,
+               reason: str = "the evaluations budget is spent") -> dict[str, Any]:
+    points = [{"step": i, "spent": spent, "dollars": 0.0, "wall_s": 0.0, "status": "OK" if s is not None else "INVALID",
+               "score": s, "cached": False} for i, (spent, s) in enumerate(scores_at)]
+    used = max((sp for sp, _ in scores_at), default=0.0)
+    return {**_run(method, seed, max(s for _, s in scores_at if s is not None), {"evaluations": cap}, used),
+            "points": points, "task_id": "t", "stop_reason": reason, "under_cap": used + 1 <= cap}
+
+
+def test_ranks_are_computed_at_equal_spend_and_short_runs_are_marked() -> None:
+    """Issue 39 item 1: a method that stopped after 2 of 6 evaluations is ranked against the others' best after
+    2, not against their best after 6; the short run is marked with its stop rule; the curve goes k = 1..2."""
+    from reasearch._cli.compare import under_cap_text
+    from reasearch.fleets.compare import best_after, spend_matched, task_numbers
+
+    runs = [  # 'late' wins at full spend (5.0) but is worse than 'early' after 2 evaluations
+        _curve_run("late", 0, [(1, 1.0), (2, 1.5), (6, 5.0)]), _curve_run("late", 1, [(1, 1.0), (2, 1.2), (6, 4.0)]),
+        _curve_run("early", 0, [(1, 1.0), (2, 3.0)], reason="25 proposals in a row spent nothing"),
+        _curve_run("early", 1, [(1, 1.0), (2, 2.0), (6, 2.5)]),
+    ]
+    assert best_after(runs[0]["points"], 2, "maximize") == 1.5
+    assert best_after(runs[0]["points"], 0.5, "maximize") is None
+    assert best_after(runs[0]["points"], 2, "minimize") == 1.0
+    matched = spend_matched(runs, ["late", "early"])
+    assert matched["k_equal"] == 2 and matched["k"] == [1.0, 2.0]
+    assert matched["at_k"] == {"late": pytest.approx(1.35), "early": pytest.approx(2.5)}
+    assert matched["curves"]["early"] == [pytest.approx(1.0), pytest.approx(2.5)]
+    numbers = task_numbers(runs, ["late", "early"], "late")
+    assert numbers["ranked"] and numbers["spend_matched"] == matched
+    table = numbers["table"]
+    assert {r["method"]: r["rank"] for r in table} == {"early": 1, "late": 2}  # the final means would say late
+    early = next(r for r in table if r["method"] == "early")
+    assert early["under_cap"] == [{"seed": 0, "spent": 2.0, "cap": 6.0,
+                                   "stop_reason": "25 proposals in a row spent nothing"}]
+    assert under_cap_text(early) == "UNDER CAP seed 0: 2/6 (25 proposals in a row spent nothing)"
+    assert under_cap_text(next(r for r in table if r["method"] == "late")) == "full"
+
+
+def test_demo_seeds_differ_its_method_proposals_are_as_valid_as_the_agents_and_tables_say_demo(
+        tmp_path: Any) -> None:
+    """Issue 39 item 3: with --model demo, seeds 0 and 1 make different runs (the run's seed reaches the demo),
+    evolve's and best-of-n's proposals are INVALID no more often than the agent's edits (on main: 10 of 12 and
+    8 of 12 against 0 of 12), and the table and report state that the demo model is not an LLM."""
+    from rich.console import Console
+
+    from reasearch._cli.compare import final_table
+    from reasearch.fleets.compare import DEMO_NOTE, comparison, run_compare
+    from reasearch.reports.compare_methods import compare_methods_html
+    from reasearch.runs import open_store
+
+    store = str(tmp_path / "runs")
+    spec = compare_spec(["circle_packing/n26-v1"], ["agent", "evolve", "best-of-n"], seeds=[0, 1], budget=6,
+                        model="demo", parallelism=2)
+    data = comparison(store, run_compare(spec, store=store, run_dir=store).fleet_id)
+    runs = {(r["method"], r["seed"]): r for r in data["runs"]}
+    with open_store(store) as s:
+        for method in ("agent", "evolve", "best-of-n"):
+            moves = [[ev.candidate_id for ev in s.evaluations(runs[method, seed]["run_id"])] for seed in (0, 1)]
+            assert moves[0][0] == moves[1][0] and moves[0] != moves[1], method  # the same seed program, then apart
+    rate = {}
+    for method in ("agent", "evolve", "best-of-n"):
+        mine = [r for (m, _), r in runs.items() if m == method]
+        evals = sum(len(r["points"]) for r in mine)
+        assert evals == 12 and all(not r["under_cap"] for r in mine), method  # each spent its 6 evaluations
+        rate[method] = sum(r["failures"].get("INVALID", 0) for r in mine) / evals
+    assert rate["evolve"] <= rate["agent"] + 0.25 and rate["best-of-n"] <= rate["agent"] + 0.25, rate
+    assert data["model_note"] == DEMO_NOTE and "not an LLM" in DEMO_NOTE
+    console = Console(width=300, record=True)
+    console.print(final_table(data["tasks"][0], data["reference"], data["model_note"]))
+    assert "not an LLM" in console.export_text()
+    html = compare_methods_html(data, plotly_src="")
+    assert "not an LLM" in html and "fig-circle-packing-n26-v1-matched" in html  # the spend-matched curve is drawn
+    assert data["tasks"][0]["ranked"] and data["tasks"][0]["spend_matched"]["k"] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
