@@ -315,3 +315,17 @@ def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path
     assert "reference: AlphaEvolve" in row and "2.6358627564" in row and "published, not measured here" in row
     assert "budget: budget not stated" in row and "source: AlphaEvolve, as TASKS.md" in row
     assert "class='reference'" not in hb_html
+
+
+def test_a_published_figure_is_shown_with_every_digit_and_no_more() -> None:
+    """Reference rows print 12 significant digits when that is the figure itself, and every digit when fewer would
+    round it: a published 2.634292402141039 is never shown as 2.63429240214."""
+    from reasearch._cli.compare import reference_value
+    from reasearch.reports.compare_methods import figure_text
+
+    for value, text in ((2.634292402141039, "2.634292402141039"), (2.6358627564, "2.6358627564"), (0.21, "0.21"),
+                        (225.0, "225"), (70.0, "70"), (0.1 + 0.2, "0.30000000000000004"), (1e-300, "1e-300"),
+                        (123456789012345.0, "123456789012345.0"), (-0.0037, "-0.0037")):
+        assert figure_text(value) == text and float(figure_text(value)) == value
+    assert reference_value({"score": 2.63598325, "as_published": "2.63598325 sum"}) == "2.63598325 (2.63598325 sum)"
+    assert reference_value({"score": 0.0196, "metric": "t_alg_s"}) == "0.0196, t_alg_s: not the score"
