@@ -122,7 +122,9 @@ def reference_label(ref: dict[str, Any]) -> str:
 
 def reference_value(ref: dict[str, Any]) -> str:
     """A reference row's score cell (``value (metric)`` when the figure is a metric, not the score)."""
-    text = f"{ref['score']:.12g}" + (f" ({ref['as_published']})" if ref.get("as_published") else "")
+    from reasearch.reports.compare_methods import figure_text
+
+    text = figure_text(ref["score"]) + (f" ({ref['as_published']})" if ref.get("as_published") else "")
     return escape(text if ref.get("metric", "score") == "score" else f"{text}, {ref['metric']}: not the score")
 
 

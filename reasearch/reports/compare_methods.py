@@ -27,7 +27,7 @@ from reasearch.reports._figures import _layout
 from reasearch.reports._page import _document
 from reasearch.reports._sections import fmt_score
 
-__all__ = ["compare_methods_html", "curve_series", "write_compare_methods"]
+__all__ = ["compare_methods_html", "curve_series", "figure_text", "write_compare_methods"]
 
 _COLORS = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5")
 _GRID = 60
@@ -139,9 +139,16 @@ def _wtl_cells(v: Mapping[str, Any] | None) -> str:
             f"<td class='cliffs-delta'>{v['cliffs_delta']:+.2f}</td>")
 
 
+def figure_text(value: float) -> str:
+    """A published figure as reference rows print it: 12 significant digits when that is the number itself, else
+    every digit (a published 2.634292402141039 is not shown rounded to 2.63429240214)."""
+    short = f"{value:.12g}"
+    return short if float(short) == value else repr(float(value))
+
+
 def _reference_row(ref: Mapping[str, Any]) -> str:
     """A published reference row: method, source and budget, marked as not measured here."""
-    value = f"{ref['score']:.12g}" + (f" ({ref['as_published']})" if ref.get("as_published") else "")
+    value = figure_text(ref["score"]) + (f" ({ref['as_published']})" if ref.get("as_published") else "")
     if ref.get("metric", "score") != "score":
         value += f", {ref['metric']}: not the score"
     note = f"; {ref['note']}" if ref.get("note") else ""

@@ -262,10 +262,22 @@ def test_reference_rows_are_checked_data_for_registered_tasks(tmp_path: Any) -> 
     for r in rows:  # a typo in an id or a parameter name would hide a row for ever
         task = build_task(r["task"])
         assert set(r.get("params", {})) <= set(task.spec.params), r
-    assert [r["method"] for r in references_for("circle_packing/n26-v1")] == ["AlphaEvolve"]
+    assert [r["method"] for r in references_for("circle_packing/n26-v1")] == [
+        "AlphaEvolve", "OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)", "ShinkaEvolve"]
     assert references_for("heilbronn/n11-v1") == []
-    assert references_for("txn_scheduling/v1", {"score": "adrs"}) == []  # a 0-100 score: the makespans do not apply
     assert len(references_for("txn_scheduling/v1", build_task("txn_scheduling/v1").spec.params)) == 2
+    # ADRS's leaderboard scores are on its 0-100 scale: shown for score=adrs only, never beside makespans or the
+    # combined score, and every one of them on that scale (a makespan tagged adrs would be out of it)
+    leaderboard = [f"{m} (ADRS leaderboard)"
+                   for m in ("Human SOTA", "AutoEvolve", "GEPA", "OpenEvolve", "ShinkaEvolve")]
+    for task_id, other in (("txn_scheduling/v1", "makespan"), ("eplb/v1", "combined")):
+        adrs = [r for r in references_for(task_id, {"score": "adrs"}) if r["metric"] == "score"]
+        assert [r["method"] for r in adrs] == leaderboard
+        assert all(0 <= r["score"] <= 100 and "ucbskyadrs.github.io/leaderboard" in r["source"] for r in adrs)
+        assert not {r["method"] for r in references_for(task_id, {"score": other})} & set(leaderboard)
+    # peers' circle-packing figures were checked with a slack this task does not allow: every such row says so
+    peers = [r for r in references_for("circle_packing/n26-v1") if r["method"] != "AlphaEvolve"]
+    assert peers and all("1e-6" in r["note"] and "allows none" in r["note"] for r in peers)
     assert references_for("nanogpt/v2", {"corpus": "generated"}) == []
     for i, (row, msg) in enumerate((({"task": "t", "method": "m", "score": 1.0, "source": "s"}, "missing budget"),
                      ({"task": "t", "method": "m", "score": 1.0, "source": "s", "budget": "b", "x": 1}, "unknown x"),
@@ -304,9 +316,11 @@ def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path
     data = json.loads(out_json.read_text())
     refs = {t["task_id"]: t["references"] for t in data["tasks"]}
     assert refs["heilbronn/n11-v1"] == []
-    (alpha,) = refs["circle_packing/n26-v1"]
+    alpha, *peers = refs["circle_packing/n26-v1"]
     assert alpha["method"] == "AlphaEvolve" and alpha["score"] == 2.6358627564 and "AlphaEvolve" in alpha["source"]
     assert alpha["budget"] == "budget not stated"
+    assert [p["method"] for p in peers] == ["OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)",
+                                            "ShinkaEvolve"]
     assert all(t["table"][1]["vs_reference"]["pairs"] == 2 for t in data["tasks"])  # statistics over both seeds
     html = out_html.read_text()
     cp_html, hb_html = html.split("<section id='task-heilbronn-n11-v1'>")
@@ -315,6 +329,12 @@ def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path
     assert "reference: AlphaEvolve" in row and "2.6358627564" in row and "published, not measured here" in row
     assert "budget: budget not stated" in row and "source: AlphaEvolve, as TASKS.md" in row
     assert "class='reference'" not in hb_html
+    # a published figure is shown with every digit it was published with, in the table and on the page
+    (issue,) = [line for line in cp.splitlines() if "2.635977394746595" in line]
+    assert "published" in issue and "reference: OpenEvolve" in issue
+    row = cp_html.split("<tr class='reference' data-method='OpenEvolve (issue #156 run)'>")[1].split("</tr>")[0]
+    assert "<td>2.635977394746595</td>" in row and "budget: found at iteration 206" in row
+
 
 
 def _curve_run(method: str, seed: int, scores_at: list[tuple[float, float | None]], cap: float = 6.0,
@@ -390,3 +410,17 @@ def test_demo_seeds_differ_its_method_proposals_are_as_valid_as_the_agents_and_t
     html = compare_methods_html(data, plotly_src="")
     assert "not an LLM" in html and "fig-circle-packing-n26-v1-matched" in html  # the spend-matched curve is drawn
     assert data["tasks"][0]["ranked"] and data["tasks"][0]["spend_matched"]["k"] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def test_a_published_figure_is_shown_with_every_digit_and_no_more() -> None:
+    """Reference rows print 12 significant digits when that is the figure itself, and every digit when fewer would
+    round it: a published 2.634292402141039 is never shown as 2.63429240214."""
+    from reasearch._cli.compare import reference_value
+    from reasearch.reports.compare_methods import figure_text
+
+    for value, text in ((2.634292402141039, "2.634292402141039"), (2.6358627564, "2.6358627564"), (0.21, "0.21"),
+                        (225.0, "225"), (70.0, "70"), (0.1 + 0.2, "0.30000000000000004"), (1e-300, "1e-300"),
+                        (123456789012345.0, "123456789012345.0"), (-0.0037, "-0.0037")):
+        assert figure_text(value) == text and float(figure_text(value)) == value
+    assert reference_value({"score": 2.63598325, "as_published": "2.63598325 sum"}) == "2.63598325 (2.63598325 sum)"
+    assert reference_value({"score": 0.0196, "metric": "t_alg_s"}) == "0.0196, t_alg_s: not the score"
