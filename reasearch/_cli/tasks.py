@@ -331,7 +331,7 @@ def _git_init(folder: Path, message: str) -> bool:
 
 
 def run_new_task(args: argparse.Namespace) -> int:
-    from reasearch.evaluators._folder_example import write_example_folder
+    from reasearch.evaluators.folder import write_example_folder
 
     out = write_example_folder(args.name)
     task = make_folder_task(str(out))

@@ -40,12 +40,13 @@ from typing import Any
 
 from reasearch.engine.protocol import Limits, SandboxRunner
 from reasearch.errors import ConfigError, TaskFolderError
+from reasearch.evaluators._folder_example import write_example_folder
 from reasearch.evaluators.base import Task, default_runner
 from reasearch.evaluators.params import Range, TaskParam
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 
-__all__ = ["FolderTask", "folder_manifest"]
+__all__ = ["FolderTask", "folder_manifest", "write_example_folder"]
 
 TOML = "task.toml"
 _KEYS = {"id", "description", "seed", "score", "entry_point", "returns", "direction", "time_limit_s", "memory_mb",
@@ -446,7 +447,8 @@ class FolderTask(Task):
         try:
             result = self.score_returned(outcome.value)
         except _ScoreError as exc:
-            raise TaskFolderError(f"{exc} on the seed's output; fix {exc.path.name}") from None
+            raise TaskFolderError(f"{exc} on the seed's output ({seed_path.name}); fix {exc.path.name}, or the seed "
+                                  f"if its output is wrong") from None
         prov = self.provenance(source, seed=seed, sandbox_mode=outcome.sandbox_mode)
         return result.with_(wall_s=outcome.wall_s, cpu_s=outcome.cpu_s, provenance=prov)
 

@@ -252,7 +252,7 @@ def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only:
 
 def is_folder_ref(text: str) -> bool:
     """Whether a task argument names a folder (an existing one, or one written as a path) rather than an id."""
-    return Path(text).is_dir() or text.startswith(("/", "./", "../", "~")) or text.endswith("/")
+    return Path(text).is_dir() or text.startswith(("/", "./", "../", "~"))
 
 
 def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> Task:

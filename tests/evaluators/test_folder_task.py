@@ -15,9 +15,8 @@ import pytest
 import reasearch
 from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.errors import ConfigError, TaskFolderError
-from reasearch.evaluators._folder_example import write_example_folder
 from reasearch.evaluators.checker import check_task
-from reasearch.evaluators.folder import FolderTask
+from reasearch.evaluators.folder import FolderTask, write_example_folder
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import MODES, needs_mode
 
@@ -135,7 +134,7 @@ def test_a_score_py_that_raises_on_the_seed_names_its_line(folder: Path, pool: S
     line = _line(folder, "score.py", "/ 0")
     msg = str(info.value)
     assert "\n" not in msg and f"score.py line {line}: score() raised ZeroDivisionError" in msg
-    assert "on the seed's output; fix score.py" in msg
+    assert "on the seed's output (seed.py); fix score.py" in msg
 
 
 def test_a_seed_that_fails_its_own_task_names_its_line(folder: Path, pool: SandboxPool) -> None:
