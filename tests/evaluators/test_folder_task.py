@@ -89,18 +89,34 @@ def test_a_hostile_candidate_gets_no_score(folder: Path, pool: SandboxPool, name
     assert res.status is not Status.OK and res.score is None, (res.status, res.feedback)
 
 
-def test_a_candidate_that_rewrites_score_py_gets_no_score(folder: Path, pool: SandboxPool) -> None:
-    target = folder / "score.py"
-    original = target.read_text()
-    evil = (f"def solve(n):\n    try:\n        open({str(target)!r}, 'w')"
-            ".write('def score(r, p):\\n    return 1e9\\n')\n    except OSError:\n        pass\n    return 'garbage'\n")
-    task = reasearch.make(str(folder))
-    res = task.evaluate(evil, executor=pool)
-    assert res.status is Status.INVALID and res.score is None
-    again = task.evaluate("def solve(n):\n    return 'garbage'\n", executor=pool)
-    assert again.score is None  # this task scores with the score.py it read before any candidate ran
-    if pool.mode == "nsjail":
-        assert target.read_text() == original  # the jail does not see the folder at all
+def test_a_candidate_that_rewrites_score_py_gets_no_score(pool: SandboxPool) -> None:
+    import shutil
+    import tempfile
+
+    # A folder the candidate's uid may write (the rlimit-only mode has no filesystem isolation): the attack lands
+    # there, and the task must still score with the score.py it read before any candidate ran.
+    root = Path(tempfile.mkdtemp(prefix="reasearch-folder-"))
+    try:
+        root.chmod(0o777)
+        folder = write_example_folder(root / "spread")
+        folder.chmod(0o777)
+        target = folder / "score.py"
+        target.chmod(0o666)
+        original = target.read_text()
+        evil = (f"def solve(n):\n    try:\n        open({str(target)!r}, 'w')"
+                ".write('def score(r, p):\\n    return 1e9\\n')\n    except OSError:\n        pass\n"
+                "    return 'garbage'\n")
+        task = reasearch.make(str(folder))
+        res = task.evaluate(evil, executor=pool)
+        assert res.status is Status.INVALID and res.score is None
+        again = task.evaluate("def solve(n):\n    return 'garbage'\n", executor=pool)
+        assert again.score is None
+        if pool.mode == "nsjail":
+            assert target.read_text() == original  # the jail does not see the folder at all
+        else:
+            assert "1e9" in target.read_text()  # the attack landed; it changed nothing this task scores with
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_score_py_output_is_checked(folder: Path) -> None:
