@@ -179,7 +179,7 @@ def run_tasks(args: argparse.Namespace) -> int:
         return _params(args.filter, args.json)
     if args.filter and is_folder_ref(args.filter):  # a task folder: its one row
         spec = make_folder_task(args.filter).spec
-        rows = [{"id": spec.id, "direction": spec.direction, "best_known": spec.best_known,
+        rows: list[dict[str, Any]] = [{"id": spec.id, "direction": spec.direction, "best_known": spec.best_known,
                  "best_known_source": spec.best_known_source, "seed_score": spec.seed_score,
                  "summary": f"task folder {spec.params['folder']} (content {str(spec.params['content_hash'])[:12]})"}]
     else:
