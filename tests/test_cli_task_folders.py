@@ -143,3 +143,52 @@ def test_resume_refuses_a_changed_folder_saying_which_files_changed(folder: Path
     assert f"{folder.resolve()} changed since this run was stored (score.py changed, notes.md added)" in err
     (again,) = open_store(run_dir).list_runs()
     assert again.state is RunState.INTERRUPTED and again.updated_at == record.updated_at  # nothing was done
+
+
+def test_compare_and_a_local_fleet_take_the_folder(folder: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "cmp"
+    code = main(["compare", str(folder), "--methods", "best-of-n", "--model", "demo", "--budget", "3",
+                 "--run-dir", str(store), "-o", str(tmp_path / "cmp.html"), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    fleet_dir = tmp_path / "fleet"
+    code = main(["fleet", "run", "--task", str(folder), "--model", "demo", "--budget", "3",
+                 "--run-dir", str(fleet_dir), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    content_hash = make(str(folder)).spec.params["content_hash"]
+    for where in (store, fleet_dir):
+        (record,) = open_store(where).list_runs()
+        assert record.task_id == "my_task/spread-v1" and record.state is RunState.FINISHED
+        assert record.task_spec is not None and record.task_spec.params["content_hash"] == content_hash
+        best = Run.open(open_store(where), record.id).best()
+        assert best is not None and best[1].score is not None
+
+
+def test_export_evaluator_names_the_folder_absolutely(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(folder.parent)
+    out = tmp_path / "evaluator.py"
+    assert main(["export-evaluator", f"./{folder.name}", "--for", "openevolve", "-o", str(out)]) == 0
+    assert f"TASK_ID = {str(folder.resolve())!r}" in out.read_text()
+    from reasearch.adapters._program import close_sandboxes
+    from reasearch.adapters.openevolve import evaluate_program
+
+    program = tmp_path / "even.py"
+    program.write_text("def solve(n):\n    return [i / (n - 1) for i in range(n)]\n")
+    monkeypatch.chdir(tmp_path)  # the other optimizer runs it from its own folder
+    try:
+        res = evaluate_program(str(folder.resolve()), str(program))
+    finally:
+        close_sandboxes()  # the adapters' own per-process pool
+    metrics = res.metrics if hasattr(res, "metrics") else res  # a dict where OpenEvolve is not installed
+    assert metrics["score"] == pytest.approx(0.25)
+
+
+def test_a_missing_folder_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(tmp_path / "nope"), str(tmp_path / "x.py")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such task folder" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["tasks", str(tmp_path / "empty"), "--params"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "task.toml: no such file" in err and "reasearch new-task NAME" in err
