@@ -398,7 +398,11 @@ class FolderTask(Task):
         path = self.path / self._loaded()[0].score
         line = fn.__code__.co_firstlineno if hasattr(fn, "__code__") else 1
         try:
-            out = fn(_plain(data), dict(self._loaded()[1]))
+            returned = _plain(data)
+        except RecursionError:  # the wire caps nesting; this frame may sit deep in a driver's stack
+            raise _ScoreError(path, 1, "the returned value nests too deeply to score") from None
+        try:
+            out = fn(returned, dict(self._loaded()[1]))
         except Exception as exc:  # noqa: BLE001 - score.py rejected (or tripped over) this output
             raise _ScoreError(path, _user_line(exc, path), f"score() raised {type(exc).__name__}: {exc}") from None
         feedback, instances = "", None

@@ -78,6 +78,9 @@ HOSTILE = {
     "returns_an_object": "def solve(n):\n    class P:\n        def __float__(self):\n            return 0.5\n"
                          "    return [P()] * n\n",
     "returns_too_much": "def solve(n):\n    return ['x' * 1_000_000] * 6\n",
+    "nests_deeply": "def solve(n):\n    x = []\n    for _ in range(100_000):\n        x = [x]\n    return x\n",
+    "nests_just_under_the_wire": "def solve(n):\n    x = [0.5]\n    for _ in range(600):\n        x = [x]\n"
+                                 "    return [x] * n\n",
 }
 
 
@@ -234,3 +237,11 @@ def test_the_seed_score_is_the_one_recorded(folder: Path) -> None:
     task = reasearch.make(str(folder))
     assert task.spec.seed_score == 0.1 and math.isclose(task.spec.best_known or 0, 0.25)
     assert task.spec.id == "spread/spread-v1" and task.spec.task_class == "reasearch.evaluators.folder:FolderTask"
+
+
+def test_a_deeply_nested_answer_is_invalid_not_an_exception(folder: Path) -> None:
+    nested: list[Any] = [0.5]
+    for _ in range(5000):
+        nested = [nested]
+    res = reasearch.make(str(folder)).score_solution(nested)
+    assert res.status is Status.INVALID and res.score is None and "nests too deeply" in res.feedback
