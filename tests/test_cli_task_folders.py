@@ -143,6 +143,9 @@ def test_resume_refuses_a_changed_folder_saying_which_files_changed(folder: Path
     assert f"{folder.resolve()} changed since this run was stored (score.py changed, notes.md added)" in err
     (again,) = open_store(run_dir).list_runs()
     assert again.state is RunState.INTERRUPTED and again.updated_at == record.updated_at  # nothing was done
+    assert main(["replay", record.id, "--run-dir", str(run_dir), "--into", str(tmp_path / "replay")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "changed since this run was stored (score.py changed, notes.md added)" in err
 
 
 def test_compare_and_a_local_fleet_take_the_folder(folder: Path, tmp_path: Path,
