@@ -195,3 +195,19 @@ def test_a_missing_folder_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["tasks", str(tmp_path / "empty"), "--params"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "task.toml: no such file" in err and "reasearch new-task NAME" in err
+
+
+@pytest.mark.parametrize("command", ["compare", "fleet"])
+def test_compare_and_fleet_refuse_a_broken_folder_before_storing_anything(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str,
+) -> None:
+    _set(folder, "score.py", "    worst = min(gaps)", "    worst = min(gaps) / 0")
+    store = tmp_path / "store"
+    args = (["compare", str(folder), "--methods", "best-of-n", "--model", "demo", "--budget", "2", "--run-dir",
+             str(store), "-o", str(tmp_path / "c.html"), "--quiet"] if command == "compare"
+            else ["fleet", "run", "--task", str(folder), "--model", "demo", "--budget", "2", "--run-dir", str(store),
+                  "--quiet"])
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"score.py line {_line(folder, 'score.py', '/ 0')}: score() raised" in err, err
+    assert not store.exists() or open_store(store).list_runs() == []

@@ -127,6 +127,7 @@ def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 def cmd_compare(args: argparse.Namespace) -> int:
     import os
 
+    from reasearch._cli._shared import check_task_folders
     from reasearch.fleets.compare import compare_spec, comparison, run_compare
     from reasearch.fleets.fleet import printable_line
     from reasearch.reports.compare_methods import write_compare_methods
@@ -139,6 +140,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         seeds=_seeds(args.seeds), budget=args.budget, model=args.model, base_url=args.base_url,
                         price_in=args.price_in, price_out=args.price_out, parallelism=args.parallelism,
                         agent={"max_turns": args.max_turns} if args.max_turns else None, task_params=task_params(args))
+    check_task_folders(spec.tasks, spec.task_params)  # a broken task folder: one line, exit 2, no fleet stored
     store = args.store or os.environ.get("REASEARCH_STORE") or args.run_dir
     console = Console(stderr=True)
     live: Live | None = None

@@ -207,6 +207,7 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from reasearch._cli._shared import check_task_folders
     from reasearch.fleets.fleet import run_fleet
     from reasearch.models.probe import check_model
     from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
@@ -214,6 +215,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.id is not None:  # before anything is probed or stored
         check_id(args.id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     spec = _spec_from_args(args)
+    check_task_folders(spec.tasks, spec.task_params)  # a broken task folder: one line, exit 2, no fleet stored
     for model in dict.fromkeys(spec.models):  # before the fleet is stored: a down endpoint makes no runs
         check_model(spec.model_spec(model), role="fleet member")
     if "dollars" in spec.caps:
