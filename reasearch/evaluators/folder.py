@@ -26,6 +26,7 @@ per-instance scores) before it can become a score.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import hashlib
 import math
@@ -43,7 +44,7 @@ from reasearch.errors import ConfigError, TaskFolderError
 from reasearch.evaluators._folder_example import write_example_folder
 from reasearch.evaluators.base import Task, default_runner
 from reasearch.evaluators.params import Range, TaskParam
-from reasearch.evaluators.result import EvalResult, Status
+from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 
 __all__ = ["FolderTask", "folder_manifest", "write_example_folder"]
@@ -336,6 +337,12 @@ class FolderTask(Task):
     def __getstate__(self) -> dict[str, Any]:
         # A copy sent elsewhere (a Ray worker) carries the content hash: it refuses a folder that differs.
         return dict(self.spec.params)
+
+    def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
+        """The base provenance; its parameters keep the content hash but not the per-file hashes (the run's spec
+        holds those once, not every result)."""
+        prov = super().provenance(candidate_source, seed=seed, sandbox_mode=sandbox_mode)
+        return dataclasses.replace(prov, params={k: v for k, v in prov.params.items() if k != "files"})
 
     def evaluator_hash(self) -> str:
         """The base hash extended with the folder's content hash (score.py is the evaluator)."""

@@ -54,6 +54,8 @@ def test_the_example_folder_passes_check_task(folder: Path, pool: SandboxPool) -
     assert res is not None and res.provenance is not None and res.provenance.sandbox_mode == pool.mode
     assert res.score == pytest.approx(0.1) and res.metrics["instances"] == pytest.approx([0.1] * 4)
     assert res.provenance.params["content_hash"] == task.spec.params["content_hash"]
+    assert "files" not in res.provenance.params and set(task.spec.params["files"]) == {  # per-file: in the spec only
+        "task.toml", "description.md", "seed.py", "score.py"}
     assert len(task.spec.params["content_hash"]) == 64
 
 
