@@ -148,16 +148,21 @@ def test_resume_refuses_a_changed_folder_saying_which_files_changed(folder: Path
     assert err.count("\n") == 1 and "changed since this run was stored (score.py changed, notes.md added)" in err
 
 
-def test_compare_and_a_local_fleet_take_the_folder(folder: Path, tmp_path: Path,
+def test_compare_and_a_local_fleet_take_the_folder(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(folder.parent)  # given as ./my-task: stored by its absolute path (a resume elsewhere finds it)
     store = tmp_path / "cmp"
-    code = main(["compare", str(folder), "--methods", "best-of-n", "--model", "demo", "--budget", "3",
-                 "--run-dir", str(store), "-o", str(tmp_path / "cmp.html"), "--quiet"])
+    code = main(["compare", f"./{folder.name}", "--methods", "best-of-n", "--model", "demo", "--budget", "3",
+                 "-p", f"./{folder.name}:n=5", "--run-dir", str(store), "-o", str(tmp_path / "cmp.html"), "--quiet",
+                 "--id", "cmp"])
     assert code == 0, capsys.readouterr().err
     fleet_dir = tmp_path / "fleet"
-    code = main(["fleet", "run", "--task", str(folder), "--model", "demo", "--budget", "3",
-                 "--run-dir", str(fleet_dir), "--quiet"])
+    code = main(["fleet", "run", "--task", f"./{folder.name}", "--model", "demo", "--budget", "3",
+                 "--run-dir", str(fleet_dir), "--quiet", "--id", "fl"])
     assert code == 0, capsys.readouterr().err
+    assert open_store(store).get_fleet("cmp")["tasks"] == [str(folder.resolve())]
+    assert open_store(store).get_fleet("cmp")["task_params"] == {str(folder.resolve()): {"n": 5}}
+    assert open_store(fleet_dir).get_fleet("fl")["tasks"] == [str(folder.resolve())]
     content_hash = make(str(folder)).spec.params["content_hash"]
     for where in (store, fleet_dir):
         (record,) = open_store(where).list_runs()

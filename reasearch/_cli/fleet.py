@@ -120,7 +120,9 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     if args.fleet_tokens is not None:
         caps["tokens"] = args.fleet_tokens
     agent = {"max_turns": args.max_turns} if args.max_turns else {}
-    return FleetSpec(tasks=tuple(args.task), seeds=tuple(_seeds(args.seeds)),
+    from reasearch._cli._shared import task_ref
+
+    return FleetSpec(tasks=tuple(task_ref(t) for t in args.task), seeds=tuple(_seeds(args.seeds)),
                      models=tuple(args.model or ["claude-sonnet-4-6"]), budget=budget, caps=caps,
                      parallelism=args.parallelism, traces=args.traces, agent=agent, base_url=args.base_url,
                      share_traces=_SHARE_TRACES[args.share_traces])
