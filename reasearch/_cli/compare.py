@@ -131,13 +131,14 @@ def reference_value(ref: dict[str, Any]) -> str:
 def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Per-task parameters from ``-p [TASK:]KEY=VALUE`` and, for prompt tasks, ``--student``."""
     from reasearch._cli._params import key_values
-    from reasearch._cli._shared import is_prompt_task, student_params
+    from reasearch._cli._shared import is_prompt_task, student_params, task_ref
     from reasearch.errors import ConfigError
     from reasearch.evaluators.registry import build_task
 
     out: dict[str, dict[str, Any]] = {t: {} for t in args.tasks}
     for item in args.param:
         head, sep, rest = item.partition(":")
+        head = task_ref(head) if sep and "=" not in head else head
         targets = [head] if sep and "=" not in head else list(args.tasks)
         if sep and "=" not in head and head not in out:
             raise ConfigError(f"-p {item!r} names {head!r}, which is not one of the compared tasks")
@@ -154,6 +155,7 @@ def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 def cmd_compare(args: argparse.Namespace) -> int:
     import os
 
+    from reasearch._cli._shared import check_task_folders, task_ref
     from reasearch.fleets.compare import compare_spec, comparison, run_compare
     from reasearch.fleets.fleet import printable_line
     from reasearch.reports.compare_methods import write_compare_methods
@@ -162,10 +164,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.id is not None:  # before anything is stored
         check_id(args.id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     kind, address = _executor(args.executor)
+    args.tasks = [task_ref(t) for t in args.tasks]  # task folders by their absolute paths
     spec = compare_spec(args.tasks, [m.strip() for m in args.methods.split(",") if m.strip()],
                         seeds=_seeds(args.seeds), budget=args.budget, model=args.model, base_url=args.base_url,
                         price_in=args.price_in, price_out=args.price_out, parallelism=args.parallelism,
                         agent={"max_turns": args.max_turns} if args.max_turns else None, task_params=task_params(args))
+    check_task_folders(spec.tasks, spec.task_params)  # a broken task folder: one line, exit 2, no fleet stored
     store = args.store or os.environ.get("REASEARCH_STORE") or args.run_dir
     console = Console(stderr=True)
     live: Live | None = None
