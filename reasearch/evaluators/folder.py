@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import Limits, SandboxRunner
 from reasearch.errors import ConfigError, TaskFolderError
 from reasearch.evaluators._folder_example import write_example_folder
@@ -509,7 +510,7 @@ def _check_seed(folder: Path, layout: _Layout) -> None:
     path = folder / layout.seed
     source = path.read_text(encoding="utf-8")
     try:
-        tree = ast.parse(source, str(path))
+        tree = parse_locked(source, str(path))
     except SyntaxError as exc:
         raise TaskFolderError(f"{path} line {exc.lineno}: syntax error: {exc.msg}; fix the seed") from None
     defined = {n.name: n.lineno for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -530,7 +531,7 @@ def _check_seed(folder: Path, layout: _Layout) -> None:
 def _check_score_file(path: Path) -> None:
     """score.py parses and defines ``score`` at its top level (read, not run: it runs when it first scores)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = parse_locked(path.read_text(encoding="utf-8"), str(path))
     except SyntaxError as exc:
         raise TaskFolderError(f"{path} line {exc.lineno}: syntax error: {exc.msg}; fix {path.name}") from None
     names = {n.name: n.lineno for n in tree.body if isinstance(n, ast.FunctionDef)}
