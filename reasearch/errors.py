@@ -13,6 +13,7 @@ __all__ = [
     "StoreError",
     "BudgetExceededError",
     "ModelError",
+    "TaskFolderError",
 ]
 
 
@@ -33,6 +34,11 @@ class UnknownTaskError(ReasearchError, KeyError):
 
 class TaskDefinitionError(ReasearchError):
     """A task (or its data) is defined inconsistently: a bug in the task, not in a candidate."""
+
+
+class TaskFolderError(ConfigError):
+    """A task folder is wrong (a missing entry point, a score.py that raises, a parameter without a type):
+    the message names the file, the line and the fix."""
 
 
 class TaskCheckError(ReasearchError, AssertionError):

@@ -82,7 +82,7 @@ def run(quick: bool) -> list[BenchRow]:
             got = {w: openevolve_run(w, budget, latency, root / f"w{w}-{latency}") for w in (1, WORKERS)}
             (ref_s, ref_n, ref_calls), (s, n, calls) = got[1], got[WORKERS]
             what = "instant demo model" if not latency else f"demo model + {latency:g} s per call"
-            note = (f"budget {budget} evaluations ({budget - 1} OpenEvolve iterations); recorded {n} evaluations, "
+            note = (f"budget {budget} evaluations; recorded {n} evaluations, "
                     f"{calls} model calls (4 workers) and {ref_n}, {ref_calls} (1); {_load()}")
             rows.append(BenchRow("peers", f"openevolve {WORKERS} workers, {what}: evaluations/s", n / s, "1/s",
                                  reference="1 worker", reference_value=ref_n / ref_s, ratio=(n / s) / (ref_n / ref_s),

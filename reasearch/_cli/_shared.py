@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from reasearch.runs.store import Store
 
 __all__ = ["store_args", "sub_store_args", "open_store", "read_source", "num", "result_table", "is_prompt_task",
-           "student_params", "ProgressCaller", "progress_bar"]
+           "student_params", "ProgressCaller", "progress_bar", "check_task_folders", "task_ref"]
 
 
 # ------------------------------------------------------------------------------------------- run store
@@ -196,3 +196,21 @@ def progress_bar(console: Console) -> Progress:
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True, disable=not console.is_terminal)
+
+
+def check_task_folders(task_ids: Sequence[str], params: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    """Runs the seed and score.py of every task folder among ``task_ids`` before anything is stored: a broken
+    folder is one line naming the file and the line (exit 2), and no run is created."""
+    from reasearch.evaluators.registry import is_folder_ref, make_folder_task
+
+    for task_id in dict.fromkeys(task_ids):
+        if is_folder_ref(task_id):
+            make_folder_task(task_id, dict((params or {}).get(task_id) or {})).preflight()  # type: ignore[attr-defined]
+
+
+def task_ref(text: str) -> str:
+    """A task argument as a fleet stores it: a task folder by its absolute path (a resume from another directory,
+    or a worker started elsewhere, finds the same folder), a registry id as given."""
+    from reasearch.evaluators.registry import is_folder_ref
+
+    return str(Path(text).expanduser().resolve()) if is_folder_ref(text) else text

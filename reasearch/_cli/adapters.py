@@ -38,7 +38,12 @@ def run_export(args: argparse.Namespace) -> int:
         from reasearch.adapters.openevolve import evaluator_source
     else:
         from reasearch.adapters.shinka import evaluator_source
-    text = evaluator_source(args.task_id, params, seed=args.seed)
+    from reasearch.evaluators.registry import is_folder_ref
+
+    task_id = args.task_id
+    if is_folder_ref(task_id):  # the file is loaded from the other optimizer's folder: name the task folder absolutely
+        task_id = str(Path(task_id).expanduser().resolve())
+    text = evaluator_source(task_id, params, seed=args.seed)
     out = Path(args.output)
     if out.is_dir():
         raise ConfigError(f"{out} is a folder; give a file name, e.g. {out / 'evaluator.py'}")

@@ -244,6 +244,9 @@ def optimize(args: argparse.Namespace) -> int:
         check_endpoint(student.url, role=f"student {student.name}", flag="--student-base-url")
     elif args.student:
         raise ConfigError(f"--student is for prompt tasks; {args.task_id} evaluates programs")
+    preflight = getattr(task, "preflight", None)
+    if callable(preflight):  # a task folder whose seed or score.py fails: one line, exit 2, no run made
+        preflight(seed=args.seed)
     # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
     unit = "experiments" if task.candidate_kind == "repository" else "evaluations"
     budget: dict[str, float] = {"student_calls": args.student_calls} if prompt_task else {unit: args.budget}

@@ -55,11 +55,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_compare)
 
 
-def final_table(task: dict[str, Any], reference: str) -> Table:
-    t = Table(title=f"{task['task_id']} ({task['direction']}; budget {task['unit']}; "
-                    + ("equal budgets" if task["ranked"] else "NOT RANKED: " + task["budget_check"]["why"]) + ")")
-    for col in ("method", "rank", "runs", "mean best", "std", "min", "max", f"gain vs {reference} [95% CI]",
-                f"W/T/L vs {reference}", "Cliff's delta", "spent", "INVALID", "TIMEOUT", "CRASH", "REFUSED"):
+def _title(task: dict[str, Any]) -> str:
+    """Whether and where the task is ranked: at the spend every run reached, or why not."""
+    matched = task.get("spend_matched") or {}
+    if task["ranked"]:
+        return f"ranked at equal spend: best after {matched.get('k_equal', 0):g} {task['unit']}"
+    why = task["budget_check"]["why"] or f"a run spent no {task['unit']}"
+    return "NOT RANKED: " + why
+
+
+def under_cap_text(row: dict[str, Any]) -> str:
+    """``full`` when every run spent its cap, else each short run: seed, spend of cap, and the stop rule that fired."""
+    short = row.get("under_cap") or []
+    if not short:
+        return "full"
+    return "UNDER CAP " + "; ".join(f"seed {u['seed']}: {u['spent']:g}/{u['cap']:g} ({u['stop_reason'] or 'no reason'})"
+                                    for u in short)
+
+
+def final_table(task: dict[str, Any], reference: str, note: str | None = None) -> Table:
+    t = Table(title=f"{task['task_id']} ({task['direction']}; budget {task['unit']}; {_title(task)})")
+    cols = ("method", "rank", "runs", "best @ equal spend", "mean best", "std", "min", "max",
+            f"gain vs {reference} [95% CI]", f"W/T/L vs {reference}", "Cliff's delta", "spent", "stopped",
+            "INVALID", "TIMEOUT", "CRASH", "REFUSED")
+    for col in cols:
         t.add_column(col)
     for r in task["table"]:
         v = r["vs_reference"]
@@ -67,17 +86,23 @@ def final_table(task: dict[str, Any], reference: str) -> Table:
                                               f"{v['mean_gain']:+.4g} [{v['ci95'][0]:+.4g}, {v['ci95'][1]:+.4g}]")
         wtl, delta = wins_ties_losses(v)
         f = r["failures"]
-        t.add_row(r["method"], str(r.get("rank", "-")), str(r["runs"]), _fmt(r["mean"]), _fmt(r["std"]), _fmt(r["min"]),
-                  _fmt(r["max"]), gain, wtl, delta, f"{r['spent']:g}", str(f["INVALID"]), str(f["TIMEOUT"]),
-                  str(f["CRASH"]), str(f["REFUSED"]))
+        t.add_row(r["method"], str(r.get("rank", "-")), str(r["runs"]), _fmt(r.get("at_equal_spend")), _fmt(r["mean"]),
+                  _fmt(r["std"]), _fmt(r["min"]), _fmt(r["max"]), gain, wtl, delta, f"{r['spent']:g}",
+                  under_cap_text(r), str(f["INVALID"]), str(f["TIMEOUT"]), str(f["CRASH"]), str(f["REFUSED"]))
+    rest = len(cols) - 5  # the columns after "mean best"
     if task.get("published"):
-        t.add_row(f"published best known ({task['published']['source']})", "-", "-",
-                  _fmt(task["published"]["best_known"]), *["-"] * 11)
+        t.add_row(f"published best known ({task['published']['source']})", "-", "-", "-",
+                  _fmt(task["published"]["best_known"]), *["-"] * rest)
     refs = task.get("references", [])
     for ref in refs:
-        t.add_row(escape(f"reference: {ref['method']}"), "published", "-", reference_value(ref), *["-"] * 11)
+        t.add_row(escape(f"reference: {ref['method']}"), "published", "-", "-", reference_value(ref), *["-"] * rest)
+    captions = []
     if refs:
-        t.caption = "Reference rows are published, not measured here: " + "; ".join(map(reference_label, refs))
+        captions.append("Reference rows are published, not measured here: " + "; ".join(map(reference_label, refs)))
+    if note:
+        captions.append(note)
+    if captions:
+        t.caption = "\n".join(captions)
         t.caption_justify = "left"
     return t
 
@@ -97,20 +122,23 @@ def reference_label(ref: dict[str, Any]) -> str:
 
 def reference_value(ref: dict[str, Any]) -> str:
     """A reference row's score cell (``value (metric)`` when the figure is a metric, not the score)."""
-    text = f"{ref['score']:.12g}" + (f" ({ref['as_published']})" if ref.get("as_published") else "")
+    from reasearch.reports.compare_methods import figure_text
+
+    text = figure_text(ref["score"]) + (f" ({ref['as_published']})" if ref.get("as_published") else "")
     return escape(text if ref.get("metric", "score") == "score" else f"{text}, {ref['metric']}: not the score")
 
 
 def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Per-task parameters from ``-p [TASK:]KEY=VALUE`` and, for prompt tasks, ``--student``."""
     from reasearch._cli._params import key_values
-    from reasearch._cli._shared import is_prompt_task, student_params
+    from reasearch._cli._shared import is_prompt_task, student_params, task_ref
     from reasearch.errors import ConfigError
     from reasearch.evaluators.registry import build_task
 
     out: dict[str, dict[str, Any]] = {t: {} for t in args.tasks}
     for item in args.param:
         head, sep, rest = item.partition(":")
+        head = task_ref(head) if sep and "=" not in head else head
         targets = [head] if sep and "=" not in head else list(args.tasks)
         if sep and "=" not in head and head not in out:
             raise ConfigError(f"-p {item!r} names {head!r}, which is not one of the compared tasks")
@@ -127,6 +155,7 @@ def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 def cmd_compare(args: argparse.Namespace) -> int:
     import os
 
+    from reasearch._cli._shared import check_task_folders, task_ref
     from reasearch.fleets.compare import compare_spec, comparison, run_compare
     from reasearch.fleets.fleet import printable_line
     from reasearch.reports.compare_methods import write_compare_methods
@@ -135,10 +164,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.id is not None:  # before anything is stored
         check_id(args.id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     kind, address = _executor(args.executor)
+    args.tasks = [task_ref(t) for t in args.tasks]  # task folders by their absolute paths
     spec = compare_spec(args.tasks, [m.strip() for m in args.methods.split(",") if m.strip()],
                         seeds=_seeds(args.seeds), budget=args.budget, model=args.model, base_url=args.base_url,
                         price_in=args.price_in, price_out=args.price_out, parallelism=args.parallelism,
                         agent={"max_turns": args.max_turns} if args.max_turns else None, task_params=task_params(args))
+    check_task_folders(spec.tasks, spec.task_params)  # a broken task folder: one line, exit 2, no fleet stored
     store = args.store or os.environ.get("REASEARCH_STORE") or args.run_dir
     console = Console(stderr=True)
     live: Live | None = None
@@ -161,9 +192,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if live is not None:
             live.__exit__(None, None, None)
     data = comparison(store, report.fleet_id, report=report)
-    out = Console() if sys.stdout.isatty() else Console(width=200)  # a pipe or file gets whole rows
+    out = Console() if sys.stdout.isatty() else Console(width=320)  # a pipe or file gets whole rows (17 columns)
     for task in data["tasks"]:
-        out.print(final_table(task, data["reference"]))
+        out.print(final_table(task, data["reference"], data.get("model_note")))
     path = write_compare_methods(data, args.output)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")

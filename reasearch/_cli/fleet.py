@@ -120,7 +120,9 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     if args.fleet_tokens is not None:
         caps["tokens"] = args.fleet_tokens
     agent = {"max_turns": args.max_turns} if args.max_turns else {}
-    return FleetSpec(tasks=tuple(args.task), seeds=tuple(_seeds(args.seeds)),
+    from reasearch._cli._shared import task_ref
+
+    return FleetSpec(tasks=tuple(task_ref(t) for t in args.task), seeds=tuple(_seeds(args.seeds)),
                      models=tuple(args.model or ["claude-sonnet-4-6"]), budget=budget, caps=caps,
                      parallelism=args.parallelism, traces=args.traces, agent=agent, base_url=args.base_url,
                      share_traces=_SHARE_TRACES[args.share_traces])
@@ -207,6 +209,7 @@ def _drive(args: argparse.Namespace, go: Any) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from reasearch._cli._shared import check_task_folders
     from reasearch.fleets.fleet import run_fleet
     from reasearch.models.probe import check_model
     from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
@@ -214,6 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.id is not None:  # before anything is probed or stored
         check_id(args.id, "fleet id", max_len=MAX_FLEET_ID_LEN)
     spec = _spec_from_args(args)
+    check_task_folders(spec.tasks, spec.task_params)  # a broken task folder: one line, exit 2, no fleet stored
     for model in dict.fromkeys(spec.models):  # before the fleet is stored: a down endpoint makes no runs
         check_model(spec.model_spec(model), role="fleet member")
     if "dollars" in spec.caps:

@@ -1,4 +1,5 @@
-"""``reasearch tasks`` (the registered ids) and ``reasearch eval TASK_ID FILE`` (one sandboxed evaluation)."""
+"""``reasearch tasks`` (the registered ids), ``reasearch eval TASK_ID FILE`` (one sandboxed evaluation), ``seed`` and
+``new-task`` (a working example task folder). A task id may be a task folder's path everywhere."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from reasearch._cli._shared import (
     student_params,
 )
 from reasearch.errors import ConfigError
-from reasearch.evaluators.registry import list_tasks, make, registered_entry
+from reasearch.evaluators.registry import is_folder_ref, list_tasks, make, make_folder_task, registered_entry
 from reasearch.evaluators.result import Status
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -78,6 +79,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sd.add_argument("--force", action="store_true", help="overwrite an existing file")
     sd.set_defaults(func=run_seed)
 
+    nt = sub.add_parser("new-task", help="write a working example task folder to start your own task from",
+                        description="Write a task folder (task.toml, description.md, seed.py, score.py) that passes "
+                                    "check_task; every command that takes a task id takes its path. "
+                                    "See docs/your-own-task.md.")
+    nt.add_argument("name", metavar="NAME", help="the folder to create (its name becomes the task id's namespace)")
+    nt.set_defaults(func=run_new_task)
+
 
 # ------------------------------------------------------------------------------------------ tasks
 
@@ -120,10 +128,13 @@ def _params(task_id: str, as_json: bool) -> int:
 
     if not task_id:
         raise ConfigError("--params needs a task id, e.g. reasearch tasks circle_packing/n26-v1 --params")
-    entry, implied = registered_entry(task_id)
-    if entry.is_family and task_id != entry.id:
-        make(task_id)  # a family whose task checks its own ids (ARC: they depend on the data): a bad one fails here
-    params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
+    if is_folder_ref(task_id):  # a task folder: the parameters its task.toml declares
+        params = make_folder_task(task_id).declared_params()  # type: ignore[attr-defined]
+    else:
+        entry, implied = registered_entry(task_id)
+        if entry.is_family and task_id != entry.id:
+            make(task_id)  # a family whose task checks its own ids (ARC: they depend on the data): a bad one fails here
+        params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
     if as_json:
         print(json.dumps([p.to_dict() for p in params], indent=2))
         return EXIT_OK
@@ -166,7 +177,13 @@ def _family_note(row: dict[str, Any]) -> str:
 def run_tasks(args: argparse.Namespace) -> int:
     if args.params:
         return _params(args.filter, args.json)
-    rows = _listing(args.filter, args.all)
+    if args.filter and is_folder_ref(args.filter):  # a task folder: its one row
+        spec = make_folder_task(args.filter).spec
+        rows: list[dict[str, Any]] = [{"id": spec.id, "direction": spec.direction, "best_known": spec.best_known,
+                 "best_known_source": spec.best_known_source, "seed_score": spec.seed_score,
+                 "summary": f"task folder {spec.params['folder']} (content {str(spec.params['content_hash'])[:12]})"}]
+    else:
+        rows = _listing(args.filter, args.all)
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -233,6 +250,9 @@ def run_eval(args: argparse.Namespace) -> int:
     elif args.student or args.base_url:
         raise ConfigError(f"--student and --base-url are for prompt tasks; {task.spec.id} evaluates programs")
     else:
+        preflight = getattr(task, "preflight", None)
+        if callable(preflight):  # a task folder: its seed and score.py must work before a candidate is judged
+            preflight(seed=args.seed)
         result = task.evaluate(source, seed=args.seed)
     if args.json:
         print(result.to_json(indent=2))
@@ -305,3 +325,17 @@ def _git_init(folder: Path, message: str) -> bool:
         except (FileNotFoundError, ConfigError):
             return False
     return True
+
+
+# --------------------------------------------------------------------------------------- new-task
+
+
+def run_new_task(args: argparse.Namespace) -> int:
+    from reasearch.evaluators.folder import write_example_folder
+
+    out = write_example_folder(args.name)
+    task = make_folder_task(str(out))
+    print(f"wrote the task folder {out} ({task.spec.id}): task.toml, description.md, seed.py, score.py\n"
+          f"next: reasearch eval {out} {out / 'seed.py'}   |   reasearch optimize {out} --model demo\n"
+          f"the format: docs/your-own-task.md")
+    return EXIT_OK

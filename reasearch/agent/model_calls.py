@@ -186,11 +186,11 @@ def role_models(config: AgentConfig, given: dict[str, Model], journal: Journal) 
         elif role != "agent" and role not in config.models:
             models[role] = models["agent"]
         else:
-            models[role] = build_model(config.model(role))
+            models[role] = build_model(config.model(role), seed=journal.run.seed)
             built.append(models[role])
     for role, spec in config.fallbacks.items():
         key = fallback_role(role)
-        models[key] = given[key] if key in given else build_model(spec)
+        models[key] = given[key] if key in given else build_model(spec, seed=journal.run.seed)
         if key not in given:
             built.append(models[key])
     for model in built:  # a scripted model built from its file skips the replies the journal holds

@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reasearch.errors import ConfigError, UnknownTaskError
@@ -29,6 +30,8 @@ __all__ = [
     "make",
     "spec",
     "build_task",
+    "make_folder_task",
+    "is_folder_ref",
     "list_tasks",
     "registered_entry",
     "family_entries",
@@ -218,7 +221,8 @@ def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only:
     """Builds the task registered under ``task_id``, or exactly the task a :class:`TaskSpec` describes.
 
     Args:
-        task_id: e.g. ``"circle_packing/n26-v1"``; or a spec (``task.spec``, or one read back from a
+        task_id: e.g. ``"circle_packing/n26-v1"``; a task folder's path (``"./my_task"``, docs/your-own-task.md);
+            or a spec (``task.spec``, or one read back from a
             store with ``TaskSpec.from_json``), rebuilt from its ``task_class`` and ``params`` (no
             registry needed, so tasks defined outside the package rebuild on any worker).
         **params: constructor keyword arguments overriding the registered ones (not with a spec).
@@ -231,6 +235,8 @@ def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only:
         if params:
             raise ConfigError("make(spec) rebuilds the spec's task exactly: put parameters in the spec, not in make()")
         return build_task(task_id.id, task_id.params, task_id.task_class)
+    if is_folder_ref(task_id):
+        return make_folder_task(task_id, params)
     entry, kwargs = registered_entry(task_id)
     cls = entry.load()
     check_params(cls, task_id, params)  # a wrong name, type or range: one line naming the parameter
@@ -241,6 +247,21 @@ def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only:
         raise ConfigError(f"{task_id}: {exc}") from None
     if task.spec.id != task_id:
         raise ConfigError(f"parameters {params} change the task's id to {task.spec.id!r}; make that id instead")
+    return task
+
+
+def is_folder_ref(text: str) -> bool:
+    """Whether a task argument names a folder (an existing one, or one written as a path) rather than an id."""
+    return Path(text).is_dir() or text.startswith(("/", "./", "../", "~"))
+
+
+def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> Task:
+    """The :class:`~reasearch.evaluators.folder.FolderTask` of a task folder, checked (its ``task.toml``, seed and
+    parameters); a mistake is one line naming the file, the line and the fix."""
+    from reasearch.evaluators.folder import FolderTask
+
+    task = FolderTask(folder, dict(params or {}))
+    task.spec  # noqa: B018 - reads and checks the folder now, not at the first evaluation
     return task
 
 

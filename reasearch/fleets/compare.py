@@ -12,6 +12,11 @@ each bootstrap interval: wins/ties/losses over the paired seeds and Cliff's delt
 also for every pair of methods; beside the measured rows, the published reference rows of the task
 (``references.json``: published, not measured here).
 
+Equal caps are not equal spend: a method may stop before its cap (its stall rule, or its own loop's
+end). Each run carries why it stopped and whether it spent its cap (``under_cap``); ranks are computed at
+equal spend: each run's best score after ``k`` units, ``k`` = the smallest spend of the task's runs
+(:func:`spend_matched`), and the spend-matched curve (mean best after k, every k up to that) is drawn.
+
 Trust boundary: reads the store only (scores and feedback were decided by the trusted evaluators).
 """
 
@@ -39,13 +44,17 @@ from reasearch.methods.peers import KINDS
 from reasearch.runs import Run, Store, Unit, open_store
 from reasearch.runs.run import effective_state
 
-__all__ = ["FAILURES", "TIE_RTOL", "budget_unit", "compare_spec", "comparison", "paired_stats", "run_compare"]
+__all__ = ["DEMO_NOTE", "FAILURES", "TIE_RTOL", "best_after", "budget_unit", "compare_spec", "comparison",
+           "paired_stats", "run_compare", "spend_matched", "task_numbers"]
 
 FAILURES = ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED")
 BOOTSTRAP_RESAMPLES = 2000
 TIE_RTOL = 1e-9
 """Two paired scores tie when they differ by at most ``TIE_RTOL * max(1, |a|, |b|)``."""
 _TEST_NOTE = "test:"
+DEMO_NOTE = ("demo model: an offline deterministic strategy (numeric perturbations, a fixed circle-packing layout), "
+             "not an LLM")
+_MAX_K = 200  # the spend-matched curve's points at most (a student-call budget may be thousands)
 
 
 def budget_unit(task_id: str, task_params: Mapping[str, Any] | None = None) -> Unit:
@@ -120,12 +129,19 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
                        "score": float(score) if score is not None else None, "cached": ev.result.cached})
     st = run.status()
     test_score = tests[-1].payload.get("result", {}).get("score") if tests else None
+    finals = store.events(run_id, kind="final")
+    stop_reason = str((finals[-1].payload.get("stop_reason") if finals else None) or rec.reason or "")
+    cap = rec.budget.get(unit.value)
+    needed = float(run.evaluation_estimate().get(unit, 1.0))
+    spent_unit = used.get(unit.value, 0.0)
+    under_cap = cap is not None and float(cap) - spent_unit >= needed - 1e-9  # it could have paid one more
     return {
         "run_id": run_id, "task_id": rec.task_id, "method": member.method, "seed": member.seed,
         "model": member.model, "state": effective_state(store, rec).value, "reason": rec.reason, "unit": unit.value,
         "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
         "caps": dict(rec.budget), "used": {u: v for u, v in used.items() if v},
         "best_score": st.best_score, "test_score": test_score, "points": points,
+        "stop_reason": stop_reason, "under_cap": bool(under_cap),
         "heldout_public": heldout_public_of(run.task), "task_params": dict(spec.params),
         "failures": dict(Counter(p["status"] for p in points if p["status"] in FAILURES)),
         "tool_mix": dict(Counter(str(e.payload.get("name")) for e in store.events(run_id, kind="tool_call"))),
@@ -218,19 +234,60 @@ def _task_table(runs: list[dict[str, Any]], methods: Sequence[str], reference: s
                          **paired_stats({r["seed"]: r["best_score"] for r in mine if r["best_score"] is not None},
                                         ref, direction)},
                      "failures": {k: failures.get(k, 0) for k in FAILURES},
+                     "under_cap": [{"seed": r["seed"], "spent": r["used"].get(r["unit"], 0.0),
+                                    "cap": r["caps"].get(r["unit"]), "stop_reason": r.get("stop_reason", "")}
+                                   for r in mine if r.get("under_cap")],
                      "evaluations": sum(len(r["points"]) for r in mine),
                      "spent": sum(r["used"].get(r["unit"], 0.0) for r in mine),
                      "dollars": sum(r["used"].get("dollars", 0.0) for r in mine)})
     return rows
 
 
-def rank_rows(table: list[dict[str, Any]], direction: str) -> None:
-    """Sets ``rank`` on each row with a mean: 1 is best in ``direction``; ties share a rank (1, 2, 2, 4)."""
+def rank_rows(table: list[dict[str, Any]], direction: str, key: str = "mean") -> None:
+    """Sets ``rank`` on each row with a ``key`` value: 1 is best in ``direction``; ties share a rank (1, 2, 2, 4)."""
     sign = _better_sign(direction)
-    scored = [r for r in table if r["mean"] is not None]
+    scored = [r for r in table if r.get(key) is not None]
     for row in scored:  # means within a rounding error of each other (the same scores averaged) are ties
-        tol = 1e-12 * max(1.0, abs(row["mean"]))
-        row["rank"] = 1 + sum(1 for o in scored if sign * (o["mean"] - row["mean"]) > tol)
+        tol = 1e-12 * max(1.0, abs(row[key]))
+        row["rank"] = 1 + sum(1 for o in scored if sign * (o[key] - row[key]) > tol)
+
+
+def best_after(points: Sequence[Mapping[str, Any]], k: float, direction: str) -> float | None:
+    """A run's best OK score among its evaluations made by the time it had spent ``k`` units (None: none)."""
+    sign = _better_sign(direction)
+    best: float | None = None
+    for p in points:
+        if p["spent"] <= k + 1e-9 and p["score"] is not None and (best is None or sign * p["score"] > sign * best):
+            best = float(p["score"])
+    return best
+
+
+def spend_matched(runs: list[dict[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
+    """Every method's mean best score after ``k`` units, for each ``k`` up to the smallest spend of ``runs``.
+
+    ``k_equal`` is that smallest spend (the spend every run reached); ``at_k[method]`` the mean over the
+    method's runs (seeds) of the best after ``k_equal`` (None where a run had no OK score by then).
+    """
+    direction = runs[0]["direction"]
+    k_equal = min(float(r["used"].get(r["unit"], 0.0)) for r in runs)
+    n = int(k_equal)
+    ks = [float(k) for k in range(1, n + 1)] if n <= _MAX_K else [k_equal * i / _MAX_K for i in range(1, _MAX_K + 1)]
+    if ks and ks[-1] < k_equal:
+        ks.append(k_equal)
+    curves: dict[str, list[float | None]] = {}
+    at_k: dict[str, float | None] = {}
+    for method in methods:
+        mine = [r for r in runs if r["method"] == method]
+        if not mine:
+            continue
+        row: list[float | None] = []
+        for k in [*ks, k_equal]:
+            vals = [best_after(r["points"], k, direction) for r in mine]
+            row.append(statistics.fmean(v for v in vals if v is not None) if all(v is not None for v in vals)
+                       else None)  # a seed with nothing scored by k: no mean at k
+        at_k[method] = row.pop()
+        curves[method] = row
+    return {"k_equal": k_equal, "k": ks, "curves": curves, "at_k": at_k}
 
 
 def _budget_check(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -249,6 +306,19 @@ def _budget_check(runs: list[dict[str, Any]]) -> dict[str, Any]:
     elif unfinished:
         why = f"runs did not finish: {', '.join(unfinished)}"
     return {"equal": equal, "caps": [dict(c) for c in sorted(caps)], "why": why}
+
+
+def task_numbers(runs: list[dict[str, Any]], methods: Sequence[str], reference: str) -> dict[str, Any]:
+    """One task's budget check, table, spend-matched curve and ranks (at equal spend, equal caps only)."""
+    check = _budget_check(runs)
+    table = _task_table(runs, methods, reference)
+    matched = spend_matched(runs, methods)
+    for row in table:
+        row["at_equal_spend"] = matched["at_k"].get(row["method"])
+    ranked = check["equal"] and matched["k_equal"] > 0
+    if ranked:  # ranks only when every run had the same caps, and at the spend every run reached
+        rank_rows(table, runs[0]["direction"], key="at_equal_spend")
+    return {"budget_check": check, "ranked": ranked, "table": table, "spend_matched": matched}
 
 
 def comparison(store: str, fleet_id: str, *, reference: str = "agent",
@@ -283,20 +353,18 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
         mine = [r for r in runs if r["task_id"] == task_id]
         if not mine:
             continue
-        check = _budget_check(mine)
         first = mine[0]
-        table = _task_table(mine, methods, reference)
-        if check["equal"]:  # ranks only when every run had the same caps
-            rank_rows(table, first["direction"])
         tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
-                      "budget_check": check, "ranked": check["equal"], "table": table,
+                      **task_numbers(mine, methods, reference),
                       "heldout_public": first.get("heldout_public"),
                       "pairwise": _pairwise(mine, methods, first["direction"]),
                       "references": references_for(task_id, first.get("task_params")),
                       "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}
                                     if first["best_known"] is not None else None)})
+    demo = any(m == "demo" or m.startswith("demo/") for m in spec.models)
     return {"fleet_id": fleet_id, "methods": methods, "reference": reference, "seeds": list(spec.seeds),
-            "models": list(spec.models), "tasks": tasks, "runs": runs, "not_finished": not_finished}
+            "models": list(spec.models), "model_note": DEMO_NOTE if demo else None, "tasks": tasks, "runs": runs,
+            "not_finished": not_finished}
 
 
 def _has_run(store: Store, run_id: str) -> bool:

@@ -334,7 +334,7 @@ def _drive_member(fleet_id: str, spec: FleetSpec, member: FleetMember, store: St
         return
     if rec is None:
         config = spec.agent_config(member.model, member.method)
-        models = {role: build_model(s) for role, s in config.models.items()}
+        models = {role: build_model(s, seed=member.seed) for role, s in config.models.items()}
         agent = start_run(
             member.task_id,
             budget=spec.budget_of(member.task_id),

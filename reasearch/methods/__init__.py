@@ -135,7 +135,7 @@ def start_method(method: str, task_id: str, *, budget: Budget | Mapping[str, flo
     run = Run.create(store, task_id=task_id, task_params=dict(task_params or {}), seed=seed, budget=budget,
                      config=run_config, executor=executor, run_id=run_id)
     try:
-        return MethodRunner(run, model or build_model(model_spec), method, cfg)
+        return MethodRunner(run, model or build_model(model_spec, seed=run.seed), method, cfg)
     except Exception:
         run.finish(state="failed", reason="the method could not start (see the error)")
         raise
@@ -156,7 +156,7 @@ def open_method(run_id: str, *, store: Store, model: Model | None = None, execut
     method = str(run.config["method"])
     cfg = method_config(method, run.config.get("method_config"))
     if model is None:
-        model = build_model(ModelSpec.from_dict(run.config["model"]))
+        model = build_model(ModelSpec.from_dict(run.config["model"]), seed=run.seed)
         if hasattr(model, "advance"):  # a scripted model skips the replies the run already holds
             model.advance(len(run.events(kind=REPLY_EVENT)))
     return MethodRunner(run, model, method, cfg)

@@ -71,9 +71,11 @@ class MeteringProxy:
     """The per-run endpoint (see the module docstring); ``evaluate`` maps a program path to the peer's answer."""
 
     def __init__(self, driver: MethodDriver, *, evaluate: Callable[[str], dict[str, Any]] | None = None,
-                 note: str = "proposal", on_refused: Callable[[], None] | None = None) -> None:
+                 note: str = "proposal", on_refused: Callable[[], None] | None = None,
+                 refuse: Callable[[], str | None] | None = None) -> None:
         self.driver = driver
         self.note = note
+        self._refuse = refuse  # a reason to refuse a model call before it is made (e.g. no evaluation left)
         self._on_refused = on_refused  # called (on the request's thread) after each refused model call
         self.token = secrets.token_urlsafe(32)
         self._evaluate = evaluate
@@ -166,6 +168,9 @@ class MeteringProxy:
         except ValueError as exc:
             return 400, _error(str(exc), "invalid_request_error")
         try:
+            why = self._refuse() if self._refuse is not None else None
+            if why is not None:
+                raise BudgetExceededError(why)
             step, reply = self.driver.ask_reply(system, user, note=self.note)
         except BudgetExceededError as exc:
             with self._cond:

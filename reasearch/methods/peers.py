@@ -1,17 +1,23 @@
 """``openevolve`` and ``gepa``: the published packages' own loops as methods of a run (``shinka``: shinka_loop.py).
 
-* ``openevolve`` runs OpenEvolve's ``run_evolution`` with its published defaults but for three
+* ``openevolve`` runs OpenEvolve's ``run_evolution`` with its published defaults but for these
   settings: its LLM is this run's :class:`~reasearch.methods._proxy.MeteringProxy` (every call reserved,
   journaled and debited on the run's ledger), its ``max_iterations`` is the run's evaluation budget less
-  the initial program's evaluation, and its LLM ``retries`` are 0 (our model client retries behind the
-  proxy; a refused call must fail at once). Its ``evaluator.py`` posts each program path to the proxy,
+  the initial program's evaluation plus ``MAX_IDLE`` (an iteration whose reply holds no usable diff, or
+  repeats a stored program, spends nothing: the loop goes on until the budget is spent or that allowance
+  is used up, its stall rule; once the budget is spent its model calls are refused), and its LLM
+  ``retries`` are 0 (our model client retries behind the proxy; a refused call must fail at once), and its
+  system message is the task's description (as OpenEvolve's examples write it; every method's model is told
+  the problem). Its ``evaluator.py`` posts each program path to the proxy,
   which evaluates it through :meth:`Run.evaluate` (sandbox, budget, cache, store) and answers in
   OpenEvolve's shape (:func:`~reasearch.adapters.openevolve.openevolve_fields`); once the budget is
   spent a program gets a failed result (``combined_score`` 0.0) without running.
 * ``gepa`` runs ``gepa.optimize`` with its published defaults on :func:`~reasearch.adapters.gepa_run.gepa_for_run`
   (student calls on the run's ledger, a stop at its cap); its reflection model is a callable that
-  calls this run's model through :meth:`MethodDriver.ask` (the same accounting). GEPA's best prompt is
-  then validated through the run (its calls are repeats, free) so the run's final candidate is GEPA's.
+  calls this run's model through :meth:`MethodDriver.ask` (the same accounting). Every full validation
+  GEPA makes is validated through the run too (its calls are repeats, free), so each is a run evaluation
+  on the curve at the spend it happened; GEPA's best prompt is validated last, so the run's final
+  candidate is GEPA's.
 
 A package that is not installed is a ``ConfigError`` naming the install line, raised before a run exists.
 
@@ -150,7 +156,8 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         if budget < 1:
             return spent_reason
         # The initial program is one evaluation, unless a resumed run already holds it (a repeat is free).
-        iterations = budget if driver.seen(driver.task.seed_program()) is not None else budget - 1
+        # Iterations that spend nothing (no usable diff, a repeat) are not the budget: MAX_IDLE more of them.
+        iterations = (budget if driver.seen(driver.task.seed_program()) is not None else budget - 1) + MAX_IDLE
     evaluated: list[int] = []
 
     def spent() -> str | None:
@@ -161,7 +168,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         metrics, artifacts = openevolve_fields(result, driver.spec)
         return {"metrics": metrics, "artifacts": artifacts}
 
-    proxy = MeteringProxy(driver, evaluate=evaluate, note="openevolve")
+    proxy = MeteringProxy(driver, evaluate=evaluate, note="openevolve", refuse=spent)
     prestart_sandbox(driver)  # the jail starts while OpenEvolve imports and forks its workers
     with tempfile.TemporaryDirectory(prefix="reasearch-openevolve-") as tmp:
         folder = Path(tmp)
@@ -172,6 +179,9 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
             "random_seed": int(driver.run.seed),
             "llm": {"api_base": proxy.url, "api_key": proxy.token, "retries": 0, "timeout": 600,
                     "models": [{"name": proxy.model_name, "weight": 1.0}]}}
+        # The task's description as OpenEvolve's system message (as its own examples do): the problem every other
+        # method's model is told.
+        settings["prompt"] = {"system_message": driver.task.describe()}
         if iterations is not None:
             settings["max_iterations"] = iterations
         if config.diff_based_evolution is not None:
@@ -187,8 +197,8 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
     reason = driver.stop_reason()
     if reason is not None:
         return reason
-    return f"openevolve finished its iterations ({len(evaluated)} evaluations, {proxy.calls} model calls, " \
-           f"{proxy.refused} refused)"
+    return (f"stopped: openevolve ran out of iterations (the budget + {MAX_IDLE} for replies with no usable or new "
+            f"program) after {len(evaluated)} evaluations, {proxy.calls} model calls, {proxy.refused} refused")
 
 
 class _DriverCaller:
@@ -203,6 +213,29 @@ class _DriverCaller:
         return StudentLedger(self.driver.run, step=self.driver.next_step()).call_batch(requests)
 
 
+class _RecordingAdapter:
+    """GEPA's adapter, and each full validation GEPA makes becomes a run evaluation at the spend it happened (its
+    student calls were just made: the run's validation of the same prompt repeats them, free), so GEPA's curve
+    has every validation score, not only its final candidate's."""
+
+    def __init__(self, adapter: Any, driver: MethodDriver, valset_size: int) -> None:
+        from reasearch.adapters.gepa import ValidationItem
+
+        self.adapter, self.driver, self.valset_size, self._item = adapter, driver, valset_size, ValidationItem
+        self.propose_new_texts = adapter.propose_new_texts
+
+    def evaluate(self, batch: Any, candidate: Any, capture_traces: bool = False) -> Any:
+        from reasearch.adapters.gepa import COMPONENT
+
+        out = self.adapter.evaluate(batch, candidate, capture_traces)
+        if self.valset_size and len(batch) == self.valset_size and all(isinstance(i, self._item) for i in batch):
+            self.driver.evaluate(str(candidate[COMPONENT]), parent=None, note="gepa validation")
+        return out
+
+    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any) -> Any:
+        return self.adapter.make_reflective_dataset(candidate, eval_batch, components_to_update)
+
+
 def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
     """Runs GEPA's own loop on ``driver``'s run (a prompt task); returns why it stopped."""
     import gepa  # type: ignore[import-not-found,unused-ignore]
@@ -214,6 +247,7 @@ def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
         raise ConfigError(f"the gepa method drives prompt tasks; {driver.spec.id} is a {driver.kind} task")
     continue_after_record(driver)
     kwargs = gepa_for_run(driver.run, caller=_DriverCaller(driver))
+    kwargs["adapter"] = _RecordingAdapter(kwargs["adapter"], driver, len(kwargs["valset"]))
     refused: list[str] = []
 
     def reflection_lm(prompt: Any) -> str:

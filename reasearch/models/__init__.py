@@ -33,8 +33,9 @@ __all__ = [
 ]
 
 
-def build_model(spec: ModelSpec, **kwargs: Any) -> Model:
-    """The client a spec describes (``scripted`` loads its script file).
+def build_model(spec: ModelSpec, *, seed: int = 0, **kwargs: Any) -> Model:
+    """The client a spec describes (``scripted`` loads its script file); ``seed`` is the run's seed, which only
+    the demo model uses (a real model's sampling is not seeded here).
 
     Raises:
         ModelError: e.g. no API key for an Anthropic model (the message says how to set one).
@@ -44,5 +45,5 @@ def build_model(spec: ModelSpec, **kwargs: Any) -> Model:
     if spec.provider == "openai":
         return OpenAICompatibleModel(spec, **kwargs)
     if spec.provider == "demo":
-        return DemoModel(name=spec.name)
+        return DemoModel(name=spec.name, seed=seed)
     return ScriptedModel.from_file(spec.name, price=spec.price)

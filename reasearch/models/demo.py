@@ -25,15 +25,20 @@ Contract for requests with NO tools (editor, summarizer and the baseline methods
 the last fenced block of the latest user message (```python ... ``` or ```text ... ```) and returns a
 mutated version in a fence of the same language:
 
-* ``python``: numeric literals perturbed (float literals by a relative amount; when there are none,
-  one integer literal of magnitude >= 2 by one), and the result still parses (``ast.parse``); a block
-  with no numeric literal, or one that does not parse, comes back unchanged;
+* ``python``: the agent's edit: on circle packing (the request holds the task's description) a program
+  not yet in centers + LP form becomes the staggered-rows layout first; then 1-3 numeric literals
+  perturbed (float literals by a relative 0.3%, 3% or 10%; when there are none, one integer literal of
+  magnitude >= 2 by one), and the result still parses (``ast.parse``); a block with no numeric literal,
+  or one that does not parse, comes back unchanged;
 * ``text``: one instruction from :data:`INSTRUCTIONS` appended, or one already present replaced;
+* GEPA's reflection prompt (its current instructions in an untagged fence): those instructions with one
+  instruction appended or replaced, in an untagged fence;
 * no fenced block at all: a ```text block holding the first instruction of :data:`INSTRUCTIONS`.
 
 Every choice draws from a generator seeded by a hash: of the whole request when it carries no tools,
-else of the demo's own earlier tool calls (the snapshot's clock must not change a choice), so the same
-conversation always gets the same reply: runs, resumes and replays are deterministic.
+else of the demo's own earlier tool calls (the snapshot's clock must not change a choice), and of the
+run's seed (0: the demo's original moves), so the same conversation in a run of the same seed always gets
+the same reply: runs, resumes and replays are deterministic.
 
 Trust boundary: the conversation may carry text a candidate or a tool produced; it is only parsed
 (``ast``, regular expressions, JSON), never executed on the host.
@@ -88,15 +93,18 @@ def run():
 '''
 
 
-def _rng(request: ModelRequest) -> random.Random:
+def _rng(request: ModelRequest, seed: int = 0) -> random.Random:
     """No tools: seeded by the whole request. With tools: by the demo's own earlier calls (names and
-    arguments), so the snapshot's clock and other volatile text cannot change its choices."""
+    arguments), so the snapshot's clock and other volatile text cannot change its choices. A run's
+    ``seed`` other than 0 is mixed in (seed 0 plays exactly as the demo always did)."""
     if request.tools:
         calls = [[b.get("name"), b.get("input")] for m in request.messages if m.get("role") == "assistant"
                  and isinstance(m.get("content"), list) for b in m["content"] if b.get("type") == "tool_use"]
         blob = json.dumps([calls, sorted(t.name for t in request.tools)], sort_keys=True, default=str)
     else:
         blob = json.dumps([request.system, list(request.messages)], sort_keys=True, default=str)
+    if seed:
+        blob = json.dumps([seed, blob])
     return random.Random(int(hashlib.sha256(blob.encode()).hexdigest()[:16], 16))
 
 
@@ -208,10 +216,12 @@ class DemoModel:
 
     Args:
         name: the model name recorded in provenance.
+        seed: the run's seed: runs of different seeds make different moves (0: the demo's original moves).
     """
 
-    def __init__(self, *, name: str = "demo") -> None:
+    def __init__(self, *, name: str = "demo", seed: int = 0) -> None:
         self._name = name
+        self.seed = int(seed)
         self._prefix = ""
         self._ids = 0
 
@@ -220,7 +230,7 @@ class DemoModel:
         return self._name
 
     def complete(self, request: ModelRequest) -> ModelReply:
-        rng = _rng(request)
+        rng = _rng(request, self.seed)
         self._prefix, self._ids = f"{rng.getrandbits(40):010x}", 0  # tool-use ids unique to this request
         tools = {t.name for t in request.tools}
         if not tools:
@@ -234,11 +244,24 @@ class DemoModel:
 
     # ------------------------------------------------------------------ no tools: the fenced-block contract
     def _rewrite(self, request: ModelRequest, rng: random.Random) -> str:
+        current = _gepa_instructions(_latest_user_text(request.messages))
+        if current is not None:  # GEPA's reflection: its current instructions, edited as the agent edits a prompt
+            return f"```\n{mutate_text(current, rng).rstrip()}\n```"
         blocks = tagged_fences(_latest_user_text(request.messages), _FENCE_TAGS)  # linear, size-capped
         if not blocks:
             return f"```text\n{INSTRUCTIONS[0]}\n```"
         lang, body = blocks[-1]
-        new = mutate_python(body, rng) if lang == "python" else mutate_text(body, rng)
+        if lang != "python":
+            return f"```{lang}\n{mutate_text(body, rng).rstrip()}\n```"
+        # A method's proposal gets the edit the agent gets: on circle packing (the task names the LP) a program
+        # not yet in centers + LP form becomes the staggered-rows layout; then the agent's perturbation sizes.
+        text = _latest_user_text(request.messages)
+        m = _CIRCLES.search(request.system + "\n" + text)
+        if m is not None and "optimal_radii" in request.system + text and "CENTERS = [" not in body:
+            body = _centers_program(int(m.group(1)))
+        new = mutate_python(body, rng, scale=rng.choice((0.003, 0.03, 0.1)), count=rng.choice((1, 2, 3)))
+        if "<<<<<<< SEARCH" in text and new != blocks[-1][1]:  # the request asks for SEARCH/REPLACE edits
+            return _search_replace(blocks[-1][1], new)
         return f"```{lang}\n{new.rstrip()}\n```"
 
     # ------------------------------------------------------------------ with tools: play the task
@@ -360,12 +383,7 @@ class DemoModel:
         m = re.search(r"circle_packing/n(\d+)-v", snapshot + _task_text(steps))
         if m is None:
             return None
-        n = int(m.group(1))
-        k = max(1, round(math.sqrt(n)))
-        rows = [n // k + (1 if i >= k - n % k else 0) for i in range(k)]
-        centers = [((j + 0.5) / r, (i + 0.5) / k) for i, r in enumerate(rows) for j in range(r)]
-        text = "[\n" + "".join(f"    [{x:.9f}, {y:.9f}],\n" for x, y in centers) + "]"
-        return self._call("evaluate", code=_CENTERS_PROGRAM.format(centers=text))
+        return self._call("evaluate", code=_centers_program(int(m.group(1))))
 
     def _lessons(self, steps: list[_Step], tools: set[str], kind: str) -> list[dict[str, Any]]:
         if "write_file" not in tools:
@@ -395,6 +413,41 @@ class DemoModel:
 
     def _finish(self, steps: list[_Step], tools: set[str], why: str) -> dict[str, Any]:
         return self._call("finish", reason=f"{why}; the best-scoring candidate is the demo's choice")
+
+
+_GEPA_HEAD = "I provided an assistant with the following instructions to perform a task for me:\n```\n"
+
+
+def _gepa_instructions(text: str) -> str | None:
+    """The current instructions in GEPA's reflection prompt (its first, untagged fence), else None."""
+    start = text.find(_GEPA_HEAD)
+    if start < 0 or len(text) > 4 * 1024 * 1024:
+        return None
+    start += len(_GEPA_HEAD)
+    end = text.find("\n```", start)
+    return text[start:end] if end >= 0 else None
+
+
+def _search_replace(old: str, new: str) -> str:
+    """SEARCH/REPLACE edits turning ``old`` into ``new``: one per changed line when the line count is kept
+    (a perturbation), else one edit of the whole program."""
+    a, b = old.rstrip("\n").split("\n"), new.rstrip("\n").split("\n")
+    if len(a) != len(b):
+        return f"<<<<<<< SEARCH\n{old.rstrip()}\n=======\n{new.rstrip()}\n>>>>>>> REPLACE"
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    return "\n\n".join(f"<<<<<<< SEARCH\n{x}\n=======\n{y}\n>>>>>>> REPLACE" for x, y in pairs)
+
+
+_CIRCLES = re.compile(r"Circle packing in the unit square, n=(\d+) circles")  # the task's own description
+
+
+def _centers_program(n: int) -> str:
+    """n circles in staggered rows of near-equal counts as literals; the library's LP chooses the radii."""
+    k = max(1, round(math.sqrt(n)))
+    rows = [n // k + (1 if i >= k - n % k else 0) for i in range(k)]
+    centers = [((j + 0.5) / r, (i + 0.5) / k) for i, r in enumerate(rows) for j in range(r)]
+    text = "[\n" + "".join(f"    [{x:.9f}, {y:.9f}],\n" for x, y in centers) + "]"
+    return _CENTERS_PROGRAM.format(centers=text)
 
 
 def _task_text(steps: list[_Step]) -> str:

@@ -27,7 +27,7 @@ from reasearch.reports._figures import _layout
 from reasearch.reports._page import _document
 from reasearch.reports._sections import fmt_score
 
-__all__ = ["compare_methods_html", "curve_series", "write_compare_methods"]
+__all__ = ["compare_methods_html", "curve_series", "figure_text", "write_compare_methods"]
 
 _COLORS = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5")
 _GRID = 60
@@ -95,7 +95,31 @@ def _figures(task: Mapping[str, Any], runs: list[Mapping[str, Any]], methods: Se
             layout["annotations"] = [{"text": f"nothing on this axis: {esc(xtitle)} stayed 0", "showarrow": False,
                                       "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]
         figs[f"fig-{_slug(task['task_id'])}-{name}"] = {"data": data, "layout": layout}
+    matched = _matched_figure(task, methods)
+    if matched is not None:
+        figs[f"fig-{_slug(task['task_id'])}-matched"] = matched
     return figs
+
+
+def _stopped(row: Mapping[str, Any]) -> str:
+    short = row.get("under_cap") or []
+    if not short:
+        return "full"
+    return "UNDER CAP " + "; ".join(f"seed {u['seed']}: {u['spent']:g}/{u['cap']:g} ({u['stop_reason'] or 'no reason'})"
+                                    for u in short)
+
+
+def _matched_figure(task: Mapping[str, Any], methods: Sequence[str]) -> dict[str, Any] | None:
+    """The spend-matched curve: each method's mean best after k units, k up to the smallest spend."""
+    matched = task.get("spend_matched")
+    if not matched or not matched.get("k"):
+        return None
+    data = [{"type": "scatter", "mode": "lines+markers", "x": matched["k"], "y": matched["curves"][m],
+             "line": {"color": _COLORS[i % len(_COLORS)], "shape": "hv"}, "name": esc(f"{m} (mean over seeds)")}
+            for i, m in enumerate(methods) if m in matched["curves"]]
+    title = (f"{task['task_id']}: best score at equal spend ({task['direction']}), k up to "
+             f"{matched['k_equal']:g} {task['unit']} (the smallest spend)")
+    return {"data": data, "layout": _layout(esc(title), esc(f"{task['unit']} spent (k)"), "mean best after k")}
 
 
 def _ci(row: Mapping[str, Any]) -> str:
@@ -115,15 +139,22 @@ def _wtl_cells(v: Mapping[str, Any] | None) -> str:
             f"<td class='cliffs-delta'>{v['cliffs_delta']:+.2f}</td>")
 
 
+def figure_text(value: float) -> str:
+    """A published figure as reference rows print it: 12 significant digits when that is the number itself, else
+    every digit (a published 2.634292402141039 is not shown rounded to 2.63429240214)."""
+    short = f"{value:.12g}"
+    return short if float(short) == value else repr(float(value))
+
+
 def _reference_row(ref: Mapping[str, Any]) -> str:
     """A published reference row: method, source and budget, marked as not measured here."""
-    value = f"{ref['score']:.12g}" + (f" ({ref['as_published']})" if ref.get("as_published") else "")
+    value = figure_text(ref["score"]) + (f" ({ref['as_published']})" if ref.get("as_published") else "")
     if ref.get("metric", "score") != "score":
         value += f", {ref['metric']}: not the score"
     note = f"; {ref['note']}" if ref.get("note") else ""
     return (f"<tr class='reference' data-method='{esc(ref['method'])}'><td colspan='3'>reference: "
-            f"{esc(ref['method'])}</td><td>{esc(value)}</td><td colspan='13' class='muted'>published, not measured "
-            f"here; source: {esc(ref['source'])}; budget: {esc(ref['budget'])}{esc(note)}</td></tr>")
+            f"{esc(ref['method'])}</td><td></td><td>{esc(value)}</td><td colspan='14' class='muted'>published, "
+            f"not measured here; source: {esc(ref['source'])}; budget: {esc(ref['budget'])}{esc(note)}</td></tr>")
 
 
 def _pairwise_table(task: Mapping[str, Any]) -> str:
@@ -143,17 +174,21 @@ def _pairwise_table(task: Mapping[str, Any]) -> str:
 def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], reference: str) -> str:
     slug = _slug(task["task_id"])
     check = task["budget_check"]
-    notice = (f"<p class='budget-ok'>Equal budgets: every run capped at "
-              f"{esc(', '.join(f'{k} {v:g}' for k, v in check['caps'][0].items()))}.</p>" if check["equal"] else
-              f"<p class='warn budget-unequal'>Not ranked: {esc(check['why'])}.</p>")
+    k_equal = (task.get("spend_matched") or {}).get("k_equal", 0.0)
+    notice = (f"<p class='budget-ok'>Equal caps: every run capped at "
+              f"{esc(', '.join(f'{k} {v:g}' for k, v in check['caps'][0].items()))}; ranked at equal spend, the "
+              f"best score after {k_equal:g} {esc(task['unit'])} (the smallest spend of these runs).</p>"
+              if task["ranked"] else
+              f"<p class='warn budget-unequal'>Not ranked: {esc(check['why'] or 'a run spent nothing')}.</p>")
     public = task.get("heldout_public")
     if public is not None:  # a training task: whether its held-out data could have been carried in or recited
         text = scores.heldout_text({"heldout_public": public, "sealed": not public})
         notice += (f"<p class='warn heldout-public'>Scored on {esc(text)}.</p>" if public else
                    f"<p class='muted heldout-private'>Scored on {esc(text)}.</p>")
-    head = ("<tr><th>method</th><th>rank</th><th>runs</th><th>mean best</th><th>std</th><th>min</th><th>max</th>"
+    head = ("<tr><th>method</th><th>rank</th><th>runs</th><th>best @ equal spend</th><th>mean best</th><th>std</th>"
+            "<th>min</th><th>max</th>"
             f"<th>gain vs {esc(reference)} (mean, 95% paired bootstrap)</th><th>W/T/L vs {esc(reference)}</th>"
-            f"<th>Cliff's delta</th><th>spent ({esc(task['unit'])})</th>"
+            f"<th>Cliff's delta</th><th>spent ({esc(task['unit'])})</th><th>stopped</th>"
             "<th>dollars</th>" + "".join(f"<th>{k}</th>" for k in ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED"))
             + "</tr>")
     rows = []
@@ -162,16 +197,17 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
         fails = "".join(f"<td>{r['failures'][k]}</td>" for k in ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED"))
         rows.append(
             f"<tr class='method-row' data-method='{esc(r['method'])}'><td>{esc(r['method'])}</td><td>{rank}</td>"
-            f"<td>{r['runs']}</td><td>{esc(fmt_score(r['mean']))}</td><td>{esc(fmt_score(r['std']))}</td>"
+            f"<td>{r['runs']}</td><td>{esc(fmt_score(r.get('at_equal_spend')))}</td>"
+            f"<td>{esc(fmt_score(r['mean']))}</td><td>{esc(fmt_score(r['std']))}</td>"
             f"<td>{esc(fmt_score(r['min']))}</td><td>{esc(fmt_score(r['max']))}</td><td>{esc(_ci(r))}</td>"
             f"{_wtl_cells(r.get('vs_reference'))}"
-            f"<td>{r['spent']:g}</td><td>{r['dollars']:.4g}</td>{fails}</tr>"
+            f"<td>{r['spent']:g}</td><td class='stopped'>{esc(_stopped(r))}</td><td>{r['dollars']:.4g}</td>{fails}</tr>"
         )
     pub = task.get("published")
     if pub:
         rows.append(f"<tr class='published'><td colspan='3'>published best known ({esc(pub['source'])})</td>"
-                    f"<td>{esc(fmt_score(pub['best_known']))}</td><td colspan='13' class='muted'>published, not "
-                    "measured here</td></tr>")
+                    f"<td></td><td>{esc(fmt_score(pub['best_known']))}</td><td colspan='14' class='muted'>"
+                    "published, not measured here</td></tr>")
     rows.extend(_reference_row(ref) for ref in task.get("references", []))
     spend = "".join(
         f"<tr class='run-row'><td><code>{esc(r['run_id'])}</code></td><td>{esc(r['method'])}</td><td>{r['seed']}</td>"
@@ -192,7 +228,8 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
                                     + "</tr>" for m, c in sorted(mix.items())) + "</table>")
     return (
         f"<section id='task-{slug}'><h2>{esc(task['task_id'])}</h2>{notice}"
-        f"<div id='fig-{slug}-budget' class='plot'></div><div class='plots2'><div id='fig-{slug}-dollars' "
+        f"<div id='fig-{slug}-budget' class='plot'></div><div id='fig-{slug}-matched' class='plot'></div>"
+        f"<div class='plots2'><div id='fig-{slug}-dollars' "
         f"class='plot'></div><div id='fig-{slug}-wall' class='plot'></div></div>"
         f"<h3>Final best score per method</h3><table class='grid-table final-table'>{head}{''.join(rows)}</table>"
         f"{_pairwise_table(task)}"
@@ -227,6 +264,8 @@ def compare_methods_html(data: Mapping[str, Any], *, plotly_src: str | None = No
     header = (f"<h1>{esc(', '.join(methods))} on {len(data['tasks'])} task(s), seeds "
               f"{esc(', '.join(map(str, data['seeds'])))}, model {esc(', '.join(data['models']))}</h1>"
               + _not_finished(data.get("not_finished") or []))
+    if data.get("model_note"):
+        header += f"<p class='warn model-note'>{esc(data['model_note'])}.</p>"
     payload = {"figures": figures, "candidates": [],
                "counts": {"evaluations": sum(len(r["points"]) for r in data["runs"]), "candidates": 0}}
     return _document(f"reasearch compare {data['fleet_id']}", header, "".join(sections), payload,

@@ -164,6 +164,8 @@ class Run:
                 raise ConfigError("Run.create needs task_id (or a task instance)")
             params, entry = dict(task_params or {}), ""
             task = resolve_task(task_id, params)
+            if task.spec.id != task_id:  # a task folder's path: stored by its id, folder and content hash
+                task_id, params, entry = task.spec.id, dict(task.get_params()), task_entry_of(task)
         if not isinstance(budget, Budget):
             budget = Budget.from_dict(budget)
         now = time.time()

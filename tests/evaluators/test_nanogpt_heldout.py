@@ -45,7 +45,7 @@ def _task(**params: object) -> NanoGPTTask:
 @functools.lru_cache(maxsize=2)
 def _split(key: bytes) -> tuple[bytes, bytes]:
     """The splits under ``key`` (made once per test process: each costs about a second)."""
-    return generated_split(key)
+    return generated_split(packaged_corpus_bytes(), key)
 
 
 def _codes(text: bytes, k: int) -> np.ndarray:

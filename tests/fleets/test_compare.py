@@ -262,10 +262,22 @@ def test_reference_rows_are_checked_data_for_registered_tasks(tmp_path: Any) -> 
     for r in rows:  # a typo in an id or a parameter name would hide a row for ever
         task = build_task(r["task"])
         assert set(r.get("params", {})) <= set(task.spec.params), r
-    assert [r["method"] for r in references_for("circle_packing/n26-v1")] == ["AlphaEvolve"]
+    assert [r["method"] for r in references_for("circle_packing/n26-v1")] == [
+        "AlphaEvolve", "OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)", "ShinkaEvolve"]
     assert references_for("heilbronn/n11-v1") == []
-    assert references_for("txn_scheduling/v1", {"score": "adrs"}) == []  # a 0-100 score: the makespans do not apply
     assert len(references_for("txn_scheduling/v1", build_task("txn_scheduling/v1").spec.params)) == 2
+    # ADRS's leaderboard scores are on its 0-100 scale: shown for score=adrs only, never beside makespans or the
+    # combined score, and every one of them on that scale (a makespan tagged adrs would be out of it)
+    leaderboard = [f"{m} (ADRS leaderboard)"
+                   for m in ("Human SOTA", "AutoEvolve", "GEPA", "OpenEvolve", "ShinkaEvolve")]
+    for task_id, other in (("txn_scheduling/v1", "makespan"), ("eplb/v1", "combined")):
+        adrs = [r for r in references_for(task_id, {"score": "adrs"}) if r["metric"] == "score"]
+        assert [r["method"] for r in adrs] == leaderboard
+        assert all(0 <= r["score"] <= 100 and "ucbskyadrs.github.io/leaderboard" in r["source"] for r in adrs)
+        assert not {r["method"] for r in references_for(task_id, {"score": other})} & set(leaderboard)
+    # peers' circle-packing figures were checked with a slack this task does not allow: every such row says so
+    peers = [r for r in references_for("circle_packing/n26-v1") if r["method"] != "AlphaEvolve"]
+    assert peers and all("1e-6" in r["note"] and "allows none" in r["note"] for r in peers)
     assert references_for("nanogpt/v2", {"corpus": "generated"}) == []
     for i, (row, msg) in enumerate((({"task": "t", "method": "m", "score": 1.0, "source": "s"}, "missing budget"),
                      ({"task": "t", "method": "m", "score": 1.0, "source": "s", "budget": "b", "x": 1}, "unknown x"),
@@ -304,9 +316,11 @@ def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path
     data = json.loads(out_json.read_text())
     refs = {t["task_id"]: t["references"] for t in data["tasks"]}
     assert refs["heilbronn/n11-v1"] == []
-    (alpha,) = refs["circle_packing/n26-v1"]
+    alpha, *peers = refs["circle_packing/n26-v1"]
     assert alpha["method"] == "AlphaEvolve" and alpha["score"] == 2.6358627564 and "AlphaEvolve" in alpha["source"]
     assert alpha["budget"] == "budget not stated"
+    assert [p["method"] for p in peers] == ["OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)",
+                                            "ShinkaEvolve"]
     assert all(t["table"][1]["vs_reference"]["pairs"] == 2 for t in data["tasks"])  # statistics over both seeds
     html = out_html.read_text()
     cp_html, hb_html = html.split("<section id='task-heilbronn-n11-v1'>")
@@ -315,3 +329,98 @@ def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path
     assert "reference: AlphaEvolve" in row and "2.6358627564" in row and "published, not measured here" in row
     assert "budget: budget not stated" in row and "source: AlphaEvolve, as TASKS.md" in row
     assert "class='reference'" not in hb_html
+    # a published figure is shown with every digit it was published with, in the table and on the page
+    (issue,) = [line for line in cp.splitlines() if "2.635977394746595" in line]
+    assert "published" in issue and "reference: OpenEvolve" in issue
+    row = cp_html.split("<tr class='reference' data-method='OpenEvolve (issue #156 run)'>")[1].split("</tr>")[0]
+    assert "<td>2.635977394746595</td>" in row and "budget: found at iteration 206" in row
+
+
+
+def _curve_run(method: str, seed: int, scores_at: list[tuple[float, float | None]], cap: float = 6.0,
+               reason: str = "the evaluations budget is spent") -> dict[str, Any]:
+    points = [{"step": i, "spent": spent, "dollars": 0.0, "wall_s": 0.0, "status": "OK" if s is not None else "INVALID",
+               "score": s, "cached": False} for i, (spent, s) in enumerate(scores_at)]
+    used = max((sp for sp, _ in scores_at), default=0.0)
+    return {**_run(method, seed, max(s for _, s in scores_at if s is not None), {"evaluations": cap}, used),
+            "points": points, "task_id": "t", "stop_reason": reason, "under_cap": used + 1 <= cap}
+
+
+def test_ranks_are_computed_at_equal_spend_and_short_runs_are_marked() -> None:
+    """Issue 39 item 1: a method that stopped after 2 of 6 evaluations is ranked against the others' best after
+    2, not against their best after 6; the short run is marked with its stop rule; the curve goes k = 1..2."""
+    from reasearch._cli.compare import under_cap_text
+    from reasearch.fleets.compare import best_after, spend_matched, task_numbers
+
+    runs = [  # 'late' wins at full spend (5.0) but is worse than 'early' after 2 evaluations
+        _curve_run("late", 0, [(1, 1.0), (2, 1.5), (6, 5.0)]), _curve_run("late", 1, [(1, 1.0), (2, 1.2), (6, 4.0)]),
+        _curve_run("early", 0, [(1, 1.0), (2, 3.0)], reason="25 proposals in a row spent nothing"),
+        _curve_run("early", 1, [(1, 1.0), (2, 2.0), (6, 2.5)]),
+    ]
+    assert best_after(runs[0]["points"], 2, "maximize") == 1.5
+    assert best_after(runs[0]["points"], 0.5, "maximize") is None
+    assert best_after(runs[0]["points"], 2, "minimize") == 1.0
+    matched = spend_matched(runs, ["late", "early"])
+    assert matched["k_equal"] == 2 and matched["k"] == [1.0, 2.0]
+    assert matched["at_k"] == {"late": pytest.approx(1.35), "early": pytest.approx(2.5)}
+    assert matched["curves"]["early"] == [pytest.approx(1.0), pytest.approx(2.5)]
+    numbers = task_numbers(runs, ["late", "early"], "late")
+    assert numbers["ranked"] and numbers["spend_matched"] == matched
+    table = numbers["table"]
+    assert {r["method"]: r["rank"] for r in table} == {"early": 1, "late": 2}  # the final means would say late
+    early = next(r for r in table if r["method"] == "early")
+    assert early["under_cap"] == [{"seed": 0, "spent": 2.0, "cap": 6.0,
+                                   "stop_reason": "25 proposals in a row spent nothing"}]
+    assert under_cap_text(early) == "UNDER CAP seed 0: 2/6 (25 proposals in a row spent nothing)"
+    assert under_cap_text(next(r for r in table if r["method"] == "late")) == "full"
+
+
+def test_demo_seeds_differ_its_method_proposals_are_as_valid_as_the_agents_and_tables_say_demo(
+        tmp_path: Any) -> None:
+    """Issue 39 item 3: with --model demo, seeds 0 and 1 make different runs (the run's seed reaches the demo),
+    evolve's and best-of-n's proposals are INVALID no more often than the agent's edits (on main: 10 of 12 and
+    8 of 12 against 0 of 12), and the table and report state that the demo model is not an LLM."""
+    from rich.console import Console
+
+    from reasearch._cli.compare import final_table
+    from reasearch.fleets.compare import DEMO_NOTE, comparison, run_compare
+    from reasearch.reports.compare_methods import compare_methods_html
+    from reasearch.runs import open_store
+
+    store = str(tmp_path / "runs")
+    spec = compare_spec(["circle_packing/n26-v1"], ["agent", "evolve", "best-of-n"], seeds=[0, 1], budget=6,
+                        model="demo", parallelism=2)
+    data = comparison(store, run_compare(spec, store=store, run_dir=store).fleet_id)
+    runs = {(r["method"], r["seed"]): r for r in data["runs"]}
+    with open_store(store) as s:
+        for method in ("agent", "evolve", "best-of-n"):
+            moves = [[ev.candidate_id for ev in s.evaluations(runs[method, seed]["run_id"])] for seed in (0, 1)]
+            assert moves[0][0] == moves[1][0] and moves[0] != moves[1], method  # the same seed program, then apart
+    rate = {}
+    for method in ("agent", "evolve", "best-of-n"):
+        mine = [r for (m, _), r in runs.items() if m == method]
+        evals = sum(len(r["points"]) for r in mine)
+        assert evals == 12 and all(not r["under_cap"] for r in mine), method  # each spent its 6 evaluations
+        rate[method] = sum(r["failures"].get("INVALID", 0) for r in mine) / evals
+    assert rate["evolve"] <= rate["agent"] + 0.25 and rate["best-of-n"] <= rate["agent"] + 0.25, rate
+    assert data["model_note"] == DEMO_NOTE and "not an LLM" in DEMO_NOTE
+    console = Console(width=300, record=True)
+    console.print(final_table(data["tasks"][0], data["reference"], data["model_note"]))
+    assert "not an LLM" in console.export_text()
+    html = compare_methods_html(data, plotly_src="")
+    assert "not an LLM" in html and "fig-circle-packing-n26-v1-matched" in html  # the spend-matched curve is drawn
+    assert data["tasks"][0]["ranked"] and data["tasks"][0]["spend_matched"]["k"] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def test_a_published_figure_is_shown_with_every_digit_and_no_more() -> None:
+    """Reference rows print 12 significant digits when that is the figure itself, and every digit when fewer would
+    round it: a published 2.634292402141039 is never shown as 2.63429240214."""
+    from reasearch._cli.compare import reference_value
+    from reasearch.reports.compare_methods import figure_text
+
+    for value, text in ((2.634292402141039, "2.634292402141039"), (2.6358627564, "2.6358627564"), (0.21, "0.21"),
+                        (225.0, "225"), (70.0, "70"), (0.1 + 0.2, "0.30000000000000004"), (1e-300, "1e-300"),
+                        (123456789012345.0, "123456789012345.0"), (-0.0037, "-0.0037")):
+        assert figure_text(value) == text and float(figure_text(value)) == value
+    assert reference_value({"score": 2.63598325, "as_published": "2.63598325 sum"}) == "2.63598325 (2.63598325 sum)"
+    assert reference_value({"score": 0.0196, "metric": "t_alg_s"}) == "0.0196, t_alg_s: not the score"

@@ -103,8 +103,8 @@ def test_openevolve_with_four_workers_spends_the_budget_exactly(tmp_path: Path) 
                           config={"diff_based_evolution": False, "parallel_evaluations": 4})
     result = runner.optimize()
     used = store.usage(result.run_id)
-    evaluated = [e for e in store.evaluations(result.run_id) if e.result.status.value != "REFUSED"]
-    assert 2 <= used[Unit.EVALUATIONS] == len(evaluated) <= 9  # the initial program and children, never more
+    paid = [e for e in store.evaluations(result.run_id) if e.result.status.value != "REFUSED" and not e.result.cached]
+    assert 2 <= used[Unit.EVALUATIONS] == len(paid) <= 9  # the initial program and children, never more
     scores = _scores_match_eval(store, result.run_id)
     assert scores and result.final_score == max(scores)
     replies = store.events(result.run_id, kind=REPLY_EVENT)
@@ -283,7 +283,8 @@ def test_openevolve_stops_when_the_model_budget_is_spent(tmp_path: Path) -> None
     used = store.usage(result.run_id)
     assert store.get_run(result.run_id).state.value == "finished"
     assert used[Unit.MODEL_CALLS] == 2 == len(store.events(result.run_id, kind=REPLY_EVENT))  # refused calls: not made
-    assert used[Unit.EVALUATIONS] == 3  # the seed and the two proposals; the refused iterations proposed nothing
+    evs = store.evaluations(result.run_id)  # the seed and the two proposals; the refused iterations proposed nothing
+    assert len(evs) == 3 and used[Unit.EVALUATIONS] == sum(not ev.result.cached for ev in evs)  # a repeat is free
     assert "model_calls budget is spent" in result.reason
 
 
@@ -320,3 +321,110 @@ def test_a_peers_program_is_read_refused_or_evaluated_by_one_rule(tmp_path: Path
     assert asked == ["spent?"] and evaluated == [] and run.store.evaluations(run.id) == []
     result = evaluate_program(driver, str(good), note="peer", spent=spent_when(None), evaluated=evaluated)
     assert result.ok and evaluated == [driver.step] and len(run.store.evaluations(run.id)) == 1
+
+
+def test_openevolve_with_its_default_diffs_spends_the_whole_budget(tmp_path: Path) -> None:
+    """Issue 39 item 1: OpenEvolve's default (diff-based) loop spent 1 of 6 evaluations with the demo model (its
+    replies held no usable diff and max_iterations was budget - 1); now the demo answers a diff prompt with
+    SEARCH/REPLACE edits and an iteration that spends nothing does not use up the budget's iterations."""
+    _need("openevolve")
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("openevolve", TASK, budget={"evaluations": 6}, store=store, model_spec=DEMO, seed=1)
+    result = runner.optimize()
+    assert store.usage(result.run_id)[Unit.EVALUATIONS] == 6, result.reason
+    assert result.reason == "the evaluations budget is spent"
+    scores = _scores_match_eval(store, result.run_id)
+    assert len(scores) >= 4 and result.final_score == max(scores)  # the demo's edits mostly stay valid
+
+
+class _EveryOtherReplyUseless:
+    """The demo model, but every other reply holds no usable edit (an iteration that spends nothing)."""
+
+    name = "demo"
+
+    def __init__(self) -> None:
+        self.demo, self.calls = DemoModel(seed=1), 0
+
+    def complete(self, request: Any) -> Any:
+        from reasearch.models.messages import ModelReply, StopReason, Usage
+
+        self.calls += 1
+        if self.calls % 2 == 0:
+            return ModelReply(({"type": "text", "text": "No change comes to mind."},), StopReason.END_TURN,
+                              Usage(input_tokens=10, output_tokens=5), 0.0, "demo")
+        return self.demo.complete(request)
+
+
+def test_openevolve_iterations_that_spend_nothing_do_not_eat_the_budget(tmp_path: Path) -> None:
+    """Issue 39 item 1: with max_iterations = budget - 1, replies with no usable diff left the run under its cap
+    (here: 3 of 6); now the loop goes on until the budget is spent (or its stall allowance is used up)."""
+    _need("openevolve")
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("openevolve", TASK, budget={"evaluations": 6}, store=store, model_spec=DEMO, seed=1,
+                          model=_EveryOtherReplyUseless())
+    result = runner.optimize()
+    assert store.usage(result.run_id)[Unit.EVALUATIONS] == 6, result.reason
+    assert result.reason == "the evaluations budget is spent"
+
+
+class _Reflector:
+    """A reflection model whose every proposal is new and better instructed (so GEPA accepts and validates some)."""
+
+    name = "reflector"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, request: Any) -> Any:
+        from reasearch.models.messages import ModelReply, StopReason, Usage
+
+        self.calls += 1
+        text = ("```\nThink step by step. Double-check your arithmetic before you answer. End your reply with a "
+                f"line '#### <answer>' holding only the final answer. (variant {self.calls})\n```")
+        return ModelReply(({"type": "text", "text": text},), StopReason.END_TURN,
+                          Usage(input_tokens=10, output_tokens=30), 0.0, self.name)
+
+
+def test_gepa_s_intermediate_validations_are_run_evaluations_on_the_curve(tmp_path: Path, gsm: Path) -> None:
+    """Issue 39 item 2: GEPA's curve was one point (only its final candidate became a run evaluation); every full
+    validation it makes is now a run evaluation at the spend it happened, and costs nothing more."""
+    _need("gepa")
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key
+    from reasearch.fleets.compare import _run_data
+    from reasearch.fleets.fleet import FleetMember
+
+    with FakeStudentServer(gsm8k_answer_key(gsm)) as server:
+        params = {"student": "openai/fake", "base_url": server.url, "data_dir": str(gsm), "n_train": 12,
+                  "n_validation": 6, "backoff_s": 0.01}
+        store = open_store(str(tmp_path / "runs"))
+        runner = start_method("gepa", "gsm8k/v1", budget={"student_calls": 120}, store=store, model_spec=DEMO,
+                              task_params=params, model=_Reflector())
+        result = runner.optimize()
+        paid = sum(e.amount for e in store.ledger(result.run_id)
+                   if e.unit is Unit.STUDENT_CALLS and not e.note.startswith("shared:"))
+        assert paid == server.paid_hits()  # the run's validations repeated GEPA's calls: nothing paid twice
+    data = _run_data(store, FleetMember(0, "gsm8k/v1", 0, "demo", method="gepa"), result.run_id)
+    evs = store.evaluations(result.run_id)  # the seed's validation, at least one proposal's, and GEPA's best
+    assert len(evs) >= 3 and len({ev.candidate_id for ev in evs}) >= 2
+    spends = [p["spent"] for p in data["points"]]
+    assert spends[0] < spends[-1] and spends == sorted(spends)  # points along the spend, not one at the end
+    assert spends[0] == 6  # the seed's validation: one call per validation example, where it happened
+
+
+def test_the_demo_answers_gepa_s_reflection_with_an_edit_of_its_current_instructions(tmp_path: Path,
+                                                                                      gsm: Path) -> None:
+    """Issue 39 item 3: GEPA's reflection prompt holds its instructions in an untagged fence, so the demo answered
+    every reflection with the same fixed instruction (repeats, free: GEPA stalled with validation 0.0 after 50 of
+    120 calls). Now it edits the current instructions, as it edits the agent's prompt, and GEPA improves."""
+    _need("gepa")
+    from reasearch.evaluators.prompt.testing import FakeStudentServer, gsm8k_answer_key
+
+    with FakeStudentServer(gsm8k_answer_key(gsm)) as server:
+        params = {"student": "openai/fake", "base_url": server.url, "data_dir": str(gsm), "n_train": 12,
+                  "n_validation": 6, "backoff_s": 0.01}
+        store = open_store(str(tmp_path / "runs"))
+        result = start_method("gepa", "gsm8k/v1", budget={"student_calls": 120}, store=store, model_spec=DEMO,
+                              task_params=params).optimize()
+    scores = [ev.result.score for ev in store.evaluations(result.run_id)]
+    assert scores[0] is not None and result.final_score is not None
+    assert result.final_score > scores[0], scores  # a better prompt than the seed, found by GEPA with the demo

@@ -25,7 +25,7 @@ def test_compare_two_methods_two_seeds_through_the_cli(browser: Any, tmp_path: P
                "--json", str(data_path), "-o", str(html), "--quiet"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "agent" in out and "evolve" in out and "equal budgets" in out
+    assert "agent" in out and "evolve" in out and "ranked at equal spend" in out
     data = json.loads(data_path.read_text())
     assert {(r["method"], r["seed"]) for r in data["runs"]} == {("agent", 0), ("agent", 1), ("evolve", 0),
                                                                  ("evolve", 1)}

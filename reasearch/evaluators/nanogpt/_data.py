@@ -141,7 +141,7 @@ def load_corpus(corpus: str) -> Corpus:
     if corpus == DEFAULT_CORPUS:
         from reasearch.evaluators.nanogpt._generate import generated_split
 
-        train, held_out = generated_split()
+        train, held_out = generated_split(packaged_corpus_bytes())
         data, split = train + held_out, len(train)
     elif corpus == SHAKESPEARE:
         data = packaged_corpus_bytes()

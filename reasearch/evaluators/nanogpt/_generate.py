@@ -120,20 +120,17 @@ def sample_chain(table: MarkovTable, q: np.ndarray, n: int, seed: int, start_ctx
 
 
 @functools.lru_cache(maxsize=1)
-def _source_table() -> MarkovTable:
-    from reasearch.evaluators.nanogpt._data import packaged_corpus_bytes
-
-    return fit_table(packaged_corpus_bytes())
+def _source_table(source: bytes) -> MarkovTable:
+    return fit_table(source)
 
 
-def generated_split(key: bytes | None = None) -> tuple[bytes, bytes]:
-    """The training and held-out splits drawn under the secret ``key`` (default: this machine's secret)."""
-    from reasearch.evaluators.nanogpt._data import packaged_corpus_bytes
-
-    table = _source_table()
+def generated_split(source: bytes, key: bytes | None = None) -> tuple[bytes, bytes]:
+    """The training and held-out splits drawn under the secret ``key`` (default: this machine's secret) from the
+    chain fitted on ``source`` (the packaged tiny Shakespeare: ``_data.packaged_corpus_bytes()``)."""
+    table = _source_table(source)
     params = {"version": GENERATOR_VERSION, "order": ORDER}
     q = perturbed_rows(table, derive_seed(_PURPOSE, {**params, "part": "table"}, key))
-    first = table.context_index(packaged_corpus_bytes()[:ORDER])
+    first = table.context_index(source[:ORDER])
     train = sample_chain(table, q, TRAIN_BYTES, derive_seed(_PURPOSE, {**params, "part": "train"}, key), first)
     val = sample_chain(table, q, VAL_BYTES, derive_seed(_PURPOSE, {**params, "part": "val"}, key), first)
     return train, val
