@@ -5,8 +5,8 @@ budget) with ``parallel_evaluations`` 4 and with 1 (the reference), its model th
 proxy: instant, and delayed by a fixed latency per call (a sleep: what a remote model's answer costs in
 wall time, not in CPU). Figures: evaluations recorded per second and wall time to the budget (OpenEvolve's
 start included: it is part of every run); the ratio is the 4-worker run's over the reference's (above 1:
-4 workers are faster). OpenEvolve skips a rewrite identical to its parent, so a run may record fewer
-evaluations than its budget: the rate counts what was recorded.
+4 workers are faster). The rate counts paid evaluations (the budget spent; a free repeat or a refused
+program does not count); a run may end before its budget is spent (OpenEvolve's iterations run out).
 
 Trust boundary: the project's own code, OpenEvolve (installed by the user) and the demo model;
 candidates run only in the sandbox.
@@ -48,10 +48,11 @@ class DelayedModel:
 
 
 def openevolve_run(workers: int, budget: int, latency_s: float, workdir: Path) -> tuple[float, int, int]:
-    """(wall seconds, evaluations recorded, model calls) of one OpenEvolve run with ``workers`` worker processes."""
+    """(wall seconds, evaluations paid, model calls) of one OpenEvolve run with ``workers`` worker processes
+    (paid: the run's evaluation budget spent; free repeats and refused programs do not count)."""
     from reasearch.methods import start_method
     from reasearch.models import ModelSpec
-    from reasearch.runs import open_store
+    from reasearch.runs import Unit, open_store
 
     with open_store(workdir) as store:
         runner = start_method("openevolve", TASK, budget={"evaluations": budget}, store=store,
@@ -60,7 +61,7 @@ def openevolve_run(workers: int, budget: int, latency_s: float, workdir: Path) -
         t0 = time.perf_counter()
         result = runner.optimize()
         elapsed = time.perf_counter() - t0
-        return elapsed, len(store.evaluations(result.run_id)), result.model_calls
+        return elapsed, int(store.usage(result.run_id).get(Unit.EVALUATIONS, 0)), result.model_calls
 
 
 def _load() -> str:
@@ -82,7 +83,7 @@ def run(quick: bool) -> list[BenchRow]:
             got = {w: openevolve_run(w, budget, latency, root / f"w{w}-{latency}") for w in (1, WORKERS)}
             (ref_s, ref_n, ref_calls), (s, n, calls) = got[1], got[WORKERS]
             what = "instant demo model" if not latency else f"demo model + {latency:g} s per call"
-            note = (f"budget {budget} evaluations; recorded {n} evaluations, "
+            note = (f"budget {budget} evaluations; paid {n} evaluations, "
                     f"{calls} model calls (4 workers) and {ref_n}, {ref_calls} (1); {_load()}")
             rows.append(BenchRow("peers", f"openevolve {WORKERS} workers, {what}: evaluations/s", n / s, "1/s",
                                  reference="1 worker", reference_value=ref_n / ref_s, ratio=(n / s) / (ref_n / ref_s),
