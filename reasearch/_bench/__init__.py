@@ -50,6 +50,8 @@ SECTIONS: tuple[str, ...] = (
     "reasearch._bench.store",
     "reasearch._bench.agent",
     "reasearch._bench.methods",
+    "reasearch._bench.peers",
+    "reasearch._bench.fleet",  # last: starts and stops Ray (a local instance, then a two-node cluster)
 )
 
 

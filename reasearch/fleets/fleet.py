@@ -420,10 +420,11 @@ def _result_from(data: Mapping[str, Any]) -> MemberResult:
                         data.get("heldout_public"))
 
 
-def _check_store_for_cluster(store_url: str, nodes: int) -> None:
-    if nodes > 1 and not store_url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(f"this Ray cluster has {nodes} nodes but the store is {store_url!r}: a SQLite file belongs "
-                          "to one machine. Give the fleet a shared store: --store postgresql://USER@HOST/DB")
+def _check_store_for_cluster(store_url: str, machines: int) -> None:
+    """A SQLite store serves a cluster on one machine (its nodes share the file system), never one on several."""
+    if machines > 1 and not store_url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"this Ray cluster spans {machines} machines but the store is {store_url!r}: a SQLite file "
+                          "belongs to one machine. Give the fleet a shared store: --store postgresql://USER@HOST/DB")
 
 
 def _ray_member_task() -> Any:
@@ -549,7 +550,7 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
     conn = connect_ray(address or None, fallback_to_local=False, user="the ray executor")
     ray = conn.ray
     try:
-        _check_store_for_cluster(store_url, conn.alive_nodes())
+        _check_store_for_cluster(store_url, conn.alive_machines())
         task = _ray_member_task()
         cluster_gpus = conn.cluster_gpus()
         waiting = list(todo)

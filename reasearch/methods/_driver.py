@@ -17,6 +17,7 @@ candidates run only inside the sandbox via the run.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
@@ -131,6 +132,9 @@ class MethodDriver:
         self.idle = 0  # proposals in a row that spent nothing
         self.history: list[Candidate] = []
         self.model_calls = 0
+        # Steps, history and counters: a peer's proxy serves its workers' requests on threads at once. The
+        # model call and the evaluation run outside it; the run reserves each against its caps atomically.
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------ journal
     def record(self, step: int, kind: str, payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,12 +145,22 @@ class MethodDriver:
         return self.journal.get(step, kind)
 
     def next_step(self) -> int:
-        self.step += 1
-        return self.step
+        with self._lock:
+            self.step += 1
+            return self.step
 
     # ------------------------------------------------------------ model
     def ask(self, system: str, user: str, *, note: str) -> str:
         """One model call (no tools) as one step: replayed when recorded, else made, recorded, debited.
+
+        Raises:
+            BudgetExceededError: a token, dollar or model-call cap is spent (nothing is called).
+            ModelError: the model failed after its retries (the run stays resumable).
+        """
+        return self.ask_reply(system, user, note=note)[1].text
+
+    def ask_reply(self, system: str, user: str, *, note: str) -> tuple[int, ModelReply]:
+        """:meth:`ask` returning its step and the whole reply (thread-safe: callers at once get their own steps).
 
         Raises:
             BudgetExceededError: a token, dollar or model-call cap is spent (nothing is called).
@@ -177,8 +191,9 @@ class MethodDriver:
         ledger_note = f"{self.method}:{note}"
         self.run.settle(token, {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(reply.usage.total),
                                 Unit.DOLLARS: float(reply.cost_usd or 0.0)}, step=step, note=ledger_note)
-        self.model_calls += 1
-        return reply.text
+        with self._lock:
+            self.model_calls += 1
+        return step, reply
 
     def _check_money(self) -> None:
         why = spent_hard_cap(self.run.remaining())
@@ -211,17 +226,20 @@ class MethodDriver:
             cid = candidate_sha256(source)
             result = self.run.evaluate(source, step=step, parent=parent, note=note)
         cand = Candidate(step, cid, source, parent, result)
-        self.history.append(cand)
-        self.idle = self.idle + 1 if result.cached else 0
+        with self._lock:
+            self.history.append(cand)
+            self.idle = self.idle + 1 if result.cached else 0
         return cand
 
     def skipped(self) -> None:
         """A proposal that gave nothing to evaluate (no block, no compile): counts toward :data:`MAX_IDLE`."""
-        self.idle += 1
+        with self._lock:
+            self.idle += 1
 
     def seen(self, source: str) -> Candidate | None:
         cid = candidate_sha256(source)
-        return next((c for c in self.history if c.id == cid), None)
+        with self._lock:
+            return next((c for c in self.history if c.id == cid), None)
 
     def better(self, a: Candidate, b: Candidate | None) -> bool:
         """True when ``a`` scored OK and beats ``b`` in the task's direction."""
@@ -230,7 +248,9 @@ class MethodDriver:
 
     def best(self) -> Candidate | None:
         best: Candidate | None = None
-        for c in self.history:
+        with self._lock:
+            history = list(self.history)
+        for c in history:
             if self.better(c, best):
                 best = c
         return best

@@ -11,13 +11,14 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from reasearch.evaluators.result import EvalResult
 from reasearch.methods._driver import Candidate, MethodDriver
 
-__all__ = ["budget_result", "continue_after_record", "evaluate_program", "kill_groups"]
+__all__ = ["budget_result", "continue_after_record", "evaluate_program", "kill_groups", "prestart_sandbox"]
 
 
 def budget_result(reason: str) -> EvalResult:
@@ -52,9 +53,32 @@ def evaluate_program(driver: MethodDriver, program_path: str, *, note: str, spen
     reason = spent()
     if reason is not None:
         return budget_result(reason)
-    result = driver.evaluate(source, parent=None, note=note).result
-    evaluated.append(driver.step)
-    return result
+    cand = driver.evaluate(source, parent=None, note=note)
+    evaluated.append(cand.step)  # its own step: the driver's counter moves on under other requests at once
+    return cand.result
+
+
+def prestart_sandbox(driver: MethodDriver) -> threading.Thread | None:
+    """Starts, in the background, the sandbox worker that will evaluate the run's seed program, so that it
+    starts while the peer's process imports its package and forks its workers (its first evaluation found
+    a cold pool and waited for it: 24.8 s on a busy machine). The pool is the process's one pool, which
+    serves every evaluation the peer's workers post to the proxy. Best effort: an executor without a local
+    pool (Ray) or a slot already up starts nothing; a failure is left to the first evaluation to report.
+    Returns the thread (None when nothing was started)."""
+    pool = getattr(driver.run.executor, "pool", None)
+    prestart = getattr(pool, "prestart", None)
+    if not callable(prestart):
+        return None
+
+    def start() -> None:
+        try:
+            prestart(driver.task.build_request(driver.task.seed_program(), seed=int(driver.run.seed)))
+        except Exception:  # noqa: BLE001 - the first evaluation starts the worker and reports its failure
+            pass
+
+    thread = threading.Thread(target=start, name="reasearch-prestart", daemon=True)
+    thread.start()
+    return thread
 
 
 def kill_groups(procs: Iterable[subprocess.Popen[Any]]) -> None:

@@ -8,8 +8,12 @@ peer's evaluator and evaluates it through :meth:`MethodDriver.evaluate` (the run
 cache and store). A spent budget is an HTTP 400 for a model call (the peer counts a failed call) and a
 failed evaluation (``combined_score`` 0.0) for a program; neither is ever made.
 
-Every request is served on the thread that called :meth:`MeteringProxy.serve` (the run's and the
-store's own thread), one at a time: the HTTP threads only queue work and wait for its answer.
+Requests are served at once, each on its own HTTP thread, so a peer's parallel workers do not queue
+behind one another: the driver hands out steps under its lock and the run reserves every model call and
+every evaluation against its caps atomically in the store, so N requests at once against a cap of k < N
+get exactly k answers and the budget is never overspent. A model failure (``ModelError``) on any request
+ends :meth:`MeteringProxy.serve` with that error (the run stays resumable); when serving ends, requests
+still in flight are waited for and later ones are answered 503.
 
 Trust boundary: only the holder of the token (the peer package this process started) is served; the
 request body is untrusted JSON, parsed and size-capped here; a program file is read size-capped and
@@ -20,7 +24,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import queue
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -28,21 +31,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 from reasearch.errors import BudgetExceededError, ModelError
-from reasearch.methods._driver import REPLY_EVENT, MethodDriver
-from reasearch.models.messages import ModelReply
+from reasearch.methods._driver import MethodDriver
 
 __all__ = ["MeteringProxy"]
 
 T = TypeVar("T")
 MAX_BODY = 8 * 1024 * 1024
 _MODEL = "reasearch-metered"
-
-
-class _Job:
-    def __init__(self, fn: Callable[[], tuple[int, dict[str, Any]]]) -> None:
-        self.fn = fn
-        self.done = threading.Event()
-        self.answer: tuple[int, dict[str, Any]] = (503, _error("the run is over"))
 
 
 def _error(message: str, kind: str = "reasearch_error") -> dict[str, Any]:
@@ -81,12 +76,14 @@ class MeteringProxy:
         self.driver = driver
         self.note = note
         self._refuse = refuse  # a reason to refuse a model call before it is made (e.g. no evaluation left)
-        self._on_refused = on_refused  # called (on the serving thread) after each refused model call
+        self._on_refused = on_refused  # called (on the request's thread) after each refused model call
         self.token = secrets.token_urlsafe(32)
         self._evaluate = evaluate
-        self._jobs: queue.Queue[_Job | None] = queue.Queue()
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
         self._open = False
+        self._in_flight = 0
+        self._ended = threading.Event()  # the peer's body returned, or a request hit a fatal error
+        self._fatal: BaseException | None = None
         self.calls = 0
         self.refused = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -97,7 +94,11 @@ class MeteringProxy:
 
     # ------------------------------------------------------------ serving
     def serve(self, body: Callable[[], T]) -> T:
-        """Runs ``body`` (the peer's loop) on a thread while this thread answers the proxy's requests."""
+        """Runs ``body`` (the peer's loop) on a thread while the proxy answers requests; returns its value.
+
+        Raises:
+            ModelError: a model call failed on some request (the peer's process is the caller's to end).
+        """
         out: dict[str, Any] = {}
 
         def target() -> None:
@@ -106,55 +107,60 @@ class MeteringProxy:
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 out["error"] = exc
             finally:
-                self._jobs.put(None)
+                self._ended.set()
 
         http = threading.Thread(target=self._server.serve_forever, name="reasearch-proxy", daemon=True)
-        with self._lock:
+        with self._cond:
             self._open = True
         http.start()
         peer = threading.Thread(target=target, name="reasearch-peer", daemon=True)
         peer.start()
         try:
-            while (job := self._jobs.get()) is not None:
-                self._run(job)
+            self._ended.wait()
         finally:
-            with self._lock:
+            with self._cond:  # later requests are answered "over"
                 self._open = False
-            while True:  # queued after the end: answered "over", never run
-                try:
-                    late = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if late is not None:
-                    late.done.set()
-            self._server.shutdown()
-            self._server.server_close()
+            try:  # those in flight finish (their spend is recorded); a second Ctrl-C stops waiting for them
+                with self._cond:
+                    self._cond.wait_for(lambda: self._in_flight == 0)
+            finally:
+                self._server.shutdown()
+                self._server.server_close()
+        if self._fatal is not None:
+            raise self._fatal
         peer.join()
         if "error" in out:
             raise out["error"]
         return out["value"]
 
-    def _run(self, job: _Job) -> None:
-        try:
-            job.answer = job.fn()
-        except (ModelError, KeyboardInterrupt):
-            job.answer = (502, _error("the model failed; the run stops (resumable)"))
-            job.done.set()
-            raise
-        except Exception as exc:  # noqa: BLE001 - the peer gets an answer; the run's side goes on
-            job.answer = (500, _error(f"{type(exc).__name__}: {exc}"[:500]))
-        job.done.set()
+    @property
+    def in_flight(self) -> int:
+        """Requests being served now."""
+        with self._cond:
+            return self._in_flight
 
-    def _submit(self, fn: Callable[[], tuple[int, dict[str, Any]]]) -> tuple[int, dict[str, Any]]:
-        job = _Job(fn)
-        with self._lock:
+    def _answer(self, fn: Callable[[], tuple[int, dict[str, Any]]]) -> tuple[int, dict[str, Any]]:
+        """``fn``'s answer on this request's thread; 503 once serving has ended."""
+        with self._cond:
             if not self._open:
-                return job.answer
-            self._jobs.put(job)
-        job.done.wait()
-        return job.answer
+                return 503, _error("the run is over")
+            self._in_flight += 1
+        try:
+            return fn()
+        except ModelError as exc:
+            with self._cond:
+                if self._fatal is None:
+                    self._fatal = exc
+            self._ended.set()
+            return 502, _error("the model failed; the run stops (resumable)")
+        except Exception as exc:  # noqa: BLE001 - the peer gets an answer; the run's side goes on
+            return 500, _error(f"{type(exc).__name__}: {exc}"[:500])
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
 
-    # ------------------------------------------------------------ the work (on the serving thread)
+    # ------------------------------------------------------------ the work (on the request's thread)
     def complete(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         """One chat completion through the driver: journaled, reserved, debited; a spent budget is a 400."""
         try:
@@ -165,18 +171,18 @@ class MeteringProxy:
             why = self._refuse() if self._refuse is not None else None
             if why is not None:
                 raise BudgetExceededError(why)
-            text = self.driver.ask(system, user, note=self.note)
+            step, reply = self.driver.ask_reply(system, user, note=self.note)
         except BudgetExceededError as exc:
-            self.refused += 1
+            with self._cond:
+                self.refused += 1
             if self._on_refused is not None:
                 self._on_refused()
             return 400, _error(f"budget spent: {exc}", "budget_exhausted")
-        self.calls += 1
-        step = self.driver.step
-        recorded = self.driver.recorded(step, REPLY_EVENT) or {}
-        usage = ModelReply.from_dict(recorded["reply"]).usage if "reply" in recorded else None
-        prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens if usage else 0
-        completion = usage.output_tokens if usage else 0
+        with self._cond:
+            self.calls += 1
+        text, usage = reply.text, reply.usage
+        prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        completion = usage.output_tokens
         return 200, {
             "id": f"reasearch-{self.driver.run.id}-{step}",
             "object": "chat.completion",
@@ -235,14 +241,14 @@ class MeteringProxy:
                     return
                 path = self.path.rstrip("/")
                 if path in ("/v1/chat/completions", "/chat/completions"):
-                    self._send(*proxy._submit(lambda: proxy.complete(body)))
+                    self._send(*proxy._answer(lambda: proxy.complete(body)))
                 elif path == "/reasearch/evaluate" and proxy._evaluate is not None:
                     program = body.get("program_path")
                     if not isinstance(program, str):
                         self._send(400, _error("program_path must be a string"))
                         return
                     evaluate = proxy._evaluate
-                    self._send(*proxy._submit(lambda: (200, evaluate(program))))
+                    self._send(*proxy._answer(lambda: (200, evaluate(program))))
                 else:
                     self._send(404, _error(f"no such path {self.path[:100]}"))
 

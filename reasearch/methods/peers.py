@@ -36,7 +36,7 @@ from typing import Any
 
 from reasearch.errors import BudgetExceededError, ConfigError
 from reasearch.methods._driver import MAX_IDLE, MethodDriver
-from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups
+from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups, prestart_sandbox
 from reasearch.methods._proxy import MeteringProxy
 from reasearch.runs.ledger import Unit
 
@@ -65,15 +65,22 @@ class OpenEvolveConfig:
 
     Attributes:
         diff_based_evolution: None keeps OpenEvolve's default (diffs); False asks for whole programs.
+        parallel_evaluations: OpenEvolve's worker processes (its ``evaluator.parallel_evaluations``; None
+            keeps its default, 1). Their model calls and evaluations reach the run's proxy at once, each
+            reserved against the run's caps.
     """
 
     diff_based_evolution: bool | None = None
+    parallel_evaluations: int | None = None
 
     def __post_init__(self) -> None:
+        n = self.parallel_evaluations
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 256):
+            raise ConfigError(f"openevolve parallel_evaluations is a whole number from 1 to 256, not {n!r}")
         require_package("openevolve")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"diff_based_evolution": self.diff_based_evolution}
+        return {"diff_based_evolution": self.diff_based_evolution, "parallel_evaluations": self.parallel_evaluations}
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +169,7 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
         return {"metrics": metrics, "artifacts": artifacts}
 
     proxy = MeteringProxy(driver, evaluate=evaluate, note="openevolve", refuse=spent)
+    prestart_sandbox(driver)  # the jail starts while OpenEvolve imports and forks its workers
     with tempfile.TemporaryDirectory(prefix="reasearch-openevolve-") as tmp:
         folder = Path(tmp)
         (folder / "evaluator.py").write_text(_EVALUATOR.format(url=f"http://127.0.0.1:{proxy.port}/reasearch/evaluate",
@@ -178,6 +186,8 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
             settings["max_iterations"] = iterations
         if config.diff_based_evolution is not None:
             settings["diff_based_evolution"] = bool(config.diff_based_evolution)
+        if config.parallel_evaluations is not None:
+            settings["evaluator"] = {"parallel_evaluations": int(config.parallel_evaluations)}
         (folder / "config.yaml").write_text(json.dumps(settings), encoding="utf-8")  # JSON is YAML
         procs: list[Any] = []
         try:

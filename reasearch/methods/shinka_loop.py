@@ -45,7 +45,7 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 from reasearch.methods._driver import MethodDriver
-from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups
+from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups, prestart_sandbox
 from reasearch.methods._proxy import MeteringProxy
 from reasearch.runs.ledger import Unit
 
@@ -62,28 +62,34 @@ GRACE_S = 3.0  # after a refused model call: quiet seconds on the evaluation end
 
 class _Stopper:
     """When to stop ShinkaEvolve's process: a model call was refused and the evaluation endpoint has been
-    quiet (nothing in flight) for ``grace_s``. Written on the proxy's serving thread, read by the watcher."""
+    quiet (nothing in flight) for ``grace_s``. Written on the proxy's request threads (several at once), read
+    by the watcher."""
 
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self.grace_s = grace_s
         self.refused = threading.Event()
         self.busy = 0
         self.last = time.monotonic()
+        self._lock = threading.Lock()
 
     def refuse(self) -> None:
-        if not self.refused.is_set():
-            self.last = max(self.last, time.monotonic())
-            self.refused.set()
+        with self._lock:
+            if not self.refused.is_set():
+                self.last = max(self.last, time.monotonic())
+                self.refused.set()
 
     def begin(self) -> None:
-        self.busy += 1
+        with self._lock:
+            self.busy += 1
 
     def end(self) -> None:
-        self.busy -= 1
-        self.last = time.monotonic()
+        with self._lock:
+            self.busy -= 1
+            self.last = time.monotonic()
 
     def due(self) -> bool:
-        return self.refused.is_set() and self.busy == 0 and time.monotonic() - self.last >= self.grace_s
+        with self._lock:
+            return self.refused.is_set() and self.busy == 0 and time.monotonic() - self.last >= self.grace_s
 
 
 def shinka_python() -> str:
@@ -247,6 +253,7 @@ def shinka_method(driver: MethodDriver, config: ShinkaConfig) -> str:
         return {"correct": correct, "metrics": metrics}
 
     proxy = MeteringProxy(driver, evaluate=evaluate, note="shinka", on_refused=stop.refuse)
+    prestart_sandbox(driver)  # the jail starts while ShinkaEvolve starts
     with tempfile.TemporaryDirectory(prefix="reasearch-shinka-") as tmp:
         folder = Path(tmp)
         (folder / "evaluate.py").write_text(

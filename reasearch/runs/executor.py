@@ -138,7 +138,7 @@ class Executor(ABC):
             requests: what to evaluate.
             progress: show a rich progress bar (on stderr) while they run.
         """
-        futures = [self.submit(r) for r in requests]
+        futures = self.submit_all(requests)
         if progress and futures:
             from rich.console import Console
             from rich.progress import Progress
@@ -149,6 +149,10 @@ class Executor(ABC):
                 for _ in as_completed(futures):
                     bar.advance(job)
         return [f.result() for f in futures]
+
+    def submit_all(self, requests: Sequence[EvalRequest]) -> list[Future[EvalResult]]:
+        """Starts many evaluations; one future per request, in order (default: :meth:`submit` each)."""
+        return [self.submit(r) for r in requests]
 
     def __enter__(self) -> Executor:
         return self
@@ -240,6 +244,7 @@ class LocalExecutor(Executor):
 # its task instances. Ray reuses worker processes, so the pool stays warm across tasks.
 _RAY_WORKER_POOL: SandboxRunner | None = None
 _RAY_WORKER_TASKS = _TaskCache()
+_RAY_WORKER_BY_KEY: dict[str, Task] = {}  # spec key -> task, for requests whose spec is in the object store
 
 
 def _ray_worker_pool() -> SandboxRunner:
@@ -255,6 +260,65 @@ def ray_evaluate(request: dict[str, Any]) -> dict[str, Any]:
     req = EvalRequest.from_dict(request)
     task = _RAY_WORKER_TASKS.get(req)
     return task.evaluate(req.source, seed=req.seed, executor=_ray_worker_pool(), **dict(req.options)).to_dict()
+
+
+def spec_key(spec: TaskSpec) -> str:
+    """A task spec's identity as text (sorted JSON): equal specs build equal tasks."""
+    return json.dumps(spec.to_dict(), sort_keys=True, default=str)
+
+
+def ray_evaluate_keyed(key: str, spec_ref: list[Any], source: str, seed: int | None,
+                       options: dict[str, Any]) -> dict[str, Any]:
+    """Body of :class:`RayExecutor`'s task: the task of spec ``key`` is built once per worker process, from
+    the spec the driver put once in Ray's object store (``spec_ref``: a one-item list, so Ray hands the
+    reference over unresolved and it is fetched only on this worker's first request for the spec); then
+    the same call as :func:`ray_evaluate`. Plain data in and out (no pickled results)."""
+    return _keyed_task(key, spec_ref).evaluate(source, seed=seed, executor=_ray_worker_pool(),
+                                               **dict(options)).to_dict()
+
+
+def ray_evaluate_chunk(key: str, spec_ref: list[Any], items: list[tuple[str, int | None, dict[str, Any]]]
+                       ) -> list[dict[str, Any]]:
+    """Body of :meth:`RayExecutor.submit_all`'s task: several ``(source, seed, options)`` of one spec, one
+    after another in this worker (one Ray task's scheduling for all of them); results in order."""
+    task = _keyed_task(key, spec_ref)
+    return [task.evaluate(source, seed=seed, executor=_ray_worker_pool(), **dict(options)).to_dict()
+            for source, seed, options in items]
+
+
+def _keyed_task(key: str, spec_ref: list[Any]) -> Task:
+    task = _RAY_WORKER_BY_KEY.get(key)
+    if task is None:
+        import ray
+
+        spec = TaskSpec.from_dict(ray.get(spec_ref[0]))
+        task = _RAY_WORKER_BY_KEY[key] = make(spec)
+    return task
+
+
+MAX_CHUNK = 16  # requests in one Ray task of RayExecutor.submit_all
+
+
+def _results_of(ray_future: Future[Any], n: int) -> list[Future[EvalResult]]:
+    """``n`` futures of results read from one Ray task's answer (a dict, or a list of ``n`` dicts)."""
+    outs: list[Future[EvalResult]] = [Future() for _ in range(n)]
+
+    def done(f: Future[Any]) -> None:
+        try:
+            answer = f.result()
+            data = [answer] if isinstance(answer, dict) else list(answer)
+            if len(data) != n:
+                raise ConfigError(f"a Ray task answered {len(data)} results for {n} requests")
+            results = [EvalResult.from_dict(d) for d in data]
+        except BaseException as exc:  # the task's error, or a result that does not parse: never a hang
+            for out in outs:
+                out.set_exception(exc)
+        else:
+            for out, result in zip(outs, results, strict=True):
+                out.set_result(result)
+
+    ray_future.add_done_callback(done)
+    return outs
 
 
 class RayExecutor(Executor):
@@ -277,8 +341,13 @@ class RayExecutor(Executor):
                  num_gpus: int | None = None) -> None:
         self._conn = connect_ray(address, num_cpus=num_cpus, num_gpus=num_gpus, user="RayExecutor")
         self._ray = ray = self._conn.ray
-        self._remote = ray.remote(num_cpus=1, max_retries=0)(ray_evaluate)
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(ray_evaluate_keyed)
+        self._remote_chunk = ray.remote(num_cpus=1, max_retries=0)(ray_evaluate_chunk)
         self._tasks = _TaskCache()
+        # Per spec (by object id: a run hands every request the same spec object): its key, its reference
+        # in the object store and its Ray options, computed once; the spec is held so its id stays its own.
+        self._specs: dict[int, tuple[TaskSpec, str, Any, bool]] = {}
+        self._specs_lock = threading.Lock()
         self._closed = False
 
     @property
@@ -288,19 +357,39 @@ class RayExecutor(Executor):
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         if self._closed:
             raise ConfigError("this RayExecutor is closed; create a new one")
-        ray_future = self._remote.options(**self.ray_options(request)).remote(request.to_dict()).future()
-        out: Future[EvalResult] = Future()
+        _, key, ref, may_gpu = self._spec_of(request)
+        options = self.ray_options(request) if may_gpu else {}
+        remote = self._remote.options(**options) if options else self._remote
+        ray_future = remote.remote(key, [ref], request.source, request.seed, dict(request.options)).future()
+        return _results_of(ray_future, 1)[0]
 
-        def done(f: Future[dict[str, Any]]) -> None:
-            try:
-                result = EvalResult.from_dict(f.result())
-            except BaseException as exc:  # the task's error, or a result that does not parse: never a hang
-                out.set_exception(exc)
+    def submit_all(self, requests: Sequence[EvalRequest]) -> list[Future[EvalResult]]:
+        """Starts many evaluations: the requests of a task that takes no GPU go in chunks, several to a Ray
+        task (about four chunks per CPU of the cluster, at most :data:`MAX_CHUNK` requests each), so that
+        Ray's scheduling cost is paid once per chunk; a chunk's failure fails each of its requests. The
+        others as :meth:`submit`. One future per request, in order."""
+        if self._closed:
+            raise ConfigError("this RayExecutor is closed; create a new one")
+        groups: dict[str, list[int]] = {}
+        futures: list[Future[EvalResult] | None] = [None] * len(requests)
+        specs: dict[str, tuple[Any, Any]] = {}
+        for i, request in enumerate(requests):
+            _, key, ref, may_gpu = self._spec_of(request)
+            if may_gpu:
+                futures[i] = self.submit(request)
             else:
-                out.set_result(result)
-
-        ray_future.add_done_callback(done)
-        return out
+                groups.setdefault(key, []).append(i)
+                specs[key] = (ref, request)
+        per_cpu = 4 * max(self.parallelism, 1) if groups else 1
+        for key, index in groups.items():
+            size = max(1, min(MAX_CHUNK, -(-len(index) // per_cpu)))
+            for start in range(0, len(index), size):
+                chunk = index[start:start + size]
+                items = [(requests[i].source, requests[i].seed, dict(requests[i].options)) for i in chunk]
+                ray_future = self._remote_chunk.remote(key, [specs[key][0]], items).future()
+                for i, out in zip(chunk, _results_of(ray_future, len(chunk)), strict=True):
+                    futures[i] = out
+        return [f for f in futures if f is not None]
 
     @property
     def gpu_slots(self) -> int:
@@ -309,8 +398,23 @@ class RayExecutor(Executor):
 
     def ray_options(self, request: EvalRequest) -> dict[str, Any]:
         """Ray resources of one request: ``{"num_gpus": 1}`` for an experiment of a training task that
-        may use a GPU (``slot`` ``auto`` or ``gpu``) when the cluster has GPUs; nothing more otherwise."""
-        return gpu_options(self._tasks.get(request), self._conn.cluster_gpus())
+        may use a GPU (``slot`` ``auto`` or ``gpu``) when the cluster has GPUs; nothing more otherwise
+        (the cluster is asked only for such a task)."""
+        return gpu_options(self._tasks.get(request), self._conn.cluster_gpus)
+
+    def _spec_of(self, request: EvalRequest) -> tuple[TaskSpec, str, Any, bool]:
+        """(spec, key, object-store reference, whether it may take a GPU) of the request's spec, made once
+        per spec: each request then carries only its source, seed and options. A task that may take a GPU
+        asks the cluster at each request (its GPUs may change; an experiment is long)."""
+        with self._specs_lock:
+            known = self._specs.get(id(request.spec))
+            if known is None or known[0] is not request.spec:
+                key = spec_key(request.spec)
+                same = next((k for k in self._specs.values() if k[1] == key), None)
+                ref = same[2] if same is not None else self._ray.put(request.spec.to_dict())
+                may_gpu = bool(gpu_options(self._tasks.get(request), 1.0))
+                known = self._specs[id(request.spec)] = (request.spec, key, ref, may_gpu)
+        return known
 
     def close(self) -> None:
         if self._closed:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from reasearch.errors import ConfigError
@@ -45,12 +46,15 @@ def import_ray(user: str) -> Any:
     return ray
 
 
-def gpu_options(task: object, cluster_gpus: float) -> dict[str, Any]:
+def gpu_options(task: object, cluster_gpus: float | Callable[[], float]) -> dict[str, Any]:
     """Ray resources beyond the CPU for a unit of work on ``task``: ``{"num_gpus": 1}`` for a training
-    task that may use a GPU (``slot`` ``auto`` or ``gpu``) on a cluster with GPUs; ``{}`` otherwise."""
-    if not cluster_gpus or getattr(task, "slot", None) not in _GPU_SLOTS:
+    task that may use a GPU (``slot`` ``auto`` or ``gpu``) on a cluster with GPUs; ``{}`` otherwise.
+    ``cluster_gpus`` may be a callable (a query of the cluster): it is called only for such a task, so
+    the many evaluations of a CPU task never ask the cluster."""
+    if getattr(task, "slot", None) not in _GPU_SLOTS:
         return {}
-    return {"num_gpus": 1}
+    gpus = cluster_gpus() if callable(cluster_gpus) else cluster_gpus
+    return {"num_gpus": 1} if gpus else {}
 
 
 def _direct_children() -> set[int]:
@@ -110,6 +114,11 @@ class RayConnection:
     def alive_nodes(self) -> int:
         """Nodes of the cluster that are alive."""
         return sum(1 for n in self.ray.nodes() if n.get("Alive"))
+
+    def alive_machines(self) -> int:
+        """Machines (distinct node addresses) among the cluster's alive nodes: several nodes of one machine
+        (a local test cluster) share its file system."""
+        return len({n.get("NodeManagerAddress") for n in self.ray.nodes() if n.get("Alive")})
 
     def close(self) -> None:
         """Shuts Ray down if it was initialized here, and reaps its workers this process adopted (idempotent)."""

@@ -99,9 +99,9 @@ def test_sqlite_is_refused_for_a_multi_node_cluster() -> None:
     from reasearch.fleets.fleet import _check_store_for_cluster
 
     with pytest.raises(ConfigError, match="SQLite file belongs to one machine"):
-        _check_store_for_cluster("/var/tmp/runs", nodes=2)
-    _check_store_for_cluster("/var/tmp/runs", nodes=1)
-    _check_store_for_cluster("postgresql://u@h/db", nodes=3)
+        _check_store_for_cluster("/var/tmp/runs", machines=2)
+    _check_store_for_cluster("/var/tmp/runs", machines=1)
+    _check_store_for_cluster("postgresql://u@h/db", machines=3)
 
 
 def test_local_fleet_runs_every_member_and_resume_is_a_no_op(run_dir: Path) -> None:

@@ -93,6 +93,34 @@ def test_openevolve_spends_the_run_budget_exactly_and_stops(tmp_path: Path) -> N
     assert used[Unit.MODEL_CALLS] == len(store.events(result.run_id, kind=REPLY_EVENT)) >= 3
 
 
+def test_openevolve_with_four_workers_spends_the_budget_exactly(tmp_path: Path) -> None:
+    """OpenEvolve's 4 worker processes call the proxy at once: the budget still holds to the unit, and each
+    model call is paid and journaled once, at a step of its own. (Not every iteration evaluates: OpenEvolve
+    skips a rewrite identical to its parent, which the demo model sometimes returns.)"""
+    _need("openevolve")
+    store = open_store(str(tmp_path / "runs"))
+    runner = start_method("openevolve", TASK, budget={"evaluations": 9}, store=store, model_spec=DEMO,
+                          config={"diff_based_evolution": False, "parallel_evaluations": 4})
+    result = runner.optimize()
+    used = store.usage(result.run_id)
+    paid = [e for e in store.evaluations(result.run_id) if e.result.status.value != "REFUSED" and not e.result.cached]
+    assert 2 <= used[Unit.EVALUATIONS] == len(paid) <= 9  # the initial program and children, never more
+    scores = _scores_match_eval(store, result.run_id)
+    assert scores and result.final_score == max(scores)
+    replies = store.events(result.run_id, kind=REPLY_EVENT)
+    assert used[Unit.MODEL_CALLS] == len(replies) == len({e.step for e in replies}) >= 8  # one step each
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "4", 1000])
+def test_openevolve_parallel_evaluations_must_be_a_sane_count(bad: Any) -> None:
+    _need("openevolve")
+    from reasearch.errors import ConfigError
+    from reasearch.methods.peers import OpenEvolveConfig
+
+    with pytest.raises(ConfigError, match="parallel_evaluations is a whole number"):
+        OpenEvolveConfig(parallel_evaluations=bad)
+
+
 @pytest.fixture()
 def driver(tmp_path: Path) -> Iterator[MethodDriver]:
     run = Run.create(open_store(str(tmp_path / "store.sqlite")), task_id=TASK,

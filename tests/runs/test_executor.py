@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -170,3 +171,38 @@ def test_a_ray_result_that_does_not_parse_fails_its_future_instead_of_hanging(
     monkeypatch.setattr(executor_module.EvalResult, "from_dict", unparsable)  # parsed here, in the driver
     with pytest.raises(ValueError, match="not a result"):
         ray_ex.submit(BATCH[0]).result(timeout=60)
+
+
+@pytest.mark.ray
+def test_ray_puts_each_spec_once_and_never_asks_the_cluster_for_a_cpu_task(
+        local: LocalExecutor, ray_ex: RayExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-request cost of the Ray path: the spec travels once (the object store), the cluster's
+    resources are not queried per request, and the results are still the local pool's."""
+    puts: list[Any] = []
+    asked: list[int] = []
+    real_put, real_gpus = ray_ex._ray.put, ray_ex._conn.cluster_gpus
+    monkeypatch.setattr(ray_ex._ray, "put", lambda obj, **kw: (puts.append(obj), real_put(obj, **kw))[1])
+    monkeypatch.setattr(ray_ex._conn, "cluster_gpus", lambda: (asked.append(1), real_gpus())[1])
+    expected = [_comparable(r.to_dict()) for r in local.map(BATCH, progress=False)]
+    each = [ray_ex.submit(r).result(timeout=120) for r in BATCH]
+    batch = [f.result(timeout=120) for f in ray_ex.submit_all(BATCH * 3)]  # chunked: several to a Ray task
+    assert [_comparable(r.to_dict()) for r in each] == expected
+    assert [_comparable(r.to_dict()) for r in batch] == expected * 3  # in order, chunk by chunk
+    assert sorted(json.dumps(p, sort_keys=True) for p in puts) == sorted(
+        json.dumps(s.to_dict(), sort_keys=True) for s in (D4, D3))  # one put per spec, 32 requests
+    assert asked == []  # a CPU task's requests never query the cluster
+
+
+@pytest.mark.ray
+def test_a_failed_chunk_fails_each_of_its_requests(ray_ex: RayExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reasearch.runs import executor as executor_module
+
+    def unparsable(d: Any) -> Any:
+        raise ValueError("not a result")
+
+    monkeypatch.setattr(executor_module.EvalResult, "from_dict", unparsable)
+    futures = ray_ex.submit_all(BATCH[:4])
+    assert len(futures) == 4
+    for f in futures:
+        with pytest.raises(ValueError, match="not a result"):
+            f.result(timeout=120)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from reasearch.errors import ConfigError
-from reasearch.runs.ray_cluster import connect_ray, gpu_options, import_ray
+from reasearch.runs.ray_cluster import RayConnection, connect_ray, gpu_options, import_ray
 
 
 @pytest.mark.parametrize(("slot", "gpus", "expected"), [
@@ -54,3 +54,35 @@ def test_a_ray_already_initialized_is_joined_and_left_running(local_ray: Any) ->
     assert not conn.owned and conn.cluster_cpus() == 2 and conn.cluster_gpus() == 0 and conn.alive_nodes() == 1
     conn.close()
     assert local_ray.is_initialized()  # the caller's Ray: never shut down by an executor or fleet it served
+
+
+def test_nodes_of_one_machine_count_as_one_machine() -> None:
+    """Two nodes of a local test cluster share this machine's file system (a SQLite store serves them);
+    nodes at two addresses are two machines; a dead node counts for nothing."""
+
+    class FakeRay:
+        def __init__(self, nodes: list[dict[str, object]]) -> None:
+            self._nodes = nodes
+
+        def nodes(self) -> list[dict[str, object]]:
+            return self._nodes
+
+    one = [{"Alive": True, "NodeManagerAddress": "10.0.0.5"}, {"Alive": True, "NodeManagerAddress": "10.0.0.5"}]
+    two = [*one, {"Alive": True, "NodeManagerAddress": "10.0.0.6"}]
+    dead = [*one, {"Alive": False, "NodeManagerAddress": "10.0.0.7"}]
+    got = [RayConnection(FakeRay(n), owned=False) for n in (one, two, dead)]
+    assert [c.alive_nodes() for c in got] == [2, 3, 2]
+    assert [c.alive_machines() for c in got] == [1, 2, 1]
+
+
+def test_the_cluster_is_asked_for_gpus_only_for_a_task_that_may_take_one() -> None:
+    asked: list[int] = []
+
+    def gpus() -> float:
+        asked.append(1)
+        return 2.0
+
+    assert gpu_options(SimpleNamespace(slot=None), gpus) == {} and asked == []  # a CPU task: never asked
+    assert gpu_options(SimpleNamespace(slot="cpu"), gpus) == {} and asked == []
+    assert gpu_options(SimpleNamespace(slot="gpu"), gpus) == {"num_gpus": 1} and asked == [1]
+    assert gpu_options(SimpleNamespace(slot="auto"), lambda: 0.0) == {}  # no GPU in the cluster
