@@ -11,16 +11,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine import SandboxPool
 from reasearch.evaluators import Status
 from reasearch.evaluators.arc_agi_2 import ArcSetTask, ArcTask
-from tests.engine.conftest import MODES, needs_mode
 
 TASK_ID = "5ea15e00"  # a made-up id: the task below is synthetic (rule: mirror each row)
 
@@ -95,16 +91,6 @@ def _crossing(res: Any) -> str:
         info.pop("wall_s", None)
     d["metrics"] = metrics
     return json.dumps(d, sort_keys=True, default=str)
-
-
-@pytest.fixture(scope="module", params=MODES)
-def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
-    needs_mode(request.param)
-    p = SandboxPool(SandboxConfig(mode=request.param, workers=1, preload=("numpy",)))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def test_a_partly_wrong_submission_tells_nothing_of_the_hidden_outputs(pool: SandboxPool, tmp_path: Path) -> None:

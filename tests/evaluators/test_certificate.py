@@ -6,14 +6,13 @@ import decimal
 import itertools
 import json
 import random
-from collections.abc import Iterator
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 import reasearch
-from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine import SandboxPool
 from reasearch.errors import ConfigError
 from reasearch.evaluators import Status
 from reasearch.evaluators.base import candidate_sha256
@@ -27,7 +26,6 @@ from reasearch.evaluators.certificate import (
 from reasearch.evaluators.circle_packing.task import SEED_SCORES, CirclePackingTask
 from reasearch.evaluators.heilbronn.task import HeilbronnTask
 from reasearch.native.geometry import min_triangle_area
-from tests.engine.conftest import MODES, needs_mode
 
 # Two circles touching along a diagonal: float64's check accepts them (r0 + r1 <= hypot), exact arithmetic
 # does not ((r0 + r1)^2 > dx^2 + dy^2 by ~2.5e-18). Found by a search over such pairs; the test recomputes
@@ -156,16 +154,6 @@ def test_heilbronn_points_outside_the_square() -> None:
 
 
 # ------------------------------------------------------------------------------------ through the sandbox
-
-
-@pytest.fixture(scope="module", params=MODES)
-def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
-    needs_mode(request.param)
-    p = SandboxPool(SandboxConfig(mode=request.param, workers=1, preload=("numpy",)))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 @pytest.mark.parametrize("n", [23, 26, 32])

@@ -6,18 +6,15 @@ runs in the candidate's process and is patchable) and fails loudly when a window
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pytest
 
 import reasearch
-from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine import SandboxPool
 from reasearch.evaluators.eplb._timing import CALIBRATION_SOURCE
 from reasearch.evaluators.eplb.session import WARM_ECHOES
 from reasearch.evaluators.result import Status
-from tests.engine.conftest import MODES, needs_mode
 
 NUM_WINDOWS = 5
 
@@ -98,16 +95,6 @@ def _window_of(payload: dict[str, Any], windows: np.ndarray) -> int | None:
     weight = np.asarray(payload["weight"], dtype=np.int64)
     (hit,) = [i for i in range(windows.shape[0]) if np.array_equal(weight, windows[i])]
     return hit
-
-
-@pytest.fixture(scope="module", params=MODES)
-def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
-    needs_mode(request.param)
-    p = SandboxPool(SandboxConfig(mode=request.param, workers=1, preload=("numpy",)))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def test_no_window_reaches_the_candidate_before_its_timed_call(pool: SandboxPool) -> None:

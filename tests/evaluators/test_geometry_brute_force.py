@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine import SandboxPool
 from reasearch.evaluators import Status
 from reasearch.evaluators.circle_packing.task import CirclePackingTask
 from reasearch.evaluators.heilbronn.task import HeilbronnTask
-from tests.engine.conftest import MODES, needs_mode
 
 # ------------------------------------------------------------------------------------------- Heilbronn
 
@@ -151,16 +149,6 @@ def test_circle_packing_validity_is_the_brute_force_with_each_constraint_decidin
 
 
 # ------------------------------------------------------------------------------ through the sandbox
-
-
-@pytest.fixture(scope="module", params=MODES)
-def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
-    needs_mode(request.param)
-    p = SandboxPool(SandboxConfig(mode=request.param, workers=1, preload=("numpy",)))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def test_evaluate_scores_what_the_brute_force_scores(pool: SandboxPool) -> None:
