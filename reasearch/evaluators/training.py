@@ -300,6 +300,17 @@ class TrainingTask(Task):
         """The held-out data a repository must not carry (None: no check); a carrier is ``INVALID`` untrained."""
         return None
 
+    def carried_heldout(self, candidate: RepoCandidate, repo_dir: Path) -> tuple[str, str | None] | None:
+        """``(feedback, file)`` when the repository carries held-out data (the result is ``INVALID``, untrained),
+        else None. Default: :meth:`heldout_fingerprint`'s pieces searched in ``repo_dir``, raw and inside
+        compressed or encoded layers; a task whose held-out data takes other forms overrides it."""
+        fingerprint = self.heldout_fingerprint()
+        carried = None if fingerprint is None else find_heldout_content(repo_dir, fingerprint)
+        if carried is None:
+            return None
+        return (f"the repository carries held-out data: {carried.reason}. Train on REASEARCH_DATA_DIR; held-out "
+                "data brought along earns nothing", carried.path)
+
     def job_env(self) -> dict[str, str]:
         """Extra environment of the training job (e.g. which environment an RL task trains on)."""
         return {}
@@ -364,12 +375,10 @@ class TrainingTask(Task):
     def _experiment(self, candidate: RepoCandidate, candidate_source: str, seed: int | None, budget: float,
                     exp_dir: Path, own: Path | None, mounted: bool = False) -> EvalResult:
         repo_dir = write_repo(candidate.files, exp_dir / "repo")
-        fingerprint = self.heldout_fingerprint()
-        carried = None if fingerprint is None else find_heldout_content(repo_dir, fingerprint)
+        carried = self.carried_heldout(candidate, repo_dir)
         if carried is not None:  # checked before any budget is spent: no training, no slot
-            res = EvalResult.failure(Status.INVALID, f"the repository carries held-out data: {carried.reason}. Train "
-                                     "on REASEARCH_DATA_DIR; held-out data brought along earns nothing",
-                                     metrics={"heldout_carried": carried.path})
+            why, path = carried
+            res = EvalResult.failure(Status.INVALID, why, metrics={"heldout_carried": path} if path else None)
             return self._stamp(res, candidate_source, seed, "not run")
         ckpt_dir = exp_dir / "out"
         ckpt_dir.mkdir()

@@ -31,13 +31,12 @@ import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.training import run_job
-from reasearch.errors import ConfigError
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators._secret import fingerprint
 from reasearch.evaluators.img._carried import find_carried_images
 from reasearch.evaluators.img._data import PUBLIC_DATA, ImageSplit, load_image_split
 from reasearch.evaluators.outputs import OutputError, read_output, read_output_npy
-from reasearch.evaluators.repo import decode_repo
+from reasearch.evaluators.repo import RepoCandidate
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask, heldout_flags, scoring_jail_note
@@ -124,18 +123,11 @@ class ImageFolderTask(TrainingTask):
             return prov
         return dataclasses.replace(prov, versions={**prov.versions, "scoring_secret": fingerprint()})
 
-    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None,
-                 experiment_dir: str | None = None) -> EvalResult:
-        """As :meth:`TrainingTask.evaluate`, after refusing a repository that carries held-out images."""
-        if isinstance(candidate_source, str):
-            try:
-                files = decode_repo(candidate_source, entry_file=self.entry_file).files
-            except ConfigError:
-                files = {}  # the base class says why
-            why = find_carried_images(files, self.split().test_images) if files else None
-            if why is not None:
-                return self._stamp(EvalResult.failure(Status.INVALID, why), candidate_source, seed, "not run")
-        return super().evaluate(candidate_source, seed=seed, executor=executor, experiment_dir=experiment_dir)
+    def carried_heldout(self, candidate: RepoCandidate, repo_dir: Path) -> tuple[str, str | None] | None:
+        """The held-out images in any form a repository can carry them (pixels or counts, as bytes, numbers or
+        encoded text, raw or compressed: :mod:`._carried`), instead of the base class's byte pieces."""
+        why = find_carried_images(candidate.files, self.split().test_images)
+        return None if why is None else (why, None)
 
     def seed_files(self) -> dict[str, str]:
         seed = resources.files("reasearch.evaluators.img") / "seed"
