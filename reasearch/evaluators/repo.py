@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.errors import ConfigError
-from reasearch.evaluators.host_git import check_work_tree, git_argv, git_env
 from reasearch.hostfs.guarded_path import Root, UnsafePathError
+from reasearch.hostfs.host_git import check_work_tree, git_argv, git_env
 
 __all__ = ["MAX_FILES", "MAX_TOTAL_BYTES", "RepoCandidate", "decode_repo", "encode_repo", "read_repo_dir", "write_repo"]
 
@@ -130,7 +130,7 @@ def _git_listed(root: Path) -> list[str] | None:
 
     The folder's own git directory is never handed to git (its config could name a filter, an fsmonitor
     or a work tree elsewhere): its index and ``info/exclude`` are copied, through the guarded reader,
-    into a fresh git directory whose only config is the pinned one (:mod:`.host_git`)."""
+    into a fresh git directory whose only config is the pinned one (:mod:`reasearch.hostfs.host_git`)."""
     fs = Root(root)
     try:
         st = fs.lstat(".git")
