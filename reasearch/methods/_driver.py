@@ -115,7 +115,7 @@ class MethodDriver:
         self.fence = "python" if kind == "program" else "text"
         self.session: Any = None
         if kind == "prompt":
-            from reasearch.adapters.prompt_session import PromptSession
+            from reasearch.runs.prompt_splits import PromptSession
 
             self.session = PromptSession(run)
         self.unit: Unit = run.eval_unit
@@ -281,7 +281,7 @@ class MethodDriver:
                                         "score": best.result.score if best else None, "chosen_by": self.method,
                                         "stop_reason": reason, "model_calls": self.model_calls})
         if self.session is not None and best is not None and not self.run.events(kind="test_result"):
-            from reasearch.adapters.prompt_session import score_test
+            from reasearch.runs.prompt_splits import score_test
 
             score_test(self.run, client=self.session.client)
         self.run.finish(state="finished", final_candidate=best.id if best else None, reason=f"{self.method}: {reason}")

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.adapters.prompt_session import PromptSession, score_test
 from reasearch.evaluators.prompt.testing import (
     BETTER_PROMPT,
     GOOD_PROMPT,
@@ -25,6 +24,7 @@ from reasearch.evaluators.prompt.testing import (
 )
 from reasearch.evaluators.result import Status
 from reasearch.runs import Run, Unit, open_store
+from reasearch.runs.prompt_splits import PromptSession, score_test
 from tests.pg_helpers import BACKENDS, store_location
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,7 +196,7 @@ def test_train_ids_only(tmp_path: Path, gsm: Path, server: FakeStudentServer) ->
 _DRIVER = """
 import sys
 from reasearch.runs import Run, open_store
-from reasearch.adapters.prompt_session import PromptSession
+from reasearch.runs.prompt_splits import PromptSession
 run = Run.open(open_store(sys.argv[1]), sys.argv[2])
 PromptSession(run).validate(sys.argv[3], step=5)
 print("finished")

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.adapters.prompt_session import PromptSession
 from reasearch.cli import main
 from reasearch.evaluators.prompt import StudentRequest, StudentSpec, build_student
 from reasearch.evaluators.prompt.metrics import MAX_ANSWER_DIGITS, apply_answer_rule, number_value
@@ -23,6 +22,7 @@ from reasearch.evaluators.prompt.testing import (
 )
 from reasearch.evaluators.result import Status
 from reasearch.runs import Budget, Run, Unit, open_store
+from reasearch.runs.prompt_splits import PromptSession
 from reasearch.usage import PROMPT_OVERHEAD_TOKENS, reported_tokens
 
 HUGE = "1" * 401  # a 401-digit integer: float() of it overflows

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from reasearch.adapters.prompt_session import PromptSession, TrainOutcome, score_test
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
@@ -22,6 +21,7 @@ from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
 from reasearch.models.messages import ModelRequest
 from reasearch.runs.events import EventKind
+from reasearch.runs.prompt_splits import PromptSession, TrainOutcome, score_test
 from reasearch.runs.run import Run
 
 __all__ = ["PromptTools", "PROMPT_AGENT_SYSTEM", "PROMPT_START_MESSAGE", "ANALYST_SYSTEM", "MAX_BATCH"]
