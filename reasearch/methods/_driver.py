@@ -31,7 +31,7 @@ from reasearch.models.reply_text import apply_search_replace, fenced_blocks, sea
 from reasearch.runs.events import EventKind
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import reserve_model_call, spent_hard_cap
+from reasearch.runs.model_budget import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
