@@ -21,7 +21,7 @@ from reasearch.evaluators.eplb import (
 from reasearch.evaluators.eplb.harness import compact, rebalance
 from reasearch.evaluators.eplb.scoring import Placement, parse_placement, window_balance
 from reasearch.evaluators.eplb.task import NUM_GPUS, NUM_GROUPS, NUM_NODES, NUM_REPLICAS
-from reasearch.evaluators.eplb.trace import window_sums
+from reasearch.evaluators.eplb.workload import window_sums
 from reasearch.evaluators.result import Status
 from reasearch.native.alloc import keep_freed_memory
 from reasearch.native.eplb import rebalance_experts

@@ -20,9 +20,9 @@ __all__ = [
 
 _LAZY = {
     "EplbTask": "reasearch.evaluators.eplb.task",
-    "SyntheticTrace": "reasearch.evaluators.eplb.trace",
-    "load_trace_windows": "reasearch.evaluators.eplb.trace",
-    "write_trace_json": "reasearch.evaluators.eplb.trace",
+    "SyntheticTrace": "reasearch.evaluators.eplb.workload",
+    "load_trace_windows": "reasearch.evaluators.eplb.workload",
+    "write_trace_json": "reasearch.evaluators.eplb.workload",
     "parse_placement": "reasearch.evaluators.eplb.scoring",
     "window_balance": "reasearch.evaluators.eplb.scoring",
 }

@@ -42,7 +42,7 @@ from reasearch.evaluators.eplb.session import (
     run_candidate,
     timing_metrics,
 )
-from reasearch.evaluators.eplb.trace import SyntheticTrace, load_trace_windows
+from reasearch.evaluators.eplb.workload import SyntheticTrace, load_trace_windows
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.eplb import validate_layout
