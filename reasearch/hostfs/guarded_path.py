@@ -4,9 +4,8 @@ Every host-side read of a folder that untrusted code can write -- the agent's wo
 the harness's snapshot, host-side git's pre-flight), a repository candidate read for encoding
 (:mod:`reasearch.evaluators.repo`), an experiment's log and status files -- goes through :class:`Root`.
 It lives in :mod:`reasearch.hostfs` (below both the evaluators and the agent) so that the repository
-reader and the agent's tools use the same code. The workspace is writable by the jailed ``bash`` tool, which can plant symlinks, FIFOs and deep
-trees
-anywhere in it at any time, while the harness that reads and writes it runs as root. Every operation
+reader and the agent's tools use the same code. The workspace is writable by the jailed ``bash`` tool,
+which can plant symlinks, FIFOs and deep trees anywhere in it at any time, while the harness that reads and writes it runs as root. Every operation
 here therefore works relative to an open descriptor of the root and refuses symlinks in *every*
 component: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` where the
 kernel has it (Linux 5.6+), else a walk that opens one component at a time with ``O_NOFOLLOW``
