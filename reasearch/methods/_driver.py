@@ -121,7 +121,7 @@ class MethodDriver:
         self.unit: Unit = run.eval_unit
         self.needed: float = float(run.evaluation_estimate().get(self.unit, 1.0))
         self.journal = Journal(run)
-        # The last step an earlier session wrote before its conclusion: up to it the loop replays and never
+        # The last step an earlier driver wrote before its conclusion: up to it the loop replays and never
         # stops on the budget (the store's totals already hold the spend of the steps still to replay).
         ending = {step for step in self.journal.steps()
                   if any(kind in (FINAL_EVENT, "test_result") for kind in self.journal.kinds(step))}
@@ -257,7 +257,7 @@ class MethodDriver:
 
     def stop_reason(self) -> str | None:
         """Why the method must stop now (None: go on): its evaluation unit or a hard cap is spent, or it idles.
-        Never while replaying the steps an earlier session recorded (it went on there, so the replay does too)."""
+        Never while replaying the steps an earlier driver recorded (it went on there, so the replay does too)."""
         if self.step < self.replay_until:
             return None
         remaining = self.run.remaining()
