@@ -7,3 +7,11 @@ read goes through :class:`~reasearch.hostfs.guarded_path.Root`; every such git c
 agent (its workspace tools) use one copy; it imports only :mod:`reasearch.errors`, and it stays out of
 the jail's code copy (the engine never imports it).
 """
+
+from __future__ import annotations
+
+from reasearch.hostfs.guarded_path import Entry, Root, UnsafePathError, Usage
+from reasearch.hostfs.host_git import PINNED_CONFIG, check_work_tree, git_argv, git_env, gitlinks
+
+__all__ = ["Entry", "Root", "UnsafePathError", "Usage", "PINNED_CONFIG", "check_work_tree", "git_argv", "git_env",
+           "gitlinks"]
