@@ -46,7 +46,8 @@ def outside_the_layers(root: Path) -> list[str]:
     """The packages and top-level modules of ``root/reasearch`` that no layer names (the root package itself,
     which holds only the lazy public names, is the container, not a layer)."""
     pkg = root / "reasearch"
-    children = {f"reasearch.{p.name}" for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    children = {f"reasearch.{p.name}" for p in pkg.iterdir()  # a folder of modules without __init__.py too
+                if p.is_dir() and p.name != "__pycache__" and any(p.rglob("*.py"))}
     children |= {f"reasearch.{p.stem}" for p in pkg.glob("*.py") if p.name != "__init__.py"}
     return sorted(children - placed_in_layers(root / "pyproject.toml"))
 
@@ -59,11 +60,14 @@ def test_a_package_in_no_layer_is_reported(tmp_path: Path) -> None:
     (tmp_path / "reasearch" / "newpkg").mkdir(parents=True)
     (tmp_path / "reasearch" / "newpkg" / "__init__.py").write_text("")
     (tmp_path / "reasearch" / "loose.py").write_text("")
-    (tmp_path / "reasearch" / "data").mkdir()  # a folder without __init__.py is no package
+    (tmp_path / "reasearch" / "data").mkdir()  # a folder of no module is no package
+    (tmp_path / "reasearch" / "data" / "table.json").write_text("{}")
+    (tmp_path / "reasearch" / "loose_dir").mkdir()  # a namespace package (no __init__.py) is one
+    (tmp_path / "reasearch" / "loose_dir" / "x.py").write_text("")
     (tmp_path / "reasearch" / "__init__.py").write_text("")
     (tmp_path / "reasearch" / "errors.py").write_text("")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    assert outside_the_layers(tmp_path) == ["reasearch.loose", "reasearch.newpkg"]
+    assert outside_the_layers(tmp_path) == ["reasearch.loose", "reasearch.loose_dir", "reasearch.newpkg"]
 
 
 @pytest.mark.parametrize(("module", "line"), [
