@@ -7,7 +7,7 @@ process still has any child process (live or zombie): kills are real, nothing ou
 
 Every session is a new machine: before any test module is imported, ``XDG_DATA_HOME`` points at a
 fresh folder and ``REASEARCH_SECRET`` is unset, so the evaluator secret is made anew (as on a fresh
-clone) and no test can pass only under the developer's secret (architecture invariant 6). The folder
+clone) and no test can pass only under the developer's secret (docs/architecture.md, invariant 6). The folder
 is removed at the end; subprocesses and Ray workers a test starts inherit it.
 """
 

@@ -226,7 +226,7 @@ def _executor(text: str) -> Any:
 def optimize(args: argparse.Namespace) -> int:
     from reasearch._cli._shared import is_prompt_task, student_params
     from reasearch.agent import AgentConfig, build_model
-    from reasearch.agent.session import check_budget
+    from reasearch.agent.launch import check_budget
     from reasearch.evaluators import make
     from reasearch.runs import Budget
 
@@ -304,7 +304,7 @@ def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, floa
 def resume(args: argparse.Namespace) -> int:
     from dataclasses import replace as dc_replace
 
-    from reasearch.agent.session import effective_config, open_existing_store
+    from reasearch.agent.launch import effective_config, open_existing_store
     from reasearch.runs import Run, RunState
 
     console = Console(stderr=True)
@@ -383,8 +383,8 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def lessons_collect(args: argparse.Namespace) -> int:
+    from reasearch.agent.launch import open_existing_store
     from reasearch.agent.lessons import collect_lessons, render_library
-    from reasearch.agent.session import open_existing_store
 
     store = open_existing_store(args.run_dir)
     lessons, runs = collect_lessons(store, args.task_prefix, run_dir=args.run_dir)

@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from reasearch.adapters.prompt_session import prompt_task_of, score_test
+    from reasearch.runs.prompt_splits import prompt_task_of, score_test
     from reasearch.runs.run import Run
 
     prompt = None

@@ -62,7 +62,7 @@ from reasearch.models.messages import (
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import spent_hard_cap
+from reasearch.runs.model_budget import spent_hard_cap
 from reasearch.runs.run import Run
 
 __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult", "require_prices"]

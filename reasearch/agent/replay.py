@@ -16,8 +16,8 @@ from typing import Any
 
 from reasearch.agent._routing import fallback_role
 from reasearch.agent.config import ROLES
+from reasearch.agent.launch import effective_config, open_existing_store
 from reasearch.agent.loop import Agent
-from reasearch.agent.session import effective_config, open_existing_store
 from reasearch.errors import ModelError
 from reasearch.models.messages import ModelReply
 from reasearch.models.scripted import ScriptedModel

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent.config import AgentConfig
-from reasearch.agent.session import open_agent, start_run
+from reasearch.agent.launch import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.params import check_finite
 from reasearch.evaluators.registry import spec as task_spec

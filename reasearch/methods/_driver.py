@@ -1,7 +1,7 @@
 """The harness every baseline method shares: journaled model calls, evaluations on the run, budget checks.
 
 A method drives the same :class:`~reasearch.runs.Run` as the agent: evaluations go through
-:meth:`Run.evaluate` (program tasks) or :meth:`PromptSession.validate` (prompt tasks), so the budget
+:meth:`Run.evaluate` (program tasks) or :meth:`PromptSplits.validate` (prompt tasks), so the budget
 unit, cache, ledger and store are the agent's. Every model call is one step: its reply is written to the
 run's event log (``method_reply``) before anything acts on it, and debited (model calls, tokens,
 dollars) with the agent's ledger notes, idempotently per step. A method's loop is a deterministic
@@ -31,7 +31,7 @@ from reasearch.models.reply_text import apply_search_replace, fenced_blocks, sea
 from reasearch.runs.events import EventKind
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import reserve_model_call, spent_hard_cap
+from reasearch.runs.model_budget import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
@@ -113,15 +113,15 @@ class MethodDriver:
                               "task (use the agent for it)")
         self.kind: str = kind
         self.fence = "python" if kind == "program" else "text"
-        self.session: Any = None
+        self.splits: Any = None
         if kind == "prompt":
-            from reasearch.adapters.prompt_session import PromptSession
+            from reasearch.runs.prompt_splits import PromptSplits
 
-            self.session = PromptSession(run)
+            self.splits = PromptSplits(run)
         self.unit: Unit = run.eval_unit
         self.needed: float = float(run.evaluation_estimate().get(self.unit, 1.0))
         self.journal = Journal(run)
-        # The last step an earlier session wrote before its conclusion: up to it the loop replays and never
+        # The last step an earlier driver wrote before its conclusion: up to it the loop replays and never
         # stops on the budget (the store's totals already hold the spend of the steps still to replay).
         ending = {step for step in self.journal.steps()
                   if any(kind in (FINAL_EVENT, "test_result") for kind in self.journal.kinds(step))}
@@ -220,8 +220,8 @@ class MethodDriver:
     def evaluate(self, source: str, *, parent: str | None, note: str) -> Candidate:
         """Evaluates a candidate as the next step (one budget unit, or nothing for a repeat in this run)."""
         step = self.next_step()
-        if self.session is not None:
-            cid, result = self.session.validate(source, step=step, parent=parent, note=note)
+        if self.splits is not None:
+            cid, result = self.splits.validate(source, step=step, parent=parent, note=note)
         else:
             cid = candidate_sha256(source)
             result = self.run.evaluate(source, step=step, parent=parent, note=note)
@@ -257,7 +257,7 @@ class MethodDriver:
 
     def stop_reason(self) -> str | None:
         """Why the method must stop now (None: go on): its evaluation unit or a hard cap is spent, or it idles.
-        Never while replaying the steps an earlier session recorded (it went on there, so the replay does too)."""
+        Never while replaying the steps an earlier driver recorded (it went on there, so the replay does too)."""
         if self.step < self.replay_until:
             return None
         remaining = self.run.remaining()
@@ -280,10 +280,10 @@ class MethodDriver:
         self.record(step, FINAL_EVENT, {"candidate": best.id if best else None,
                                         "score": best.result.score if best else None, "chosen_by": self.method,
                                         "stop_reason": reason, "model_calls": self.model_calls})
-        if self.session is not None and best is not None and not self.run.events(kind="test_result"):
-            from reasearch.adapters.prompt_session import score_test
+        if self.splits is not None and best is not None and not self.run.events(kind="test_result"):
+            from reasearch.runs.prompt_splits import score_test
 
-            score_test(self.run, client=self.session.client)
+            score_test(self.run, client=self.splits.client)
         self.run.finish(state="finished", final_candidate=best.id if best else None, reason=f"{self.method}: {reason}")
         return best
 

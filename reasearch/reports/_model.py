@@ -96,7 +96,7 @@ class RunView:
 
     @property
     def wall_s(self) -> float:
-        """Active wall seconds: the run's driver sessions, gaps while it sat interrupted left out."""
+        """Active wall seconds: the run's drivers' lifetimes, gaps while it sat interrupted left out."""
         return active_seconds_of(self.record, self.drivers, now=self.read_at)
 
     @property

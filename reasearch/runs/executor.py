@@ -2,7 +2,7 @@
 
 Both implement :class:`Executor`: ``submit(EvalRequest) -> Future[EvalResult]``, ``map(requests)``
 with a progress bar, ``parallelism`` and ``close()``. The executor is a deployment choice, never a
-code path of the tasks (ARCHITECTURE invariant 7): both rebuild the task from the request's
+code path of the tasks (docs/architecture.md, invariant 7): both rebuild the task from the request's
 :class:`TaskSpec` with ``make(spec)`` and end in the same call,
 ``task.evaluate(source, seed=..., executor=<a SandboxPool>)``, so they give identical results; a Ray
 node runs candidates in its own warm sandbox pool, and a node without nsjail says so in each result's

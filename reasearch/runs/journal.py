@@ -59,5 +59,5 @@ class Journal:
         return payload
 
     def replaying(self, step: int) -> bool:
-        """True while ``step`` was recorded by an earlier session."""
+        """True while ``step`` was recorded by an earlier driver (before a resume)."""
         return step in self._earlier

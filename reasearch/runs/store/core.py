@@ -3,7 +3,7 @@
 
 The budget reservations and driver liveness (:mod:`.reservations`), fleets (:mod:`.fleets`) and
 metered student calls (:mod:`.metered`) are mixins over this core, joined in :class:`~.sql.SQLStore`.
-Every write is one transaction (ARCHITECTURE invariant 5).
+Every write is one transaction (docs/architecture.md, invariant 5).
 """
 
 from __future__ import annotations
