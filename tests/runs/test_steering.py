@@ -62,7 +62,7 @@ def test_submit_journals_each_verb_with_who_and_when(run_store: Store) -> None:
     ("hint", {"text": "a", "model": "b"}, "takes"),
     ("pin", {"candidate": "ffff"}, "has no candidate"),
     ("pin", {"candidate": "../../etc"}, "hex digits"),
-    ("lift", {"ban": 9}, "no ban #9"),
+    ("lift", {"ban": 9}, "no ban or pin #9"),
     ("cap", {"unit": "evaluations", "value": 2}, "below what run"),
     ("cap", {"unit": "evaluations", "value": float("nan")}, "finite"),
     ("cap", {"unit": "wishes", "value": 3}, "unknown budget unit"),
