@@ -20,7 +20,8 @@ from reasearch.evaluators.testing import ToyTask
 from reasearch.methods import MethodRunner, method_config
 from reasearch.models.messages import ModelReply, ModelRequest
 from reasearch.models.testing import ScriptedModel, call, say
-from reasearch.runs import LocalExecutor, Run, RunState, open_store
+from reasearch.runs import LocalExecutor, Run, RunState, Unit, open_store
+from reasearch.runs.ledger import LedgerEntry
 from reasearch.runs.steering import history
 
 
@@ -218,3 +219,53 @@ def test_each_verb_reaches_an_evolve_run_and_a_fork_with_a_twin_is_measured(
     assert "unsteered twin" in capsys.readouterr().err
     assert main(["fork", run.id, "--candidate", "ffffff", "--budget", "3", "--run-dir", str(run_dir)]) == 2
     assert "has no candidate" in capsys.readouterr().err
+
+
+def test_a_fleet_or_comparison_takes_interventions_per_member_or_for_all(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "runs"
+    store = open_store(run_dir)
+    ex = LocalExecutor(1, pool=StaticRunner())
+    ids = []
+    for _ in range(3):
+        run = Run.create(store, task=ToyTask(dim=2), budget={"evaluations": 4}, config={"driver": "agent"}, executor=ex)
+        run.evaluate(_src([1.0, 1.0]), step=1)
+        ids.append(run.id)
+        run.close()
+    store.create_fleet("fleet-1", {"tasks": ["toy"]})  # a comparison is stored as a fleet too
+    for k, rid in enumerate(ids):
+        store.add_fleet_member("fleet-1", k, rid)
+    store.set_run_state(ids[2], RunState.FINISHED, reason="done")
+    assert main(["steer", "fleet-1", "hint", "look", "left", "--all", "--run-dir", str(run_dir)]) == 0
+    assert [len(history(store, rid)) for rid in ids] == [1, 1, 0]  # the finished member is left out
+    assert history(store, ids[0])[0].args == {"text": "look left"}
+    assert main(["steer", "fleet-1", "cap", "evaluations=9", "--member", "1", "--run-dir", str(run_dir)]) == 0
+    assert [i.verb for i in history(store, ids[1])] == ["hint", "cap"] and len(history(store, ids[0])) == 1
+    capsys.readouterr()
+    # all or nothing: a cap below one member's spend refuses for every member; a missing member is one line
+    store.debit(LedgerEntry(ids[0], 2, Unit.EVALUATIONS, 2.0, "x", 1.0))
+    assert main(["steer", "fleet-1", "cap", "evaluations=2", "--all", "--run-dir", str(run_dir)]) == 2
+    assert [len(history(store, rid)) for rid in ids] == [1, 2, 0]
+    assert main(["steer", "fleet-1", "stop", "--member", "7", "--run-dir", str(run_dir)]) == 2
+    assert main(["steer", "fleet-1", "stop", "--member", "2", "--run-dir", str(run_dir)]) == 2
+    assert main(["steer", "no-fleet", "stop", "--all", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 4 and "cannot go below" in err[0] and "no member 7" in err[1] and "finished" in err[2]
+
+
+def test_a_peer_methods_run_refuses_steering_in_one_line(tmp_path: Path) -> None:
+    from reasearch.errors import ConfigError
+    from reasearch.methods import start_method
+    from reasearch.runs.steering import submit
+
+    store = open_store(tmp_path / "runs")
+    try:
+        runner = start_method("gepa", "heilbronn/n11-v1", budget={"evaluations": 3}, store=store,
+                              model_spec=ModelSpec(provider="scripted", name=""),
+                              model=ScriptedModel([]))
+        rid = runner.run.id
+    except Exception:  # the package is not installed here: the run is stored (failed) before the method starts
+        rid = store.list_runs()[-1].id
+        store.set_run_state(rid, RunState.RUNNING)
+    with pytest.raises(ConfigError, match="gepa method runs the package's own loop"):
+        submit(store, rid, "hint", {"text": "x"})
