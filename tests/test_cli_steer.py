@@ -5,6 +5,7 @@ steered run does not diverge. Evaluations run on a StaticRunner (no sandbox: the
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -269,3 +270,43 @@ def test_a_peer_methods_run_refuses_steering_in_one_line(tmp_path: Path) -> None
         store.set_run_state(rid, RunState.RUNNING)
     with pytest.raises(ConfigError, match="gepa method runs the package's own loop"):
         submit(store, rid, "hint", {"text": "x"})
+
+
+def test_a_fork_starts_from_its_candidate_and_reasearch_resume_drives_a_methods_fork(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An agent's fork writes the forked candidate into its workspace; an evolve run's fork evaluates it first,
+    driven by `reasearch resume` (the demo model, the real sandbox) with its own budget, and so does its twin."""
+    from reasearch.agent import open_agent
+    from reasearch.methods import start_method
+
+    run_dir = tmp_path / "runs"
+    store = open_store(run_dir)
+    runner = start_method("evolve", "heilbronn/n11-v1", budget={"evaluations": 3}, store=store,
+                          model_spec=ModelSpec.parse("demo"), config={"num_islands": 1})
+    runner.optimize()
+    src = runner.run.id
+    best = max((ev for ev in store.evaluations(src) if ev.result.score is not None), key=lambda ev: ev.result.score)
+    assert main(["fork", src, "--candidate", best.candidate_id[:10], "--budget", "evaluations=2", "--twin",
+                 "--run-dir", str(run_dir), "--json"]) == 0
+    ids = json.loads(capsys.readouterr().out)
+    for rid in (ids["run"], ids["twin"]):
+        assert main(["resume", rid, "--run-dir", str(run_dir), "--quiet"]) == 0
+        evals = store.evaluations(rid)
+        assert evals[0].candidate_id == best.candidate_id and evals[0].result.score == best.result.score
+        assert len(evals) == 2 and store.get_run(rid).state is RunState.FINISHED
+    # an agent's fork: the workspace starts from the candidate, not the task's seed program
+    ex = LocalExecutor(1, pool=StaticRunner())
+    config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name="inline")})
+    agent_run = Run.create(store, task=ToyTask(dim=2), budget={"evaluations": 3}, executor=ex,
+                           config={"driver": "agent", "agent": config.to_dict()})
+    agent_run.evaluate(BEST, step=1)
+    agent_run.finish()
+    new = main(["fork", agent_run.id, "--candidate", candidate_sha256(BEST)[:8], "--budget", "2",
+                "--id", "agent-fork", "--run-dir", str(run_dir)])
+    assert new == 0
+    agent = open_agent("agent-fork", run_dir=run_dir, store=store, executor=ex,
+                       models={"agent": ScriptedModel([say("", call("evaluate")),
+                                                       say("", call("finish", reason="done"))])})
+    agent.run.resume()
+    agent.optimize()
+    assert [ev.candidate_id for ev in store.evaluations("agent-fork")] == [candidate_sha256(BEST)]
