@@ -160,7 +160,7 @@ def interventions_html(view: RunView) -> str:
     rows = []
     for e in view.interventions:
         i = e.intervention
-        what = i.describe().split(" ", 2)[2] if i.describe().count(" ") >= 2 else ""
+        what = i.what()
         row = (f"<tr class='steer'><td>{i.seq}</td><td>{esc(i.verb)}</td><td>{esc(i.who)}</td><td>{esc(i.at)}</td>"
                f"<td>{i.applied_step}</td><td>{esc(what[:400])}</td><td>{esc(fmt_score(e.score_before))}</td>"
                f"<td>{esc(fmt_score(e.best_after))} ({e.evaluations_after} evaluations)</td>")

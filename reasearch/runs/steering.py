@@ -88,19 +88,22 @@ class Intervention:
         return cls(str(d["run_id"]), int(d["seq"]), str(d["verb"]), dict(d.get("args") or {}), str(d.get("who", "")),
                    str(d.get("at", "")), None if step is None else int(step))
 
-    def describe(self) -> str:
-        """One line: ``#3 hint by alice: 'try a hexagonal start'``."""
+    def what(self) -> str:
+        """Its argument in words (the text, the candidate, the ban or pin lifted, the new cap), cut to 200."""
         a = self.args
         if self.verb == "pin":
             what = f"candidate {str(a.get('candidate', ''))[:12]}"
         elif self.verb == "lift":
-            what = f"ban #{a.get('ban')}"
+            what = f"#{a.get('ban')}"
         elif self.verb == "cap":
             what = f"{a.get('unit')} to {a.get('value')}"
         else:
             what = repr(str(a["text"])) if a.get("text") else ""
-        if len(what) > 200:
-            what = what[:200] + "..."
+        return what[:200] + "..." if len(what) > 200 else what
+
+    def describe(self) -> str:
+        """One line: ``#3 hint 'try a hexagonal start' by alice``."""
+        what = self.what()
         return f"#{self.seq} {self.verb}" + (f" {what}" if what else "") + f" by {self.who}"
 
 
