@@ -59,6 +59,7 @@ from reasearch.models.messages import (
     text_block,
     tool_result_block,
 )
+from reasearch.runs.events import EventKind, base_kind
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
@@ -253,7 +254,7 @@ class Agent(ModelCalls):
         pin = self.steering.state.take_pin()
         if pin is not None:
             self.parent = pin
-            fresh = all(kind.split(".", 1)[0] == "steer" for kind in self.journal.kinds(step))
+            fresh = all(base_kind(kind) == EventKind.STEER for kind in self.journal.kinds(step))
             if fresh and self.task.candidate_kind != "repository":
                 self.workspace.write_text(self.candidate_file, self.run.candidate_source(pin))
         return self.steering.stop_reason

@@ -301,9 +301,9 @@ def transcript_html(view: RunView) -> str:
             out.append(f"<div class='event final'>final choice by {esc(p.get('chosen_by', '?'))}: candidate "
                        f"<code>{esc(str(p.get('candidate') or '-')[:12])}</code>, score {esc(p.get('score'))}; "
                        f"{esc(p.get('reason', ''))}</div>")
-        elif base == "steer_request":  # a request as sent; its application is the ``steer`` event below
+        elif base == EventKind.STEER_REQUEST:  # a request as sent; its application is the ``steer`` event below
             continue
-        elif base == "steer":
+        elif base == EventKind.STEER:
             said = "; ".join(f"#{d.get('seq')} {d.get('verb')} by {d.get('who')}: "
                              + str((d.get("args") or {}).get("text") or (d.get("args") or {}).get("candidate")
                                    or (d.get("args") or {}).get("value") or (d.get("args") or {}).get("ban") or "")

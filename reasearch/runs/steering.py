@@ -37,7 +37,7 @@ from typing import Any
 from reasearch.engine.waits import WaitTicker
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.result import Status
-from reasearch.runs.events import base_kind
+from reasearch.runs.events import EventKind, base_kind
 from reasearch.runs.ledger import Budget, Unit
 from reasearch.runs.store import CandidateRecord, RunRecord, RunState, Store, check_id, new_run_id
 
@@ -46,8 +46,8 @@ __all__ = ["APPLIED_KIND", "MAX_TEXT", "REQUEST_KIND", "VERBS", "Effect", "Inter
            "initial_budget", "pending", "start_source", "submit", "submit_fleet"]
 
 VERBS = ("hint", "pin", "ban", "lift", "pause", "resume", "cap", "stop")
-REQUEST_KIND = "steer_request"  # a submitted intervention, at step -seq
-APPLIED_KIND = "steer"  # the interventions a driver applied at a step ("steer.N": a later batch at that step)
+REQUEST_KIND = EventKind.STEER_REQUEST  # a submitted intervention, at step -seq
+APPLIED_KIND = EventKind.STEER  # the interventions a driver applied at a step ("steer.N": a later batch there)
 MAX_TEXT = 4096  # characters of a hint, ban or reason
 MAX_WHO = 128
 _ARGS = {  # verb -> (required keys, optional keys)
@@ -380,8 +380,6 @@ class Steering:
         self.notice_s = notice_s
         self.sleep = sleep
         self._steps: set[int] = set()
-        # Replayed from the start, the run has the caps it started with; each cap comes back at its step.
-        self.run.budget = initial_budget(run)
         # Interventions the journal holds as applied (at a later step, too) are never taken live again: a
         # replay into a fresh run (agent/replay.py) applies each at the step it was recorded at.
         self._recorded = {int(seq) for e in run.events() if base_kind(str(e.kind)) == APPLIED_KIND
@@ -393,6 +391,8 @@ class Steering:
         was applied at this step, in order."""
         if step in self._steps or self.run.config.get("unsteerable"):  # once per step; a run that refuses
             return []
+        if not self._steps:  # replayed from the start, the run has the caps it started with; each cap comes
+            self.run.budget = initial_budget(self.run)  # back at its step (a driver that never steers keeps them)
         self._steps.add(step)
         applied: list[Intervention] = []
         batch = 0
@@ -431,6 +431,9 @@ class Steering:
                                    "interventions": [i.to_dict() | {"applied_step": step} for i in new]}
         if any(i.verb == "cap" for i in new):  # a replay starts from the caps the run had before (initial_budget)
             payload["budget_before"] = self.run.budget.to_dict()
+            usage = self.run.store.usage(self.run.id)  # never below what is spent now: the cap it gets, recorded
+            payload["caps"] = {str(i.seq): max(float(i.args["value"]), float(usage.get(Unit(str(i.args["unit"])), 0.0)))
+                               for i in new if i.verb == "cap"}
         rec = self.journal.record(step, _batch_kind(batch), payload)
         return self._apply_recorded(rec)
 
@@ -440,14 +443,15 @@ class Steering:
         for i in done:
             self.state.apply(i)
             if i.verb == "cap":
-                self._set_cap(Unit(str(i.args["unit"])), float(i.args["value"]))
+                value = (rec.get("caps") or {}).get(str(i.seq), i.args["value"])
+                self._set_cap(Unit(str(i.args["unit"])), float(value))
         return done
 
     def _set_cap(self, unit: Unit, value: float) -> None:
-        """The run's cap of ``unit`` set to ``value`` (never below what is spent now), in memory and the store."""
-        spent = float(self.run.store.usage(self.run.id).get(unit, 0.0))
+        """The run's cap of ``unit`` set to ``value`` (as recorded: never below what was spent then), in memory
+        and in the store."""
         caps = {u.value: c for u, c in self.run.budget.units().items()}
-        caps[unit.value] = max(value, spent)
+        caps[unit.value] = value
         self.run.budget = Budget.from_dict(caps)
         self.run.store.set_run_budget(self.run.id, self.run.budget.to_dict())
 

@@ -173,3 +173,20 @@ def test_fork_and_twin_start_from_the_candidate_and_effects_compare_them(run_sto
     (e,) = effects(run_store, new, window=2)
     assert (e.evaluations_before, e.score_before, e.best_after, e.evaluations_after) == (2, 2.0, 5.0, 2)
     assert (e.twin_run, e.twin_before, e.twin_after) == (twin.id, 2.0, 3.0)
+
+
+def test_a_cap_below_what_was_spent_when_applied_is_raised_to_it_and_replays_as_recorded(run_store: Store) -> None:
+    run_store.debit(LedgerEntry(RID, 0, Unit.EVALUATIONS, 4.0, "evaluate", 1.0))
+    submit(run_store, RID, "cap", {"unit": "evaluations", "value": 5}, who="alice")
+    run_store.debit(LedgerEntry(RID, 1, Unit.EVALUATIONS, 2.0, "evaluate", 1.0))  # spent 6 by the boundary
+    run, _, steering = _reopen(run_store)
+    steering.at(2)
+    assert run.budget.cap(Unit.EVALUATIONS) == 6.0 == run_store.get_run(RID).budget["evaluations"]
+    submit(run_store, RID, "cap", {"unit": "evaluations", "value": 12}, who="alice")
+    steering.at(3)
+    run_store.debit(LedgerEntry(RID, 4, Unit.EVALUATIONS, 5.0, "evaluate", 1.0))  # spent 11 later
+    run2, _, replay = _reopen(run_store)
+    replay.at(2)
+    assert run2.budget.cap(Unit.EVALUATIONS) == 6.0  # as applied then, not raised to today's spend
+    replay.at(3)
+    assert run2.budget.cap(Unit.EVALUATIONS) == 12.0
