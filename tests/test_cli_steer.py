@@ -169,8 +169,9 @@ class _EvolveScript:
         return say("```python\n" + _src([1.0 + self.n, 1.0 + self.n]) + "```")
 
 
-def test_each_verb_reaches_an_evolve_run_and_a_fork_with_a_twin_is_measured(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("method", ["evolve", "best-of-n", "reflect"])
+def test_each_verb_reaches_a_methods_run_and_a_fork_with_a_twin_is_measured(
+        method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = tmp_path / "runs"
     store = open_store(run_dir)
     executor = LocalExecutor(1, pool=StaticRunner())
@@ -191,11 +192,12 @@ def test_each_verb_reaches_an_evolve_run_and_a_fork_with_a_twin_is_measured(
         5: lambda: _steer(run_dir, rid(), "stop", "seen enough"),
     }
     model = _EvolveScript(run_dir, actions)
+    settings = {"num_islands": 1} if method == "evolve" else {}
     run = Run.create(store, task=ToyTask(dim=2), budget={"evaluations": 6}, executor=executor,
-                     config={"driver": "method", "method": "evolve", "method_config": {"num_islands": 1},
+                     config={"driver": "method", "method": method, "method_config": settings,
                              "model": {"provider": "scripted", "name": ""}})
     holder["id"] = run.id
-    result = MethodRunner(run, model, "evolve", method_config("evolve", {"num_islands": 1})).optimize()
+    result = MethodRunner(run, model, method, method_config(method, settings)).optimize()
     assert "use bigger numbers" in model.prompts[1] and "no zeros" in model.prompts[1]
     assert "use bigger numbers" not in model.prompts[2] and "no zeros" in model.prompts[2]
     assert "no zeros" not in model.prompts[3] and "pinned candidate" in model.prompts[3]

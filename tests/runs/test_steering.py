@@ -190,3 +190,11 @@ def test_a_cap_below_what_was_spent_when_applied_is_raised_to_it_and_replays_as_
     assert run2.budget.cap(Unit.EVALUATIONS) == 6.0  # as applied then, not raised to today's spend
     replay.at(3)
     assert run2.budget.cap(Unit.EVALUATIONS) == 12.0
+
+
+def test_a_pin_of_another_runs_candidate_is_refused(run_store: Store) -> None:
+    run_store.create_run(make_run_record("20260101-000000-bbbb"))
+    run_store.add_candidate(make_candidate("cafe1234", run_id="20260101-000000-bbbb"))
+    with pytest.raises(ConfigError, match="has no candidate 'cafe'"):
+        submit(run_store, RID, "pin", {"candidate": "cafe"}, who="mallory")
+    assert submit(run_store, "20260101-000000-bbbb", "pin", {"candidate": "cafe"}).args == {"candidate": "cafe1234"}
