@@ -312,3 +312,16 @@ def test_a_fork_starts_from_its_candidate_and_reasearch_resume_drives_a_methods_
     agent.run.resume()
     agent.optimize()
     assert [ev.candidate_id for ev in store.evaluations("agent-fork")] == [candidate_sha256(BEST)]
+
+
+def test_an_mcp_driven_run_refuses_steering_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from reasearch.agent.mcp import start_mcp_run
+
+    run_dir = tmp_path / "runs"
+    driver = start_mcp_run("circle_packing/n26-v1", store=open_store(run_dir), run_dir=run_dir,
+                           budget={"evaluations": 1})
+    try:
+        assert _steer(run_dir, driver.run.id, "hint", "x") == 2
+        assert "an MCP client drives it" in capsys.readouterr().err
+    finally:
+        driver.close()
