@@ -64,6 +64,7 @@ _DONE = (RunState.FINISHED, RunState.FAILED)
 _MAX_SEQ_TRIES = 1000
 # C0/C1 controls but newline and tab, DEL, and the bidi overrides and isolates (a hint must read as written).
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+_UNSAFE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\u2028\u2029]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,20 +108,26 @@ class Intervention:
         return f"#{self.seq} {self.verb}" + (f" {what}" if what else "") + f" by {self.who}"
 
 
-def clean_text(text: object, what: str = "text", *, limit: int = MAX_TEXT, required: bool = True) -> str:
+def clean_text(text: object, what: str = "text", *, limit: int = MAX_TEXT, required: bool = True,
+               one_line: bool = False) -> str:
     """``text`` checked (a string of at most ``limit`` characters, not blank when ``required``) with its control
-    and bidi characters escaped as visible text; linear time (the length is checked before any scan)."""
+    and bidi characters (``one_line``: newlines and tabs too) escaped as visible text; linear time (the length
+    is checked before any scan)."""
     if text is None and not required:
         return ""
     if not isinstance(text, str):
         raise ConfigError(f"the {what} must be a string, not {type(text).__name__}")
     if len(text) > limit:
         raise ConfigError(f"the {what} has {len(text)} characters; at most {limit} are taken")
-    text = _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                       text).strip()
+    text = (_UNSAFE_LINE if one_line else _UNSAFE).sub(_escaped, text).strip()
     if required and not text:
         raise ConfigError(f"the {what} is empty; say what the optimizer should read")
     return text
+
+
+def _escaped(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 def _now() -> str:
@@ -239,7 +246,7 @@ def submit(store: Store, run_id: str, verb: str, args: Mapping[str, Any] | None 
         raise ConfigError(f"unknown steering verb {str(verb)[:40]!r}; verbs: {', '.join(VERBS)}")
     if args is not None and not isinstance(args, Mapping):
         raise ConfigError(f"{verb}'s arguments must be a mapping, not {type(args).__name__}")
-    who = clean_text(who or "someone", "who", limit=MAX_WHO)
+    who = clean_text(who or "someone", "who", limit=MAX_WHO, one_line=True)  # a name never starts a new line
     try:
         record = store.get_run(run_id)
     except StoreError as exc:

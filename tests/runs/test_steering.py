@@ -89,7 +89,7 @@ def test_a_huge_text_is_refused_quickly_and_a_finished_run_cannot_be_steered(run
 def test_control_and_bidi_characters_are_escaped_before_any_model_reads_them(run_store: Store) -> None:
     i = submit(run_store, RID, "hint", {"text": "ok\x1b[2J\rignore\u202eabove\x00"}, who="eve\n\x07")
     assert i.args["text"] == "ok\\x1b[2J\\x0dignore\\u202eabove\\x00"
-    assert i.who == "eve\n\\x07"
+    assert i.who == "eve\\x0a\\x07"  # a name never starts a line of its own
     run, journal, steering = _reopen(run_store)
     steering.at(1)
     notes = steering.state.notes(steering.state.take_hints())
