@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.reports",
     "reasearch._cli.adapters",
     "reasearch._cli.certify",
+    "reasearch._cli.steer",
 )
 
 # The commands each module adds (tests/test_cli_lazy.py holds this in step with the modules): a command
@@ -50,6 +51,7 @@ _COMMANDS = {
     "report": "reasearch._cli.reports", "serve": "reasearch._cli.reports",
     "export-evaluator": "reasearch._cli.adapters",
     "certify": "reasearch._cli.certify",
+    "steer": "reasearch._cli.steer", "fork": "reasearch._cli.steer",
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from reasearch._cli._params import key_values
 from reasearch.engine.waits import set_owner
-from reasearch.errors import ConfigError
+from reasearch.errors import ConfigError, ModelError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
 EXIT_CTRL_C = 130  # as the shell reports a process ended by SIGINT
@@ -333,6 +333,8 @@ def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, mo
             executor: Any) -> int:
     from reasearch.agent import open_agent
 
+    if run.config.get("driver") == "method":  # a method's run (a fork of one): its own runner, as recorded
+        return _resume_method(console, run, store, executor)
     agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs, executor=executor,
                        fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
     _check_models(agent.config)
@@ -341,6 +343,23 @@ def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, mo
                   highlight=False, soft_wrap=True)
     agent.run.resume()  # this process drives the run now (state running, heartbeat)
     return _run_agent(agent, console, args.quiet, f"reasearch resume {agent.run.id[:12]}", args.run_dir)
+
+
+def _resume_method(console: Console, run: Any, store: Any, executor: Any) -> int:
+    from reasearch.methods import open_method
+
+    runner = open_method(run.id, store=store, executor=executor)
+    console.print(f"resuming {runner.method} run {run.id} ({run.state.value})", highlight=False, soft_wrap=True)
+    try:
+        result = runner.optimize()
+    except ModelError as exc:
+        print(f"reasearch: interrupted: {_one_line(str(exc))[:600]}; the run is saved: `reasearch resume {run.id}` "
+              "continues it", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    score = "none" if result.final_score is None else f"{result.final_score:.12g}"
+    console.print(f"run {result.run_id} finished ({result.method}): best {score}; {result.reason}",
+                  highlight=False, soft_wrap=True, markup=False)
+    return EXIT_OK if result.final_candidate else EXIT_FAILED
 
 
 def replay(args: argparse.Namespace) -> int:

@@ -146,7 +146,17 @@ def _summary(run: Run) -> dict[str, Any]:
         "best": None if best is None else {"candidate_id": best[0], "result": best[1].to_dict(),
                                            "source": run.candidate_source(best[0])},
         "ledger": totals,
+        "interventions": _interventions(run),
     }
+
+
+def _interventions(run: Run) -> list[dict[str, Any]]:
+    """Every intervention sent to the run, with what followed each applied one (runs/steering.py)."""
+    from reasearch.runs.steering import effects, history
+
+    measured = {e.intervention.seq: e for e in effects(run.store, run.id)}
+    return [{**i.to_dict(), "effect": measured[i.seq].to_dict() if i.seq in measured else None}
+            for i in history(run.store, run.id)]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -191,7 +201,26 @@ def cmd_show(args: argparse.Namespace) -> int:
         console.print(f"best: {_fmt(best['result']['score'])} (candidate {best['candidate_id'][:12]}, "
                       f"step {st['best_step']})" + (f"; {held_out}" if held_out else ""), markup=False)
         console.print(best["source"], markup=False, highlight=False)
+    _print_interventions(console, data["interventions"])
     return 0
+
+
+def _print_interventions(console: Console, rows: list[dict[str, Any]]) -> None:
+    """One line per intervention: what, who, where it was applied and the scores around it."""
+    if not rows:
+        return
+    from reasearch.runs.steering import Intervention
+
+    console.print(f"interventions: {len(rows)}", highlight=False)
+    for r in rows:
+        i, e = Intervention.from_dict(r), r["effect"]
+        line = f"  {i.describe()} at {i.at}, " + ("pending" if i.applied_step is None else f"step {i.applied_step}")
+        if e is not None:
+            line += (f"; best before {_fmt(e['score_before'])}, best of the next {e['evaluations_after']} "
+                     f"evaluations {_fmt(e['best_after'])}")
+            if e["twin_run"]:
+                line += f"; unsteered twin {e['twin_run']}: {_fmt(e['twin_before'])} then {_fmt(e['twin_after'])}"
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

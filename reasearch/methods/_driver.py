@@ -33,6 +33,7 @@ from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_budget import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
+from reasearch.runs.steering import Steering, start_source
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
 
@@ -121,6 +122,7 @@ class MethodDriver:
         self.unit: Unit = run.eval_unit
         self.needed: float = float(run.evaluation_estimate().get(self.unit, 1.0))
         self.journal = Journal(run)
+        self.steering = Steering(run, self.journal)  # a person's interventions, at the top of each iteration
         # The last step an earlier driver wrote before its conclusion: up to it the loop replays and never
         # stops on the budget (the store's totals already hold the spend of the steps still to replay).
         ending = {step for step in self.journal.steps()
@@ -167,6 +169,8 @@ class MethodDriver:
             ModelError: the model failed after its retries (the run stays resumable).
         """
         step = self.next_step()
+        if notes := self.steering.state.notes(self.steering.state.take_hints()):  # hints once, bans until lifted
+            user = f"{user}\n\n{notes}"
         rec = self.recorded(step, REPLY_EVENT)
         token: str | None = None
         if rec is None:
@@ -236,6 +240,18 @@ class MethodDriver:
         with self._lock:
             self.idle += 1
 
+    def seed_program(self) -> str:
+        """Where the method starts: the candidate a forked run starts from, else the task's seed program."""
+        return start_source(self.run) or self.task.seed_program()
+
+    def pinned(self) -> Candidate | None:
+        """The evaluated candidate a person pinned as the parent of the next proposals, or None."""
+        cid = self.steering.state.pin
+        if cid is None:
+            return None
+        with self._lock:
+            return next((c for c in reversed(self.history) if c.id == cid), None)
+
     def seen(self, source: str) -> Candidate | None:
         cid = candidate_sha256(source)
         with self._lock:
@@ -257,7 +273,11 @@ class MethodDriver:
 
     def stop_reason(self) -> str | None:
         """Why the method must stop now (None: go on): its evaluation unit or a hard cap is spent, or it idles.
-        Never while replaying the steps an earlier driver recorded (it went on there, so the replay does too)."""
+        Never while replaying the steps an earlier driver recorded (it went on there, so the replay does too).
+        First, a person's interventions are applied at the next step (a stop ends the method; a pause waits)."""
+        self.steering.at(self.step + 1)
+        if (stopped := self.steering.stop_reason) is not None:
+            return stopped
         if self.step < self.replay_until:
             return None
         remaining = self.run.remaining()

@@ -123,7 +123,7 @@ def reflect(driver: MethodDriver, config: ReflectConfig) -> str:
         if c.id not in pool:
             pool[c.id], scores[c.id], ancestry[c.id] = c, instance_scores(driver.task, c), c.parent
 
-    join(driver.evaluate(driver.task.seed_program(), parent=None, note="seed"))
+    join(driver.evaluate(driver.seed_program(), parent=None, note="seed"))
     batches = _Minibatches(driver, config.reflection_minibatch_size) if driver.splits is not None else None
     merges = 0
     iteration = 0
@@ -135,6 +135,7 @@ def reflect(driver: MethodDriver, config: ReflectConfig) -> str:
             parent = best if best is not None and best.id in pool else pool[_pick(front, rng)]
         else:
             parent = pool[_pick(front, rng)]
+        parent = driver.pinned() or parent  # a person's pin
         feedback = driver.describe_result(parent)
         ids: list[str] = []
         parent_batch = 0.0

@@ -23,6 +23,7 @@ from reasearch.reports._sections import (
     evaluations_html,
     fmt_duration,
     fmt_score,
+    interventions_html,
     ledger_html,
     lessons_html,
     solution_html,
@@ -36,6 +37,7 @@ __all__ = ["report_payload", "report_html", "compare_html", "plotly_js", "script
 SECTIONS = (
     ("summary", "Summary"),
     ("curves", "Score"),
+    ("steering", "Interventions"),
     ("solution", "Best solution"),
     ("lineage", "Candidate lineage"),
     ("evaluations", "Evaluations"),
@@ -102,6 +104,7 @@ def _sections(view: RunView) -> dict[str, str]:
         "headline": _headline(view),
         "summary": summary_html(view),
         "solution": solution_html(view),
+        "steering": interventions_html(view),
         "evaluations": evaluations_html(view),
         "ledger": ledger_html(view),
         "lessons": lessons_html(view),
@@ -142,7 +145,8 @@ pre.code{max-height:600px}.badge{color:#fff;border-radius:3px;padding:0 5px;font
 .meter span{display:block;height:8px;background:#4269d0}
 details{margin:3px 0}summary{cursor:pointer}details.turn{border-left:3px solid #4269d0;padding-left:8px}
 details.tool{margin-left:10px}details.tool.error summary{color:#b91c1c}.event{margin:6px 0;font-weight:600}
-.compaction{color:#6d28d9}.final{color:#166534}pre.diff .add{color:#166534;background:#dcfce7}\
+.event.steer{color:#c2185b}.compaction{color:#6d28d9}\
+.final{color:#166534}pre.diff .add{color:#166534;background:#dcfce7}\
 pre.diff .del{color:#991b1b;background:#fee2e2}
 figure.solution{margin:6px 0}figcaption{font-size:12px;color:#444;margin-top:4px}
 svg text{font-family:system-ui,sans-serif}svg .t{font-size:12px;font-weight:600}svg .a{font-size:10px;fill:#444}

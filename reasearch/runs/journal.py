@@ -25,6 +25,8 @@ class Journal:
         self._events: dict[tuple[int, str], dict[str, Any]] = {}
         self._kinds: dict[int, list[str]] = {}
         for e in run.events():
+            if int(e.step) < 0:  # a person's steering request (runs/steering.py): no driver's step
+                continue
             self._events[(int(e.step), str(e.kind))] = dict(e.payload)
             self._kinds.setdefault(int(e.step), []).append(str(e.kind))
         self.last_recorded = max(self._kinds, default=-1)

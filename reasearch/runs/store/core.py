@@ -205,6 +205,13 @@ class SQLCore(Store):
             if cur.rowcount == 0:
                 raise StoreError(f"no run {run_id!r} in {self.display_url}")
 
+    def set_run_budget(self, run_id: str, budget: Mapping[str, float]) -> None:
+        with self._tx():
+            cur = self._exec("UPDATE runs SET budget = ?, updated_at = ? WHERE id = ?",
+                             (dumps(dict(budget)), time.time(), run_id))
+            if cur.rowcount == 0:
+                raise StoreError(f"no run {run_id!r} in {self.display_url}")
+
     def _touch(self, run_id: str) -> None:
         """Records activity: ``updated_at`` tells a live run from one whose driver died."""
         self._exec("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
