@@ -257,8 +257,9 @@ def _document(title: str, header: str, body: str, data: dict[str, Any], *, live_
 
 
 def report_html(view: RunView, *, live_url: str | None = None, data_url: str | None = None,
-                plotly_src: str | None = None, home_url: str | None = None) -> str:
-    """The report page of one run (self-contained unless ``plotly_src`` names a script URL)."""
+                plotly_src: str | None = None, home_url: str | None = None, panel: str | None = None) -> str:
+    """The report page of one run (self-contained unless ``plotly_src`` names a script URL); ``panel``: trusted
+    HTML put first in the page (the dashboard's steering panel)."""
     sections = _sections(view)
     payload = report_payload(view, sections=False)  # sections are in the HTML already
     r = view.record
@@ -266,7 +267,7 @@ def report_html(view: RunView, *, live_url: str | None = None, data_url: str | N
     home = f'<a href="{esc(home_url)}">all runs</a> · ' if home_url else ""
     header = (f"<h1>{home}<span id='sec-headline'>{sections['headline']}</span>"
               f"{'<span id=live-status>live</span>' if live_url else ''}</h1><nav>{nav}</nav>")
-    parts = []
+    parts = [] if panel is None else [panel]
     for sid, title in SECTIONS:
         if sid == "curves":
             inner = (

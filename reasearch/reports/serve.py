@@ -1,9 +1,12 @@
 """``reasearch serve``: a read-only live dashboard over a run store (Starlette + uvicorn, the ``web`` extra).
 
+With ``--steer`` (:mod:`reasearch.reports.steer_web`) each run page also has a steering panel and the app
+takes writes, each behind a write token of its own; without it the app is read only.
+
 Pages: ``/`` lists every run (state, best, budget, last activity) and ``/run/{id}`` is the run's
 report, both updated in place as evaluations land: the server polls the store (a few cheap queries
 every ``poll_interval_s``) and pushes an ``update`` server-sent event when a run changed; the page then
-fetches the new data. Nothing here writes to the store.
+fetches the new data. Nothing here writes to the store unless steering is on.
 
 Access: the app binds 127.0.0.1 by default and then answers only requests whose ``Host`` is a loopback
 name (a web page elsewhere cannot reach it through DNS rebinding). Binding any other address needs an
@@ -21,7 +24,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
 from reasearch.errors import ConfigError, StoreError
@@ -32,7 +35,10 @@ from reasearch.runs.display import age_text, budget_text
 from reasearch.runs.ledger import Budget
 from reasearch.runs.store import Store
 
-__all__ = ["create_app", "check_bind", "is_loopback", "serve", "runs_table"]
+if TYPE_CHECKING:
+    from reasearch.reports.steer_web import SteerGate
+
+__all__ = ["create_app", "check_bind", "host_of", "is_loopback", "serve", "runs_table"]
 
 _COOKIE = "reasearch_token"
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
@@ -67,7 +73,7 @@ def check_bind(host: str, token: str | None) -> None:
                           "sources and transcripts; pass --token (or $REASEARCH_SERVE_TOKEN), or bind 127.0.0.1")
 
 
-def _host_of(header: str) -> str:
+def host_of(header: str) -> str:
     """The host name of a Host header (port removed, IPv6 brackets kept off)."""
     header = header.strip()
     if header.startswith("["):
@@ -88,7 +94,7 @@ class _Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if self.token is None:
-            if not is_loopback(_host_of(headers.get("host", ""))):
+            if not is_loopback(host_of(headers.get("host", ""))):
                 await _deny(send, 400, "this dashboard answers only to a loopback Host (127.0.0.1, localhost)")
                 return
             await self.app(scope, receive, send)
@@ -200,13 +206,16 @@ _INDEX_JS = r"""
 """
 
 
-def create_app(store: Store, *, token: str | None = None, poll_interval_s: float = 0.5) -> Any:
+def create_app(store: Store, *, token: str | None = None, poll_interval_s: float = 0.5,
+               steer: SteerGate | None = None) -> Any:
     """The dashboard as an ASGI app (Starlette).
 
     Args:
-        store: an open run store (read only; the app never writes to it).
+        store: an open run store (read only unless ``steer`` is given).
         token: the access token every request must carry; None: no token, loopback Host only.
         poll_interval_s: how often the event streams look at the store for changes.
+        steer: the write path's gate (``serve --steer``): adds the steering routes and each run page's panel
+            (:mod:`reasearch.reports.steer_web`); None: read only.
     """
     try:
         from sse_starlette.sse import EventSourceResponse
@@ -218,6 +227,8 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         raise ConfigError("the dashboard needs the web extra: pip install 'reasearch[web]'") from None
     import anyio
 
+    if steer is not None:
+        from reasearch.reports.steer_web import panel_html, steer_routes
     row_cache: dict[str, tuple[Any, dict[str, Any]]] = {}  # run id -> (its last write, its row)
 
     def _csp(nonce: str) -> str:
@@ -255,6 +266,7 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
             data_url=f"{rid}/data.json",
             plotly_src="../static/plotly.min.js",
             home_url="../",
+            panel=None if steer is None else panel_html(),
         )
         # the page sets its CSP in a meta tag with its own nonce; the header adds nothing looser
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
@@ -322,13 +334,19 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         Route("/run/{run_id}", run_page), Route("/run/{run_id}/data.json", run_data),
         Route("/run/{run_id}/events", run_events), Route("/run/{run_id}/report.html", run_download),
     ]
+    if steer is not None:
+        routes += steer_routes(store, steer)
     app = Starlette(routes=routes)
     return _Guard(app, token)
 
 
 def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          poll_interval_s: float = 0.5, log_level: str = "warning") -> None:
+          poll_interval_s: float = 0.5, log_level: str = "warning", steer_token: str | None = None) -> None:
     """Serves the dashboard until interrupted (uvicorn).
+
+    Args:
+        steer_token: the write token of ``--steer`` (None: read only). Writes are answered for the bound
+            host (and loopback names) only; the access log stays off, so no request line is ever logged.
 
     Raises:
         ConfigError: a non-loopback ``host`` without a token, or the web extra is missing.
@@ -338,5 +356,10 @@ def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8765, token: str
         import uvicorn
     except ImportError:
         raise ConfigError("the dashboard needs the web extra: pip install 'reasearch[web]'") from None
-    app = create_app(store, token=token, poll_interval_s=poll_interval_s)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    gate = None
+    if steer_token is not None:
+        from reasearch.reports.steer_web import SteerGate
+
+        gate = SteerGate(steer_token, None if is_loopback(host) else {host.strip("[]")})
+    app = create_app(store, token=token, poll_interval_s=poll_interval_s, steer=gate)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
