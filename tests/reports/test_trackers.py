@@ -222,3 +222,21 @@ def test_a_missing_tracker_package_is_one_line_with_the_pip_command(to: str, toy
         assert not runs.exists()  # refused before a store, a fleet or a run was made
     assert main(["export", run_id, "--run-dir", str(d), "--to", "neptune"]) == 2
     assert "unknown tracker 'neptune'" in capsys.readouterr().err
+
+
+def test_optimize_track_wandb_logs_the_agent_run_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    d = tmp_path / "runs"
+    assert main(["optimize", "heilbronn/n11-v1", "--model", "demo", "--budget", "3", "--run-dir", str(d), "--quiet",
+                 "--track", "wandb"]) == 0
+    assert capsys.readouterr().err.count("tracked: wandb") == 1
+    with open_store(d) as store:
+        (rec,) = store.list_runs()
+        n = len(store.evaluations(rec.id))
+    (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
+    records = _wandb_records(run_file)
+    (info,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    steps = sorted({r.history.step.num for r in records if r.WhichOneof("record_type") == "history"})
+    assert info.display_name == rec.id and n == 3 and steps == [1, 2, 3]
