@@ -12,7 +12,10 @@ its normalized value go to the summary, the best candidate's source to the artif
 for a run in the store; :class:`LiveTracking` does it every few seconds in a thread while runs go
 (``--track`` on ``optimize``, ``fleet run`` and ``compare``).
 
-Interventions are the run's events of kind :data:`INTERVENTION` (``intervention``), whatever their payload.
+Interventions (:func:`interventions_of`) are read from the event log by kind: an event of kind
+:data:`INTERVENTION` (``intervention``) is one, whatever its payload; an event of kind :data:`APPLIED`
+(``steer``, or ``steer.N``) at a step >= 0 holds the batch a driver applied at that step, one per item of
+its payload's ``interventions`` list (the steering journal of issue 41 item 1).
 
 Where it goes: MLflow to ``$MLFLOW_TRACKING_URI`` (default ``./mlruns``, a file store; MLflow keeps its file
 store in maintenance mode behind ``MLFLOW_ALLOW_FILE_STORE``, which is set for a local folder only) in the
@@ -41,11 +44,12 @@ from reasearch.reports._model import cap_text, load_run
 from reasearch.runs.events import base_kind
 from reasearch.runs.store import Store, open_store
 
-__all__ = ["TRACKERS", "INTERVENTION", "PINS", "check_tracker", "export_run", "RunSync", "LiveTracking",
-           "MlflowSink", "WandbSink", "open_sink"]
+__all__ = ["TRACKERS", "INTERVENTION", "APPLIED", "PINS", "check_tracker", "export_run", "RunSync", "LiveTracking",
+           "MlflowSink", "WandbSink", "open_sink", "interventions_of"]
 
 TRACKERS = ("mlflow", "wandb")
 INTERVENTION = "intervention"  # the event kind of a person's steering intervention (issue 41 item 1)
+APPLIED = "steer"  # the event kind of a batch of interventions a driver applied at a step
 PINS = {"mlflow": "mlflow-skinny==3.18.0", "wandb": "wandb==0.31.0"}  # as pyproject.toml's `trackers` extra
 _PARAM_CHARS = 500
 _MODULE = {"mlflow": "mlflow", "wandb": "wandb"}
@@ -182,6 +186,19 @@ def _finite(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
+def interventions_of(events: Sequence[Any]) -> list[dict[str, Any]]:
+    """The run's interventions in the order of the log, each ``{"step", "ts", "kind", ...its fields}``."""
+    out: list[dict[str, Any]] = []
+    for e in events:
+        kind = base_kind(str(e.kind))
+        if kind == INTERVENTION:
+            out.append({"step": e.step, "ts": e.ts, "kind": str(e.kind), **dict(e.payload)})
+        elif kind == APPLIED and e.step >= 0 and isinstance(e.payload.get("interventions"), list):
+            out.extend({"step": e.step, "ts": e.ts, "kind": str(e.kind), **item}
+                       for item in e.payload["interventions"] if isinstance(item, Mapping))
+    return out
+
+
 class RunSync:
     """Logs one run of the store to a tracker: what is new at each :meth:`sync`, the rest at :meth:`close`."""
 
@@ -210,7 +227,7 @@ class RunSync:
                       **{f"cap.{k}": f"{v:g}" for k, v in view.caps.items()},
                       **{f"task.{k}": json.dumps(v, default=str) for k, v in dict(rec.task_params).items()}}
             self.sink.log_params({k[:250]: cap_text(v, _PARAM_CHARS) for k, v in params.items()})
-        steps = sorted(e.step for e in view.events if base_kind(e.kind) == INTERVENTION)
+        steps = [int(i["step"]) for i in interventions_of(view.events)]
         new = view.points[self.logged:]
         for p in new:
             metrics: dict[str, float] = {"ok": 1.0 if p.score is not None else 0.0, "dollars": p.dollars,
@@ -246,8 +263,7 @@ class RunSync:
             if cand is not None:
                 summary["best_candidate"] = cand.id
                 self.sink.log_text("best_candidate.txt", cand.source)
-        interventions = [{"step": e.step, "ts": e.ts, "kind": e.kind, **dict(e.payload)}
-                         for e in view.events if base_kind(e.kind) == INTERVENTION]
+        interventions = interventions_of(view.events)
         summary["interventions_total"] = float(len(interventions))
         if interventions:
             self.sink.log_text("interventions.json", json.dumps(interventions, indent=1, default=str))

@@ -19,7 +19,7 @@ import pytest
 
 from reasearch.cli import main
 from reasearch.evaluators.testing import ToyTask, toy_candidate
-from reasearch.reports.trackers import INTERVENTION, LiveTracking
+from reasearch.reports.trackers import APPLIED, INTERVENTION, LiveTracking
 from reasearch.runs import Run, open_store
 from reasearch.runs.executor import LocalExecutor
 
@@ -37,7 +37,12 @@ def toy_run(tmp_path_factory: pytest.TempPathFactory, executor: LocalExecutor) -
         run.evaluate(CRASHING, step=1, note="crash")
         store.log_event(run.id, 2, INTERVENTION, {"verb": "hint", "who": "tester", "text": HINT})
         run.evaluate(toy_candidate([9, 9, 9]), step=3, note="worse")
-        run.evaluate(toy_candidate([1, 1, 1]), step=4, note="better")
+        # A batch a driver applied, as the steering journal records it (two interventions at step 4).
+        store.log_event(run.id, 4, APPLIED, {"seqs": [1, 2], "interventions": [
+            {"seq": 1, "verb": "ban", "args": {"text": "grids"}, "who": "cli"},
+            {"seq": 2, "verb": "pin", "args": {"candidate": "abc"}, "who": "web"}]})
+        store.log_event(run.id, -3, APPLIED, {"interventions": [{"verb": "not applied"}]})  # no step: not counted
+        run.evaluate(toy_candidate([1, 1, 1]), step=5, note="better")
         run.finish()
         yield d, run.id
 
@@ -57,7 +62,7 @@ def _expected(d: Path, run_id: str) -> dict[str, Any]:
         running[i] = best
     steps = [e.step for e in evals]
     return {"scores": scores, "best": running, "n": len(evals), "usage": usage, "best_source": best_source,
-            "interventions": {i + 1: float(s >= 2) for i, s in enumerate(steps)}}
+            "interventions": {i + 1: float(s >= 2) + 2.0 * (s >= 4) for i, s in enumerate(steps)}}
 
 
 def _mlflow_run(uri: str, run_id: str) -> tuple[Any, Any]:
@@ -83,16 +88,18 @@ def test_export_to_an_mlflow_file_store_reads_back_as_the_run(toy_run: tuple[Pat
     assert history["score"] == want["scores"] and len(want["scores"]) == 3  # the crash has no score
     assert history["best_score"] == {i: b for i, b in want["best"].items() if b is not None}
     assert history["ok"] == {1: 1.0, 2: 0.0, 3: 1.0, 4: 1.0}
-    assert history["interventions"] == want["interventions"] == {1: 0.0, 2: 0.0, 3: 1.0, 4: 1.0}
+    assert history["interventions"] == want["interventions"] == {1: 0.0, 2: 0.0, 3: 1.0, 4: 3.0}
     params = run.data.params
     assert params["run_id"] == run_id and params["cap.evaluations"] == "10" and params["method"] == "agent"
     assert run.data.metrics["spent.evaluations"] == want["usage"]["evaluations"] == 4
     assert run.info.status == "FINISHED"
     art = Path(client.download_artifacts(run.info.run_id, "best_candidate.txt", str(tmp_path)))
     assert art.read_text() == want["best_source"]
-    (note,) = json.loads(Path(client.download_artifacts(run.info.run_id, "interventions.json",
-                                                        str(tmp_path))).read_text())
+    note, ban, pin = json.loads(Path(client.download_artifacts(run.info.run_id, "interventions.json",
+                                                               str(tmp_path))).read_text())
     assert note["text"] == HINT and note["who"] == "tester" and note["step"] == 2
+    assert (ban["verb"], ban["step"], ban["args"]) == ("ban", 4, {"text": "grids"}) and pin["who"] == "web"
+    assert run.data.metrics["interventions_total"] == 3
 
 
 def _wandb_records(path: Path) -> list[Any]:
@@ -149,7 +156,7 @@ def test_export_to_wandb_offline_writes_the_curve_config_summary_and_artifacts(
     assert {s: h["interventions"] for s, h in history.items()} == want["interventions"]
     summary = {_key(i): json.loads(i.value_json) for r in records if r.WhichOneof("record_type") == "summary"
                for i in r.summary.update}
-    assert summary["spent.evaluations"] == 4 and summary["interventions_total"] == 1
+    assert summary["spent.evaluations"] == 4 and summary["interventions_total"] == 3
     arts = {r.artifact.type: {m.path: m.digest for m in r.artifact.manifest.contents}
             for r in records if r.WhichOneof("record_type") == "artifact"}
     md5 = base64.b64encode(hashlib.md5(want["best_source"].encode()).digest()).decode()
