@@ -319,12 +319,13 @@ def run_live_sections(view: RunView) -> dict[str, str]:
     return {"experiments": _experiments_html(view), "lessons-file": _lessons_file_html(view)}
 
 
-def run_extra_sections(view: RunView) -> list[tuple[str, str, str]]:
-    """What the run page adds to the report: ``(id, title, inner HTML)`` per section."""
+def run_extra_sections(view: RunView, *, steering_slot: bool = True) -> list[tuple[str, str, str]]:
+    """What the run page adds to the report: ``(id, title, inner HTML)`` per section (``steering_slot``: the
+    empty steering section too; False where the page carries the steering panel itself)."""
     live = run_live_sections(view)
-    return [("experiments", "Experiments running", f"<div id='sec-experiments'>{live['experiments']}</div>"),
-            ("lessons-file", "lessons.md now", f"<div id='sec-lessons-file'>{live['lessons-file']}</div>"),
-            ("steering", "Steering", STEERING_SLOT)]
+    out = [("experiments", "Experiments running", f"<div id='sec-experiments'>{live['experiments']}</div>"),
+           ("lessons-file", "lessons.md now", f"<div id='sec-lessons-file'>{live['lessons-file']}</div>")]
+    return [*out, ("steering", "Steering", STEERING_SLOT)] if steering_slot else out
 
 
 def fleet_page_html(store: Store, fleet_id: str, *, plotly_src: str) -> str:

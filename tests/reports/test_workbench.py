@@ -19,8 +19,9 @@ from test_serve import TOKEN, LiveServer
 
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.fleets.compare import compare_spec, run_compare
+from reasearch.reports import load_run
 from reasearch.reports.serve import create_app
-from reasearch.reports.workbench import MAX_FILTER_CHARS, IndexQuery, parse_query
+from reasearch.reports.workbench import MAX_FILTER_CHARS, IndexQuery, parse_query, run_extra_sections
 from reasearch.runs import Run, open_store
 from reasearch.runs.executor import LocalExecutor
 from reasearch.runs.store import RunRecord, RunState
@@ -164,6 +165,10 @@ def test_run_page_shows_running_experiments_the_lessons_file_and_an_empty_steeri
     steering = steering[:steering.index("</section>")]
     assert "data-slot='steering'" in steering and "read only" in steering
     assert not re.search(r"<(form|button|input|textarea)", steering)  # nothing here writes
+    with open_store(d) as store:  # a page that carries the steering panel itself leaves the slot out
+        view = load_run(store, HOSTILE_RUN)
+    assert [s[0] for s in run_extra_sections(view, steering_slot=False)] == ["experiments", "lessons-file"]
+    assert [s[0] for s in run_extra_sections(view)][-1] == "steering"
     # The agent's run: its lessons file as it last wrote it, and no experiment (not a training task).
     assert lessons and "no experiment started" in agent_page
     last = lessons[-1].payload["input"]["content"]
