@@ -84,6 +84,12 @@ class IndexQuery:
         return "?" + urlencode(items) if items else "./"
 
 
+def _short(text: str) -> str:
+    """A value as an error line quotes it: at most 40 characters, on one line."""
+    text = text.replace("\n", " ").replace("\r", " ")
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
 def parse_query(items: Iterable[tuple[str, str]]) -> IndexQuery:
     """The index query of a request's parameters.
 
@@ -97,7 +103,7 @@ def parse_query(items: Iterable[tuple[str, str]]) -> IndexQuery:
         if key in _IGNORED:
             continue
         if key not in ("group", *FILTERS):
-            raise QueryError(f"unknown parameter {cap_text(key, 40)!r}: use group, {', '.join(FILTERS)}")
+            raise QueryError(f"unknown parameter {_short(key)!r}: use group, {', '.join(FILTERS)}")
         if key in seen:
             raise QueryError(f"parameter {key!r} given twice")
         if len(value) > MAX_FILTER_CHARS:
@@ -105,10 +111,10 @@ def parse_query(items: Iterable[tuple[str, str]]) -> IndexQuery:
         seen[key] = value
     group = seen.pop("group", "") or "task"
     if group not in GROUPS:
-        raise QueryError(f"group must be one of {', '.join(GROUPS)}, not {cap_text(group, 40)!r}")
+        raise QueryError(f"group must be one of {', '.join(GROUPS)}, not {_short(group)!r}")
     state = seen.get("state", "")
     if state and state not in {s.value for s in RunState}:
-        raise QueryError(f"state must be one of {', '.join(s.value for s in RunState)}, not {cap_text(state, 40)!r}")
+        raise QueryError(f"state must be one of {', '.join(s.value for s in RunState)}, not {_short(state)!r}")
     return IndexQuery(group=group, **seen)
 
 
