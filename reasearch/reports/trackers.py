@@ -324,7 +324,8 @@ class LiveTracking:
                 try:
                     self._look(store)
                 except Exception as exc:  # a tracker that fails must not stop the run; said at the end
-                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                    if len(self.errors) < 10:  # hours of a failing tracker keep only the first few
+                        self.errors.append(f"{type(exc).__name__}: {exc}")
 
     def stop(self) -> list[str]:
         """Stops following, logs what is left and ends every tracker run; returns where each went (a second call:
