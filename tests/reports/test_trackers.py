@@ -247,3 +247,22 @@ def test_optimize_track_wandb_logs_the_agent_run_offline(tmp_path: Path, monkeyp
     (info,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     steps = sorted({r.history.step.num for r in records if r.WhichOneof("record_type") == "history"})
     assert info.display_name == rec.id and n == 3 and steps == [1, 2, 3]
+
+
+def test_a_failing_live_tracker_keeps_a_bounded_error_list(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def broken(store: Any) -> list[tuple[str, str, str]]:
+        calls.append(1)
+        raise RuntimeError(f"tracker down ({len(calls)})")
+
+    with open_store(tmp_path) as store:
+        live = LiveTracking(store.url, "mlflow", broken, interval_s=0.001,
+                            tracking_uri=(tmp_path / "mlruns").as_uri()).start()
+        deadline = time.monotonic() + 120
+        while len(calls) < 30:  # thirty failed looks, however long they take
+            assert time.monotonic() < deadline and live._thread.is_alive()
+            time.sleep(0.01)
+        live._stop.set()  # stop looking; the last look of stop() would raise the same error
+        live._thread.join()
+    assert len(live.errors) == 10 and live.errors[0] == "RuntimeError: tracker down (1)"
