@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reasearch._cli._params import key_values
+from reasearch._cli._track import add_track_arg, check_track, tracking
 from reasearch.engine.waits import set_owner
 from reasearch.errors import ConfigError, ModelError
 
@@ -102,6 +103,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--student-tokens", type=int, default=None, metavar="N",
                    help="prompt tasks: cap on the student's tokens, input + output (default: none; counted apart "
                         "from the agent's --max-tokens)")
+    add_track_arg(p)
     p.set_defaults(func=optimize)
 
     r = sub.add_parser("resume", help="resume an agent run", epilog=_EXITS,
@@ -230,6 +232,7 @@ def optimize(args: argparse.Namespace) -> int:
     from reasearch.evaluators import make
     from reasearch.runs import Budget
 
+    check_track(args)  # a missing tracker package: one line, exit 2, no run made
     params = key_values(args.param)
     task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
     prompt_task = is_prompt_task(task)
@@ -292,7 +295,8 @@ def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, floa
     console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False,
                   soft_wrap=True)
     set_owner(f"run {agent.run.id}")  # a slot this process leases names the run to whoever waits for it
-    code = _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
+    with tracking(args, lambda: agent.run.store.url, lambda store: [(agent.run.id, "", "agent")]):
+        code = _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
     for event in agent.run.events(kind="test_result"):  # prompt tasks: scored by the trusted side at finish
         res = event.payload["result"]
         console.print(f"test split (sealed, scored by the harness): status {res['status']}, accuracy "

@@ -32,9 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("serve", help="a live dashboard over a run store (read only unless --steer)",
-                       description="Serve every run of a store (state, best, budget, last activity) and each run's "
-                                   "report, updated live as evaluations land. Binds 127.0.0.1 unless told otherwise; "
-                                   "any other address needs an access token.")
+                       description="Serve every run of a store, grouped by task, fleet or method (normalized "
+                                   "scores, sparklines, state, spend; filters as query parameters), each run's "
+                                   "report with its running experiments and lessons file, and each fleet's "
+                                   "comparison, updated live as evaluations land. Binds 127.0.0.1 unless told "
+                                   "otherwise; any other address needs an access token.")
     store_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")

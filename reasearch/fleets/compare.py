@@ -38,6 +38,7 @@ from reasearch.fleets.fleet import (
     MemberResult,
     check_method,
     fleet_report,
+    fleet_report_in,
     run_fleet,
 )
 from reasearch.methods.peers import KINDS
@@ -45,7 +46,7 @@ from reasearch.runs import Run, Store, Unit, open_store
 from reasearch.runs.run import effective_state
 
 __all__ = ["DEMO_NOTE", "FAILURES", "TIE_RTOL", "best_after", "budget_unit", "compare_spec", "comparison",
-           "paired_stats", "run_compare", "spend_matched", "task_numbers"]
+           "comparison_in", "paired_stats", "run_compare", "spend_matched", "task_numbers"]
 
 FAILURES = ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED")
 BOOTSTRAP_RESAMPLES = 2000
@@ -336,6 +337,15 @@ def comparison(store: str, fleet_id: str, *, reference: str = "agent",
     report = report if report is not None else fleet_report(fleet_id, store=store)
     with open_store(store) as s:
         return _comparison(s, report, fleet_id, reference)
+
+
+def comparison_in(store: Store, fleet_id: str, *, reference: str = "agent") -> dict[str, Any]:
+    """:func:`comparison` from a store already open (the dashboard's fleet page), the report read from it.
+
+    Raises:
+        StoreError: no such fleet.
+    """
+    return _comparison(store, fleet_report_in(store, fleet_id), fleet_id, reference)
 
 
 def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str) -> dict[str, Any]:

@@ -50,7 +50,8 @@ from reasearch.runs.ray_cluster import connect_ray, gpu_options
 from reasearch.runs.run import effective_state
 from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
-__all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
+__all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report",
+           "fleet_report_in"]
 
 _REASON_CHARS = 300  # of a failed member's exception message, kept in its run's reason
 
@@ -492,10 +493,15 @@ def resume_fleet(fleet_id: str, *, store: str | Path, run_dir: str | Path = "run
 def fleet_report(fleet_id: str, *, store: str | Path) -> FleetReport:
     """The fleet's results as stored now (members not started show ``pending``)."""
     with open_store(str(store)) as s:
-        spec = FleetSpec.from_dict(s.get_fleet(fleet_id))
-        runs = s.fleet_members(fleet_id)
-        return FleetReport(fleet_id, tuple(_member_result(s, m, runs.get(m.index, m.run_id(fleet_id)))
-                                           for m in spec.members()))
+        return fleet_report_in(s, fleet_id)
+
+
+def fleet_report_in(store: Store, fleet_id: str) -> FleetReport:
+    """:func:`fleet_report` from a store already open (the dashboard's)."""
+    spec = FleetSpec.from_dict(store.get_fleet(fleet_id))
+    runs = store.fleet_members(fleet_id)
+    return FleetReport(fleet_id, tuple(_member_result(store, m, runs.get(m.index, m.run_id(fleet_id)))
+                                       for m in spec.members()))
 
 
 def _drive(fleet_id: str, spec: FleetSpec, store_url: str, run_dir: str, executor: str, address: str | None,

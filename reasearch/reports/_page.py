@@ -257,13 +257,19 @@ def _document(title: str, header: str, body: str, data: dict[str, Any], *, live_
 
 
 def report_html(view: RunView, *, live_url: str | None = None, data_url: str | None = None,
-                plotly_src: str | None = None, home_url: str | None = None, panel: str | None = None) -> str:
-    """The report page of one run (self-contained unless ``plotly_src`` names a script URL); ``panel``: trusted
-    HTML put first in the page (the dashboard's steering panel)."""
+                plotly_src: str | None = None, home_url: str | None = None,
+                extra: Sequence[tuple[str, str, str]] = (), panel: str | None = None) -> str:
+    """The report page of one run (self-contained unless ``plotly_src`` names a script URL).
+
+    ``extra``: more sections after the score curves, each ``(id, title, inner HTML)``; the inner HTML is the
+    caller's, already escaped (the dashboard's running experiments, lessons file and steering slot).
+    ``panel``: trusted HTML put first in the page (the dashboard's steering panel, ``serve --steer``).
+    """
     sections = _sections(view)
     payload = report_payload(view, sections=False)  # sections are in the HTML already
     r = view.record
-    nav = "".join(f'<a href="#{sid}">{esc(title)}</a>' for sid, title in SECTIONS)
+    nav = "".join(f'<a href="#{sid}">{esc(title)}</a>' for sid, title in
+                  [*SECTIONS[:2], *((sid, title) for sid, title, _ in extra), *SECTIONS[2:]])
     home = f'<a href="{esc(home_url)}">all runs</a> · ' if home_url else ""
     header = (f"<h1>{home}<span id='sec-headline'>{sections['headline']}</span>"
               f"{'<span id=live-status>live</span>' if live_url else ''}</h1><nav>{nav}</nav>")
@@ -285,6 +291,9 @@ def report_html(view: RunView, *, live_url: str | None = None, data_url: str | N
         else:
             inner = f'<div id="sec-{sid}">{sections[sid]}</div>'
         parts.append(f'<section id="{sid}"><h2>{esc(title)}</h2>{inner}</section>')
+        if sid == "curves":
+            parts.extend(f'<section id="{esc(xid)}"><h2>{esc(title)}</h2>{inner_html}</section>'
+                         for xid, title, inner_html in extra)
     return _document(f"reasearch report {r.id} ({r.task_id})", header, "".join(parts), payload, live_url=live_url,
                      data_url=data_url, plotly_src=plotly_src)
 
