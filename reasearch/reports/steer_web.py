@@ -260,7 +260,7 @@ def panel_html() -> str:
     """The steering panel of a run page (its script is ``../static/steer.js``, allowed by the page's CSP)."""
     verbs = "".join(f"<option value='{v}'>{v}</option>" for v in steering.VERBS)
     return (
-        "<section id='steering'><h2>Steering</h2>"
+        "<section id='steer-panel'><h2>Steering</h2>"
         "<div class='small'>Every intervention is journaled with who and when, and reaches the optimizer at its next "
         "step. Paste the write token <code>serve --steer</code> printed (kept in this page only).</div>"
         "<div class='row'><label>token <input id='steer-token' type='password' autocomplete='off' size='28'></label>"

@@ -9,7 +9,7 @@ its caps and its dollars. Filters are query parameters (``task`` a shell-style p
 is a :class:`QueryError` (the server answers 400 with its one line).
 
 Run page: the report page (live curves) plus the experiments running now, the lessons file as last
-recorded, and an empty ``<section id="steering">`` slot (the steering panel of ``reasearch serve --steer``).
+recorded, and an empty ``<section id="steer-panel">`` slot (the steering panel of ``reasearch serve --steer``).
 Fleet page: the comparison of the fleet's members, the same page as ``reasearch compare`` writes.
 
 Trust boundary: task ids, experiment descriptions, lessons and notes were written by a model or a candidate:
@@ -331,7 +331,7 @@ def run_extra_sections(view: RunView, *, steering_slot: bool = True) -> list[tup
     live = run_live_sections(view)
     out = [("experiments", "Experiments running", f"<div id='sec-experiments'>{live['experiments']}</div>"),
            ("lessons-file", "lessons.md now", f"<div id='sec-lessons-file'>{live['lessons-file']}</div>")]
-    return [*out, ("steering", "Steering", STEERING_SLOT)] if steering_slot else out
+    return [*out, ("steer-panel", "Steering", STEERING_SLOT)] if steering_slot else out
 
 
 def fleet_page_html(store: Store, fleet_id: str, *, plotly_src: str) -> str:

@@ -113,7 +113,7 @@ def test_a_reader_of_the_dashboard_cannot_steer(store: Store) -> None:
     """The read token (header or its cookie) opens every page, and still no write passes without the write token."""
     client = _client(store, token=READ)
     assert client.get(f"/run/{RID}?token={READ}").status_code == 200  # sets the read cookie
-    assert "id='steering'" in client.get(f"/run/{RID}").text
+    assert "id='steer-panel'" in client.get(f"/run/{RID}").text
     nonce = client.post("/steer/nonce", json={}, headers={"Authorization": f"Bearer {READ}"})
     assert nonce.status_code == 401
     r = client.post(f"/run/{RID}/steer", json={"verb": "stop", "args": {}},
@@ -164,7 +164,7 @@ def test_without_steer_the_dashboard_takes_no_write_and_shows_no_panel(store: St
     client = TestClient(create_app(store), base_url="http://127.0.0.1")
     assert client.post("/steer/nonce", json={}, headers={TOKEN_HEADER: WRITE}).status_code in (404, 405)
     assert client.post(f"/run/{RID}/steer", json={}, headers={TOKEN_HEADER: WRITE}).status_code in (404, 405)
-    assert "id='steering'" not in client.get(f"/run/{RID}").text
+    assert "steer-send" not in client.get(f"/run/{RID}").text and "steer.js" not in client.get(f"/run/{RID}").text
 
 
 def test_nonces_are_single_use_bounded_and_expire(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,7 +250,7 @@ def test_the_panel_sends_a_hint_in_a_browser_and_another_origin_cannot(tmp_path:
         page.on("pageerror", lambda e: errors.append(str(e)))
         try:
             page.goto(f"{url}/run/{RID}")
-            page.wait_for_selector("#steering #steer-send")
+            page.wait_for_selector("#steer-panel #steer-send")
             _wait_for(page, "body", "data-interventions", "0", 30)
             hostile = "<img src=x onerror='window.__pwned=1'> try a hexagonal start"
             page.fill("#steer-text", hostile)
@@ -265,7 +265,7 @@ def test_the_panel_sends_a_hint_in_a_browser_and_another_origin_cannot(tmp_path:
             assert i.verb == "hint" and i.args["text"] == hostile and i.who.startswith("alice (dashboard@")
             assert hostile in page.locator("#steer-history tr.intervention").inner_text()  # shown as text
             assert page.evaluate("window.__pwned === undefined")
-            save_shot(screenshots, "steering-panel.png", lambda p: page.locator("#steering").screenshot(path=str(p)))
+            save_shot(screenshots, "steering-panel.png", lambda p: page.locator("#steer-panel").screenshot(path=str(p)))
             assert errors == []
             with _EvilSite(url) as evil:
                 attacker = browser.new_page()

@@ -162,14 +162,14 @@ def test_run_page_shows_running_experiments_the_lessons_file_and_an_empty_steeri
     assert "1 running, 1 ended" in experiments and experiments.count("<tr class='experiment'>") == 1
     assert "&lt;/script&gt;&lt;script&gt;window.__pwned" in experiments and "an ended one" not in experiments
     assert "<pre class='lessons-file'># Lessons\n&lt;/pre&gt;&lt;/script&gt;" in live["lessons-file"]
-    steering = page[page.index('<section id="steering">'):]
+    steering = page[page.index('<section id="steer-panel">'):]
     steering = steering[:steering.index("</section>")]
     assert "data-slot='steering'" in steering and "read only" in steering
     assert not re.search(r"<(form|button|input|textarea)", steering)  # nothing here writes
     with open_store(d) as store:  # a page that carries the steering panel itself leaves the slot out
         view = load_run(store, HOSTILE_RUN)
     assert [s[0] for s in run_extra_sections(view, steering_slot=False)] == ["experiments", "lessons-file"]
-    assert [s[0] for s in run_extra_sections(view)][-1] == "steering"
+    assert [s[0] for s in run_extra_sections(view)][-1] == "steer-panel"
     # The agent's run: its lessons file as it last wrote it, and no experiment (not a training task).
     assert lessons and "no experiment started" in agent_page
     last = lessons[-1].payload["input"]["content"]
@@ -217,7 +217,7 @@ def test_workbench_in_a_browser_groups_sparklines_and_run_page(bench: tuple[Path
             page.wait_for_selector("body[data-ready='1']", timeout=60_000)
             assert page.locator("#sec-experiments tr.experiment").count() == 1
             assert "window.__pwned" in page.locator("pre.lessons-file").inner_text()  # shown as text
-            assert page.locator("section#steering [data-slot='steering']").count() == 1
+            assert page.locator("section#steer-panel [data-slot='steering']").count() == 1
             page.goto(f"{url}/run/{ids['agent']}")
             page.wait_for_selector("body[data-ready='1']", timeout=60_000)
             assert page.locator("#fig-evals .point").count() == 3
