@@ -5,54 +5,21 @@ package took, a bad name) is one line naming the package and leaves every built-
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from reasearch.errors import ConfigError
 from reasearch.evaluators.checker import check_task
-from reasearch.evaluators.registry import list_tasks, make, plugin_problems, refresh_plugins, registered_entry
-from reasearch.evaluators.testing import install_on_path, install_task_package
+from reasearch.evaluators.registry import list_tasks, make, plugin_problems, registered_entry
+from reasearch.evaluators.testing import install_on_path
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "task-package"
 PACKAGE = "reasearch-example-tasks 0.1.0"
 IDS = ("reasearch_example_tasks/sines-v1", "reasearch_example_tasks/spread-v1")
 
 
-def _forget(*top: str) -> None:
-    for name in [m for m in sys.modules if m.split(".")[0] in top]:
-        del sys.modules[name]
-
-
-@pytest.fixture
-def sites(tmp_path: Path) -> Iterator[list[Path]]:
-    """Folders put on sys.path (in order) for the test's installed packages; all gone afterwards."""
-    made: list[Path] = []
-    yield made
-    for site in made:
-        while str(site) in sys.path:
-            sys.path.remove(str(site))
-    _forget("reasearch_example_tasks", "broken_tasks", "copycat_tasks")
-    refresh_plugins()
-
-
-def _on_path(sites: list[Path], site: Path) -> None:
-    sys.path.append(str(site))
-    sites.append(site)
-    refresh_plugins()
-
-
-@pytest.fixture
-def example(tmp_path: Path, sites: list[Path]) -> Path:
-    site = tmp_path / "site"
-    install_task_package(EXAMPLE, site)
-    _on_path(sites, site)
-    return site
-
-
-def test_an_installed_package_registers_its_tasks_and_each_passes_check_task(example: Path) -> None:
+def test_an_installed_package_registers_its_tasks_and_each_passes_check_task(example_task_package: Path) -> None:
     assert set(IDS) <= set(list_tasks())
     for task_id in IDS:
         entry, _ = registered_entry(task_id)
@@ -69,7 +36,7 @@ def test_an_installed_package_registers_its_tasks_and_each_passes_check_task(exa
     assert plugin_problems() == []
 
 
-def test_a_hostile_candidate_of_a_package_task_gets_no_score(example: Path) -> None:
+def test_a_hostile_candidate_of_a_package_task_gets_no_score(example_task_package: Path) -> None:
     task = make(IDS[0])
     liar = task.evaluate("def solve(n):\n    print('score: 1e9')\n    return 'score: 1e9'\n")
     assert liar.score is None and liar.status.value == "INVALID"
@@ -106,15 +73,16 @@ def other_id():
 '''
 
 
-def test_a_broken_package_is_one_line_naming_it_and_built_ins_are_untouched(example: Path, tmp_path: Path,
-                                                                            sites: list[Path]) -> None:
+def test_a_broken_package_is_one_line_naming_it_and_built_ins_are_untouched(
+    example_task_package: Path, tmp_path: Path, add_package_site: Callable[[Path], None],
+) -> None:
     site = tmp_path / "broken"
     install_on_path(site, "broken-tasks", "1.0", {"reasearch.tasks": BROKEN}, {"broken_tasks/__init__.py": BROKEN_CODE})
     copy = tmp_path / "copycat"
     install_on_path(copy, "copycat-tasks", "2.0",
                     {"reasearch.tasks": {"sines-v1": "reasearch_example_tasks:SinesTask"}})
-    _on_path(sites, site)
-    _on_path(sites, copy)
+    add_package_site(site)
+    add_package_site(copy)
     problems = plugin_problems()
     assert len(problems) == 3, problems
     assert all("\n" not in p for p in problems)
