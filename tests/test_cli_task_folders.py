@@ -216,3 +216,25 @@ def test_compare_and_fleet_refuse_a_broken_folder_before_storing_anything(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"score.py line {_line(folder, 'score.py', '/ 0')}: score() raised" in err, err
     assert not store.exists() or open_store(store).list_runs() == []
+
+
+def test_a_fleet_spec_file_reads_a_relative_folder_against_its_own_folder(folder: Path, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    specs = tmp_path / "specs" / "deep"
+    specs.mkdir(parents=True)
+    spec = specs / "fleet.toml"
+    spec.write_text(f'tasks = ["../../{folder.name}"]\nmodels = ["demo"]\nbudget = {{evaluations = 3}}\n\n'
+                    f'[task_params."../../{folder.name}"]\nn = 4\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # ../../my-task from here does not exist: the spec file's folder decides
+    fleet_dir = tmp_path / "fleet"
+    code = main(["fleet", "run", "--spec", str(spec), "--run-dir", str(fleet_dir), "--quiet", "--id", "fs"])
+    assert code == 0, capsys.readouterr().err
+    stored = open_store(fleet_dir).get_fleet("fs")
+    assert stored["tasks"] == [str(folder.resolve())]
+    assert stored["task_params"] == {str(folder.resolve()): {"n": 4}}
+    (record,) = open_store(fleet_dir).list_runs()
+    assert record.state is RunState.FINISHED and record.task_spec is not None
+    assert record.task_spec.params["params"] == {"n": 4}

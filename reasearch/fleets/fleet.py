@@ -202,7 +202,9 @@ class FleetSpec:
 
     @classmethod
     def from_file(cls, path: str | Path) -> FleetSpec:
-        """A spec from a JSON or TOML file (the keys of :class:`FleetSpec`)."""
+        """A spec from a JSON or TOML file (the keys of :class:`FleetSpec`). A task folder written as a relative
+        path (``"./my_task"``, ``"../tasks/x"``, or a bare name of a folder beside the file) is the folder next to
+        the spec file, whatever the current directory, and is stored by its absolute path."""
         p = Path(path)
         try:
             text = p.read_text()
@@ -214,7 +216,29 @@ class FleetSpec:
             raise ConfigError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
         if isinstance(data, dict):
             check_finite(data, f"fleet spec {p}")
+            data = _folders_beside(data, p.resolve().parent)
         return cls.from_dict(data)
+
+
+def _folders_beside(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A spec file's task folders (in ``tasks`` and as keys of ``task_params`` and ``task_budgets``) by their absolute
+    paths, a relative one read against the spec file's folder ``base``; registry ids as written."""
+
+    def ref(task: Any) -> Any:
+        if not isinstance(task, str):
+            return task  # the spec's own check names what is wrong
+        path = Path(task).expanduser()
+        if path.is_absolute() or task.startswith(("./", "../")) or (base / path).is_dir():
+            return str((base / path).resolve())  # base / an absolute path is that path
+        return task
+
+    out = dict(data)
+    if isinstance(out.get("tasks"), list):
+        out["tasks"] = [ref(t) for t in out["tasks"]]
+    for key in ("task_params", "task_budgets"):
+        if isinstance(out.get(key), dict):
+            out[key] = {ref(k): v for k, v in out[key].items()}
+    return out
 
 
 @dataclass(frozen=True, slots=True)
