@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from reasearch.cli import main
+from reasearch.errors import TaskFolderError
 from reasearch.evaluators.checker import check_task
 from reasearch.evaluators.registry import make
 from reasearch.runs import Run, RunState, open_store
@@ -238,3 +239,44 @@ def test_a_fleet_spec_file_reads_a_relative_folder_against_its_own_folder(folder
     (record,) = open_store(fleet_dir).list_runs()
     assert record.state is RunState.FINISHED and record.task_spec is not None
     assert record.task_spec.params["params"] == {"n": 4}
+
+
+@pytest.mark.parametrize("fmt", ["openevolve", "shinka"])
+def test_an_exported_evaluator_pins_the_folders_content(folder: Path, tmp_path: Path, fmt: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+    import sys
+
+    from reasearch.adapters._program import close_sandboxes
+
+    out = tmp_path / "evaluator.py"
+    assert main(["export-evaluator", str(folder), "--for", fmt, "-o", str(out)]) == 0
+    capsys.readouterr()
+    content_hash = make(str(folder)).spec.params["content_hash"]
+    assert content_hash in out.read_text()
+    program = tmp_path / "even.py"
+    program.write_text("def solve(n):\n    return [i / (n - 1) for i in range(n)]\n")
+    _set(folder, "score.py", "worst = min(gaps)", "worst = max(gaps)")  # the folder changes after the export
+    try:
+        if fmt == "openevolve":
+            evaluate = runpy.run_path(str(out))["evaluate"]
+            with pytest.raises(TaskFolderError, match=r"changed since this run was stored \(score\.py changed\)"):
+                evaluate(str(program))
+        else:
+            with pytest.raises(SystemExit) as exit_info:
+                argv, sys.argv = sys.argv, [str(out), "--program_path", str(program), "--results_dir",
+                                            str(tmp_path / "results")]
+                try:
+                    runpy.run_path(str(out), run_name="__main__")
+                finally:
+                    sys.argv = argv
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "changed since this run was stored (score.py changed)" in err, err
+            assert not (tmp_path / "results" / "metrics.json").exists()
+        assert main(["export-evaluator", str(folder), "--for", "openevolve", "-o", str(out)]) == 0  # exported anew
+        metrics = runpy.run_path(str(out))["evaluate"](str(program))
+        metrics = metrics.metrics if hasattr(metrics, "metrics") else metrics
+        assert metrics["score"] == pytest.approx(0.25)  # max gap of even points (the changed score.py)
+    finally:
+        close_sandboxes()
