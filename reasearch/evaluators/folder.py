@@ -30,13 +30,16 @@ import dataclasses
 import difflib
 import hashlib
 import math
+import os
 import re
+import shutil
+import tempfile
 import tomllib
 import traceback
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reasearch.ast_lock import parse as parse_locked
@@ -48,7 +51,7 @@ from reasearch.evaluators.params import Range, TaskParam
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 
-__all__ = ["FolderTask", "folder_manifest", "write_example_folder"]
+__all__ = ["FolderTask", "folder_cache", "folder_manifest", "pack_folder", "unpack_folder", "write_example_folder"]
 
 TOML = "task.toml"
 _KEYS = {"id", "description", "seed", "score", "entry_point", "returns", "direction", "time_limit_s", "memory_mb",
@@ -75,13 +78,76 @@ def folder_manifest(folder: Path) -> dict[str, str]:
             raise TaskFolderError(f"{folder / rel}: a task folder holds no symbolic links; copy the file in")
         if not path.is_file():
             continue
-        data = path.read_bytes()
-        total += len(data)
+        total += path.stat().st_size  # before reading: a 1 GiB file is refused, not loaded
         if len(files) >= MAX_FILES or total > MAX_FOLDER_BYTES:
             raise TaskFolderError(f"{folder}: a task folder holds at most {MAX_FILES} files and "
                                   f"{MAX_FOLDER_BYTES >> 20} MB; keep data sets outside it")
-        files[rel] = hashlib.sha256(data).hexdigest()
+        files[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return files
+
+
+# ------------------------------------------------------------------------------ a folder's content, by its hash
+# A fleet on a Ray cluster ships each task folder's content to the nodes that run its members: a node writes it
+# into its folder cache under the content hash (checked: bytes that do not hash to it are refused) and every
+# FolderTask of that folder in this process reads from there, whatever the node holds at the folder's path.
+
+_SHIPPED: dict[str, Path] = {}  # a folder's absolute path (as specs name it) -> its shipped content on this node
+
+
+def folder_cache() -> Path:
+    """Where this node keeps shipped task folders: ``$REASEARCH_TASK_CACHE``, else ``~/.cache/reasearch/task-folders``.
+    """
+    root = os.environ.get("REASEARCH_TASK_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "reasearch" / "task-folders"
+
+
+def pack_folder(folder: str) -> dict[str, Any]:
+    """A task folder's content as plain data: ``{"folder": absolute path, "content_hash": ..., "files": {relative
+    path: bytes}}`` (at most :data:`MAX_FILES` files and :data:`MAX_FOLDER_BYTES` bytes, no symbolic links)."""
+    path = Path(folder).expanduser().resolve()
+    if not path.is_dir():
+        raise TaskFolderError(f"{folder}: no such task folder")
+    manifest = folder_manifest(path)
+    files = {rel: (path / rel).read_bytes() for rel in manifest}
+    if {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()} != manifest:
+        raise TaskFolderError(f"{path} changed while it was read; run again")
+    return {"folder": str(path), "content_hash": _content_hash(manifest), "files": files}
+
+
+def unpack_folder(bundle: Mapping[str, Any]) -> Path:
+    """Writes a :func:`pack_folder` bundle into this node's folder cache (once per content hash) and makes every
+    FolderTask of its folder path in this process read from there; returns the cached folder."""
+    origin, content_hash, files = str(bundle["folder"]), str(bundle["content_hash"]), bundle["files"]
+    if not re.fullmatch(r"[0-9a-f]{64}", content_hash):
+        raise TaskFolderError(f"a shipped task folder's content hash must be 64 hex digits, not {content_hash!r}")
+    if not isinstance(files, Mapping) or len(files) > MAX_FILES or sum(len(v) for v in files.values()) > \
+            MAX_FOLDER_BYTES:
+        raise TaskFolderError(f"the shipped content of {origin} is over {MAX_FILES} files or "
+                              f"{MAX_FOLDER_BYTES >> 20} MB")
+    manifest: dict[str, str] = {}
+    for rel, data in files.items():
+        parts = PurePosixPath(rel).parts if isinstance(rel, str) else ()
+        if not parts or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in rel \
+                or not isinstance(data, bytes):
+            raise TaskFolderError(f"the shipped content of {origin} holds a bad file name {rel!r}")
+        manifest[rel] = hashlib.sha256(data).hexdigest()
+    if _content_hash(manifest) != content_hash:
+        raise TaskFolderError(f"the shipped content of {origin} does not hash to {content_hash[:12]}; refused")
+    target = folder_cache() / content_hash
+    if not (target.is_dir() and _content_hash(folder_manifest(target)) == content_hash):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{content_hash[:12]}-", dir=target.parent))
+        for rel, data in files.items():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            (staging / rel).write_bytes(data)
+        if target.exists():  # a partial or tampered copy: replaced
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            staging.rename(target)
+        except OSError:  # another process of this node wrote it first: its copy is checked when it is read
+            shutil.rmtree(staging, ignore_errors=True)
+    _SHIPPED[origin] = target
+    return target
 
 
 def _content_hash(files: Mapping[str, str]) -> str:
@@ -273,8 +339,21 @@ class FolderTask(Task):
 
     # ---------------------------------------------------------------- reading the folder
     @property
-    def path(self) -> Path:
+    def origin(self) -> Path:
+        """The folder's absolute path, as the spec names it."""
         return Path(self.folder).expanduser().resolve()
+
+    @property
+    def path(self) -> Path:
+        """Where the folder's files are read: its shipped content on this node (a fleet member on Ray), else the
+        content cached under the recorded hash when the folder is not here, else the folder itself."""
+        origin = self.origin
+        shipped = _SHIPPED.get(str(origin))
+        if shipped is not None:
+            return shipped
+        if self.content_hash and not origin.is_dir() and (folder_cache() / self.content_hash).is_dir():
+            return folder_cache() / self.content_hash
+        return origin
 
     def _loaded(self) -> tuple[_Layout, dict[str, Any], dict[str, str]]:
         cached = self.__dict__.get("_layout")
@@ -326,7 +405,7 @@ class FolderTask(Task):
             best_known_source=layout.best_known_source if defaults else "",
             entry_point=layout.entry_point, deterministic=layout.deterministic,
             seed_score=layout.seed_score if defaults else None,
-            params={"folder": str(self.path), "params": values, "content_hash": _content_hash(manifest),
+            params={"folder": str(self.origin), "params": values, "content_hash": _content_hash(manifest),
                     "files": manifest},
             task_class=f"{FolderTask.__module__}:{FolderTask.__qualname__}",
         )

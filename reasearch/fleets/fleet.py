@@ -40,6 +40,7 @@ from reasearch.agent.config import AgentConfig
 from reasearch.agent.session import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.params import check_finite
+from reasearch.evaluators.registry import is_folder_ref
 from reasearch.evaluators.registry import spec as task_spec
 from reasearch.evaluators.training import heldout_public_of
 from reasearch.methods import method_config, open_method, start_method
@@ -325,7 +326,7 @@ def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "
 
 
 def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping[str, Any], store_url: str,
-               run_dir: str) -> dict[str, Any]:
+               run_dir: str, folders: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Runs (or resumes) one member to its end; what a local thread or a Ray task executes.
 
     Plain data in and out, so that it crosses process boundaries. A member already finished is only
@@ -336,6 +337,11 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
     spec = FleetSpec.from_dict(spec_data)
     member = FleetMember(**member_data)
     node = os.uname().nodename
+    if folders:  # the fleet's task folders, shipped by content (a node need not hold the path)
+        from reasearch.evaluators.folder import unpack_folder
+
+        for bundle in folders:
+            unpack_folder(bundle)
     with open_store(store_url) as store:
         run_id = store.add_fleet_member(fleet_id, member.index, member.run_id(fleet_id))
         try:
@@ -577,13 +583,19 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
         _check_store_for_cluster(store_url, conn.alive_machines())
         task = _ray_member_task()
         cluster_gpus = conn.cluster_gpus()
+        # Each task folder's content goes once into Ray's object store; a member's node gets it by reference.
+        from reasearch.evaluators.folder import pack_folder
+
+        bundles = [pack_folder(t) for t in dict.fromkeys(spec.tasks) if is_folder_ref(t)]
+        folders = ray.put(bundles) if bundles else None
         waiting = list(todo)
         running: dict[Any, FleetMember] = {}
         while waiting or running:
             while waiting and len(running) < spec.parallelism:
                 m = waiting.pop(0)
                 options = member_ray_options(m.task_id, dict(spec.task_params.get(m.task_id, {})), cluster_gpus)
-                running[task.options(**options).remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir)] = m
+                running[task.options(**options).remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir,
+                                                       folders)] = m
             done, _ = ray.wait(list(running), num_returns=1)
             for ref in done:
                 m = running.pop(ref)
