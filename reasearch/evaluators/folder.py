@@ -46,7 +46,7 @@ from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import Limits, SandboxRunner
 from reasearch.errors import ConfigError, TaskFolderError
 from reasearch.evaluators._folder_example import write_example_folder
-from reasearch.evaluators.base import Task, default_runner
+from reasearch.evaluators.base import Task, default_runner, failure_feedback
 from reasearch.evaluators.params import Range, TaskParam
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
@@ -55,7 +55,8 @@ __all__ = ["FolderTask", "folder_cache", "folder_manifest", "pack_folder", "unpa
 
 TOML = "task.toml"
 _KEYS = {"id", "description", "seed", "score", "entry_point", "returns", "direction", "time_limit_s", "memory_mb",
-         "best_known", "best_known_source", "seed_score", "deterministic", "params"}
+         "best_known", "best_known_source", "seed_score", "deterministic", "params", "stage1"}
+_STAGE1_KEYS = {"params", "min_score", "time_limit_s"}
 _PARAM_KEYS = {"type", "default", "min", "max", "choices", "help"}
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 _ID = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_.\-]+-v(\d+)$")
@@ -181,6 +182,15 @@ def _line_of(text: str, key: str, table: str = "") -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class _Stage1:
+    """The cheap first stage: the candidate run on a quick instance; its failure skips the full evaluation."""
+
+    params: dict[str, Any]
+    min_score: float | None
+    time_limit_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Layout:
     """What ``task.toml`` declares, checked."""
 
@@ -199,6 +209,7 @@ class _Layout:
     seed_score: float | None
     deterministic: bool
     params: tuple[TaskParam, ...]
+    stage1: _Stage1 | None = None
 
 
 def _read_layout(folder: Path) -> tuple[_Layout, str]:
@@ -260,14 +271,48 @@ def _read_layout(folder: Path) -> tuple[_Layout, str]:
     seed_score = get("seed_score", (int, float), None)
     raw_params = get("params", dict, {})
     params = tuple(_read_param(name, spec, fail) for name, spec in raw_params.items())
+    stage1 = _read_stage1(get("stage1", dict, None), params, fail)
     layout = _Layout(
         id=task_id, version=int(m.group(1)), description=files["description"], seed=files["seed"],
         score=files["score"], entry_point=entry, returns=get("returns", str, ""), direction=direction,
         time_limit_s=time_limit, memory_mb=memory, best_known=None if best is None else float(best),
         best_known_source=get("best_known_source", str, ""),
         seed_score=None if seed_score is None else float(seed_score),
-        deterministic=get("deterministic", bool, True), params=params)
+        deterministic=get("deterministic", bool, True), params=params, stage1=stage1)
     return layout, text
+
+
+def _read_stage1(table: dict[str, Any] | None, params: tuple[TaskParam, ...],
+                 fail: Callable[..., TaskFolderError]) -> _Stage1 | None:
+    """``[stage1]``: ``params`` (a table of declared parameters' quick values), optional ``min_score`` and
+    ``time_limit_s``."""
+    if table is None:
+        return None
+    unknown = sorted(set(table) - _STAGE1_KEYS)
+    if unknown:
+        raise fail(unknown[0], f"[stage1]: unknown key {unknown[0]!r}; the keys are {', '.join(sorted(_STAGE1_KEYS))}",
+                   "stage1")
+    values = table.get("params")
+    if not isinstance(values, dict) or not values:
+        raise fail("params" if "params" in table else "", "[stage1] needs params = { NAME = VALUE, ... }: the "
+                   "parameter values of the quick run (the others as in the full run)", "stage1")
+    declared = {p.name: p for p in params}
+    for name, value in values.items():
+        p = declared.get(name)
+        if p is None:
+            raise fail("params", f"[stage1] params: {name!r} is not a declared parameter (declared: "
+                                 f"{', '.join(declared) or 'none'}); declare it under [params.{name}]", "stage1")
+        if not _param_ok(p, value):
+            raise fail("params", f"[stage1] params: {name} = {value!r} is not {p.describe()}", "stage1")
+    bounds: dict[str, float | None] = {}
+    for key in ("min_score", "time_limit_s"):
+        v = table.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or (key == "time_limit_s" and v <= 0)):
+            raise fail(key, f"[stage1] {key} must be a finite number{' > 0' if key == 'time_limit_s' else ''}, "
+                            f"not {v!r}", "stage1")
+        bounds[key] = None if v is None else float(v)
+    return _Stage1(dict(values), bounds["min_score"], bounds["time_limit_s"])
 
 
 def _kind_text(kind: type | tuple[type, ...]) -> str:
@@ -442,7 +487,8 @@ class FolderTask(Task):
                  f"({args}; `seed` too) and its return value is scored (to {layout.direction}).",
                  f"It returns: {layout.returns}" if layout.returns else "",
                  f"Parameters: {', '.join(f'{k} = {v!r}' for k, v in values.items())}" if values else "",
-                 f"Limits: {layout.time_limit_s:g} s wall time, {layout.memory_mb} MB memory per evaluation."]
+                 f"Limits: {layout.time_limit_s:g} s wall time, {layout.memory_mb} MB memory per evaluation.",
+                 _stage1_text(layout.stage1, layout.direction)]
         return "\n".join(line for line in lines if line is not None) + "\n"
 
     def seed_program(self) -> str:
@@ -479,8 +525,9 @@ class FolderTask(Task):
             self.__dict__["_score_fn"] = fn
         return fn
 
-    def score_returned(self, data: Any) -> EvalResult:
-        """Runs ``score.py`` over a returned value; raises :class:`_ScoreError` when score.py fails on it."""
+    def score_returned(self, data: Any, params: Mapping[str, Any] | None = None) -> EvalResult:
+        """Runs ``score.py`` over a returned value (with the task's parameters, or ``params``); raises
+        :class:`_ScoreError` when score.py fails on it."""
         fn = self._scorer()
         path = self.path / self._loaded()[0].score
         line = fn.__code__.co_firstlineno if hasattr(fn, "__code__") else 1
@@ -489,7 +536,7 @@ class FolderTask(Task):
         except RecursionError:  # the wire caps nesting; this frame may sit deep in a driver's stack
             raise _ScoreError(path, 1, "the returned value nests too deeply to score") from None
         try:
-            out = fn(returned, dict(self._loaded()[1]))
+            out = fn(returned, dict(self._loaded()[1] if params is None else params))
         except Exception as exc:  # noqa: BLE001 - score.py rejected (or tripped over) this output
             raise _ScoreError(path, _user_line(exc, path), f"score() raised {type(exc).__name__}: {exc}") from None
         feedback, instances = "", None
@@ -522,6 +569,56 @@ class FolderTask(Task):
         except _ScoreError as exc:  # the candidate's output did not score: no fitness, the reason as feedback
             return self.invalid(str(exc))
 
+    # ---------------------------------------------------------------- the cheap first stage
+    def evaluate(self, candidate_source: str, *, seed: int | None = None,
+                 executor: SandboxRunner | None = None) -> EvalResult:
+        """The base evaluation, after the folder's ``[stage1]`` when it declares one: the candidate first runs on
+        the quick instance; a failure there (any status but OK, or a score past ``min_score``) is the result,
+        without the full run. Every result of such a task carries ``stage1_status``, ``stage1_score`` and
+        ``stage1_passed`` in its metrics (``failure_stage: "stage1"`` when the full run was skipped)."""
+        stage = self._loaded()[0].stage1
+        if stage is None or not isinstance(candidate_source, str):
+            return super().evaluate(candidate_source, seed=seed, executor=executor)
+        runner = executor if executor is not None else default_runner()
+        quick = self._run_stage1(candidate_source, seed, runner, stage)
+        passed, why = self._stage1_verdict(quick, stage)
+        summary = {"stage1_status": quick.status.value, "stage1_score": quick.score, "stage1_passed": passed}
+        if not passed:
+            status = quick.status if not quick.ok else Status.INVALID
+            return EvalResult.failure(status, f"stage 1 ({_values_text(stage.params)}) {why}; the full evaluation "
+                                      "was skipped", wall_s=quick.wall_s, cpu_s=quick.cpu_s,
+                                      metrics={**summary, "failure_stage": "stage1"}, provenance=quick.provenance)
+        full = super().evaluate(candidate_source, seed=seed, executor=runner)
+        return full.with_(metrics={**full.metrics, **summary}, wall_s=full.wall_s + quick.wall_s,
+                          cpu_s=full.cpu_s + quick.cpu_s)
+
+    def _run_stage1(self, source: str, seed: int | None, runner: SandboxRunner, stage: _Stage1) -> EvalResult:
+        values = {**self._loaded()[1], **stage.params}
+        request = dataclasses.replace(self.build_request(source, seed=seed), payload={"seed": seed, "params": values})
+        if stage.time_limit_s is not None:
+            request = dataclasses.replace(request, limits=dataclasses.replace(request.limits,
+                                                                              wall_s=stage.time_limit_s))
+        outcome = runner.run(request)
+        prov = self.provenance(source, seed=seed, sandbox_mode=outcome.sandbox_mode)
+        if outcome.status is not Status.OK:
+            return EvalResult.failure(outcome.status, failure_feedback(outcome), wall_s=outcome.wall_s,
+                                      cpu_s=outcome.cpu_s, provenance=prov)
+        try:
+            result = self.score_returned(outcome.value, values)
+        except _ScoreError as exc:
+            result = self.invalid(str(exc))
+        return result.with_(wall_s=outcome.wall_s, cpu_s=outcome.cpu_s, provenance=prov)
+
+    def _stage1_verdict(self, quick: EvalResult, stage: _Stage1) -> tuple[bool, str]:
+        if not quick.ok or quick.score is None:
+            return False, f"failed ({quick.status.value}: {quick.feedback.strip()[:500]})"
+        if stage.min_score is not None:
+            maximize = self.spec.direction == "maximize"
+            if (quick.score < stage.min_score) if maximize else (quick.score > stage.min_score):
+                return False, (f"scored {quick.score:.6g}, {'below' if maximize else 'above'} its min_score "
+                               f"{stage.min_score:g}")
+        return True, ""
+
     def preflight(self, *, executor: SandboxRunner | None = None, seed: int = 0) -> EvalResult:
         """Runs the seed program and scores it: a seed that fails its own task, or a ``score.py`` that raises
         or returns no finite number on it, is a :class:`TaskFolderError` (one line: file, line, fix)."""
@@ -540,8 +637,29 @@ class FolderTask(Task):
         except _ScoreError as exc:
             raise TaskFolderError(f"{exc} on the seed's output ({seed_path.name}); fix {exc.path.name}, or the seed "
                                   f"if its output is wrong") from None
+        stage = layout.stage1
+        if stage is not None:
+            passed, why = self._stage1_verdict(self._run_stage1(source, seed, runner, stage), stage)
+            if not passed:
+                toml = self.path / TOML
+                line = _line_of(toml.read_text(encoding="utf-8"), "", "stage1")
+                raise TaskFolderError(f"{toml} line {line}: the seed fails its own stage 1 "
+                                      f"({_values_text(stage.params)}): {why}; fix [stage1] or the seed")
         prov = self.provenance(source, seed=seed, sandbox_mode=outcome.sandbox_mode)
         return result.with_(wall_s=outcome.wall_s, cpu_s=outcome.cpu_s, provenance=prov)
+
+
+def _stage1_text(stage: _Stage1 | None, direction: str) -> str:
+    if stage is None:
+        return ""
+    bound = "" if stage.min_score is None else \
+        f" and score {'at least' if direction == 'maximize' else 'at most'} {stage.min_score:g}"
+    return (f"Stage 1: each candidate first runs with {_values_text(stage.params)}; it must succeed{bound}, or the "
+            "full evaluation is skipped and the candidate gets no score.")
+
+
+def _values_text(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} = {v!r}" for k, v in values.items())
 
 
 class _ScoreError(Exception):
