@@ -84,6 +84,12 @@ def test_optimize_with_the_demo_model_records_the_folders_hash(folder: Path, tmp
     assert spec.params["folder"] == str(folder.resolve())
     best = Run.open(open_store(run_dir), record.id).best()
     assert best is not None and best[1].score is not None and best[1].score >= 0.1 - 1e-12
+    import shutil
+
+    shutil.rmtree(folder)  # the report reads the store, not the folder
+    report = tmp_path / "report.html"
+    assert main(["report", record.id, "--run-dir", str(run_dir), "-o", str(report)]) == 0, capsys.readouterr().err
+    assert "my_task/spread-v1" in report.read_text()
 
 
 MISTAKES = [
