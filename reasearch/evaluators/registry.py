@@ -74,9 +74,9 @@ class TaskEntry:
     def load(self) -> Any:
         """The task class (or, for an installed package's id, the class or factory function) it names."""
         if self.package:
-            from reasearch.evaluators import plugins
+            from reasearch.evaluators.plugins import load_object
 
-            return plugins.load_object(self.id, self.entry_point, self.package)
+            return load_object(self.id, self.entry_point, self.package)
         return _load_class(self.entry_point)
 
 
@@ -174,12 +174,12 @@ _PLUGIN_PROBLEMS: list[str] = []
 def _register_plugins() -> None:
     """Registers the ids of installed task packages (entry-point group ``reasearch.tasks``) after the built-ins:
     one that cannot be registered is kept as a one-line problem (:func:`plugin_problems`), never an error."""
-    from reasearch.evaluators import plugins
+    from reasearch.evaluators.plugins import discover, problem
 
     builtin_namespaces = {e.id.split("/", 1)[0] for e in _REGISTRY.values() if not e.package}
     taken = {e.id: e.package or "a built-in task" for e in _REGISTRY.values()}
-    for entry in plugins.discover():
-        why = plugins.problem(entry, builtin_namespaces, taken)
+    for entry in discover():
+        why = problem(entry, builtin_namespaces, taken)
         if why:
             _PLUGIN_PROBLEMS.append(why)
             continue
@@ -286,11 +286,11 @@ def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only:
     entry, kwargs = registered_entry(task_id)
     cls = entry.load()
     if entry.package:  # an installed package's class or factory: any failure is one line naming the package
-        from reasearch.evaluators import plugins
+        from reasearch.evaluators.plugins import build, takes_any_keyword
 
-        if not plugins.takes_any_keyword(cls):
+        if not takes_any_keyword(cls):
             check_params(cls, task_id, params)
-        return plugins.build(cls, task_id, entry.package, {**kwargs, **params})
+        return build(cls, task_id, entry.package, {**kwargs, **params})
     check_params(cls, task_id, params)  # a wrong name, type or range: one line naming the parameter
     kwargs.update(params)
     try:
