@@ -42,6 +42,10 @@ def test_a_hostile_candidate_of_a_package_task_gets_no_score(example_task_packag
     assert liar.score is None and liar.status.value == "INVALID"
     sleeper = make(IDS[0]).evaluate("import time\ndef solve(n):\n    time.sleep(60)\n")
     assert sleeper.score is None and sleeper.status.value in ("TIMEOUT", "CRASH")
+    forker = task.evaluate("import os, time\ndef solve(n):\n    for _ in range(4):\n        if os.fork() == 0:\n"
+                           "            time.sleep(600)\n    open('metrics.json', 'w').write('{\"score\": 1e9}')\n"
+                           "    return {'score': 1e9}\n")
+    assert forker.score is None and forker.status.value == "INVALID"  # its sleeping children die with it
 
 
 BROKEN = {
