@@ -455,6 +455,17 @@ class FolderTask(Task):
             task_class=f"{FolderTask.__module__}:{FolderTask.__qualname__}",
         )
 
+    def shipment(self) -> dict[str, Any]:
+        """The folder's content (:func:`pack_folder`), named by its original path: a node without the folder
+        rebuilds this task from it."""
+        bundle = pack_folder(str(self.path))
+        return {**bundle, "folder": str(self.origin)}
+
+    @classmethod
+    def receive_shipment(cls, shipment: Mapping[str, Any]) -> None:
+        """Writes a shipped folder into this node's folder cache (:func:`unpack_folder`)."""
+        unpack_folder(shipment)
+
     def get_params(self) -> dict[str, Any]:
         """The spec's parameters: the folder, the parameter values and the content hash it was built from."""
         return dict(self.spec.params)

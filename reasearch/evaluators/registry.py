@@ -37,6 +37,7 @@ __all__ = [
     "family_entries",
     "unregister",
     "plugin_problems",
+    "task_class_of",
     "refresh_plugins",
 ]
 
@@ -338,6 +339,13 @@ def build_task(task_id: str, params: Mapping[str, Any] | None = None, task_class
     if task.spec.id != task_id:
         raise ConfigError(f"{task_class}({params}) builds task {task.spec.id!r}, not {task_id!r}")
     return task
+
+
+def task_class_of(spec: TaskSpec) -> type[Task]:
+    """The Task class a spec names (its ``task_class``, else its registered id's)."""
+    if spec.task_class:
+        return _load_class(spec.task_class)
+    return type(make(spec.id, **dict(spec.params)))
 
 
 def spec(task_id: str, /, **params: Any) -> TaskSpec:
