@@ -25,8 +25,15 @@ from reasearch._cli._shared import (
     result_table,
     student_params,
 )
-from reasearch.errors import ConfigError
-from reasearch.evaluators.registry import is_folder_ref, list_tasks, make, make_folder_task, registered_entry
+from reasearch.errors import ConfigError, ReasearchError
+from reasearch.evaluators.registry import (
+    is_folder_ref,
+    list_tasks,
+    make,
+    make_folder_task,
+    plugin_problems,
+    registered_entry,
+)
 from reasearch.evaluators.result import Status
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -103,6 +110,7 @@ def _row(task_id: str) -> dict[str, Any]:
         "best_known_source": spec.best_known_source,
         "seed_score": spec.seed_score,
         "summary": entry.summary,
+        **({"package": entry.package} if entry.package else {}),
     }
 
 
@@ -117,9 +125,22 @@ def _listing(filter_text: str, expand: bool) -> list[dict[str, Any]]:
             else:
                 rows.append({"id": task_id, "family_size": len(members), "example": members[0] if members else None,
                              "summary": entry.summary})
+        elif registered_entry(task_id)[0].package:  # an installed package's: a broken one is a line, not an error
+            if filter_text in task_id:
+                try:
+                    rows.append(_row(task_id))
+                except ReasearchError as exc:
+                    print(f"reasearch: warning: {_one_line(str(exc))}", file=sys.stderr)
         else:
             rows.append(_row(task_id))
+    for line in plugin_problems():
+        print(f"reasearch: warning: {_one_line(line)}", file=sys.stderr)
     return [r for r in rows if filter_text in r["id"]]
+
+
+def _one_line(text: str) -> str:
+    """A package's message on one printable line (it may hold a newline or a terminal escape)."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 def _params(task_id: str, as_json: bool) -> int:
@@ -132,9 +153,13 @@ def _params(task_id: str, as_json: bool) -> int:
         params = make_folder_task(task_id).declared_params()  # type: ignore[attr-defined]
     else:
         entry, implied = registered_entry(task_id)
+        declared = getattr(make(task_id), "declared_params", None) if entry.package else None
         if entry.is_family and task_id != entry.id:
             make(task_id)  # a family whose task checks its own ids (ARC: they depend on the data): a bad one fails here
-        params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
+        if declared is not None:  # an installed package's task folder: the parameters its task.toml declares
+            params = declared()
+        else:
+            params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
     if as_json:
         print(json.dumps([p.to_dict() for p in params], indent=2))
         return EXIT_OK

@@ -215,6 +215,16 @@ class Task(ABC):
         """An ``INVALID`` result (the candidate ran, but its answer breaks a constraint)."""
         return EvalResult.failure(Status.INVALID, feedback, metrics=metrics)
 
+    def shipment(self) -> Mapping[str, Any] | None:
+        """Plain data a node without this machine's files needs before it rebuilds the task from its spec (a task
+        folder's content); None (the default) when the spec suffices. A Ray executor sends it with the spec."""
+        return None
+
+    @classmethod
+    def receive_shipment(cls, shipment: Mapping[str, Any]) -> None:
+        """Makes a :meth:`shipment` available in this process (called on the node before the task is rebuilt)."""
+        return None  # the default task ships nothing
+
     def get_params(self) -> dict[str, Any]:
         """The constructor's keyword arguments, as stored on the instance."""
         sig = inspect.signature(type(self).__init__)
