@@ -178,10 +178,14 @@ def run_tasks(args: argparse.Namespace) -> int:
     if args.params:
         return _params(args.filter, args.json)
     if args.filter and is_folder_ref(args.filter):  # a task folder: its one row
-        spec = make_folder_task(args.filter).spec
+        folder_task = make_folder_task(args.filter)
+        spec = folder_task.spec
+        kind = {"openevolve": "OpenEvolve folder", "shinka": "ShinkaEvolve folder"}.get(
+            str(getattr(folder_task, "kind", "")), "task folder")
+        trust = f"; trust: {folder_task.trust_note}" if folder_task.trust_note else ""
         rows: list[dict[str, Any]] = [{"id": spec.id, "direction": spec.direction, "best_known": spec.best_known,
                  "best_known_source": spec.best_known_source, "seed_score": spec.seed_score,
-                 "summary": f"task folder {spec.params['folder']} (content {str(spec.params['content_hash'])[:12]})"}]
+                 "summary": f"{kind} {spec.params['folder']} (content {str(spec.params['content_hash'])[:12]}){trust}"}]
     else:
         rows = _listing(args.filter, args.all)
     if args.json:

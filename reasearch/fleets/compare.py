@@ -143,6 +143,7 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
         "best_score": st.best_score, "test_score": test_score, "points": points,
         "stop_reason": stop_reason, "under_cap": bool(under_cap),
         "heldout_public": heldout_public_of(run.task), "task_params": dict(spec.params),
+        "trust": run.task.trust_note or None,
         "failures": dict(Counter(p["status"] for p in points if p["status"] in FAILURES)),
         "tool_mix": dict(Counter(str(e.payload.get("name")) for e in store.events(run_id, kind="tool_call"))),
     }
@@ -356,7 +357,7 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
         first = mine[0]
         tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
                       **task_numbers(mine, methods, reference),
-                      "heldout_public": first.get("heldout_public"),
+                      "heldout_public": first.get("heldout_public"), "trust": first.get("trust"),
                       "pairwise": _pairwise(mine, methods, first["direction"]),
                       "references": references_for(task_id, first.get("task_params")),
                       "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}

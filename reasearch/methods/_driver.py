@@ -203,13 +203,19 @@ class MethodDriver:
     def candidate_from(self, reply: str, parent_source: str | None = None) -> str | None:
         """The full candidate a reply proposes: SEARCH/REPLACE edits of ``parent_source`` when it holds
         some, else its last fenced block; None when there is none, it is oversized, or (programs) it
-        does not compile (the cascade's free first stage: nothing is spent on it)."""
+        does not compile (the cascade's free first stage: nothing is spent on it), or the task's
+        :meth:`~reasearch.evaluators.base.Task.constrain` drops it (an edit outside an EVOLVE-BLOCK is reverted)."""
         source = apply_edits(parent_source, reply) if parent_source is not None else None
         if source is None:
             source = last_block(reply, self.fence)
         if not source or not source.strip() or len(source) > _MAX_CANDIDATE:
             return None
         if self.kind == "program":
+            constrained = self.task.constrain(parent_source if parent_source is not None else self.task.seed_program(),
+                                              source)
+            if constrained is None or len(constrained) > _MAX_CANDIDATE:
+                return None
+            source = constrained
             try:
                 compile(source, "candidate.py", "exec")
             except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
