@@ -136,7 +136,8 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
     spent_unit = used.get(unit.value, 0.0)
     under_cap = cap is not None and float(cap) - spent_unit >= needed - 1e-9  # it could have paid one more
     return {
-        "run_id": run_id, "task_id": rec.task_id, "method": member.method, "seed": member.seed,
+        "run_id": run_id, "task_id": rec.task_id, "task_ref": member.task_id, "method": member.method,
+        "seed": member.seed,
         "model": member.model, "state": effective_state(store, rec).value, "reason": rec.reason, "unit": unit.value,
         "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
         "caps": dict(rec.budget), "used": {u: v for u, v in used.items() if v},
@@ -350,11 +351,13 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
                      "seed": m.member.seed, "state": m.state, "reason": m.reason}
                     for m in report.members if m.state != "finished"]
     tasks = []
-    for task_id in spec.tasks:
-        mine = [r for r in runs if r["task_id"] == task_id]
+    for ref in spec.tasks:
+        # A task folder is stored by its path (the fleet's task) and runs under its spec's id (the run's task).
+        mine = [r for r in runs if ref in (r["task_id"], r["task_ref"])]
         if not mine:
             continue
         first = mine[0]
+        task_id = first["task_id"]
         tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
                       **task_numbers(mine, methods, reference),
                       "heldout_public": first.get("heldout_public"), "trust": first.get("trust"),
