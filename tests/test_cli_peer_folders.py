@@ -87,3 +87,17 @@ def test_a_method_keeps_the_text_outside_the_evolve_blocks(folder: Path) -> None
     assert proposed == inside  # the block's edit kept, the edits outside it reverted
     no_markers = "\n".join(line for line in outside.splitlines() if "EVOLVE-BLOCK" not in line) + "\n"
     assert runner.driver.candidate_from(f"```python\n{no_markers}```") is None  # markers dropped: not evaluated
+
+
+def test_a_local_fleet_and_its_report_take_a_shinka_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "sh"
+    shutil.copytree(HERE / "shinka_spread", folder)
+    run_dir = tmp_path / "fleet"
+    code = main(["fleet", "run", "--task", str(folder), "--model", "demo", "--budget", "2", "--run-dir", str(run_dir),
+                 "--quiet", "--id", "fl"])
+    assert code == 0, capsys.readouterr().err
+    (record,) = open_store(run_dir).list_runs()
+    assert record.task_id == "shinka_folder/sh-v1" and record.state is RunState.FINISHED
+    html = tmp_path / "r.html"
+    assert main(["report", record.id, "--run-dir", str(run_dir), "-o", str(html)]) == 0
+    assert "<th>trust</th><td>evaluator shares the candidate&#x27;s jail</td>" in html.read_text()  # each result
