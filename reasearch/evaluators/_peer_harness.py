@@ -100,7 +100,7 @@ def _provide_openevolve() -> None:
         return
     package = sys.modules.get("openevolve") or types.ModuleType("openevolve")
     if not hasattr(package, "__path__"):
-        package.__path__ = []  # type: ignore[attr-defined]
+        package.__path__ = []
     module = types.ModuleType("openevolve.evaluation_result")
     module.EvaluationResult = EvaluationResult  # type: ignore[attr-defined]
     package.evaluation_result = module  # type: ignore[attr-defined]
@@ -198,8 +198,8 @@ class _Shinka:
                             error = f"Validation failed: {why}"
                         if why and why not in errors:
                             errors.append(str(why))
-            metrics = (dict(aggregate_metrics_fn(results)) if aggregate_metrics_fn
-                       else {"num_successful_runs": len(results)})
+            metrics: dict[str, Any] = (dict(aggregate_metrics_fn(results)) if aggregate_metrics_fn
+                                       else {"num_successful_runs": len(results)})
             metrics["execution_time_mean"] = sum(times) / len(times) if times else 0.0
             if validate_fn is not None:
                 metrics["all_validation_errors"] = errors
@@ -218,7 +218,7 @@ class _Shinka:
 def _provide_shinka(shinka: _Shinka) -> None:
     for name in ("shinka", "shinka.core", "shinka.core.wrap_eval"):
         module = types.ModuleType(name)
-        module.__path__ = []  # type: ignore[attr-defined]
+        module.__path__ = []
         module.run_shinka_eval = shinka.run_shinka_eval  # type: ignore[attr-defined]
         sys.modules[name] = module
     sys.modules["shinka"].core = sys.modules["shinka.core"]  # type: ignore[attr-defined]

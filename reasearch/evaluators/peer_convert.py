@@ -130,16 +130,18 @@ def _literal_args(evaluate: ast.FunctionDef, module: str, fn: str, seed: str) ->
     required = len(names) - len(seed_fn.args.defaults)
     found: list[dict[str, Any]] = []
     for node in ast.walk(evaluate):
-        ref = node.func if isinstance(node, ast.Call) else None
+        if not isinstance(node, ast.Call):
+            continue
+        ref = node.func
         if isinstance(ref, ast.Attribute) and ref.attr == fn and isinstance(ref.value, ast.Name) \
                 and ref.value.id == module:
             try:
-                pos = [ast.literal_eval(a) for a in node.args]  # type: ignore[union-attr]
-                kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}  # type: ignore[union-attr]
+                pos = [ast.literal_eval(a) for a in node.args]
+                kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
             except ValueError:
                 raise _NotCommon(f"evaluate() calls {fn}() with computed arguments (line {node.lineno}); the "
                                  "common shape passes literals") from None
-            if len(pos) > len(names) or len(kw) != len(node.keywords):  # type: ignore[union-attr]
+            if len(pos) > len(names) or len(kw) != len(node.keywords):
                 raise _NotCommon(f"evaluate() calls {fn}() with arguments its signature cannot name")
             found.append({**dict(zip(names, pos, strict=False)), **kw})
     if not found:  # only passed along (run_with_timeout(program.fn, ...)): called without arguments
@@ -166,7 +168,7 @@ class _Rewrite(ast.NodeTransformer):
             return self.generic_visit(node)
         node.name = "_metrics_of"
         node.args.args[0].arg = "returned"
-        return self._body(self.generic_visit(node))  # type: ignore[arg-type]
+        return self._body(self.generic_visit(node))
 
     def _body(self, node: Any) -> Any:
         for field in ("body", "orelse", "finalbody"):

@@ -119,7 +119,11 @@ def _functions(source: str) -> list[str]:
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    import yaml  # the config of a peer's folder (PyYAML is a dependency of the CLI's stack)
+    try:
+        import yaml  # only where a peer's folder has a config file
+    except ImportError:
+        raise TaskFolderError(f"{path}: reading it needs PyYAML: pip install 'reasearch[peer-folders]' (or remove "
+                              "the file)") from None
 
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -168,7 +172,7 @@ class PeerFolderTask(Task):
     def _loaded(self) -> dict[str, Any]:
         cached = self.__dict__.get("_state")
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return dict(cached)
         folder = self.path
         kind = peer_folder_kind(folder)
         if kind is None:
@@ -216,7 +220,8 @@ class PeerFolderTask(Task):
 
     @property
     def kind(self) -> PeerKind:
-        return self._loaded()["kind"]  # type: ignore[no-any-return]
+        kind: PeerKind = self._loaded()["kind"]
+        return kind
 
     def _timeout(self) -> float:
         if self.time_limit_s is not None:
@@ -344,7 +349,7 @@ class PeerFolderTask(Task):
         if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
             return self.invalid("the evaluator returned no metrics", metrics=base)
         raw: dict[str, Any] = data["metrics"]
-        metrics = dict(base)
+        metrics: dict[str, Any] = dict(base)
         for key, value in list(raw.items())[:MAX_METRICS]:
             if key == "trust":
                 continue  # the harness's word on trust is the trusted side's, never the evaluator's
