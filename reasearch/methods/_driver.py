@@ -113,6 +113,7 @@ class MethodDriver:
                               "task (use the agent for it)")
         self.kind: str = kind
         self.fence = "python" if kind == "program" else "text"
+        self._seed: str | None = None  # the seed program, read once: what a proposal without a parent derives from
         self.session: Any = None
         if kind == "prompt":
             from reasearch.adapters.prompt_session import PromptSession
@@ -211,8 +212,9 @@ class MethodDriver:
         if not source or not source.strip() or len(source) > _MAX_CANDIDATE:
             return None
         if self.kind == "program":
-            constrained = self.task.constrain(parent_source if parent_source is not None else self.task.seed_program(),
-                                              source)
+            if parent_source is None and self._seed is None:
+                self._seed = self.task.seed_program()
+            constrained = self.task.constrain(parent_source if parent_source is not None else str(self._seed), source)
             if constrained is None or len(constrained) > _MAX_CANDIDATE:
                 return None
             source = constrained
