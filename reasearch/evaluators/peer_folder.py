@@ -369,8 +369,8 @@ class PeerFolderTask(Task):
             return self.invalid(f"{self._loaded()['evaluator_name']} reports a timeout", metrics=metrics)
         score = raw.get("combined_score")
         if kind == "openevolve" and "combined_score" not in raw:
-            values = [float(v) for k, v in raw.items()
-                      if k != "error" and isinstance(v, (int, float)) and not isinstance(v, bool)]
+            values = [float(v) for k, v in raw.items()  # OpenEvolve's average skips flags and NaN
+                      if k != "error" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
             score = sum(values) / len(values) if values else None
             metrics["peer.score_from"] = "average of the numeric metrics (no combined_score)"
         if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):

@@ -165,8 +165,7 @@ def test_folder_mistakes_are_one_line(tmp_path: Path) -> None:
     (folder / "evaluate.py").write_text("def mian(program_path, results_dir):\n    pass\n")
     with pytest.raises(TaskFolderError, match=r"evaluate.py line 1: no function main\(\)"):
         reasearch.make(str(folder))
-    folder = _folder(tmp_path / "b", "openevolve") if (tmp_path / "b").mkdir() is None else None
-    assert folder is not None
+    folder = _folder(tmp_path, "openevolve")
     (folder / "config.yaml").write_text("prompt: [unclosed\n")
     with pytest.raises(TaskFolderError, match=r"config.yaml line \d+: not valid YAML"):
         reasearch.make(str(folder))
@@ -185,3 +184,22 @@ def test_edits_outside_the_evolve_blocks_are_reverted() -> None:
     assert kept == parent.replace("return 1\n", "return 2\n")
     assert keep_outside_blocks(parent, "def run():\n    return 1e9\n") is None  # the markers removed: dropped
     assert keep_outside_blocks("def run():\n    return 1\n", proposed) == proposed  # no markers: all editable
+
+
+def test_what_comes_back_is_checked_on_the_trusted_side(tmp_path: Path) -> None:
+    """The harness's answer is hostile data (the candidate shares its jail): only finite numbers become metrics,
+    the trust line is the trusted side's, and without combined_score OpenEvolve's average skips flags and NaN."""
+    oe, shinka = _task(tmp_path, "openevolve"), _task(tmp_path, "shinka")
+    fallback = oe.score_solution({"metrics": {"a": 1.0, "b": float("nan"), "flag": True, "trust": "trusted!"}})
+    assert fallback.ok and fallback.score == 1.0 and fallback.metrics["trust"] == TRUST
+    assert "peer.b" not in fallback.metrics and "peer.trust" not in fallback.metrics
+    assert "no combined_score" in fallback.metrics["peer.score_from"]
+    for garbage in ({"metrics": {"combined_score": float("inf")}}, {"metrics": {"combined_score": "1e9"}},
+                    {"metrics": {"flag": True}}, {"metrics": []}, [1.0], None,
+                    {"metrics": {"combined_score": 9.0, "error": "all trials failed"}},
+                    {"metrics": {"combined_score": 9.0, "timeout": True}}):
+        result = oe.score_solution(garbage)
+        assert result.status is Status.INVALID and result.score is None, garbage
+    assert shinka.score_solution({"metrics": {"combined_score": 9.0}, "correct": False}).score is None
+    assert shinka.score_solution({"metrics": {"combined_score": 9.0}, "correct": "yes"}).score is None
+    assert shinka.score_solution({"metrics": {"combined_score": 9.0}, "correct": True}).score == 9.0
