@@ -204,7 +204,7 @@ class PeerFolderTask(Task):
         carried: dict[str, bytes] = {}
         total = 0
         for path in sorted(folder.iterdir()):
-            if path.is_file() and not path.is_symlink() and path.name not in ("candidate.py", program_name) \
+            if path.is_file() and not path.is_symlink() and path.name != "candidate.py" \
                     and re.fullmatch(r"[A-Za-z0-9_.\-]+", path.name) and not path.name.endswith(".pyc"):
                 data = path.read_bytes()
                 total += len(data)
