@@ -39,7 +39,7 @@ _COMMAND_MODULES = (
 _COMMANDS = {
     "sandbox": "reasearch._cli.sandbox",
     "tasks": "reasearch._cli.tasks", "eval": "reasearch._cli.tasks", "seed": "reasearch._cli.tasks",
-    "new-task": "reasearch._cli.tasks",
+    "new-task": "reasearch._cli.tasks", "convert-task": "reasearch._cli.tasks",
     "bench": "reasearch._cli.bench",
     "runs": "reasearch._cli.runs", "show": "reasearch._cli.runs", "export": "reasearch._cli.runs",
     "optimize": "reasearch._cli.agent", "resume": "reasearch._cli.agent", "replay": "reasearch._cli.agent",

@@ -93,6 +93,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     nt.add_argument("name", metavar="NAME", help="the folder to create (its name becomes the task id's namespace)")
     nt.set_defaults(func=run_new_task)
 
+    ct = sub.add_parser("convert-task", help="write the split form of an OpenEvolve folder (the candidate cannot "
+                                              "touch its score)",
+                        description="Where an OpenEvolve folder's evaluate() imports the program, calls one function "
+                                    "and computes metrics from what it returned, write the split form (task.toml, "
+                                    "description.md, seed.py, score.py): the candidate runs alone in the sandbox and "
+                                    "the evaluator's code scores its return value on the trusted side. Otherwise one "
+                                    "line says why not (exit 2). See docs/your-own-task.md.")
+    ct.add_argument("folder", metavar="PATH", help="the OpenEvolve folder (initial_program.py + evaluator.py)")
+    ct.add_argument("out", metavar="OUT", help="the folder to create")
+    ct.set_defaults(func=run_convert_task)
+
 
 # ------------------------------------------------------------------------------------------ tasks
 
@@ -203,10 +214,14 @@ def run_tasks(args: argparse.Namespace) -> int:
     if args.params:
         return _params(args.filter, args.json)
     if args.filter and is_folder_ref(args.filter):  # a task folder: its one row
-        spec = make_folder_task(args.filter).spec
+        folder_task = make_folder_task(args.filter)
+        spec = folder_task.spec
+        kind = {"openevolve": "OpenEvolve folder", "shinka": "ShinkaEvolve folder"}.get(
+            str(getattr(folder_task, "kind", "")), "task folder")
+        trust = f"; trust: {folder_task.trust_note}" if folder_task.trust_note else ""
         rows: list[dict[str, Any]] = [{"id": spec.id, "direction": spec.direction, "best_known": spec.best_known,
                  "best_known_source": spec.best_known_source, "seed_score": spec.seed_score,
-                 "summary": f"task folder {spec.params['folder']} (content {str(spec.params['content_hash'])[:12]})"}]
+                 "summary": f"{kind} {spec.params['folder']} (content {str(spec.params['content_hash'])[:12]}){trust}"}]
     else:
         rows = _listing(args.filter, args.all)
     if args.json:
@@ -353,6 +368,24 @@ def _git_init(folder: Path, message: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------- new-task
+
+
+def run_convert_task(args: argparse.Namespace) -> int:
+    from reasearch.evaluators.peer_convert import convert_peer_folder
+
+    out = convert_peer_folder(args.folder, args.out)
+    try:
+        task = make_folder_task(str(out))
+        task.preflight()  # type: ignore[attr-defined]  # the seed scores under the converted score.py
+    except ConfigError:
+        import shutil
+
+        shutil.rmtree(out)  # a folder that does not work is not left behind
+        raise
+    print(f"wrote the split form of {args.folder} to {out} ({task.spec.id}): task.toml, description.md, seed.py, "
+          f"score.py\nthe candidate runs alone in the sandbox; score.py (the evaluator's code) scores what it returns\n"
+          f"next: reasearch optimize {out} --model demo   |   the format: docs/your-own-task.md")
+    return EXIT_OK
 
 
 def run_new_task(args: argparse.Namespace) -> int:

@@ -81,6 +81,9 @@ class Task(ABC):
     candidate_kind: ClassVar[CandidateKind] = "program"
     #: The file a candidate is kept in in the agent's workspace (and named after by the CLI).
     candidate_file: ClassVar[str] = "candidate.py"
+    #: Where a score is weaker than the trusted/untrusted split: one line every result and report shows
+    #: (a peer's folder: its evaluator shares the candidate's jail). Empty: the split holds.
+    trust_note: ClassVar[str] = ""
 
     def budget_estimate(self) -> dict[str, float]:
         """What one evaluation is expected to cost, per budget unit, checked against the caps before it
@@ -122,6 +125,12 @@ class Task(ABC):
     @abstractmethod
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Trusted scoring of raw candidate output (no sandbox). Bad data gives ``INVALID``."""
+
+    def constrain(self, parent: str, proposed: str) -> str | None:
+        """What an optimizer may evaluate of a candidate it derived from ``parent``: ``proposed`` as it is by
+        default; a task whose format fixes parts of the program (an OpenEvolve folder's text outside its
+        EVOLVE-BLOCK markers) restores them, or answers None to drop the proposal."""
+        return proposed
 
     def payload(self, seed: int | None) -> dict[str, Any]:
         """Plain data handed to the harness inside the sandbox (never hidden answers)."""

@@ -217,7 +217,8 @@ def _read_layout(folder: Path) -> tuple[_Layout, str]:
     toml_path = folder / TOML
     if not toml_path.is_file():
         raise TaskFolderError(f"{toml_path}: no such file; a task folder holds a {TOML} "
-                              f"(`reasearch new-task NAME` writes a working example)")
+                              f"(`reasearch new-task NAME` writes a working example), or is an OpenEvolve folder "
+                              f"(initial_program.py + evaluator.py) or a ShinkaEvolve one (initial.py + evaluate.py)")
     text = toml_path.read_text(encoding="utf-8")
     try:
         doc = tomllib.loads(text)

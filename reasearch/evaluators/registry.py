@@ -310,10 +310,21 @@ def is_folder_ref(text: str) -> bool:
 
 def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> Task:
     """The :class:`~reasearch.evaluators.folder.FolderTask` of a task folder, checked (its ``task.toml``, seed and
-    parameters); a mistake is one line naming the file, the line and the fix."""
+    parameters); a mistake is one line naming the file, the line and the fix. An OpenEvolve or ShinkaEvolve folder
+    (:func:`~reasearch.evaluators.peer_folder.peer_folder_kind`) is a
+    :class:`~reasearch.evaluators.peer_folder.PeerFolderTask`."""
     from reasearch.evaluators.folder import FolderTask
+    from reasearch.evaluators.peer_folder import PeerFolderTask, peer_folder_kind
 
-    task = FolderTask(folder, dict(params or {}))
+    task: Task
+    if peer_folder_kind(folder) is not None:  # an OpenEvolve or ShinkaEvolve folder, run unchanged
+        unknown = sorted(set(params or {}) - {"time_limit_s"})
+        if unknown:
+            raise ConfigError(f"{folder} is a peer's task folder: its one parameter is time_limit_s, "
+                              f"not {unknown[0]!r}")
+        task = PeerFolderTask(folder, time_limit_s=(params or {}).get("time_limit_s"))
+    else:
+        task = FolderTask(folder, dict(params or {}))
     task.spec  # noqa: B018 - reads and checks the folder now, not at the first evaluation
     return task
 

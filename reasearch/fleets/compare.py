@@ -137,13 +137,15 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
     spent_unit = used.get(unit.value, 0.0)
     under_cap = cap is not None and float(cap) - spent_unit >= needed - 1e-9  # it could have paid one more
     return {
-        "run_id": run_id, "task_id": rec.task_id, "method": member.method, "seed": member.seed,
+        "run_id": run_id, "task_id": rec.task_id, "task_ref": member.task_id, "method": member.method,
+        "seed": member.seed,
         "model": member.model, "state": effective_state(store, rec).value, "reason": rec.reason, "unit": unit.value,
         "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
         "caps": dict(rec.budget), "used": {u: v for u, v in used.items() if v},
         "best_score": st.best_score, "test_score": test_score, "points": points,
         "stop_reason": stop_reason, "under_cap": bool(under_cap),
         "heldout_public": heldout_public_of(run.task), "task_params": dict(spec.params),
+        "trust": run.task.trust_note or None,
         "failures": dict(Counter(p["status"] for p in points if p["status"] in FAILURES)),
         "tool_mix": dict(Counter(str(e.payload.get("name")) for e in store.events(run_id, kind="tool_call"))),
     }
@@ -359,14 +361,16 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
                      "seed": m.member.seed, "state": m.state, "reason": m.reason}
                     for m in report.members if m.state != "finished"]
     tasks = []
-    for task_id in spec.tasks:
-        mine = [r for r in runs if r["task_id"] == task_id]
+    for ref in spec.tasks:
+        # A task folder is stored by its path (the fleet's task) and runs under its spec's id (the run's task).
+        mine = [r for r in runs if ref in (r["task_id"], r["task_ref"])]
         if not mine:
             continue
         first = mine[0]
+        task_id = first["task_id"]
         tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
                       **task_numbers(mine, methods, reference),
-                      "heldout_public": first.get("heldout_public"),
+                      "heldout_public": first.get("heldout_public"), "trust": first.get("trust"),
                       "pairwise": _pairwise(mine, methods, first["direction"]),
                       "references": references_for(task_id, first.get("task_params")),
                       "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}

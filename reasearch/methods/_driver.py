@@ -114,6 +114,7 @@ class MethodDriver:
                               "task (use the agent for it)")
         self.kind: str = kind
         self.fence = "python" if kind == "program" else "text"
+        self._seed: str | None = None  # the seed program, read once: what a proposal without a parent derives from
         self.splits: Any = None
         if kind == "prompt":
             from reasearch.runs.prompt_splits import PromptSplits
@@ -207,13 +208,20 @@ class MethodDriver:
     def candidate_from(self, reply: str, parent_source: str | None = None) -> str | None:
         """The full candidate a reply proposes: SEARCH/REPLACE edits of ``parent_source`` when it holds
         some, else its last fenced block; None when there is none, it is oversized, or (programs) it
-        does not compile (the cascade's free first stage: nothing is spent on it)."""
+        does not compile (the cascade's free first stage: nothing is spent on it), or the task's
+        :meth:`~reasearch.evaluators.base.Task.constrain` drops it (an edit outside an EVOLVE-BLOCK is reverted)."""
         source = apply_edits(parent_source, reply) if parent_source is not None else None
         if source is None:
             source = last_block(reply, self.fence)
         if not source or not source.strip() or len(source) > _MAX_CANDIDATE:
             return None
         if self.kind == "program":
+            if parent_source is None and self._seed is None:
+                self._seed = self.seed_program()
+            constrained = self.task.constrain(parent_source if parent_source is not None else str(self._seed), source)
+            if constrained is None or len(constrained) > _MAX_CANDIDATE:
+                return None
+            source = constrained
             try:
                 compile(source, "candidate.py", "exec")
             except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
