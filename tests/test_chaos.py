@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from reasearch._chaos import CHECKS, SoakReport, check_all, make_schedule, soak
+from reasearch._chaos import CHECKS, FAULTS, SoakReport, check_all, make_schedule, soak
 from reasearch._chaos.invariants import SoakRecord
 from reasearch._chaos.soak import Fault, _RunDriver, _Soak
+from reasearch.errors import ConfigError
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.ledger import LedgerEntry
 
@@ -39,7 +40,7 @@ def _needs_mode(mode: str) -> None:
 
 
 # Small enough for the default suite on 2 shared cores, big enough that every run is killed at least once.
-SHORT = {"process": dict(runs=3, evaluations=7, kills=2, faults=3), "nsjail": dict(runs=2, evaluations=6, kills=1,
+SHORT = {"process": dict(runs=3, evaluations=7, kills=2, faults=3), "nsjail": dict(runs=1, evaluations=6, kills=1,
                                                                                    faults=3)}
 
 
@@ -65,10 +66,26 @@ def test_the_schedule_is_drawn_from_the_seed() -> None:
     assert one.describe() == make_schedule(5, runs=6, evaluations=20, kills=3, faults=6).describe()
     assert one != make_schedule(6, runs=6, evaluations=20, kills=3, faults=6)
     kinds = {f.kind for r in one.runs for f in r.faults}
-    assert "kill_driver" in kinds and len(kinds) >= 5
+    assert kinds == set(FAULTS)  # 36 other faults drawn from a deck of the 9 other kinds: each one is there
     for r in one.runs:
         assert sum(f.kind == "kill_driver" for f in r.faults) == 3
         assert len({f.request for f in r.faults}) == len(r.faults)  # one fault per request number
+
+
+def test_bad_soak_options_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown chaos faults"):
+        make_schedule(1, runs=1, evaluations=5, kills=0, faults=1, kinds=("disk_fill",))
+    with pytest.raises(ConfigError, match="runs >= 1"):
+        make_schedule(1, runs=0, evaluations=5, kills=0, faults=0)
+    with pytest.raises(ConfigError, match="mode process or nsjail"):
+        soak(1, mode="docker", echo=None)
+
+
+def test_the_soak_command_says_what_is_wrong_in_one_line() -> None:
+    proc = subprocess.run([sys.executable, "-m", "reasearch._chaos", "--kinds", "disk_fill"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"reasearch chaos: unknown chaos faults ['disk_fill']; known: {list(FAULTS)}"]
 
 
 # --- each invariant broken on purpose ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import signal
 import sqlite3
 import subprocess
@@ -37,6 +38,7 @@ from typing import Any
 
 from reasearch._chaos.endpoint import ENDPOINT_FAULTS, ChaosEndpoint
 from reasearch._chaos.invariants import SoakRecord, Violation, Wait, check_all
+from reasearch.errors import ConfigError
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.liveness import effective_state, process_start
 
@@ -44,8 +46,9 @@ __all__ = ["FAULTS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "m
 
 METHODS = ("best-of-n", "evolve", "reflect")
 TASK = "heilbronn/n11-v1"
-FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "clock_jump")
-_HARNESS_ONLY = ("kill_worker", "sqlite_lock", "clock_jump")  # struck after the reply to the request is sent
+FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "disk_full", "clock_jump")
+_HARNESS_ONLY = ("kill_worker", "sqlite_lock", "disk_full", "clock_jump")  # struck after the reply is sent
+DISK_FULL_BYTES = 64 << 10  # a driver's file size limit under disk_full: any write past it fails (EFBIG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +90,23 @@ class Schedule:
         return "\n".join(lines)
 
 
-def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults: int) -> Schedule:
-    """``runs`` runs of ``evaluations`` each; per run ``kills`` driver kills and ``faults`` other faults,
-    each at a distinct request number of that run, all drawn from ``random.Random(seed)``."""
+def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults: int,
+                  kinds: Sequence[str] = FAULTS) -> Schedule:
+    """``runs`` runs of ``evaluations`` each; per run ``kills`` driver kills and ``faults`` other faults (of
+    ``kinds``), each at a distinct request number of that run, all drawn from ``random.Random(seed)``."""
+    unknown = sorted(set(kinds) - set(FAULTS))
+    if unknown:
+        raise ConfigError(f"unknown chaos faults {unknown}; known: {list(FAULTS)}")
+    for name, value, least in (("runs", runs, 1), ("evaluations", evaluations, 3), ("kills", kills, 0),
+                               ("faults", faults, 0)):
+        if value < least:
+            raise ConfigError(f"a soak needs {name} >= {least}, not {value}")
     rng = random.Random(seed)
     plans = []
-    others = [k for k in FAULTS if k != "kill_driver"]
+    others = [k for k in kinds if k != "kill_driver"]
+    if faults and not others:
+        raise ConfigError("faults > 0 needs a fault kind other than kill_driver")
+    deck: list[str] = []
     for i in range(runs):
         method = rng.choice(METHODS)
         # A run asks about one model call per evaluation: its requests are numbered 1..~evaluations.
@@ -103,8 +117,10 @@ def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults:
             if j < kills:
                 hold = rng.random() < 0.5
                 chosen.append(Fault("kill_driver", n, 0.0 if hold else round(rng.uniform(0.0, 0.4), 3), hold))
-            else:
-                kind = rng.choice(others)
+            else:  # from a shuffled deck of the kinds: every kind is drawn once before any is drawn again
+                if not deck:
+                    deck = rng.sample(others, len(others))
+                kind = deck.pop()
                 seconds = round(rng.uniform(0.2, 1.5), 3) if kind == "sqlite_lock" else 0.0
                 if kind == "kill_worker":
                     seconds = round(rng.uniform(0.0, 0.2), 3)
@@ -229,6 +245,12 @@ class _RunDriver:
         elif f.kind == "sqlite_lock":
             soak.count("sqlite_lock")
             threading.Thread(target=soak.lock_store, args=(f.seconds,), daemon=True).start()
+        elif f.kind == "disk_full":  # the driver's disk fills: every write past DISK_FULL_BYTES fails (EFBIG)
+            try:
+                resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (DISK_FULL_BYTES, DISK_FULL_BYTES))
+                soak.count("disk_full")
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
         elif f.kind == "clock_jump":
             soak.count("clock_jump")
             store = open_store(soak.store_url)
@@ -382,7 +404,8 @@ def _settle(root: str, *, timeout_s: float) -> None:
         time.sleep(0.1)
 
 
-def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, faults: int = 3, parallel: int = 2,
+def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, faults: int = 3,
+         kinds: Sequence[str] = FAULTS, parallel: int = 2,
          mode: str = "process", root: str | None = None, client_timeout_s: float = 2.0,
          session_timeout_s: float = 600.0, max_sessions: int = 50, attempts: int = 6,
          echo: Callable[[str], None] | None = print) -> SoakReport:
@@ -391,12 +414,14 @@ def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, fau
     Args:
         seed: draws the schedule (printed through ``echo`` first).
         runs, evaluations: how many method runs, and each one's evaluation cap.
-        kills, faults: per run, driver kills and other faults.
+        kills, faults: per run, driver kills and other faults (drawn from ``kinds``).
         parallel: runs driven at once.
         mode: the drivers' sandbox mode (``process`` or ``nsjail``).
         root: the scratch root (default: a fresh temporary folder, kept for inspection).
     """
-    schedule = make_schedule(seed, runs=runs, evaluations=evaluations, kills=kills, faults=faults)
+    if parallel < 1 or mode not in ("process", "nsjail"):
+        raise ConfigError(f"a soak needs parallel >= 1 and mode process or nsjail, not {parallel} and {mode!r}")
+    schedule = make_schedule(seed, runs=runs, evaluations=evaluations, kills=kills, faults=faults, kinds=kinds)
     if echo is not None:
         echo(schedule.describe())
     root = root or tempfile.mkdtemp(prefix=f"reasearch-chaos-{seed}-")
@@ -410,22 +435,27 @@ def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, fau
     return report
 
 
-def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover (a manual entry point)
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m reasearch._chaos``: options, one soak; 0 clean, 1 on a violation, 2 on bad options."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m reasearch._chaos.soak")
+    p = argparse.ArgumentParser(prog="python -m reasearch._chaos")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--runs", type=int, default=4)
     p.add_argument("--evaluations", type=int, default=12)
     p.add_argument("--kills", type=int, default=2)
     p.add_argument("--faults", type=int, default=3)
     p.add_argument("--parallel", type=int, default=2)
-    p.add_argument("--mode", default="process")
+    p.add_argument("--mode", default="process", choices=("process", "nsjail"))
+    p.add_argument("--kinds", default=",".join(FAULTS), help="the fault kinds to draw from (comma-separated)")
+    p.add_argument("--root", default=None, help="scratch root (default: a new temporary folder, kept)")
     args: Any = p.parse_args(argv)
-    report = soak(args.seed, runs=args.runs, evaluations=args.evaluations, kills=args.kills, faults=args.faults,
-                  parallel=args.parallel, mode=args.mode)
+    try:
+        report = soak(args.seed, runs=args.runs, evaluations=args.evaluations, kills=args.kills, faults=args.faults,
+                      kinds=[k for k in args.kinds.split(",") if k], parallel=args.parallel, mode=args.mode,
+                      root=args.root)
+    except ConfigError as exc:
+        print(f"reasearch chaos: {exc}", file=sys.stderr)
+        return 2
     return 1 if report.violations else 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
