@@ -79,6 +79,10 @@ def test_bad_soak_options_are_config_errors() -> None:
         make_schedule(1, runs=0, evaluations=5, kills=0, faults=0)
     with pytest.raises(ConfigError, match="mode process or nsjail"):
         soak(1, mode="docker", echo=None)
+    with pytest.raises(ConfigError, match="needs a PostgreSQL store URL"):
+        soak(1, restart_store=["true"], echo=None)
+    with pytest.raises(ConfigError, match="store_restart needs a PostgreSQL store"):
+        soak(1, kinds=["store_restart"], echo=None)
 
 
 def test_the_soak_command_says_what_is_wrong_in_one_line() -> None:

@@ -40,7 +40,8 @@ def run(quick: bool) -> list[BenchRow]:
 
     seed, preset = _seed(), SHORT if quick else LONG
     with tempfile.TemporaryDirectory(prefix="reasearch-bench-chaos-") as tmp:
-        report = soak(seed, parallel=2, mode="process", root=tmp, echo=_stderr, **preset)
+        report = soak(seed, runs=preset["runs"], evaluations=preset["evaluations"], kills=preset["kills"],
+                      faults=preset["faults"], parallel=2, mode="process", root=tmp, echo=_stderr)
     what = (f"seed {seed}, {preset['runs']} runs x {preset['evaluations']}-evaluation caps, {preset['kills']} "
             f"driver kills and {preset['faults']} other faults drawn per run, 2 at once, process sandbox")
     kills = report.faults.get("kill_driver", 0) + report.faults.get("kill_worker", 0)

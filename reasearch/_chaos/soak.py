@@ -8,7 +8,9 @@ moment (a model call, an evaluation, a journal write) depends on the machine's t
 Faults: ``kill_driver`` (kill -9 of the driver while the endpoint holds its request, or a few
 milliseconds after a reply was sent: mid-evaluation, mid-write), ``kill_worker`` (kill -9 of a sandbox
 worker under the driver), the endpoint's ``http_500``, ``hang``, ``garbage``, ``cut`` and ``slow``,
-``sqlite_lock`` (another process holds the store's write lock for a while) and ``clock_jump`` (the
+``sqlite_lock`` (another process holds the store's write lock for a while), ``store_restart`` (a
+PostgreSQL store's server restarted, when a restart command is given), ``disk_full`` (the driver's file
+size limit drops: its next store write fails) and ``clock_jump`` (the
 liveness code asked with its clock an hour ahead while the driver lives). After every death the harness
 starts the driver again (``takeover``), until the run finishes. At the end every invariant of
 :mod:`reasearch._chaos.invariants` is checked.
@@ -46,8 +48,8 @@ __all__ = ["FAULTS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "m
 
 METHODS = ("best-of-n", "evolve", "reflect")
 TASK = "heilbronn/n11-v1"
-FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "disk_full", "clock_jump")
-_HARNESS_ONLY = ("kill_worker", "sqlite_lock", "disk_full", "clock_jump")  # struck after the reply is sent
+FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "store_restart", "disk_full", "clock_jump")
+_HARNESS_ONLY = ("kill_worker", "sqlite_lock", "store_restart", "disk_full", "clock_jump")  # after a reply is sent
 DISK_FULL_BYTES = 64 << 10  # a driver's file size limit under disk_full: any write past it fails (EFBIG)
 
 
@@ -242,6 +244,9 @@ class _RunDriver:
                     os.kill(victim, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        elif f.kind == "store_restart":
+            soak.count("store_restart")
+            threading.Thread(target=soak.restart_store, daemon=True).start()
         elif f.kind == "sqlite_lock":
             soak.count("sqlite_lock")
             threading.Thread(target=soak.lock_store, args=(f.seconds,), daemon=True).start()
@@ -291,14 +296,16 @@ def _descendants(pid: int) -> list[int]:
 class _Soak:
     def __init__(self, schedule: Schedule, root: str, *, parallel: int, mode: str, client_timeout_s: float,
                  session_timeout_s: float, max_sessions: int, attempts: int,
-                 echo: Callable[[str], None] | None = None) -> None:
+                 echo: Callable[[str], None] | None = None, store_url: str | None = None,
+                 restart_store: Sequence[str] = ()) -> None:
         self.echo, self.done = echo, 0
         self.schedule, self.root, self.parallel, self.mode = schedule, root, parallel, mode
         self.client_timeout_s, self.session_timeout_s = client_timeout_s, session_timeout_s
         self.max_sessions, self.attempts = max_sessions, attempts
         self.store_dir = Path(root) / "store"
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        self.store_url = str(self.store_dir)
+        self.store_url = store_url or str(self.store_dir)
+        self.restart_command = list(restart_store)
         self.env = {**os.environ, "REASEARCH_CHAOS_ROOT": root}
         here = str(Path(__file__).resolve().parents[2])
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
@@ -351,6 +358,13 @@ class _Soak:
     def waited(self, what: str, seconds: float, *, timeout_s: float | None = None) -> None:
         with self._lock:
             self.record.waits.append(Wait(what, seconds, self.session_timeout_s if timeout_s is None else timeout_s))
+
+    def restart_store(self) -> None:
+        """Runs the store server's restart command (a PostgreSQL store: its drivers' connections drop)."""
+        t0 = time.monotonic()
+        subprocess.run(self.restart_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+                       check=False)
+        self.waited("store server restart", time.monotonic() - t0, timeout_s=120.0)
 
     def lock_store(self, seconds: float) -> None:
         """Holds the SQLite store's write lock for ``seconds`` (what another process's long write does)."""
@@ -405,7 +419,8 @@ def _settle(root: str, *, timeout_s: float) -> None:
 
 
 def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, faults: int = 3,
-         kinds: Sequence[str] = FAULTS, parallel: int = 2,
+         kinds: Sequence[str] | None = None, parallel: int = 2, store_url: str | None = None,
+         restart_store: Sequence[str] = (),
          mode: str = "process", root: str | None = None, client_timeout_s: float = 2.0,
          session_timeout_s: float = 600.0, max_sessions: int = 50, attempts: int = 6,
          echo: Callable[[str], None] | None = print) -> SoakReport:
@@ -417,17 +432,29 @@ def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, fau
         kills, faults: per run, driver kills and other faults (drawn from ``kinds``).
         parallel: runs driven at once.
         mode: the drivers' sandbox mode (``process`` or ``nsjail``).
+        kinds: the fault kinds to draw from (default: every kind that applies to the store).
+        store_url: the store (default: SQLite under ``root``); a PostgreSQL URL's schema must be empty.
+        restart_store: a command line that restarts the PostgreSQL server (the ``store_restart`` fault).
         root: the scratch root (default: a fresh temporary folder, kept for inspection).
     """
     if parallel < 1 or mode not in ("process", "nsjail"):
         raise ConfigError(f"a soak needs parallel >= 1 and mode process or nsjail, not {parallel} and {mode!r}")
+    postgres = bool(store_url) and str(store_url).startswith("postgresql")
+    if restart_store and not postgres:
+        raise ConfigError("a store restart command needs a PostgreSQL store URL (--store postgresql://...)")
+    if kinds is None:  # the kinds that apply to this store
+        kinds = [k for k in FAULTS if not (k == "sqlite_lock" and postgres) and not (k == "store_restart"
+                                                                                       and not restart_store)]
+    if (postgres and "sqlite_lock" in kinds) or ("store_restart" in kinds and not restart_store):
+        raise ConfigError("sqlite_lock needs the SQLite store; store_restart needs a PostgreSQL store and "
+                          "a restart command")
     schedule = make_schedule(seed, runs=runs, evaluations=evaluations, kills=kills, faults=faults, kinds=kinds)
     if echo is not None:
         echo(schedule.describe())
     root = root or tempfile.mkdtemp(prefix=f"reasearch-chaos-{seed}-")
     report = _Soak(schedule, os.path.abspath(root), parallel=parallel, mode=mode, client_timeout_s=client_timeout_s,
                    session_timeout_s=session_timeout_s, max_sessions=max_sessions, attempts=attempts,
-                   echo=echo).run()
+                   echo=echo, store_url=store_url, restart_store=restart_store).run()
     if echo is not None:
         echo(report.summary())
         for v in report.violations:
@@ -447,13 +474,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--faults", type=int, default=3)
     p.add_argument("--parallel", type=int, default=2)
     p.add_argument("--mode", default="process", choices=("process", "nsjail"))
-    p.add_argument("--kinds", default=",".join(FAULTS), help="the fault kinds to draw from (comma-separated)")
+    p.add_argument("--kinds", default="", help="the fault kinds to draw from, comma-separated (default: every "
+                   "kind that applies): " + ",".join(FAULTS))
+    p.add_argument("--store", default=None, help="store URL (default: SQLite under the root); postgresql://...")
+    p.add_argument("--restart-store", default="", help="a shell command that restarts the PostgreSQL server")
     p.add_argument("--root", default=None, help="scratch root (default: a new temporary folder, kept)")
     args: Any = p.parse_args(argv)
     try:
         report = soak(args.seed, runs=args.runs, evaluations=args.evaluations, kills=args.kills, faults=args.faults,
-                      kinds=[k for k in args.kinds.split(",") if k], parallel=args.parallel, mode=args.mode,
-                      root=args.root)
+                      kinds=[k for k in args.kinds.split(",") if k] or None, parallel=args.parallel,
+                      mode=args.mode, root=args.root, store_url=args.store,
+                      restart_store=["sh", "-c", args.restart_store] if args.restart_store else ())
     except ConfigError as exc:
         print(f"reasearch chaos: {exc}", file=sys.stderr)
         return 2
