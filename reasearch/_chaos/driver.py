@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from reasearch.engine.config import SandboxConfig
@@ -35,6 +36,8 @@ def drive(spec: dict[str, Any]) -> int:
     store = open_store(spec["store"])
     try:
         with LocalExecutor(1, pool=pool) as executor:
+            if spec["method"] == "agent":
+                return _drive_agent(spec, store, model_spec, model, executor)
             try:
                 store.get_run(spec["run_id"])
             except StoreError:
@@ -49,6 +52,25 @@ def drive(spec: dict[str, Any]) -> int:
     finally:
         pool.close()
         store.close()
+
+
+def _drive_agent(spec: dict[str, Any], store: Any, model_spec: ModelSpec, model: Any, executor: Any) -> int:
+    from reasearch.agent import AgentConfig, open_agent, start_run
+
+    run_dir = Path(spec["store"]).parent / "agents"
+    try:
+        store.get_run(spec["run_id"])
+    except StoreError:
+        config = AgentConfig(models={"agent": model_spec}, sandbox_mode=spec["mode"], max_turns=4 * spec["budget"]
+                             ["evaluations"] + 10, use_compaction=False)
+        agent = start_run(spec["task"], budget=spec["budget"], config=config, run_dir=run_dir, store=store,
+                          models={"agent": model}, executor=executor, run_id=spec["run_id"], seed=spec["seed"])
+    else:
+        agent = open_agent(spec["run_id"], run_dir=run_dir, store=store, models={"agent": model},
+                           executor=executor, takeover=True)
+    agent.optimize()
+    agent.run.close()
+    return 0 if store.get_run(spec["run_id"]).state is RunState.FINISHED else 1
 
 
 if __name__ == "__main__":

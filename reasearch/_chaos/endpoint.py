@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from reasearch.methods.testing import MutatingModel
+from reasearch.models.messages import ModelReply, StopReason, text_block
 from reasearch.models.testing import LocalHTTPServer, chat_completion_json
 
 __all__ = ["ENDPOINT_FAULTS", "Account", "ChaosEndpoint", "nonce_of"]
@@ -65,7 +66,9 @@ class ChaosEndpoint(LocalHTTPServer):
     """
 
     def __init__(self, fault_at: Callable[[str, int], str | None], *, client_timeout_s: float,
-                 on_answer: Callable[[str, int], None] | None = None) -> None:
+                 on_answer: Callable[[str, int], None] | None = None, seed_program: str = "") -> None:
+        self.seed_program = seed_program
+        self._programs: dict[str, str] = {}  # an agent run's last proposed program (the next one mutates it)
         self.fault_at, self.client_timeout_s, self.on_answer = fault_at, client_timeout_s, on_answer
         self.accounts: dict[str, Account] = {}
         self.held: dict[str, threading.Event] = {}  # run id -> released when the harness killed its driver
@@ -161,9 +164,20 @@ class ChaosEndpoint(LocalHTTPServer):
     def _reply(self, run_id: str, body: Mapping[str, Any], *, count: bool) -> dict[str, Any]:
         with self._lock:
             model = self._models.setdefault(run_id, MutatingModel(len(self._models) + 1))
-            reply = model.complete(SimpleNamespace(messages=body.get("messages", [])))  # type: ignore[arg-type]
             self._serial += 1
             nonce = f"{_NONCE}{self._serial}"
+            tools = {str((t.get("function") or {}).get("name")) for t in body.get("tools") or [] if isinstance(t, dict)}
+            if "evaluate" in tools:  # an agent: one evaluate call a turn, of its last program mutated
+                last = self._programs.get(run_id, self.seed_program)
+                shown = [{"role": "user", "content": f"```python\n{last}\n```"}]
+                text = model.complete(SimpleNamespace(messages=shown)).text  # type: ignore[arg-type]
+                program = text.split("```python\n", 1)[-1].rsplit("\n```", 1)[0] if "```python" in text else last
+                self._programs[run_id] = program
+                reply = ModelReply((text_block("evaluating a variant"),
+                                    {"type": "tool_use", "id": f"call_{self._serial}", "name": "evaluate",
+                                     "input": {"code": program}}), StopReason.TOOL_USE)
+            else:
+                reply = model.complete(SimpleNamespace(messages=body.get("messages", [])))  # type: ignore[arg-type]
             payload = chat_completion_json(reply, model=run_id)
             message = payload["choices"][0]["message"]
             message["content"] = f"{message.get('content') or ''}\n{nonce}\n"

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from reasearch._chaos.endpoint import Account, nonce_of
 from reasearch.runs import RunState, Unit, open_store
+from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
 from reasearch.runs.liveness import process_start
 from reasearch.runs.store import Store
 
@@ -38,6 +39,7 @@ __all__ = ["CHECKS", "SoakRecord", "Violation", "Wait", "check_all", "soak_proce
 
 IN_FLIGHT = "charged at reservation"
 EPS = 1e-9
+_REPLY_KINDS = {str(k) for k in (*REPLY_KINDS, EventKind.METHOD_REPLY)}  # one journaled model call each
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ def model_calls_once(rec: SoakRecord, store: Store) -> list[str]:
     journaled_in: dict[str, list[str]] = {}
     answered_by = {n: run_id for run_id, acct in rec.accounts.items() for n in acct.answered}
     for run_id in rec.caps:
-        replies = [e for e in store.events(run_id) if e.kind.endswith("reply")]
+        replies = [e for e in store.events(run_id) if base_kind(e.kind) in _REPLY_KINDS and "reply" in e.payload]
         nonces = []
         for e in replies:
             reply = e.payload.get("reply") or {}

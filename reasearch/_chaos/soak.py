@@ -46,7 +46,7 @@ from reasearch.runs.liveness import effective_state, process_start
 
 __all__ = ["FAULTS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "make_schedule", "soak"]
 
-METHODS = ("best-of-n", "evolve", "reflect")
+METHODS = ("best-of-n", "evolve", "reflect", "agent")
 TASK = "heilbronn/n11-v1"
 FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "store_restart", "disk_full", "clock_jump")
 _HARNESS_ONLY = ("kill_worker", "sqlite_lock", "store_restart", "disk_full", "clock_jump")  # after a reply is sent
@@ -93,9 +93,11 @@ class Schedule:
 
 
 def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults: int,
-                  kinds: Sequence[str] = FAULTS) -> Schedule:
+                  kinds: Sequence[str] = FAULTS, methods: Sequence[str] = METHODS) -> Schedule:
     """``runs`` runs of ``evaluations`` each; per run ``kills`` driver kills and ``faults`` other faults (of
     ``kinds``), each at a distinct request number of that run, all drawn from ``random.Random(seed)``."""
+    if not methods or set(methods) - set(METHODS):
+        raise ConfigError(f"unknown or no drivers {sorted(set(methods) - set(METHODS))}; known: {list(METHODS)}")
     unknown = sorted(set(kinds) - set(FAULTS))
     if unknown:
         raise ConfigError(f"unknown chaos faults {unknown}; known: {list(FAULTS)}")
@@ -110,7 +112,7 @@ def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults:
         raise ConfigError("faults > 0 needs a fault kind other than kill_driver")
     deck: list[str] = []
     for i in range(runs):
-        method = rng.choice(METHODS)
+        method = rng.choice(list(methods))
         # A run asks about one model call per evaluation: its requests are numbered 1..~evaluations.
         span = max(evaluations - 1, 2)
         picks = rng.sample(range(2, span + 2), min(kills + faults, span))
@@ -329,7 +331,10 @@ class _Soak:
             if driver is not None:
                 driver.answered(n)
 
-        self.endpoint = ChaosEndpoint(fault_at, client_timeout_s=client_timeout_s, on_answer=on_answer)
+        from reasearch.evaluators import make
+
+        self.endpoint = ChaosEndpoint(fault_at, client_timeout_s=client_timeout_s, on_answer=on_answer,
+                                      seed_program=make(TASK).seed_program())
 
     def count(self, what: str) -> None:
         with self._lock:
@@ -420,7 +425,7 @@ def _settle(root: str, *, timeout_s: float) -> None:
 
 def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, faults: int = 3,
          kinds: Sequence[str] | None = None, parallel: int = 2, store_url: str | None = None,
-         restart_store: Sequence[str] = (),
+         restart_store: Sequence[str] = (), methods: Sequence[str] = METHODS,
          mode: str = "process", root: str | None = None, client_timeout_s: float = 2.0,
          session_timeout_s: float = 600.0, max_sessions: int = 50, attempts: int = 6,
          echo: Callable[[str], None] | None = print) -> SoakReport:
@@ -448,7 +453,8 @@ def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, fau
     if (postgres and "sqlite_lock" in kinds) or ("store_restart" in kinds and not restart_store):
         raise ConfigError("sqlite_lock needs the SQLite store; store_restart needs a PostgreSQL store and "
                           "a restart command")
-    schedule = make_schedule(seed, runs=runs, evaluations=evaluations, kills=kills, faults=faults, kinds=kinds)
+    schedule = make_schedule(seed, runs=runs, evaluations=evaluations, kills=kills, faults=faults, kinds=kinds,
+                             methods=methods)
     if echo is not None:
         echo(schedule.describe())
     root = root or tempfile.mkdtemp(prefix=f"reasearch-chaos-{seed}-")
@@ -476,6 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--mode", default="process", choices=("process", "nsjail"))
     p.add_argument("--kinds", default="", help="the fault kinds to draw from, comma-separated (default: every "
                    "kind that applies): " + ",".join(FAULTS))
+    p.add_argument("--methods", default=",".join(METHODS), help="the drivers to draw from (comma-separated)")
     p.add_argument("--store", default=None, help="store URL (default: SQLite under the root); postgresql://...")
     p.add_argument("--restart-store", default="", help="a shell command that restarts the PostgreSQL server")
     p.add_argument("--root", default=None, help="scratch root (default: a new temporary folder, kept)")
@@ -484,7 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = soak(args.seed, runs=args.runs, evaluations=args.evaluations, kills=args.kills, faults=args.faults,
                       kinds=[k for k in args.kinds.split(",") if k] or None, parallel=args.parallel,
                       mode=args.mode, root=args.root, store_url=args.store,
-                      restart_store=["sh", "-c", args.restart_store] if args.restart_store else ())
+                      restart_store=["sh", "-c", args.restart_store] if args.restart_store else (),
+                      methods=[m for m in args.methods.split(",") if m])
     except ConfigError as exc:
         print(f"reasearch chaos: {exc}", file=sys.stderr)
         return 2
