@@ -10,6 +10,7 @@ import copy
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -189,6 +190,18 @@ def test_a_process_left_behind_is_named(broken: SoakRecord) -> None:
     finally:
         leaked.kill()
         leaked.wait()
+    assert check_all(broken) == []
+
+
+def test_a_store_lock_left_held_is_named(broken: SoakRecord) -> None:
+    held = sqlite3.connect(Path(broken.store_url) / "store.sqlite", isolation_level=None)
+    try:
+        held.execute("BEGIN IMMEDIATE")  # a writer that never commits (a process frozen with the lock)
+        found = _reported(broken)
+        assert list(found) == ["nothing_left_behind"] and "write lock is held" in found["nothing_left_behind"][0]
+    finally:
+        held.execute("ROLLBACK")
+        held.close()
     assert check_all(broken) == []
 
 

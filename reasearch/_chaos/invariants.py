@@ -10,7 +10,7 @@
   those charged at their reservation when the driver died with one in flight: at most one per death);
   no ledger row twice.
 - ``nothing_left_behind``: no process the soak started (a driver, a sandbox worker, a jail) outlives it,
-  and no mount under its scratch root is left.
+  no mount under its scratch root is left, and the SQLite store's write lock can be taken.
 - ``waits_bounded``: no wait lasted past its stated timeout (a driver session that hung, a kill that
   did not take).
 - ``caps_held``: no run spent more of any unit than its cap.
@@ -25,9 +25,11 @@ soak's own store, ``/proc`` and the endpoint's counts; runs nothing.
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from reasearch._chaos.endpoint import Account, nonce_of
 from reasearch.runs import RunState, Unit, open_store
@@ -194,7 +196,27 @@ def nothing_left_behind(rec: SoakRecord, store: Store) -> list[str]:
             out += [f"mount left: {line.strip()}" for line in f if rec.root in line]
     except OSError:
         pass
+    lock = _store_write_lock_held(rec.store_url)
+    if lock:
+        out.append(lock)
     return out
+
+
+def _store_write_lock_held(store_url: str) -> str:
+    """A SQLite store whose write lock cannot be taken within a second: someone left it held ("" otherwise)."""
+    path = Path(store_url)
+    path = path if path.suffix in (".sqlite", ".db", ".sqlite3") else path / "store.sqlite"
+    if store_url.startswith(("postgresql", "memory:")) or not path.is_file():
+        return ""
+    conn = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return ""
+    except sqlite3.OperationalError as exc:
+        return f"lock left: the store's write lock is held ({exc}): {path}"
+    finally:
+        conn.close()
 
 
 def waits_bounded(rec: SoakRecord, store: Store) -> list[str]:
@@ -229,7 +251,15 @@ CHECKS: dict[str, Callable[[SoakRecord, Store], list[str]]] = {
 
 
 def check_all(rec: SoakRecord, names: Sequence[str] | None = None) -> list[Violation]:
-    """Every named check's counterexamples (all of them, not the first), in :data:`CHECKS` order."""
+    """Every named check's counterexamples (all of them, not the first), in :data:`CHECKS` order.
+
+    A SQLite store whose write lock is left held cannot be opened: that is reported (``nothing_left_behind``)
+    with the processes and mounts left, and the checks that read the store do not run."""
+    lock = _store_write_lock_held(rec.store_url)
+    if lock:
+        left = [f"process left: pid {pid}: {cmd}" for pid, cmd in soak_processes(rec.root).items()]
+        return [Violation("nothing_left_behind", f"{lock} (the checks that read the store did not run)"),
+                *(Violation("nothing_left_behind", c) for c in left)]
     store = open_store(rec.store_url)
     try:
         return [Violation(name, c) for name, fn in CHECKS.items() if names is None or name in names

@@ -237,7 +237,7 @@ class _RunDriver:
     def _strike(self, f: Fault, proc: subprocess.Popen[bytes]) -> None:
         soak = self.soak
         if f.kind == "kill_worker":
-            workers = [p for p in _descendants(proc.pid)]
+            workers = _descendants(proc.pid)
             if workers:
                 soak.count("kill_worker")
                 victim = workers[-1]
