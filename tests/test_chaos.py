@@ -103,7 +103,7 @@ def test_the_soak_command_says_what_is_wrong_in_one_line() -> None:
 def broken(soaked: SoakReport, tmp_path: Path) -> SoakRecord:
     """A copy of the soak's store and record, to break one invariant in."""
     if soaked.record is None or soaked.violations:
-        pytest.fail(f"the soak itself failed: {soaked.summary()}")
+        pytest.fail("\n".join([f"the soak itself failed: {soaked.summary()}", *map(str, soaked.violations)]))
     rec = copy.deepcopy(soaked.record)
     shutil.copytree(rec.store_url, tmp_path / "store")
     rec.store_url = str(tmp_path / "store")

@@ -263,9 +263,12 @@ class _RunDriver:
             store = open_store(soak.store_url)
             try:
                 record = store.get_run(self.plan.run_id)
+                # Judged only once the live process is a recorded driver of the run (a session just started
+                # may not have beaten yet: then no live driver is known, and "interrupted" is right).
+                recorded = any(d.pid == proc.pid and not d.stopped for d in store.drivers(self.plan.run_id))
                 alive = proc.poll() is None
                 state = effective_state(store, record, now=time.time() + 3600.0)
-                if alive and proc.poll() is None and record.state is RunState.RUNNING \
+                if recorded and alive and proc.poll() is None and record.state is RunState.RUNNING \
                         and state is RunState.INTERRUPTED:
                     soak.misjudged(f"run {self.plan.run_id}: driver pid {proc.pid} alive, judged "
                                    f"{state.value} with the clock an hour ahead")
@@ -393,7 +396,7 @@ class _Soak:
                 for kind, n in acct.faults.items():
                     if kind in ENDPOINT_FAULTS:
                         self.counts[kind] += n
-        _settle(self.root, timeout_s=10.0)
+        _settle(self.root, self.record.seen_processes, timeout_s=10.0)
         report = SoakReport(self.schedule.seed, runs=len(self.schedule.runs), faults=Counter(
             {k: v for k, v in self.counts.items() if k != "resumes"}), resumes=self.counts["resumes"])
         store = open_store(self.store_url)
@@ -414,12 +417,16 @@ class _Soak:
         return report
 
 
-def _settle(root: str, *, timeout_s: float) -> None:
-    """Waits (up to ``timeout_s``) for the processes of killed drivers to exit, as a kill's aftermath."""
+def _settle(root: str, seen: dict[int, str], *, timeout_s: float) -> None:
+    """Waits (up to ``timeout_s``) for the processes of killed drivers to exit, as a kill's aftermath: those
+    carrying the soak's marker and those seen under a driver when it was killed (pid and start time)."""
     from reasearch._chaos.invariants import soak_processes
 
+    def left() -> bool:
+        return bool(soak_processes(root)) or any(start and process_start(pid) == start for pid, start in seen.items())
+
     deadline = time.monotonic() + timeout_s
-    while soak_processes(root) and time.monotonic() < deadline:
+    while left() and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
