@@ -38,8 +38,9 @@ def parse(source: str | bytes, filename: str = "<unknown>") -> ast.Module:
         return ast.parse(source, filename)
 
 
-def literal_eval(text: str) -> object:
-    """``ast.literal_eval(text)`` under :data:`AST_LOCK` (literals only: never evaluates code)."""
+def literal_eval(text: str | ast.AST) -> object:
+    """``ast.literal_eval(text)`` under :data:`AST_LOCK` (literals only: never evaluates code; a node already
+    built is evaluated as it is)."""
     with AST_LOCK:
         return ast.literal_eval(text)
 
