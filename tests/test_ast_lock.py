@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import gc
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -115,13 +116,19 @@ _OWN_PROCESS = {"engine/_child.py", "engine/_worker.py", "engine/_supervisor.py"
 _TRACEBACK_FORMATTERS = ("format_exc", "print_exc", "format_exception", "print_exception")
 
 
+_MAY_BUILD = re.compile(r"\b(?:ast|traceback)\b")
+
+
 def _bare_tree_builders(root: Path) -> list[str]:
     """``file:line`` of calls that build a syntax tree from text (or format a traceback) without the lock."""
     out = []
     for path in sorted(root.rglob("*.py")):
         if path.name == "ast_lock.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        text = path.read_text(encoding="utf-8")
+        if not _MAY_BUILD.search(text):  # every form below names ``ast`` or ``traceback``: no need to walk the tree
+            continue
+        for node in ast.walk(ast.parse(text)):
             if not isinstance(node, ast.Call):
                 continue
             f = node.func

@@ -13,8 +13,9 @@ import reasearch
 from reasearch.adapters.openevolve import evaluate_program, evaluator_source
 from reasearch.cli import main as cli_main
 from reasearch.errors import ConfigError
+from tests.adapters.conftest import TIME_LIMIT_S
 
-PARAMS = {"time_limit_s": 3.0}
+PARAMS = {"time_limit_s": TIME_LIMIT_S}
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
@@ -48,7 +49,7 @@ def test_exported_evaluator_file_loads_and_evaluates(tmp_path: Path, programs: d
                                                      circle_task: reasearch.Task) -> None:
     out = tmp_path / "evaluator.py"
     assert cli_main(["export-evaluator", "circle_packing/n26-v1", "--for", "openevolve", "-o", str(out),
-                     "-p", "time_limit_s=3.0"]) == 0
+                     "-p", f"time_limit_s={TIME_LIMIT_S}"]) == 0
     spec = importlib.util.spec_from_file_location("exported_evaluator", out)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -18,6 +18,7 @@ import pytest
 
 import reasearch
 from reasearch.adapters.shinka import evaluator_source
+from tests.adapters.conftest import TIME_LIMIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 HAVE_SHINKA = importlib.util.find_spec("shinka") is not None
@@ -43,7 +44,7 @@ def _run(evaluate_py: Path, program: Path, results: Path) -> dict[str, Any]:
 def test_evaluate_py_writes_shinkas_files(tmp_path: Path, programs: dict[str, Path],
                                            circle_task: reasearch.Task) -> None:
     evaluate_py = tmp_path / "evaluate.py"
-    evaluate_py.write_text(evaluator_source("circle_packing/n26-v1", {"time_limit_s": 3.0}))
+    evaluate_py.write_text(evaluator_source("circle_packing/n26-v1", {"time_limit_s": TIME_LIMIT_S}))
     seed = _run(evaluate_py, programs["seed"], tmp_path / "r-seed")
     expected = circle_task.evaluate(programs["seed"].read_text(), seed=0)
     assert seed["correct"]["correct"] is True

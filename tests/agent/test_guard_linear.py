@@ -2,9 +2,10 @@
 
 The earlier patterns were quadratic on an option run or a ``[^\\n]*`` gap: 8,000 repeats (24 KB) of
 ``dd `` took 6.5 s, so a 1.6 MB argument would hold the GIL for hours. The rules block what those patterns
-blocked (a property test against them, kept here as the reference), and take 1.6 MB hostile arguments
-under a timeout the old patterns would overrun many times over; an argument over the guard's cap is
-refused unread.
+blocked (a property test against them, kept here as the reference), and take half-cap (512 KiB) hostile
+arguments under a timeout the old patterns would overrun (their quadratic ``dd `` and ``rm -R`` cases: ~0.16 s
+at 8 KB, so ~11 minutes of CPU each at 512 KiB, against the 240 s timeout); a detection at the very end of an
+argument just under the cap shows every rule reads all of it; an argument over the cap is refused unread.
 """
 
 from __future__ import annotations
@@ -55,27 +56,33 @@ def test_each_rule_blocks_what_its_old_pattern_blocked(words: list[str], gaps: l
 
 
 _UNITS = ["rm -r ", "rm -rm ", "rm -/rm ", "os.chmod(", "curl ", "dd ", "chown -R ", "chmod -chmod ", "wget x "]
-_HOSTILE = [u * ((MAX_CHECKED_CHARS - 100) // len(u)) for u in _UNITS]  # just under the cap: every rule reads it
-_HOSTILE += [cmd + " -R" * ((MAX_CHECKED_CHARS - 100) // 3) for cmd in ("rm", "chown", "chmod")]  # one long run
+_HALF = MAX_CHECKED_CHARS // 2  # long enough that one quadratic rule overruns the timeout many times (module doc)
+_HOSTILE = [u * ((_HALF - 100) // len(u)) for u in _UNITS]
+_HOSTILE += [cmd + " -R" * ((_HALF - 100) // 3) for cmd in ("rm", "chown", "chmod")]  # one long run
 
 
 @pytest.mark.timeout(240)  # the old patterns: hours on any one of these
 def test_hostile_arguments_are_checked_in_bounded_work() -> None:
     for text in _HOSTILE:
-        assert MAX_CHECKED_CHARS - 200 <= len(text) <= MAX_CHECKED_CHARS
+        assert _HALF - 200 <= len(text) <= _HALF
         for check in (check_python, check_command):
             try:
                 check(text)
             except ToolError as exc:
                 assert "blocked pattern" in str(exc)
+    end = "| python3"  # found at the end of a line just under the cap: the rule reads all of it
+    line = "wget x " * ((MAX_CHECKED_CHARS - len(end)) // 7) + end
+    assert MAX_CHECKED_CHARS - 7 < len(line) <= MAX_CHECKED_CHARS
     with pytest.raises(ToolError, match="piping a download"):
-        check_command("wget x " * 100_000 + "| python3")  # found at the end of a long line too
+        check_command(line)
 
 
 def test_an_argument_over_the_cap_is_refused_unread() -> None:
     with pytest.raises(ToolError, match="over the 1,048,576 the guard reads"):
         check_python("x = 1\n" * (MAX_CHECKED_CHARS // 6 + 1))
     check_python("x = 1\n" * (MAX_CHECKED_CHARS // 6 - 1))  # under it: checked, and ordinary code passes
-    for text in _HOSTILE:  # 1.6 MB of any hostile kind: over the cap, refused unread
+    for text in _HOSTILE:  # 1.5 MiB of any hostile kind: over the cap, refused unread
+        longer = text * 3
+        assert len(longer) > MAX_CHECKED_CHARS
         with pytest.raises(ToolError, match="over the"):
-            check_command(text + text[:600_000])
+            check_command(longer)

@@ -95,9 +95,10 @@ def test_a_job_that_ignores_its_budget_is_killed_at_the_hard_limit_and_its_slot_
     needs_mode(mode)
     repo, out = job_dirs
     t0 = time.monotonic()
-    job = _run(repo, out, mode, "spin", budget=1.0, grace=1.0)
-    assert job.status is Status.TIMEOUT and job.hard_limit_s == 2.0
-    assert 2.0 <= job.wall_s < 30 and time.monotonic() - t0 < 60
+    # budget 1 s: the SIGTERM finds its SIG_IGN set, even on a busy machine; grace 0.5 s: the kill is what is shown
+    job = _run(repo, out, mode, "spin", budget=1.0, grace=0.5)
+    assert job.status is Status.TIMEOUT and job.hard_limit_s == 1.5
+    assert 1.5 <= job.wall_s < 30 and time.monotonic() - t0 < 60
     assert "killed at the hard limit" in Path(job.log_path).read_text()
     pid = int((out / "pid").read_text())
     if mode == "process":  # (in a jail the pid is the namespace's; the jail is gone with its init)

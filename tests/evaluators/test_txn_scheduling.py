@@ -297,8 +297,9 @@ def test_short_schedule_in_sandbox_is_invalid(task, pool):
 
 def test_time_limit_is_a_parameter(pool):
     slow = "import time\n\ndef get_best_schedule(workload, num_seqs):\n    time.sleep(30)\n"
-    res = TxnSchedulingTask(time_limit_s=1).evaluate(slow, executor=pool)
+    res = TxnSchedulingTask(time_limit_s=0.5).evaluate(slow, executor=pool)  # the sleeper waits it out: keep it short
     assert res.status is Status.TIMEOUT and res.score is None, (res.status, res.feedback)
+    assert "limit of 0.5 s" in res.feedback, res.feedback  # the parameter's limit killed it, not the default's
 
 
 def test_cli_eval(pool, tmp_path, monkeypatch, capsys):
