@@ -16,6 +16,7 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
+from reasearch.evaluators.kinds import ProgramKind, task_kind
 from reasearch.evaluators.result import EvalResult, Status
 
 __all__ = ["MAX_PROGRAM_BYTES", "close_sandboxes", "evaluate_file", "numeric_metrics", "read_program",
@@ -69,7 +70,7 @@ def task_for(task_id: str, params: Mapping[str, Any] | None = None) -> Task:
     task = _TASKS.get(key)
     if task is None:
         task = make(task_id, **params)
-        if task.candidate_kind != "program":
+        if not isinstance(task_kind(task), ProgramKind):
             raise ConfigError(f"{task_id} does not evaluate one program file; pick a program task (reasearch tasks)")
         _TASKS[key] = task
     return task

@@ -15,7 +15,8 @@ Drivers other than :meth:`Agent.optimize` (the MCP server, where the client is t
 public step API: :meth:`Agent.begin` (step 0), :meth:`Agent.collect` and :meth:`Agent.observe` (apply
 background and tool results), :meth:`Agent.settle` and :meth:`Agent.conclude` (the final choice).
 Model calls (held, journaled and debited; retried, continued or sent to a fallback) are the
-:class:`~reasearch.agent.model_calls.ModelCalls` part of the agent.
+:class:`~reasearch.agent.model_calls.ModelCalls` part of the agent; its domain (the toolset of the task's
+kind) is an :class:`~reasearch.agent.tools.domain.AgentDomain`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from reasearch.agent.model_calls import ModelCalls, require_prices, role_models
 from reasearch.agent.prompts import (
     LESSONS_TEMPLATE,
     NO_TOOL_NUDGE,
-    START_MESSAGE,
     SUMMARY_REQUEST,
     agent_system,
     no_tool_warning,
@@ -41,14 +41,16 @@ from reasearch.agent.prompts import (
 )
 from reasearch.agent.snapshot import EvalRecord, best_of, render_snapshot
 from reasearch.agent.tools.context import ToolContext, ToolState
+from reasearch.agent.tools.domain import AgentDomain
 from reasearch.agent.tools.program import ControlTools, ProgramTools
-from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
+from reasearch.agent.tools.prompt import PromptTools
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
 from reasearch.ast_lock import format_exc as format_exc_locked
 from reasearch.errors import BudgetExceededError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.evaluators.kinds import ProgramKind, PromptKind, RepositoryKind, task_kind
 from reasearch.models import Model
 from reasearch.models.messages import (
     ModelReply,
@@ -145,24 +147,26 @@ class Agent(ModelCalls):
             lambda: ToolState(self.step, self.parent, tuple(self.history)),
             lambda: self.snapshot_text(include_lessons=False),
         )
-        # The domain toolset: program tools, or prompt tools for a task whose candidate is a prompt.
+        # The domain toolset, by the task's kind: program tools, prompt tools, or experiments and git.
         self.candidate_file: str = self.task.candidate_file
-        extra_tools: list[Any] = []
-        self.domain: Any
-        if self.task.candidate_kind == "repository":
-            # Training tasks (a repository candidate): experiments and git instead of the program tools.
-            from reasearch.agent.tools.experiments import experiment_toolset
+        extra_tools: list[object] = []
+        self.domain: AgentDomain
+        match task_kind(self.task):
+            case RepositoryKind(task=training):
+                from reasearch.agent.tools.experiments import experiment_toolset
 
-            self.domain, *extra_tools = experiment_toolset(ctx)
-        else:
-            self.domain = PromptTools(ctx) if is_prompt_task(self.task) else ProgramTools(ctx)
+                self.domain, extra_tools = experiment_toolset(ctx, training)
+            case PromptKind():
+                self.domain = PromptTools(ctx)
+            case ProgramKind():
+                self.domain = ProgramTools(ctx)
         self.tools: dict[str, Tool] = tools_of(ws_tools, self.domain, *extra_tools, ControlTools(ctx))
         if not self.config.use_compaction:  # the no-compaction ablation: the context only grows
             self.tools.pop("compact", None)
         self.traces = TraceGroup.of(run)  # a trace of a multi-trace fleet: the others' lessons and best
         if self.traces is not None:
             self.tools.update(tools_of(TraceTools(self.traces, self.workspace, self._best_score, self.candidate_file)))
-        template = getattr(self.domain, "system_template", None)
+        template = self.domain.system_template
         self.system = template.format(task=self.task.describe()) if template else agent_system(self.task.describe())
         # Loop state; rebuilt identically when a resumed run replays its journal.
         self.step = -1
@@ -228,11 +232,7 @@ class Agent(ModelCalls):
         self.step = 0
         if self.journal.get(0, "start") is None:
             self.workspace.write_text(TASK_FILE, self.task.describe())
-            setup = getattr(self.domain, "setup_workspace", None)
-            if setup is not None:  # a repository task: the seed repository, committed
-                setup()
-            else:
-                self.workspace.write_text(self.candidate_file, self.task.seed_program())
+            self.domain.setup_workspace()  # the seed program (or prompt; a repository task's, committed)
             if self.config.use_lessons:
                 self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
@@ -240,7 +240,7 @@ class Agent(ModelCalls):
                 "models": {role: m.name for role, m in self.models.items()}, "endpoints": self.endpoints(),
                 "lessons_text": self.lessons_preload, "workspace": str(self.workspace.root),
             })
-        self.pending = [text_block(getattr(self.domain, "start_message", START_MESSAGE))]
+        self.pending = [text_block(self.domain.start_message)]
 
     def _decide(self, step: int) -> tuple[str, str | None]:
         """What this step is: ``compact``, ``stop`` or a ``turn`` (a recorded step replays as it was)."""
@@ -283,16 +283,13 @@ class Agent(ModelCalls):
 
     def settle(self, *, stop: bool = False) -> None:
         """Waits for the domain's background work (``stop``: stops it first); a no-op for most domains."""
-        settle = getattr(self.domain, "settle", None)
-        if settle is not None:
-            settle(stop=stop)
+        self.domain.settle(stop=stop)
 
     def collect(self, step: int, *, live: bool) -> None:
         """Applies the background results journaled at ``step``; live, first asks the domain for new ones."""
         rec = self.journal.get(step, "collected")
-        collect = getattr(self.domain, "collect", None)
-        if rec is None and live and collect is not None:
-            items = collect(tuple(self.history))
+        if rec is None and live:
+            items = self.domain.collect(tuple(self.history))
             if items:
                 rec = self.journal.record(step, "collected", {"items": items})
         for data in (rec or {}).get("items", []):
@@ -431,9 +428,7 @@ class Agent(ModelCalls):
             state="finished", final_candidate=rec["candidate"], reason=f"{rec['chosen_by']}: {rec['reason']}"
         )
         self.final_files = write_final_files(self, rec["candidate"])  # best_candidate.py (+ its picture)
-        on_finish = getattr(self.domain, "on_finish", None)
-        if on_finish is not None:  # e.g. the trusted side scores a final prompt on the sealed test split
-            on_finish(rec)
+        self.domain.on_finish(rec)  # e.g. the trusted side scores a final prompt on the sealed test split
         self._progress()
         return AgentResult(self.run.id, "finished", rec["candidate"], rec["score"], rec["chosen_by"], rec["reason"],
                            self.turn, self.step)
@@ -467,9 +462,8 @@ class Agent(ModelCalls):
                        else f"candidate {sha[:12]}, not evaluated yet")
         except ToolError as exc:
             current = f"unreadable ({exc})"
-        current_fn = getattr(self.domain, "current_text", None)
-        if current_fn is not None:  # a repository task: the candidate is the workspace, not one file
-            current = current_fn()
+        if (text := self.domain.current_text()) is not None:  # a repository task: the workspace, not one file
+            current = text
         if self.traces is not None and include_lessons:
             self.traces.publish(self.step, self.lessons())
             notice = "\n\n".join(part for part in (self.traces.snapshot_section(), notice) if part)
@@ -480,8 +474,8 @@ class Agent(ModelCalls):
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
             lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
             max_wall_s=self.config.max_wall_s,
-            notice="\n".join([*getattr(self.domain, "snapshot_lines", list)(), notice]).strip(),
-            current_label=getattr(self.domain, "current_label", "Current code: candidate.py"))
+            notice="\n".join([*self.domain.snapshot_lines(), notice]).strip(),
+            current_label=self.domain.current_label)
 
     def _save_transcript(self, name: str) -> str:
         self.transcripts.mkdir(parents=True, exist_ok=True)
