@@ -14,9 +14,9 @@ step. Before ``finish`` and before the run concludes, running background work is
 Drivers other than :meth:`Agent.optimize` (the MCP server, where the client is the model) use the same
 public step API: :meth:`Agent.begin` (step 0), :meth:`Agent.collect` and :meth:`Agent.observe` (apply
 background and tool results), :meth:`Agent.settle` and :meth:`Agent.conclude` (the final choice).
-Model calls (held, journaled and debited; retried, continued or sent to a fallback) are the
-:class:`~reasearch.agent.model_calls.ModelCalls` part of the agent; its domain (the toolset of the task's
-kind) is an :class:`~reasearch.agent.tools.domain.AgentDomain`.
+The agent holds its model calls (held, journaled and debited; retried, continued or sent to a fallback:
+:class:`~reasearch.agent.model_calls.ModelCalls`), its clock (active time over resumed sessions) and its
+domain (the toolset of the task's kind, :class:`~reasearch.agent.tools.domain.AgentDomain`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.console import write_final_files
-from reasearch.agent.model_calls import ModelCalls, require_prices, role_models
+from reasearch.agent.model_calls import ActiveClock, ModelCalls, require_prices, role_models
 from reasearch.agent.prompts import (
     LESSONS_TEMPLATE,
     NO_TOOL_NUDGE,
@@ -56,7 +56,6 @@ from reasearch.models.messages import (
     ModelReply,
     ModelRequest,
     ToolCall,
-    Usage,
     estimate_tokens,
     text_block,
     tool_result_block,
@@ -100,7 +99,7 @@ class AgentProgress:
     context_tokens: int
 
 
-class Agent(ModelCalls):
+class Agent:
     """One agent working on one run.
 
     Args:
@@ -132,18 +131,19 @@ class Agent(ModelCalls):
         if run.remaining().get(Unit.DOLLARS) is not None and "dollars" not in fleet_caps:
             require_prices(self.config)
         self.models = role_models(self.config, dict(models or {}), self.journal)
-        self._exec_fn = exec_fn
         self.lessons_preload = lessons
         self.on_progress = on_progress
-        self.clock = clock
+        self.clock = ActiveClock(clock)
         ws_tools = WorkspaceTools(self.workspace, exec_fn=exec_fn, timeout_s=self.config.tool_timeout_s,
                                   memory_mb=self.config.tool_memory_mb, sandbox_mode=self.config.sandbox_mode)
         self.task: Task = run.task
+        self.calls = ModelCalls(run, self.config, self.journal, self.models, task=self.task, workspace=self.workspace,
+                                exec_fn=exec_fn, clock=self.clock, step=lambda: self.step)
         ctx = ToolContext(
             run,
             self.task,
             self.workspace,
-            lambda role, request, kind: self.complete(role, request, kind=kind),
+            lambda role, request, kind: self.calls.complete(role, request, kind=kind),
             lambda: ToolState(self.step, self.parent, tuple(self.history)),
             lambda: self.snapshot_text(include_lessons=False),
         )
@@ -182,9 +182,7 @@ class Agent(ModelCalls):
         self.context_tokens = 0
         self.no_tool_streak = 0  # consecutive replies without a tool call
         self.last_tool = ""
-        self._last_usage = Usage()
         self.final_files: dict[str, str] = {}
-        self._elapsed_base, self._t0 = 0.0, clock()
 
     # ---------------------------------------------------------------- the loop
     def optimize(self) -> AgentResult:
@@ -237,7 +235,7 @@ class Agent(ModelCalls):
                 self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
                 "task_id": self.task.id, "config": self.config.to_dict(),
-                "models": {role: m.name for role, m in self.models.items()}, "endpoints": self.endpoints(),
+                "models": {role: m.name for role, m in self.models.items()}, "endpoints": self.calls.endpoints(),
                 "lessons_text": self.lessons_preload, "workspace": str(self.workspace.root),
             })
         self.pending = [text_block(self.domain.start_message)]
@@ -273,7 +271,7 @@ class Agent(ModelCalls):
                     f"(limit {self.config.max_turns_without_tools})"), True
         if self.turn >= self.config.max_turns:
             return f"the turn limit ({self.config.max_turns}) is reached", False
-        if self.config.max_wall_s is not None and self.elapsed() >= self.config.max_wall_s:
+        if self.config.max_wall_s is not None and self.clock.elapsed() >= self.config.max_wall_s:
             return f"the wall-time limit ({self.config.max_wall_s:g} s) is reached", False
         unit = self.run.eval_unit  # a prompt task spends student calls
         left = remaining.get(unit)
@@ -310,10 +308,10 @@ class Agent(ModelCalls):
         self.wrapped_up = self.wrapped_up or bool(wrap_up)
         tools = [self.tools["finish"]] if wrap_up else list(self.tools.values())
         request = ModelRequest(self.system, list(self.messages), [t.schema for t in tools])
-        reply = self.complete("agent", request, kind="model_reply", step=step)
+        reply = self.calls.complete("agent", request, kind="model_reply", step=step)
         self.messages.append(reply.as_message())
         # The context is what the last call saw and wrote (a continued reply sums its calls' usage).
-        self.context_tokens = self._last_usage.context_tokens or estimate_tokens(self.messages)
+        self.context_tokens = self.calls.last_usage.context_tokens or estimate_tokens(self.messages)
         self._progress()
         return reply
 
@@ -382,7 +380,7 @@ class Agent(ModelCalls):
             closing = {"role": "user", "content": [*self.pending, text_block(SUMMARY_REQUEST)]}
             request = ModelRequest(self.system, [*self.messages, closing], [t.schema for t in self.tools.values()])
             try:
-                summary = self.complete("summarizer", request, kind="summary", step=step).text.strip()
+                summary = self.calls.complete("summarizer", request, kind="summary", step=step).text.strip()
             except BudgetExceededError as exc:  # compact anyway: lessons.md and the snapshot carry on
                 summary = f"(no summary: {exc})"
             rec = self.journal.record(step, "compaction", {
@@ -472,7 +470,7 @@ class Agent(ModelCalls):
             best=(best.candidate, best.score, best.normalized_score) if best else None, history=self.history,
             current=current, lessons=self.lessons() if include_lessons and self.config.use_lessons else None,
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
-            lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
+            lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.clock.elapsed(),
             max_wall_s=self.config.max_wall_s,
             notice="\n".join([*self.domain.snapshot_lines(), notice]).strip(),
             current_label=self.domain.current_label)
