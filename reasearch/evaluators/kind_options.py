@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reasearch.errors import ConfigError
 
@@ -50,7 +50,7 @@ class ExperimentOptions:
     experiment_dir: str | None = None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ExperimentOptions:
+    def from_dict(cls, data: Mapping[str, object]) -> ExperimentOptions:
         """Reads the wire form (``EvalRequest.options``); an unknown key is a ConfigError, never ignored."""
         unknown = sorted(set(data) - {"experiment_dir"})
         if unknown:
@@ -60,6 +60,6 @@ class ExperimentOptions:
             raise ConfigError(f"experiment_dir must be a folder path (str), not {type(folder).__name__}")
         return cls(experiment_dir=folder)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, str]:
         """The wire form (empty when nothing is set)."""
         return {} if self.experiment_dir is None else {"experiment_dir": self.experiment_dir}

@@ -85,7 +85,7 @@ class EvalRequest:
 
 
 def evaluate_with(task: Task, source: str, *, seed: int | None, executor: SandboxRunner | None,
-                  options: Mapping[str, Any]) -> EvalResult:
+                  options: Mapping[str, object]) -> EvalResult:
     """``task.evaluate`` with a request's options (their wire form) read into its kind's typed options: only
     a training task takes any (:class:`ExperimentOptions`); options for another kind are a ConfigError."""
     if not options:
