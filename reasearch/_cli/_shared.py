@@ -203,7 +203,7 @@ def check_task_folders(task_ids: Sequence[str], params: Mapping[str, Mapping[str
 
     for task_id in dict.fromkeys(task_ids):
         if is_folder_ref(task_id):
-            make_folder_task(task_id, dict((params or {}).get(task_id) or {})).preflight()  # type: ignore[attr-defined]
+            make_folder_task(task_id, dict((params or {}).get(task_id) or {})).preflight()
 
 
 def task_ref(text: str) -> str:

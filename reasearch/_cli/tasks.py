@@ -132,7 +132,7 @@ def _params(task_id: str, as_json: bool) -> int:
     if not task_id:
         raise ConfigError("--params needs a task id, e.g. reasearch tasks circle_packing/n26-v1 --params")
     if is_folder_ref(task_id):  # a task folder: the parameters its task.toml declares
-        params = make_folder_task(task_id).declared_params()  # type: ignore[attr-defined]
+        params = make_folder_task(task_id).declared_params()
     else:
         entry, implied = registered_entry(task_id)
         if entry.is_family and task_id != entry.id:

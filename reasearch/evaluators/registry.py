@@ -22,6 +22,7 @@ from reasearch.evaluators.spec import TaskSpec
 
 if TYPE_CHECKING:  # the base class (and the engine under it) loads with the first task class, not the registry
     from reasearch.evaluators.base import Task
+    from reasearch.evaluators.folder import FolderTask
 
 __all__ = [
     "LISTING_KEYS",
@@ -255,7 +256,7 @@ def is_folder_ref(text: str) -> bool:
     return Path(text).is_dir() or text.startswith(("/", "./", "../", "~"))
 
 
-def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> Task:
+def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> FolderTask:
     """The :class:`~reasearch.evaluators.folder.FolderTask` of a task folder, checked (its ``task.toml``, seed and
     parameters); a mistake is one line naming the file, the line and the fix."""
     from reasearch.evaluators.folder import FolderTask
