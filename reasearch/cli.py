@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "reasearch._cli.reports",
     "reasearch._cli.adapters",
     "reasearch._cli.certify",
+    "reasearch._cli.steer",
 )
 
 # The commands each module adds (tests/test_cli_lazy.py holds this in step with the modules): a command
@@ -38,7 +39,7 @@ _COMMAND_MODULES = (
 _COMMANDS = {
     "sandbox": "reasearch._cli.sandbox",
     "tasks": "reasearch._cli.tasks", "eval": "reasearch._cli.tasks", "seed": "reasearch._cli.tasks",
-    "new-task": "reasearch._cli.tasks",
+    "new-task": "reasearch._cli.tasks", "convert-task": "reasearch._cli.tasks",
     "bench": "reasearch._cli.bench",
     "runs": "reasearch._cli.runs", "show": "reasearch._cli.runs", "export": "reasearch._cli.runs",
     "optimize": "reasearch._cli.agent", "resume": "reasearch._cli.agent", "replay": "reasearch._cli.agent",
@@ -50,6 +51,7 @@ _COMMANDS = {
     "report": "reasearch._cli.reports", "serve": "reasearch._cli.reports",
     "export-evaluator": "reasearch._cli.adapters",
     "certify": "reasearch._cli.certify",
+    "steer": "reasearch._cli.steer", "fork": "reasearch._cli.steer",
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

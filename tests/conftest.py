@@ -7,7 +7,7 @@ process still has any child process (live or zombie): kills are real, nothing ou
 
 Every session is a new machine: before any test module is imported, ``XDG_DATA_HOME`` points at a
 fresh folder and ``REASEARCH_SECRET`` is unset, so the evaluator secret is made anew (as on a fresh
-clone) and no test can pass only under the developer's secret (architecture invariant 6). The folder
+clone) and no test can pass only under the developer's secret (docs/architecture.md, invariant 6). The folder
 is removed at the end; subprocesses and Ray workers a test starts inherit it.
 """
 
@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -290,3 +290,40 @@ def local_ray(ray_node: RayNode) -> Iterator[Any]:
         job = ray_node.started_by_workers() - before
         ray.shutdown()
         end_processes(job, what="this test's Ray job", node=ray_node)
+
+
+EXAMPLE_TASK_PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "task-package"
+
+
+@pytest.fixture()
+def add_package_site() -> Iterator[Callable[[Path], None]]:
+    """``add(site)`` puts a folder holding installed task packages on ``sys.path`` (last) and reads the installed
+    packages again; afterwards every such folder is gone, with its modules and its registrations."""
+    from reasearch.evaluators.registry import refresh_plugins
+
+    made: list[Path] = []
+
+    def add(site: Path) -> None:
+        sys.path.append(str(site))
+        made.append(site)
+        refresh_plugins()
+
+    yield add
+    for site in made:
+        while str(site) in sys.path:
+            sys.path.remove(str(site))
+        top = {p.name for p in site.iterdir() if p.is_dir() and not p.name.endswith(".dist-info")}
+        for name in [m for m in sys.modules if m.split(".")[0] in top]:
+            del sys.modules[name]
+    refresh_plugins()
+
+
+@pytest.fixture()
+def example_task_package(tmp_path: Path, add_package_site: Callable[[Path], None]) -> Path:
+    """examples/task-package installed (as pip would, into a folder on ``sys.path``, not the shared venv)."""
+    from reasearch.evaluators.testing import install_task_package
+
+    site = tmp_path / "site-packages"
+    install_task_package(EXAMPLE_TASK_PACKAGE, site)
+    add_package_site(site)
+    return site

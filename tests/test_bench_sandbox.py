@@ -1,4 +1,4 @@
-"""The sandbox bench's arithmetic: step breakdown, CPU and page-fault budgets from traced stamps (synthetic traces)."""
+"""The sandbox bench's arithmetic: step breakdown, CPU and page-fault budgets of stamped runs (synthetic stamps)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from reasearch._bench.sandbox import CRITICAL_PATH, POST_REPLY, breakdown, cpu_budget, fault_budget
 
 
-def _trace(
+def _stamp_set(
     worker: int, base: int, *, cpu: int, child_base: int, child_reply: int, child_life: int | None
 ) -> dict[str, int]:
     t = {"e_worker": worker, "e_start": base, "e_sent": base + 10_000, "w_recv": base + 30_000,
@@ -18,8 +18,8 @@ def _trace(
 
 
 def test_breakdown_takes_medians_and_p95_per_step() -> None:
-    traces = [{"e_start": 0, "e_sent": d, "w_recv": d + 1_000_000} for d in (1_000_000, 2_000_000, 3_000_000)]
-    parts = breakdown(traces, CRITICAL_PATH)
+    stamp_sets = [{"e_start": 0, "e_sent": d, "w_recv": d + 1_000_000} for d in (1_000_000, 2_000_000, 3_000_000)]
+    parts = breakdown(stamp_sets, CRITICAL_PATH)
     assert [p[0] for p in parts] == [CRITICAL_PATH[0][0], CRITICAL_PATH[1][0]]  # steps without stamps are left out
     label, med, p95 = parts[0]
     assert math.isclose(med, 2.0) and math.isclose(p95, 3.0)
@@ -30,15 +30,15 @@ def test_breakdown_takes_medians_and_p95_per_step() -> None:
 def test_cpu_budget_pairs_each_workers_consecutive_requests() -> None:
     # Two workers served in turn; each one's CPU clock advances 2 ms per request cycle, and each
     # child's whole life (reported with the next request of the same worker) is 0.5 ms past its reply.
-    traces = []
+    stamp_sets = []
     cpu = {0: 0, 1: 50_000_000}
     for i in range(6):
         w = i % 2
         cpu[w] += 2_000_000
         prev_reply = 1_300_000 if i >= 2 else None
-        traces.append(_trace(w, i * 10_000_000, cpu=cpu[w], child_base=300_000, child_reply=1_300_000,
+        stamp_sets.append(_stamp_set(w, i * 10_000_000, cpu=cpu[w], child_base=300_000, child_reply=1_300_000,
                              child_life=None if prev_reply is None else prev_reply + 500_000))
-    budget = dict(cpu_budget(traces))
+    budget = dict(cpu_budget(stamp_sets))
     assert math.isclose(budget["engine (the caller's thread)"], 0.2)
     assert math.isclose(
         budget["worker (one request cycle; the fork too without a zygote)"], 2.0
@@ -53,16 +53,16 @@ def test_cpu_budget_pairs_each_workers_consecutive_requests() -> None:
 def test_fault_budget_pairs_each_workers_consecutive_requests() -> None:
     # Two workers in turn, with counters far apart: worker 0 takes 250 faults a cycle and its
     # children 400; worker 1 takes 300 and 450. A pairing across workers would give huge numbers.
-    traces = []
+    stamp_sets = []
     counts = {0: [1_000, 5_000], 1: [900_000, 2_000_000]}
     step = {0: (250, 400), 1: (300, 450)}
     for i in range(8):
         w = i % 2
         counts[w][0] += step[w][0]
         counts[w][1] += step[w][1]
-        traces.append({"e_worker": w, "w_minflt": counts[w][0], "w_cminflt": counts[w][1]})
-    traces.append({"e_worker": 0})  # an untraced step is skipped, not paired
-    budget = dict(fault_budget(traces))
+        stamp_sets.append({"e_worker": w, "w_minflt": counts[w][0], "w_cminflt": counts[w][1]})
+    stamp_sets.append({"e_worker": 0})  # an unstamped step is skipped, not paired
+    budget = dict(fault_budget(stamp_sets))
     assert budget["worker (one request cycle; the fork too without a zygote)"] == 275.0  # median of 3 x 250 and 3 x 300
     assert budget["child (its whole life)"] == 425.0
     assert fault_budget([]) == []
@@ -71,7 +71,7 @@ def test_fault_budget_pairs_each_workers_consecutive_requests() -> None:
 def test_the_zygotes_cpu_and_faults_are_paired_per_worker_and_a_new_zygote_is_skipped() -> None:
     # Each worker's zygote uses 0.3 ms and takes 12 faults per cycle; worker 1's zygote is replaced
     # midway (its counters start again near 0): that pair is left out, not counted as negative.
-    traces = []
+    stamp_sets = []
     z = {0: [10_000_000, 100], 1: [90_000_000, 9_000]}
     for i in range(10):
         w = i % 2
@@ -80,9 +80,9 @@ def test_the_zygotes_cpu_and_faults_are_paired_per_worker_and_a_new_zygote_is_sk
         else:
             z[w][0] += 300_000
             z[w][1] += 12
-        traces.append({"e_worker": w, "z_cpu_ns": z[w][0], "z_minflt": z[w][1], "w_minflt": 0, "w_cminflt": 0})
-    assert math.isclose(dict(cpu_budget(traces))["zygote (forks the worker's next child)"], 0.3)
-    assert dict(fault_budget(traces))["zygote (forks the worker's next child)"] == 12.0
+        stamp_sets.append({"e_worker": w, "z_cpu_ns": z[w][0], "z_minflt": z[w][1], "w_minflt": 0, "w_cminflt": 0})
+    assert math.isclose(dict(cpu_budget(stamp_sets))["zygote (forks the worker's next child)"], 0.3)
+    assert dict(fault_budget(stamp_sets))["zygote (forks the worker's next child)"] == 12.0
 
 
 def test_machine_load_is_busy_ticks_per_evaluation_and_share_of_all_ticks() -> None:

@@ -122,7 +122,7 @@ def test_an_agent_member_that_cannot_start_fails_alone_and_stops_driving(tmp_pat
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("workspace unusable")
 
-    monkeypatch.setattr("reasearch.agent.session.Agent", broken)
+    monkeypatch.setattr("reasearch.agent.launch.Agent", broken)
     spec = compare_spec([TASK], ["agent", "evolve"], seeds=[0], budget=2, model="demo", parallelism=1)
     store = str(tmp_path / "runs")
     report = run_compare(spec, store=store, run_dir=store, fleet_id="cmp-start")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from reasearch.cli import main
+from reasearch.errors import TaskFolderError
 from reasearch.evaluators.checker import check_task
 from reasearch.evaluators.registry import make
 from reasearch.runs import Run, RunState, open_store
@@ -83,6 +84,12 @@ def test_optimize_with_the_demo_model_records_the_folders_hash(folder: Path, tmp
     assert spec.params["folder"] == str(folder.resolve())
     best = Run.open(open_store(run_dir), record.id).best()
     assert best is not None and best[1].score is not None and best[1].score >= 0.1 - 1e-12
+    import shutil
+
+    shutil.rmtree(folder)  # the report reads the store, not the folder
+    report = tmp_path / "report.html"
+    assert main(["report", record.id, "--run-dir", str(run_dir), "-o", str(report)]) == 0, capsys.readouterr().err
+    assert "my_task/spread-v1" in report.read_text()
 
 
 MISTAKES = [
@@ -216,3 +223,66 @@ def test_compare_and_fleet_refuse_a_broken_folder_before_storing_anything(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"score.py line {_line(folder, 'score.py', '/ 0')}: score() raised" in err, err
     assert not store.exists() or open_store(store).list_runs() == []
+
+
+def test_a_fleet_spec_file_reads_a_relative_folder_against_its_own_folder(folder: Path, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    specs = tmp_path / "specs" / "deep"
+    specs.mkdir(parents=True)
+    spec = specs / "fleet.toml"
+    spec.write_text(f'tasks = ["../../{folder.name}"]\nmodels = ["demo"]\nbudget = {{evaluations = 3}}\n\n'
+                    f'[task_params."../../{folder.name}"]\nn = 4\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # ../../my-task from here does not exist: the spec file's folder decides
+    fleet_dir = tmp_path / "fleet"
+    code = main(["fleet", "run", "--spec", str(spec), "--run-dir", str(fleet_dir), "--quiet", "--id", "fs"])
+    assert code == 0, capsys.readouterr().err
+    stored = open_store(fleet_dir).get_fleet("fs")
+    assert stored["tasks"] == [str(folder.resolve())]
+    assert stored["task_params"] == {str(folder.resolve()): {"n": 4}}
+    (record,) = open_store(fleet_dir).list_runs()
+    assert record.state is RunState.FINISHED and record.task_spec is not None
+    assert record.task_spec.params["params"] == {"n": 4}
+
+
+@pytest.mark.parametrize("fmt", ["openevolve", "shinka"])
+def test_an_exported_evaluator_pins_the_folders_content(folder: Path, tmp_path: Path, fmt: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+    import sys
+
+    from reasearch.adapters._program import close_sandboxes
+
+    out = tmp_path / "evaluator.py"
+    assert main(["export-evaluator", str(folder), "--for", fmt, "-o", str(out)]) == 0
+    capsys.readouterr()
+    content_hash = make(str(folder)).spec.params["content_hash"]
+    assert content_hash in out.read_text()
+    program = tmp_path / "even.py"
+    program.write_text("def solve(n):\n    return [i / (n - 1) for i in range(n)]\n")
+    _set(folder, "score.py", "worst = min(gaps)", "worst = max(gaps)")  # the folder changes after the export
+    try:
+        if fmt == "openevolve":
+            evaluate = runpy.run_path(str(out))["evaluate"]
+            with pytest.raises(TaskFolderError, match=r"changed since this run was stored \(score\.py changed\)"):
+                evaluate(str(program))
+        else:
+            with pytest.raises(SystemExit) as exit_info:
+                argv, sys.argv = sys.argv, [str(out), "--program_path", str(program), "--results_dir",
+                                            str(tmp_path / "results")]
+                try:
+                    runpy.run_path(str(out), run_name="__main__")
+                finally:
+                    sys.argv = argv
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "changed since this run was stored (score.py changed)" in err, err
+            assert not (tmp_path / "results" / "metrics.json").exists()
+        assert main(["export-evaluator", str(folder), "--for", "openevolve", "-o", str(out)]) == 0  # exported anew
+        metrics = runpy.run_path(str(out))["evaluate"](str(program))
+        metrics = metrics.metrics if hasattr(metrics, "metrics") else metrics
+        assert metrics["score"] == pytest.approx(0.25)  # max gap of even points (the changed score.py)
+    finally:
+        close_sandboxes()

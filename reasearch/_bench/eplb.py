@@ -39,11 +39,11 @@ def _seed_function(source: str) -> types.FunctionType:
 def run(quick: bool) -> list[BenchRow]:
     """Measures the algorithm and the task; ``quick`` uses fewer repetitions."""
     from reasearch.engine import default_pool
-    from reasearch.evaluators.eplb import EplbTask, SyntheticTrace
+    from reasearch.evaluators.eplb import EplbTask, SyntheticWorkload
     from reasearch.native.alloc import keep_freed_memory
     from reasearch.native.eplb import rebalance_experts, rebalance_experts_reference
 
-    weight = SyntheticTrace().windows(1)[0]
+    weight = SyntheticWorkload().windows(1)[0]
     task = EplbTask()
     seed_fn = _seed_function(task.seed_program())
     expected = rebalance_experts_reference(weight, *CONFIG)

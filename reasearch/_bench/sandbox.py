@@ -15,7 +15,7 @@ Figures (one run, same machine, same moment):
 * the circle-packing seed's whole ``evaluate()`` on the same nsjail pool;
 * process mode beside nsjail;
 * the breakdown of one trivial evaluation (nsjail, fitted image) from monotonic stamps taken by the
-  engine, the worker and the child (``SandboxPool.run_traced``), step by step along the critical
+  engine, the worker and the child (``SandboxPool.run_stamped``), step by step along the critical
   path, then the work each worker does after its reply (off the caller's path, but on the cores);
 * the CPU each process spends per evaluation (engine, worker, child before/serving/after), whose
   sum bounds the throughput 2 cores can give;
@@ -91,25 +91,25 @@ print(statistics.median(ts))
 """
 
 
-def breakdown(traces: Sequence[Mapping[str, int]],
+def breakdown(stamp_sets: Sequence[Mapping[str, int]],
               steps: Sequence[tuple[str, str, str]]) -> list[tuple[str, float, float]]:
-    """(label, median ms, p95 ms) of each step over the traces that hold both of its stamps.
+    """(label, median ms, p95 ms) of each step over the stamp sets that hold both of its stamps.
 
-    Steps with no trace holding both stamps are left out.
+    Steps with no stamp set holding both stamps are left out.
     """
     out = []
     for label, a, b in steps:
-        ds = sorted((t[b] - t[a]) / 1e6 for t in traces if a in t and b in t)
+        ds = sorted((t[b] - t[a]) / 1e6 for t in stamp_sets if a in t and b in t)
         if ds:
             out.append((label, median(ds), p95(ds)))
     return out
 
 
-def _same_worker_pairs(traces: Sequence[Mapping[str, int]]) -> list[tuple[Mapping[str, int], Mapping[str, int]]]:
-    """Each trace with the previous trace of the same worker (``e_worker``), in order."""
+def _same_worker_pairs(stamp_sets: Sequence[Mapping[str, int]]) -> list[tuple[Mapping[str, int], Mapping[str, int]]]:
+    """Each stamp set with the previous one of the same worker (``e_worker``), in order."""
     pairs = []
     last: dict[int, Mapping[str, int]] = {}
-    for t in traces:
+    for t in stamp_sets:
         w = t.get("e_worker")
         if w is None:
             continue
@@ -119,20 +119,20 @@ def _same_worker_pairs(traces: Sequence[Mapping[str, int]]) -> list[tuple[Mappin
     return pairs
 
 
-def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
-    """(label, median CPU ms per evaluation) of each process, from traces taken one at a time.
+def cpu_budget(stamp_sets: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
+    """(label, median CPU ms per evaluation) of each process, from stamp sets taken one at a time.
 
     The worker's share is the CPU clock it advanced from one of its requests to its next (its whole
     cycle: request, reply, teardown, fork, clean-up), and so is its zygote's, which does the fork
     where there is one; the child's is split at its request and its reply, and its exit comes from
     ``wait4`` after the next request of the same worker.
     """
-    engine = [t["e_cpu_ns"] / 1e6 for t in traces if "e_cpu_ns" in t]
-    before = [t["child_cpu_base_ns"] / 1e6 for t in traces if "child_cpu_base_ns" in t]
-    serving = [(t["child_cpu_reply_ns"] - t["child_cpu_base_ns"]) / 1e6 for t in traces
+    engine = [t["e_cpu_ns"] / 1e6 for t in stamp_sets if "e_cpu_ns" in t]
+    before = [t["child_cpu_base_ns"] / 1e6 for t in stamp_sets if "child_cpu_base_ns" in t]
+    serving = [(t["child_cpu_reply_ns"] - t["child_cpu_base_ns"]) / 1e6 for t in stamp_sets
                if "child_cpu_reply_ns" in t and "child_cpu_base_ns" in t]
     worker, zygote, exits = [], [], []
-    for prev, t in _same_worker_pairs(traces):
+    for prev, t in _same_worker_pairs(stamp_sets):
         if "w_cpu_ns" in prev and "w_cpu_ns" in t:
             worker.append((t["w_cpu_ns"] - prev["w_cpu_ns"]) / 1e6)
         if "z_cpu_ns" in prev and "z_cpu_ns" in t and t["z_cpu_ns"] >= prev["z_cpu_ns"]:  # (a new zygote: skip)
@@ -150,13 +150,13 @@ def cpu_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
     return rows
 
 
-def fault_budget(traces: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
+def fault_budget(stamp_sets: Sequence[Mapping[str, int]]) -> list[tuple[str, float]]:
     """(label, median minor page faults per evaluation) of the worker and of its children, from
-    traces taken one at a time: the worker's own faults from one of its requests to its next, and
+    stamp sets taken one at a time: the worker's own faults from one of its requests to its next, and
     those of the children it reaped meanwhile (one per evaluation). Right after a fork nearly every
     page write is a copy-on-write fault, so these count the pages each side writes per evaluation."""
     worker, zygote, children = [], [], []
-    for prev, t in _same_worker_pairs(traces):
+    for prev, t in _same_worker_pairs(stamp_sets):
         if "w_minflt" in prev and "w_minflt" in t:
             worker.append(t["w_minflt"] - prev["w_minflt"])
             children.append(t["w_cminflt"] - prev["w_cminflt"])
@@ -324,37 +324,37 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
     req = RunRequest(source=TRIVIAL)
     for _ in range(10):
         pool.run(req)
-    traces = []
+    stamp_sets = []
     for _ in range(repeat):
         cpu0 = time.thread_time_ns()
-        out, stamps = pool.run_traced(req)
+        out, stamps = pool.run_stamped(req)
         stamps["e_cpu_ns"] = time.thread_time_ns() - cpu0
         if out.value != 1:
-            raise RuntimeError(f"a traced trivial evaluation failed: {out.status} {out.error[:300]}")
-        traces.append(stamps)
+            raise RuntimeError(f"a stamped trivial evaluation failed: {out.status} {out.error[:300]}")
+        stamp_sets.append(stamps)
     rows = []
     tag = f"{pool.mode}, image {'+'.join(pool.profile_of(req)) or 'none'}"
-    crit = breakdown(traces, CRITICAL_PATH)
+    crit = breakdown(stamp_sets, CRITICAL_PATH)
     for i, (label, med, p95_ms) in enumerate(crit, 1):
         rows.append(BenchRow(SECTION, f"breakdown {i:2d}. {label}", med, "ms", note=f"p95 {p95_ms:.3f} ms; {tag}"))
-    end_to_end = breakdown(traces, [("critical path, engine to engine", "e_start", "e_done")])
+    end_to_end = breakdown(stamp_sets, [("critical path, engine to engine", "e_start", "e_done")])
     for label, med, p95_ms in end_to_end:
         rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms",
                              note=f"p95 {p95_ms:.3f} ms; sum of step medians {sum(m for _, m, _ in crit):.3f} ms"))
-    warmed = sum(1 for t in traces if t.get("c_warmed") == 1)
-    for label, med, p95_ms in breakdown(traces, POST_REPLY):
+    warmed = sum(1 for t in stamp_sets if t.get("c_warmed") == 1)
+    for label, med, p95_ms in breakdown(stamp_sets, POST_REPLY):
         note = f"p95 {p95_ms:.3f} ms; off the caller's path"
         if label.startswith("after reply: child set-up"):  # back to back a child skips its warm-up (_child._warm_up)
-            note += f"; warmed up before its request in {warmed} of {len(traces)}"
+            note += f"; warmed up before its request in {warmed} of {len(stamp_sets)}"
         rows.append(BenchRow(SECTION, f"breakdown    {label}", med, "ms", note=note))
-    budget = cpu_budget(traces)
+    budget = cpu_budget(stamp_sets)
     for label, ms in budget:
         rows.append(BenchRow(SECTION, f"CPU per evaluation: {label}", ms, "ms", note=tag))
     if budget:
         total = sum(ms for _, ms in budget)
         rows.append(BenchRow(SECTION, "CPU per evaluation: total", total, "ms",
                              note=f"{tag}; 2 cores at most {2000.0 / total:.0f} evals/s at this CPU cost"))
-    for label, n in fault_budget(traces):
+    for label, n in fault_budget(stamp_sets):
         rows.append(BenchRow(SECTION, f"page faults per evaluation: {label}", n, "faults",
                              note=f"{tag}; minor faults (getrusage): after a fork, mostly copy-on-write"))
     return rows

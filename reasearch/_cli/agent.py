@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from reasearch._cli._params import key_values
+from reasearch._cli._track import add_track_arg, check_track, tracking
 from reasearch.engine.waits import set_owner
-from reasearch.errors import ConfigError
+from reasearch.errors import ConfigError, ModelError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
 EXIT_CTRL_C = 130  # as the shell reports a process ended by SIGINT
@@ -102,6 +103,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--student-tokens", type=int, default=None, metavar="N",
                    help="prompt tasks: cap on the student's tokens, input + output (default: none; counted apart "
                         "from the agent's --max-tokens)")
+    add_track_arg(p)
     p.set_defaults(func=optimize)
 
     r = sub.add_parser("resume", help="resume an agent run", epilog=_EXITS,
@@ -226,11 +228,12 @@ def _executor(text: str) -> Any:
 def optimize(args: argparse.Namespace) -> int:
     from reasearch._cli._shared import student_params
     from reasearch.agent import AgentConfig, build_model
-    from reasearch.agent.session import check_budget
+    from reasearch.agent.launch import check_budget
     from reasearch.evaluators import make
     from reasearch.evaluators.kinds import PromptKind, RepositoryKind, task_kind
     from reasearch.runs import Budget
 
+    check_track(args)  # a missing tracker package: one line, exit 2, no run made
     params = key_values(args.param)
     task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
     prompt_task = isinstance(task_kind(task), PromptKind)
@@ -294,7 +297,8 @@ def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, floa
     console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False,
                   soft_wrap=True)
     set_owner(f"run {agent.run.id}")  # a slot this process leases names the run to whoever waits for it
-    code = _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
+    with tracking(args, lambda: agent.run.store.url, lambda store: [(agent.run.id, "", "agent")]):
+        code = _run_agent(agent, console, args.quiet, f"reasearch optimize {args.task_id}", args.run_dir)
     for event in agent.run.events(kind="test_result"):  # prompt tasks: scored by the trusted side at finish
         res = event.payload["result"]
         console.print(f"test split (sealed, scored by the harness): status {res['status']}, accuracy "
@@ -306,7 +310,7 @@ def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, floa
 def resume(args: argparse.Namespace) -> int:
     from dataclasses import replace as dc_replace
 
-    from reasearch.agent.session import effective_config, open_existing_store
+    from reasearch.agent.launch import effective_config, open_existing_store
     from reasearch.runs import Run, RunState
 
     console = Console(stderr=True)
@@ -335,6 +339,8 @@ def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, mo
             executor: Any) -> int:
     from reasearch.agent import open_agent
 
+    if run.config.get("driver") == "method":  # a method's run (a fork of one): its own runner, as recorded
+        return _resume_method(console, run, store, executor)
     agent = open_agent(run.id, run_dir=args.run_dir, store=store, model_specs=model_specs, executor=executor,
                        fallbacks=fallbacks if model_specs else None, allow_endpoint_change=args.base_url is not None)
     _check_models(agent.config)
@@ -343,6 +349,23 @@ def _resume(args: argparse.Namespace, console: Console, run: Any, store: Any, mo
                   highlight=False, soft_wrap=True)
     agent.run.resume()  # this process drives the run now (state running, heartbeat)
     return _run_agent(agent, console, args.quiet, f"reasearch resume {agent.run.id[:12]}", args.run_dir)
+
+
+def _resume_method(console: Console, run: Any, store: Any, executor: Any) -> int:
+    from reasearch.methods import open_method
+
+    runner = open_method(run.id, store=store, executor=executor)
+    console.print(f"resuming {runner.method} run {run.id} ({run.state.value})", highlight=False, soft_wrap=True)
+    try:
+        result = runner.optimize()
+    except ModelError as exc:
+        print(f"reasearch: interrupted: {_one_line(str(exc))[:600]}; the run is saved: `reasearch resume {run.id}` "
+              "continues it", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    score = "none" if result.final_score is None else f"{result.final_score:.12g}"
+    console.print(f"run {result.run_id} finished ({result.method}): best {score}; {result.reason}",
+                  highlight=False, soft_wrap=True, markup=False)
+    return EXIT_OK if result.final_candidate else EXIT_FAILED
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -385,8 +408,8 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def lessons_collect(args: argparse.Namespace) -> int:
+    from reasearch.agent.launch import open_existing_store
     from reasearch.agent.lessons import collect_lessons, render_library
-    from reasearch.agent.session import open_existing_store
 
     store = open_existing_store(args.run_dir)
     lessons, runs = collect_lessons(store, args.task_prefix, run_dir=args.run_dir)

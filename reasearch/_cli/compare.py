@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from reasearch._cli._track import add_track_arg, check_track, fleet_runs, tracking
 from reasearch._cli.fleet import _executor, _fmt, _seeds, members_table, print_ended
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -52,6 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--student", metavar="MODEL", help="prompt tasks: the student, openai/NAME or anthropic/NAME")
     p.add_argument("--student-base-url", metavar="URL", help="prompt tasks: the student's endpoint")
     p.add_argument("--quiet", action="store_true", help="no live table")
+    add_track_arg(p)
     p.set_defaults(func=cmd_compare)
 
 
@@ -164,6 +166,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.id is not None:  # before anything is stored
         check_id(args.id, "fleet id", max_len=MAX_FLEET_ID_LEN)
+    check_track(args)  # a missing tracker package: one line, exit 2, no fleet stored
+    if args.track and args.id is None:  # the tracker follows the comparison's fleet by its id: name it now
+        from reasearch.fleets.fleet import new_fleet_id
+
+        args.id = new_fleet_id()
     kind, address = _executor(args.executor)
     args.tasks = [task_ref(t) for t in args.tasks]  # task folders by their absolute paths
     spec = compare_spec(args.tasks, [m.strip() for m in args.methods.split(",") if m.strip()],
@@ -187,8 +194,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         live = Live(console=console, refresh_per_second=2)
         live.__enter__()
     try:
-        report = run_compare(spec, store=store, run_dir=args.run_dir, fleet_id=args.id, executor=kind,
-                             address=address, on_update=on_update)
+        with tracking(args, lambda: store, fleet_runs(args.id or "")):
+            report = run_compare(spec, store=store, run_dir=args.run_dir, fleet_id=args.id, executor=kind,
+                                 address=address, on_update=on_update)
     finally:
         if live is not None:
             live.__exit__(None, None, None)

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from reasearch._cli._track import add_track_arg, check_track, fleet_runs, tracking
 from reasearch.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -57,6 +58,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--id", metavar="FLEET_ID", help="an explicit fleet id")
     _store_args(r)
     _exec_args(r)
+    add_track_arg(r)
     r.set_defaults(func=cmd_run)
 
     s = fs.add_parser("resume", help="finish what a crash left of a fleet")
@@ -216,6 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.id is not None:  # before anything is probed or stored
         check_id(args.id, "fleet id", max_len=MAX_FLEET_ID_LEN)
+    check_track(args)  # a missing tracker package: one line, exit 2, no fleet stored
     spec = _spec_from_args(args)
     check_task_folders(spec.tasks, spec.task_params)  # a broken task folder: one line, exit 2, no fleet stored
     for model in dict.fromkeys(spec.models):  # before the fleet is stored: a down endpoint makes no runs
@@ -227,9 +230,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         if unpriced:
             print(f"note: no price is known for {', '.join(unpriced)}: the fleet's dollar cap binds the other members "
                   "(give price_in/price_out in a --spec file to count them)", file=sys.stderr)
-    return _drive(args, lambda kind, address, cb: run_fleet(spec, store=_store(args), run_dir=args.run_dir,
-                                                              fleet_id=args.id, executor=kind, address=address,
-                                                              on_update=cb))
+    if args.track and args.id is None:  # the tracker follows the fleet by its id: name it now
+        from reasearch.fleets.fleet import new_fleet_id
+
+        args.id = new_fleet_id()
+    with tracking(args, lambda: _store(args), fleet_runs(args.id or "")):
+        return _drive(args, lambda kind, address, cb: run_fleet(spec, store=_store(args), run_dir=args.run_dir,
+                                                                  fleet_id=args.id, executor=kind, address=address,
+                                                                  on_update=cb))
 
 
 def _fleet_id(store_url: str, given: str) -> str:

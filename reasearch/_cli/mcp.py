@@ -26,6 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", metavar="RUN", help="continue this MCP run (id or unique prefix) instead of starting one")
     p.add_argument("--evaluators", action="store_true",
                    help="stateless: list_tasks, describe_task and evaluate on any task (nothing is stored)")
+    p.add_argument("--steer", action="store_true",
+                   help="supervise: list_runs, steer (hint, pin, ban, lift, pause, resume, cap, stop), interventions "
+                        "and fork on the runs of the store (--store or --run-dir)")
     p.add_argument("--budget", type=int, metavar="N",
                    help="evaluations the run may spend (default 50); with --evaluators: evaluations this server runs "
                         "(default: no cap)")
@@ -93,10 +96,19 @@ def serve(args: argparse.Namespace) -> int:
 
         check_port_free(args.host, args.port)  # before a run is made for the server
     driver = None
-    if args.evaluators:
+    steer_store = None
+    if args.steer:
+        if args.task_id or args.run or args.evaluators:
+            raise ConfigError("--steer supervises the runs of a store: give neither TASK_ID, --run nor --evaluators")
+        from reasearch.agent.mcp.steering import SteeringService
+
+        steer_store = open_store(args.store or args.run_dir)
+        provider: Any = SteeringService(steer_store)
+        name = "reasearch-steering"
+    elif args.evaluators:
         if args.task_id or args.run:
             raise ConfigError("--evaluators serves every task without a run: give neither TASK_ID nor --run")
-        provider: Any = mcp_server.EvaluatorsService(mcp_server.EvaluatorTools(max_evaluations=args.budget))
+        provider = mcp_server.EvaluatorsService(mcp_server.EvaluatorTools(max_evaluations=args.budget))
         name = "reasearch-evaluators"
     else:
         if bool(args.task_id) == bool(args.run):
@@ -130,6 +142,8 @@ def serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if steer_store is not None:
+            steer_store.close()
         if driver is not None:
             driver.close()
             state = "finished" if driver.finished else f"continue it with: reasearch mcp --run {driver.run.id}"

@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from reasearch.adapters.prompt_session import score_test  # a run of another kind: one line, exit 2
+    from reasearch.runs.prompt_splits import score_test  # a run of another kind: one line, exit 2
     from reasearch.runs.run import Run
 
     prompt = None

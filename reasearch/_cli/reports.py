@@ -13,6 +13,7 @@ from reasearch._cli._shared import open_store, store_args
 from reasearch.errors import ConfigError
 
 TOKEN_ENV = "REASEARCH_SERVE_TOKEN"
+STEER_TOKEN_ENV = "REASEARCH_STEER_TOKEN"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,16 +31,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     store_args(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("serve", help="a read-only live dashboard over a run store",
-                       description="Serve every run of a store (state, best, budget, last activity) and each run's "
-                                   "report, updated live as evaluations land. Binds 127.0.0.1 unless told otherwise; "
-                                   "any other address needs an access token.")
+    p = sub.add_parser("serve", help="a live dashboard over a run store (read only unless --steer)",
+                       description="Serve every run of a store, grouped by task, fleet or method (normalized "
+                                   "scores, sparklines, state, spend; filters as query parameters), each run's "
+                                   "report with its running experiments and lessons file, and each fleet's "
+                                   "comparison, updated live as evaluations land. Binds 127.0.0.1 unless told "
+                                   "otherwise; any other address needs an access token.")
     store_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     p.add_argument("--token", help=f"access token required on every request (default: ${TOKEN_ENV}); "
                                    "needed to bind a non-loopback address")
     p.add_argument("--poll", type=float, default=0.5, metavar="S", help="seconds between looks at the store")
+    p.add_argument("--steer", action="store_true",
+                   help="also take interventions (hint, pin, ban, pause, cap, stop, fork) from each run page's "
+                        f"steering panel; every write needs a write token, made at start and printed once (or "
+                        f"${STEER_TOKEN_ENV}), which is never put in a URL")
     p.set_defaults(func=cmd_serve)
 
 
@@ -86,6 +93,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     check_bind(args.host, token)  # before the store is opened: a refused bind touches nothing
+    steer_token = None
+    if args.steer:
+        import secrets
+
+        from reasearch.reports.steer_web import check_steer_token
+
+        steer_token = os.environ.get(STEER_TOKEN_ENV) or secrets.token_urlsafe(24)
+        check_steer_token(steer_token)
+        if token is not None and steer_token == token:
+            raise ConfigError(f"${STEER_TOKEN_ENV} equals the read token: a person who can read the dashboard could "
+                              "steer; give them different values")
     from reasearch._cli._port import check_port_free
 
     check_port_free(args.host, args.port)  # a busy port: one line, exit 2 (not uvicorn's raw error)
@@ -93,7 +111,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host = f"[{args.host}]" if ":" in args.host else args.host
         print(f"dashboard of {store.display_url} on http://{host}:{args.port}/"
               + ("?token=..." if token else "") + " (Ctrl-C stops it)", file=sys.stderr)
-        serve(store, host=args.host, port=args.port, token=token, poll_interval_s=args.poll)
+        if steer_token is not None:
+            made = "" if os.environ.get(STEER_TOKEN_ENV) else f": {steer_token}"
+            print(f"steering is on; the write token{made or ' is $' + STEER_TOKEN_ENV} (paste it in a run page's "
+                  "steering panel, or send it in the X-Reasearch-Steer-Token header)", file=sys.stderr)
+        serve(store, host=args.host, port=args.port, token=token, poll_interval_s=args.poll, steer_token=steer_token)
     return 0
 
 

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from reasearch._cli._shared import open_store, store_args, sub_store_args
 from reasearch._cli.runs_clean import add_subcommands
-from reasearch.errors import ReasearchError
+from reasearch.errors import ConfigError, ReasearchError
 from reasearch.evaluators.scores import heldout_text
 from reasearch.evaluators.training import heldout_public_of
 from reasearch.runs.display import age_text, budget_text, duration_text
@@ -38,13 +38,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("export", help="dump everything stored about one run",
-                       description="Export one run (record, status, candidates, evaluations, ledger, events).")
+    p = sub.add_parser("export", help="dump everything stored about one run, or write it to MLflow or W&B",
+                       description="Export one run (record, status, candidates, evaluations, ledger, events) as "
+                                   "JSON, or with --to, to an experiment tracker: parameters, spend, the curve (one "
+                                   "metric step per evaluation), the best candidate and the interventions.")
     p.add_argument("run", metavar="RUN", help="run id (a unique prefix is enough)")
     store_args(p)
     p.add_argument("--json", action="store_true",
-                   help="export as JSON (the default and only format; accepted so scripts may say so)")
+                   help="export as JSON (the default format; accepted so scripts may say so)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--to", metavar="mlflow|wandb", help="write the run to an experiment tracker instead (the "
+                                                        "trackers extra: pip install 'reasearch[trackers]')")
+    p.add_argument("--tracking-uri", metavar="URI", help="--to mlflow: where (default $MLFLOW_TRACKING_URI, "
+                                                          "else ./mlruns, a file store)")
+    p.add_argument("--experiment", metavar="NAME", help="--to mlflow: the experiment (default "
+                                                        "$MLFLOW_EXPERIMENT_NAME, else reasearch)")
+    p.add_argument("--project", metavar="NAME", help="--to wandb: the project (default $WANDB_PROJECT, else "
+                                                     "reasearch; WANDB_MODE=offline writes a local run)")
     p.set_defaults(func=cmd_export)
 
 
@@ -146,7 +156,17 @@ def _summary(run: Run) -> dict[str, Any]:
         "best": None if best is None else {"candidate_id": best[0], "result": best[1].to_dict(),
                                            "source": run.candidate_source(best[0])},
         "ledger": totals,
+        "interventions": _interventions(run),
     }
+
+
+def _interventions(run: Run) -> list[dict[str, Any]]:
+    """Every intervention sent to the run, with what followed each applied one (runs/steering.py)."""
+    from reasearch.runs.steering import effects, history
+
+    measured = {e.intervention.seq: e for e in effects(run.store, run.id)}
+    return [{**i.to_dict(), "effect": measured[i.seq].to_dict() if i.seq in measured else None}
+            for i in history(run.store, run.id)]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -191,10 +211,34 @@ def cmd_show(args: argparse.Namespace) -> int:
         console.print(f"best: {_fmt(best['result']['score'])} (candidate {best['candidate_id'][:12]}, "
                       f"step {st['best_step']})" + (f"; {held_out}" if held_out else ""), markup=False)
         console.print(best["source"], markup=False, highlight=False)
+    _print_interventions(console, data["interventions"])
     return 0
 
 
+def _print_interventions(console: Console, rows: list[dict[str, Any]]) -> None:
+    """One line per intervention: what, who, where it was applied and the scores around it."""
+    if not rows:
+        return
+    from reasearch.runs.steering import Intervention
+
+    console.print(f"interventions: {len(rows)}", highlight=False)
+    for r in rows:
+        i, e = Intervention.from_dict(r), r["effect"]
+        line = f"  {i.describe()} at {i.at}, " + ("pending" if i.applied_step is None else f"step {i.applied_step}")
+        if e is not None:
+            line += (f"; best before {_fmt(e['score_before'])}, best of the next {e['evaluations_after']} "
+                     f"evaluations {_fmt(e['best_after'])}")
+            if e["twin_run"]:
+                line += f"; unsteered twin {e['twin_run']}: {_fmt(e['twin_before'])} then {_fmt(e['twin_after'])}"
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.to is not None:
+        return _export_to_tracker(args)
+    for flag in ("tracking_uri", "experiment", "project"):
+        if getattr(args, flag) is not None:
+            raise ConfigError(f"--{flag.replace('_', '-')} goes with --to (mlflow or wandb)")
     with open_store(args) as store:
         run = Run.open(store, args.run)
         data = _summary(run)
@@ -208,6 +252,24 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"wrote run {data['run']['id']} to {args.output}", file=sys.stderr)
     else:
         print(text)
+    return 0
+
+
+def _export_to_tracker(args: argparse.Namespace) -> int:
+    from reasearch.reports.trackers import check_tracker, export_run
+
+    if args.output is not None or args.json:
+        raise ConfigError("--to writes to a tracker: leave out -o and --json (they are for the JSON export)")
+    check_tracker(args.to)  # unknown, or its package missing: one line, exit 2
+    if args.to == "wandb" and (args.tracking_uri or args.experiment):
+        raise ConfigError("--tracking-uri and --experiment are MLflow's; W&B takes --project")
+    if args.to == "mlflow" and args.project:
+        raise ConfigError("--project is W&B's; MLflow takes --tracking-uri and --experiment")
+    options = ({"tracking_uri": args.tracking_uri, "experiment": args.experiment} if args.to == "mlflow"
+               else {"project": args.project})
+    with open_store(args) as store:
+        where = export_run(store, args.run, args.to, **options)
+    print(f"exported to {where}", file=sys.stderr)
     return 0
 
 

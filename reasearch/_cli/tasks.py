@@ -24,9 +24,16 @@ from reasearch._cli._shared import (
     result_table,
     student_params,
 )
-from reasearch.errors import ConfigError
+from reasearch.errors import ConfigError, ReasearchError
 from reasearch.evaluators.kinds import ProgramKind, PromptKind, PromptOptions, RepositoryKind, task_kind
-from reasearch.evaluators.registry import is_folder_ref, list_tasks, make, make_folder_task, registered_entry
+from reasearch.evaluators.registry import (
+    is_folder_ref,
+    list_tasks,
+    make,
+    make_folder_task,
+    plugin_problems,
+    registered_entry,
+)
 from reasearch.evaluators.result import Status
 
 if TYPE_CHECKING:
@@ -89,6 +96,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     nt.add_argument("name", metavar="NAME", help="the folder to create (its name becomes the task id's namespace)")
     nt.set_defaults(func=run_new_task)
 
+    ct = sub.add_parser("convert-task", help="write the split form of an OpenEvolve folder (the candidate cannot "
+                                              "touch its score)",
+                        description="Where an OpenEvolve folder's evaluate() imports the program, calls one function "
+                                    "and computes metrics from what it returned, write the split form (task.toml, "
+                                    "description.md, seed.py, score.py): the candidate runs alone in the sandbox and "
+                                    "the evaluator's code scores its return value on the trusted side. Otherwise one "
+                                    "line says why not (exit 2). See docs/your-own-task.md.")
+    ct.add_argument("folder", metavar="PATH", help="the OpenEvolve folder (initial_program.py + evaluator.py)")
+    ct.add_argument("out", metavar="OUT", help="the folder to create")
+    ct.set_defaults(func=run_convert_task)
+
 
 # ------------------------------------------------------------------------------------------ tasks
 
@@ -106,6 +124,7 @@ def _row(task_id: str) -> dict[str, Any]:
         "best_known_source": spec.best_known_source,
         "seed_score": spec.seed_score,
         "summary": entry.summary,
+        **({"package": entry.package} if entry.package else {}),
     }
 
 
@@ -120,9 +139,22 @@ def _listing(filter_text: str, expand: bool) -> list[dict[str, Any]]:
             else:
                 rows.append({"id": task_id, "family_size": len(members), "example": members[0] if members else None,
                              "summary": entry.summary})
+        elif registered_entry(task_id)[0].package:  # an installed package's: a broken one is a line, not an error
+            if filter_text in task_id:
+                try:
+                    rows.append(_row(task_id))
+                except ReasearchError as exc:
+                    print(f"reasearch: warning: {_one_line(str(exc))}", file=sys.stderr)
         else:
             rows.append(_row(task_id))
+    for line in plugin_problems():
+        print(f"reasearch: warning: {_one_line(line)}", file=sys.stderr)
     return [r for r in rows if filter_text in r["id"]]
+
+
+def _one_line(text: str) -> str:
+    """A package's message on one printable line (it may hold a newline or a terminal escape)."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 def _params(task_id: str, as_json: bool) -> int:
@@ -135,9 +167,13 @@ def _params(task_id: str, as_json: bool) -> int:
         params = make_folder_task(task_id).declared_params()
     else:
         entry, implied = registered_entry(task_id)
+        declared = getattr(make(task_id), "declared_params", None) if entry.package else None
         if entry.is_family and task_id != entry.id:
             make(task_id)  # a family whose task checks its own ids (ARC: they depend on the data): a bad one fails here
-        params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
+        if declared is not None:  # an installed package's task folder: the parameters its task.toml declares
+            params = declared()
+        else:
+            params = [p for p in describe_params(entry.load()) if p.name not in implied or p.name in entry.kwargs]
     if as_json:
         print(json.dumps([p.to_dict() for p in params], indent=2))
         return EXIT_OK
@@ -181,10 +217,14 @@ def run_tasks(args: argparse.Namespace) -> int:
     if args.params:
         return _params(args.filter, args.json)
     if args.filter and is_folder_ref(args.filter):  # a task folder: its one row
-        spec = make_folder_task(args.filter).spec
+        folder_task = make_folder_task(args.filter)
+        spec = folder_task.spec
+        kind = {"openevolve": "OpenEvolve folder", "shinka": "ShinkaEvolve folder"}.get(
+            str(getattr(folder_task, "kind", "")), "task folder")
+        trust = f"; trust: {folder_task.trust_note}" if folder_task.trust_note else ""
         rows: list[dict[str, Any]] = [{"id": spec.id, "direction": spec.direction, "best_known": spec.best_known,
                  "best_known_source": spec.best_known_source, "seed_score": spec.seed_score,
-                 "summary": f"task folder {spec.params['folder']} (content {str(spec.params['content_hash'])[:12]})"}]
+                 "summary": f"{kind} {spec.params['folder']} (content {str(spec.params['content_hash'])[:12]}){trust}"}]
     else:
         rows = _listing(args.filter, args.all)
     if args.json:
@@ -341,6 +381,24 @@ def _git_init(folder: Path, message: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------- new-task
+
+
+def run_convert_task(args: argparse.Namespace) -> int:
+    from reasearch.evaluators.peer_convert import convert_peer_folder
+
+    out = convert_peer_folder(args.folder, args.out)
+    try:
+        task = make_folder_task(str(out))
+        task.preflight()  # the seed scores under the converted score.py
+    except ConfigError:
+        import shutil
+
+        shutil.rmtree(out)  # a folder that does not work is not left behind
+        raise
+    print(f"wrote the split form of {args.folder} to {out} ({task.spec.id}): task.toml, description.md, seed.py, "
+          f"score.py\nthe candidate runs alone in the sandbox; score.py (the evaluator's code) scores what it returns\n"
+          f"next: reasearch optimize {out} --model demo   |   the format: docs/your-own-task.md")
+    return EXIT_OK
 
 
 def run_new_task(args: argparse.Namespace) -> int:

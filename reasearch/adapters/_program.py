@@ -19,11 +19,11 @@ from reasearch.evaluators.base import Task
 from reasearch.evaluators.kinds import ProgramKind, task_kind
 from reasearch.evaluators.result import EvalResult, Status
 
-__all__ = ["MAX_PROGRAM_BYTES", "close_sandboxes", "evaluate_file", "numeric_metrics", "read_program",
+__all__ = ["MAX_PROGRAM_BYTES", "close_sandboxes", "evaluate_file", "numeric_metrics", "pin_of", "read_program",
            "sandbox_for_this_process", "task_for"]
 
 MAX_PROGRAM_BYTES = 1 << 20
-_TASKS: dict[tuple[str, tuple[tuple[str, str], ...]], Task] = {}
+_TASKS: dict[tuple[str, tuple[tuple[str, str], ...], str], Task] = {}
 _POOL: dict[int, Any] = {}  # pid -> SandboxPool of that process
 _POOL_LOCK = threading.Lock()
 
@@ -61,19 +61,37 @@ def _close_pool(pid: int) -> None:
         pool.close()
 
 
-def task_for(task_id: str, params: Mapping[str, Any] | None = None) -> Task:
-    """The registered task ``task_id`` (built once per process and parameter set)."""
+def task_for(task_id: str, params: Mapping[str, Any] | None = None, pin: Mapping[str, Any] | None = None) -> Task:
+    """The registered task ``task_id`` (built once per process and parameter set).
+
+    ``pin`` (:func:`pin_of`, written into an exported evaluator): a task folder must still hold the content it was
+    exported with, or the task is refused with a line naming the files that changed."""
     from reasearch.evaluators.registry import make
 
     params = dict(params or {})
-    key = (task_id, tuple(sorted((k, repr(v)) for k, v in params.items())))
+    key = (task_id, tuple(sorted((k, repr(v)) for k, v in params.items())), repr(sorted((pin or {}).items())))
     task = _TASKS.get(key)
     if task is None:
-        task = make(task_id, **params)
+        if pin:
+            from reasearch.evaluators.folder import FolderTask
+
+            task = FolderTask(task_id, params, content_hash=str(pin["content_hash"]), files=dict(pin["files"]))
+            task.spec  # noqa: B018 - the folder is read and checked against the pin now
+        else:
+            task = make(task_id, **params)
         if not isinstance(task_kind(task), ProgramKind):
             raise ConfigError(f"{task_id} does not evaluate one program file; pick a program task (reasearch tasks)")
-        _TASKS[key] = task
+        if pin or not pin_of(task):  # an unpinned folder is read anew each time: an export pins what it holds now
+            _TASKS[key] = task
     return task
+
+
+def pin_of(task: Task) -> dict[str, Any]:
+    """What an exported evaluator pins of its task: a task folder's content hash and file hashes (else nothing)."""
+    params = task.spec.params
+    if task.spec.task_class.endswith(":FolderTask") and "content_hash" in params:
+        return {"content_hash": params["content_hash"], "files": dict(params["files"])}
+    return {}
 
 
 def read_program(program_path: str | Path) -> str | EvalResult:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reasearch.adapters.prompt_session import prompt_task_of
 from reasearch.evaluators.prompt import StudentReply, StudentRequest
 from reasearch.runs.ledger import Unit
+from reasearch.runs.prompt_splits import prompt_task_of
 from reasearch.runs.run import Run
 from reasearch.runs.students import StudentLedger
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reasearch.adapters._program import evaluate_file, numeric_metrics, task_for
+from reasearch.adapters._program import evaluate_file, numeric_metrics, pin_of, task_for
 from reasearch.adapters._rank import result_rank
 from reasearch.errors import ConfigError
 from reasearch.evaluators.result import EvalResult
@@ -91,13 +91,13 @@ def stage1_fields(result: EvalResult) -> tuple[dict[str, float], dict[str, str]]
 
 
 def evaluate_stage1_program(task_id: str, program_path: str | Path, *, params: Mapping[str, Any] | None = None,
-                            seed: int | None = 0) -> Any:
+                            seed: int | None = 0, pin: Mapping[str, Any] | None = None) -> Any:
     """OpenEvolve's cascade stage 1 for a task with a cheap stage (:func:`stage1_params`): a pass ranks 1.0.
 
     Raises:
         ConfigError: the task has no cheap first stage (export it without cascade stages).
     """
-    stage = stage1_params(task_for(task_id, params).spec)
+    stage = stage1_params(task_for(task_id, params, pin).spec)
     if stage is None:
         raise ConfigError(f"{task_id} has no cheap first stage; evaluate it with evaluate_program alone")
     result = evaluate_file(task_for(task_id, stage), program_path, seed=seed)
@@ -113,7 +113,7 @@ def _shaped(metrics: dict[str, float], artifacts: dict[str, str]) -> Any:
 
 
 def evaluate_program(task_id: str, program_path: str | Path, *, params: Mapping[str, Any] | None = None,
-                     seed: int | None = 0) -> Any:
+                     seed: int | None = 0, pin: Mapping[str, Any] | None = None) -> Any:
     """Evaluates one program for OpenEvolve: an ``EvaluationResult`` when OpenEvolve is importable, else a dict.
 
     Args:
@@ -121,8 +121,10 @@ def evaluate_program(task_id: str, program_path: str | Path, *, params: Mapping[
         program_path: the file OpenEvolve wrote.
         params: the task's constructor parameters.
         seed: passed to the task (recorded in provenance).
+        pin: a task folder's content hash and file hashes (the exported file's ``PIN``): a folder that changed
+            since the export is refused, naming the files.
     """
-    task = task_for(task_id, params)
+    task = task_for(task_id, params, pin)
     result = evaluate_file(task, program_path, seed=seed)
     return _shaped(*openevolve_fields(result, task.spec))
 
@@ -138,10 +140,11 @@ from reasearch.adapters.openevolve import evaluate_program
 TASK_ID = {task_id!r}
 PARAMS = {params!r}
 SEED = {seed!r}
+PIN = {pin!r}  # a task folder's content hash and file hashes: a folder changed since the export is refused
 
 
 def evaluate(program_path):
-    return evaluate_program(TASK_ID, program_path, params=PARAMS, seed=SEED)
+    return evaluate_program(TASK_ID, program_path, params=PARAMS, seed=SEED, pin=PIN)
 '''
 
 _CASCADE = '''
@@ -153,7 +156,7 @@ from reasearch.adapters.openevolve import evaluate_stage1_program
 
 
 def evaluate_stage1(program_path):
-    return evaluate_stage1_program(TASK_ID, program_path, params=PARAMS, seed=SEED)
+    return evaluate_stage1_program(TASK_ID, program_path, params=PARAMS, seed=SEED, pin=PIN)
 
 
 def evaluate_stage2(program_path):
@@ -164,5 +167,5 @@ def evaluate_stage2(program_path):
 def evaluator_source(task_id: str, params: Mapping[str, Any] | None = None, *, seed: int | None = 0) -> str:
     """The text of an ``evaluator.py`` OpenEvolve loads for ``task_id`` (the task is checked to exist)."""
     task = task_for(task_id, params)
-    text = _TEMPLATE.format(task_id=task_id, params=dict(params or {}), seed=seed)
+    text = _TEMPLATE.format(task_id=task_id, params=dict(params or {}), seed=seed, pin=pin_of(task))
     return text + _CASCADE if stage1_params(task.spec) is not None else text

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reasearch.adapters._program import evaluate_file, numeric_metrics, task_for
+from reasearch.adapters._program import evaluate_file, numeric_metrics, pin_of, task_for
 from reasearch.adapters._rank import result_rank
 from reasearch.errors import ReasearchError
 from reasearch.evaluators.result import EvalResult
@@ -52,14 +52,14 @@ def write_results(result: EvalResult, spec: TaskSpec, results_dir: str | Path) -
 
 
 def main(task_id: str, argv: Sequence[str] | None = None, *, params: Mapping[str, Any] | None = None,
-         seed: int | None = 0) -> int:
+         seed: int | None = 0, pin: Mapping[str, Any] | None = None) -> int:
     """``evaluate.py``'s entry: parses ShinkaEvolve's flags, evaluates, writes both files (the verdict is in them)."""
     parser = argparse.ArgumentParser(description=f"ShinkaEvolve evaluator for {task_id} (reasearch sandbox)")
     parser.add_argument("--program_path", required=True)
     parser.add_argument("--results_dir", required=True)
     args = parser.parse_args(argv)
     try:
-        task = task_for(task_id, params)
+        task = task_for(task_id, params, pin)
     except ReasearchError as exc:  # a bad task id or parameter (e.g. a non-finite limit): one line, exit 2
         print(f"evaluate.py: error: {exc}", file=sys.stderr)
         return 2
@@ -79,11 +79,12 @@ import sys
 from reasearch.adapters.shinka import main
 
 if __name__ == "__main__":
-    sys.exit(main({task_id!r}, params={params!r}, seed={seed!r}))
+    # PIN: a task folder's content hash and file hashes; a folder changed since the export is refused
+    sys.exit(main({task_id!r}, params={params!r}, seed={seed!r}, pin={pin!r}))
 '''
 
 
 def evaluator_source(task_id: str, params: Mapping[str, Any] | None = None, *, seed: int | None = 0) -> str:
     """The text of an ``evaluate.py`` ShinkaEvolve runs for ``task_id`` (the task is checked to exist)."""
-    task_for(task_id, params)
-    return _TEMPLATE.format(task_id=task_id, params=dict(params or {}), seed=seed)
+    task = task_for(task_id, params)
+    return _TEMPLATE.format(task_id=task_id, params=dict(params or {}), seed=seed, pin=pin_of(task))

@@ -11,9 +11,9 @@ Quick use::
 from __future__ import annotations
 
 from reasearch.agent.config import ROLES, AgentConfig
+from reasearch.agent.launch import open_agent, resume_run, start_run
 from reasearch.agent.loop import LESSONS_FILE, TASK_FILE, Agent, AgentProgress, AgentResult
 from reasearch.agent.replay import ReplayReport, replay_run
-from reasearch.agent.session import open_agent, resume_run, start_run
 from reasearch.agent.tools import Tool, ToolError, ToolOutput, tool
 from reasearch.models import (
     AnthropicModel,

@@ -19,7 +19,7 @@ from typing import Any
 
 from reasearch.agent.loop import LESSONS_FILE
 from reasearch.agent.snapshot import fmt_score
-from reasearch.evaluators.guarded_path import Root, UnsafePathError
+from reasearch.hostfs.guarded_path import Root, UnsafePathError
 from reasearch.runs import Run, RunState, Store
 from reasearch.runs.events import EventKind
 

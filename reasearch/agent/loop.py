@@ -60,11 +60,13 @@ from reasearch.models.messages import (
     text_block,
     tool_result_block,
 )
+from reasearch.runs.events import EventKind, base_kind
 from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import spent_hard_cap
+from reasearch.runs.model_budget import spent_hard_cap
 from reasearch.runs.run import Run
+from reasearch.runs.steering import Steering
 
 __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult", "require_prices"]
 
@@ -125,6 +127,7 @@ class Agent:
             self.config.workspace_max_mb << 20, self.config.workspace_max_files))
         self.transcripts = self.root / "transcripts"
         self.journal = Journal(run)
+        self.steering = Steering(run, self.journal)  # a person's interventions, applied at each turn's step
         fleet_caps = dict(link.caps) if (link := FleetLink.from_config(run.config)) else {}
         # A fleet-wide dollar cap binds the members whose models have a price (a local model's has none);
         # the run's own dollar cap needs prices (start_run checks it before anything is stored).
@@ -191,6 +194,8 @@ class Agent:
         try:
             while True:
                 step = self._next_step()
+                if (stopped := self._steer(step)) is not None:
+                    return self.conclude(step, stopped)
                 action, reason = self._decide(step)
                 if action == "compact":
                     self._compact(step, reason)
@@ -239,6 +244,18 @@ class Agent:
                 "lessons_text": self.lessons_preload, "workspace": str(self.workspace.root),
             })
         self.pending = [text_block(self.domain.start_message)]
+
+    def _steer(self, step: int) -> str | None:
+        """A person's interventions at this step (runs/steering.py); a pin puts the candidate in the workspace
+        (once, before the step's turn is recorded). Returns why a person stopped the run, or None."""
+        self.steering.at(step)
+        pin = self.steering.state.take_pin()
+        if pin is not None:
+            self.parent = pin
+            fresh = all(base_kind(kind) == EventKind.STEER for kind in self.journal.kinds(step))
+            if fresh and not isinstance(task_kind(self.task), RepositoryKind):  # a repository: the workspace is it
+                self.workspace.write_text(self.candidate_file, self.run.candidate_source(pin))
+        return self.steering.stop_reason
 
     def _decide(self, step: int) -> tuple[str, str | None]:
         """What this step is: ``compact``, ``stop`` or a ``turn`` (a recorded step replays as it was)."""
@@ -296,12 +313,16 @@ class Agent:
     def _turn(self, step: int, *, wrap_up: str | None) -> ModelReply:
         """One model turn: the snapshot goes into the prompt, the reply is recorded before any tool runs."""
         self.collect(step, live=self.journal.get(step, "snapshot") is None)
+        steering = self.steering.state.notes(self.steering.state.take_hints())  # hints once, bans until lifted
         rec = self.journal.get(step, "snapshot") or self.journal.record(step, "snapshot", {
             "turn": self.turn + 1, "wrap_up": wrap_up,
-            "text": self.snapshot_text(notice=wrap_up_notice(wrap_up) if wrap_up else "")})
+            "text": self.snapshot_text(notice=wrap_up_notice(wrap_up) if wrap_up else ""),
+            **({"steering": steering} if steering else {})})
         content = list(self.pending)
         if not self.snapshot_fresh and self.config.use_snapshot:  # after a compaction it is already message one
             content.append(text_block(rec["text"]))
+        if rec.get("steering"):  # a person's words reach the model as this recorded block, live and on replay
+            content.append(text_block(rec["steering"]))
         self.snapshot_fresh = False
         self.messages.append({"role": "user", "content": content})
         self.turn += 1

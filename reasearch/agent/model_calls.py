@@ -31,7 +31,7 @@ from reasearch.models import Model, ModelSpec, build_model
 from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Usage, text_block
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import reserve_model_call, spent_hard_cap
+from reasearch.runs.model_budget import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
 
 __all__ = ["ActiveClock", "ModelCalls", "require_prices", "role_models"]

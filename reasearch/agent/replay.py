@@ -16,13 +16,14 @@ from typing import Any
 
 from reasearch.agent._routing import fallback_role
 from reasearch.agent.config import ROLES
+from reasearch.agent.launch import effective_config, open_existing_store
 from reasearch.agent.loop import Agent
-from reasearch.agent.session import effective_config, open_existing_store
 from reasearch.errors import ModelError
 from reasearch.models.messages import ModelReply
 from reasearch.models.scripted import ScriptedModel
 from reasearch.runs import Run, Store, open_store
 from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
+from reasearch.runs.steering import copy_for_replay, initial_budget
 
 __all__ = ["COMMAND_TOOLS", "Divergence", "ReplayReport", "recorded_replies", "replay_run"]
 
@@ -110,8 +111,9 @@ def replay_run(run_id: str, *, run_dir: str | Path = "runs", store: Store | None
         models.setdefault(fallback_role(role), ScriptedModel([], name=f"replay:{fallback_role(role)}"))
     out_dir = Path(replay_dir) if replay_dir else Path(tempfile.mkdtemp(prefix=f"replay-{original.id[:12]}-"))
     replay_store = open_store(out_dir)
-    twin = Run.create(replay_store, task=original.task, seed=original.seed, budget=original.budget,
+    twin = Run.create(replay_store, task=original.task, seed=original.seed, budget=initial_budget(original),
                       config={**original.config, "replay_of": original.id}, executor=executor)
+    copy_for_replay(original, twin)  # a steered run's interventions apply at the same steps
     agent = Agent(twin, out_dir / twin.id, config=config, models=models, lessons=start.get("lessons_text"),
                   exec_fn=exec_fn)
     error = ""

@@ -189,7 +189,7 @@ def _guarded(thunk: Any, stamps: dict[str, int] | None = None) -> bytes:
     """Runs candidate code; returns the frame to send (value, OOM, or traceback).
 
     ``stamps`` (bench only): monotonic ns stamps of the child's steps, carried in the ``ok`` frame's
-    header for the cost breakdown; the engine reads them only when it asked for a trace."""
+    header for the cost breakdown; the engine reads them only when it asked for stamps."""
     try:
         return _result_frame(thunk(), stamps)
     except MemoryError:
@@ -312,7 +312,7 @@ def _rehearse(harness: str | None) -> None:
 QUICKEN_ROUNDS = 16
 """How many times the worker runs the child's request path, and a harness's rehearsal, before it forks:
 past the 8 calls after which CPython 3.11 quickens a function. Measured against 100 rounds (circle
-packing, traced): the same child faults (684-690 against 696-698, from 771-778 without), and the
+packing, stamped): the same child faults (684-690 against 696-698, from 771-778 without), and the
 worker's own stayed at 292-302 per cycle where 100 rounds raised them to 312-319."""
 
 
@@ -400,7 +400,7 @@ def child_main(child_uid: int | None, keep_read_search: bool, fds: dict[str, int
         except _wire.WireError:
             os._exit(0)  # discarded before use (the worker is closing or needs a fresh fork)
         stamps = ({"c_start": started, "c_ready": ready, "c_req": time.monotonic_ns(), "c_warmed": int(warmed)}
-                  if req.get("trace") else None)
+                  if req.get("stamps") else None)
         scratch = req["scratch"]
         os.chdir(scratch)
         if scratch != env_scratch:

@@ -4,7 +4,7 @@
 imports: ``reasearch/__init__.py``, ``errors.py``, ``ast_lock.py`` (engine modules parse through it),
 ``py.typed``, ``engine/``, ``native/`` (candidates use the kernels), and from ``evaluators/`` only
 modules whose leading comment lines carry :data:`JAIL_MARKER` (task harnesses and what they import),
-with the ``__init__.py`` files on their way. Trusted-only modules (scoring, trace generators, data
+with the ``__init__.py`` files on their way. Trusted-only modules (scoring, workload generators, data
 loaders, task classes) and all data files stay out. The engine reads the marker from the files: it
 never imports the evaluators.
 

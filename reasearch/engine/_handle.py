@@ -182,7 +182,7 @@ class WorkerHandle:
     last_frame = 0.0  # when the last frame from the worker arrived
 
     def send(self, header: dict[str, Any], value: Any = None, stamps: dict[str, int] | None = None) -> None:
-        """Writes one request frame; ``stamps`` (bench trace) gets ``e_sent`` between encoding and writing."""
+        """Writes one request frame; ``stamps`` (bench only) gets ``e_sent`` between encoding and writing."""
         if self.proc is None or self.proc.stdin is None:
             raise WorkerDied()
         data = _wire.encode_frame(header, value, path="payload")

@@ -41,7 +41,7 @@ The code copy. ``reasearch`` is never bound from the checkout: the jail gets a c
 jailed code imports: ``reasearch/__init__.py``, ``errors.py``, ``py.typed``, ``engine/``, ``native/``
 (candidates use the kernels), and from ``evaluators/`` only modules whose leading comment lines carry
 :data:`JAIL_MARKER` (task harnesses and what they import), with the ``__init__.py`` files on their way.
-Trusted-only modules (scoring, trace generators, data loaders, task classes) and all data files stay out.
+Trusted-only modules (scoring, workload generators, data loaders, task classes) and all data files stay out.
 The engine reads the marker from the files: it never imports the evaluators.
 
 The module is cut by concern: :mod:`reasearch.engine._runtime_root` (the private folder, manifests,

@@ -103,11 +103,11 @@ class Supervisor(ProcessTree):
         self.idle: Child | None = None
         # Monotonic ns stamps of the request at hand (always taken: a dict store each) and of the
         # work done after the previous reply (teardown, next fork, clean-up). Sent only to a request
-        # that asks for them ("trace": bench only), so that the benchmark can break the cost down.
+        # that asks for them ("stamps": bench only), so that the benchmark can break the cost down.
         self.stamps: dict[str, int] = {}
         self.post: dict[str, int] = {}
         self.post_prev: dict[str, int] = {}
-        self.tracing = False
+        self.stamping = False
         self.last_frame = 0.0  # when this worker last wrote a frame to the engine (see _spin)
         self.warm_after_s = 0.0  # how long the next child waits for its request before warming up
         self.prewarm_dir: str | None = self.make_prewarm()
@@ -173,7 +173,7 @@ class Supervisor(ProcessTree):
             self.send({"kind": "started", "pid": ch.pid})
         code = self.compiled(head["source"], scratch)
         req = {"scratch": scratch, "entry": head["entry"], "harness": head.get("harness"), "limits": limits,
-               "session": session, "trace": bool(head.get("trace")), "source": None if code else head["source"]}
+               "session": session, "stamps": bool(head.get("stamps")), "source": None if code else head["source"]}
         # CPU the child spent before its request (set-up, warm-up) is not the candidate's. Until it
         # reads its request the child runs engine code only, in its one thread (a fork copies
         # only the calling thread): that thread's accounting is the whole process's.
@@ -299,9 +299,9 @@ class Supervisor(ProcessTree):
         }
         if ch.own_cpu_ns is not None:  # what its processes other than the child used (read by a session's close)
             header["descendants_cpu_ns"] = max(0, round(cpu * 1e9) - ch.own_cpu_ns)
-        if self.tracing:
+        if self.stamping:
             self.stamps["w_sent"] = _ns()  # the moment just before the reply is written
-            header["trace"] = {"req": self.stamps, "prev": self.post_prev}
+            header["stamps"] = {"req": self.stamps, "prev": self.post_prev}
         self.send(header, frame)
 
     def fork_floor(self, n: int) -> list[int]:
@@ -429,8 +429,8 @@ class Supervisor(ProcessTree):
             head, value = _wire.decode_frame(body)
             self.stamps = {"w_recv": received, "w_decoded": _ns(), "w_cpu_ns": time.process_time_ns()}
             self.post_prev, self.post = self.post, {}
-            self.tracing = head.get("trace") is True
-            if self.tracing:  # minor page faults so far: this worker's own, and its reaped children's
+            self.stamping = head.get("stamps") is True
+            if self.stamping:  # minor page faults so far: this worker's own, and its reaped children's
                 self.stamps["w_minflt"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 self.stamps["w_cminflt"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
                 if self.zpid is not None:  # and the zygote's (CPU and faults), which forks the children

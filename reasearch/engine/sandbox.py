@@ -87,9 +87,9 @@ def _check_request(request: RunRequest) -> None:
         raise ConfigError(f"RunRequest.limits out of range: {lim}")
 
 
-def _collect_trace(trace: dict[str, int], head: dict[str, Any], blobs: list[memoryview]) -> None:
-    """Adds the worker's and the child's stamps of a traced reply to ``trace`` (ints only; never raises)."""
-    got = head.get("trace")
+def _collect_stamps(stamps: dict[str, int], head: dict[str, Any], blobs: list[memoryview]) -> None:
+    """Adds the worker's and the child's stamps of a stamped reply to ``stamps`` (ints only; never raises)."""
+    got = head.get("stamps")
     parts: list[Any] = []
     if isinstance(got, dict):
         parts += [got.get("req"), got.get("prev")]
@@ -101,8 +101,8 @@ def _collect_trace(trace: dict[str, int], head: dict[str, Any], blobs: list[memo
         parts.append(child[0].get("t"))
     for part in parts:
         if isinstance(part, dict):
-            trace.update({k: v for k, v in part.items()
-                          if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)})
+            stamps.update({k: v for k, v in part.items()
+                           if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)})
 
 
 class SandboxPool(PoolScheduling):
@@ -236,7 +236,7 @@ class SandboxPool(PoolScheduling):
         return [dict(w.info) for w in self._workers]
 
     def _exchange(self, w: WorkerHandle, op: str, obj: Any, wall_s: float,
-                  trace: dict[str, int] | None = None) -> tuple[dict[str, Any], list[memoryview], float]:
+                  stamps: dict[str, int] | None = None) -> tuple[dict[str, Any], list[memoryview], float]:
         """One request/reply with worker ``w`` -> (reply header, blobs, start of the candidate's clock).
 
         Worker death or silence becomes a :class:`_Failed` (after the worker was respawned)."""
@@ -250,11 +250,11 @@ class SandboxPool(PoolScheduling):
                     header: dict[str, Any] = {"op": op, "source": req.source,
                               "entry": [req.entry] if isinstance(req.entry, str) else list(req.entry),
                               "harness": req.harness, "limits": _limits_dict(req.limits)}
-                    if trace is not None:
-                        header["trace"] = True
-                        trace["e_worker"] = w.index
-                        trace["e_start"] = time.monotonic_ns()
-                    w.send(header, {"payload": dict(req.payload), "files": dict(req.files)}, trace)
+                    if stamps is not None:
+                        header["stamps"] = True
+                        stamps["e_worker"] = w.index
+                        stamps["e_start"] = time.monotonic_ns()
+                    w.send(header, {"payload": dict(req.payload), "files": dict(req.files)}, stamps)
                 elif op == "call":
                     w.send({"op": "call", "timeout_s": wall_s}, dict(obj))
                 else:
@@ -316,7 +316,7 @@ class SandboxPool(PoolScheduling):
         """
         return self._run(request, None)
 
-    def run_traced(self, request: RunRequest) -> tuple[RunOutcome, dict[str, int]]:
+    def run_stamped(self, request: RunRequest) -> tuple[RunOutcome, dict[str, int]]:
         """:meth:`run`, plus monotonic ns stamps of each step (benchmarks only; see ``reasearch bench``).
 
         Stamps: ``e_*`` taken here (``e_worker``: the worker's slot), ``w_*`` by the worker
@@ -326,23 +326,23 @@ class SandboxPool(PoolScheduling):
         and ``p_child_cpu_ns``: the child's CPU ns before its request, at the reply, and over its
         whole life (the previous child's, exit included).
         """
-        trace: dict[str, int] = {}
-        return self._run(request, trace), trace
+        stamps: dict[str, int] = {}
+        return self._run(request, stamps), stamps
 
-    def _run(self, request: RunRequest, trace: dict[str, int] | None) -> RunOutcome:
+    def _run(self, request: RunRequest, stamps: dict[str, int] | None) -> RunOutcome:
         _check_request(request)
         w = self._acquire(self.profile_of(request))
         try:
             try:
-                head, blobs, t0 = self._exchange(w, "run", request, request.limits.wall_s, trace)
+                head, blobs, t0 = self._exchange(w, "run", request, request.limits.wall_s, stamps)
             except _Failed as exc:
                 return exc.outcome
-            if trace is not None:
-                trace["e_recv"] = time.monotonic_ns()
+            if stamps is not None:
+                stamps["e_recv"] = time.monotonic_ns()
             out = classify(head, blobs, request.limits, time.monotonic() - t0, self.mode)
-            if trace is not None:
-                trace["e_done"] = time.monotonic_ns()
-                _collect_trace(trace, head, blobs)
+            if stamps is not None:
+                stamps["e_done"] = time.monotonic_ns()
+                _collect_stamps(stamps, head, blobs)
             return out
         finally:
             self._release(w)

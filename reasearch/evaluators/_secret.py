@@ -1,4 +1,4 @@
-"""The evaluator's secret: hidden test data (EPLB's scored trace windows) is seeded from it.
+"""The evaluator's secret: hidden test data (EPLB's scored workload windows) is seeded from it.
 
 A public seed and the generator's code are not enough to rebuild what a candidate is scored on: the
 trusted side derives the real seed as ``HMAC-SHA256(secret, purpose + parameters)``. The secret is

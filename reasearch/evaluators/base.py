@@ -81,6 +81,9 @@ class Task(ABC):
     candidate_kind: ClassVar[CandidateKind] = "program"
     #: The file a candidate is kept in in the agent's workspace (and named after by the CLI).
     candidate_file: ClassVar[str] = "candidate.py"
+    #: Where a score is weaker than the trusted/untrusted split: one line every result and report shows
+    #: (a peer's folder: its evaluator shares the candidate's jail). Empty: the split holds.
+    trust_note: ClassVar[str] = ""
 
     def budget_estimate(self) -> dict[str, float]:
         """What one evaluation is expected to cost, per budget unit, checked against the caps before it
@@ -122,6 +125,12 @@ class Task(ABC):
     @abstractmethod
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Trusted scoring of raw candidate output (no sandbox). Bad data gives ``INVALID``."""
+
+    def constrain(self, parent: str, proposed: str) -> str | None:
+        """What an optimizer may evaluate of a candidate it derived from ``parent``: ``proposed`` as it is by
+        default; a task whose format fixes parts of the program (an OpenEvolve folder's text outside its
+        EVOLVE-BLOCK markers) restores them, or answers None to drop the proposal."""
+        return proposed
 
     def payload(self, seed: int | None) -> dict[str, Any]:
         """Plain data handed to the harness inside the sandbox (never hidden answers)."""
@@ -214,6 +223,16 @@ class Task(ABC):
     def invalid(self, feedback: str, *, metrics: Mapping[str, Any] | None = None) -> EvalResult:
         """An ``INVALID`` result (the candidate ran, but its answer breaks a constraint)."""
         return EvalResult.failure(Status.INVALID, feedback, metrics=metrics)
+
+    def shipment(self) -> Mapping[str, Any] | None:
+        """Plain data a node without this machine's files needs before it rebuilds the task from its spec (a task
+        folder's content); None (the default) when the spec suffices. A Ray executor sends it with the spec."""
+        return None
+
+    @classmethod
+    def receive_shipment(cls, shipment: Mapping[str, Any]) -> None:
+        """Makes a :meth:`shipment` available in this process (called on the node before the task is rebuilt)."""
+        return None  # the default task ships nothing
 
     def get_params(self) -> dict[str, Any]:
         """The constructor's keyword arguments, as stored on the instance."""

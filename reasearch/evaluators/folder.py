@@ -30,29 +30,33 @@ import dataclasses
 import difflib
 import hashlib
 import math
+import os
 import re
+import shutil
+import tempfile
 import tomllib
 import traceback
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import Limits, SandboxRunner
 from reasearch.errors import ConfigError, TaskFolderError
 from reasearch.evaluators._folder_example import write_example_folder
-from reasearch.evaluators.base import Task, default_runner
+from reasearch.evaluators.base import Task, default_runner, failure_feedback
 from reasearch.evaluators.params import Range, TaskParam
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
 
-__all__ = ["FolderTask", "folder_manifest", "write_example_folder"]
+__all__ = ["FolderTask", "folder_cache", "folder_manifest", "pack_folder", "unpack_folder", "write_example_folder"]
 
 TOML = "task.toml"
 _KEYS = {"id", "description", "seed", "score", "entry_point", "returns", "direction", "time_limit_s", "memory_mb",
-         "best_known", "best_known_source", "seed_score", "deterministic", "params"}
+         "best_known", "best_known_source", "seed_score", "deterministic", "params", "stage1"}
+_STAGE1_KEYS = {"params", "min_score", "time_limit_s"}
 _PARAM_KEYS = {"type", "default", "min", "max", "choices", "help"}
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 _ID = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_.\-]+-v(\d+)$")
@@ -75,13 +79,76 @@ def folder_manifest(folder: Path) -> dict[str, str]:
             raise TaskFolderError(f"{folder / rel}: a task folder holds no symbolic links; copy the file in")
         if not path.is_file():
             continue
-        data = path.read_bytes()
-        total += len(data)
+        total += path.stat().st_size  # before reading: a 1 GiB file is refused, not loaded
         if len(files) >= MAX_FILES or total > MAX_FOLDER_BYTES:
             raise TaskFolderError(f"{folder}: a task folder holds at most {MAX_FILES} files and "
                                   f"{MAX_FOLDER_BYTES >> 20} MB; keep data sets outside it")
-        files[rel] = hashlib.sha256(data).hexdigest()
+        files[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return files
+
+
+# ------------------------------------------------------------------------------ a folder's content, by its hash
+# A fleet on a Ray cluster ships each task folder's content to the nodes that run its members: a node writes it
+# into its folder cache under the content hash (checked: bytes that do not hash to it are refused) and every
+# FolderTask of that folder in this process reads from there, whatever the node holds at the folder's path.
+
+_SHIPPED: dict[str, Path] = {}  # a folder's absolute path (as specs name it) -> its shipped content on this node
+
+
+def folder_cache() -> Path:
+    """Where this node keeps shipped task folders: ``$REASEARCH_TASK_CACHE``, else ``~/.cache/reasearch/task-folders``.
+    """
+    root = os.environ.get("REASEARCH_TASK_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "reasearch" / "task-folders"
+
+
+def pack_folder(folder: str) -> dict[str, Any]:
+    """A task folder's content as plain data: ``{"folder": absolute path, "content_hash": ..., "files": {relative
+    path: bytes}}`` (at most :data:`MAX_FILES` files and :data:`MAX_FOLDER_BYTES` bytes, no symbolic links)."""
+    path = Path(folder).expanduser().resolve()
+    if not path.is_dir():
+        raise TaskFolderError(f"{folder}: no such task folder")
+    manifest = folder_manifest(path)
+    files = {rel: (path / rel).read_bytes() for rel in manifest}
+    if {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()} != manifest:
+        raise TaskFolderError(f"{path} changed while it was read; run again")
+    return {"folder": str(path), "content_hash": _content_hash(manifest), "files": files}
+
+
+def unpack_folder(bundle: Mapping[str, Any]) -> Path:
+    """Writes a :func:`pack_folder` bundle into this node's folder cache (once per content hash) and makes every
+    FolderTask of its folder path in this process read from there; returns the cached folder."""
+    origin, content_hash, files = str(bundle["folder"]), str(bundle["content_hash"]), bundle["files"]
+    if not re.fullmatch(r"[0-9a-f]{64}", content_hash):
+        raise TaskFolderError(f"a shipped task folder's content hash must be 64 hex digits, not {content_hash!r}")
+    if not isinstance(files, Mapping) or len(files) > MAX_FILES or sum(len(v) for v in files.values()) > \
+            MAX_FOLDER_BYTES:
+        raise TaskFolderError(f"the shipped content of {origin} is over {MAX_FILES} files or "
+                              f"{MAX_FOLDER_BYTES >> 20} MB")
+    manifest: dict[str, str] = {}
+    for rel, data in files.items():
+        parts = PurePosixPath(rel).parts if isinstance(rel, str) else ()
+        if not parts or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in rel \
+                or not isinstance(data, bytes):
+            raise TaskFolderError(f"the shipped content of {origin} holds a bad file name {rel!r}")
+        manifest[rel] = hashlib.sha256(data).hexdigest()
+    if _content_hash(manifest) != content_hash:
+        raise TaskFolderError(f"the shipped content of {origin} does not hash to {content_hash[:12]}; refused")
+    target = folder_cache() / content_hash
+    if not (target.is_dir() and _content_hash(folder_manifest(target)) == content_hash):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{content_hash[:12]}-", dir=target.parent))
+        for rel, data in files.items():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            (staging / rel).write_bytes(data)
+        if target.exists():  # a partial or tampered copy: replaced
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            staging.rename(target)
+        except OSError:  # another process of this node wrote it first: its copy is checked when it is read
+            shutil.rmtree(staging, ignore_errors=True)
+    _SHIPPED[origin] = target
+    return target
 
 
 def _content_hash(files: Mapping[str, str]) -> str:
@@ -115,6 +182,15 @@ def _line_of(text: str, key: str, table: str = "") -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class _Stage1:
+    """The cheap first stage: the candidate run on a quick instance; its failure skips the full evaluation."""
+
+    params: dict[str, Any]
+    min_score: float | None
+    time_limit_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Layout:
     """What ``task.toml`` declares, checked."""
 
@@ -133,6 +209,7 @@ class _Layout:
     seed_score: float | None
     deterministic: bool
     params: tuple[TaskParam, ...]
+    stage1: _Stage1 | None = None
 
 
 def _read_layout(folder: Path) -> tuple[_Layout, str]:
@@ -140,7 +217,8 @@ def _read_layout(folder: Path) -> tuple[_Layout, str]:
     toml_path = folder / TOML
     if not toml_path.is_file():
         raise TaskFolderError(f"{toml_path}: no such file; a task folder holds a {TOML} "
-                              f"(`reasearch new-task NAME` writes a working example)")
+                              f"(`reasearch new-task NAME` writes a working example), or is an OpenEvolve folder "
+                              f"(initial_program.py + evaluator.py) or a ShinkaEvolve one (initial.py + evaluate.py)")
     text = toml_path.read_text(encoding="utf-8")
     try:
         doc = tomllib.loads(text)
@@ -194,14 +272,48 @@ def _read_layout(folder: Path) -> tuple[_Layout, str]:
     seed_score = get("seed_score", (int, float), None)
     raw_params = get("params", dict, {})
     params = tuple(_read_param(name, spec, fail) for name, spec in raw_params.items())
+    stage1 = _read_stage1(get("stage1", dict, None), params, fail)
     layout = _Layout(
         id=task_id, version=int(m.group(1)), description=files["description"], seed=files["seed"],
         score=files["score"], entry_point=entry, returns=get("returns", str, ""), direction=direction,
         time_limit_s=time_limit, memory_mb=memory, best_known=None if best is None else float(best),
         best_known_source=get("best_known_source", str, ""),
         seed_score=None if seed_score is None else float(seed_score),
-        deterministic=get("deterministic", bool, True), params=params)
+        deterministic=get("deterministic", bool, True), params=params, stage1=stage1)
     return layout, text
+
+
+def _read_stage1(table: dict[str, Any] | None, params: tuple[TaskParam, ...],
+                 fail: Callable[..., TaskFolderError]) -> _Stage1 | None:
+    """``[stage1]``: ``params`` (a table of declared parameters' quick values), optional ``min_score`` and
+    ``time_limit_s``."""
+    if table is None:
+        return None
+    unknown = sorted(set(table) - _STAGE1_KEYS)
+    if unknown:
+        raise fail(unknown[0], f"[stage1]: unknown key {unknown[0]!r}; the keys are {', '.join(sorted(_STAGE1_KEYS))}",
+                   "stage1")
+    values = table.get("params")
+    if not isinstance(values, dict) or not values:
+        raise fail("params" if "params" in table else "", "[stage1] needs params = { NAME = VALUE, ... }: the "
+                   "parameter values of the quick run (the others as in the full run)", "stage1")
+    declared = {p.name: p for p in params}
+    for name, value in values.items():
+        p = declared.get(name)
+        if p is None:
+            raise fail("params", f"[stage1] params: {name!r} is not a declared parameter (declared: "
+                                 f"{', '.join(declared) or 'none'}); declare it under [params.{name}]", "stage1")
+        if not _param_ok(p, value):
+            raise fail("params", f"[stage1] params: {name} = {value!r} is not {p.describe()}", "stage1")
+    bounds: dict[str, float | None] = {}
+    for key in ("min_score", "time_limit_s"):
+        v = table.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or (key == "time_limit_s" and v <= 0)):
+            raise fail(key, f"[stage1] {key} must be a finite number{' > 0' if key == 'time_limit_s' else ''}, "
+                            f"not {v!r}", "stage1")
+        bounds[key] = None if v is None else float(v)
+    return _Stage1(dict(values), bounds["min_score"], bounds["time_limit_s"])
 
 
 def _kind_text(kind: type | tuple[type, ...]) -> str:
@@ -273,8 +385,21 @@ class FolderTask(Task):
 
     # ---------------------------------------------------------------- reading the folder
     @property
-    def path(self) -> Path:
+    def origin(self) -> Path:
+        """The folder's absolute path, as the spec names it."""
         return Path(self.folder).expanduser().resolve()
+
+    @property
+    def path(self) -> Path:
+        """Where the folder's files are read: its shipped content on this node (a fleet member on Ray), else the
+        content cached under the recorded hash when the folder is not here, else the folder itself."""
+        origin = self.origin
+        shipped = _SHIPPED.get(str(origin))
+        if shipped is not None:
+            return shipped
+        if self.content_hash and not origin.is_dir() and (folder_cache() / self.content_hash).is_dir():
+            return folder_cache() / self.content_hash
+        return origin
 
     def _loaded(self) -> tuple[_Layout, dict[str, Any], dict[str, str]]:
         cached = self.__dict__.get("_layout")
@@ -326,10 +451,21 @@ class FolderTask(Task):
             best_known_source=layout.best_known_source if defaults else "",
             entry_point=layout.entry_point, deterministic=layout.deterministic,
             seed_score=layout.seed_score if defaults else None,
-            params={"folder": str(self.path), "params": values, "content_hash": _content_hash(manifest),
+            params={"folder": str(self.origin), "params": values, "content_hash": _content_hash(manifest),
                     "files": manifest},
             task_class=f"{FolderTask.__module__}:{FolderTask.__qualname__}",
         )
+
+    def shipment(self) -> dict[str, Any]:
+        """The folder's content (:func:`pack_folder`), named by its original path: a node without the folder
+        rebuilds this task from it."""
+        bundle = pack_folder(str(self.path))
+        return {**bundle, "folder": str(self.origin)}
+
+    @classmethod
+    def receive_shipment(cls, shipment: Mapping[str, Any]) -> None:
+        """Writes a shipped folder into this node's folder cache (:func:`unpack_folder`)."""
+        unpack_folder(shipment)
 
     def get_params(self) -> dict[str, Any]:
         """The spec's parameters: the folder, the parameter values and the content hash it was built from."""
@@ -363,7 +499,8 @@ class FolderTask(Task):
                  f"({args}; `seed` too) and its return value is scored (to {layout.direction}).",
                  f"It returns: {layout.returns}" if layout.returns else "",
                  f"Parameters: {', '.join(f'{k} = {v!r}' for k, v in values.items())}" if values else "",
-                 f"Limits: {layout.time_limit_s:g} s wall time, {layout.memory_mb} MB memory per evaluation."]
+                 f"Limits: {layout.time_limit_s:g} s wall time, {layout.memory_mb} MB memory per evaluation.",
+                 _stage1_text(layout.stage1, layout.direction)]
         return "\n".join(line for line in lines if line is not None) + "\n"
 
     def seed_program(self) -> str:
@@ -400,8 +537,9 @@ class FolderTask(Task):
             self.__dict__["_score_fn"] = fn
         return fn
 
-    def score_returned(self, data: Any) -> EvalResult:
-        """Runs ``score.py`` over a returned value; raises :class:`_ScoreError` when score.py fails on it."""
+    def score_returned(self, data: Any, params: Mapping[str, Any] | None = None) -> EvalResult:
+        """Runs ``score.py`` over a returned value (with the task's parameters, or ``params``); raises
+        :class:`_ScoreError` when score.py fails on it."""
         fn = self._scorer()
         path = self.path / self._loaded()[0].score
         line = fn.__code__.co_firstlineno if hasattr(fn, "__code__") else 1
@@ -410,7 +548,7 @@ class FolderTask(Task):
         except RecursionError:  # the wire caps nesting; this frame may sit deep in a driver's stack
             raise _ScoreError(path, 1, "the returned value nests too deeply to score") from None
         try:
-            out = fn(returned, dict(self._loaded()[1]))
+            out = fn(returned, dict(self._loaded()[1] if params is None else params))
         except Exception as exc:  # noqa: BLE001 - score.py rejected (or tripped over) this output
             raise _ScoreError(path, _user_line(exc, path), f"score() raised {type(exc).__name__}: {exc}") from None
         feedback, instances = "", None
@@ -443,6 +581,56 @@ class FolderTask(Task):
         except _ScoreError as exc:  # the candidate's output did not score: no fitness, the reason as feedback
             return self.invalid(str(exc))
 
+    # ---------------------------------------------------------------- the cheap first stage
+    def evaluate(self, candidate_source: str, *, seed: int | None = None,
+                 executor: SandboxRunner | None = None) -> EvalResult:
+        """The base evaluation, after the folder's ``[stage1]`` when it declares one: the candidate first runs on
+        the quick instance; a failure there (any status but OK, or a score past ``min_score``) is the result,
+        without the full run. Every result of such a task carries ``stage1_status``, ``stage1_score`` and
+        ``stage1_passed`` in its metrics (``failure_stage: "stage1"`` when the full run was skipped)."""
+        stage = self._loaded()[0].stage1
+        if stage is None or not isinstance(candidate_source, str):
+            return super().evaluate(candidate_source, seed=seed, executor=executor)
+        runner = executor if executor is not None else default_runner()
+        quick = self._run_stage1(candidate_source, seed, runner, stage)
+        passed, why = self._stage1_verdict(quick, stage)
+        summary = {"stage1_status": quick.status.value, "stage1_score": quick.score, "stage1_passed": passed}
+        if not passed:
+            status = quick.status if not quick.ok else Status.INVALID
+            return EvalResult.failure(status, f"stage 1 ({_values_text(stage.params)}) {why}; the full evaluation "
+                                      "was skipped", wall_s=quick.wall_s, cpu_s=quick.cpu_s,
+                                      metrics={**summary, "failure_stage": "stage1"}, provenance=quick.provenance)
+        full = super().evaluate(candidate_source, seed=seed, executor=runner)
+        return full.with_(metrics={**full.metrics, **summary}, wall_s=full.wall_s + quick.wall_s,
+                          cpu_s=full.cpu_s + quick.cpu_s)
+
+    def _run_stage1(self, source: str, seed: int | None, runner: SandboxRunner, stage: _Stage1) -> EvalResult:
+        values = {**self._loaded()[1], **stage.params}
+        request = dataclasses.replace(self.build_request(source, seed=seed), payload={"seed": seed, "params": values})
+        if stage.time_limit_s is not None:
+            request = dataclasses.replace(request, limits=dataclasses.replace(request.limits,
+                                                                              wall_s=stage.time_limit_s))
+        outcome = runner.run(request)
+        prov = self.provenance(source, seed=seed, sandbox_mode=outcome.sandbox_mode)
+        if outcome.status is not Status.OK:
+            return EvalResult.failure(outcome.status, failure_feedback(outcome), wall_s=outcome.wall_s,
+                                      cpu_s=outcome.cpu_s, provenance=prov)
+        try:
+            result = self.score_returned(outcome.value, values)
+        except _ScoreError as exc:
+            result = self.invalid(str(exc))
+        return result.with_(wall_s=outcome.wall_s, cpu_s=outcome.cpu_s, provenance=prov)
+
+    def _stage1_verdict(self, quick: EvalResult, stage: _Stage1) -> tuple[bool, str]:
+        if not quick.ok or quick.score is None:
+            return False, f"failed ({quick.status.value}: {quick.feedback.strip()[:500]})"
+        if stage.min_score is not None:
+            maximize = self.spec.direction == "maximize"
+            if (quick.score < stage.min_score) if maximize else (quick.score > stage.min_score):
+                return False, (f"scored {quick.score:.6g}, {'below' if maximize else 'above'} its min_score "
+                               f"{stage.min_score:g}")
+        return True, ""
+
     def preflight(self, *, executor: SandboxRunner | None = None, seed: int = 0) -> EvalResult:
         """Runs the seed program and scores it: a seed that fails its own task, or a ``score.py`` that raises
         or returns no finite number on it, is a :class:`TaskFolderError` (one line: file, line, fix)."""
@@ -461,8 +649,29 @@ class FolderTask(Task):
         except _ScoreError as exc:
             raise TaskFolderError(f"{exc} on the seed's output ({seed_path.name}); fix {exc.path.name}, or the seed "
                                   f"if its output is wrong") from None
+        stage = layout.stage1
+        if stage is not None:
+            passed, why = self._stage1_verdict(self._run_stage1(source, seed, runner, stage), stage)
+            if not passed:
+                toml = self.path / TOML
+                line = _line_of(toml.read_text(encoding="utf-8"), "", "stage1")
+                raise TaskFolderError(f"{toml} line {line}: the seed fails its own stage 1 "
+                                      f"({_values_text(stage.params)}): {why}; fix [stage1] or the seed")
         prov = self.provenance(source, seed=seed, sandbox_mode=outcome.sandbox_mode)
         return result.with_(wall_s=outcome.wall_s, cpu_s=outcome.cpu_s, provenance=prov)
+
+
+def _stage1_text(stage: _Stage1 | None, direction: str) -> str:
+    if stage is None:
+        return ""
+    bound = "" if stage.min_score is None else \
+        f" and score {'at least' if direction == 'maximize' else 'at most'} {stage.min_score:g}"
+    return (f"Stage 1: each candidate first runs with {_values_text(stage.params)}; it must succeed{bound}, or the "
+            "full evaluation is skipped and the candidate gets no score.")
+
+
+def _values_text(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} = {v!r}" for k, v in values.items())
 
 
 class _ScoreError(Exception):

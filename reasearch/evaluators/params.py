@@ -122,8 +122,8 @@ def _types(hint: Any) -> tuple[type, ...]:
 def _arg_lines(cls: type) -> dict[str, str]:
     """``name -> first line of meaning`` from the ``Args:`` sections of the class and its bases."""
     out: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        doc = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
+    for klass in reversed(getattr(cls, "__mro__", (cls,))):  # a factory function: its own docstring
+        doc = inspect.cleandoc((klass.__dict__.get("__doc__") if isinstance(klass, type) else klass.__doc__) or "")
         section = re.search(r"^Args:\n((?:[ \t]+.*\n?|\n)*)", doc, re.MULTILINE)
         if not section:
             continue
@@ -136,7 +136,10 @@ def _arg_lines(cls: type) -> dict[str, str]:
 
 def describe_params(cls: type) -> list[TaskParam]:
     """The parameters of task class ``cls``, in signature order."""
-    init = vars(cls).get("__init__") or next(vars(k)["__init__"] for k in cls.__mro__ if "__init__" in vars(k))
+    if not isinstance(cls, type):  # an installed task package's factory function: its own signature
+        init: Any = cls
+    else:
+        init = vars(cls).get("__init__") or next(vars(k)["__init__"] for k in cls.__mro__ if "__init__" in vars(k))
     sig = inspect.signature(init)
     try:
         hints = typing.get_type_hints(init)

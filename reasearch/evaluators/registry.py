@@ -23,6 +23,7 @@ from reasearch.evaluators.spec import TaskSpec
 if TYPE_CHECKING:  # the base class (and the engine under it) loads with the first task class, not the registry
     from reasearch.evaluators.base import Task
     from reasearch.evaluators.folder import FolderTask
+    from reasearch.evaluators.peer_folder import PeerFolderTask
 
 __all__ = [
     "LISTING_KEYS",
@@ -37,6 +38,9 @@ __all__ = [
     "registered_entry",
     "family_entries",
     "unregister",
+    "plugin_problems",
+    "task_class_of",
+    "refresh_plugins",
 ]
 
 _ENTRY_POINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:name
@@ -55,6 +59,7 @@ class TaskEntry:
     listing: Mapping[str, Any] = field(default_factory=dict)  # spec facts `reasearch tasks` shows (LISTING_KEYS)
     drawing: str = ""  # "package.module:draw_svg": the family's report drawing (reasearch.evaluators.svg)
     open_ids: bool = False  # families only: ids the pattern matches beyond what `enumerate` lists are valid too
+    package: str = ""  # "name version" of the installed task package that registered it ("": built in)
 
     @property
     def is_family(self) -> bool:
@@ -69,7 +74,12 @@ class TaskEntry:
         m = self._regex().match(task_id)
         return m.groupdict() if m else None
 
-    def load(self) -> type[Task]:
+    def load(self) -> Any:
+        """The task class (or, for an installed package's id, the class or factory function) it names."""
+        if self.package:
+            from reasearch.evaluators.plugins import load_object
+
+            return load_object(self.id, self.entry_point, self.package)
         return _load_class(self.entry_point)
 
 
@@ -157,7 +167,45 @@ def _load_builtins() -> None:
     with _BUILTINS_LOCK:
         if not _BUILTINS_LOADED:
             importlib.import_module("reasearch.evaluators._builtin")
+            _register_plugins()
             _BUILTINS_LOADED = True
+
+
+_PLUGIN_PROBLEMS: list[str] = []
+
+
+def _register_plugins() -> None:
+    """Registers the ids of installed task packages (entry-point group ``reasearch.tasks``) after the built-ins:
+    one that cannot be registered is kept as a one-line problem (:func:`plugin_problems`), never an error."""
+    from reasearch.evaluators.plugins import discover, problem
+
+    builtin_namespaces = {e.id.split("/", 1)[0] for e in _REGISTRY.values() if not e.package}
+    taken = {e.id: e.package or "a built-in task" for e in _REGISTRY.values()}
+    for entry in discover():
+        why = problem(entry, builtin_namespaces, taken)
+        if why:
+            _PLUGIN_PROBLEMS.append(why)
+            continue
+        taken[entry.id] = entry.package
+        _REGISTRY[entry.id] = TaskEntry(entry.id, entry.value, summary=f"from the task package {entry.package}",
+                                        package=entry.package)
+
+
+def plugin_problems() -> list[str]:
+    """One line per installed task package entry point that was not registered (the reason and the package)."""
+    _load_builtins()
+    return list(_PLUGIN_PROBLEMS)
+
+
+def refresh_plugins() -> None:
+    """Reads the installed task packages again (after an install into the running interpreter's path)."""
+    _load_builtins()
+    with _BUILTINS_LOCK:
+        for task_id in [k for k, e in _REGISTRY.items() if e.package]:
+            del _REGISTRY[task_id]
+        _PLUGIN_PROBLEMS.clear()
+        importlib.invalidate_caches()
+        _register_plugins()
 
 
 def registered_entry(task_id: str) -> tuple[TaskEntry, dict[str, Any]]:
@@ -240,6 +288,12 @@ def make(task_id: str | TaskSpec, /, **params: Any) -> Task:  # positional-only:
         return make_folder_task(task_id, params)
     entry, kwargs = registered_entry(task_id)
     cls = entry.load()
+    if entry.package:  # an installed package's class or factory: any failure is one line naming the package
+        from reasearch.evaluators.plugins import build, takes_any_keyword
+
+        if not takes_any_keyword(cls):
+            check_params(cls, task_id, params)
+        return build(cls, task_id, entry.package, {**kwargs, **params})
     check_params(cls, task_id, params)  # a wrong name, type or range: one line naming the parameter
     kwargs.update(params)
     try:
@@ -256,12 +310,23 @@ def is_folder_ref(text: str) -> bool:
     return Path(text).is_dir() or text.startswith(("/", "./", "../", "~"))
 
 
-def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> FolderTask:
+def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> FolderTask | PeerFolderTask:
     """The :class:`~reasearch.evaluators.folder.FolderTask` of a task folder, checked (its ``task.toml``, seed and
-    parameters); a mistake is one line naming the file, the line and the fix."""
+    parameters); a mistake is one line naming the file, the line and the fix. An OpenEvolve or ShinkaEvolve folder
+    (:func:`~reasearch.evaluators.peer_folder.peer_folder_kind`) is a
+    :class:`~reasearch.evaluators.peer_folder.PeerFolderTask`."""
     from reasearch.evaluators.folder import FolderTask
+    from reasearch.evaluators.peer_folder import PeerFolderTask, peer_folder_kind
 
-    task = FolderTask(folder, dict(params or {}))
+    task: FolderTask | PeerFolderTask
+    if peer_folder_kind(folder) is not None:  # an OpenEvolve or ShinkaEvolve folder, run unchanged
+        unknown = sorted(set(params or {}) - {"time_limit_s"})
+        if unknown:
+            raise ConfigError(f"{folder} is a peer's task folder: its one parameter is time_limit_s, "
+                              f"not {unknown[0]!r}")
+        task = PeerFolderTask(folder, time_limit_s=(params or {}).get("time_limit_s"))
+    else:
+        task = FolderTask(folder, dict(params or {}))
     task.spec  # noqa: B018 - reads and checks the folder now, not at the first evaluation
     return task
 
@@ -287,6 +352,13 @@ def build_task(task_id: str, params: Mapping[str, Any] | None = None, task_class
     if task.spec.id != task_id:
         raise ConfigError(f"{task_class}({params}) builds task {task.spec.id!r}, not {task_id!r}")
     return task
+
+
+def task_class_of(spec: TaskSpec) -> type[Task]:
+    """The Task class a spec names (its ``task_class``, else its registered id's)."""
+    if spec.task_class:
+        return _load_class(spec.task_class)
+    return type(make(spec.id, **dict(spec.params)))
 
 
 def spec(task_id: str, /, **params: Any) -> TaskSpec:

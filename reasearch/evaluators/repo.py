@@ -7,7 +7,7 @@ asked for. A plain Python source (not a manifest) is read as a repository holdin
 
 Paths are relative POSIX paths of letters, digits, ``._-`` and ``/``: no ``..``, no absolute paths, no
 ``.git``. Files are UTF-8 text; sizes are capped. Reading a folder goes through the guarded reader
-(:mod:`.guarded_path`): no symlink in any component (one is an error), regular files only, so a
+(:mod:`reasearch.hostfs.guarded_path`): no symlink in any component (one is an error), regular files only, so a
 candidate cannot smuggle a host file into the manifest. Which files a folder with a ``.git`` holds is
 asked of git without its own config (:func:`_git_listed`), so the folder's config runs nothing.
 """
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.errors import ConfigError
-from reasearch.evaluators.guarded_path import Root, UnsafePathError
-from reasearch.evaluators.host_git import check_work_tree, git_argv, git_env
+from reasearch.hostfs.guarded_path import Root, UnsafePathError
+from reasearch.hostfs.host_git import check_work_tree, git_argv, git_env
 
 __all__ = ["MAX_FILES", "MAX_TOTAL_BYTES", "RepoCandidate", "decode_repo", "encode_repo", "read_repo_dir", "write_repo"]
 
@@ -130,7 +130,7 @@ def _git_listed(root: Path) -> list[str] | None:
 
     The folder's own git directory is never handed to git (its config could name a filter, an fsmonitor
     or a work tree elsewhere): its index and ``info/exclude`` are copied, through the guarded reader,
-    into a fresh git directory whose only config is the pinned one (:mod:`.host_git`)."""
+    into a fresh git directory whose only config is the pinned one (:mod:`reasearch.hostfs.host_git`)."""
     fs = Root(root)
     try:
         st = fs.lstat(".git")
@@ -170,7 +170,7 @@ def _git_listed(root: Path) -> list[str] | None:
 def read_repo_dir(root: str | Path, *, listed: list[str] | None = None) -> dict[str, str]:
     """The files of a folder as a repository candidate's files (``.git``, caches and ignored files left out).
 
-    Every read goes through the guarded reader (:class:`~reasearch.evaluators.guarded_path.Root`): a
+    Every read goes through the guarded reader (:class:`~reasearch.hostfs.guarded_path.Root`): a
     symlink in any component of a path (``sub`` -> ``/proc/self`` for ``sub/environ``) is refused, only
     regular files are read, and no more than the size cap.
 

@@ -18,7 +18,37 @@ from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingTask, experiments_root
 
-__all__ = ["ToyRepoTrainingTask", "ToyTask", "ToyTrainingTask", "toy_harness", "toy_candidate"]
+__all__ = ["ToyRepoTrainingTask", "ToyTask", "ToyTrainingTask", "toy_harness", "toy_candidate", "install_on_path",
+           "install_task_package"]
+
+
+def install_on_path(site: Path, name: str, version: str, entry_points: dict[str, dict[str, str]],
+                    files: dict[str, str] | None = None) -> Path:
+    """Makes ``site`` (a folder to put on ``sys.path``) hold an installed distribution: ``files`` (relative path ->
+    text) and a ``.dist-info`` with its entry points (group -> name -> value), as an installer would write them."""
+    for rel, text in (files or {}).items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text, encoding="utf-8")
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for group, eps in entry_points.items()),
+        encoding="utf-8")
+    return info
+
+
+def install_task_package(project: Path, site: Path) -> Path:
+    """Installs a task package's source tree (its ``pyproject.toml`` and the packages it names) into ``site``,
+    the way ``pip install`` would for a pure-Python package (without pip: nothing enters the shared venv)."""
+    import shutil
+    import tomllib
+
+    doc = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    meta = doc["project"]
+    for package in doc["tool"]["setuptools"]["packages"]:
+        shutil.copytree(project / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return install_on_path(site, meta["name"], meta["version"], meta.get("entry-points", {}))
 
 
 def toy_candidate(values: list[float], *, sleep_s: float = 0.0) -> str:

@@ -39,6 +39,7 @@ from reasearch.fleets.fleet import (
     MemberResult,
     check_method,
     fleet_report,
+    fleet_report_in,
     run_fleet,
 )
 from reasearch.methods.peers import KINDS
@@ -46,7 +47,7 @@ from reasearch.runs import Run, Store, Unit, open_store
 from reasearch.runs.run import effective_state
 
 __all__ = ["DEMO_NOTE", "FAILURES", "TIE_RTOL", "best_after", "budget_unit", "compare_spec", "comparison",
-           "paired_stats", "run_compare", "spend_matched", "task_numbers"]
+           "comparison_in", "paired_stats", "run_compare", "spend_matched", "task_numbers"]
 
 FAILURES = ("INVALID", "TIMEOUT", "OOM", "CRASH", "REFUSED")
 BOOTSTRAP_RESAMPLES = 2000
@@ -137,13 +138,15 @@ def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
     spent_unit = used.get(unit.value, 0.0)
     under_cap = cap is not None and float(cap) - spent_unit >= needed - 1e-9  # it could have paid one more
     return {
-        "run_id": run_id, "task_id": rec.task_id, "method": member.method, "seed": member.seed,
+        "run_id": run_id, "task_id": rec.task_id, "task_ref": member.task_id, "method": member.method,
+        "seed": member.seed,
         "model": member.model, "state": effective_state(store, rec).value, "reason": rec.reason, "unit": unit.value,
         "direction": spec.direction, "best_known": spec.best_known, "best_known_source": spec.best_known_source,
         "caps": dict(rec.budget), "used": {u: v for u, v in used.items() if v},
         "best_score": st.best_score, "test_score": test_score, "points": points,
         "stop_reason": stop_reason, "under_cap": bool(under_cap),
         "heldout_public": heldout_public_of(run.task), "task_params": dict(spec.params),
+        "trust": run.task.trust_note or None,
         "failures": dict(Counter(p["status"] for p in points if p["status"] in FAILURES)),
         "tool_mix": dict(Counter(str(e.payload.get("name")) for e in store.events(run_id, kind="tool_call"))),
     }
@@ -339,6 +342,15 @@ def comparison(store: str, fleet_id: str, *, reference: str = "agent",
         return _comparison(s, report, fleet_id, reference)
 
 
+def comparison_in(store: Store, fleet_id: str, *, reference: str = "agent") -> dict[str, Any]:
+    """:func:`comparison` from a store already open (the dashboard's fleet page), the report read from it.
+
+    Raises:
+        StoreError: no such fleet.
+    """
+    return _comparison(store, fleet_report_in(store, fleet_id), fleet_id, reference)
+
+
 def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str) -> dict[str, Any]:
     spec = FleetSpec.from_dict(store.get_fleet(fleet_id))
     methods = list(spec.methods)
@@ -350,14 +362,16 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
                      "seed": m.member.seed, "state": m.state, "reason": m.reason}
                     for m in report.members if m.state != "finished"]
     tasks = []
-    for task_id in spec.tasks:
-        mine = [r for r in runs if r["task_id"] == task_id]
+    for ref in spec.tasks:
+        # A task folder is stored by its path (the fleet's task) and runs under its spec's id (the run's task).
+        mine = [r for r in runs if ref in (r["task_id"], r["task_ref"])]
         if not mine:
             continue
         first = mine[0]
+        task_id = first["task_id"]
         tasks.append({"task_id": task_id, "direction": first["direction"], "unit": first["unit"],
                       **task_numbers(mine, methods, reference),
-                      "heldout_public": first.get("heldout_public"),
+                      "heldout_public": first.get("heldout_public"), "trust": first.get("trust"),
                       "pairwise": _pairwise(mine, methods, first["direction"]),
                       "references": references_for(task_id, first.get("task_params")),
                       "published": ({"best_known": first["best_known"], "source": first["best_known_source"]}

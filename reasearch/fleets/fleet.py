@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent.config import AgentConfig
-from reasearch.agent.session import open_agent, start_run
+from reasearch.agent.launch import open_agent, start_run
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.params import check_finite
+from reasearch.evaluators.registry import is_folder_ref
 from reasearch.evaluators.registry import spec as task_spec
 from reasearch.evaluators.training import heldout_public_of
 from reasearch.methods import method_config, open_method, start_method
@@ -50,7 +51,8 @@ from reasearch.runs.ray_cluster import connect_ray, gpu_options
 from reasearch.runs.run import effective_state
 from reasearch.runs.store import MAX_FLEET_ID_LEN, check_id
 
-__all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report"]
+__all__ = ["FleetSpec", "FleetMember", "MemberResult", "FleetReport", "run_fleet", "resume_fleet", "fleet_report",
+           "fleet_report_in"]
 
 _REASON_CHARS = 300  # of a failed member's exception message, kept in its run's reason
 
@@ -202,7 +204,9 @@ class FleetSpec:
 
     @classmethod
     def from_file(cls, path: str | Path) -> FleetSpec:
-        """A spec from a JSON or TOML file (the keys of :class:`FleetSpec`)."""
+        """A spec from a JSON or TOML file (the keys of :class:`FleetSpec`). A task folder written as a relative
+        path (``"./my_task"``, ``"../tasks/x"``, or a bare name of a folder beside the file) is the folder next to
+        the spec file, whatever the current directory, and is stored by its absolute path."""
         p = Path(path)
         try:
             text = p.read_text()
@@ -214,7 +218,29 @@ class FleetSpec:
             raise ConfigError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
         if isinstance(data, dict):
             check_finite(data, f"fleet spec {p}")
+            data = _folders_beside(data, p.resolve().parent)
         return cls.from_dict(data)
+
+
+def _folders_beside(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A spec file's task folders (in ``tasks`` and as keys of ``task_params`` and ``task_budgets``) by their absolute
+    paths, a relative one read against the spec file's folder ``base``; registry ids as written."""
+
+    def ref(task: Any) -> Any:
+        if not isinstance(task, str):
+            return task  # the spec's own check names what is wrong
+        path = Path(task).expanduser()
+        if path.is_absolute() or task.startswith(("./", "../")) or (base / path).is_dir():
+            return str((base / path).resolve())  # base / an absolute path is that path
+        return task
+
+    out = dict(data)
+    if isinstance(out.get("tasks"), list):
+        out["tasks"] = [ref(t) for t in out["tasks"]]
+    for key in ("task_params", "task_budgets"):
+        if isinstance(out.get(key), dict):
+            out[key] = {ref(k): v for k, v in out[key].items()}
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +327,7 @@ def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "
 
 
 def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping[str, Any], store_url: str,
-               run_dir: str) -> dict[str, Any]:
+               run_dir: str, folders: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Runs (or resumes) one member to its end; what a local thread or a Ray task executes.
 
     Plain data in and out, so that it crosses process boundaries. A member already finished is only
@@ -312,6 +338,11 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
     spec = FleetSpec.from_dict(spec_data)
     member = FleetMember(**member_data)
     node = os.uname().nodename
+    if folders:  # the fleet's task folders, shipped by content (a node need not hold the path)
+        from reasearch.evaluators.folder import unpack_folder
+
+        for bundle in folders:
+            unpack_folder(bundle)
     with open_store(store_url) as store:
         run_id = store.add_fleet_member(fleet_id, member.index, member.run_id(fleet_id))
         try:
@@ -492,10 +523,15 @@ def resume_fleet(fleet_id: str, *, store: str | Path, run_dir: str | Path = "run
 def fleet_report(fleet_id: str, *, store: str | Path) -> FleetReport:
     """The fleet's results as stored now (members not started show ``pending``)."""
     with open_store(str(store)) as s:
-        spec = FleetSpec.from_dict(s.get_fleet(fleet_id))
-        runs = s.fleet_members(fleet_id)
-        return FleetReport(fleet_id, tuple(_member_result(s, m, runs.get(m.index, m.run_id(fleet_id)))
-                                           for m in spec.members()))
+        return fleet_report_in(s, fleet_id)
+
+
+def fleet_report_in(store: Store, fleet_id: str) -> FleetReport:
+    """:func:`fleet_report` from a store already open (the dashboard's)."""
+    spec = FleetSpec.from_dict(store.get_fleet(fleet_id))
+    runs = store.fleet_members(fleet_id)
+    return FleetReport(fleet_id, tuple(_member_result(store, m, runs.get(m.index, m.run_id(fleet_id)))
+                                       for m in spec.members()))
 
 
 def _drive(fleet_id: str, spec: FleetSpec, store_url: str, run_dir: str, executor: str, address: str | None,
@@ -553,13 +589,19 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
         _check_store_for_cluster(store_url, conn.alive_machines())
         task = _ray_member_task()
         cluster_gpus = conn.cluster_gpus()
+        # Each task folder's content goes once into Ray's object store; a member's node gets it by reference.
+        from reasearch.evaluators.folder import pack_folder
+
+        bundles = [pack_folder(t) for t in dict.fromkeys(spec.tasks) if is_folder_ref(t)]
+        folders = ray.put(bundles) if bundles else None
         waiting = list(todo)
         running: dict[Any, FleetMember] = {}
         while waiting or running:
             while waiting and len(running) < spec.parallelism:
                 m = waiting.pop(0)
                 options = member_ray_options(m.task_id, dict(spec.task_params.get(m.task_id, {})), cluster_gpus)
-                running[task.options(**options).remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir)] = m
+                running[task.options(**options).remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir,
+                                                       folders)] = m
             done, _ = ray.wait(list(running), num_returns=1)
             for ref in done:
                 m = running.pop(ref)

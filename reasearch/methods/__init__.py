@@ -49,6 +49,9 @@ METHODS: dict[str, tuple[type, Callable[[MethodDriver, Any], str]]] = {
 }
 
 
+_STEERABLE = frozenset({"best-of-n", "evolve", "reflect"})  # a person's interventions reach their loops
+
+
 def method_config(method: str, data: Mapping[str, Any] | None = None) -> Any:
     """The typed config of ``method`` from plain data (unknown methods and keys are errors)."""
     if method not in METHODS:
@@ -130,6 +133,8 @@ def start_method(method: str, task_id: str, *, budget: Budget | Mapping[str, flo
             raise ConfigError(f"the {unit.value} cap of {cap:g} allows nothing; give a cap above 0")
     run_config: dict[str, Any] = {"driver": "method", "method": method, "method_config": cfg.to_dict(),
                                   "model": model_spec.to_dict()}
+    if method not in _STEERABLE:  # their own loop runs in the package: no step boundary of ours to steer at
+        run_config["unsteerable"] = f"the {method} method runs the package's own loop, which takes no interventions"
     if fleet is not None:
         run_config["fleet"] = FleetLink.of(fleet).to_dict()
     run = Run.create(store, task_id=task_id, task_params=dict(task_params or {}), seed=seed, budget=budget,

@@ -1,7 +1,7 @@
 """The harness every baseline method shares: journaled model calls, evaluations on the run, budget checks.
 
 A method drives the same :class:`~reasearch.runs.Run` as the agent: evaluations go through
-:meth:`Run.evaluate` (program tasks) or :meth:`PromptSession.validate` (prompt tasks), so the budget
+:meth:`Run.evaluate` (program tasks) or :meth:`PromptSplits.validate` (prompt tasks), so the budget
 unit, cache, ledger and store are the agent's. Every model call is one step: its reply is written to the
 run's event log (``method_reply``) before anything acts on it, and debited (model calls, tokens,
 dollars) with the agent's ledger notes, idempotently per step. A method's loop is a deterministic
@@ -32,8 +32,9 @@ from reasearch.models.reply_text import apply_search_replace, fenced_blocks, sea
 from reasearch.runs.events import EventKind
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
-from reasearch.runs.model_calls import reserve_model_call, spent_hard_cap
+from reasearch.runs.model_budget import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
+from reasearch.runs.steering import Steering, start_source
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
 
@@ -114,15 +115,17 @@ class MethodDriver:
                               f"{kind.name} task (use the agent for it)")
         self.kind: ProgramKind | PromptKind = kind
         self.fence = "python" if isinstance(kind, ProgramKind) else "text"
-        self.session: Any = None
+        self._seed: str | None = None  # the seed program, read once: what a proposal without a parent derives from
+        self.splits: Any = None
         if isinstance(kind, PromptKind):
-            from reasearch.adapters.prompt_session import PromptSession
+            from reasearch.runs.prompt_splits import PromptSplits
 
-            self.session = PromptSession(run)
+            self.splits = PromptSplits(run)
         self.unit: Unit = run.eval_unit
         self.needed: float = float(run.evaluation_estimate().get(self.unit, 1.0))
         self.journal = Journal(run)
-        # The last step an earlier session wrote before its conclusion: up to it the loop replays and never
+        self.steering = Steering(run, self.journal)  # a person's interventions, at the top of each iteration
+        # The last step an earlier driver wrote before its conclusion: up to it the loop replays and never
         # stops on the budget (the store's totals already hold the spend of the steps still to replay).
         ending = {step for step in self.journal.steps()
                   if any(kind in (FINAL_EVENT, "test_result") for kind in self.journal.kinds(step))}
@@ -168,6 +171,8 @@ class MethodDriver:
             ModelError: the model failed after its retries (the run stays resumable).
         """
         step = self.next_step()
+        if notes := self.steering.state.notes(self.steering.state.take_hints()):  # hints once, bans until lifted
+            user = f"{user}\n\n{notes}"
         rec = self.recorded(step, REPLY_EVENT)
         token: str | None = None
         if rec is None:
@@ -204,13 +209,20 @@ class MethodDriver:
     def candidate_from(self, reply: str, parent_source: str | None = None) -> str | None:
         """The full candidate a reply proposes: SEARCH/REPLACE edits of ``parent_source`` when it holds
         some, else its last fenced block; None when there is none, it is oversized, or (programs) it
-        does not compile (the cascade's free first stage: nothing is spent on it)."""
+        does not compile (the cascade's free first stage: nothing is spent on it), or the task's
+        :meth:`~reasearch.evaluators.base.Task.constrain` drops it (an edit outside an EVOLVE-BLOCK is reverted)."""
         source = apply_edits(parent_source, reply) if parent_source is not None else None
         if source is None:
             source = last_block(reply, self.fence)
         if not source or not source.strip() or len(source) > _MAX_CANDIDATE:
             return None
         if isinstance(self.kind, ProgramKind):
+            if parent_source is None and self._seed is None:
+                self._seed = self.seed_program()
+            constrained = self.task.constrain(parent_source if parent_source is not None else str(self._seed), source)
+            if constrained is None or len(constrained) > _MAX_CANDIDATE:
+                return None
+            source = constrained
             try:
                 compile(source, "candidate.py", "exec")
             except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
@@ -221,8 +233,8 @@ class MethodDriver:
     def evaluate(self, source: str, *, parent: str | None, note: str) -> Candidate:
         """Evaluates a candidate as the next step (one budget unit, or nothing for a repeat in this run)."""
         step = self.next_step()
-        if self.session is not None:
-            cid, result = self.session.validate(source, step=step, parent=parent, note=note)
+        if self.splits is not None:
+            cid, result = self.splits.validate(source, step=step, parent=parent, note=note)
         else:
             cid = candidate_sha256(source)
             result = self.run.evaluate(source, step=step, parent=parent, note=note)
@@ -236,6 +248,18 @@ class MethodDriver:
         """A proposal that gave nothing to evaluate (no block, no compile): counts toward :data:`MAX_IDLE`."""
         with self._lock:
             self.idle += 1
+
+    def seed_program(self) -> str:
+        """Where the method starts: the candidate a forked run starts from, else the task's seed program."""
+        return start_source(self.run) or self.task.seed_program()
+
+    def pinned(self) -> Candidate | None:
+        """The evaluated candidate a person pinned as the parent of the next proposals, or None."""
+        cid = self.steering.state.pin
+        if cid is None:
+            return None
+        with self._lock:
+            return next((c for c in reversed(self.history) if c.id == cid), None)
 
     def seen(self, source: str) -> Candidate | None:
         cid = candidate_sha256(source)
@@ -258,7 +282,11 @@ class MethodDriver:
 
     def stop_reason(self) -> str | None:
         """Why the method must stop now (None: go on): its evaluation unit or a hard cap is spent, or it idles.
-        Never while replaying the steps an earlier session recorded (it went on there, so the replay does too)."""
+        Never while replaying the steps an earlier driver recorded (it went on there, so the replay does too).
+        First, a person's interventions are applied at the next step (a stop ends the method; a pause waits)."""
+        self.steering.at(self.step + 1)
+        if (stopped := self.steering.stop_reason) is not None:
+            return stopped
         if self.step < self.replay_until:
             return None
         remaining = self.run.remaining()
@@ -281,10 +309,10 @@ class MethodDriver:
         self.record(step, FINAL_EVENT, {"candidate": best.id if best else None,
                                         "score": best.result.score if best else None, "chosen_by": self.method,
                                         "stop_reason": reason, "model_calls": self.model_calls})
-        if self.session is not None and best is not None and not self.run.events(kind="test_result"):
-            from reasearch.adapters.prompt_session import score_test
+        if self.splits is not None and best is not None and not self.run.events(kind="test_result"):
+            from reasearch.runs.prompt_splits import score_test
 
-            score_test(self.run, client=self.session.client)
+            score_test(self.run, client=self.splits.client)
         self.run.finish(state="finished", final_candidate=best.id if best else None, reason=f"{self.method}: {reason}")
         return best
 

@@ -40,11 +40,11 @@ class BestOfNConfig:
 
 def best_of_n(driver: MethodDriver, config: BestOfNConfig) -> str:
     """Runs best-of-n on ``driver``'s run; returns why it stopped."""
-    seed = driver.task.seed_program()
-    seed_cand = driver.evaluate(seed, parent=None, note="seed")
-    head = f"# Task\n{driver.task.describe()}\n\n# Starting candidate\n{driver.block(seed)}\n\n"
+    seed_cand = driver.evaluate(driver.seed_program(), parent=None, note="seed")
     drawn = 0
     while (reason := driver.stop_reason()) is None:
+        base = driver.pinned() or seed_cand  # a person's pin replaces the starting candidate
+        head = f"# Task\n{driver.task.describe()}\n\n# Starting candidate\n{driver.block(base.source)}\n\n"
         if config.samples is not None and drawn >= config.samples:
             return f"{config.samples} samples drawn"
         drawn += 1
@@ -54,6 +54,6 @@ def best_of_n(driver: MethodDriver, config: BestOfNConfig) -> str:
         if source is None:
             driver.skipped()
             continue
-        driver.evaluate(source, parent=seed_cand.id, note=f"best-of-n sample {drawn}")
+        driver.evaluate(source, parent=base.id, note=f"best-of-n sample {drawn}")
     return reason
 

@@ -222,7 +222,7 @@ def evolve(driver: MethodDriver, config: EvolveConfig) -> str:
     """Runs the evolutionary loop on ``driver``'s run; returns why it stopped."""
     rng = random.Random(f"evolve:{driver.run.seed}")
     db = ProgramDatabase(driver, config)
-    seed = driver.evaluate(driver.task.seed_program(), parent=None, note="seed")
+    seed = driver.evaluate(driver.seed_program(), parent=None, note="seed")
     for island in range(config.num_islands):
         db.add(seed, island)
     cheap = getattr(driver.task, "cheap_stage", None)
@@ -231,7 +231,7 @@ def evolve(driver: MethodDriver, config: EvolveConfig) -> str:
     while (reason := driver.stop_reason()) is None:
         island = iteration % config.num_islands
         iteration += 1
-        parent = db.parent(island, rng)
+        parent = driver.pinned() or db.parent(island, rng)
         inspirations = db.inspirations(island, parent.id, rng)
         reply = driver.ask(
             driver.system_prompt(),

@@ -100,13 +100,13 @@ class _Minibatches:
         self.driver, self.size, self.index = driver, size, 0
 
     def next_ids(self) -> list[str]:
-        batch = self.driver.session.minibatch(self.index, self.size)
+        batch = self.driver.splits.minibatch(self.index, self.size)
         self.index += 1
         return [ex.id for ex in batch]
 
     def run(self, prompt: str, ids: list[str]) -> tuple[float, str]:
         """(correct count, the outcomes as text) of ``prompt`` on ``ids``, as one step."""
-        outcomes = self.driver.session.run_train(prompt, ids, step=self.driver.next_step())
+        outcomes = self.driver.splits.run_train(prompt, ids, step=self.driver.next_step())
         text = "\n\n".join(f"example {o.id}: {'CORRECT' if o.correct else o.kind.upper()}\ninput: {o.input}\n"
                            f"reference: {o.reference}\nstudent output: {o.output[:1200]}" for o in outcomes)
         return float(sum(o.correct for o in outcomes)), text
@@ -123,8 +123,8 @@ def reflect(driver: MethodDriver, config: ReflectConfig) -> str:
         if c.id not in pool:
             pool[c.id], scores[c.id], ancestry[c.id] = c, instance_scores(driver.task, c), c.parent
 
-    join(driver.evaluate(driver.task.seed_program(), parent=None, note="seed"))
-    batches = _Minibatches(driver, config.reflection_minibatch_size) if driver.session is not None else None
+    join(driver.evaluate(driver.seed_program(), parent=None, note="seed"))
+    batches = _Minibatches(driver, config.reflection_minibatch_size) if driver.splits is not None else None
     merges = 0
     iteration = 0
     while (reason := driver.stop_reason()) is None:
@@ -135,6 +135,7 @@ def reflect(driver: MethodDriver, config: ReflectConfig) -> str:
             parent = best if best is not None and best.id in pool else pool[_pick(front, rng)]
         else:
             parent = pool[_pick(front, rng)]
+        parent = driver.pinned() or parent  # a person's pin
         feedback = driver.describe_result(parent)
         ids: list[str] = []
         parent_batch = 0.0

@@ -114,8 +114,47 @@ def curve_figures(view: RunView) -> dict[str, dict[str, Any]]:
             extra.setdefault("annotations", []).append(
                 {"xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False, "font": {"color": "#777"},
                  "text": "no dollars or tokens are recorded in this run's ledger"})
+        if fig_id == "fig-evals" and view.interventions:
+            _mark_interventions(view, data, extra, best, floor)
         figs[fig_id] = {"data": data, "layout": _layout(title, xtitle, "score (" + view.direction + ")", **extra)}
     return figs
+
+
+def _mark_interventions(view: RunView, data: list[dict[str, Any]], extra: dict[str, Any],
+                        best: Sequence[float | None], floor: float) -> None:
+    """A person's interventions on the score-against-evaluations curve: a dashed line between the evaluations
+    before and after them (at ``k + 0.5``), labelled ``#seq verb`` (those applied at once share a line), and a
+    hoverable marker saying what each was and what followed."""
+    at: dict[int, list[Any]] = {}
+    for e in view.interventions:
+        at.setdefault(e.evaluations_before, []).append(e)
+    shapes, xs, ys, custom = [], [], [], []
+    for k, group in sorted(at.items()):
+        x = k + 0.5
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+                       "line": {"color": "#c2185b", "width": 1, "dash": "dot"}})
+        label = ", ".join(f"#{e.intervention.seq} {e.intervention.verb}" for e in group)
+        extra.setdefault("annotations", []).append(
+            {"xref": "x", "yref": "paper", "x": x, "y": 1, "yanchor": "bottom", "showarrow": False,
+             "font": {"size": 10, "color": "#c2185b"}, "text": esc(label[:200])})
+        y = best[k - 1] if 0 < k <= len(best) else None
+        xs.append(x)
+        ys.append(y if y is not None else floor)
+        first = group[0]
+        custom.append(["<br>".join(esc(e.intervention.describe()[:300]) for e in group[:10]),
+                       first.intervention.applied_step, _fmt(first.score_before), _fmt(first.best_after),
+                       first.evaluations_after])
+    extra["shapes"] = shapes
+    data.append({"type": "scatter", "mode": "markers", "name": f"interventions ({len(view.interventions)})",
+                 "x": xs, "y": ys, "marker": {"color": "#c2185b", "symbol": "triangle-down", "size": 10},
+                 "customdata": custom, "meta": {"kind": "interventions"},
+                 "hovertemplate": "%{customdata[0]}<br>applied at step %{customdata[1]}<br>best before "
+                                  "%{customdata[2]}, best of the next %{customdata[4]} evaluations "
+                                  "%{customdata[3]}<extra></extra>"})
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.10g}"
 
 
 def tree_layout(ids: Sequence[str], parents: Sequence[str | None]) -> tuple[list[int], list[float]]:

@@ -20,12 +20,14 @@ from reasearch.evaluators.scores import is_better
 from reasearch.runs.events import EventKind
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.run import active_seconds_of
+from reasearch.runs.steering import Effect, effects
 from reasearch.runs.store import CandidateRecord, DriverRecord, EvaluationRecord, Event, RunRecord, Store
 
-__all__ = ["RunView", "EvalPoint", "LessonsVersion", "load_run", "cap_text", "MAX_TEXT"]
+__all__ = ["RunView", "EvalPoint", "LessonsVersion", "load_run", "cap_text", "MAX_TEXT", "STEER_WINDOW"]
 
 MAX_TEXT = 100_000  # characters of one source, feedback or tool result shown (the rest is cut, and says so)
 LESSONS_FILE = "lessons.md"
+STEER_WINDOW = 5  # evaluations after an intervention whose best the report states
 
 
 def cap_text(text: Any, limit: int = MAX_TEXT) -> str:
@@ -84,6 +86,7 @@ class RunView:
     last_step: int
     lessons: tuple[LessonsVersion, ...] = field(default=())
     drivers: tuple[DriverRecord, ...] = field(default=())
+    interventions: tuple[Effect, ...] = field(default=())  # a person's, applied, each with what followed it
 
     @property
     def family(self) -> str:
@@ -96,7 +99,7 @@ class RunView:
 
     @property
     def wall_s(self) -> float:
-        """Active wall seconds: the run's driver sessions, gaps while it sat interrupted left out."""
+        """Active wall seconds: the run's drivers' lifetimes, gaps while it sat interrupted left out."""
         return active_seconds_of(self.record, self.drivers, now=self.read_at)
 
     @property
@@ -203,4 +206,5 @@ def load_run(store: Store, run_id: str) -> RunView:
         evaluations=tuple(evaluations), candidates=tuple(candidates), ledger=tuple(ledger), events=tuple(events),
         usage=usage, caps=caps, points=tuple(points), best=best, read_at=time.time(),
         last_step=max([ev.step for ev in evaluations] + [e.step for e in events] + [e.step for e in ledger] + [-1]),
-        lessons=tuple(_lessons(events)), drivers=tuple(store.drivers(record.id)))
+        lessons=tuple(_lessons(events)), drivers=tuple(store.drivers(record.id)),
+        interventions=tuple(effects(store, record.id, window=STEER_WINDOW)))

@@ -23,6 +23,7 @@ from reasearch.reports._sections import (
     evaluations_html,
     fmt_duration,
     fmt_score,
+    interventions_html,
     ledger_html,
     lessons_html,
     solution_html,
@@ -36,6 +37,7 @@ __all__ = ["report_payload", "report_html", "compare_html", "plotly_js", "script
 SECTIONS = (
     ("summary", "Summary"),
     ("curves", "Score"),
+    ("steering", "Interventions"),
     ("solution", "Best solution"),
     ("lineage", "Candidate lineage"),
     ("evaluations", "Evaluations"),
@@ -102,6 +104,7 @@ def _sections(view: RunView) -> dict[str, str]:
         "headline": _headline(view),
         "summary": summary_html(view),
         "solution": solution_html(view),
+        "steering": interventions_html(view),
         "evaluations": evaluations_html(view),
         "ledger": ledger_html(view),
         "lessons": lessons_html(view),
@@ -142,7 +145,8 @@ pre.code{max-height:600px}.badge{color:#fff;border-radius:3px;padding:0 5px;font
 .meter span{display:block;height:8px;background:#4269d0}
 details{margin:3px 0}summary{cursor:pointer}details.turn{border-left:3px solid #4269d0;padding-left:8px}
 details.tool{margin-left:10px}details.tool.error summary{color:#b91c1c}.event{margin:6px 0;font-weight:600}
-.compaction{color:#6d28d9}.final{color:#166534}pre.diff .add{color:#166534;background:#dcfce7}\
+.event.steer{color:#c2185b}.compaction{color:#6d28d9}\
+.final{color:#166534}pre.diff .add{color:#166534;background:#dcfce7}\
 pre.diff .del{color:#991b1b;background:#fee2e2}
 figure.solution{margin:6px 0}figcaption{font-size:12px;color:#444;margin-top:4px}
 svg text{font-family:system-ui,sans-serif}svg .t{font-size:12px;font-weight:600}svg .a{font-size:10px;fill:#444}
@@ -253,16 +257,23 @@ def _document(title: str, header: str, body: str, data: dict[str, Any], *, live_
 
 
 def report_html(view: RunView, *, live_url: str | None = None, data_url: str | None = None,
-                plotly_src: str | None = None, home_url: str | None = None) -> str:
-    """The report page of one run (self-contained unless ``plotly_src`` names a script URL)."""
+                plotly_src: str | None = None, home_url: str | None = None,
+                extra: Sequence[tuple[str, str, str]] = (), panel: str | None = None) -> str:
+    """The report page of one run (self-contained unless ``plotly_src`` names a script URL).
+
+    ``extra``: more sections after the score curves, each ``(id, title, inner HTML)``; the inner HTML is the
+    caller's, already escaped (the dashboard's running experiments, lessons file and steering slot).
+    ``panel``: trusted HTML put first in the page (the dashboard's steering panel, ``serve --steer``).
+    """
     sections = _sections(view)
     payload = report_payload(view, sections=False)  # sections are in the HTML already
     r = view.record
-    nav = "".join(f'<a href="#{sid}">{esc(title)}</a>' for sid, title in SECTIONS)
+    nav = "".join(f'<a href="#{sid}">{esc(title)}</a>' for sid, title in
+                  [*SECTIONS[:2], *((sid, title) for sid, title, _ in extra), *SECTIONS[2:]])
     home = f'<a href="{esc(home_url)}">all runs</a> · ' if home_url else ""
     header = (f"<h1>{home}<span id='sec-headline'>{sections['headline']}</span>"
               f"{'<span id=live-status>live</span>' if live_url else ''}</h1><nav>{nav}</nav>")
-    parts = []
+    parts = [] if panel is None else [panel]
     for sid, title in SECTIONS:
         if sid == "curves":
             inner = (
@@ -280,6 +291,9 @@ def report_html(view: RunView, *, live_url: str | None = None, data_url: str | N
         else:
             inner = f'<div id="sec-{sid}">{sections[sid]}</div>'
         parts.append(f'<section id="{sid}"><h2>{esc(title)}</h2>{inner}</section>')
+        if sid == "curves":
+            parts.extend(f'<section id="{esc(xid)}"><h2>{esc(title)}</h2>{inner_html}</section>'
+                         for xid, title, inner_html in extra)
     return _document(f"reasearch report {r.id} ({r.task_id})", header, "".join(parts), payload, live_url=live_url,
                      data_url=data_url, plotly_src=plotly_src)
 

@@ -17,7 +17,7 @@ from reasearch.runs.display import duration_text
 from reasearch.runs.events import EventKind
 
 __all__ = ["summary_html", "solution_html", "evaluations_html", "ledger_html", "lessons_html", "compactions_html",
-           "transcript_html", "fmt_score", "fmt_duration", "utc"]
+           "transcript_html", "interventions_html", "fmt_score", "fmt_duration", "utc"]
 
 _RESULT_CAP = 20_000  # characters of one tool result in the transcript
 
@@ -146,6 +146,30 @@ def evaluations_html(view: RunView) -> str:
     return (f"<details><summary>{len(rows)} evaluations</summary><table class='grid-table'><tr><th>#</th><th>step</th>"
             "<th>candidate</th><th>status</th><th>score</th><th>cached</th><th>wall s</th><th>feedback</th></tr>"
             f"{''.join(rows)}</table></details>")
+
+
+def interventions_html(view: RunView) -> str:
+    """A person's interventions (applied ones), each with the best score before it, the best within the next
+    evaluations, and the unsteered twin's figures at the same evaluation count when the run has one."""
+    if not view.interventions:
+        return "<p class='muted'>no interventions (nobody steered this run)</p>"
+    twin = next((e.twin_run for e in view.interventions if e.twin_run), None)
+    head = ("<tr><th>#</th><th>verb</th><th>who</th><th>sent (UTC)</th><th>applied at step</th><th>what</th>"
+            "<th>best before</th><th>best in the next evaluations</th>"
+            + ("<th>twin: best before</th><th>twin: best in the next</th>" if twin else "") + "</tr>")
+    rows = []
+    for e in view.interventions:
+        i = e.intervention
+        what = i.what()
+        row = (f"<tr class='steer'><td>{i.seq}</td><td>{esc(i.verb)}</td><td>{esc(i.who)}</td><td>{esc(i.at)}</td>"
+               f"<td>{i.applied_step}</td><td>{esc(what[:400])}</td><td>{esc(fmt_score(e.score_before))}</td>"
+               f"<td>{esc(fmt_score(e.best_after))} ({e.evaluations_after} evaluations)</td>")
+        if twin:
+            row += f"<td>{esc(fmt_score(e.twin_before))}</td><td>{esc(fmt_score(e.twin_after))}</td>"
+        rows.append(row + "</tr>")
+    note = (f"<p class='small'>the unsteered twin is run <code>{esc(twin)}</code>: forked from the same candidate "
+            "with the same budget, never steered</p>" if twin else "")
+    return f"<table class='grid-table'>{head}{''.join(rows)}</table>{note}"
 
 
 def ledger_html(view: RunView) -> str:
@@ -277,6 +301,15 @@ def transcript_html(view: RunView) -> str:
             out.append(f"<div class='event final'>final choice by {esc(p.get('chosen_by', '?'))}: candidate "
                        f"<code>{esc(str(p.get('candidate') or '-')[:12])}</code>, score {esc(p.get('score'))}; "
                        f"{esc(p.get('reason', ''))}</div>")
+        elif base == EventKind.STEER_REQUEST:  # a request as sent; its application is the ``steer`` event below
+            continue
+        elif base == EventKind.STEER:
+            said = "; ".join(f"#{d.get('seq')} {d.get('verb')} by {d.get('who')}: "
+                             + str((d.get("args") or {}).get("text") or (d.get("args") or {}).get("candidate")
+                                   or (d.get("args") or {}).get("value") or (d.get("args") or {}).get("ban") or "")
+                             for d in p.get("interventions", []) if isinstance(d, Mapping))
+            close()  # applied at a step boundary: between two turns
+            out.append(f"<div class='event steer'>a person steered at step {e.step}: {esc(cap_text(said, 2000))}</div>")
         elif kind == EventKind.START:
             out.append(f"<details class='event'><summary>start: task <code>{esc(p.get('task_id', ''))}</code></summary>"
                        f"{_pre(json.dumps(dict(p), indent=1, default=str))}</details>")

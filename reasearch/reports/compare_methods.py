@@ -185,6 +185,8 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
         text = scores.heldout_text({"heldout_public": public, "sealed": not public})
         notice += (f"<p class='warn heldout-public'>Scored on {esc(text)}.</p>" if public else
                    f"<p class='muted heldout-private'>Scored on {esc(text)}.</p>")
+    if task.get("trust"):  # a peer's folder: its evaluator ran in the candidate's jail
+        notice += f"<p class='warn trust'>Trust: {esc(task['trust'])}; scores are as trustworthy as that evaluator.</p>"
     head = ("<tr><th>method</th><th>rank</th><th>runs</th><th>best @ equal spend</th><th>mean best</th><th>std</th>"
             "<th>min</th><th>max</th>"
             f"<th>gain vs {esc(reference)} (mean, 95% paired bootstrap)</th><th>W/T/L vs {esc(reference)}</th>"

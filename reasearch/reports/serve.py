@@ -1,9 +1,13 @@
 """``reasearch serve``: a read-only live dashboard over a run store (Starlette + uvicorn, the ``web`` extra).
 
-Pages: ``/`` lists every run (state, best, budget, last activity) and ``/run/{id}`` is the run's
-report, both updated in place as evaluations land: the server polls the store (a few cheap queries
-every ``poll_interval_s``) and pushes an ``update`` server-sent event when a run changed; the page then
-fetches the new data. Nothing here writes to the store.
+Pages (the workbench, :mod:`reasearch.reports.workbench`): ``/`` lists the runs grouped by task, fleet or
+method (normalized scores, sparklines, state, spend; filters as query parameters), ``/run/{id}`` is the
+run's report with its running experiments, its lessons file and the steering slot, ``/fleet/{id}`` compares
+a fleet's members as ``reasearch compare`` does. The index and run pages update in place as evaluations
+land: the server polls the store (a few cheap queries every ``poll_interval_s``) and pushes an ``update``
+server-sent event when a run changed; the page then fetches the new data. Nothing here writes to the store
+unless steering is on: with ``--steer`` (:mod:`reasearch.reports.steer_web`) each run page carries a
+steering panel instead of the slot and the app takes writes, each behind a write token of its own.
 
 Access: the app binds 127.0.0.1 by default and then answers only requests whose ``Host`` is a loopback
 name (a web page elsewhere cannot reach it through DNS rebinding). Binding any other address needs an
@@ -21,18 +25,26 @@ import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
 from reasearch.errors import ConfigError, StoreError
 from reasearch.reports._model import load_run
 from reasearch.reports._page import CSS, plotly_js, report_html, report_payload, script_json
-from reasearch.reports._sections import fmt_score, utc
-from reasearch.runs.display import age_text, budget_text
-from reasearch.runs.ledger import Budget
+from reasearch.reports.workbench import (
+    QueryError,
+    index_html,
+    parse_query,
+    run_extra_sections,
+    run_live_sections,
+    workbench_rows,
+)
 from reasearch.runs.store import Store
 
-__all__ = ["create_app", "check_bind", "is_loopback", "serve", "runs_table"]
+if TYPE_CHECKING:
+    from reasearch.reports.steer_web import SteerGate
+
+__all__ = ["create_app", "check_bind", "host_of", "is_loopback", "serve"]
 
 _COOKIE = "reasearch_token"
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
@@ -67,7 +79,7 @@ def check_bind(host: str, token: str | None) -> None:
                           "sources and transcripts; pass --token (or $REASEARCH_SERVE_TOKEN), or bind 127.0.0.1")
 
 
-def _host_of(header: str) -> str:
+def host_of(header: str) -> str:
     """The host name of a Host header (port removed, IPv6 brackets kept off)."""
     header = header.strip()
     if header.startswith("["):
@@ -88,7 +100,7 @@ class _Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if self.token is None:
-            if not is_loopback(_host_of(headers.get("host", ""))):
+            if not is_loopback(host_of(headers.get("host", ""))):
                 await _deny(send, 400, "this dashboard answers only to a loopback Host (127.0.0.1, localhost)")
                 return
             await self.app(scope, receive, send)
@@ -135,61 +147,13 @@ async def _deny(send: Send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _row(store: Store, run_id: str) -> dict[str, Any]:
-    view = load_run(store, run_id)
-    rec, best = view.record, view.best
-    return {
-        "id": rec.id,
-        "task_id": rec.task_id,
-        "seed": rec.seed,
-        "state": rec.state.value,
-        "best_score": None if best is None else best.result.score,
-        "evaluations": len(view.evaluations),
-        "budget": budget_text(dict(view.usage), {u.value: c for u, c in Budget.from_dict(rec.budget).units().items()}),
-        "updated_at": rec.updated_at,
-        "created_at": rec.created_at,
-    }
-
-
-def runs_table(
-    store: Store, cache: dict[str, tuple[Any, dict[str, Any]]] | None = None
-) -> tuple[str, list[dict[str, Any]]]:
-    """The runs of the store as an HTML table (escaped) and as rows of plain data.
-
-    ``cache`` keeps each run's row until the run writes again (its state or ``updated_at`` changes).
-    """
-    rows: list[dict[str, Any]] = []
-    now = time.time()
-    cache = {} if cache is None else cache
-    for rec in store.list_runs():
-        key = (rec.state.value, rec.updated_at)
-        hit = cache.get(rec.id)
-        if hit is None or hit[0] != key:
-            hit = (key, _row(store, rec.id))
-            cache[rec.id] = hit
-        rows.append(hit[1])
-    e = html.escape
-    body = "".join(
-        f"<tr class='run' data-run-id='{e(r['id'])}'>"
-        f"<td><a href='run/{quote(r['id'])}'><code>{e(r['id'])}</code></a></td>"
-        f"<td>{e(r['task_id'])}</td><td>{r['seed']}</td><td class='state-{e(r['state'])}'>{e(r['state'])}</td>"
-        f"<td class='best'>{e(fmt_score(r['best_score']))}</td><td class='evals'>{r['evaluations']}</td>"
-        f"<td>{e(r['budget'])}</td>"
-        f"<td title='{e(utc(r['updated_at']))}'>{e(age_text(now - r['updated_at']) + ' ago')}</td></tr>"
-        for r in reversed(rows)
-    )
-    table = ("<table class='grid-table' id='runs'><tr><th>run</th><th>task</th><th>seed</th><th>state</th><th>best</th>"
-             f"<th>evaluations</th><th>budget used/cap</th><th>last activity</th></tr>{body}</table>")
-    return table, rows
-
-
 _INDEX_JS = r"""
 (function () {
   "use strict";
   var status = document.getElementById("live-status");
   var es = new EventSource("events");
   es.addEventListener("update", function () {
-    fetch("runs.json", {cache: "no-store", credentials: "same-origin"})
+    fetch("runs.json" + window.location.search, {cache: "no-store", credentials: "same-origin"})
       .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
       .then(function (d) { document.getElementById("runs-box").innerHTML = d.html;
                            status.textContent = "live: updated " + new Date().toLocaleTimeString(); })
@@ -200,44 +164,70 @@ _INDEX_JS = r"""
 """
 
 
-def create_app(store: Store, *, token: str | None = None, poll_interval_s: float = 0.5) -> Any:
+_INDEX_CSS = """
+#filters{margin:8px 0}#filters a,#filters b{margin-right:6px}
+.active-filter{background:#eef;padding:0 4px;margin-right:6px}
+section.group h2{font-size:15px}.group-name{font-family:ui-monospace,monospace}svg.sparkline{vertical-align:middle}
+"""
+
+
+def create_app(store: Store, *, token: str | None = None, poll_interval_s: float = 0.5,
+               steer: SteerGate | None = None) -> Any:
     """The dashboard as an ASGI app (Starlette).
 
     Args:
-        store: an open run store (read only; the app never writes to it).
+        store: an open run store (read only unless ``steer`` is given).
         token: the access token every request must carry; None: no token, loopback Host only.
         poll_interval_s: how often the event streams look at the store for changes.
+        steer: the write path's gate (``serve --steer``): adds the steering routes and each run page's panel
+            (:mod:`reasearch.reports.steer_web`); None: read only.
     """
     try:
         from sse_starlette.sse import EventSourceResponse
         from starlette.applications import Starlette
         from starlette.requests import Request
-        from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+        from starlette.responses import HTMLResponse, PlainTextResponse, Response
         from starlette.routing import Route
     except ImportError:
         raise ConfigError("the dashboard needs the web extra: pip install 'reasearch[web]'") from None
     import anyio
 
+    if steer is not None:
+        from reasearch.reports.steer_web import panel_html, steer_routes
     row_cache: dict[str, tuple[Any, dict[str, Any]]] = {}  # run id -> (its last write, its row)
+    fleet_specs: dict[str, Any] = {}  # fleet id -> its spec (never changes)
 
     def _csp(nonce: str) -> str:
         return (f"default-src 'none'; script-src 'nonce-{nonce}' 'self'; style-src 'unsafe-inline'; img-src data:; "
                 "connect-src 'self'; base-uri 'none'; form-action 'none'")
 
+    def _index(request: Request) -> tuple[str, list[dict[str, Any]]]:
+        query = parse_query(request.query_params.multi_items())  # QueryError: the caller answers 400
+        rows = workbench_rows(store, row_cache, fleet_specs)
+        return index_html(rows, query), rows
+
     async def index(request: Request) -> Response:
         import secrets
 
-        table, _ = await anyio.to_thread.run_sync(runs_table, store, row_cache)
+        try:
+            body, _ = await anyio.to_thread.run_sync(_index, request)
+        except QueryError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
         nonce = secrets.token_urlsafe(16)
         page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>reasearch runs</title>"
-                f"<style>{CSS}</style></head><body><header><h1>runs in {html.escape(store.display_url)}"
-                f"<span id='live-status'>live</span></h1></header><main><div id='runs-box'>{table}</div></main>"
+                f"<style>{CSS}{_INDEX_CSS}</style></head><body><header><h1>runs in {html.escape(store.display_url)}"
+                f"<span id='live-status'>live</span></h1></header><main><div id='runs-box'>{body}</div></main>"
                 f"<script nonce='{nonce}'>{_INDEX_JS}</script></body></html>")
         return HTMLResponse(page, headers={"Content-Security-Policy": _csp(nonce), "Cache-Control": "no-store"})
 
     async def runs_json(request: Request) -> Response:
-        table, rows = await anyio.to_thread.run_sync(runs_table, store, row_cache)
-        return JSONResponse({"html": table, "runs": rows}, headers={"Cache-Control": "no-store"})
+        try:
+            body, rows = await anyio.to_thread.run_sync(_index, request)
+        except QueryError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
+        # script_json: no raw "<" of a hostile task id or method even in the JSON (a sniffing client sees no markup)
+        return Response(script_json({"html": body, "runs": rows}).encode(), media_type="application/json",
+                        headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
 
     def _view(run_id: str) -> Any:
         return load_run(store, run_id)
@@ -255,6 +245,8 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
             data_url=f"{rid}/data.json",
             plotly_src="../static/plotly.min.js",
             home_url="../",
+            extra=run_extra_sections(view, steering_slot=steer is None),
+            panel=None if steer is None else panel_html(),
         )
         # the page sets its CSP in a meta tag with its own nonce; the header adds nothing looser
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
@@ -264,7 +256,9 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
             view = await anyio.to_thread.run_sync(_view, request.path_params["run_id"])
         except StoreError as exc:
             return PlainTextResponse(str(exc), status_code=404)
-        return Response(script_json(report_payload(view)).encode(), media_type="application/json",
+        payload = report_payload(view)
+        payload["sections"].update(run_live_sections(view))
+        return Response(script_json(payload).encode(), media_type="application/json",
                         headers={"Cache-Control": "no-store"})
 
     async def run_download(request: Request) -> Response:
@@ -306,6 +300,19 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
 
         return EventSourceResponse(events(), ping=15, headers={"Cache-Control": "no-store"})
 
+    async def fleet_page(request: Request) -> Response:
+        from reasearch.errors import ReasearchError
+        from reasearch.reports.workbench import fleet_page_html
+
+        try:
+            page = await anyio.to_thread.run_sync(
+                lambda: fleet_page_html(store, request.path_params["fleet_id"], plotly_src="../static/plotly.min.js"))
+        except StoreError as exc:
+            return PlainTextResponse(str(exc), status_code=404)
+        except ReasearchError as exc:  # a member's task cannot be built here: one line
+            return PlainTextResponse(f"cannot compare this fleet here: {exc}", status_code=500)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
     async def index_events(request: Request) -> Response:
         return _stream(request, None)
 
@@ -321,14 +328,21 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         Route("/static/plotly.min.js", plotly_static),
         Route("/run/{run_id}", run_page), Route("/run/{run_id}/data.json", run_data),
         Route("/run/{run_id}/events", run_events), Route("/run/{run_id}/report.html", run_download),
+        Route("/fleet/{fleet_id}", fleet_page),
     ]
+    if steer is not None:
+        routes += steer_routes(store, steer)
     app = Starlette(routes=routes)
     return _Guard(app, token)
 
 
 def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          poll_interval_s: float = 0.5, log_level: str = "warning") -> None:
+          poll_interval_s: float = 0.5, log_level: str = "warning", steer_token: str | None = None) -> None:
     """Serves the dashboard until interrupted (uvicorn).
+
+    Args:
+        steer_token: the write token of ``--steer`` (None: read only). Writes are answered for the bound
+            host (and loopback names) only; the access log stays off, so no request line is ever logged.
 
     Raises:
         ConfigError: a non-loopback ``host`` without a token, or the web extra is missing.
@@ -338,5 +352,10 @@ def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8765, token: str
         import uvicorn
     except ImportError:
         raise ConfigError("the dashboard needs the web extra: pip install 'reasearch[web]'") from None
-    app = create_app(store, token=token, poll_interval_s=poll_interval_s)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    gate = None
+    if steer_token is not None:
+        from reasearch.reports.steer_web import SteerGate
+
+        gate = SteerGate(steer_token, None if is_loopback(host) else {host.strip("[]")})
+    app = create_app(store, token=token, poll_interval_s=poll_interval_s, steer=gate)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

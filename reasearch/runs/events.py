@@ -41,6 +41,8 @@ class EventKind(enum.StrEnum):
     MCP_SESSION = "mcp_session"
     MCP_CALL = "mcp_call"
     MCP_RESULT = "mcp_result"
+    STEER_REQUEST = "steer_request"  # a person's intervention as sent (at step -seq: no driver's step)
+    STEER = "steer"  # the interventions a driver applied at this step (suffix: a later batch at the same step)
 
 
 REPLY_KINDS = frozenset({EventKind.MODEL_REPLY, EventKind.EDIT_REPLY, EventKind.SUMMARY})

@@ -2,7 +2,7 @@
 
 Both implement :class:`Executor`: ``submit(EvalRequest) -> Future[EvalResult]``, ``map(requests)``
 with a progress bar, ``parallelism`` and ``close()``. The executor is a deployment choice, never a
-code path of the tasks (ARCHITECTURE invariant 7): both rebuild the task from the request's
+code path of the tasks (docs/architecture.md, invariant 7): both rebuild the task from the request's
 :class:`TaskSpec` with ``make(spec)`` and end in the same call,
 ``task.evaluate(source, seed=..., executor=<a SandboxPool>)``, so they give identical results; a Ray
 node runs candidates in its own warm sandbox pool, and a node without nsjail says so in each result's
@@ -30,7 +30,7 @@ from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.kinds import ExperimentOptions, RepositoryKind, task_kind
-from reasearch.evaluators.registry import build_task, make
+from reasearch.evaluators.registry import build_task, make, task_class_of
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.ray_cluster import connect_ray, gpu_options
@@ -287,7 +287,8 @@ def ray_evaluate_keyed(key: str, spec_ref: list[Any], source: str, seed: int | N
     """Body of :class:`RayExecutor`'s task: the task of spec ``key`` is built once per worker process, from
     the spec the driver put once in Ray's object store (``spec_ref``: a one-item list, so Ray hands the
     reference over unresolved and it is fetched only on this worker's first request for the spec); then
-    the same call as :func:`ray_evaluate`. Plain data in and out (no pickled results)."""
+    the same call as :func:`ray_evaluate`. Plain data in and out (no pickled results). A second reference in
+    ``spec_ref`` is the task's shipment (:meth:`~reasearch.evaluators.base.Task.shipment`), received first."""
     return evaluate_with(_keyed_task(key, spec_ref), source, seed=seed, executor=_ray_worker_pool(),
                          options=options).to_dict()
 
@@ -307,6 +308,8 @@ def _keyed_task(key: str, spec_ref: list[Any]) -> Task:
         import ray
 
         spec = TaskSpec.from_dict(ray.get(spec_ref[0]))
+        if len(spec_ref) > 1:  # what this node needs beside the spec (a task folder's content)
+            task_class_of(spec).receive_shipment(ray.get(spec_ref[1]))
         task = _RAY_WORKER_BY_KEY[key] = make(spec)
     return task
 
@@ -375,7 +378,7 @@ class RayExecutor(Executor):
         _, key, ref, may_gpu = self._spec_of(request)
         options = self.ray_options(request) if may_gpu else {}
         remote = self._remote.options(**options) if options else self._remote
-        ray_future = remote.remote(key, [ref], request.source, request.seed, dict(request.options)).future()
+        ray_future = remote.remote(key, ref, request.source, request.seed, dict(request.options)).future()
         return _results_of(ray_future, 1)[0]
 
     def submit_all(self, requests: Sequence[EvalRequest]) -> list[Future[EvalResult]]:
@@ -401,7 +404,7 @@ class RayExecutor(Executor):
             for start in range(0, len(index), size):
                 chunk = index[start:start + size]
                 items = [(requests[i].source, requests[i].seed, dict(requests[i].options)) for i in chunk]
-                ray_future = self._remote_chunk.remote(key, [specs[key][0]], items).future()
+                ray_future = self._remote_chunk.remote(key, specs[key][0], items).future()
                 for i, out in zip(chunk, _results_of(ray_future, len(chunk)), strict=True):
                     futures[i] = out
         return [f for f in futures if f is not None]
@@ -418,7 +421,8 @@ class RayExecutor(Executor):
         return gpu_options(self._tasks.get(request), self._conn.cluster_gpus)
 
     def _spec_of(self, request: EvalRequest) -> tuple[TaskSpec, str, Any, bool]:
-        """(spec, key, object-store reference, whether it may take a GPU) of the request's spec, made once
+        """(spec, key, object-store references (the spec's, then the task's shipment's when it has one), whether
+        it may take a GPU) of the request's spec, made once
         per spec: each request then carries only its source, seed and options. A task that may take a GPU
         asks the cluster at each request (its GPUs may change; an experiment is long)."""
         with self._specs_lock:
@@ -426,7 +430,12 @@ class RayExecutor(Executor):
             if known is None or known[0] is not request.spec:
                 key = spec_key(request.spec)
                 same = next((k for k in self._specs.values() if k[1] == key), None)
-                ref = same[2] if same is not None else self._ray.put(request.spec.to_dict())
+                if same is not None:
+                    ref = same[2]
+                else:  # the spec, and what a node needs beside it (a task folder's content): once each
+                    shipment = self._tasks.get(request).shipment()
+                    ref = [self._ray.put(request.spec.to_dict()),
+                           *([self._ray.put(dict(shipment))] if shipment is not None else [])]
                 may_gpu = bool(gpu_options(self._tasks.get(request), 1.0))
                 known = self._specs[id(request.spec)] = (request.spec, key, ref, may_gpu)
         return known

@@ -25,6 +25,8 @@ class Journal:
         self._events: dict[tuple[int, str], dict[str, Any]] = {}
         self._kinds: dict[int, list[str]] = {}
         for e in run.events():
+            if int(e.step) < 0:  # a person's steering request (runs/steering.py): no driver's step
+                continue
             self._events[(int(e.step), str(e.kind))] = dict(e.payload)
             self._kinds.setdefault(int(e.step), []).append(str(e.kind))
         self.last_recorded = max(self._kinds, default=-1)
@@ -59,5 +61,5 @@ class Journal:
         return payload
 
     def replaying(self, step: int) -> bool:
-        """True while ``step`` was recorded by an earlier session."""
+        """True while ``step`` was recorded by an earlier driver (before a resume)."""
         return step in self._earlier

@@ -1,4 +1,4 @@
-"""Budget units, caps and the arithmetic of the one ledger (ARCHITECTURE invariant 4).
+"""Budget units, caps and the arithmetic of the one ledger (docs/architecture.md, invariant 4).
 
 The ledger itself is a table of the run store (:mod:`reasearch.runs.store`): every debit is a row
 keyed by ``(run, step, unit, note)``, so replaying a step never debits twice, and the debit of an

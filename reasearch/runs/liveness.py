@@ -3,7 +3,7 @@
 A process that drives a run beats every :data:`HEARTBEAT_S` seconds (:class:`Heartbeat`, a daemon
 thread that also extends the lease on its budget reservations); a running run none of whose drivers
 beat for :data:`STALE_S` seconds is shown as interrupted (:func:`effective_state`), and its active wall
-time is the union of its driver sessions (:func:`active_seconds`).
+time is the union of its drivers' lifetimes (:func:`active_seconds`).
 
 A heartbeat's age alone is not evidence of death: a driver whose process is busy (a long parse holding the
 GIL, a paused VM) beats late. So a driver recorded on this host is alive exactly while its process is
@@ -111,9 +111,9 @@ def effective_state(store: Store, record: RunRecord, *, now: float | None = None
 
 
 def active_seconds_of(record: RunRecord, drivers: Sequence[DriverRecord], *, now: float) -> float:
-    """A run's active wall time: the union of its driver sessions, so time it sat interrupted is not counted.
+    """A run's active wall time: the union of its drivers' lifetimes, so time it sat interrupted is not counted.
 
-    A session runs from its driver's ``started_at`` to its last heartbeat, or to ``now`` while it still
+    A driver's lifetime runs from its ``started_at`` to its last heartbeat, or to ``now`` while it still
     beats (a driver killed without a word loses at most :data:`HEARTBEAT_S` of its last stretch). A run
     recorded without drivers counts from its creation to its last write (to ``now`` while it runs). This is
     the one definition: the end-of-run summary, ``reasearch runs`` and the report all call it.
@@ -128,7 +128,7 @@ def active_seconds_of(record: RunRecord, drivers: Sequence[DriverRecord], *, now
         if end > d.started_at:
             spans.append((d.started_at, end))
     total, reach = 0.0, float("-inf")
-    for start, end in sorted(spans):  # overlapping sessions (two drivers at once) count once
+    for start, end in sorted(spans):  # overlapping lifetimes (two drivers at once) count once
         if end > reach:
             total += end - max(start, reach)
             reach = end

@@ -4,7 +4,7 @@ A :class:`Run` is the only door through which a driver (the agent, a sweep, a us
 evaluates candidates and spends budget. Every method that writes is keyed by a ``step`` the caller
 owns, and is idempotent on it, so a driver that was killed (``kill -9``) and reopened with
 :meth:`Run.open` can replay its steps: a step already recorded returns its stored result without
-running or debiting anything (ARCHITECTURE invariants 4 and 5).
+running or debiting anything (docs/architecture.md, invariants 4 and 5).
 
 Example::
 

@@ -18,10 +18,10 @@ does for evaluations: equal budgets per run, whatever other runs did before).
 A call that fails after its retries is recorded with its status and error, is not debited (no answer
 was delivered) and is not served again: repeating it tries again.
 
-Nothing here knows a split or a metric: the trusted side of a prompt run (``PromptSession``,
-``score_test``) is :mod:`reasearch.adapters.prompt_session`, one layer up. The store methods these calls
-go through (:mod:`reasearch.runs.store.metered`) are a generic record of metered calls: a key, a JSON
-reply with a status, and its ledger debits.
+Nothing here knows a split or a metric: the trusted side of a prompt run (``PromptSplits``,
+``score_test``) is :mod:`reasearch.runs.prompt_splits`, which calls the student through this ledger.
+The store methods these calls go through (:mod:`reasearch.runs.store.metered`) are a generic record of
+metered calls: a key, a JSON reply with a status, and its ledger debits.
 """
 
 from __future__ import annotations

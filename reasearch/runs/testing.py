@@ -109,6 +109,13 @@ class StoreTestCase:
         assert (done.state, done.final_candidate, done.reason) == (RunState.FINISHED, "abc", "budget spent")
         assert [r.id for r in store.list_runs()] == ["20260101-000000-aaaa", "20260101-000000-bbbb"]
 
+    def test_set_run_budget_replaces_the_caps(self, store: Store) -> None:
+        store.create_run(_run())
+        store.set_run_budget("r1", {"evaluations": 7.0, "dollars": 1.5})
+        assert store.get_run("r1").budget == {"evaluations": 7.0, "dollars": 1.5}
+        with pytest.raises(StoreError, match="no run"):
+            store.set_run_budget("nope", {"evaluations": 1.0})
+
     def test_candidates_dedup_and_order(self, store: Store) -> None:
         store.create_run(_run())
         assert store.add_candidate(_cand("b")) is True

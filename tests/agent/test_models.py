@@ -28,7 +28,7 @@ from reasearch.models.messages import ModelReply, ModelRequest, StopReason, Tool
 from reasearch.models.openai_compat import to_openai_messages
 from reasearch.models.testing import FakeAnthropicServer, FakeJSONServer
 from reasearch.runs import Unit
-from reasearch.runs.model_calls import HARD_UNITS, spent_hard_cap
+from reasearch.runs.model_budget import HARD_UNITS, spent_hard_cap
 from reasearch.runs.testing import memory_run
 
 TOOLS = [ToolSchema("evaluate", "Scores the program.", {"type": "object", "properties": {"code": {"type": "string"}},

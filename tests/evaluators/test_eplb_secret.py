@@ -11,7 +11,7 @@ import pytest
 import reasearch
 from reasearch.errors import ConfigError
 from reasearch.evaluators import _secret
-from reasearch.evaluators.eplb import SyntheticTrace
+from reasearch.evaluators.eplb import SyntheticWorkload
 from reasearch.evaluators.result import Status
 
 SECRET_A = "secret-a-0123456789abcdef"
@@ -20,14 +20,14 @@ SECRET_B = "secret-b-0123456789abcdef"
 
 def _windows(monkeypatch: pytest.MonkeyPatch, secret: str, **params: object) -> tuple[np.ndarray, dict]:
     monkeypatch.setenv(_secret.ENV_VAR, secret)
-    return reasearch.make("eplb/v1", num_windows=3, **params).trace_windows()
+    return reasearch.make("eplb/v1", num_windows=3, **params).workload_windows()
 
 
 def test_public_seed_and_generator_do_not_rebuild_the_scored_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     windows, info = _windows(monkeypatch, SECRET_A)
     # what a candidate holding the generator and the public seed (0) would compute
     for guess_seed in (0, int(info["trace_seed"])):
-        guess = SyntheticTrace(seed=guess_seed, window_size=100).windows(3)
+        guess = SyntheticWorkload(seed=guess_seed, window_size=100).windows(3)
         assert not np.array_equal(guess, windows)
     assert info["trace_seed"] == 0 and "seed" not in info["trace_params"]
     assert info["trace_secret"] == _secret.fingerprint(SECRET_A.encode())

@@ -299,7 +299,7 @@ def test_a_run_killed_after_its_last_evaluation_concludes_with_its_best_on_resum
 
 
 def test_the_agent_refuses_to_resume_a_methods_run(tmp_path: Path) -> None:
-    from reasearch.agent.session import open_agent
+    from reasearch.agent.launch import open_agent
 
     store = open_store(str(tmp_path / "runs"))
     runner = start_method("best-of-n", TASK, budget={"evaluations": 2}, store=store, model_spec=SPEC,

@@ -189,7 +189,7 @@ def test_dashboard_lists_every_run_and_opens_each(runs: tuple[Any, Any], report_
                 evals = page.locator(f"tr.run[data-run-id='{run_id}'] td.evals").inner_text()
                 assert evals == str(rr.evaluations[family])
             save_shot(screenshots, "dashboard.png", lambda p: page.screenshot(path=str(p)))
-            page.locator(f"tr.run[data-run-id='{rr.ids['heilbronn']}'] a").click()
+            page.locator(f"tr.run[data-run-id='{rr.ids['heilbronn']}'] a.run-link").click()
             page.wait_for_selector("body[data-ready='1']", timeout=60_000)
             assert page.locator("#fig-evals .point").count() == rr.evaluations["heilbronn"]
             assert page.locator("figure.solution").get_attribute("data-family") == "heilbronn"

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.adapters.prompt_session import PromptSession, score_test
 from reasearch.evaluators.kinds import PromptOptions
 from reasearch.evaluators.prompt.testing import (
     BETTER_PROMPT,
@@ -26,6 +25,7 @@ from reasearch.evaluators.prompt.testing import (
 )
 from reasearch.evaluators.result import Status
 from reasearch.runs import Run, Unit, open_store
+from reasearch.runs.prompt_splits import PromptSplits, score_test
 from tests.pg_helpers import BACKENDS, store_location
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,30 +64,30 @@ def test_each_call_is_stored_with_its_debit_and_repeats_are_free(
     store_at: str, gsm: Path, server: FakeStudentServer
 ) -> None:
     run = _run(store_at, gsm, server)
-    session = PromptSession(run)
-    _, first = session.validate(GOOD_PROMPT, step=1)
+    splits = PromptSplits(run)
+    _, first = splits.validate(GOOD_PROMPT, step=1)
     assert first.status is Status.OK and not first.cached and first.metrics["calls_paid"] == 40
     assert run.used()[Unit.STUDENT_CALLS] == 40 and server.paid_hits() == 40
     assert run.used()[Unit.STUDENT_TOKENS] == first.metrics["input_tokens"] + first.metrics["output_tokens"]
     assert run.used()[Unit.TOKENS] == 0  # student tokens are not the agent's model tokens
-    _, again = session.validate(GOOD_PROMPT, step=2)  # the same prompt at a new step: served from the store
+    _, again = splits.validate(GOOD_PROMPT, step=2)  # the same prompt at a new step: served from the store
     assert again.cached and again.score == first.score and again.metrics["calls_paid"] == 0
     assert run.used()[Unit.STUDENT_CALLS] == 40 and server.paid_hits() == 40
-    _, replay = session.validate(GOOD_PROMPT, step=1)  # replaying a recorded step returns its record
+    _, replay = splits.validate(GOOD_PROMPT, step=1)  # replaying a recorded step returns its record
     assert replay == first
     # train calls with the same prompt on other examples are paid; a duplicate id in one batch is paid once
-    out = session.run_train(GOOD_PROMPT, ["train-0", "train-1", "train-0"], step=3)
+    out = splits.run_train(GOOD_PROMPT, ["train-0", "train-1", "train-0"], step=3)
     assert [o.cached for o in out] == [False, False, True] and run.used()[Unit.STUDENT_CALLS] == 42
     # another run of the same store is served the calls already made without asking the student, but
     # pays each once (equal budgets per run); within that run a repeat is then free
     other = Run.create(run.store, task_id="gsm8k/v1", task_params=run.task_params, budget={"student_calls": 39})
-    _, refused = PromptSession(other).validate(GOOD_PROMPT, step=1)
+    _, refused = PromptSplits(other).validate(GOOD_PROMPT, step=1)
     assert refused.status is Status.REFUSED and refused.metrics["refused"] == 1  # 40 do not fit under 39
     other = Run.create(run.store, task_id="gsm8k/v1", task_params=run.task_params, budget={"student_calls": 40})
-    _, res = PromptSession(other).validate(GOOD_PROMPT, step=1)
+    _, res = PromptSplits(other).validate(GOOD_PROMPT, step=1)
     assert res.status is Status.OK and not res.cached and res.score == first.score
     assert other.used()[Unit.STUDENT_CALLS] == 40 and res.metrics["calls_paid"] == 40
-    _, res2 = PromptSession(other).validate(GOOD_PROMPT, step=2)
+    _, res2 = PromptSplits(other).validate(GOOD_PROMPT, step=2)
     assert res2.cached and other.used()[Unit.STUDENT_CALLS] == 40
     assert server.paid_hits() == 42  # none of it reached the student
 
@@ -95,11 +95,11 @@ def test_each_call_is_stored_with_its_debit_and_repeats_are_free(
 def test_the_cap_refuses_calls_past_it_and_holds_under_concurrency(store_at: str, gsm: Path) -> None:
     with FakeStudentServer(gsm8k_answer_key(gsm), latency_s=0.02) as srv:
         run = _run(store_at, gsm, srv, cap=25, concurrency=16)
-        session = PromptSession(run)
+        splits = PromptSplits(run)
         results: list[object] = []
 
         def validate(prompt: str, step: int) -> None:
-            results.append(session.validate(prompt, step=step)[1])
+            results.append(splits.validate(prompt, step=step)[1])
 
         threads = [threading.Thread(target=validate, args=(p, s)) for s, p in
                    enumerate([GOOD_PROMPT, BETTER_PROMPT, "Answer with '####'."], start=1)]
@@ -124,7 +124,7 @@ def test_the_cap_holds_across_two_drivers_of_one_run(store_at: str, gsm: Path) -
         drivers = [Run.open(open_store(store_at), run.id) for _ in range(2)]
         results: list[object] = []
         threads = [
-            threading.Thread(target=lambda d=d, p=p, s=s: results.append(PromptSession(d).validate(p, step=s)[1]))
+            threading.Thread(target=lambda d=d, p=p, s=s: results.append(PromptSplits(d).validate(p, step=s)[1]))
             for d, p, s in zip(drivers, (GOOD_PROMPT, BETTER_PROMPT), (1, 2), strict=True)
         ]
         for t in threads:
@@ -141,7 +141,7 @@ def test_a_failed_call_is_recorded_not_debited_and_retried_later(store_at: str, 
     answers = gsm8k_answer_key(gsm)
     with FakeStudentServer(answers, fail_marker="Problem 1", fail_status=500) as srv:
         run = _run(store_at, gsm, srv, retries=1)
-        _, res = PromptSession(run).validate(GOOD_PROMPT, step=1)
+        _, res = PromptSplits(run).validate(GOOD_PROMPT, step=1)
         failed = res.metrics["call_failed"]
         assert res.status is Status.CRASH and res.score is None and failed > 0
         assert run.used()[Unit.STUDENT_CALLS] == 40 - failed
@@ -149,7 +149,7 @@ def test_a_failed_call_is_recorded_not_debited_and_retried_later(store_at: str, 
         assert statuses.count("CRASH") == failed and statuses.count("OK") == 40 - failed
         srv.fail_marker = None  # the student recovers: only the failed calls are made again
         before = srv.paid_hits()
-        _, res2 = PromptSession(run).validate(GOOD_PROMPT, step=2)
+        _, res2 = PromptSplits(run).validate(GOOD_PROMPT, step=2)
         assert res2.status is Status.OK and srv.paid_hits() - before == failed
         assert run.used()[Unit.STUDENT_CALLS] == 40
 
@@ -158,8 +158,8 @@ def test_the_trusted_test_pass_is_stored_and_free_when_repeated(
     store_at: str, gsm: Path, server: FakeStudentServer
 ) -> None:
     run = _run(store_at, gsm, server, cap=45)
-    session = PromptSession(run)
-    cid, val = session.validate(BETTER_PROMPT, step=1)
+    splits = PromptSplits(run)
+    cid, val = splits.validate(BETTER_PROMPT, step=1)
     run.finish(final_candidate=cid)
     cid2, test = score_test(run)
     assert cid2 == cid and test.status is Status.OK and test.metrics["n"] == 30 and test.metrics["split"] == "test"
@@ -176,7 +176,7 @@ def test_a_spent_dollar_cap_refuses_priced_calls(tmp_path: Path, gsm: Path, serv
     params = dict(student="openai/fake", base_url=server.url, data_dir=str(gsm), n_train=40, n_validation=40,
                   concurrency=1, price_in=1000.0, price_out=1000.0)  # ~$0.03 a call
     run = Run.create(open_store(tmp_path / "runs"), task_id="gsm8k/v1", task_params=params, budget={"dollars": 0.1})
-    _, res = PromptSession(run).validate(GOOD_PROMPT, step=1)
+    _, res = PromptSplits(run).validate(GOOD_PROMPT, step=1)
     paid = res.metrics["n"] - res.metrics["refused"]
     assert res.status is Status.REFUSED and 0 < paid < 40 and server.paid_hits() == paid
     assert "dollar budget spent" in res.feedback
@@ -187,19 +187,19 @@ def test_a_spent_dollar_cap_refuses_priced_calls(tmp_path: Path, gsm: Path, serv
 def test_train_ids_only(tmp_path: Path, gsm: Path, server: FakeStudentServer) -> None:
     from reasearch.errors import ConfigError
 
-    session = PromptSession(_run(tmp_path / "runs", gsm, server))
+    splits = PromptSplits(_run(tmp_path / "runs", gsm, server))
     for bad in (["val-0"], ["test-0"], ["train-999"], ["train-0", "../x"]):
         with pytest.raises(ConfigError, match="not train example ids"):
-            session.run_train(GOOD_PROMPT, bad, step=1)
+            splits.run_train(GOOD_PROMPT, bad, step=1)
     assert server.requests == 0
 
 
 _DRIVER = """
 import sys
 from reasearch.runs import Run, open_store
-from reasearch.adapters.prompt_session import PromptSession
+from reasearch.runs.prompt_splits import PromptSplits
 run = Run.open(open_store(sys.argv[1]), sys.argv[2])
-PromptSession(run).validate(sys.argv[3], step=5)
+PromptSplits(run).validate(sys.argv[3], step=5)
 print("finished")
 """
 
@@ -228,7 +228,7 @@ def test_kill_9_mid_batch_then_resume_repays_nothing(tmp_path: Path, gsm: Path) 
         stored = _stored_ok(store_dir)
         assert 8 <= stored < 40, stored  # killed mid-batch
         resumed = Run.open(open_store(store_dir), run.id, resume=True, takeover=True)  # the killed driver is dead
-        _, res = PromptSession(resumed).validate(GOOD_PROMPT, step=5)
+        _, res = PromptSplits(resumed).validate(GOOD_PROMPT, step=5)
         assert res.status is Status.OK and res.metrics["n"] == 40
         assert res.metrics["calls_cached"] == stored and res.metrics["calls_paid"] == 40 - stored
         # every call debited exactly once, and each call in flight at the kill (at most the batch's
@@ -252,7 +252,7 @@ def test_kill_9_mid_batch_then_resume_repays_nothing(tmp_path: Path, gsm: Path) 
 def test_run_evaluate_on_a_prompt_task_reserves_a_whole_validation_pass(tmp_path: Path, gsm: Path,
                                                                        server: FakeStudentServer) -> None:
     """The generic Run.evaluate path (sweeps, user loops): one validation pass reserved up front, the
-    calls it actually paid debited with the result; per-call storage is the PromptSession path's."""
+    calls it actually paid debited with the result; per-call storage is the PromptSplits path's."""
     run = _run(tmp_path / "runs", gsm, server, cap=60)
     assert run.eval_unit is Unit.STUDENT_CALLS
     first = run.evaluate(GOOD_PROMPT, step=0)
@@ -273,15 +273,15 @@ def test_the_same_student_name_on_another_endpoint_is_another_call(store_at: str
     wrong = {q: str(int(float(a)) + 7) for q, a in answers.items()}  # a server that answers differently
     with FakeStudentServer(answers) as srv_a, FakeStudentServer(wrong) as srv_b:
         run_a = _run(store_at, gsm, srv_a)
-        _, res_a = PromptSession(run_a).validate(GOOD_PROMPT, step=1)
+        _, res_a = PromptSplits(run_a).validate(GOOD_PROMPT, step=1)
         assert res_a.status is Status.OK and srv_a.paid_hits() == 40
         run_b = _run(store_at, gsm, srv_b)
-        _, res_b = PromptSession(run_b).validate(GOOD_PROMPT, step=1)
+        _, res_b = PromptSplits(run_b).validate(GOOD_PROMPT, step=1)
         assert srv_b.paid_hits() == 40 and srv_a.paid_hits() == 40  # B's own student answered every call
         assert res_b.status is Status.OK and res_b.score != res_a.score and res_b.metrics["calls_paid"] == 40
         respelled = srv_a.url.replace("http://", "HTTP://") + "/"
         run_c = _run(store_at, gsm, srv_a, base_url=respelled)
-        _, res_c = PromptSession(run_c).validate(GOOD_PROMPT, step=1)
+        _, res_c = PromptSplits(run_c).validate(GOOD_PROMPT, step=1)
         assert res_c.score == res_a.score and srv_a.paid_hits() == 40  # the same endpoint: served from the store
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.adapters.prompt_session import PromptSession
 from reasearch.cli import main
 from reasearch.evaluators.prompt import StudentRequest, StudentSpec, build_student
 from reasearch.evaluators.prompt.metrics import MAX_ANSWER_DIGITS, apply_answer_rule, number_value
@@ -23,6 +22,7 @@ from reasearch.evaluators.prompt.testing import (
 )
 from reasearch.evaluators.result import Status
 from reasearch.runs import Budget, Run, Unit, open_store
+from reasearch.runs.prompt_splits import PromptSplits
 from reasearch.usage import PROMPT_OVERHEAD_TOKENS, reported_tokens
 
 HUGE = "1" * 401  # a 401-digit integer: float() of it overflows
@@ -102,9 +102,9 @@ def test_eval_of_a_401_digit_answer_scores_no_answer(tmp_path: Path, capsys: pyt
 def test_a_run_stores_and_debits_every_call_of_unreadable_answers(tmp_path: Path, gsm: Path) -> None:
     with FakeStudentServer(gsm8k_answer_key(gsm), reply_text=f"#### {HUGE}") as srv:
         run = _run(tmp_path, gsm, srv)
-        session = PromptSession(run)
-        _, res = session.validate(GOOD_PROMPT, step=1)
-        out = session.run_train(GOOD_PROMPT, ["train-0", "train-1", "train-2"], step=2)
+        splits = PromptSplits(run)
+        _, res = splits.validate(GOOD_PROMPT, step=1)
+        out = splits.run_train(GOOD_PROMPT, ["train-0", "train-1", "train-2"], step=2)
         assert res.status is Status.OK and res.score == 0.0 and res.metrics["no_answer"] == N
         assert [o.kind for o in out] == ["no_answer"] * 3
         assert srv.requests == N + 3 and run.used()[Unit.STUDENT_CALLS] == N + 3
@@ -117,12 +117,12 @@ def test_a_body_that_is_not_json_scores_as_no_answer_and_is_paid_once(tmp_path: 
     the split is scored, not failed, and a repeat sends nothing (before: CRASH, the split unscored, paid again)."""
     with FakeStudentServer(gsm8k_answer_key(gsm), usage_json="{") as srv:  # '{' breaks every body's JSON
         run = _run(tmp_path, gsm, srv)
-        session = PromptSession(run)
-        _, res = session.validate(GOOD_PROMPT, step=1)
+        splits = PromptSplits(run)
+        _, res = splits.validate(GOOD_PROMPT, step=1)
         assert res.status is Status.OK and res.score == 0.0 and res.metrics["no_answer"] == N, res.feedback
         assert srv.requests == N and run.used()[Unit.STUDENT_CALLS] == N
         assert [st for _, _, st in run.store.student_calls(run.id)] == ["OK"] * N
-        _, again = session.validate(GOOD_PROMPT, step=2)
+        _, again = splits.validate(GOOD_PROMPT, step=2)
         assert again.status is Status.OK and srv.requests == N  # stored: nothing paid twice
 
 
@@ -132,8 +132,8 @@ def test_hostile_usage_is_stored_clamped_and_debited_to_student_tokens(usage: st
                                                                        gsm: Path) -> None:
     with FakeStudentServer(gsm8k_answer_key(gsm), usage_json=HOSTILE_USAGE[usage]) as srv:
         run = _run(tmp_path, gsm, srv)
-        session = PromptSession(run)
-        _, res = session.validate(GOOD_PROMPT, step=1)
+        splits = PromptSplits(run)
+        _, res = splits.validate(GOOD_PROMPT, step=1)
         assert res.status is Status.OK and res.score is not None and res.metrics["calls_paid"] == N
         assert srv.requests == N  # each call sent once: nothing raised, nothing re-sent
         used = run.used()
@@ -142,14 +142,14 @@ def test_hostile_usage_is_stored_clamped_and_debited_to_student_tokens(usage: st
         assert run.remaining()[Unit.TOKENS] == 10_000
         assert 0 <= used.get(Unit.STUDENT_TOKENS, 0.0) <= N * _most_per_call(run)
         assert used.get(Unit.STUDENT_TOKENS, 0.0) == res.metrics["input_tokens"] + res.metrics["output_tokens"]
-        _, again = session.validate(GOOD_PROMPT, step=2)  # stored: served free, nothing sent
+        _, again = splits.validate(GOOD_PROMPT, step=2)  # stored: served free, nothing sent
         assert again.cached and srv.requests == N and run.used()[Unit.STUDENT_CALLS] == N
 
 
 def test_huge_usage_is_clamped_to_the_request_and_max_tokens(tmp_path: Path, gsm: Path) -> None:
     with FakeStudentServer(gsm8k_answer_key(gsm), usage_json=HOSTILE_USAGE["10**12"]) as srv:
         run = _run(tmp_path, gsm, srv)
-        _, res = PromptSession(run).validate(GOOD_PROMPT, step=1)
+        _, res = PromptSplits(run).validate(GOOD_PROMPT, step=1)
     examples = run.task.examples("validation")
     sent = sum(len(GOOD_PROMPT.encode()) + len(ex.input.encode()) + PROMPT_OVERHEAD_TOKENS for ex in examples)
     assert res.metrics["input_tokens"] == sent and res.metrics["output_tokens"] == N * MAX_TOKENS
@@ -160,11 +160,11 @@ def test_student_tokens_have_their_own_cap_and_honest_usage_leaves_the_agent_bud
                                                                                    gsm: Path) -> None:
     with FakeStudentServer(gsm8k_answer_key(gsm)) as srv:  # honest usage
         run = _run(tmp_path, gsm, srv, budget={"student_calls": 100, "tokens": 10_000, "student_tokens": 1})
-        session = PromptSession(run)
-        out = session.run_train(GOOD_PROMPT, ["train-0"], step=1)
+        splits = PromptSplits(run)
+        out = splits.run_train(GOOD_PROMPT, ["train-0"], step=1)
         assert out[0].status == "OK" and run.used()[Unit.STUDENT_TOKENS] > 1
         assert run.used().get(Unit.TOKENS, 0.0) == 0.0
-        _, res = session.validate(GOOD_PROMPT, step=2)  # the student-token cap is spent: refused, not made
+        _, res = splits.validate(GOOD_PROMPT, step=2)  # the student-token cap is spent: refused, not made
         assert res.status is Status.REFUSED and "student-token budget spent" in res.feedback
         assert srv.requests == 1
     assert Budget.from_dict({"student_tokens": 5}).cap(Unit.STUDENT_TOKENS) == 5

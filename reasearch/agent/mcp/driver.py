@@ -300,7 +300,9 @@ def start_mcp_run(task_id: str, *, store: Store, run_dir: str | Path, budget: Bu
     # No model of the harness runs: the client is the model (recorded so, never an API model's name).
     config = AgentConfig(models={"agent": ModelSpec(provider="scripted", name=_MCP_MODEL)}, max_turns=max_calls,
                          sandbox_mode=sandbox_mode)
-    run_config = {"driver": "mcp", "agent": config.to_dict(), "mcp": {"transport": transport, "max_calls": max_calls}}
+    run_config = {"driver": "mcp", "agent": config.to_dict(), "mcp": {"transport": transport, "max_calls": max_calls},
+                  # runs/steering.py: the client drives each call; no step boundary of ours where a person's words land
+                  "unsteerable": "an MCP client drives it (its own loop takes no interventions)"}
     run = Run.create(store, task_id=task_id, task_params=dict(task_params or {}), seed=seed, budget=budget,
                      config=run_config, executor=executor)
     agent = _agent(run, Path(run_dir) / run.id, exec_fn=exec_fn, lessons=lessons)

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from reasearch.agent.prompts import START_MESSAGE
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.agent.tools.context import ToolContext
+from reasearch.runs.steering import start_source
 
 __all__ = ["AgentDomain"]
 
@@ -40,8 +41,9 @@ class AgentDomain:
         self.ctx = ctx
 
     def setup_workspace(self) -> None:
-        """Step 0: the seed candidate in the workspace (default: the seed program in the candidate file)."""
-        self.ctx.workspace.write_text(self.ctx.task.candidate_file, self.ctx.task.seed_program())
+        """Step 0: the starting candidate in the candidate file (a forked run's start, else the task's seed)."""
+        self.ctx.workspace.write_text(self.ctx.task.candidate_file,
+                                      start_source(self.ctx.run) or self.ctx.task.seed_program())
 
     def current_text(self) -> str | None:
         """The snapshot's current-candidate line, or None for the default (the candidate file's hash)."""

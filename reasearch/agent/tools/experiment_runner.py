@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reasearch.agent.snapshot import EvalRecord
-from reasearch.evaluators.guarded_path import Root, UnsafePathError
 from reasearch.evaluators.kinds import ExperimentOptions
+from reasearch.hostfs.guarded_path import Root, UnsafePathError
 from reasearch.runs.events import EventKind
 
 if TYPE_CHECKING:

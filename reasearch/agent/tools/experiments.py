@@ -41,8 +41,8 @@ from reasearch.agent.tools.experiment_runner import (
 from reasearch.agent.tools.git import GitRepo, GitTools
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
-from reasearch.evaluators.guarded_path import Root, UnsafePathError
 from reasearch.evaluators.repo import encode_repo, read_repo_dir
+from reasearch.hostfs.guarded_path import Root, UnsafePathError
 from reasearch.runs.events import EventKind
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 The git directory lives OUTSIDE the workspace (``<run>/git``, beside it), so nothing the agent writes
 (files, ``bash`` in the sandbox) can reach ``.git/config`` or ``.git/hooks``. Every call -- the tool's
 and the harness's own (``status``/``add``/``ls-files`` each turn and each experiment) -- goes through
-:mod:`reasearch.evaluators.host_git`: every key that runs a program pinned (hooks, fsmonitor, pager,
+:mod:`reasearch.hostfs.host_git`: every key that runs a program pinned (hooks, fsmonitor, pager,
 external diff, textconv, credential, ssh, gpg, submodule recursion), no system or global config or
 attributes, an empty private ``HOME``, and a refusal before git starts when the workspace holds a
 nested ``.git`` (folder or ``gitdir:`` file, any depth), a ``.gitattributes`` naming a filter, diff or
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from reasearch.agent.tools.schema import ToolError, tool
 from reasearch.errors import ConfigError
-from reasearch.evaluators.host_git import check_work_tree, git_argv, git_env, gitlinks
+from reasearch.hostfs.host_git import check_work_tree, git_argv, git_env, gitlinks
 
 __all__ = ["ALLOWED_COMMANDS", "GitRepo", "GitTools", "check_git_args"]
 

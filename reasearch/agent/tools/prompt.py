@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from reasearch.adapters.prompt_session import PromptSession, TrainOutcome, score_test
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.context import ToolContext
 from reasearch.agent.tools.domain import AgentDomain
@@ -22,6 +21,7 @@ from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
 from reasearch.models.messages import ModelRequest
 from reasearch.runs.events import EventKind
+from reasearch.runs.prompt_splits import PromptSplits, TrainOutcome, score_test
 from reasearch.runs.run import Run
 
 __all__ = ["PromptTools", "PROMPT_AGENT_SYSTEM", "PROMPT_START_MESSAGE", "ANALYST_SYSTEM", "MAX_BATCH"]
@@ -79,15 +79,15 @@ class PromptTools(AgentDomain):
 
     Args:
         ctx: the tool context (its run must be a stored :class:`~reasearch.runs.Run`).
-        session: the trusted side (default: a :class:`PromptSession` over the run).
+        splits: the trusted side (default: a :class:`PromptSplits` over the run).
     """
 
-    def __init__(self, ctx: ToolContext, *, session: PromptSession | None = None) -> None:
-        if session is None and not isinstance(ctx.run, Run):
+    def __init__(self, ctx: ToolContext, *, splits: PromptSplits | None = None) -> None:
+        if splits is None and not isinstance(ctx.run, Run):
             raise ConfigError("prompt tasks need a stored run (reasearch.runs.Run), not an in-memory one")
         super().__init__(ctx)
         self.candidate_file: str = ctx.task.candidate_file
-        self.session = session if session is not None else PromptSession(ctx.run)
+        self.splits = splits if splits is not None else PromptSplits(ctx.run)
 
     # ------------------------------------------------------------ loop hooks
     system_template: ClassVar[str | None] = PROMPT_AGENT_SYSTEM
@@ -97,7 +97,7 @@ class PromptTools(AgentDomain):
     def max_student_calls(self, name: str, arguments: dict[str, Any]) -> int:
         """The most student calls a call of tool ``name`` with ``arguments`` can spend (known before it runs)."""
         if name == "validate_candidate":
-            return len(self.session.task.examples("validation"))
+            return len(self.splits.task.examples("validation"))
         if name in ("call_student_model_batch", "analyze_with_model"):
             ids = arguments.get("example_ids") or []
             return len(set(ids)) if isinstance(ids, list) and len(ids) <= MAX_BATCH else 0
@@ -105,7 +105,7 @@ class PromptTools(AgentDomain):
 
     def snapshot_lines(self) -> list[str]:
         """Cost of each tool in student calls, shown every turn."""
-        n_val = len(self.session.task.examples("validation"))
+        n_val = len(self.splits.task.examples("validation"))
         return ["Tool costs in student calls (an example already answered for the same prompt is free): "
                 f"validate_candidate <= {n_val}; call_student_model_batch and analyze_with_model <= 1 per example "
                 f"(max {MAX_BATCH}); analyze_with_model also spends analyst tokens; get_dataset_info, "
@@ -114,7 +114,7 @@ class PromptTools(AgentDomain):
     def on_finish(self, final: dict[str, Any]) -> None:
         """The trusted side scores the final prompt on the sealed test split (recorded, not shown to the agent)."""
         if final.get("candidate") and not self.ctx.run.events(kind=EventKind.TEST_RESULT):
-            score_test(self.ctx.run, client=self.session.client)
+            score_test(self.ctx.run, client=self.splits.client)
 
     # ------------------------------------------------------------ tools
     def _prompt(self, prompt: str | None) -> str:
@@ -127,7 +127,7 @@ class PromptTools(AgentDomain):
     @tool
     def get_dataset_info(self) -> str:
         """Split sizes, metric, student model and sampling settings. Costs nothing."""
-        info = self.session.info()
+        info = self.splits.info()
         lines = [f"{k}: {v}" for k, v in info.items()]
         return "\n".join(lines + ["example ids of train: train-0 .. train-" + str(info["train"] - 1)])
 
@@ -142,7 +142,7 @@ class PromptTools(AgentDomain):
             raise ToolError(f"size must be 1..{MAX_BATCH}")
         index = sum(1 for e in self.ctx.run.events(kind=EventKind.TOOL_RESULT)
                     if e.payload.get("name") == "get_next_minibatch" and not e.payload.get("is_error"))
-        batch = self.session.minibatch(index, size)
+        batch = self.splits.minibatch(index, size)
         text = "\n\n".join(f"### {ex.id}\ninput: {ex.input}\nreference: {ex.reference or ex.answer}" for ex in batch)
         return ToolOutput(f"minibatch {index} ({len(batch)} train examples):\n\n{text}",
                           {"minibatch": {"index": index, "ids": [ex.id for ex in batch]}})
@@ -168,7 +168,7 @@ class PromptTools(AgentDomain):
         if not example_ids or len(example_ids) > MAX_BATCH:
             raise ToolError(f"give 1..{MAX_BATCH} train example ids")
         try:
-            return self.session.run_train(prompt, list(example_ids), step=self.ctx.state().step)
+            return self.splits.run_train(prompt, list(example_ids), step=self.ctx.state().step)
         except ConfigError as exc:
             raise ToolError(str(exc)) from None
 
@@ -185,8 +185,8 @@ class PromptTools(AgentDomain):
         text = self._prompt(prompt)
         state = self.ctx.state()
         before = best_of(state.history, self.ctx.task.spec)
-        cid, result = self.session.validate(text, step=state.step, parent=self.ctx.run.lineage_parent(text),
-                                            note=f"step {state.step}")
+        cid, result = self.splits.validate(text, step=state.step, parent=self.ctx.run.lineage_parent(text),
+                                           note=f"step {state.step}")
         rec = EvalRecord(state.step, cid, result.status.value, result.score, result.normalized_score, result.cached)
         m = dict(result.metrics)
         lines = [f"validation at step {rec.step}: prompt {cid[:12]}", f"status: {rec.status}"]

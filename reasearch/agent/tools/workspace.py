@@ -4,7 +4,7 @@ Paths are relative to the workspace root. Absolute paths, ``..`` and symlinks (a
 path, wherever it points: the agent's ``bash`` can plant them while the harness runs as root) are
 refused; so are the files the harness keeps private (``protected`` patterns: stores, transcripts,
 evaluation logs), even though nothing secret is ever placed in the workspace in the first place.
-Every read and write goes through :mod:`reasearch.evaluators.guarded_path`. ``python_exec`` and ``bash`` run
+Every read and write goes through :mod:`reasearch.hostfs.guarded_path`. ``python_exec`` and ``bash`` run
 in a fresh sandbox each, with the workspace as the only writable directory, a timeout, and a
 blocklist of destructive patterns as a second layer. A :class:`Quota` bounds the bytes and inodes
 the workspace holds: a command that leaves it over the quota is rolled back (what it created is
@@ -25,7 +25,7 @@ from reasearch.agent.tools.schema import ToolError, tool
 from reasearch.engine.exec import exec_in_sandbox
 from reasearch.engine.protocol import Limits
 from reasearch.errors import ConfigError
-from reasearch.evaluators.guarded_path import Root, UnsafePathError, split
+from reasearch.hostfs.guarded_path import Root, UnsafePathError, split
 
 __all__ = ["DEFAULT_PROTECTED", "ExecFn", "Quota", "Workspace", "WorkspaceTools"]
 
@@ -62,7 +62,7 @@ class Quota:
 class Workspace:
     """A directory the agent may read and write, and nothing outside it.
 
-    Every operation goes through :class:`~reasearch.evaluators.guarded_path.Root`: relative to the open root
+    Every operation goes through :class:`~reasearch.hostfs.guarded_path.Root`: relative to the open root
     directory, never following a symlink (the agent's own ``bash`` can plant them), reading only regular
     files up to a cap, writing through fresh exclusive temporary files. The :class:`Quota` bounds what
     the workspace holds on the host.

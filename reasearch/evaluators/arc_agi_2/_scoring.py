@@ -71,8 +71,8 @@ def _attempt(raw: Any, expected: Grid) -> tuple[AttemptScore, Grid | None, str]:
     if isinstance(raw, Mapping):  # a harness marker (or a dict the candidate returned: no grid either way)
         status = _MARKER_KINDS.get(raw.get("kind"), AttemptStatus.MALFORMED)  # type: ignore[arg-type]
         reason = str(raw.get("error", "returned a dict, not a list of rows"))[:300]
-        trace = str(raw.get("traceback", ""))[-1500:] if status is AttemptStatus.ERROR else ""
-        return AttemptScore(status, None, 0, total, reason=reason), None, trace
+        tb = str(raw.get("traceback", ""))[-1500:] if status is AttemptStatus.ERROR else ""
+        return AttemptScore(status, None, 0, total, reason=reason), None, tb
     grid, reason = check_output(raw)
     if grid is None:
         return AttemptScore(AttemptStatus.MALFORMED, None, 0, total, reason=reason), None, ""
@@ -107,9 +107,9 @@ def verdict(pairs: Sequence[PairScore]) -> tuple[str, str]:
     failed = [(p, k, a) for p in pairs for k, a in enumerate(p.attempts) if a.status is not AttemptStatus.MISSING]
     if failed and all(a.status is AttemptStatus.ERROR for _, _, a in failed):
         p, k, a = failed[0]
-        trace = p.tracebacks[k]
+        tb = p.tracebacks[k]
         return "CRASH", f"every attempt raised; input {p.index}, attempt {k + 1}: {a.reason}" + (
-            f"\n{trace}" if trace else ""
+            f"\n{tb}" if tb else ""
         )
     if not failed:
         return "INVALID", "no attempt function produced any output"

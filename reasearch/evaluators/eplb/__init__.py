@@ -10,19 +10,19 @@ from typing import Any
 
 __all__ = [
     "EplbTask",
-    "SyntheticTrace",
-    "load_trace_windows",
+    "SyntheticWorkload",
+    "load_workload_windows",
     "parse_placement",
     "register_all",
     "window_balance",
-    "write_trace_json",
+    "write_workload_json",
 ]
 
 _LAZY = {
     "EplbTask": "reasearch.evaluators.eplb.task",
-    "SyntheticTrace": "reasearch.evaluators.eplb.trace",
-    "load_trace_windows": "reasearch.evaluators.eplb.trace",
-    "write_trace_json": "reasearch.evaluators.eplb.trace",
+    "SyntheticWorkload": "reasearch.evaluators.eplb.workload",
+    "load_workload_windows": "reasearch.evaluators.eplb.workload",
+    "write_workload_json": "reasearch.evaluators.eplb.workload",
     "parse_placement": "reasearch.evaluators.eplb.scoring",
     "window_balance": "reasearch.evaluators.eplb.scoring",
 }

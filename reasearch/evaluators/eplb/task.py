@@ -42,7 +42,7 @@ from reasearch.evaluators.eplb.session import (
     run_candidate,
     timing_metrics,
 )
-from reasearch.evaluators.eplb.trace import SyntheticTrace, load_trace_windows
+from reasearch.evaluators.eplb.workload import SyntheticWorkload, load_workload_windows
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.eplb import validate_layout
@@ -299,16 +299,16 @@ logcnt [L, E])``.
         session = _hash_modules(("reasearch.evaluators.eplb.session",))
         return hashlib.sha256((super().evaluator_hash() + session).encode()).hexdigest()[:16]
 
-    # ----------------------------------------------------------------------------------- trace
+    # -------------------------------------------------------------------------------- workload
 
-    def trace_windows(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def workload_windows(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         """The ``[W, L, E]`` windows this evaluation uses, and what they are (recorded in the metrics).
 
         Raises:
-            ConfigError: the trace cannot hold the configuration, or has fewer than two windows.
+            ConfigError: the workload cannot hold the configuration, or has fewer than two windows.
         """
         if self.trace_path:
-            windows = load_trace_windows(self.trace_path, int(self.window_size))
+            windows = load_workload_windows(self.trace_path, int(self.window_size))
             if self.num_windows is not None:
                 windows = windows[: int(self.num_windows)]
             info: dict[str, Any] = {"trace": str(self.trace_path), "trace_seed": None, "trace_secret": None}
@@ -316,16 +316,17 @@ logcnt [L, E])``.
             # The generator is public and its code could be pasted into a candidate, so the public seed only
             # names the trace: the generator's seed is derived from it with the evaluator's secret.
             trace_seed = int(self.trace_seed if seed is None else seed)
-            public = SyntheticTrace(seed=0, window_size=int(self.window_size)).to_dict()
+            public = SyntheticWorkload(seed=0, window_size=int(self.window_size)).to_dict()
             public.pop("seed")
             key = secret()
-            trace = SyntheticTrace(seed=derive_seed("eplb/v1 synthetic trace", {**public, "seed": trace_seed}, key),
-                                   window_size=int(self.window_size))
-            windows = trace.windows(int(self.num_windows or DEFAULT_SYNTHETIC_WINDOWS))
+            # (the derivation's label is part of the seed: it keeps its old wording so scores do not move)
+            derived = derive_seed("eplb/v1 synthetic trace", {**public, "seed": trace_seed}, key)
+            workload = SyntheticWorkload(seed=derived, window_size=int(self.window_size))
+            windows = workload.windows(int(self.num_windows or DEFAULT_SYNTHETIC_WINDOWS))
             info = {"trace": "synthetic", "trace_seed": trace_seed, "trace_params": public,
                     "trace_secret": fingerprint(key)}
         if windows.shape[0] < 2:
-            raise ConfigError(f"the trace has {windows.shape[0]} window(s) of {self.window_size} entries; "
+            raise ConfigError(f"the workload has {windows.shape[0]} window(s) of {self.window_size} entries; "
                               "at least 2 are needed (one to place on, one to score on)")
         validate_layout(int(windows.shape[2]), NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS)
         info.update(num_layers=int(windows.shape[1]), num_experts=int(windows.shape[2]),
@@ -378,7 +379,7 @@ logcnt [L, E])``.
         """
         if not isinstance(candidate_source, str):
             raise TypeError(f"candidate_source must be str, not {type(candidate_source).__name__}")
-        windows, info = self.trace_windows(seed)
+        windows, info = self.workload_windows(seed)
         runner = executor if executor is not None else default_runner()
         weight_type = self.resolved_weight_type(candidate_source)
         info = {**info, "weight_type": weight_type}
@@ -432,7 +433,7 @@ logcnt [L, E])``.
         if not isinstance(data, Mapping) or "placements" not in data or "t_alg_s" not in data:
             return self.invalid("expected {'placements': [...], 't_alg_s': [...]}, one of each per window")
         placements, times = data["placements"], data["t_alg_s"]
-        windows, info = self.trace_windows(seed)
+        windows, info = self.workload_windows(seed)
         need = windows.shape[0] - 1
         if not isinstance(placements, Sequence) or not isinstance(times, Sequence):
             return self.invalid("placements and t_alg_s must be lists")

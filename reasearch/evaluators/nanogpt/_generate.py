@@ -2,7 +2,7 @@
 
 Why. Tiny Shakespeare is public: a repository can carry it and a model can recite it, so a held-out 10%
 of it can be memorized, not learned (issue 36: 0.245 bits per byte with no training). The default's
-held-out text must exist nowhere else, and its problem must be the same on every machine (architecture,
+held-out text must exist nowhere else, and its problem must be the same on every machine (docs/architecture.md,
 invariant 6): so the *distribution* is public and fixed, and only the draw from it is made per machine.
 
 The distribution (stated; ``GENERATOR_VERSION`` 1). Fit an order-``ORDER`` byte Markov chain on tiny

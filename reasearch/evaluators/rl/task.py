@@ -8,7 +8,7 @@ running episodes to the fixed policy server (``_policy_server.py``) in a fresh j
 over the episodes (maximize).
 
 The episodes' seeds are derived from the evaluator's secret (:mod:`reasearch.evaluators._secret`, as
-EPLB's traces are): no jail can read the secret, so a ``train.py`` cannot compute them and plan against
+EPLB's workloads are): no jail can read the secret, so a ``train.py`` cannot compute them and plan against
 them open-loop; results record the secret's fingerprint (``provenance.versions["scoring_secret"]``).
 ``-v2``: ``-v1`` scored on public seeds (a constant plus the episode number).
 

@@ -15,7 +15,7 @@ and yearly seasonality, promotions, a price effect, a nonlinear temperature effe
 changes by regime, autocorrelated residuals, and two pure-noise columns. A linear model on the raw
 columns leaves most of that structure on the table.
 
-The same on every machine (architecture invariant 6): the structure, every feature and the whole train
+The same on every machine (docs/architecture.md, invariant 6): the structure, every feature and the whole train
 period come from the public constant :data:`PUBLIC_SEED`, so ``train.csv``, ``val.csv`` and ``test.csv``
 are byte-identical everywhere. The one part a machine makes is the held-out rows' target noise: their
 AR(1) innovations are ``N(0, 1)`` draws seeded by ``derive_seed`` of the evaluator secret, scaled by the

@@ -6,7 +6,7 @@ path behind it (:class:`SQLStore`) with two dialects: :class:`SQLiteStore`, the 
 ``postgresql://`` URL, so several machines write to one place). Everything JSON in the store is
 plain JSON (``EvalResult.to_dict()``); nothing is pickled.
 
-Crash safety (ARCHITECTURE invariant 5): each write is one transaction. Recording an evaluation
+Crash safety (docs/architecture.md, invariant 5): each write is one transaction. Recording an evaluation
 writes the candidate, the evaluation, its ledger debit and its cache entry together, so a ``kill -9``
 leaves either all of them or none. Writes keyed by ``(run, step, ...)`` are idempotent: replaying a
 step after a resume changes nothing.

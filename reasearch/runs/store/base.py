@@ -57,6 +57,10 @@ class Store(ABC):
                       reason: str = "") -> None:
         """Updates a run's state (and final candidate and reason)."""
 
+    @abstractmethod
+    def set_run_budget(self, run_id: str, budget: Mapping[str, float]) -> None:
+        """Replaces a run's stored caps (a person's ``cap`` intervention, applied by its driver)."""
+
     # -- candidates
     @abstractmethod
     def add_candidate(self, record: CandidateRecord) -> bool:

@@ -3,7 +3,7 @@
 
 The budget reservations and driver liveness (:mod:`.reservations`), fleets (:mod:`.fleets`) and
 metered student calls (:mod:`.metered`) are mixins over this core, joined in :class:`~.sql.SQLStore`.
-Every write is one transaction (ARCHITECTURE invariant 5).
+Every write is one transaction (docs/architecture.md, invariant 5).
 """
 
 from __future__ import annotations
@@ -202,6 +202,13 @@ class SQLCore(Store):
         with self._tx():
             cur = self._exec("UPDATE runs SET state = ?, final_candidate = ?, reason = ?, updated_at = ? WHERE id = ?",
                              (RunState(state).value, final_candidate, reason, time.time(), run_id))
+            if cur.rowcount == 0:
+                raise StoreError(f"no run {run_id!r} in {self.display_url}")
+
+    def set_run_budget(self, run_id: str, budget: Mapping[str, float]) -> None:
+        with self._tx():
+            cur = self._exec("UPDATE runs SET budget = ?, updated_at = ? WHERE id = ?",
+                             (dumps(dict(budget)), time.time(), run_id))
             if cur.rowcount == 0:
                 raise StoreError(f"no run {run_id!r} in {self.display_url}")
 

@@ -16,7 +16,7 @@ inside it, where *that* repository's own config applies. So every git call here:
   configuration to run, which the work tree cannot give; refusing it is the second layer).
 
 Gitlinks in the index are found by :func:`gitlinks` (the caller refuses them). The work tree is
-walked with :class:`~reasearch.evaluators.guarded_path.Root` (no symlink followed).
+walked with :class:`~reasearch.hostfs.guarded_path.Root` (no symlink followed).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 
 from reasearch.errors import ConfigError
-from reasearch.evaluators.guarded_path import Root, UnsafePathError
+from reasearch.hostfs.guarded_path import Root, UnsafePathError
 
 __all__ = ["PINNED_CONFIG", "check_work_tree", "git_argv", "git_env", "gitlinks"]
 

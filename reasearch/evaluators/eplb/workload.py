@@ -1,4 +1,4 @@
-"""Expert-load traces: a deterministic synthetic generator and a loader for published traces.
+"""EPLB's workload: expert loads from a deterministic synthetic generator or a published load-trace file.
 
 Both give *windows*: ``[W, L, E]`` int64 arrays, each the sum of ``window_size`` consecutive entries
 of a load history (``{"load_history": [{"logical_expert_load": [[E ints] x L]}, ...]}``, vLLM's
@@ -16,7 +16,7 @@ Synthetic model (per layer ``l``, expert ``e``, batch ``b``):
 * per-batch counts are independent ``Poisson(T_b * p_b)`` (sampling noise).
 
 A window's sum of independent Poissons is Poisson with the summed rate, so windows are drawn
-directly (one draw per layer and expert); :meth:`SyntheticTrace.batch_loads` recovers per-batch entries
+directly (one draw per layer and expert); :meth:`SyntheticWorkload.batch_loads` recovers per-batch entries
 that sum exactly to the window by a multinomial split over the batch rates, which is the same joint
 distribution. Every window uses its own random stream: the first ``W`` windows do not change when
 more are asked for.
@@ -36,13 +36,13 @@ import numpy as np
 
 from reasearch.errors import ConfigError
 
-__all__ = ["SyntheticTrace", "load_trace_windows", "window_sums", "write_trace_json"]
+__all__ = ["SyntheticWorkload", "load_workload_windows", "window_sums", "write_workload_json"]
 
 _STREAM_STATIC, _STREAM_DRIFT, _STREAM_WINDOW, _STREAM_SPLIT = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, slots=True)
-class SyntheticTrace:
+class SyntheticWorkload:
     """Parameters of a synthetic expert-load trace (DeepSeek-V3's shape by default).
 
     Attributes:
@@ -72,9 +72,9 @@ class SyntheticTrace:
         for name in ("num_layers", "num_experts", "window_size", "tokens_per_batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"SyntheticTrace.{name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"SyntheticWorkload.{name} must be a positive integer, got {value!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"SyntheticTrace.seed must be a non-negative integer, got {self.seed!r}")
+            raise ConfigError(f"SyntheticWorkload.seed must be a non-negative integer, got {self.seed!r}")
         if not 0.0 < self.min_batch_fraction <= 1.0:
             raise ConfigError(f"min_batch_fraction must be in (0, 1], got {self.min_batch_fraction}")
         lo, hi = self.sigma_range
@@ -139,7 +139,7 @@ class SyntheticTrace:
 
 
 @functools.lru_cache(maxsize=8)
-def _synthetic_windows(trace: SyntheticTrace, num_windows: int) -> np.ndarray:
+def _synthetic_windows(trace: SyntheticWorkload, num_windows: int) -> np.ndarray:
     popularity = trace._popularity(num_windows + 1)
     out = np.empty((num_windows, trace.num_layers, trace.num_experts), dtype=np.int64)
     for w in range(num_windows):
@@ -150,7 +150,7 @@ def _synthetic_windows(trace: SyntheticTrace, num_windows: int) -> np.ndarray:
     return out
 
 
-def write_trace_json(trace: SyntheticTrace, num_windows: int, path: str | os.PathLike[str]) -> Path:
+def write_workload_json(trace: SyntheticWorkload, num_windows: int, path: str | os.PathLike[str]) -> Path:
     """Writes the first ``num_windows`` windows' history entries in the published JSON schema."""
     path = Path(path)
     with path.open("w", encoding="utf-8") as f:
@@ -172,7 +172,7 @@ def window_sums(history: np.ndarray, window_size: int) -> np.ndarray:
     return np.add.reduceat(history, starts, axis=0).astype(np.int64)
 
 
-def load_trace_windows(path: str | os.PathLike[str], window_size: int = 100) -> np.ndarray:
+def load_workload_windows(path: str | os.PathLike[str], window_size: int = 100) -> np.ndarray:
     """Windows of a published load trace (parsed once per process, cached by path, size and mtime).
 
     Raises:

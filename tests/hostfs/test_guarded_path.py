@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from reasearch.evaluators import guarded_path as _safefs
-from reasearch.evaluators.guarded_path import Root, UnsafePathError
+from reasearch.hostfs import guarded_path as _safefs
+from reasearch.hostfs.guarded_path import Root, UnsafePathError
 
 
 @pytest.fixture(params=["openat2", "fallback"])

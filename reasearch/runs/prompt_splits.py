@@ -1,15 +1,16 @@
 """The trusted side of a prompt run: what an optimizer of a system prompt may ask of the task's splits.
 
-:class:`PromptSession` serves the agent's prompt tools (``agent/tools/prompt.py``) and the baseline
+:class:`PromptSplits` serves the agent's prompt tools (``agent/tools/prompt.py``) and the baseline
 methods (``methods/_driver.py``): train examples with the student's outputs and correctness, validation
 aggregates only (recorded as the run's evaluations), and never the sealed test split, which only
 :func:`score_test` reaches (logged as a :data:`TEST_EVENT`, never shown to an optimizer).
 :func:`prompt_task_of` is the run's task as a prompt task (GEPA's run glue uses it too).
 
-Why here: these pieces need a :class:`~reasearch.runs.run.Run` (its store, ledger and events), so they
-sit above ``runs/``, which stays generic (it knows no task family); their users are the agent, the
-methods and the peer adapters (``adapters/gepa_run.py``), and ``adapters`` is the lowest layer above
-``runs`` that all three may import (layers: agent | methods -> adapters -> runs -> evaluators).
+Why here: these pieces need a :class:`~reasearch.runs.run.Run` (its store, ledger and events) and the
+run's :class:`~reasearch.runs.students.StudentLedger`, and their users are the agent, the methods and
+the peer adapters (``adapters/gepa_run.py``), all above ``runs/``. ``adapters/`` is glue for other
+optimizers' loops, which this is not; ``runs/`` is where the run side of a task kind lives (the student
+ledger beside it), so a prompt run's splits are served here.
 
 Trust boundary: prompts come from an optimizer (a model) and are untrusted text; they reach the student
 only through the run's :class:`~reasearch.runs.students.StudentLedger` (stored, debited, capped). Train
@@ -34,7 +35,7 @@ from reasearch.runs.run import Run
 from reasearch.runs.store import CandidateRecord, EvaluationRecord
 from reasearch.runs.students import StudentLedger
 
-__all__ = ["PromptSession", "TrainOutcome", "score_test", "prompt_task_of", "TEST_EVENT"]
+__all__ = ["PromptSplits", "TrainOutcome", "score_test", "prompt_task_of", "TEST_EVENT"]
 
 TEST_EVENT = EventKind.TEST_RESULT
 
@@ -68,7 +69,7 @@ class TrainOutcome:
                 "cached": self.cached}
 
 
-class PromptSession:
+class PromptSplits:
     """The trusted side of a prompt run: what the agent's tools may ask of the splits.
 
     Train: examples, outputs and correctness. Validation: aggregates only. Test: not here (see

@@ -1,20 +1,19 @@
 """File operations confined to one directory, that never follow a symlink: the one guarded reader.
 
-Every host-side read of a folder that untrusted code can write -- the agent's workspace (its tools,
-the harness's snapshot, host-side git's pre-flight), a repository candidate read for encoding
-(:mod:`reasearch.evaluators.repo`), an experiment's log and status files -- goes through :class:`Root`.
-It lives in ``evaluators/`` (not ``agent/``) so that the repository reader, below the agent layer,
-uses the same code. The workspace is writable by the jailed ``bash`` tool, which can plant symlinks, FIFOs and deep
-trees
-anywhere in it at any time, while the harness that reads and writes it runs as root. Every operation
-here therefore works relative to an open descriptor of the root and refuses symlinks in *every*
-component: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` where the
-kernel has it (Linux 5.6+), else a walk that opens one component at a time with ``O_NOFOLLOW``
-relative to its parent's descriptor. Files are written to a fresh temporary name created with
-``O_CREAT | O_EXCL | O_NOFOLLOW`` in the parent directory and renamed over the target (``renameat``
-replaces a planted symlink, it never writes through it). Reads open with ``O_NONBLOCK`` (a FIFO
-cannot block the harness), check the type and size with ``fstat`` and read at most a cap.
-Walks are iterative (a 100 000-deep tree cannot exhaust the stack).
+Every host-side read of a folder that untrusted code can write -- the agent's workspace (its tools, the
+harness's snapshot, host-side git's pre-flight), a repository candidate read for encoding
+(:mod:`reasearch.evaluators.repo`), an experiment's log and status files -- goes through :class:`Root`. It
+lives in :mod:`reasearch.hostfs` (below both the evaluators and the agent) so that the repository reader and
+the agent's tools use the same code. The workspace is writable by the jailed ``bash`` tool, which can plant
+symlinks, FIFOs and deep trees anywhere in it at any time, while the harness that reads and writes it runs
+as root. Every operation here therefore works relative to an open descriptor of the root and refuses
+symlinks in *every* component: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)``
+where the kernel has it (Linux 5.6+), else a walk that opens one component at a time with ``O_NOFOLLOW``
+relative to its parent's descriptor. Files are written to a fresh temporary name created with ``O_CREAT |
+O_EXCL | O_NOFOLLOW`` in the parent directory and renamed over the target (``renameat`` replaces a planted
+symlink, it never writes through it). Reads open with ``O_NONBLOCK`` (a FIFO cannot block the harness),
+check the type and size with ``fstat`` and read at most a cap. Walks are iterative (a 100 000-deep tree
+cannot exhaust the stack).
 """
 
 from __future__ import annotations
