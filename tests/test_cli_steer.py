@@ -37,19 +37,58 @@ def _steer(run_dir: Path, *argv: str) -> int:
     return main(["steer", *argv, "--run-dir", str(run_dir), "--who", "tester"])
 
 
+_WRITE_TOKEN = "write-t0ken-for-the-steering-tests"
+CHANNELS = ["cli", "dashboard", "mcp"]
+WHO = {"cli": "tester", "dashboard": "tester (dashboard@testclient)", "mcp": "mcp:tester"}
+
+
+def _api_args(verb: str, words: tuple[str, ...]) -> dict[str, Any]:
+    """The CLI's words of a verb as the API's arguments (what the panel and the MCP tool send)."""
+    if verb == "pin":
+        return {"candidate": words[0]}
+    if verb == "lift":
+        return {"ban": int(words[0])}
+    if verb == "cap":
+        unit, value = words[0].split("=")
+        return {"unit": unit, "value": float(value)}
+    return {"text": " ".join(words)} if words else {}
+
+
+def _send(channel: str, run_dir: Path, run_id: str, verb: str, *words: str) -> int:
+    """One intervention through ``channel`` (the CLI, the dashboard's write path, the MCP steering tools):
+    0 when it was taken, 2 when refused, as the CLI answers."""
+    if channel == "cli":
+        return _steer(run_dir, run_id, verb, *words)
+    from reasearch.agent.mcp.steering import SteeringService
+    from reasearch.reports.serve import create_app
+    from reasearch.reports.steer_web import NONCE_HEADER, TOKEN_HEADER, SteerGate
+
+    with open_store(run_dir) as store:
+        if channel == "mcp":
+            tool_args = {"run": run_id, "verb": verb, **_api_args(verb, words)}
+            return 2 if SteeringService(store).call("steer", tool_args, client="tester").is_error else 0
+        from starlette.testclient import TestClient
+
+        client = TestClient(create_app(store, steer=SteerGate(_WRITE_TOKEN)), base_url="http://127.0.0.1")
+        nonce = client.post("/steer/nonce", json={}, headers={TOKEN_HEADER: _WRITE_TOKEN}).json()["nonce"]
+        r = client.post(f"/run/{run_id}/steer", json={"verb": verb, "args": _api_args(verb, words), "who": "tester"},
+                        headers={TOKEN_HEADER: _WRITE_TOKEN, NONCE_HEADER: nonce})
+        return 0 if r.status_code == 200 else 2
+
+
 def _user_text(request: ModelRequest) -> str:
     last = request.messages[-1]["content"]
     return "\n".join(str(b.get("text") or b.get("content") or "") for b in last if isinstance(b, dict))
 
 
-def _resume_when_paused(store_dir: Path, run_id: str) -> threading.Thread:
+def _resume_when_paused(store_dir: Path, run_id: str, channel: str = "cli") -> threading.Thread:
     """The person, in another thread: waits until the driver applied the pause, then resumes it."""
     def person() -> None:
         store = open_store(store_dir)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if any(i.verb == "pause" and i.applied_step is not None for i in history(store, run_id)):
-                assert _steer(store_dir, run_id, "resume", "go on") == 0
+                assert _send(channel, store_dir, run_id, "resume", "go on") == 0
                 return
             time.sleep(0.05)
     t = threading.Thread(target=person, daemon=True)
@@ -57,8 +96,9 @@ def _resume_when_paused(store_dir: Path, run_id: str) -> threading.Thread:
     return t
 
 
+@pytest.mark.parametrize("channel", CHANNELS)
 def test_each_verb_reaches_an_agent_run_at_its_next_boundary_and_a_replay_does_not_diverge(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], channel: str) -> None:
     run_dir = tmp_path / "runs"
     executor = LocalExecutor(1, pool=StaticRunner())
     store = open_store(run_dir)
@@ -70,26 +110,26 @@ def test_each_verb_reaches_an_agent_run_at_its_next_boundary_and_a_replay_does_n
     waiter: list[threading.Thread] = []
 
     def turn1(request: ModelRequest) -> ModelReply:
-        assert _steer(run_dir, rid, "hint", "try", "symmetry\x1b[2J\u202e") == 0
-        assert _steer(run_dir, rid, "ban", "no brute force") == 0
-        assert _steer(run_dir, rid, "cap", "evaluations=8") == 0
+        assert _send(channel, run_dir, rid, "hint", "try", "symmetry\x1b[2J\u202e") == 0
+        assert _send(channel, run_dir, rid, "ban", "no brute force") == 0
+        assert _send(channel, run_dir, rid, "cap", "evaluations=8") == 0
         return say("", call("write_file", path="candidate.py", content=BETTER), call("evaluate"))
 
     def turn2(request: ModelRequest) -> ModelReply:
         seen["turn2"] = _user_text(request)
-        assert _steer(run_dir, rid, "pin", candidate_sha256(BETTER)[:10]) == 0
-        assert _steer(run_dir, rid, "lift", "2") == 0
+        assert _send(channel, run_dir, rid, "pin", candidate_sha256(BETTER)[:10]) == 0
+        assert _send(channel, run_dir, rid, "lift", "2") == 0
         return say("", call("write_file", path="candidate.py", content=BEST), call("evaluate"))
 
     def turn3(request: ModelRequest) -> ModelReply:
         seen["turn3"] = _user_text(request)
-        assert _steer(run_dir, rid, "pause", "coffee") == 0
-        waiter.append(_resume_when_paused(run_dir, rid))
+        assert _send(channel, run_dir, rid, "pause", "coffee") == 0
+        waiter.append(_resume_when_paused(run_dir, rid, channel))
         return say("", call("evaluate"))
 
     def turn4(request: ModelRequest) -> ModelReply:
         seen["turn4"] = _user_text(request)
-        assert _steer(run_dir, rid, "stop", "enough for today") == 0
+        assert _send(channel, run_dir, rid, "stop", "enough for today") == 0
         return say("", call("get_status"))
 
     agent = Agent(run, run_dir / rid, config=config, models={"agent": ScriptedModel([turn1, turn2, turn3, turn4])})
@@ -97,19 +137,19 @@ def test_each_verb_reaches_an_agent_run_at_its_next_boundary_and_a_replay_does_n
     waiter[0].join(10)
     # turn 2's prompt holds the hint (escaped: no terminal escape, no bidi override reaches the model) and the ban
     assert "try symmetry\\x1b[2J\\u202e" in seen["turn2"] and "\x1b" not in seen["turn2"]
-    assert "no brute force" in seen["turn2"] and "tester" in seen["turn2"]
+    assert "no brute force" in seen["turn2"] and WHO[channel] in seen["turn2"]
     # turn 3: the hint was shown once, the ban is lifted, the pin is stated
     assert "symmetry" not in seen["turn3"] and "no brute force" not in seen["turn3"]
     assert f"pinned candidate {candidate_sha256(BETTER)[:12]}" in seen["turn3"]
     # the pin put the pinned candidate back in the workspace: turn 3's evaluate scored it, not BEST
     evals = store.evaluations(rid)
     assert [ev.candidate_id for ev in evals][-1] == candidate_sha256(BETTER)
-    assert result.reason.startswith("stopped by tester (intervention #8): enough for today")
+    assert result.reason.startswith(f"stopped by {WHO[channel]} (intervention #8): enough for today")
     rec = store.get_run(rid)
     assert rec.state is RunState.FINISHED and rec.budget["evaluations"] == 8.0
     got = history(store, rid)
     assert [i.verb for i in got] == ["hint", "ban", "cap", "pin", "lift", "pause", "resume", "stop"]
-    assert all(i.who == "tester" and i.applied_step is not None for i in got)
+    assert all(i.who == WHO[channel] and i.applied_step is not None for i in got)
     steps = [i.applied_step for i in got]
     assert steps[0] == steps[1] == steps[2] < steps[3] == steps[4] < steps[5] == steps[6] < steps[7]
     capsys.readouterr()
@@ -169,9 +209,10 @@ class _EvolveScript:
         return say("```python\n" + _src([1.0 + self.n, 1.0 + self.n]) + "```")
 
 
-@pytest.mark.parametrize("method", ["evolve", "best-of-n", "reflect"])
+@pytest.mark.parametrize(("method", "channel"), [(m, "cli") for m in ("evolve", "best-of-n", "reflect")]
+                         + [("evolve", "dashboard"), ("evolve", "mcp")])
 def test_each_verb_reaches_a_methods_run_and_a_fork_with_a_twin_is_measured(
-        method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], channel: str) -> None:
     run_dir = tmp_path / "runs"
     store = open_store(run_dir)
     executor = LocalExecutor(1, pool=StaticRunner())
@@ -180,16 +221,19 @@ def test_each_verb_reaches_a_methods_run_and_a_fork_with_a_twin_is_measured(
     def rid() -> str:
         return holder["id"]
 
+    def send(verb: str, *words: str) -> int:
+        return _send(channel, run_dir, rid(), verb, *words)
+
     def first_best() -> str:
         return max(store.evaluations(rid()), key=lambda ev: ev.result.score or -1).candidate_id
 
     actions = {
-        1: lambda: [_steer(run_dir, rid(), "hint", "use bigger numbers"), _steer(run_dir, rid(), "ban", "no zeros"),
-                    _steer(run_dir, rid(), "cap", "evaluations=7")],
-        3: lambda: [_steer(run_dir, rid(), "pin", first_best()[:8]), _steer(run_dir, rid(), "lift", "2")],
-        4: lambda: [_steer(run_dir, rid(), "pause"), holder.setdefault("t", "1"),
-                    _resume_when_paused(run_dir, rid())],
-        5: lambda: _steer(run_dir, rid(), "stop", "seen enough"),
+        1: lambda: [send("hint", "use bigger numbers"), send("ban", "no zeros"),
+                    send("cap", "evaluations=7")],
+        3: lambda: [send("pin", first_best()[:8]), send("lift", "2")],
+        4: lambda: [send("pause"), holder.setdefault("t", "1"),
+                    _resume_when_paused(run_dir, rid(), channel)],
+        5: lambda: send("stop", "seen enough"),
     }
     model = _EvolveScript(run_dir, actions)
     settings = {"num_islands": 1} if method == "evolve" else {}
@@ -201,7 +245,7 @@ def test_each_verb_reaches_a_methods_run_and_a_fork_with_a_twin_is_measured(
     assert "use bigger numbers" in model.prompts[1] and "no zeros" in model.prompts[1]
     assert "use bigger numbers" not in model.prompts[2] and "no zeros" in model.prompts[2]
     assert "no zeros" not in model.prompts[3] and "pinned candidate" in model.prompts[3]
-    assert result.reason == "stopped by tester (intervention #8): seen enough"
+    assert result.reason == f"stopped by {WHO[channel]} (intervention #8): seen enough"
     got = history(store, run.id)
     assert [i.verb for i in got] == ["hint", "ban", "cap", "pin", "lift", "pause", "resume", "stop"]
     assert all(i.applied_step is not None for i in got) and store.get_run(run.id).budget["evaluations"] == 7.0

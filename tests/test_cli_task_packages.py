@@ -88,6 +88,14 @@ def test_optimize_report_compare_fleet_and_mcp_run_a_package_task(example_task_p
     assert best is not None and best[1].score is not None
     assert main(["report", record.id, "--run-dir", str(runs), "-o", str(tmp_path / "r.html")]) == 0
     assert SINES in (tmp_path / "r.html").read_text()
+    # a resume rebuilds the package's task from the stored record (a crash left the run interrupted)
+    with open_store(runs) as s:
+        s.set_run_budget(record.id, {"evaluations": 6.0})
+        s.set_run_state(record.id, RunState.INTERRUPTED)
+    code = main(["resume", record.id, "--run-dir", str(runs), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    with open_store(runs) as s:
+        assert s.get_run(record.id).state is RunState.FINISHED and len(s.evaluations(record.id)) >= 4
 
     store = tmp_path / "cmp"
     code = main(["compare", SPREAD, "--methods", "best-of-n", "--model", "demo", "--budget", "3", "-p",

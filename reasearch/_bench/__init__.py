@@ -51,6 +51,7 @@ SECTIONS: tuple[str, ...] = (
     "reasearch._bench.agent",
     "reasearch._bench.methods",
     "reasearch._bench.peers",
+    "reasearch._bench.chaos",  # a soak: many drivers killed and resumed (short with --quick)
     "reasearch._bench.fleet",  # last: starts and stops Ray (a local instance, then a two-node cluster)
 )
 

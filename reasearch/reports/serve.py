@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import html
-import ipaddress
 import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
 from reasearch.errors import ConfigError, StoreError
+from reasearch.reports._hosts import host_of, is_loopback
 from reasearch.reports._model import load_run
 from reasearch.reports._page import CSS, plotly_js, report_html, report_payload, script_json
 from reasearch.reports.workbench import (
@@ -47,22 +47,10 @@ if TYPE_CHECKING:
 __all__ = ["create_app", "check_bind", "host_of", "is_loopback", "serve"]
 
 _COOKIE = "reasearch_token"
-_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and the usual loopback names."""
-    name = host.strip().strip("[]").lower()
-    if name in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -77,14 +65,6 @@ def check_bind(host: str, token: str | None) -> None:
     if not is_loopback(host) and not token:
         raise ConfigError(f"refusing to serve on {host!r} without an access token: the dashboard shows candidate "
                           "sources and transcripts; pass --token (or $REASEARCH_SERVE_TOKEN), or bind 127.0.0.1")
-
-
-def host_of(header: str) -> str:
-    """The host name of a Host header (port removed, IPv6 brackets kept off)."""
-    header = header.strip()
-    if header.startswith("["):
-        return header[1:].split("]", 1)[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 class _Guard:

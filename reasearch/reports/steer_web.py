@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reasearch.errors import ConfigError, StoreError
+from reasearch.reports._hosts import host_of, is_loopback
 from reasearch.reports._sections import fmt_score
-from reasearch.reports.serve import host_of, is_loopback
 from reasearch.runs import steering
 from reasearch.runs.store import Store
 

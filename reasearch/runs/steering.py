@@ -5,7 +5,7 @@ validated (one-line :class:`~reasearch.errors.ConfigError` for bad input) and ap
 event log as a ``steer_request`` event at step ``-seq`` (negative steps belong to no driver: a request is
 never mistaken for a step, and it survives a ``kill -9`` of the driver). The driver (the agent loop, a
 method's driver) reaches a *step boundary*, calls :meth:`Steering.at` and applies what is pending: it
-records a ``steer`` event at that step (before acting, ARCHITECTURE invariant 5) naming the interventions
+records a ``steer`` event at that step (before acting: docs/architecture.md, invariant 5) naming the interventions
 it applied there, so a resume or a replay applies the same interventions at the same step and never
 diverges; a step the journal already holds never takes new ones.
 

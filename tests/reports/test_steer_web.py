@@ -240,7 +240,7 @@ class _EvilSite:
         self.server.server_close()
 
 
-def test_the_panel_sends_a_hint_in_a_browser_and_another_origin_cannot(tmp_path: Path, browser: Any,
+def test_the_panel_sends_every_verb_in_a_browser_and_another_origin_cannot(tmp_path: Path, browser: Any,
                                                                         screenshots: Path) -> None:
     from report_runs import save_shot
 
@@ -266,7 +266,31 @@ def test_the_panel_sends_a_hint_in_a_browser_and_another_origin_cannot(tmp_path:
             assert hostile in page.locator("#steer-history tr.intervention").inner_text()  # shown as text
             assert page.evaluate("window.__pwned === undefined")
             save_shot(screenshots, "steering-panel.png", lambda p: page.locator("#steer-panel").screenshot(path=str(p)))
+            # every other verb through the panel: what each sends is what the run's journal holds
+            steps = [("ban", {"#steer-text": "no brute force"}), ("pin", {}), ("lift", {"#steer-ban": "2"}),
+                     ("cap", {"#steer-value": "8"}), ("pause", {}), ("resume", {}), ("stop", {"#steer-text": "done"})]
+            page.select_option("#steer-candidate", "ab12cd34")
+            for n, (verb, fields) in enumerate(steps, start=2):
+                page.select_option("#steer-verb", verb)
+                for selector, value in fields.items():
+                    page.fill(selector, value)
+                page.click("#steer-send")
+                _wait_for(page, "body", "data-interventions", str(n), 30)
+            got = history(store, RID)
+            assert [x.verb for x in got] == ["hint", *[v for v, _ in steps]]
+            assert got[1].args == {"text": "no brute force"} and got[2].args == {"candidate": "ab12cd34"}
+            assert got[3].args == {"ban": 2} and got[4].args["value"] == 8 and got[7].args == {"text": "done"}
+            page.check("#fork-twin")
+            page.fill("#fork-evals", "5")
+            page.click("#steer-fork")
+            for _ in range(300):
+                if "forked: run" in page.locator("#steer-status").inner_text():
+                    break
+                page.wait_for_timeout(100)
+            forked = [r for r in store.list_runs() if r.id != RID]
+            assert len(forked) == 2 and all(r.budget == {"evaluations": 5.0} for r in forked)
             assert errors == []
+            before = [x.seq for x in history(store, RID)]
             with _EvilSite(url) as evil:
                 attacker = browser.new_page()
                 try:
@@ -279,6 +303,6 @@ def test_the_panel_sends_a_hint_in_a_browser_and_another_origin_cannot(tmp_path:
                                                                                      "blocked"), attacker.title()
                 finally:
                     attacker.close()
-            assert [x.verb for x in history(store, RID)] == ["hint"]  # the attacker's stop never landed
+            assert [x.seq for x in history(store, RID)] == before  # the attacker's stop never landed
         finally:
             page.close()

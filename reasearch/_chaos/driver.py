@@ -1,0 +1,77 @@
+"""One driver session of a soak's run, in its own process (the harness kills it with ``kill -9``).
+
+``python -m reasearch._chaos.driver SPEC_JSON`` starts the run the spec names, or resumes it with
+``takeover=True`` when the store already holds it, and drives it to its end: a method (best-of-n,
+evolve, reflect) on a program task, its model behind the soak's endpoint with a short HTTP timeout and
+quick retries, its evaluations on a one-worker sandbox pool of the spec's mode. Exit 0: the run
+finished; anything else (a model error after the retries, a kill) leaves it resumable.
+
+Trust boundary: candidates run only in the sandbox; model replies are parsed by the method, never run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from reasearch.engine.config import SandboxConfig
+from reasearch.engine.sandbox import SandboxPool
+from reasearch.errors import StoreError
+from reasearch.methods import open_method, start_method
+from reasearch.models import ModelSpec, OpenAICompatibleModel, RetryPolicy
+from reasearch.runs import LocalExecutor, RunState, open_store
+
+__all__ = ["drive"]
+
+
+def drive(spec: dict[str, Any]) -> int:
+    """Starts or resumes the run of ``spec`` and drives it to its end; 0 when it finished."""
+    model_spec = ModelSpec(provider="openai", name=spec["run_id"], base_url=spec["url"], attempts=spec["attempts"])
+    model = OpenAICompatibleModel(model_spec, timeout_s=spec["client_timeout_s"],
+                                  retry=RetryPolicy(max_attempts=spec["attempts"], base_delay_s=0.05,
+                                                    max_delay_s=0.2, notify=lambda line: None))
+    pool = SandboxPool(SandboxConfig(mode=spec["mode"], workers=1, lazy_start=True))
+    store = open_store(spec["store"])
+    try:
+        with LocalExecutor(1, pool=pool) as executor:
+            if spec["method"] == "agent":
+                return _drive_agent(spec, store, model_spec, model, executor)
+            try:
+                store.get_run(spec["run_id"])
+            except StoreError:
+                runner = start_method(spec["method"], spec["task"], budget=spec["budget"], store=store,
+                                      model_spec=model_spec, model=model, config=spec.get("config"),
+                                      executor=executor, run_id=spec["run_id"], seed=spec["seed"])
+            else:
+                runner = open_method(spec["run_id"], store=store, model=model, executor=executor, takeover=True)
+            runner.optimize()
+            runner.run.close()
+            return 0 if store.get_run(spec["run_id"]).state is RunState.FINISHED else 1
+    finally:
+        pool.close()
+        store.close()
+
+
+def _drive_agent(spec: dict[str, Any], store: Any, model_spec: ModelSpec, model: Any, executor: Any) -> int:
+    from reasearch.agent import AgentConfig, open_agent, start_run
+
+    run_dir = Path(spec["store"]).parent / "agents"
+    try:
+        store.get_run(spec["run_id"])
+    except StoreError:
+        config = AgentConfig(models={"agent": model_spec}, sandbox_mode=spec["mode"], max_turns=4 * spec["budget"]
+                             ["evaluations"] + 10, use_compaction=False)
+        agent = start_run(spec["task"], budget=spec["budget"], config=config, run_dir=run_dir, store=store,
+                          models={"agent": model}, executor=executor, run_id=spec["run_id"], seed=spec["seed"])
+    else:
+        agent = open_agent(spec["run_id"], run_dir=run_dir, store=store, models={"agent": model},
+                           executor=executor, takeover=True)
+    agent.optimize()
+    agent.run.close()
+    return 0 if store.get_run(spec["run_id"]).state is RunState.FINISHED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(drive(json.loads(sys.argv[1])))

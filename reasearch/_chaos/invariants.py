@@ -1,0 +1,268 @@
+"""The invariants a soak checks at its end, each a named check that prints its counterexamples.
+
+- ``runs_finished``: every run ended ``finished`` (the harness resumes whatever it killed) and holds no
+  budget reservation.
+- ``model_calls_once``: every reply the endpoint answered is in exactly one run's ledger: journaled in
+  one run only and debited once there, or (answered while its driver died) charged at its reservation;
+  the ledger holds no model call beyond those (at most one charged at its reservation per driver death,
+  none beyond the requests the endpoint received), and its tokens are at least what the endpoint reported.
+- ``evaluations_once``: every evaluation a sandbox ran for a run is debited once in its ledger (plus
+  those charged at their reservation when the driver died with one in flight: at most one per death);
+  no ledger row twice.
+- ``nothing_left_behind``: no process the soak started (a driver, a sandbox worker, a jail) outlives it,
+  no mount under its scratch root is left, and the SQLite store's write lock can be taken.
+- ``waits_bounded``: no wait lasted past its stated timeout (a driver session that hung, a kill that
+  did not take).
+- ``caps_held``: no run spent more of any unit than its cap.
+- ``live_drivers_kept``: a driver whose process was alive was never judged dead when the clock the
+  liveness code reads jumped forward.
+
+Each check is a function of a :class:`SoakRecord` (the store and what the harness and endpoint saw),
+so a test can break one invariant on purpose and see the check name it. Trust boundary: reads the
+soak's own store, ``/proc`` and the endpoint's counts; runs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reasearch._chaos.endpoint import Account, nonce_of
+from reasearch.runs import RunState, Unit, open_store
+from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
+from reasearch.runs.liveness import process_start
+from reasearch.runs.store import Store
+
+__all__ = ["CHECKS", "SoakRecord", "Violation", "Wait", "check_all", "soak_processes"]
+
+IN_FLIGHT = "charged at reservation"
+EPS = 1e-9
+_REPLY_KINDS = {str(k) for k in (*REPLY_KINDS, EventKind.METHOD_REPLY)}  # one journaled model call each
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One counterexample of one named invariant."""
+
+    check: str
+    counterexample: str
+
+    def __str__(self) -> str:
+        return f"VIOLATION {self.check}: {self.counterexample}"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """One wait of the harness: what it waited for, how long, and the timeout it stated."""
+
+    what: str
+    waited_s: float
+    timeout_s: float
+
+
+@dataclass
+class SoakRecord:
+    """What a soak leaves for the checks: its store, runs and caps, the endpoint's accounts, the harness's
+    waits, the processes it saw under its drivers, and its clock-jump observations."""
+
+    root: str  # the soak's scratch root (store, logs); every process it starts carries it in its environment
+    store_url: str
+    caps: dict[str, dict[str, float]]  # run id -> cap per unit name
+    accounts: dict[str, Account]
+    waits: list[Wait] = field(default_factory=list)
+    seen_processes: dict[int, str] = field(default_factory=dict)  # pid -> process_start, under a driver once
+    clock_misjudged: list[str] = field(default_factory=list)
+    deaths: dict[str, int] = field(default_factory=dict)  # run id -> driver sessions that ended unfinished
+    in_flight_per_death: int = 1  # the most model calls (and evaluations) a driver has in flight at once
+
+
+def _ledger_sum(store: Store, run_id: str, unit: Unit, *, in_flight: bool | None = None) -> float:
+    return sum(e.amount for e in store.ledger(run_id) if e.unit is unit
+               and (in_flight is None or e.note.startswith(IN_FLIGHT) == in_flight))
+
+
+def runs_finished(rec: SoakRecord, store: Store) -> list[str]:
+    out = []
+    for run_id in rec.caps:
+        try:
+            state = store.get_run(run_id)
+        except Exception as exc:  # a run never created is not finished either
+            out.append(f"run {run_id}: not in the store ({exc})")
+            continue
+        if state.state is not RunState.FINISHED:
+            out.append(f"run {run_id}: state {state.state.value} ({state.reason or 'no reason'})")
+        held = store.reserved(run_id)
+        if held:
+            out.append(f"run {run_id}: reservations left {dict((u.value, a) for u, a in held.items())}")
+    return out
+
+
+def model_calls_once(rec: SoakRecord, store: Store) -> list[str]:
+    out = []
+    journaled_in: dict[str, list[str]] = {}
+    answered_by = {n: run_id for run_id, acct in rec.accounts.items() for n in acct.answered}
+    for run_id in rec.caps:
+        replies = [e for e in store.events(run_id) if base_kind(e.kind) in _REPLY_KINDS and "reply" in e.payload]
+        nonces = []
+        for e in replies:
+            reply = e.payload.get("reply") or {}
+            text = "".join(b.get("text", "") for b in reply.get("content", []) if isinstance(b, Mapping))
+            nonce = nonce_of(text)
+            if nonce is None or answered_by.get(nonce) != run_id:
+                out.append(f"run {run_id} step {e.step}: a journaled reply the endpoint never answered it ({nonce})")
+            if nonce is not None:
+                nonces.append(nonce)
+                journaled_in.setdefault(nonce, []).append(f"{run_id}@{e.step}")
+        debited = _ledger_sum(store, run_id, Unit.MODEL_CALLS, in_flight=False)
+        charged = _ledger_sum(store, run_id, Unit.MODEL_CALLS, in_flight=True)
+        if abs(debited - len(replies)) > EPS:
+            out.append(f"run {run_id}: {debited:g} model calls debited for {len(replies)} journaled replies")
+        acct = rec.accounts.get(run_id, Account())
+        lost = sorted(set(acct.answered) - set(nonces))
+        if len(lost) > charged + EPS:
+            out.append(f"run {run_id}: {len(lost)} replies answered but neither journaled nor charged "
+                       f"(charged at reservation: {charged:g}): {lost[:5]}")
+        tokens = _ledger_sum(store, run_id, Unit.TOKENS)
+        if tokens + EPS < acct.tokens:
+            out.append(f"run {run_id}: ledger tokens {tokens:g} < tokens the endpoint answered {acct.tokens:g}")
+        if charged > rec.deaths.get(run_id, 0) * rec.in_flight_per_death + EPS:
+            out.append(f"run {run_id}: {charged:g} model calls charged at reservation for "
+                       f"{rec.deaths.get(run_id, 0)} driver deaths")
+        if debited + charged > acct.received + EPS:
+            out.append(f"run {run_id}: {debited + charged:g} model calls paid for {acct.received} requests received")
+    for nonce, where in journaled_in.items():
+        if len(where) > 1:
+            out.append(f"reply {nonce} journaled {len(where)} times: {where}")
+    return out
+
+
+def evaluations_once(rec: SoakRecord, store: Store) -> list[str]:
+    out = []
+    for run_id in rec.caps:
+        ledger = store.ledger(run_id)
+        for key, n in Counter((e.step, e.unit.value, e.note) for e in ledger).items():
+            if n > 1:
+                out.append(f"run {run_id}: ledger row (step, unit, note) = {key} {n} times")
+        ran = [ev for ev in store.evaluations(run_id)
+               if not ev.result.cached and ev.result.status.value != "REFUSED"]
+        debited = _ledger_sum(store, run_id, Unit.EVALUATIONS, in_flight=False)
+        if abs(debited - len(ran)) > EPS:
+            out.append(f"run {run_id}: {debited:g} evaluations debited for {len(ran)} that ran")
+        charged = _ledger_sum(store, run_id, Unit.EVALUATIONS, in_flight=True)
+        if charged > rec.deaths.get(run_id, 0) * rec.in_flight_per_death + EPS:
+            out.append(f"run {run_id}: {charged:g} evaluations charged at reservation for "
+                       f"{rec.deaths.get(run_id, 0)} driver deaths")
+        by_step = Counter(e.step for e in ledger if e.unit is Unit.EVALUATIONS and not e.note.startswith(IN_FLIGHT))
+        for ev in ran:
+            if by_step.get(ev.step, 0) != 1:
+                out.append(f"run {run_id} step {ev.step}: evaluation debited {by_step.get(ev.step, 0)} times")
+    return out
+
+
+def soak_processes(root: str) -> dict[int, str]:
+    """Processes whose environment names the soak's root (every process a soak starts carries it): pid ->
+    command line."""
+    marker = f"REASEARCH_CHAOS_ROOT={root}".encode()
+    out: dict[int, str] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{name}/stat", "rb") as f:
+                zombie = f.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+        except OSError:
+            continue
+        if marker in env and not zombie:
+            out[int(name)] = cmd[:120]
+    return out
+
+
+def nothing_left_behind(rec: SoakRecord, store: Store) -> list[str]:
+    listed = soak_processes(rec.root)
+    out = [f"process left: pid {pid}: {cmd}" for pid, cmd in listed.items()]
+    for pid, start in rec.seen_processes.items():
+        if pid not in listed and start and process_start(pid) == start:
+            out.append(f"process left: pid {pid} (under a driver)")
+    try:
+        with open("/proc/mounts") as f:
+            out += [f"mount left: {line.strip()}" for line in f if rec.root in line]
+    except OSError:
+        pass
+    lock = _store_write_lock_held(rec.store_url)
+    if lock:
+        out.append(lock)
+    return out
+
+
+def _store_write_lock_held(store_url: str) -> str:
+    """A SQLite store whose write lock cannot be taken within a second: someone left it held ("" otherwise)."""
+    path = Path(store_url)
+    path = path if path.suffix in (".sqlite", ".db", ".sqlite3") else path / "store.sqlite"
+    if store_url.startswith(("postgresql", "memory:")) or not path.is_file():
+        return ""
+    conn = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return ""
+    except sqlite3.OperationalError as exc:
+        return f"lock left: the store's write lock is held ({exc}): {path}"
+    finally:
+        conn.close()
+
+
+def waits_bounded(rec: SoakRecord, store: Store) -> list[str]:
+    return [f"{w.what}: waited {w.waited_s:.1f} s, stated timeout {w.timeout_s:.1f} s"
+            for w in rec.waits if w.waited_s > w.timeout_s]
+
+
+def caps_held(rec: SoakRecord, store: Store) -> list[str]:
+    out = []
+    for run_id, caps in rec.caps.items():
+        used = store.usage(run_id)
+        for unit, cap in caps.items():
+            spent = used.get(Unit(unit), 0.0)
+            if spent > cap + EPS:
+                out.append(f"run {run_id}: {unit} used {spent:g} > cap {cap:g}")
+    return out
+
+
+def live_drivers_kept(rec: SoakRecord, store: Store) -> list[str]:
+    return list(rec.clock_misjudged)
+
+
+CHECKS: dict[str, Callable[[SoakRecord, Store], list[str]]] = {
+    "runs_finished": runs_finished,
+    "model_calls_once": model_calls_once,
+    "evaluations_once": evaluations_once,
+    "nothing_left_behind": nothing_left_behind,
+    "waits_bounded": waits_bounded,
+    "caps_held": caps_held,
+    "live_drivers_kept": live_drivers_kept,
+}
+
+
+def check_all(rec: SoakRecord, names: Sequence[str] | None = None) -> list[Violation]:
+    """Every named check's counterexamples (all of them, not the first), in :data:`CHECKS` order.
+
+    A SQLite store whose write lock is left held cannot be opened: that is reported (``nothing_left_behind``)
+    with the processes and mounts left, and the checks that read the store do not run."""
+    lock = _store_write_lock_held(rec.store_url)
+    if lock:
+        left = [f"process left: pid {pid}: {cmd}" for pid, cmd in soak_processes(rec.root).items()]
+        return [Violation("nothing_left_behind", f"{lock} (the checks that read the store did not run)"),
+                *(Violation("nothing_left_behind", c) for c in left)]
+    store = open_store(rec.store_url)
+    try:
+        return [Violation(name, c) for name, fn in CHECKS.items() if names is None or name in names
+                for c in fn(rec, store)]
+    finally:
+        store.close()

@@ -1,0 +1,507 @@
+"""The soak: many method runs at once against the chaos endpoint, faults at seeded points, resumes, checks.
+
+:func:`make_schedule` draws every fault and its moment from ``random.Random(seed)``: per run its method,
+its budget, and the request numbers (of that run's calls to the endpoint) at which each fault strikes.
+The same seed gives the same schedule (:meth:`Schedule.describe` prints it); what a fault hits at its
+moment (a model call, an evaluation, a journal write) depends on the machine's timing, which is the point.
+
+Faults: ``kill_driver`` (kill -9 of the driver while the endpoint holds its request, or a few
+milliseconds after a reply was sent: mid-evaluation, mid-write), ``kill_worker`` (kill -9 of a sandbox
+worker under the driver), the endpoint's ``http_500``, ``hang``, ``garbage``, ``cut`` and ``slow``,
+``sqlite_lock`` (another process holds the store's write lock for a while), ``store_restart`` (a
+PostgreSQL store's server restarted, when a restart command is given), ``disk_full`` (the driver's file
+size limit drops: its next store write fails) and ``clock_jump`` (the
+liveness code asked with its clock an hour ahead while the driver lives). After every death the harness
+starts the driver again (``takeover``), until the run finishes. At the end every invariant of
+:mod:`reasearch._chaos.invariants` is checked.
+
+Trust boundary: the harness's own drivers and endpoint; candidates run only in the drivers' sandboxes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reasearch._chaos.endpoint import ENDPOINT_FAULTS, ChaosEndpoint
+from reasearch._chaos.invariants import SoakRecord, Violation, Wait, check_all
+from reasearch.errors import ConfigError
+from reasearch.runs import RunState, Unit, open_store
+from reasearch.runs.liveness import effective_state, process_start
+
+__all__ = ["FAULTS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "make_schedule", "soak"]
+
+METHODS = ("best-of-n", "evolve", "reflect", "agent")
+TASK = "heilbronn/n11-v1"
+FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "store_restart", "disk_full", "clock_jump")
+_HARNESS_ONLY = ("kill_worker", "sqlite_lock", "store_restart", "disk_full", "clock_jump")  # after a reply is sent
+DISK_FULL_BYTES = 64 << 10  # a driver's file size limit under disk_full: any write past it fails (EFBIG)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One fault: its kind, the run's request number it strikes at, and a delay or length in seconds."""
+
+    kind: str
+    request: int
+    seconds: float = 0.0
+    hold: bool = False  # kill_driver: while the endpoint holds the request (else ``seconds`` after its reply)
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """One run of a soak and the faults scheduled for it."""
+
+    run_id: str
+    method: str
+    evaluations: int
+    faults: tuple[Fault, ...]
+
+    def caps(self) -> dict[str, float]:
+        return {"evaluations": float(self.evaluations), "model_calls": float(4 * self.evaluations + 20)}
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A soak's runs and faults, drawn from ``seed``."""
+
+    seed: int
+    runs: tuple[RunPlan, ...]
+
+    def describe(self) -> str:
+        lines = [f"chaos schedule, seed {self.seed}: {len(self.runs)} runs"]
+        for r in self.runs:
+            faults = ", ".join(f"{f.kind}{'(hold)' if f.hold else ''}@{f.request}"
+                               + (f"+{f.seconds:.2f}s" if f.seconds else "") for f in r.faults)
+            lines.append(f"  {r.run_id} {r.method} {r.evaluations} evaluations: {faults or 'no faults'}")
+        return "\n".join(lines)
+
+
+def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults: int,
+                  kinds: Sequence[str] = FAULTS, methods: Sequence[str] = METHODS) -> Schedule:
+    """``runs`` runs of ``evaluations`` each; per run ``kills`` driver kills and ``faults`` other faults (of
+    ``kinds``), each at a distinct request number of that run, all drawn from ``random.Random(seed)``."""
+    if not methods or set(methods) - set(METHODS):
+        raise ConfigError(f"unknown or no drivers {sorted(set(methods) - set(METHODS))}; known: {list(METHODS)}")
+    unknown = sorted(set(kinds) - set(FAULTS))
+    if unknown:
+        raise ConfigError(f"unknown chaos faults {unknown}; known: {list(FAULTS)}")
+    for name, value, least in (("runs", runs, 1), ("evaluations", evaluations, 3), ("kills", kills, 0),
+                               ("faults", faults, 0)):
+        if value < least:
+            raise ConfigError(f"a soak needs {name} >= {least}, not {value}")
+    rng = random.Random(seed)
+    plans = []
+    others = [k for k in kinds if k != "kill_driver"]
+    if faults and not others:
+        raise ConfigError("faults > 0 needs a fault kind other than kill_driver")
+    deck: list[str] = []
+    for i in range(runs):
+        method = rng.choice(list(methods))
+        # A run asks about one model call per evaluation: its requests are numbered 1..~evaluations.
+        span = max(evaluations - 1, 2)
+        picks = rng.sample(range(2, span + 2), min(kills + faults, span))
+        chosen: list[Fault] = []
+        for j, n in enumerate(sorted(picks)):
+            if j < kills:
+                hold = rng.random() < 0.5
+                chosen.append(Fault("kill_driver", n, 0.0 if hold else round(rng.uniform(0.0, 0.4), 3), hold))
+            else:  # from a shuffled deck of the kinds: every kind is drawn once before any is drawn again
+                if not deck:
+                    deck = rng.sample(others, len(others))
+                kind = deck.pop()
+                seconds = round(rng.uniform(0.2, 1.5), 3) if kind == "sqlite_lock" else 0.0
+                if kind == "kill_worker":
+                    seconds = round(rng.uniform(0.0, 0.2), 3)
+                chosen.append(Fault(kind, n, seconds))
+        rng.shuffle(chosen)  # kills at random points of the run, not only its first requests
+        numbers = sorted(f.request for f in chosen)
+        faults_at = tuple(Fault(f.kind, n, f.seconds, f.hold) for f, n in zip(chosen, numbers, strict=True))
+        plans.append(RunPlan(f"chaos-s{seed}-r{i:04d}", method, evaluations, faults_at))
+    return Schedule(seed, tuple(plans))
+
+
+@dataclass
+class SoakReport:
+    """A soak's figures and its violations."""
+
+    seed: int
+    runs: int = 0
+    finished: int = 0
+    evaluations: int = 0
+    model_calls: float = 0.0
+    faults: Counter[str] = field(default_factory=Counter)
+    resumes: int = 0
+    wall_s: float = 0.0
+    violations: list[Violation] = field(default_factory=list)
+    record: SoakRecord | None = None
+
+    def summary(self) -> str:
+        faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none"
+        return (f"chaos soak seed {self.seed}: {self.runs} runs ({self.finished} finished), {self.evaluations} "
+                f"evaluations, {self.model_calls:g} model calls, faults {sum(self.faults.values())} ({faults}), "
+                f"{self.resumes} resumes, {len(self.violations)} violations, {self.wall_s:.1f} s")
+
+
+class _RunDriver:
+    """Drives one run through its sessions, striking its faults; one thread per run."""
+
+    def __init__(self, soak: _Soak, plan: RunPlan) -> None:
+        self.soak, self.plan = soak, plan
+        self.pending: list[tuple[float, Fault]] = []  # (monotonic time due, fault) struck by the poll loop
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def answered(self, n: int) -> None:  # the endpoint's thread: schedule what strikes after reply n
+        for f in self.plan.faults:
+            if f.request == n and not f.hold and f.kind in ("kill_driver", *_HARNESS_ONLY):
+                with self.lock:
+                    self.pending.append((time.monotonic() + (0.0 if f.kind == "sqlite_lock" else f.seconds), f))
+
+    def run(self) -> None:
+        soak, plan = self.soak, self.plan
+        spec = {"store": soak.store_url, "run_id": plan.run_id, "method": plan.method, "task": TASK,
+                "url": soak.endpoint.url, "attempts": soak.attempts, "client_timeout_s": soak.client_timeout_s,
+                "mode": soak.mode, "budget": plan.caps(), "seed": 0,
+                "config": {"num_islands": 2} if plan.method == "evolve" else None}
+        for session in range(soak.max_sessions):
+            if session:
+                soak.count("resumes")
+            log = open(Path(soak.root) / f"{plan.run_id}.log", "ab")  # noqa: SIM115 (closed below)
+            try:
+                self.proc = subprocess.Popen([sys.executable, "-m", "reasearch._chaos.driver", json.dumps(spec)],
+                                             stdout=log, stderr=log, env=soak.env, start_new_session=True)
+                rc = self._watch(self.proc)
+            finally:
+                log.close()
+            if rc == 0:
+                soak.progress(f"{plan.run_id} finished after {session + 1} driver sessions")
+                return
+            soak.died(plan.run_id)
+        soak.progress(f"{plan.run_id} NOT finished after {soak.max_sessions} driver sessions")
+
+    def _watch(self, proc: subprocess.Popen[bytes]) -> int | None:
+        soak, t0 = self.soak, time.monotonic()
+        while True:
+            rc = proc.poll()
+            if rc is not None:
+                soak.waited(f"{self.plan.run_id} driver session", time.monotonic() - t0)
+                return rc
+            if time.monotonic() - t0 > soak.session_timeout_s:  # a hang: the check reports it
+                soak.waited(f"{self.plan.run_id} driver session (killed: hung)", time.monotonic() - t0)
+                self._kill(proc)
+                return None
+            if self.plan.run_id in soak.endpoint.held:  # a held request: kill -9 with the call in flight
+                soak.count("kill_driver")
+                self._kill(proc)
+                soak.endpoint.release(self.plan.run_id)
+                return None
+            now = time.monotonic()
+            with self.lock:
+                due = [f for t, f in self.pending if t <= now]
+                self.pending = [(t, f) for t, f in self.pending if t > now]
+            for f in due:
+                if f.kind == "kill_driver":
+                    soak.count("kill_driver")
+                    self._kill(proc)
+                    return None
+                self._strike(f, proc)
+            time.sleep(0.01)
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        for pid in _descendants(proc.pid):  # what a kill -9 orphans: checked to be gone at the end
+            self.soak.seen(pid)
+        t0 = time.monotonic()
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        self.soak.waited(f"{self.plan.run_id} kill -9 of its driver", time.monotonic() - t0, timeout_s=10.0)
+
+    def _strike(self, f: Fault, proc: subprocess.Popen[bytes]) -> None:
+        soak = self.soak
+        if f.kind == "kill_worker":
+            workers = _descendants(proc.pid)
+            if workers:
+                soak.count("kill_worker")
+                victim = workers[-1]
+                soak.seen(victim)
+                try:
+                    os.kill(victim, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        elif f.kind == "store_restart":
+            soak.count("store_restart")
+            threading.Thread(target=soak.restart_store, daemon=True).start()
+        elif f.kind == "sqlite_lock":
+            soak.count("sqlite_lock")
+            threading.Thread(target=soak.lock_store, args=(f.seconds,), daemon=True).start()
+        elif f.kind == "disk_full":  # the driver's disk fills: every write past DISK_FULL_BYTES fails (EFBIG)
+            try:
+                resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (DISK_FULL_BYTES, DISK_FULL_BYTES))
+                soak.count("disk_full")
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+        elif f.kind == "clock_jump":
+            soak.count("clock_jump")
+            store = open_store(soak.store_url)
+            try:
+                record = store.get_run(self.plan.run_id)
+                # Judged only once the live process is a recorded driver of the run (a session just started
+                # may not have beaten yet: then no live driver is known, and "interrupted" is right).
+                recorded = any(d.pid == proc.pid and not d.stopped for d in store.drivers(self.plan.run_id))
+                alive = proc.poll() is None
+                state = effective_state(store, record, now=time.time() + 3600.0)
+                if recorded and alive and proc.poll() is None and record.state is RunState.RUNNING \
+                        and state is RunState.INTERRUPTED:
+                    soak.misjudged(f"run {self.plan.run_id}: driver pid {proc.pid} alive, judged "
+                                   f"{state.value} with the clock an hour ahead")
+            except Exception:  # noqa: S110 (the run may not be created yet: nothing to judge)
+                pass
+            finally:
+                store.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Pids of the processes under ``pid`` (from ``/proc``), parents before children."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[-1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+class _Soak:
+    def __init__(self, schedule: Schedule, root: str, *, parallel: int, mode: str, client_timeout_s: float,
+                 session_timeout_s: float, max_sessions: int, attempts: int,
+                 echo: Callable[[str], None] | None = None, store_url: str | None = None,
+                 restart_store: Sequence[str] = ()) -> None:
+        self.echo, self.done = echo, 0
+        self.schedule, self.root, self.parallel, self.mode = schedule, root, parallel, mode
+        self.client_timeout_s, self.session_timeout_s = client_timeout_s, session_timeout_s
+        self.max_sessions, self.attempts = max_sessions, attempts
+        self.store_dir = Path(root) / "store"
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        self.store_url = store_url or str(self.store_dir)
+        self.restart_command = list(restart_store)
+        self.env = {**os.environ, "REASEARCH_CHAOS_ROOT": root}
+        here = str(Path(__file__).resolve().parents[2])
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+        self._lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.record = SoakRecord(root=root, store_url=self.store_url, caps={r.run_id: r.caps() for r in schedule.runs},
+                                 accounts={})
+        self.drivers = {r.run_id: _RunDriver(self, r) for r in schedule.runs}
+        faults = {(r.run_id, f.request): f for r in schedule.runs for f in r.faults}
+
+        def fault_at(run_id: str, n: int) -> str | None:
+            f = faults.get((run_id, n))
+            if f is None:
+                return None
+            if f.kind == "kill_driver" and f.hold:
+                return "hold"
+            return f.kind if f.kind in ENDPOINT_FAULTS else None
+
+        def on_answer(run_id: str, n: int) -> None:
+            driver = self.drivers.get(run_id)
+            if driver is not None:
+                driver.answered(n)
+
+        from reasearch.evaluators import make
+
+        self.endpoint = ChaosEndpoint(fault_at, client_timeout_s=client_timeout_s, on_answer=on_answer,
+                                      seed_program=make(TASK).seed_program())
+
+    def count(self, what: str) -> None:
+        with self._lock:
+            self.counts[what] += 1
+
+    def seen(self, pid: int) -> None:
+        start = process_start(pid)
+        with self._lock:
+            self.record.seen_processes[pid] = start
+
+    def progress(self, line: str) -> None:
+        with self._lock:
+            self.done += 1
+            done = self.done
+        if self.echo is not None:
+            self.echo(f"chaos: {line} ({done}/{len(self.schedule.runs)} runs)")
+
+    def died(self, run_id: str) -> None:
+        with self._lock:
+            self.record.deaths[run_id] = self.record.deaths.get(run_id, 0) + 1
+
+    def misjudged(self, line: str) -> None:
+        with self._lock:
+            self.record.clock_misjudged.append(line)
+
+    def waited(self, what: str, seconds: float, *, timeout_s: float | None = None) -> None:
+        with self._lock:
+            self.record.waits.append(Wait(what, seconds, self.session_timeout_s if timeout_s is None else timeout_s))
+
+    def restart_store(self) -> None:
+        """Runs the store server's restart command (a PostgreSQL store: its drivers' connections drop)."""
+        t0 = time.monotonic()
+        subprocess.run(self.restart_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+                       check=False)
+        self.waited("store server restart", time.monotonic() - t0, timeout_s=120.0)
+
+    def lock_store(self, seconds: float) -> None:
+        """Holds the SQLite store's write lock for ``seconds`` (what another process's long write does)."""
+        conn = sqlite3.connect(self.store_dir / "store.sqlite", timeout=30.0, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            time.sleep(seconds)
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        finally:
+            conn.close()
+
+    def run(self) -> SoakReport:
+        t0 = time.monotonic()
+        with self.endpoint, ThreadPoolExecutor(self.parallel) as threads:
+            for fut in [threads.submit(d.run) for d in self.drivers.values()]:
+                fut.result()
+            self.record.accounts = dict(self.endpoint.accounts)
+            for acct in self.record.accounts.values():
+                for kind, n in acct.faults.items():
+                    if kind in ENDPOINT_FAULTS:
+                        self.counts[kind] += n
+        _settle(self.root, self.record.seen_processes, timeout_s=10.0)
+        report = SoakReport(self.schedule.seed, runs=len(self.schedule.runs), faults=Counter(
+            {k: v for k, v in self.counts.items() if k != "resumes"}), resumes=self.counts["resumes"])
+        store = open_store(self.store_url)
+        try:
+            for run_id in self.record.caps:
+                try:
+                    rec = store.get_run(run_id)
+                except Exception:  # noqa: S112 (never created: the runs_finished check names it)
+                    continue
+                report.finished += rec.state is RunState.FINISHED
+                report.evaluations += sum(1 for ev in store.evaluations(run_id) if not ev.result.cached)
+                report.model_calls += store.usage(run_id).get(Unit.MODEL_CALLS, 0.0)
+        finally:
+            store.close()
+        report.wall_s = time.monotonic() - t0
+        report.record = self.record
+        report.violations = check_all(self.record)
+        return report
+
+
+def _settle(root: str, seen: dict[int, str], *, timeout_s: float) -> None:
+    """Waits (up to ``timeout_s``) for the processes of killed drivers to exit, as a kill's aftermath: those
+    carrying the soak's marker and those seen under a driver when it was killed (pid and start time)."""
+    from reasearch._chaos.invariants import soak_processes
+
+    def left() -> bool:
+        return bool(soak_processes(root)) or any(start and process_start(pid) == start for pid, start in seen.items())
+
+    deadline = time.monotonic() + timeout_s
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, faults: int = 3,
+         kinds: Sequence[str] | None = None, parallel: int = 2, store_url: str | None = None,
+         restart_store: Sequence[str] = (), methods: Sequence[str] = METHODS,
+         mode: str = "process", root: str | None = None, client_timeout_s: float = 2.0,
+         session_timeout_s: float = 600.0, max_sessions: int = 50, attempts: int = 6,
+         echo: Callable[[str], None] | None = print) -> SoakReport:
+    """Runs a soak and returns its report (figures and violations).
+
+    Args:
+        seed: draws the schedule (printed through ``echo`` first).
+        runs, evaluations: how many method runs, and each one's evaluation cap.
+        kills, faults: per run, driver kills and other faults (drawn from ``kinds``).
+        parallel: runs driven at once.
+        mode: the drivers' sandbox mode (``process`` or ``nsjail``).
+        kinds: the fault kinds to draw from (default: every kind that applies to the store).
+        store_url: the store (default: SQLite under ``root``); a PostgreSQL URL's schema must be empty.
+        restart_store: a command line that restarts the PostgreSQL server (the ``store_restart`` fault).
+        root: the scratch root (default: a fresh temporary folder, kept for inspection).
+    """
+    if parallel < 1 or mode not in ("process", "nsjail"):
+        raise ConfigError(f"a soak needs parallel >= 1 and mode process or nsjail, not {parallel} and {mode!r}")
+    postgres = bool(store_url) and str(store_url).startswith("postgresql")
+    if restart_store and not postgres:
+        raise ConfigError("a store restart command needs a PostgreSQL store URL (--store postgresql://...)")
+    if kinds is None:  # the kinds that apply to this store
+        kinds = [k for k in FAULTS if not (k == "sqlite_lock" and postgres) and not (k == "store_restart"
+                                                                                       and not restart_store)]
+    if (postgres and "sqlite_lock" in kinds) or ("store_restart" in kinds and not restart_store):
+        raise ConfigError("sqlite_lock needs the SQLite store; store_restart needs a PostgreSQL store and "
+                          "a restart command")
+    schedule = make_schedule(seed, runs=runs, evaluations=evaluations, kills=kills, faults=faults, kinds=kinds,
+                             methods=methods)
+    if echo is not None:
+        echo(schedule.describe())
+    root = root or tempfile.mkdtemp(prefix=f"reasearch-chaos-{seed}-")
+    report = _Soak(schedule, os.path.abspath(root), parallel=parallel, mode=mode, client_timeout_s=client_timeout_s,
+                   session_timeout_s=session_timeout_s, max_sessions=max_sessions, attempts=attempts,
+                   echo=echo, store_url=store_url, restart_store=restart_store).run()
+    if echo is not None:
+        echo(report.summary())
+        for v in report.violations:
+            echo(str(v))
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m reasearch._chaos``: options, one soak; 0 clean, 1 on a violation, 2 on bad options."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m reasearch._chaos")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--runs", type=int, default=4)
+    p.add_argument("--evaluations", type=int, default=12)
+    p.add_argument("--kills", type=int, default=2)
+    p.add_argument("--faults", type=int, default=3)
+    p.add_argument("--parallel", type=int, default=2)
+    p.add_argument("--mode", default="process", choices=("process", "nsjail"))
+    p.add_argument("--kinds", default="", help="the fault kinds to draw from, comma-separated (default: every "
+                   "kind that applies): " + ",".join(FAULTS))
+    p.add_argument("--methods", default=",".join(METHODS), help="the drivers to draw from (comma-separated)")
+    p.add_argument("--store", default=None, help="store URL (default: SQLite under the root); postgresql://...")
+    p.add_argument("--restart-store", default="", help="a shell command that restarts the PostgreSQL server")
+    p.add_argument("--root", default=None, help="scratch root (default: a new temporary folder, kept)")
+    args: Any = p.parse_args(argv)
+    try:
+        report = soak(args.seed, runs=args.runs, evaluations=args.evaluations, kills=args.kills, faults=args.faults,
+                      kinds=[k for k in args.kinds.split(",") if k] or None, parallel=args.parallel,
+                      mode=args.mode, root=args.root, store_url=args.store,
+                      restart_store=["sh", "-c", args.restart_store] if args.restart_store else (),
+                      methods=[m for m in args.methods.split(",") if m])
+    except ConfigError as exc:
+        print(f"reasearch chaos: {exc}", file=sys.stderr)
+        return 2
+    return 1 if report.violations else 0
+

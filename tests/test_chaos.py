@@ -1,0 +1,252 @@
+"""The short chaos soak (issue 40): seeded faults over concurrent method runs end with every invariant
+held, and each named invariant check reports a counterexample when that invariant is broken on purpose.
+
+The soak runs once per sandbox mode (a module fixture); each break test copies its store and record,
+breaks one invariant, and asserts that the check of that name (and it) reports it."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reasearch._chaos import CHECKS, FAULTS, SoakReport, check_all, make_schedule, soak
+from reasearch._chaos.invariants import SoakRecord
+from reasearch._chaos.soak import Fault, _RunDriver, _Soak
+from reasearch.errors import ConfigError
+from reasearch.runs import RunState, Unit, open_store
+from reasearch.runs.ledger import LedgerEntry
+
+
+def _needs_mode(mode: str) -> None:
+    if mode != "nsjail":
+        return
+    from reasearch.engine import detect_isolation
+
+    report = detect_isolation()
+    if report.nsjail_ok:
+        return
+    problem = "; ".join(report.problems) or "nsjail probe failed"
+    if os.environ.get("REASEARCH_REQUIRE_NSJAIL") == "1":
+        pytest.fail(f"nsjail is required (REASEARCH_REQUIRE_NSJAIL=1) but unavailable: {problem}")
+    pytest.skip(f"nsjail mode does not apply on this machine: {problem}")
+
+
+# Small enough for the default suite on 2 shared cores, big enough that every run is killed at least once.
+# Seed 54: an evolve, an agent and a best-of-n run (process), every fault kind scheduled; one evolve run (nsjail)
+# killed while the endpoint holds its call, then its sandbox worker killed.
+SEED = 54
+SHORT = {"process": dict(runs=3, evaluations=7, kills=2, faults=3), "nsjail": dict(runs=1, evaluations=6, kills=1,
+                                                                                   faults=3)}
+
+
+@pytest.fixture(scope="module", params=["process", "nsjail"])
+def soaked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SoakReport]:
+    _needs_mode(request.param)
+    root = tmp_path_factory.mktemp(f"chaos-{request.param}")
+    report = soak(SEED, parallel=2, mode=request.param, root=str(root), echo=None, **SHORT[request.param])  # type: ignore[arg-type]
+    yield report
+
+
+def test_the_short_soak_holds_every_invariant(soaked: SoakReport) -> None:
+    assert [str(v) for v in soaked.violations] == [], soaked.summary()
+    assert soaked.finished == soaked.runs > 0
+    assert soaked.faults["kill_driver"] >= soaked.runs  # every run was killed at least once, and resumed
+    assert soaked.resumes >= soaked.faults["kill_driver"]
+    assert soaked.evaluations > 0 and soaked.model_calls >= soaked.evaluations - soaked.runs
+
+
+def test_the_schedule_is_drawn_from_the_seed() -> None:
+    one = make_schedule(5, runs=6, evaluations=20, kills=3, faults=6)
+    assert one == make_schedule(5, runs=6, evaluations=20, kills=3, faults=6)
+    assert one.describe() == make_schedule(5, runs=6, evaluations=20, kills=3, faults=6).describe()
+    assert one != make_schedule(6, runs=6, evaluations=20, kills=3, faults=6)
+    kinds = {f.kind for r in one.runs for f in r.faults}
+    assert kinds == set(FAULTS)  # 36 other faults drawn from a deck of the 9 other kinds: each one is there
+    for r in one.runs:
+        assert sum(f.kind == "kill_driver" for f in r.faults) == 3
+        assert len({f.request for f in r.faults}) == len(r.faults)  # one fault per request number
+
+
+def test_bad_soak_options_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown chaos faults"):
+        make_schedule(1, runs=1, evaluations=5, kills=0, faults=1, kinds=("disk_fill",))
+    with pytest.raises(ConfigError, match="runs >= 1"):
+        make_schedule(1, runs=0, evaluations=5, kills=0, faults=0)
+    with pytest.raises(ConfigError, match="mode process or nsjail"):
+        soak(1, mode="docker", echo=None)
+    with pytest.raises(ConfigError, match="needs a PostgreSQL store URL"):
+        soak(1, restart_store=["true"], echo=None)
+    with pytest.raises(ConfigError, match="store_restart needs a PostgreSQL store"):
+        soak(1, kinds=["store_restart"], echo=None)
+
+
+def test_the_soak_command_says_what_is_wrong_in_one_line() -> None:
+    proc = subprocess.run([sys.executable, "-m", "reasearch._chaos", "--kinds", "disk_fill"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"reasearch chaos: unknown chaos faults ['disk_fill']; known: {list(FAULTS)}"]
+
+
+# --- each invariant broken on purpose ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broken(soaked: SoakReport, tmp_path: Path) -> SoakRecord:
+    """A copy of the soak's store and record, to break one invariant in."""
+    if soaked.record is None or soaked.violations:
+        pytest.fail("\n".join([f"the soak itself failed: {soaked.summary()}", *map(str, soaked.violations)]))
+    rec = copy.deepcopy(soaked.record)
+    shutil.copytree(rec.store_url, tmp_path / "store")
+    rec.store_url = str(tmp_path / "store")
+    assert check_all(rec) == []  # the copy holds every invariant before it is broken
+    return rec
+
+
+def _reported(rec: SoakRecord) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for v in check_all(rec):
+        out.setdefault(v.check, []).append(v.counterexample)
+    return out
+
+
+def _a_run(rec: SoakRecord) -> str:
+    return sorted(rec.caps)[0]
+
+
+def test_a_run_left_unfinished_is_named(broken: SoakRecord) -> None:
+    run_id = _a_run(broken)
+    with open_store(broken.store_url) as store:
+        store.set_run_state(run_id, RunState.INTERRUPTED)
+    found = _reported(broken)
+    assert list(found) == ["runs_finished"] and run_id in found["runs_finished"][0]
+
+
+def test_a_model_call_charged_twice_is_named(broken: SoakRecord) -> None:
+    run_id = _a_run(broken)
+    with open_store(broken.store_url) as store:
+        step = next(e.step for e in store.events(run_id) if e.kind in ("method_reply", "model_reply"))
+        store.debit(LedgerEntry(run_id, step, Unit.MODEL_CALLS, 1.0, note="charged again"))
+    found = _reported(broken)
+    assert "model_calls_once" in found and "model calls debited for" in found["model_calls_once"][0]
+
+
+def test_a_call_charged_at_its_reservation_more_often_than_its_driver_died_is_named(broken: SoakRecord) -> None:
+    run_id = _a_run(broken)
+    deaths = broken.deaths.get(run_id, 0)
+    with open_store(broken.store_url) as store:
+        for i in range(deaths + 1):  # one more in-flight charge than the run had driver deaths
+            store.debit(LedgerEntry(run_id, 10_000 + i, Unit.MODEL_CALLS, 1.0,
+                                    note=f"charged at reservation: the driver died while the model call was in "
+                                         f"flight [x{i}]"))
+    broken.caps[run_id]["model_calls"] += deaths + 1
+    broken.accounts[run_id].received += deaths + 1
+    found = _reported(broken)
+    assert list(found) == ["model_calls_once"]
+    assert f"charged at reservation for {deaths} driver deaths" in "\n".join(found["model_calls_once"])
+
+
+def test_a_model_call_the_endpoint_answered_but_no_ledger_holds_is_named(broken: SoakRecord) -> None:
+    run_id = _a_run(broken)
+    broken.accounts[run_id].answered.append("chaos-reply-99999999")  # answered, then lost: not journaled, not charged
+    broken.accounts[run_id].received += 1
+    found = _reported(broken)
+    assert list(found) == ["model_calls_once"]
+    assert "neither journaled nor charged" in found["model_calls_once"][0] and run_id in found["model_calls_once"][0]
+
+
+def test_an_evaluation_charged_twice_is_named(broken: SoakRecord) -> None:
+    run_id = _a_run(broken)
+    with open_store(broken.store_url) as store:
+        step = next(ev.step for ev in store.evaluations(run_id) if not ev.result.cached)
+        store.debit(LedgerEntry(run_id, step, Unit.EVALUATIONS, 1.0, note="evaluated again"))
+    broken.caps[run_id]["evaluations"] += 1  # the run spent its cap: only the double charge is to be seen
+    found = _reported(broken)
+    assert list(found) == ["evaluations_once"] and f"step {step}: evaluation debited 2 times" in "\n".join(
+        found["evaluations_once"])
+
+
+def test_an_overspent_cap_is_named(broken: SoakRecord) -> None:
+    run_id = _a_run(broken)
+    broken.caps[run_id]["model_calls"] = 1.0  # every soak run made more than one model call
+    found = _reported(broken)
+    assert list(found) == ["caps_held"] and f"run {run_id}: model_calls used" in found["caps_held"][0]
+
+
+def test_a_process_left_behind_is_named(broken: SoakRecord) -> None:
+    leaked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                              env={**os.environ, "REASEARCH_CHAOS_ROOT": broken.root})
+    try:
+        found = _reported(broken)
+        assert list(found) == ["nothing_left_behind"] and f"pid {leaked.pid}" in found["nothing_left_behind"][0]
+    finally:
+        leaked.kill()
+        leaked.wait()
+    assert check_all(broken) == []
+
+
+def test_a_store_lock_left_held_is_named(broken: SoakRecord) -> None:
+    held = sqlite3.connect(Path(broken.store_url) / "store.sqlite", isolation_level=None)
+    try:
+        held.execute("BEGIN IMMEDIATE")  # a writer that never commits (a process frozen with the lock)
+        found = _reported(broken)
+        assert list(found) == ["nothing_left_behind"] and "write lock is held" in found["nothing_left_behind"][0]
+    finally:
+        held.execute("ROLLBACK")
+        held.close()
+    assert check_all(broken) == []
+
+
+def test_a_wait_past_its_timeout_is_named(broken: SoakRecord, tmp_path: Path) -> None:
+    """The harness's own watch: a driver session that outlives its stated timeout is killed and recorded."""
+    schedule = make_schedule(1, runs=1, evaluations=4, kills=0, faults=0)
+    harness = _Soak(schedule, str(tmp_path / "h"), parallel=1, mode="process", client_timeout_s=1.0,
+                    session_timeout_s=0.3, max_sessions=1, attempts=1)
+    hung = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert _RunDriver(harness, schedule.runs[0])._watch(hung) is None and hung.poll() is not None
+    broken.waits += harness.record.waits
+    found = _reported(broken)
+    assert list(found) == ["waits_bounded"] and "stated timeout 0.3 s" in found["waits_bounded"][0]
+
+
+def test_a_live_driver_judged_dead_after_a_clock_jump_is_named(broken: SoakRecord, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Liveness broken on purpose (a live driver judged by its heartbeat's age): the clock-jump fault sees it."""
+    run_id = _a_run(broken)
+    with open_store(broken.store_url) as store:
+        store.set_run_state(run_id, RunState.RUNNING)
+    schedule = make_schedule(1, runs=1, evaluations=4, kills=0, faults=0)
+    harness = _Soak(schedule, str(tmp_path / "h"), parallel=1, mode="process", client_timeout_s=1.0,
+                    session_timeout_s=30.0, max_sessions=1, attempts=1)
+    harness.store_url = broken.store_url
+    plan = schedule.runs[0].__class__(run_id, "best-of-n", 4, ())
+    from reasearch.runs import liveness
+
+    monkeypatch.setattr(liveness, "_local_process", lambda driver: None)  # judged by heartbeat age alone
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with open_store(broken.store_url) as store:  # the live process drives the run, as a driver records itself
+            store.heartbeat(run_id, "live-driver", host=socket.gethostname(), pid=live.pid,
+                            proc_start=liveness.process_start(live.pid))
+        _RunDriver(harness, plan)._strike(Fault("clock_jump", 1), live)
+    finally:
+        live.kill()
+        live.wait()
+    with open_store(broken.store_url) as store:
+        store.set_run_state(run_id, RunState.FINISHED)
+    broken.clock_misjudged += harness.record.clock_misjudged
+    found = _reported(broken)
+    assert list(found) == ["live_drivers_kept"] and run_id in found["live_drivers_kept"][0]
+
+
+def test_every_check_has_a_break_test() -> None:
+    names = {n for n in globals() if n.startswith("test_")}
+    assert len(CHECKS) == 7 and len([n for n in names if n.endswith("_is_named")]) >= len(CHECKS)
