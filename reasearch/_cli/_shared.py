@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from reasearch.evaluators.result import EvalResult
     from reasearch.runs.store import Store
 
-__all__ = ["store_args", "sub_store_args", "open_store", "read_source", "num", "result_table", "is_prompt_task",
-           "student_params", "ProgressCaller", "progress_bar", "check_task_folders", "task_ref"]
+__all__ = ["store_args", "sub_store_args", "open_store", "read_source", "num", "result_table", "student_params",
+           "ProgressCaller", "progress_bar", "check_task_folders", "task_ref"]
 
 
 # ------------------------------------------------------------------------------------------- run store
@@ -73,12 +73,14 @@ def open_store(args: argparse.Namespace) -> Store:
 # ------------------------------------------------------------------------------------------- candidates
 
 
-def read_source(path: str, task: Any = None) -> str:
+def read_source(path: str, task: Task | None = None) -> str:
     """The text of a candidate file; a folder, a missing file or non-UTF-8 bytes are one-line errors."""
     p = Path(path)
     if p.is_dir():
-        kind = task.candidate_kind if task is not None else "program"
-        what = "a system prompt (a text file)" if kind == "prompt" else "one Python file"
+        from reasearch.evaluators.kinds import PromptKind, task_kind
+
+        prompt = task is not None and isinstance(task_kind(task), PromptKind)
+        what = "a system prompt (a text file)" if prompt else "one Python file"
         name = task.candidate_file if task is not None else "candidate.py"
         raise ConfigError(f"{path} is a folder, but a candidate of {task.spec.id if task else 'this task'} is {what}, "
                           f"e.g. {path.rstrip('/')}/{name}")
@@ -156,10 +158,6 @@ def result_table(task_id: str, result: EvalResult, best_known: float | None) -> 
 # ------------------------------------------------------------------------------------------- prompt tasks
 
 
-def is_prompt_task(task: Task) -> bool:
-    return task.candidate_kind == "prompt"
-
-
 def student_params(args: argparse.Namespace, base_url_attr: str = "base_url") -> dict[str, Any]:
     """Task parameters from ``--student`` and its base URL option (empty when not given)."""
     out: dict[str, Any] = {}
@@ -205,7 +203,7 @@ def check_task_folders(task_ids: Sequence[str], params: Mapping[str, Mapping[str
 
     for task_id in dict.fromkeys(task_ids):
         if is_folder_ref(task_id):
-            make_folder_task(task_id, dict((params or {}).get(task_id) or {})).preflight()  # type: ignore[attr-defined]
+            make_folder_task(task_id, dict((params or {}).get(task_id) or {})).preflight()
 
 
 def task_ref(text: str) -> str:

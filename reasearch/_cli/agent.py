@@ -226,21 +226,23 @@ def _executor(text: str) -> Any:
 
 
 def optimize(args: argparse.Namespace) -> int:
-    from reasearch._cli._shared import is_prompt_task, student_params
+    from reasearch._cli._shared import student_params
     from reasearch.agent import AgentConfig, build_model
     from reasearch.agent.launch import check_budget
     from reasearch.evaluators import make
+    from reasearch.evaluators.kinds import PromptKind, RepositoryKind, task_kind
     from reasearch.runs import Budget
 
     check_track(args)  # a missing tracker package: one line, exit 2, no run made
     params = key_values(args.param)
     task = make(args.task_id, **params)  # an unknown id or parameter fails here, before anything is built
-    prompt_task = is_prompt_task(task)
-    if prompt_task:
+    prompt_task = isinstance(task_kind(task), PromptKind)
+    if prompt_task:  # the same task with its student
         params.update(student_params(args, "student_base_url"))
         task = make(args.task_id, **params)
-        student = task.student_spec()  # type: ignore[attr-defined]  # no student: one line, exit 2, no run made
-        task.splits()  # type: ignore[attr-defined]  # missing data: one line, exit 2, no run made
+    if isinstance(kind := task_kind(task), PromptKind):
+        student = kind.task.student_spec()  # no student: one line, exit 2, no run made
+        kind.task.splits()  # missing data: one line, exit 2, no run made
         from reasearch.models.probe import check_endpoint
 
         # A dead student endpoint: one line, exit 2, no run made (as for the agent's endpoint below).
@@ -251,7 +253,7 @@ def optimize(args: argparse.Namespace) -> int:
     if callable(preflight):  # a task folder whose seed or score.py fails: one line, exit 2, no run made
         preflight(seed=args.seed)
     # --budget counts what one evaluation costs: training tasks (a repository candidate) spend experiments.
-    unit = "experiments" if task.candidate_kind == "repository" else "evaluations"
+    unit = "experiments" if isinstance(kind, RepositoryKind) else "evaluations"
     budget: dict[str, float] = {"student_calls": args.student_calls} if prompt_task else {unit: args.budget}
     if args.student_tokens is not None:
         if not prompt_task:

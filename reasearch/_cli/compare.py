@@ -133,8 +133,9 @@ def reference_value(ref: dict[str, Any]) -> str:
 def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Per-task parameters from ``-p [TASK:]KEY=VALUE`` and, for prompt tasks, ``--student``."""
     from reasearch._cli._params import key_values
-    from reasearch._cli._shared import is_prompt_task, student_params, task_ref
+    from reasearch._cli._shared import student_params, task_ref
     from reasearch.errors import ConfigError
+    from reasearch.evaluators.kinds import PromptKind, task_kind
     from reasearch.evaluators.registry import build_task
 
     out: dict[str, dict[str, Any]] = {t: {} for t in args.tasks}
@@ -149,7 +150,7 @@ def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             out[t].update(key_values([pair]))
     student = student_params(args, "student_base_url")
     for t in args.tasks:
-        if student and is_prompt_task(build_task(t, out[t])):
+        if student and isinstance(task_kind(build_task(t, out[t])), PromptKind):
             out[t].update(student)
     return {t: p for t, p in out.items() if p}
 

@@ -10,8 +10,7 @@ import json
 
 from rich.console import Console
 
-from reasearch._cli._shared import is_prompt_task, open_store, read_source, result_table, store_args
-from reasearch.errors import ConfigError
+from reasearch._cli._shared import open_store, read_source, result_table, store_args
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -29,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from reasearch.runs.prompt_splits import prompt_task_of, score_test
+    from reasearch.runs.prompt_splits import score_test  # a run of another kind: one line, exit 2
     from reasearch.runs.run import Run
 
     prompt = None
@@ -37,9 +36,6 @@ def cmd_test(args: argparse.Namespace) -> int:
         prompt = read_source(args.prompt_file)
     with open_store(args) as store:
         run = Run.open(store, args.run)
-        task = prompt_task_of(run)
-        if not is_prompt_task(task):
-            raise ConfigError(f"run {run.id} is not a prompt run")
         cid, result = score_test(run, prompt=prompt)
     if args.json:
         print(json.dumps({"run_id": run.id, "candidate": cid, "split": "test", "result": result.to_dict()}, indent=2))

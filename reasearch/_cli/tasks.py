@@ -9,7 +9,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -18,7 +18,6 @@ from rich.text import Text
 from reasearch._cli._params import key_values
 from reasearch._cli._shared import (
     ProgressCaller,
-    is_prompt_task,
     num,
     progress_bar,
     read_source,
@@ -26,6 +25,7 @@ from reasearch._cli._shared import (
     student_params,
 )
 from reasearch.errors import ConfigError, ReasearchError
+from reasearch.evaluators.kinds import ProgramKind, PromptKind, PromptOptions, RepositoryKind, task_kind
 from reasearch.evaluators.registry import (
     is_folder_ref,
     list_tasks,
@@ -35,6 +35,9 @@ from reasearch.evaluators.registry import (
     registered_entry,
 )
 from reasearch.evaluators.result import Status
+
+if TYPE_CHECKING:
+    from reasearch.evaluators.training import TrainingTask
 
 EXIT_OK, EXIT_FAILED = 0, 1
 _LISTED = ("direction", "best_known", "best_known_source", "seed_score")
@@ -161,7 +164,7 @@ def _params(task_id: str, as_json: bool) -> int:
     if not task_id:
         raise ConfigError("--params needs a task id, e.g. reasearch tasks circle_packing/n26-v1 --params")
     if is_folder_ref(task_id):  # a task folder: the parameters its task.toml declares
-        params = make_folder_task(task_id).declared_params()  # type: ignore[attr-defined]
+        params = make_folder_task(task_id).declared_params()
     else:
         entry, implied = registered_entry(task_id)
         declared = getattr(make(task_id), "declared_params", None) if entry.package else None
@@ -268,32 +271,25 @@ def run_eval(args: argparse.Namespace) -> int:
     _start_sandbox_ahead(args.file)
     params = key_values(args.param)
     task = make(args.task_id, **params)  # UnknownTaskError / ConfigError -> exit 2 with a one-line message
-    if is_prompt_task(task) and student_params(args):
+    if isinstance(task_kind(task), PromptKind) and student_params(args):
         task = make(args.task_id, **params, **student_params(args))
-    if task.candidate_kind == "repository" and Path(args.file).is_dir():
-        from reasearch.evaluators.repo import encode_repo, read_repo_dir
-
-        source = encode_repo(read_repo_dir(args.file))
-        print(f"reasearch: running one experiment of {task.spec.id} on {args.file} "
-              f"(budget {getattr(task, 'time_budget_s', '?')} s) ...", file=sys.stderr)
-    else:
-        source = read_source(args.file, task)
-        if task.candidate_kind == "repository" and not _is_manifest(source):
-            # One file would run as the whole repository (train.py alone) and fail only after training.
-            raise ConfigError(f"{task.spec.id} evaluates a repository: give a folder holding "
-                              f"{getattr(task, 'entry_file', 'train.py')} (`reasearch seed {task.spec.id} -o DIR` "
-                              f"writes one), not the file {args.file}")
-    if is_prompt_task(task):
-        with progress_bar(Console(stderr=True)) as progress:  # validation split only: aggregates, no per-example data
-            caller = ProgressCaller(task.student_client(), progress, f"{task.spec.id} validation")  # type: ignore[attr-defined]
-            result = task.evaluate(source, seed=args.seed, caller=caller)  # type: ignore[call-arg]
-    elif args.student or args.base_url:
+    kind = task_kind(task)
+    if not isinstance(kind, PromptKind) and (args.student or args.base_url):
         raise ConfigError(f"--student and --base-url are for prompt tasks; {task.spec.id} evaluates programs")
-    else:
-        preflight = getattr(task, "preflight", None)
-        if callable(preflight):  # a task folder: its seed and score.py must work before a candidate is judged
-            preflight(seed=args.seed)
-        result = task.evaluate(source, seed=args.seed)
+    match kind:
+        case RepositoryKind(task=training):
+            result = training.evaluate(_repository_source(training, args.file), seed=args.seed)
+        case PromptKind(task=prompt_task):
+            source = read_source(args.file, task)
+            with progress_bar(Console(stderr=True)) as progress:  # validation only: aggregates, no per-example data
+                caller = ProgressCaller(prompt_task.student_client(), progress, f"{task.spec.id} validation")
+                result = prompt_task.evaluate(source, seed=args.seed, options=PromptOptions("validation", caller))
+        case ProgramKind():
+            source = read_source(args.file, task)
+            preflight = getattr(task, "preflight", None)
+            if callable(preflight):  # a task folder: its seed and score.py must work before a candidate is judged
+                preflight(seed=args.seed)
+            result = task.evaluate(source, seed=args.seed)
     if args.json:
         print(result.to_json(indent=2))
     else:
@@ -314,6 +310,23 @@ def run_eval(args: argparse.Namespace) -> int:
     return EXIT_OK if result.status is Status.OK else EXIT_FAILED
 
 
+def _repository_source(task: TrainingTask, path: str) -> str:
+    """A training task's candidate from ``path``: a folder (encoded), or a repository manifest file."""
+    if Path(path).is_dir():
+        from reasearch.evaluators.repo import encode_repo, read_repo_dir
+
+        source = encode_repo(read_repo_dir(path))
+        print(f"reasearch: running one experiment of {task.spec.id} on {path} (budget {task.time_budget_s} s) ...",
+              file=sys.stderr)
+        return source
+    source = read_source(path, task)
+    if not _is_manifest(source):
+        # One file would run as the whole repository (train.py alone) and fail only after training.
+        raise ConfigError(f"{task.spec.id} evaluates a repository: give a folder holding {task.entry_file} "
+                          f"(`reasearch seed {task.spec.id} -o DIR` writes one), not the file {path}")
+    return source
+
+
 # ------------------------------------------------------------------------------------------- seed
 
 
@@ -332,12 +345,12 @@ def run_seed(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise ConfigError(f"the folder {out.parent} does not exist: create it (mkdir -p {out.parent}) or give "
                           f"-o a path in an existing folder")
-    if task.candidate_kind == "repository":
+    if isinstance(kind := task_kind(task), RepositoryKind):
         from reasearch.evaluators.repo import write_repo
 
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise ConfigError(f"{out} exists and is not an empty folder; give a new folder")
-        write_repo(task.seed_files(), out)  # type: ignore[attr-defined]
+        write_repo(kind.task.seed_files(), out)
         committed = _git_init(out, f"seed of {task.spec.id}")
         print(f"wrote the seed repository of {task.spec.id} to {out}" + (" (git: one commit)" if committed else ""))
         return EXIT_OK
@@ -376,7 +389,7 @@ def run_convert_task(args: argparse.Namespace) -> int:
     out = convert_peer_folder(args.folder, args.out)
     try:
         task = make_folder_task(str(out))
-        task.preflight()  # type: ignore[attr-defined]  # the seed scores under the converted score.py
+        task.preflight()  # the seed scores under the converted score.py
     except ConfigError:
         import shutil
 

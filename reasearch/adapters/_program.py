@@ -16,6 +16,7 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
+from reasearch.evaluators.kinds import ProgramKind, task_kind
 from reasearch.evaluators.result import EvalResult, Status
 
 __all__ = ["MAX_PROGRAM_BYTES", "close_sandboxes", "evaluate_file", "numeric_metrics", "pin_of", "read_program",
@@ -78,7 +79,7 @@ def task_for(task_id: str, params: Mapping[str, Any] | None = None, pin: Mapping
             task.spec  # noqa: B018 - the folder is read and checked against the pin now
         else:
             task = make(task_id, **params)
-        if task.candidate_kind != "program":
+        if not isinstance(task_kind(task), ProgramKind):
             raise ConfigError(f"{task_id} does not evaluate one program file; pick a program task (reasearch tasks)")
         if pin or not pin_of(task):  # an unpinned folder is read anew each time: an export pins what it holds now
             _TASKS[key] = task

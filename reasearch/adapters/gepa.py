@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators.kinds import PromptOptions
 from reasearch.evaluators.prompt import DirectCaller, Example, PromptTask, StudentCaller
 from reasearch.evaluators.result import EvalResult, Status
 
@@ -104,7 +105,7 @@ class PromptEvaluator:
 
     def validation_result(self, candidate: str | Mapping[str, str]) -> EvalResult:
         """The task's aggregate validation result of a prompt (what ``reasearch eval`` reports)."""
-        return self.task.evaluate(_prompt_of(candidate), split="validation", caller=self.caller)
+        return self.task.evaluate(_prompt_of(candidate), options=PromptOptions("validation", self.caller))
 
 
 class PromptGEPAAdapter:

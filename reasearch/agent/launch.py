@@ -154,7 +154,7 @@ def open_agent(run_id: str, *, run_dir: str | Path = DEFAULT_RUN_DIR, store: Sto
         config = replace(config, models={**dict(config.models), **dict(model_specs)},
                          fallbacks=dict(fallbacks if fallbacks is not None else config.fallbacks))
     agent = Agent(run, Path(run_dir) / run.id, config=config, models=models, exec_fn=exec_fn, on_progress=on_progress)
-    now = agent.endpoints()
+    now = agent.calls.endpoints()
     before = recorded_endpoints(run)
     moved = {role: (before[role], now.get(role)) for role in before
              if before[role] is not None and now.get(role) is not None and now.get(role) != before[role]}

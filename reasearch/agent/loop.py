@@ -14,8 +14,9 @@ step. Before ``finish`` and before the run concludes, running background work is
 Drivers other than :meth:`Agent.optimize` (the MCP server, where the client is the model) use the same
 public step API: :meth:`Agent.begin` (step 0), :meth:`Agent.collect` and :meth:`Agent.observe` (apply
 background and tool results), :meth:`Agent.settle` and :meth:`Agent.conclude` (the final choice).
-Model calls (held, journaled and debited; retried, continued or sent to a fallback) are the
-:class:`~reasearch.agent.model_calls.ModelCalls` part of the agent.
+The agent holds its model calls (held, journaled and debited; retried, continued or sent to a fallback:
+:class:`~reasearch.agent.model_calls.ModelCalls`), its clock (active time over resumed sessions) and its
+domain (the toolset of the task's kind, :class:`~reasearch.agent.tools.domain.AgentDomain`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,10 @@ from typing import Any
 
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.console import write_final_files
-from reasearch.agent.model_calls import ModelCalls, require_prices, role_models
+from reasearch.agent.model_calls import ActiveClock, ModelCalls, require_prices, role_models
 from reasearch.agent.prompts import (
     LESSONS_TEMPLATE,
     NO_TOOL_NUDGE,
-    START_MESSAGE,
     SUMMARY_REQUEST,
     agent_system,
     no_tool_warning,
@@ -41,20 +41,21 @@ from reasearch.agent.prompts import (
 )
 from reasearch.agent.snapshot import EvalRecord, best_of, render_snapshot
 from reasearch.agent.tools.context import ToolContext, ToolState
+from reasearch.agent.tools.domain import AgentDomain
 from reasearch.agent.tools.program import ControlTools, ProgramTools
-from reasearch.agent.tools.prompt import PromptTools, is_prompt_task
+from reasearch.agent.tools.prompt import PromptTools
 from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tools_of
 from reasearch.agent.tools.workspace import ExecFn, Quota, Workspace, WorkspaceTools
 from reasearch.agent.traces import TraceGroup, TraceTools
 from reasearch.ast_lock import format_exc as format_exc_locked
 from reasearch.errors import BudgetExceededError, ModelError
 from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.evaluators.kinds import ProgramKind, PromptKind, RepositoryKind, task_kind
 from reasearch.models import Model
 from reasearch.models.messages import (
     ModelReply,
     ModelRequest,
     ToolCall,
-    Usage,
     estimate_tokens,
     text_block,
     tool_result_block,
@@ -65,7 +66,7 @@ from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_budget import spent_hard_cap
 from reasearch.runs.run import Run
-from reasearch.runs.steering import Steering, start_source
+from reasearch.runs.steering import Steering
 
 __all__ = ["LESSONS_FILE", "TASK_FILE", "Agent", "AgentProgress", "AgentResult", "require_prices"]
 
@@ -100,7 +101,7 @@ class AgentProgress:
     context_tokens: int
 
 
-class Agent(ModelCalls):
+class Agent:
     """One agent working on one run.
 
     Args:
@@ -133,39 +134,42 @@ class Agent(ModelCalls):
         if run.remaining().get(Unit.DOLLARS) is not None and "dollars" not in fleet_caps:
             require_prices(self.config)
         self.models = role_models(self.config, dict(models or {}), self.journal)
-        self._exec_fn = exec_fn
         self.lessons_preload = lessons
         self.on_progress = on_progress
-        self.clock = clock
+        self.clock = ActiveClock(clock)
         ws_tools = WorkspaceTools(self.workspace, exec_fn=exec_fn, timeout_s=self.config.tool_timeout_s,
                                   memory_mb=self.config.tool_memory_mb, sandbox_mode=self.config.sandbox_mode)
         self.task: Task = run.task
+        self.calls = ModelCalls(run, self.config, self.journal, self.models, task=self.task, workspace=self.workspace,
+                                exec_fn=exec_fn, clock=self.clock, step=lambda: self.step)
         ctx = ToolContext(
             run,
             self.task,
             self.workspace,
-            lambda role, request, kind: self.complete(role, request, kind=kind),
+            lambda role, request, kind: self.calls.complete(role, request, kind=kind),
             lambda: ToolState(self.step, self.parent, tuple(self.history)),
             lambda: self.snapshot_text(include_lessons=False),
         )
-        # The domain toolset: program tools, or prompt tools for a task whose candidate is a prompt.
+        # The domain toolset, by the task's kind: program tools, prompt tools, or experiments and git.
         self.candidate_file: str = self.task.candidate_file
-        extra_tools: list[Any] = []
-        self.domain: Any
-        if self.task.candidate_kind == "repository":
-            # Training tasks (a repository candidate): experiments and git instead of the program tools.
-            from reasearch.agent.tools.experiments import experiment_toolset
+        extra_tools: list[object] = []
+        self.domain: AgentDomain
+        match task_kind(self.task):
+            case RepositoryKind(task=training):
+                from reasearch.agent.tools.experiments import experiment_toolset
 
-            self.domain, *extra_tools = experiment_toolset(ctx)
-        else:
-            self.domain = PromptTools(ctx) if is_prompt_task(self.task) else ProgramTools(ctx)
+                self.domain, extra_tools = experiment_toolset(ctx, training)
+            case PromptKind():
+                self.domain = PromptTools(ctx)
+            case ProgramKind():
+                self.domain = ProgramTools(ctx)
         self.tools: dict[str, Tool] = tools_of(ws_tools, self.domain, *extra_tools, ControlTools(ctx))
         if not self.config.use_compaction:  # the no-compaction ablation: the context only grows
             self.tools.pop("compact", None)
         self.traces = TraceGroup.of(run)  # a trace of a multi-trace fleet: the others' lessons and best
         if self.traces is not None:
             self.tools.update(tools_of(TraceTools(self.traces, self.workspace, self._best_score, self.candidate_file)))
-        template = getattr(self.domain, "system_template", None)
+        template = self.domain.system_template
         self.system = template.format(task=self.task.describe()) if template else agent_system(self.task.describe())
         # Loop state; rebuilt identically when a resumed run replays its journal.
         self.step = -1
@@ -181,9 +185,7 @@ class Agent(ModelCalls):
         self.context_tokens = 0
         self.no_tool_streak = 0  # consecutive replies without a tool call
         self.last_tool = ""
-        self._last_usage = Usage()
         self.final_files: dict[str, str] = {}
-        self._elapsed_base, self._t0 = 0.0, clock()
 
     # ---------------------------------------------------------------- the loop
     def optimize(self) -> AgentResult:
@@ -233,19 +235,15 @@ class Agent(ModelCalls):
         self.step = 0
         if self.journal.get(0, "start") is None:
             self.workspace.write_text(TASK_FILE, self.task.describe())
-            setup = getattr(self.domain, "setup_workspace", None)
-            if setup is not None:  # a repository task: the seed repository, committed
-                setup()
-            else:
-                self.workspace.write_text(self.candidate_file, start_source(self.run) or self.task.seed_program())
+            self.domain.setup_workspace()  # the seed program (or prompt; a repository task's, committed)
             if self.config.use_lessons:
                 self.workspace.write_text(LESSONS_FILE, self.lessons_preload or LESSONS_TEMPLATE)
             self.journal.record(0, "start", {
                 "task_id": self.task.id, "config": self.config.to_dict(),
-                "models": {role: m.name for role, m in self.models.items()}, "endpoints": self.endpoints(),
+                "models": {role: m.name for role, m in self.models.items()}, "endpoints": self.calls.endpoints(),
                 "lessons_text": self.lessons_preload, "workspace": str(self.workspace.root),
             })
-        self.pending = [text_block(getattr(self.domain, "start_message", START_MESSAGE))]
+        self.pending = [text_block(self.domain.start_message)]
 
     def _steer(self, step: int) -> str | None:
         """A person's interventions at this step (runs/steering.py); a pin puts the candidate in the workspace
@@ -255,7 +253,7 @@ class Agent(ModelCalls):
         if pin is not None:
             self.parent = pin
             fresh = all(base_kind(kind) == EventKind.STEER for kind in self.journal.kinds(step))
-            if fresh and self.task.candidate_kind != "repository":
+            if fresh and not isinstance(task_kind(self.task), RepositoryKind):  # a repository: the workspace is it
                 self.workspace.write_text(self.candidate_file, self.run.candidate_source(pin))
         return self.steering.stop_reason
 
@@ -290,7 +288,7 @@ class Agent(ModelCalls):
                     f"(limit {self.config.max_turns_without_tools})"), True
         if self.turn >= self.config.max_turns:
             return f"the turn limit ({self.config.max_turns}) is reached", False
-        if self.config.max_wall_s is not None and self.elapsed() >= self.config.max_wall_s:
+        if self.config.max_wall_s is not None and self.clock.elapsed() >= self.config.max_wall_s:
             return f"the wall-time limit ({self.config.max_wall_s:g} s) is reached", False
         unit = self.run.eval_unit  # a prompt task spends student calls
         left = remaining.get(unit)
@@ -300,16 +298,13 @@ class Agent(ModelCalls):
 
     def settle(self, *, stop: bool = False) -> None:
         """Waits for the domain's background work (``stop``: stops it first); a no-op for most domains."""
-        settle = getattr(self.domain, "settle", None)
-        if settle is not None:
-            settle(stop=stop)
+        self.domain.settle(stop=stop)
 
     def collect(self, step: int, *, live: bool) -> None:
         """Applies the background results journaled at ``step``; live, first asks the domain for new ones."""
         rec = self.journal.get(step, "collected")
-        collect = getattr(self.domain, "collect", None)
-        if rec is None and live and collect is not None:
-            items = collect(tuple(self.history))
+        if rec is None and live:
+            items = self.domain.collect(tuple(self.history))
             if items:
                 rec = self.journal.record(step, "collected", {"items": items})
         for data in (rec or {}).get("items", []):
@@ -334,10 +329,10 @@ class Agent(ModelCalls):
         self.wrapped_up = self.wrapped_up or bool(wrap_up)
         tools = [self.tools["finish"]] if wrap_up else list(self.tools.values())
         request = ModelRequest(self.system, list(self.messages), [t.schema for t in tools])
-        reply = self.complete("agent", request, kind="model_reply", step=step)
+        reply = self.calls.complete("agent", request, kind="model_reply", step=step)
         self.messages.append(reply.as_message())
         # The context is what the last call saw and wrote (a continued reply sums its calls' usage).
-        self.context_tokens = self._last_usage.context_tokens or estimate_tokens(self.messages)
+        self.context_tokens = self.calls.last_usage.context_tokens or estimate_tokens(self.messages)
         self._progress()
         return reply
 
@@ -406,7 +401,7 @@ class Agent(ModelCalls):
             closing = {"role": "user", "content": [*self.pending, text_block(SUMMARY_REQUEST)]}
             request = ModelRequest(self.system, [*self.messages, closing], [t.schema for t in self.tools.values()])
             try:
-                summary = self.complete("summarizer", request, kind="summary", step=step).text.strip()
+                summary = self.calls.complete("summarizer", request, kind="summary", step=step).text.strip()
             except BudgetExceededError as exc:  # compact anyway: lessons.md and the snapshot carry on
                 summary = f"(no summary: {exc})"
             rec = self.journal.record(step, "compaction", {
@@ -452,9 +447,7 @@ class Agent(ModelCalls):
             state="finished", final_candidate=rec["candidate"], reason=f"{rec['chosen_by']}: {rec['reason']}"
         )
         self.final_files = write_final_files(self, rec["candidate"])  # best_candidate.py (+ its picture)
-        on_finish = getattr(self.domain, "on_finish", None)
-        if on_finish is not None:  # e.g. the trusted side scores a final prompt on the sealed test split
-            on_finish(rec)
+        self.domain.on_finish(rec)  # e.g. the trusted side scores a final prompt on the sealed test split
         self._progress()
         return AgentResult(self.run.id, "finished", rec["candidate"], rec["score"], rec["chosen_by"], rec["reason"],
                            self.turn, self.step)
@@ -488,9 +481,8 @@ class Agent(ModelCalls):
                        else f"candidate {sha[:12]}, not evaluated yet")
         except ToolError as exc:
             current = f"unreadable ({exc})"
-        current_fn = getattr(self.domain, "current_text", None)
-        if current_fn is not None:  # a repository task: the candidate is the workspace, not one file
-            current = current_fn()
+        if (text := self.domain.current_text()) is not None:  # a repository task: the workspace, not one file
+            current = text
         if self.traces is not None and include_lessons:
             self.traces.publish(self.step, self.lessons())
             notice = "\n\n".join(part for part in (self.traces.snapshot_section(), notice) if part)
@@ -499,10 +491,10 @@ class Agent(ModelCalls):
             best=(best.candidate, best.score, best.normalized_score) if best else None, history=self.history,
             current=current, lessons=self.lessons() if include_lessons and self.config.use_lessons else None,
             stagnation_after=self.config.stagnation_after, recent=self.config.recent_evaluations,
-            lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.elapsed(),
+            lessons_max_chars=self.config.lessons_max_chars, elapsed_s=self.clock.elapsed(),
             max_wall_s=self.config.max_wall_s,
-            notice="\n".join([*getattr(self.domain, "snapshot_lines", list)(), notice]).strip(),
-            current_label=getattr(self.domain, "current_label", "Current code: candidate.py"))
+            notice="\n".join([*self.domain.snapshot_lines(), notice]).strip(),
+            current_label=self.domain.current_label)
 
     def _save_transcript(self, name: str) -> str:
         self.transcripts.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,14 @@
 """The agent's model calls: retries of unusable replies, a role's fallback model, and the budget holds.
 
-:class:`ModelCalls` is the part of :class:`~reasearch.agent.loop.Agent` that calls models (a mixin the
-loop inherits, so the loop stays one screen): every call of a role (``agent``, ``editor``,
-``summarizer``) is held in the store at its worst cost before it is made (the run's caps and its
-fleet's), journaled before its reply is used, and debited at its actual cost. A reply cut off in plain
-text is continued; one cut off inside a tool call, or empty, is asked again; a role with a fallback
+:class:`ModelCalls` is the object through which :class:`~reasearch.agent.loop.Agent` calls models (the
+agent holds one, so the loop stays one screen, and the two share no attributes): every call of a role
+(``agent``, ``editor``, ``summarizer``) is held in the store at its worst cost before it is made (the run's
+caps and its fleet's), journaled before its reply is used, and debited at its actual cost. A reply cut off
+in plain text is continued; one cut off inside a tool call, or empty, is asked again; a role with a fallback
 model sends an unusable reply (for an edit: code that does not compile, define the entry point or
 import) to the fallback. On resume the journal's replies are used and debited as recorded; no model
-is called again.
+is called again. :class:`ActiveClock` is the run's active wall time, which each journaled reply records
+and a replayed one restores; the agent and its model calls hold the same clock.
 
 Trust boundary: a model's reply is data (text and tool calls) checked before use; whatever a client
 raises besides the project's own errors becomes a :class:`~reasearch.errors.ModelError` (resumable).
@@ -15,6 +16,7 @@ raises besides the project's own errors becomes a :class:`~reasearch.errors.Mode
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -32,34 +34,61 @@ from reasearch.runs.ledger import Unit
 from reasearch.runs.model_budget import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
 
-__all__ = ["ModelCalls", "require_prices", "role_models"]
+__all__ = ["ActiveClock", "ModelCalls", "require_prices", "role_models"]
+
+
+class ActiveClock:
+    """Active wall seconds of a run, summed over its sessions (each journaled reply records the figure and a
+    replayed one restores it).
+
+    Args:
+        now: monotonic seconds (tests pass a fake one).
+    """
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self.now = now
+        self._base, self._t0 = 0.0, now()
+
+    def elapsed(self) -> float:
+        """Active wall seconds so far."""
+        return self._base + self.now() - self._t0
+
+    def restore(self, elapsed_s: float) -> None:
+        """Goes on from ``elapsed_s`` (what a replayed reply recorded) as of now."""
+        self._base, self._t0 = float(elapsed_s), self.now()
 
 
 class ModelCalls:
     """Model calls of an agent: journaled, held and debited, retried when unusable, sent to a fallback.
 
-    A mixin: the agent sets the attributes below (its run, config, journal, a client per role, task,
-    workspace, current step, clock and sandbox runner) before it calls a model.
+    Args:
+        run: the run (its caps hold each call; its ledger is debited).
+        config: the agent's settings (attempts, timeouts, the specs of its models).
+        journal: the run's journal (every reply is recorded before it is used).
+        models: a client per role (``agent``, ``editor``, ``summarizer``, ``ROLE:fallback``); the agent holds
+            the same dict.
+        task: the run's task (an edit's reply is checked against its entry points).
+        workspace: the agent's workspace (where an edit's reply is test-imported).
+        exec_fn: sandbox command runner for that import check (default: the engine's).
+        clock: the run's active time (recorded with each reply, restored on replay).
+        step: the agent's current step (the step of a call made without one).
+
+    Attributes:
+        last_usage: the usage of the last reply used (a continued reply: its last part's).
     """
 
-    run: Run
-    config: AgentConfig
-    journal: Journal
-    models: dict[str, Model]
-    task: Task
-    workspace: Workspace
-    step: int
-    clock: Callable[[], float]
-    _exec_fn: ExecFn | None
-    _elapsed_base: float
-    _t0: float
-    _last_usage: Usage
+    def __init__(self, run: Run, config: AgentConfig, journal: Journal, models: dict[str, Model], *, task: Task,
+                 workspace: Workspace, exec_fn: ExecFn | None, clock: ActiveClock, step: Callable[[], int]) -> None:
+        self.run, self.config, self.journal, self.models = run, config, journal, models
+        self.task, self.workspace, self._exec_fn = task, workspace, exec_fn
+        self.clock, self._step = clock, step
+        self.last_usage = Usage()
 
     def complete(self, role: str, request: ModelRequest, *, kind: str, step: int | None = None) -> ModelReply:
         """A model call for ``role``; when the role has a fallback model and the reply is unusable (no
         usable reply; for an edit, code that does not compile, define the entry point or import), the
         fallback redoes the call. Every attempt of both models is journaled and debited."""
-        step = self.step if step is None else step
+        step = self._step() if step is None else step
         fallback = fallback_role(role)
         if fallback not in self.models:
             return self._complete(role, request, kind=kind, step=step)
@@ -113,14 +142,15 @@ class ModelCalls:
                 try:
                     reply = _call(model, call_request)
                     rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
-                                                          "reply": reply.to_dict(), "elapsed_s": self.elapsed()})
+                                                          "reply": reply.to_dict(),
+                                                          "elapsed_s": self.clock.elapsed()})
                 except BaseException:
                     self.run.release(token)  # no answer: nothing to pay, the hold goes back at once
                     raise
             elif self.journal.replaying(step):
-                self._elapsed_base, self._t0 = float(rec.get("elapsed_s", 0.0)), self.clock()
+                self.clock.restore(float(rec.get("elapsed_s", 0.0)))
             reply = ModelReply.from_dict(rec["reply"])
-            self._last_usage = reply.usage
+            self.last_usage = reply.usage
             self._debit(step, f"{role}:{key}", reply, token)
             if reply.truncated and reply.text and not reply.tool_calls:
                 parts.append(reply)
@@ -158,11 +188,6 @@ class ModelCalls:
         """The call's actual cost, debited together with the release of its reservation (the unused part returns)."""
         self.run.settle(token, {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(reply.usage.total),
                                 Unit.DOLLARS: float(reply.cost_usd or 0.0)}, step=step, note=note)
-
-    def elapsed(self) -> float:
-        """Active wall seconds of this run, summed over resumed sessions (each journaled reply records it; a
-        replayed one restores it)."""
-        return self._elapsed_base + self.clock() - self._t0
 
 
 def require_prices(config: AgentConfig) -> None:

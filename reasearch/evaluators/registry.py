@@ -22,6 +22,8 @@ from reasearch.evaluators.spec import TaskSpec
 
 if TYPE_CHECKING:  # the base class (and the engine under it) loads with the first task class, not the registry
     from reasearch.evaluators.base import Task
+    from reasearch.evaluators.folder import FolderTask
+    from reasearch.evaluators.peer_folder import PeerFolderTask
 
 __all__ = [
     "LISTING_KEYS",
@@ -308,7 +310,7 @@ def is_folder_ref(text: str) -> bool:
     return Path(text).is_dir() or text.startswith(("/", "./", "../", "~"))
 
 
-def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> Task:
+def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> FolderTask | PeerFolderTask:
     """The :class:`~reasearch.evaluators.folder.FolderTask` of a task folder, checked (its ``task.toml``, seed and
     parameters); a mistake is one line naming the file, the line and the fix. An OpenEvolve or ShinkaEvolve folder
     (:func:`~reasearch.evaluators.peer_folder.peer_folder_kind`) is a
@@ -316,7 +318,7 @@ def make_folder_task(folder: str, params: Mapping[str, Any] | None = None) -> Ta
     from reasearch.evaluators.folder import FolderTask
     from reasearch.evaluators.peer_folder import PeerFolderTask, peer_folder_kind
 
-    task: Task
+    task: FolderTask | PeerFolderTask
     if peer_folder_kind(folder) is not None:  # an OpenEvolve or ShinkaEvolve folder, run unchanged
         unknown = sorted(set(params or {}) - {"time_limit_s"})
         if unknown:

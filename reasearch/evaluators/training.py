@@ -32,8 +32,8 @@ is refused, never followed or chmod'ed.
 Experiment folders (``experiments_root()/exp-*``: the repository copy, the checkpoint folder, the
 trusted evaluation's files) are scratch: each is removed as soon as its experiment is scored, unless
 ``REASEARCH_KEEP_CHECKPOINTS=1`` (then it is marked ``KEEP`` and left alone). What outlives it is the
-result (metrics, log tail) and, when the caller passes ``experiment_dir`` (the agent does: a folder of
-its run directory), the whole training log and a small ``status.json`` there. Each folder holds a
+result (metrics, log tail) and, when the caller passes ``ExperimentOptions(experiment_dir=...)`` (the agent
+does: a folder of its run directory), the whole training log and a small ``status.json`` there. Each folder holds a
 flock'ed ``.lock`` for as long as its experiment runs; the first experiment of a process prunes the
 folders whose lock nobody holds (their driver died). Removal never follows a symlink (what the
 candidate wrote is hostile).
@@ -58,10 +58,12 @@ from typing import Any, ClassVar
 from reasearch.engine import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount
 from reasearch.engine.gpu import SlotLease, lease_slot
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.engine.training import PROCESS_SCORING_GAPS, JobOutcome, run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.heldout_content import HeldoutFingerprint, find_heldout_content
+from reasearch.evaluators.kind_options import ExperimentOptions
 from reasearch.evaluators.params import Range
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
@@ -334,19 +336,20 @@ class TrainingTask(Task):
         return {"experiments": 1.0, "gpu_seconds": float(gpu_s) if isinstance(gpu_s, (int, float)) else 0.0}
 
     # ------------------------------------------------------------ one experiment
-    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None,
-                 experiment_dir: str | None = None) -> EvalResult:
+    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: SandboxRunner | None = None,
+                 options: ExperimentOptions | None = None) -> EvalResult:
         """Runs one experiment (training in a jail, then the trusted evaluation) and scores it.
 
         Args:
             candidate_source: the repository candidate (:func:`reasearch.evaluators.repo.encode_repo`).
             seed: recorded in provenance.
             executor: accepted for API symmetry; experiments run on a leased slot, not in the pool.
-            experiment_dir: a host folder of the caller's (created if missing) that receives the training
-                log as it is written (``train.log``), ``status.json`` (waiting for a slot, training,
+            options: ``experiment_dir``, a host folder of the caller's (created if missing) that receives the
+                training log as it is written (``train.log``), ``status.json`` (waiting for a slot, training,
                 evaluating, done), and where a file named ``STOP`` stops the experiment (recorded as
                 ``CRASH``: stopped, no score). Without it the log goes with the scratch folder.
         """
+        experiment_dir = options.experiment_dir if options is not None else None
         if not isinstance(candidate_source, str):
             raise TypeError(f"candidate_source must be str, not {type(candidate_source).__name__}")
         try:

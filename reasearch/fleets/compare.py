@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reasearch.errors import ConfigError, StoreError
+from reasearch.evaluators.kinds import RepositoryKind, task_kind
 from reasearch.evaluators.registry import build_task
 from reasearch.evaluators.training import heldout_public_of
 from reasearch.fleets._references import references_for
@@ -84,12 +85,12 @@ def compare_spec(tasks: Sequence[str], methods: Sequence[str], *, seeds: Sequenc
     params = {t: dict(p) for t, p in (task_params or {}).items()}
     baselines = [m for m in methods if not m.startswith("agent")]
     for t in tasks:
-        kind = build_task(t, params.get(t, {})).candidate_kind
-        if baselines and kind not in ("program", "prompt"):
-            raise ConfigError(f"{t} is a {kind} task: the baselines {baselines} drive program and prompt tasks only; "
-                              "compare the agent and its ablations on it")
-        for m in (m for m in methods if KINDS.get(m, kind) != kind):
-            raise ConfigError(f"{t} is a {kind} task: {m} optimizes {KINDS[m]} tasks only; leave it out for {t}")
+        kind = task_kind(build_task(t, params.get(t, {})))
+        if baselines and isinstance(kind, RepositoryKind):
+            raise ConfigError(f"{t} is a {kind.name} task: the baselines {baselines} drive program and prompt tasks "
+                              "only; compare the agent and its ablations on it")
+        for m in (m for m in methods if KINDS.get(m, kind.name) != kind.name):
+            raise ConfigError(f"{t} is a {kind.name} task: {m} optimizes {KINDS[m]} tasks only; leave it out for {t}")
     budgets = {t: {budget_unit(t, params.get(t)).value: float(budget)} for t in tasks}
     return FleetSpec(tasks=tuple(tasks), seeds=tuple(seeds), models=(model,), methods=tuple(methods),
                      budget=next(iter(budgets.values())), task_budgets=budgets, parallelism=parallelism,

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from reasearch.errors import BudgetExceededError, ConfigError, ModelError
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.evaluators.kinds import ProgramKind, PromptKind, RepositoryKind, task_kind
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.models import Model, ModelSpec
 from reasearch.models.messages import ModelReply, ModelRequest, text_block
@@ -108,15 +109,15 @@ class MethodDriver:
         self.method = method
         self.task = run.task
         self.spec = self.task.spec
-        kind = self.task.candidate_kind
-        if kind not in ("program", "prompt"):
-            raise ConfigError(f"the {method} method drives program and prompt tasks; {self.spec.id} is a {kind} "
-                              "task (use the agent for it)")
-        self.kind: str = kind
-        self.fence = "python" if kind == "program" else "text"
+        kind = task_kind(self.task)
+        if isinstance(kind, RepositoryKind):
+            raise ConfigError(f"the {method} method drives program and prompt tasks; {self.spec.id} is a "
+                              f"{kind.name} task (use the agent for it)")
+        self.kind: ProgramKind | PromptKind = kind
+        self.fence = "python" if isinstance(kind, ProgramKind) else "text"
         self._seed: str | None = None  # the seed program, read once: what a proposal without a parent derives from
         self.splits: Any = None
-        if kind == "prompt":
+        if isinstance(kind, PromptKind):
             from reasearch.runs.prompt_splits import PromptSplits
 
             self.splits = PromptSplits(run)
@@ -215,7 +216,7 @@ class MethodDriver:
             source = last_block(reply, self.fence)
         if not source or not source.strip() or len(source) > _MAX_CANDIDATE:
             return None
-        if self.kind == "program":
+        if isinstance(self.kind, ProgramKind):
             if parent_source is None and self._seed is None:
                 self._seed = self.seed_program()
             constrained = self.task.constrain(parent_source if parent_source is not None else str(self._seed), source)
@@ -327,7 +328,7 @@ class MethodDriver:
 
     def system_prompt(self) -> str:
         """The system prompt of every proposal: what to write and in which form."""
-        what = "program" if self.kind == "program" else "system prompt for the student model"
+        what = "program" if isinstance(self.kind, ProgramKind) else "system prompt for the student model"
         return (f"You improve a {what} for an optimization task. Reply with exactly one fenced ```{self.fence} "
                 f"block holding the full new {what} (not a fragment); text outside the block is ignored.")
 

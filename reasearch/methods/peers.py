@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.errors import BudgetExceededError, ConfigError
+from reasearch.evaluators.base import CandidateKind
+from reasearch.evaluators.kinds import ProgramKind, PromptKind
 from reasearch.methods._driver import MAX_IDLE, MethodDriver
 from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups, prestart_sandbox
 from reasearch.methods._proxy import MeteringProxy
@@ -44,7 +46,8 @@ __all__ = ["KINDS", "PACKAGES", "GepaConfig", "OpenEvolveConfig", "gepa_method",
 
 # method -> (import name, the extra that installs it); shinka's runs in a Python of its own (methods.shinka_loop)
 PACKAGES = {"openevolve": ("openevolve", "openevolve"), "gepa": ("gepa", "gepa"), "shinka": ("shinka", "shinka")}
-KINDS = {"openevolve": "program", "gepa": "prompt", "shinka": "program"}  # the candidate kind each peer optimizes
+# the kind of task each peer optimizes, by its name (``TaskKind.name``)
+KINDS: dict[str, CandidateKind] = {"openevolve": ProgramKind.name, "gepa": PromptKind.name, "shinka": ProgramKind.name}
 
 
 def require_package(method: str) -> None:
@@ -145,8 +148,8 @@ def openevolve_method(driver: MethodDriver, config: OpenEvolveConfig) -> str:
     """Runs OpenEvolve's own loop on ``driver``'s run; returns why it stopped."""
     from reasearch.adapters.openevolve import openevolve_fields
 
-    if driver.kind != "program":
-        raise ConfigError(f"the openevolve method drives program tasks; {driver.spec.id} is a {driver.kind} task")
+    if not isinstance(driver.kind, ProgramKind):
+        raise ConfigError(f"the openevolve method drives program tasks; {driver.spec.id} is a {driver.kind.name} task")
     continue_after_record(driver)
     left = driver.run.remaining().get(driver.unit)
     spent_reason = f"the {driver.unit.value} budget is spent"
@@ -243,8 +246,8 @@ def gepa_method(driver: MethodDriver, config: GepaConfig) -> str:
     from reasearch.adapters.gepa import COMPONENT
     from reasearch.adapters.gepa_run import gepa_for_run
 
-    if driver.kind != "prompt":
-        raise ConfigError(f"the gepa method drives prompt tasks; {driver.spec.id} is a {driver.kind} task")
+    if not isinstance(driver.kind, PromptKind):
+        raise ConfigError(f"the gepa method drives prompt tasks; {driver.spec.id} is a {driver.kind.name} task")
     continue_after_record(driver)
     kwargs = gepa_for_run(driver.run, caller=_DriverCaller(driver))
     kwargs["adapter"] = _RecordingAdapter(kwargs["adapter"], driver, len(kwargs["valset"]))

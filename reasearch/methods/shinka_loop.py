@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators.kinds import ProgramKind
 from reasearch.methods._driver import MethodDriver
 from reasearch.methods._peer_common import continue_after_record, evaluate_program, kill_groups, prestart_sandbox
 from reasearch.methods._proxy import MeteringProxy
@@ -224,8 +225,8 @@ def shinka_method(driver: MethodDriver, config: ShinkaConfig) -> str:
     """Runs ShinkaEvolve's own loop on ``driver``'s run; returns why it stopped."""
     from reasearch.adapters.shinka import shinka_files
 
-    if driver.kind != "program":
-        raise ConfigError(f"the shinka method drives program tasks; {driver.spec.id} is a {driver.kind} task")
+    if not isinstance(driver.kind, ProgramKind):
+        raise ConfigError(f"the shinka method drives program tasks; {driver.spec.id} is a {driver.kind.name} task")
     python = shinka_python()
     continue_after_record(driver)
     seed = marked(driver.task.seed_program())

@@ -29,12 +29,13 @@ from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
+from reasearch.evaluators.kinds import ExperimentOptions, RepositoryKind, task_kind
 from reasearch.evaluators.registry import build_task, make, task_class_of
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.ray_cluster import connect_ray, gpu_options
 
-__all__ = ["EvalRequest", "Executor", "LocalExecutor", "RayExecutor", "resolve_task", "task_entry_of"]
+__all__ = ["EvalRequest", "Executor", "LocalExecutor", "RayExecutor", "evaluate_with", "resolve_task", "task_entry_of"]
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,9 @@ class EvalRequest:
             its ``task_class`` imports (a Ray node included).
         source: the candidate program's source text.
         seed: passed to the task's harness and recorded in provenance.
-        options: extra keyword arguments of ``task.evaluate`` that never change the result, only where
-            its by-products go (a training task's ``experiment_dir``: the live log and a stop file).
-            Not part of any cache key. Empty for most requests.
+        options: the wire form of a training task's :class:`~reasearch.evaluators.kinds.ExperimentOptions`
+            (``experiment_dir``: where the live log and a stop file go); they never change the result and
+            are not part of any cache key. Empty for most requests (other kinds take none).
     """
 
     spec: TaskSpec
@@ -81,6 +82,20 @@ class EvalRequest:
         else:
             spec = build_task(d["task_id"], dict(d.get("task_params") or {}), d.get("task_entry") or "").spec
         return cls(spec, d["source"], d.get("seed"), dict(d.get("options") or {}))
+
+
+def evaluate_with(task: Task, source: str, *, seed: int | None, executor: SandboxRunner | None,
+                  options: Mapping[str, object]) -> EvalResult:
+    """``task.evaluate`` with a request's options (their wire form) read into its kind's typed options: only
+    a training task takes any (:class:`ExperimentOptions`); options for another kind are a ConfigError."""
+    if not options:
+        return task.evaluate(source, seed=seed, executor=executor)
+    match task_kind(task):
+        case RepositoryKind(task=training):
+            return training.evaluate(source, seed=seed, executor=executor, options=ExperimentOptions.from_dict(options))
+        case kind:
+            raise ConfigError(f"{task.spec.id} is a {kind.name} task: its evaluations take no options, "
+                              f"not {sorted(options)}")
 
 
 def task_entry_of(task: Task) -> str:
@@ -220,7 +235,7 @@ class LocalExecutor(Executor):
 
     def _run(self, request: EvalRequest) -> EvalResult:
         task = self._tasks.get(request)
-        return task.evaluate(request.source, seed=request.seed, executor=self.pool, **dict(request.options))
+        return evaluate_with(task, request.source, seed=request.seed, executor=self.pool, options=request.options)
 
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         if self._closed:
@@ -259,7 +274,7 @@ def ray_evaluate(request: dict[str, Any]) -> dict[str, Any]:
     """Body of the Ray task: the same call as ``LocalExecutor``; plain data in and out (no pickled results)."""
     req = EvalRequest.from_dict(request)
     task = _RAY_WORKER_TASKS.get(req)
-    return task.evaluate(req.source, seed=req.seed, executor=_ray_worker_pool(), **dict(req.options)).to_dict()
+    return evaluate_with(task, req.source, seed=req.seed, executor=_ray_worker_pool(), options=req.options).to_dict()
 
 
 def spec_key(spec: TaskSpec) -> str:
@@ -274,8 +289,8 @@ def ray_evaluate_keyed(key: str, spec_ref: list[Any], source: str, seed: int | N
     reference over unresolved and it is fetched only on this worker's first request for the spec); then
     the same call as :func:`ray_evaluate`. Plain data in and out (no pickled results). A second reference in
     ``spec_ref`` is the task's shipment (:meth:`~reasearch.evaluators.base.Task.shipment`), received first."""
-    return _keyed_task(key, spec_ref).evaluate(source, seed=seed, executor=_ray_worker_pool(),
-                                               **dict(options)).to_dict()
+    return evaluate_with(_keyed_task(key, spec_ref), source, seed=seed, executor=_ray_worker_pool(),
+                         options=options).to_dict()
 
 
 def ray_evaluate_chunk(key: str, spec_ref: list[Any], items: list[tuple[str, int | None, dict[str, Any]]]
@@ -283,7 +298,7 @@ def ray_evaluate_chunk(key: str, spec_ref: list[Any], items: list[tuple[str, int
     """Body of :meth:`RayExecutor.submit_all`'s task: several ``(source, seed, options)`` of one spec, one
     after another in this worker (one Ray task's scheduling for all of them); results in order."""
     task = _keyed_task(key, spec_ref)
-    return [task.evaluate(source, seed=seed, executor=_ray_worker_pool(), **dict(options)).to_dict()
+    return [evaluate_with(task, source, seed=seed, executor=_ray_worker_pool(), options=options).to_dict()
             for source, seed, options in items]
 
 

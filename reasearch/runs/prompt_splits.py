@@ -27,6 +27,7 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import candidate_sha256
+from reasearch.evaluators.kinds import PromptKind, PromptOptions, task_kind
 from reasearch.evaluators.prompt import Example, PromptTask, StudentClient
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.runs.events import EventKind
@@ -41,10 +42,11 @@ TEST_EVENT = EventKind.TEST_RESULT
 
 def prompt_task_of(run: Run) -> PromptTask:
     """The run's task, which must be a prompt task (else a one-line :class:`ConfigError`)."""
-    task = run.task
-    if not isinstance(task, PromptTask):
-        raise ConfigError(f"run {run.id} is on {run.task_id}, not a prompt task")
-    return task
+    match task_kind(run.task):
+        case PromptKind(task=task):
+            return task
+        case kind:
+            raise ConfigError(f"run {run.id} is on {run.task_id}, a {kind.name} task, not a prompt task")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +153,7 @@ class PromptSplits:
                 raise ConfigError(f"step {step} of run {self.run.id} already evaluated another prompt")
             return cid, existing.result
         ledger = StudentLedger(self.run, step=step, client=self.client)
-        result = self.task.evaluate(prompt, seed=self.run.seed, split="validation", caller=ledger)
+        result = self.task.evaluate(prompt, seed=self.run.seed, options=PromptOptions("validation", ledger))
         if result.status is Status.INVALID and not isinstance(prompt, str):
             return cid, result
         candidate = CandidateRecord(self.run.id, cid, prompt, parent, note, time.time())
@@ -183,6 +185,6 @@ def score_test(run: Run, *, prompt: str | None = None, client: StudentClient | N
     cid = candidate_sha256(prompt)
     step = run.last_step() + 1
     ledger = StudentLedger(run, step=step, client=client, note="test", enforce_cap=False)
-    result = task.evaluate(prompt, seed=run.seed, split="test", caller=ledger)
+    result = task.evaluate(prompt, seed=run.seed, options=PromptOptions("test", ledger))
     run.log_event(step, TEST_EVENT, {"candidate": cid, "result": result.to_dict()})
     return cid, result

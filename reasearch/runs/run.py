@@ -28,6 +28,7 @@ from typing import Any
 from reasearch.engine.waits import NOTICE_EVERY_S, WaitTicker
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.base import Task, candidate_sha256
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.registry import make
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.scores import best_index, ok_score, since_best
@@ -367,7 +368,7 @@ class Run:
 
     def evaluate(self, source: str, *, step: int, parent: str | None = None, note: str = "",
                  seed: int | None = None, repeat: bool = False,
-                 options: Mapping[str, Any] | None = None) -> EvalResult:
+                 options: ExperimentOptions | None = None) -> EvalResult:
         """Evaluates a candidate as step ``step`` of this run, at most once per step.
 
         In order: a step already recorded returns its stored result (resume never re-spends); a cache
@@ -386,8 +387,8 @@ class Run:
                 the variance of clock-dependent programs): charged like any evaluation, recorded with
                 ``metrics["repeat"] = True``, never read from nor written to the cache. See
                 :meth:`score_spread`.
-            options: keyword arguments for the task's ``evaluate`` that only say where by-products go
-                (a training task's ``experiment_dir``); never part of the cache key.
+            options: a training task's experiment options (where its by-products go: ``experiment_dir``);
+                never part of the cache key.
 
         Raises:
             ConfigError: ``step`` was already used for another candidate (the driver diverged on replay).
@@ -428,7 +429,7 @@ class Run:
                 debits = [LedgerEntry(self.id, step, unit, amount, _SHARED_CACHE_NOTE, now)
                           for unit, amount in self.evaluation_costs(result, estimate).items()]
                 return self._record_result(step, candidate, seed, result, debits=debits, key=None, release=token)
-            request = EvalRequest(self.task_spec, source, seed, dict(options or {}))
+            request = EvalRequest(self.task_spec, source, seed, options.to_dict() if options is not None else {})
             result = self.executor.submit(request).result()
             if repeat:
                 result = result.with_(metrics={**dict(result.metrics), "repeat": True})

@@ -30,7 +30,8 @@ import time
 from collections.abc import Sequence
 
 from reasearch.errors import ConfigError
-from reasearch.evaluators.prompt import PromptTask, StudentClient, StudentReply, StudentRequest, map_concurrently
+from reasearch.evaluators.kinds import PromptKind, task_kind
+from reasearch.evaluators.prompt import StudentClient, StudentReply, StudentRequest, map_concurrently
 from reasearch.evaluators.result import Status
 from reasearch.runs.ledger import LedgerEntry, Unit, refusal_message
 from reasearch.runs.run import Run
@@ -44,10 +45,11 @@ _NOTE_PREFIXES = ("student", "test", "shared")  # ledger notes of a run's studen
 
 def _student_client(run: Run) -> StudentClient:
     """The student client of the run's prompt task (the ledger's default caller)."""
-    task = run.task
-    if not isinstance(task, PromptTask):
-        raise ConfigError(f"run {run.id} is on {run.task_id}, not a prompt task")
-    return task.student_client()
+    match task_kind(run.task):
+        case PromptKind(task=task):
+            return task.student_client()
+        case kind:
+            raise ConfigError(f"run {run.id} is on {run.task_id}, a {kind.name} task, not a prompt task")
 
 
 class StudentLedger:

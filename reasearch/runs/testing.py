@@ -41,7 +41,7 @@ from reasearch.errors import StoreError
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.testing import ToyTask
-from reasearch.runs.executor import EvalRequest, Executor
+from reasearch.runs.executor import EvalRequest, Executor, evaluate_with
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
 from reasearch.runs.run import Run
 from reasearch.runs.store import MEMORY_URL, CandidateRecord, EvaluationRecord, RunRecord, RunState, Store, open_store
@@ -385,8 +385,8 @@ class InstanceExecutor(Executor):
         self.submitted += 1
         fut: Future[EvalResult] = Future()
         try:
-            fut.set_result(self.task.evaluate(request.source, seed=request.seed, executor=self.runner,
-                                              **dict(request.options)))
+            fut.set_result(evaluate_with(self.task, request.source, seed=request.seed, executor=self.runner,
+                                         options=request.options))
         except BaseException as exc:  # the engine's own failure, handed to the caller as the Run expects
             fut.set_exception(exc)
         return fut

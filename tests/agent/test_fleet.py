@@ -386,7 +386,7 @@ def test_fleet_caps_are_reserved_by_members_calling_at_once(tmp_path: Path, unit
                                                  price_in=0.0, price_out=100.0)})
     agents = [Agent(run, tmp_path / f"m{i}", config=cfg, models={"agent": models[i]}) for i, run in enumerate(runs)]
     for agent in agents:  # every member checks the caps, then all reserve and call at the same moment
-        check = agent._check_money
+        check = agent.calls._check_money
 
         fresh: list[bool] = []  # one list per member (as the default argument was)
 
@@ -396,7 +396,7 @@ def test_fleet_caps_are_reserved_by_members_calling_at_once(tmp_path: Path, unit
                 waited.append(True)
                 barrier.wait()
 
-        agent._check_money = checked_then_wait  # type: ignore[method-assign]
+        agent.calls._check_money = checked_then_wait  # type: ignore[method-assign]
     results: list[Any] = [None] * 4
     threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, agents[i].optimize())) for i in range(4)]
     for t in threads:

@@ -47,7 +47,8 @@ def box(tmp_path: Path) -> Iterator[SimpleNamespace]:
     repo = GitRepo(ws, tmp_path / "git")
     setup_repository(ws, repo, {"train.py": "lr = 1\n"})
     yield SimpleNamespace(ws=ws, repo=repo, tools=GitTools(repo), marker=tmp_path / "outside" / "PWNED",
-                          snapshot=ExperimentTools(SimpleNamespace(workspace=Workspace(ws)), repo))
+                          snapshot=ExperimentTools(SimpleNamespace(workspace=Workspace(ws)), repo,
+                                                   task=SimpleNamespace()))
 
 
 def _program(marker: Path) -> str:
@@ -277,7 +278,8 @@ def test_the_agents_own_bash_makes_the_nested_repository(mode: str) -> None:
             f"git config core.fsmonitor 'touch {marker}' && echo '* filter=x' > .gitattributes && echo changed > f")
         assert out.startswith("[status OK, exit code 0"), out
         box = SimpleNamespace(ws=ws, repo=repo, tools=GitTools(repo), marker=marker,
-                              snapshot=ExperimentTools(SimpleNamespace(workspace=Workspace(ws)), repo))
+                              snapshot=ExperimentTools(SimpleNamespace(workspace=Workspace(ws)), repo,
+                                                   task=SimpleNamespace()))
         refusals = _every_git_call(box)
         assert not marker.exists(), "the nested repository the agent made ran its filter on the host"
         assert len(refusals) == 14 and all("sub/.git is a nested git repository" in r for r in refusals)

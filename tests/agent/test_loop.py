@@ -384,8 +384,8 @@ def test_resume_restores_active_time_and_turns(make_agent: Any, tmp_path: Path) 
 
     script = [say("", call("evaluate")), say("", call("get_status")), lambda req: (_ for _ in ()).throw(_Killed())]
     agent, run = make_agent(script, max_wall_s=1000.0)
-    agent.clock = clock
-    agent._t0 = clock()
+    agent.clock.now = clock  # the clock the agent and its model calls hold
+    agent.clock.restore(0.0)
     with pytest.raises(_Killed):
         agent.optimize()
     recorded = [e.payload["elapsed_s"] for e in run.events() if e.kind == "model_reply"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.agent import start_run
+from reasearch.evaluators.kinds import PromptOptions
 from reasearch.evaluators.prompt.testing import FakeStudentServer
 from reasearch.evaluators.result import Status
 from reasearch.models.messages import ModelReply, ModelRequest
@@ -96,7 +97,7 @@ def test_scripted_agent_improves_validation_and_leaks_nothing(tmp_path: Path) ->
         assert len(tests) == 1
         test = tests[0].payload["result"]
         assert test["status"] == "OK" and test["metrics"]["split"] == "test" and test["metrics"]["n"] == 40
-        assert test["score"] == task.evaluate(BETTER, split="test").score > scores[0]
+        assert test["score"] == task.evaluate(BETTER, options=PromptOptions("test")).score > scores[0]
 
         # no tool output holds a validation or test answer (or input); the refused calls cost nothing
         hidden = _hidden_answers(task)

@@ -14,6 +14,7 @@ from reasearch.evaluators.result import Status
 pytest.importorskip("ale_py", reason="ale-py (the 'atari' extra) is not installed")
 
 from reasearch.evaluators.atari.task import AtariTask, ale_id, scoring_seeds
+from reasearch.evaluators.kinds import ExperimentOptions
 
 _ZERO_TRAIN = """import json, os
 import numpy as np
@@ -43,7 +44,7 @@ def task(experiment_root: Path) -> AtariTask:
 def test_the_seed_trains_and_plays_the_scored_episodes(task: AtariTask, tmp_path: Path) -> None:
     files = task.seed_files()
     files["train.py"] = files["train.py"].replace("max_iterations = None", "max_iterations = 1")
-    res = task.evaluate(encode_repo(files), experiment_dir=str(tmp_path / "exp"))
+    res = task.evaluate(encode_repo(files), options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.OK, res.feedback
     m = res.metrics
     assert len(m["returns"]) == 2 and m["mean_return"] == res.score and m["env_steps"] > 0

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from reasearch.evaluators import training
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.testing import ToyRepoTrainingTask
 from reasearch.evaluators.training import prune_experiments
@@ -64,7 +65,7 @@ def test_the_scratch_folder_goes_once_scored_and_a_planted_symlink_is_never_foll
     victim = _victim(root)
     task = ToyRepoTrainingTask(sandbox_mode="process")
     own = root / "run" / "experiments" / "step-00001"
-    res = task.evaluate(_hostile(victim), experiment_dir=str(own))
+    res = task.evaluate(_hostile(victim), options=ExperimentOptions(str(own)))
     assert res.status.value == "OK", res.feedback
     assert _victim_intact(victim), "removing the scratch folder followed a symlink the candidate planted"
     assert not list((root / "experiments").glob("exp-*")), "the scratch folder (repository, checkpoints) was kept"

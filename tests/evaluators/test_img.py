@@ -22,6 +22,7 @@ from reasearch.evaluators._secret import fingerprint
 from reasearch.evaluators.img import _carried
 from reasearch.evaluators.img._data import read_images
 from reasearch.evaluators.img.task import ImageFolderTask
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import needs_mode
@@ -67,7 +68,7 @@ def build_model(config, weights):
 
 
 def test_the_seed_trains_and_scores_on_the_held_out_glyphs(task: ImageFolderTask, tmp_path: Path) -> None:
-    res = task.evaluate(task.seed_program(), seed=0, experiment_dir=str(tmp_path / "exp"))
+    res = task.evaluate(task.seed_program(), seed=0, options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.OK, res.feedback
     s = task.split()
     assert (s.n_train, s.n_val, len(s.test_labels), s.shape) == (3600, 400, 1000, (16, 16, 1))
@@ -189,7 +190,7 @@ def test_scoring_output_never_reaches_the_feedback(task: ImageFolderTask, tmp_pa
     leak = ("        print('PIXELS', images[0].ravel().tolist(), flush=True)\n"
             "        raise ValueError('SECRET-' + ','.join(map(str, images[0].ravel().tolist())))")
     res = task.evaluate(_repo(task, **{"train.py": _CONST_TRAIN, "model.py": _model(leak)}),
-                        experiment_dir=str(tmp_path / "exp"))
+                        options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.CRASH and res.score is None
     assert "ValueError raised at model.py:6, during model.predict" in res.feedback, res.feedback
     assert "PIXELS" not in res.feedback and "SECRET" not in res.feedback

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import reasearch
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import MODES, needs_mode
@@ -58,7 +59,7 @@ def test_held_out_images_printed_or_raised_in_scoring_never_reach_the_agent(mode
     task: Any = reasearch.make("img/folder-v2", time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0,
                                sandbox_mode=mode)
     res = task.evaluate(encode_repo({**task.seed_files(), "train.py": TRAIN, "model.py": LEAKING_MODEL}),
-                        seed=0, experiment_dir=str(tmp_path / "exp"))
+                        seed=0, options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.CRASH and res.score is None, res.feedback
     assert "ValueError raised at model.py:6, during model.predict" in res.feedback, res.feedback
     shown = json.dumps([res.to_dict(), experiment_payload({"candidate": "c", "description": "d"}, 1, res)])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import reasearch
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.nanogpt.task import NanoGPTTask, bits_per_byte
 from reasearch.evaluators.repo import decode_repo, encode_repo
 from reasearch.evaluators.result import Status
@@ -43,7 +44,7 @@ def _train_py(task: NanoGPTTask, old: str, new: str) -> str:
 def test_the_seed_trains_and_scores_better_than_uniform(task: NanoGPTTask, tmp_path: Path) -> None:
     # A step cap keeps the test independent of the machine's load; the budget stays the hard bound.
     res = task.evaluate(_with(task, **{"train.py": _train_py(task, "max_steps = None", "max_steps = 25")}), seed=0,
-                        experiment_dir=str(tmp_path / "exp"))
+                        options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.OK, res.feedback
     assert res.score is not None and 3.0 < res.score < 8.0  # untrained: 8 bits per byte
     m = res.metrics

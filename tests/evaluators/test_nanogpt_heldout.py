@@ -15,6 +15,7 @@ import pytest
 import reasearch
 from reasearch.errors import UnknownTaskError
 from reasearch.evaluators.heldout_content import find_heldout_content
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, load_corpus, packaged_corpus_bytes
 from reasearch.evaluators.nanogpt._generate import (
     ORDER,
@@ -144,7 +145,7 @@ def test_a_repository_carrying_the_public_heldout_split_is_invalid(mode: str, tm
     task = _task(corpus="shakespeare", sandbox_mode=mode)
     blob = base64.encodebytes(lzma.compress(packaged_corpus_bytes())).decode()
     files = {**task.seed_files(), "corpus_blob.py": f"BLOB = '''\n{blob}'''\n"}
-    res = task.evaluate(encode_repo(files), seed=0, experiment_dir=str(tmp_path / "exp"))
+    res = task.evaluate(encode_repo(files), seed=0, options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.INVALID, res.feedback[-500:]
     assert "carries held-out data" in res.feedback and "corpus_blob.py (base64) (xz)" in res.feedback
     assert "tiny Shakespeare's held-out split" in res.feedback and not (tmp_path / "exp" / "train.log").exists()

@@ -12,6 +12,7 @@ import pytest
 
 import reasearch
 from reasearch.errors import ConfigError
+from reasearch.evaluators.kinds import PromptOptions
 from reasearch.evaluators.prompt import StudentRequest, StudentSpec, build_student
 from reasearch.evaluators.prompt.metrics import (
     exact,
@@ -165,7 +166,7 @@ def test_wall_s_is_elapsed_time_not_the_sum_of_concurrent_call_latencies(
         def call_batch(self, requests):  # type: ignore[no-untyped-def]
             return [r.with_(wall_s=0.5) for r in DirectCaller(task.student_client()).call_batch(requests)]
 
-    res = task.evaluate(GOOD_PROMPT, caller=SlowCalls())
+    res = task.evaluate(GOOD_PROMPT, options=PromptOptions(caller=SlowCalls()))
     assert res.status is Status.OK
     assert res.wall_s == pytest.approx(3.1)
     assert res.metrics["student_call_s_sum"] == pytest.approx(20.0)

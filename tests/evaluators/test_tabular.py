@@ -15,6 +15,7 @@ import pytest
 
 import reasearch
 from reasearch.errors import ConfigError, UnknownTaskError
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.tabular._data import AR_COEF, DEFAULT_ROWS, _public, held_out_noise_scale
@@ -75,7 +76,7 @@ def _file(ids: range | list[int], value: str = "0.0") -> str:
 
 
 def test_the_seed_trains_scores_and_keeps_its_submission(task: TabularTask, tmp_path: Path) -> None:
-    res = task.evaluate(task.seed_program(), seed=0, experiment_dir=str(tmp_path / "exp"))
+    res = task.evaluate(task.seed_program(), seed=0, options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.OK, res.feedback
     s = task.split()
     m = res.metrics

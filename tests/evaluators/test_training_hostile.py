@@ -16,6 +16,7 @@ import pytest
 
 import reasearch
 from reasearch.evaluators._secret import secret_path
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.nanogpt._data import PACKAGED_CORPUS, load_corpus
 from reasearch.evaluators.nanogpt.task import (
     CAUSALITY_TOL,
@@ -233,7 +234,7 @@ def test_memorizing_everything_the_jail_can_read(corpus: str, tmp_path: Path) ->
     task = _nanogpt(corpus=corpus, time_budget_s=240.0)
     corpus_obj = load_corpus(corpus)
     repo = _memorizer([str(PACKAGED_CORPUS), str(corpus_obj.val_path)], stdlib_only=corpus == "stdlib")
-    res = task.evaluate(repo, seed=0, experiment_dir=str(tmp_path / "exp"))
+    res = task.evaluate(repo, seed=0, options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.OK, res.feedback[-2000:]
     stats = _read_stats(res)
     assert stats["files"] > 1000 and stats["searched"] > 100, stats  # it did walk the jail's file system
@@ -276,7 +277,8 @@ for path in ({str(PACKAGED_CORPUS)!r}, {str(val)!r}):
     except OSError as exc:
         print("DENIED", path, type(exc).__name__)
 '''
-    task.evaluate(encode_repo({"train.py": probe, "model.py": "x = 1\n"}), seed=0, experiment_dir=str(tmp_path / "exp"))
+    task.evaluate(encode_repo({"train.py": probe, "model.py": "x = 1\n"}), seed=0,
+                  options=ExperimentOptions(str(tmp_path / "exp")))
     log = (tmp_path / "exp" / "train.log").read_text()
     assert "LEAK" not in log and log.count("DENIED") == 2, log[-2000:]
     mounts = log.split("MOUNTINFO-BEGIN", 1)[1].split("MOUNTINFO-END", 1)[0].strip().splitlines()
@@ -346,7 +348,7 @@ def test_scoring_output_never_reaches_the_agent(action: str, words: str, mode: s
     task = _nanogpt(sandbox_mode=mode)
     model = LEAKING_MODEL.replace("{action}", action)
     res = task.evaluate(encode_repo({"train.py": SAVE_ONLY, "model.py": model}), seed=0,
-                        experiment_dir=str(tmp_path / "exp"))
+                        options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.CRASH and res.score is None
     line = model.splitlines().index(f"        {action}") + 1
     assert f"{words}" in res.feedback and f"model.py:{line}" in res.feedback and "during model(idx)" in res.feedback

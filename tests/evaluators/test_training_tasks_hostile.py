@@ -19,6 +19,7 @@ import pytest
 from reasearch.engine.protocol import Status
 from reasearch.engine.training import JobOutcome
 from reasearch.evaluators import training
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.testing import ToyRepoTrainingTask
 from tests.engine.conftest import MODES, needs_mode
@@ -56,7 +57,7 @@ def test_training_25_s_past_a_1_s_budget_with_a_30_s_grace_is_a_timeout(experime
         while time.time() - t0 < 25:
             time.sleep(0.05)
         json.dump({"x": 3.0}, open(os.path.join(os.environ["REASEARCH_OUT_DIR"], "x.json"), "w"))
-    """), experiment_dir=str(experiment_root / "own"))
+    """), options=ExperimentOptions(str(experiment_root / "own")))
     assert res.status is Status.TIMEOUT and res.score is None, res.feedback
     m = res.metrics
     assert m["time_budget_s"] == 1.0 and m["hard_limit_s"] == 3.0  # budget + min(30, max(2, 5% of 1 s))
@@ -118,7 +119,7 @@ def test_fallocate_past_the_experiment_cap_fails_and_the_host_disk_is_untouched(
     monkeypatch.setenv("REASEARCH_EXPERIMENT_MAX_MB", "8")
     task = ToyRepoTrainingTask(time_budget_s=30.0, grace_s=5.0, sandbox_mode=mode)
     own = experiment_root / "own"
-    res = task.evaluate(_repo(_FILLS_THE_DISK), experiment_dir=str(own))
+    res = task.evaluate(_repo(_FILLS_THE_DISK), options=ExperimentOptions(str(own)))
     lines = [json.loads(line) for line in (own / "train.log").read_text().splitlines() if line.startswith('{"disk"')]
     assert lines, (own / "train.log").read_text()
     disk = lines[0]["disk"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from reasearch.evaluators.kinds import PromptOptions
 from reasearch.evaluators.prompt.testing import (
     BETTER_PROMPT,
     GOOD_PROMPT,
@@ -162,7 +163,7 @@ def test_the_trusted_test_pass_is_stored_and_free_when_repeated(
     run.finish(final_candidate=cid)
     cid2, test = score_test(run)
     assert cid2 == cid and test.status is Status.OK and test.metrics["n"] == 30 and test.metrics["split"] == "test"
-    direct = run.task.evaluate(BETTER_PROMPT, split="test")
+    direct = run.task.evaluate(BETTER_PROMPT, options=PromptOptions("test"))
     assert test.score == direct.score
     hits = server.paid_hits()
     _, again = score_test(run)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reasearch.agent.snapshot import EvalRecord
+from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.hostfs.guarded_path import Root, UnsafePathError
 from reasearch.runs.events import EventKind
 
@@ -139,7 +140,7 @@ class ExperimentRunner:
             try:
                 result = run.evaluate(source, step=r.step, parent=parent,
                                       note=f"step {r.step}: {r.description[:300]} @ {where}",
-                                      options={"experiment_dir": str(r.folder)})
+                                      options=ExperimentOptions(experiment_dir=str(r.folder)))
             except Exception as exc:  # the engine failed: nothing was recorded or charged
                 run.log_event(r.step, EventKind.EXPERIMENT, {**start_fields(start), "status": "ERROR", "score": None,
                                                              "feedback": f"the experiment could not run: "

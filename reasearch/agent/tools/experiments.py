@@ -27,9 +27,10 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
+from reasearch.agent.tools.domain import AgentDomain
 from reasearch.agent.tools.experiment_runner import (
     ExperimentRunner,
     read_experiment_file,
@@ -46,6 +47,7 @@ from reasearch.runs.events import EventKind
 
 if TYPE_CHECKING:
     from reasearch.agent.tools.context import ToolContext
+    from reasearch.evaluators.training import TrainingTask
 
 __all__ = ["GITIGNORE", "ExperimentTools", "experiment_toolset", "setup_repository"]
 
@@ -69,36 +71,41 @@ def setup_repository(workspace_root: Path, repo: GitRepo, files: dict[str, str])
     return head
 
 
-def experiment_toolset(ctx: ToolContext) -> list[Any]:
-    """The domain tools of a repository task: experiments (first) and git. The git directory is
-    ``<run>/git``, beside the workspace (never inside it)."""
+def experiment_toolset(ctx: ToolContext, task: TrainingTask) -> tuple[ExperimentTools, list[object]]:
+    """The domain of a repository task (``task``, the context's task as its type): its experiment tools,
+    and the other tools it brings (git, and ``submit`` for a task with a private split). The git directory
+    is ``<run>/git``, beside the workspace (never inside it)."""
     from reasearch.agent.tools.submissions import submission_toolset
 
     repo = GitRepo(ctx.workspace.root, ctx.workspace.root.parent / "git")
     subs = submission_toolset(ctx)  # `submit`, for a task with a private split
-    return [ExperimentTools(ctx, repo, submissions=subs[0] if subs else None), GitTools(repo), *subs]
+    return ExperimentTools(ctx, repo, task=task, submissions=subs[0] if subs else None), [GitTools(repo), *subs]
 
 
 def _num(x: Any, digits: int = 4) -> str:
     return "-" if not isinstance(x, (int, float)) or isinstance(x, bool) else f"{x:.{digits}g}"
 
 
-class ExperimentTools:
+class ExperimentTools(AgentDomain):
     """Run experiments on the workspace repository in the background; read their history and logs.
 
     Args:
         ctx: the tool context (run, task, workspace, the loop's step/parent/history).
         repo: the workspace's git repository.
+        task: the context's task, as the training task it is.
+        submissions: the task's ``submit`` tools (their lines join the snapshot), if it has a private split.
     """
 
-    current_label = "Current repository"
-    start_message = ("Begin. TASK.md holds the task; the workspace is a git repository (train.py, model.py, ...) and "
-                     "is the candidate; lessons.md is your memory. run_experiment starts an experiment in the "
-                     "background and returns its id: read_log(id) follows its log while it runs, wait_experiment(id) "
-                     "returns its result, stop_experiment(id) ends it. Commit what you want to keep.")
+    current_label: ClassVar[str] = "Current repository"
+    start_message: ClassVar[str] = (
+        "Begin. TASK.md holds the task; the workspace is a git repository (train.py, model.py, ...) and "
+        "is the candidate; lessons.md is your memory. run_experiment starts an experiment in the "
+        "background and returns its id: read_log(id) follows its log while it runs, wait_experiment(id) "
+        "returns its result, stop_experiment(id) ends it. Commit what you want to keep.")
 
-    def __init__(self, ctx: ToolContext, repo: GitRepo, submissions: Any = None) -> None:
-        self.ctx = ctx
+    def __init__(self, ctx: ToolContext, repo: GitRepo, *, task: TrainingTask, submissions: Any = None) -> None:
+        super().__init__(ctx)
+        self.task = task
         self.repo = repo
         self.submissions = submissions  # SubmissionTools: its lines join the snapshot
         self.folder = ctx.workspace.root.parent / "experiments"
@@ -107,7 +114,7 @@ class ExperimentTools:
     # ------------------------------------------------------------ setup and snapshot
     def setup_workspace(self) -> None:
         """Step 0: the seed repository, committed."""
-        setup_repository(self.ctx.workspace.root, self.repo, self.ctx.task.seed_files())  # type: ignore[attr-defined]
+        setup_repository(self.ctx.workspace.root, self.repo, self.task.seed_files())
 
     def experiments(self) -> list[dict[str, Any]]:
         """Ended experiments of the run (finished, stopped, interrupted, failed to start), by step."""
@@ -156,7 +163,7 @@ class ExperimentTools:
         try:
             from reasearch.engine.gpu import slot_status
 
-            slots = slot_status(getattr(self.ctx.task, "slot", "auto"))
+            slots = slot_status(self.task.slot)
             me = os.getpid()
             lines.append(f"Slots ({sum(1 for s in slots if not s['free'])}/{len(slots)} in use): " + "; ".join(
                 f"{s['slot']} " + ("free" if s["free"] else "busy (this run)" if s["holder_pid"] == me
@@ -208,9 +215,9 @@ class ExperimentTools:
             return self._settled_text(self.runner.settle_step(step))
         if not description.strip():
             raise ToolError("describe the experiment (what it changes and why)")
-        task = ctx.task
-        budget = float(time_budget_s) if time_budget_s is not None else float(task.time_budget_s)  # type: ignore[attr-defined]
-        cap = float(task.max_time_budget_s)  # type: ignore[attr-defined]
+        task = self.task
+        budget = float(time_budget_s) if time_budget_s is not None else float(task.time_budget_s)
+        cap = float(task.max_time_budget_s)
         if not (math.isfinite(budget) and 0 < budget <= cap):
             raise ToolError(f"time_budget_s must be > 0 and at most {cap:g} s, not {time_budget_s}")
         wait = float(wait_s)

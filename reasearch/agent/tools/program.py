@@ -11,6 +11,7 @@ from typing import Any
 from reasearch.agent.prompts import EDITOR_SYSTEM, editor_request
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score, score_spreads
 from reasearch.agent.tools.context import ToolContext
+from reasearch.agent.tools.domain import AgentDomain
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.models.messages import ModelRequest
 from reasearch.models.reply_text import MAX_REPLY_CHARS
@@ -44,11 +45,9 @@ def _source(ctx: ToolContext) -> str:
     return ctx.workspace.read_bytes(CANDIDATE_FILE, cap=_MAX_SOURCE).decode("utf-8", errors="replace")
 
 
-class ProgramTools:
-    """Read, rewrite and evaluate the candidate program (``candidate.py`` in the workspace)."""
-
-    def __init__(self, ctx: ToolContext) -> None:
-        self.ctx = ctx
+class ProgramTools(AgentDomain):
+    """Read, rewrite and evaluate the candidate program (``candidate.py`` in the workspace); the loop's hooks
+    are :class:`AgentDomain`'s defaults."""
 
     @tool
     def get_current_code(self) -> str:

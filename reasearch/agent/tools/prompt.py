@@ -12,13 +12,13 @@ example already answered for the same prompt is served from the store for free.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from reasearch.agent.snapshot import EvalRecord, best_of, fmt_score
 from reasearch.agent.tools.context import ToolContext
+from reasearch.agent.tools.domain import AgentDomain
 from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError
-from reasearch.evaluators.base import Task
 from reasearch.models.messages import ModelRequest
 from reasearch.runs.events import EventKind
 from reasearch.runs.prompt_splits import PromptSplits, TrainOutcome, score_test
@@ -74,7 +74,7 @@ def _format_outcome(o: TrainOutcome) -> str:
             f"prediction: {o.prediction or '-'}\nstudent output:\n{out}")
 
 
-class PromptTools:
+class PromptTools(AgentDomain):
     """The prompt-optimization toolset of an agent whose run is on a prompt task.
 
     Args:
@@ -85,14 +85,14 @@ class PromptTools:
     def __init__(self, ctx: ToolContext, *, splits: PromptSplits | None = None) -> None:
         if splits is None and not isinstance(ctx.run, Run):
             raise ConfigError("prompt tasks need a stored run (reasearch.runs.Run), not an in-memory one")
-        self.ctx = ctx
+        super().__init__(ctx)
         self.candidate_file: str = ctx.task.candidate_file
         self.splits = splits if splits is not None else PromptSplits(ctx.run)
 
     # ------------------------------------------------------------ loop hooks
-    system_template = PROMPT_AGENT_SYSTEM
-    start_message = PROMPT_START_MESSAGE
-    current_label = "Current prompt: prompt.txt"
+    system_template: ClassVar[str | None] = PROMPT_AGENT_SYSTEM
+    start_message: ClassVar[str] = PROMPT_START_MESSAGE
+    current_label: ClassVar[str] = "Current prompt: prompt.txt"
 
     def max_student_calls(self, name: str, arguments: dict[str, Any]) -> int:
         """The most student calls a call of tool ``name`` with ``arguments`` can spend (known before it runs)."""
@@ -235,11 +235,6 @@ class PromptTools:
         correct = sum(o.correct for o in outcomes)
         return ToolOutput(f"analysis of {len(outcomes)} train examples ({correct} correct):\n{reply.text.strip()}",
                           {"analysis": {"n": len(outcomes), "tokens": reply.usage.total}})
-
-
-def is_prompt_task(task: Task) -> bool:
-    """True for tasks whose candidate is a prompt (they get :class:`PromptTools`)."""
-    return task.candidate_kind == "prompt"
 
 
 

@@ -4,10 +4,11 @@ accuracy on a split. ``gsm8k/v1`` and the generic ``prompt/jsonl-v1`` (a user's 
 Splits (fixed seed): **train** (the agent sees inputs, references, student outputs and correctness),
 **validation** (the agent sees aggregates only: accuracy and counts by failure kind) and **test**
 (sealed: scored only by the trusted side on the final prompt). ``evaluate(prompt)`` scores the
-validation split; ``evaluate(prompt, split="test")`` is for the trusted side only.
+validation split; ``evaluate(prompt, options=PromptOptions(split="test"))`` is for the trusted side only.
 
-The student calls go through a *caller*: by default a direct client (no store, no budget); in a run,
-``reasearch.runs.students.StudentLedger``, which serves repeats from the store and debits each call.
+The student calls go through a *caller* (``PromptOptions.caller``): by default a direct client (no store,
+no budget); in a run, ``reasearch.runs.students.StudentLedger``, which serves repeats from the store and
+debits each call.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, ClassVar
 from reasearch.engine.protocol import SandboxRunner, Status
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
+from reasearch.evaluators.kind_options import PromptOptions
 from reasearch.evaluators.params import Range
 from reasearch.evaluators.prompt._data import (
     Example,
@@ -34,7 +36,6 @@ from reasearch.evaluators.prompt._data import (
 )
 from reasearch.evaluators.prompt._students import (
     DirectCaller,
-    StudentCaller,
     StudentClient,
     StudentReply,
     StudentRequest,
@@ -284,27 +285,28 @@ class PromptTask(Task):
                            ).with_(cached=bool(replies) and all(r.cached for r in replies))
 
     def evaluate(self, candidate_source: Any, *, seed: int | None = None, executor: SandboxRunner | None = None,
-                 split: str = "validation", caller: StudentCaller | None = None) -> EvalResult:
-        """Scores a system prompt on ``split`` (default validation; aggregates only).
+                 options: PromptOptions | None = None) -> EvalResult:
+        """Scores a system prompt on a split (default validation; aggregates only).
 
         Args:
             candidate_source: the system prompt.
             seed: recorded in provenance (the splits use ``split_seed``).
             executor: unused (no candidate code runs); accepted for the Task API.
-            split: ``validation`` or, for the trusted side only, ``test`` (or ``train``).
-            caller: who makes the student calls (default: the student's client, directly).
+            options: the split (``validation``, or for the trusted side only ``test`` or ``train``) and who
+                makes the student calls (default: the student's client, directly).
         """
+        opts = options if options is not None else PromptOptions()
         problem = self.prompt_problem(candidate_source)
         source = candidate_source if isinstance(candidate_source, str) else repr(candidate_source)
         prov = self.provenance(source, seed=seed, sandbox_mode="none (prompt task: no candidate code runs)")
         if problem is not None:
             return self.invalid(problem).with_(provenance=prov)
-        examples = self.examples(split)
-        caller = caller if caller is not None else DirectCaller(self.student_client())
+        examples = self.examples(opts.split)
+        caller = opts.caller if opts.caller is not None else DirectCaller(self.student_client())
         t0 = _now()
         replies = caller.call_batch(self.requests(candidate_source, examples))
         wall = max(0.0, _now() - t0)  # elapsed, not the sum of latencies: calls run concurrently
-        res = self.aggregate(self.judge(examples, replies), replies, split)
+        res = self.aggregate(self.judge(examples, replies), replies, opts.split)
         metrics = {**res.metrics, "student_call_s_sum": round(sum(r.wall_s for r in replies), 4)}
         return res.with_(provenance=prov, wall_s=wall, metrics=metrics)
 

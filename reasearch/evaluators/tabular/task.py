@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from reasearch.engine.gpu import SlotLease
+from reasearch.engine.protocol import SandboxRunner
 from reasearch.evaluators._secret import derive_seed, fingerprint
+from reasearch.evaluators.kind_options import ExperimentOptions
 from reasearch.evaluators.outputs import OutputError, read_output
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
@@ -195,11 +197,11 @@ Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
                          feedback=res.feedback + f"; {SUBMISSION_FILE} valid ({len(s.test_ids)} rows, sha256 "
                                                  f"{digest[:12]}): `submit` scores it on the private test period")
 
-    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: Any = None,
-                 experiment_dir: str | None = None) -> EvalResult:
-        _own.folder = experiment_dir
+    def evaluate(self, candidate_source: str, *, seed: int | None = None, executor: SandboxRunner | None = None,
+                 options: ExperimentOptions | None = None) -> EvalResult:
+        _own.folder = options.experiment_dir if options is not None else None
         try:
-            return super().evaluate(candidate_source, seed=seed, executor=executor, experiment_dir=experiment_dir)
+            return super().evaluate(candidate_source, seed=seed, executor=executor, options=options)
         finally:
             _own.folder = None
 
