@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reasearch import ast_lock
+from reasearch.ast_lock import literal_eval as literal_eval_locked
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.errors import ConfigError, TaskFolderError
 from reasearch.evaluators.peer_folder import DEFAULT_TIME_S, LAYOUTS, MAX_TIME_S, _read_yaml, _section, peer_folder_kind
 
@@ -77,7 +78,7 @@ def _is_loader(stmt: ast.stmt, module: str, path_arg: str) -> bool:
 
 
 def _find_shape(evaluator: str, seed: str) -> tuple[ast.FunctionDef, _Shape]:
-    tree = ast_lock.parse(evaluator)
+    tree = parse_locked(evaluator)
     evaluate = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "evaluate"), None)
     if evaluate is None or len(evaluate.args.args) != 1:
         raise _NotCommon("evaluator.py has no evaluate(program_path) of one parameter")
@@ -124,7 +125,7 @@ def _find_shape(evaluator: str, seed: str) -> tuple[ast.FunctionDef, _Shape]:
 
 def _literal_args(evaluate: ast.FunctionDef, module: str, fn: str, seed: str) -> dict[str, Any]:
     """The arguments every call ``module.fn(...)`` passes, by the program's parameter names; one set of literals."""
-    seed_fn = next((n for n in ast_lock.parse(seed).body if isinstance(n, ast.FunctionDef) and n.name == fn), None)
+    seed_fn = next((n for n in parse_locked(seed).body if isinstance(n, ast.FunctionDef) and n.name == fn), None)
     if seed_fn is None:
         raise _NotCommon(f"initial_program.py defines no top-level {fn}(), the function evaluate() calls")
     names = [a.arg for a in seed_fn.args.args]
@@ -137,8 +138,8 @@ def _literal_args(evaluate: ast.FunctionDef, module: str, fn: str, seed: str) ->
         if isinstance(ref, ast.Attribute) and ref.attr == fn and isinstance(ref.value, ast.Name) \
                 and ref.value.id == module:
             try:
-                pos = [ast_lock.literal_eval(a) for a in node.args]
-                kw = {k.arg: ast_lock.literal_eval(k.value) for k in node.keywords if k.arg}
+                pos = [literal_eval_locked(a) for a in node.args]
+                kw = {k.arg: literal_eval_locked(k.value) for k in node.keywords if k.arg}
             except ValueError:
                 raise _NotCommon(f"evaluate() calls {fn}() with computed arguments (line {node.lineno}); the "
                                  "common shape passes literals") from None
@@ -196,7 +197,7 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         if node.attr == self.shape.fn and isinstance(node.value, ast.Name) and node.value.id == self.shape.module:
-            stmt = ast_lock.parse("(lambda *args, **kwargs: returned)").body[0]
+            stmt = parse_locked("(lambda *args, **kwargs: returned)").body[0]
             return stmt.value if isinstance(stmt, ast.Expr) else stmt
         return self.generic_visit(node)
 
@@ -276,9 +277,9 @@ def convert_peer_folder(src: str | Path, out: str | Path) -> Path:
     except _NotCommon as exc:
         raise ConfigError(f"{folder / evaluator_name}: not the common shape, not converted: {exc}; run the folder "
                           "as it is (its evaluator shares the candidate's jail)") from None
-    rewritten = _Rewrite(shape).visit(ast_lock.parse(ast.unparse(evaluate)))
+    rewritten = _Rewrite(shape).visit(parse_locked(ast.unparse(evaluate)))
     ast.fix_missing_locations(rewritten)
-    seed_tree = ast_lock.parse(seed)
+    seed_tree = parse_locked(seed)
     seed_fn = next(n for n in seed_tree.body if isinstance(n, ast.FunctionDef) and n.name == shape.fn)
     as_tuple = any(isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) for n in ast.walk(seed_fn))
     stub = _OPENEVOLVE_STUB.format() if "openevolve" in evaluator else ""

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from reasearch import ast_lock
+from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import Limits, RunRequest, SandboxRunner
 from reasearch.errors import ConfigError, TaskFolderError
 from reasearch.evaluators.base import Task
@@ -111,7 +111,7 @@ def keep_outside_blocks(parent: str, proposed: str) -> str | None:
 
 def _functions(source: str) -> list[str]:
     try:
-        tree = ast_lock.parse(source)
+        tree = parse_locked(source)
     except SyntaxError:
         return []
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -289,7 +289,7 @@ class PeerFolderTask(Task):
         else:
             text = _section(config, "evo").get("task_sys_msg")
         if not isinstance(text, str) or not text.strip():
-            doc = ast.get_docstring(ast_lock.parse(state["seed"])) or ""
+            doc = ast.get_docstring(parse_locked(state["seed"])) or ""
             text = doc or (f"Improve the program {state['program_name']} so that {state['evaluator_name']} "
                            "scores it higher.")
         peer = "OpenEvolve" if state["kind"] == "openevolve" else "ShinkaEvolve"
@@ -396,7 +396,7 @@ def _artifact_text(artifacts: Any) -> str:
 def _called_function(evaluator: str, functions: list[str]) -> str | None:
     """The program function the evaluator names (``program.run_search``), when it names one of them."""
     try:
-        tree = ast_lock.parse(evaluator)
+        tree = parse_locked(evaluator)
     except SyntaxError:
         return None
     for node in ast.walk(tree):
