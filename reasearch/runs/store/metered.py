@@ -19,7 +19,7 @@ class MeteredCallsMixin(SQLCore):
     """The student-call methods of :class:`~reasearch.runs.store.base.Store` over :class:`SQLCore`."""
 
     def student_call_get(self, key: str) -> dict[str, Any] | None:
-        row = self._one("SELECT reply FROM student_calls WHERE key = ? AND status = 'OK'", (key,))
+        row = self.db.one("SELECT reply FROM student_calls WHERE key = ? AND status = 'OK'", (key,))
         return json.loads(row[0]) if row else None
 
     def record_student_call(
@@ -35,10 +35,10 @@ class MeteredCallsMixin(SQLCore):
         status = str(reply["status"])
         text = dumps(dict(reply))
         try:
-            with self._tx():
+            with self.db.transaction():
                 if release is not None:
-                    self._exec("DELETE FROM reservations WHERE token = ?", (release,))
-                cur = self._exec("INSERT INTO student_calls (key, run_id, step, model, status, reply, created_at) "
+                    self.db.execute("DELETE FROM reservations WHERE token = ?", (release,))
+                cur = self.db.execute("INSERT INTO student_calls (key, run_id, step, model, status, reply, created_at) "
                                  "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                                  (key, run_id, int(step), model, status, text, time.time()))
                 if cur.rowcount != 1:
@@ -55,9 +55,9 @@ class MeteredCallsMixin(SQLCore):
         return json.loads(text), True
 
     def debit_student_call(self, debits: Sequence[LedgerEntry], release: str | None = None) -> bool:
-        with self._tx():
+        with self.db.transaction():
             if release is not None:
-                self._exec("DELETE FROM reservations WHERE token = ?", (release,))
+                self.db.execute("DELETE FROM reservations WHERE token = ?", (release,))
             written = [self._insert_debit(entry) for entry in debits]
             for run_id in {entry.run_id for entry in debits}:
                 self._touch(run_id)
@@ -68,10 +68,10 @@ class MeteredCallsMixin(SQLCore):
         if not notes:
             return False
         marks = ", ".join("?" for _ in notes)
-        row = self._one(f"SELECT 1 FROM ledger WHERE run_id = ? AND unit = ? AND note IN ({marks}) LIMIT 1",
+        row = self.db.one(f"SELECT 1 FROM ledger WHERE run_id = ? AND unit = ? AND note IN ({marks}) LIMIT 1",
                         (run_id, Unit.STUDENT_CALLS.value, *notes))
         return row is not None
 
     def student_calls(self, run_id: str) -> list[tuple[int, str, str]]:
-        rows = self._all("SELECT step, key, status FROM student_calls WHERE run_id = ? ORDER BY seq", (run_id,))
+        rows = self.db.all("SELECT step, key, status FROM student_calls WHERE run_id = ? ORDER BY seq", (run_id,))
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]

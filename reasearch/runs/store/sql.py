@@ -1,5 +1,5 @@
 """The one SQL code path: :class:`SQLStore`, the core joined with its reservation/liveness, fleet and
-metered-call pieces. Dialects (:mod:`.sqlite`, :mod:`.postgres`) subclass it.
+metered-call pieces. Backends (:mod:`.sqlite`, :mod:`.postgres`) give it their dialect's connection.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from reasearch.runs.store.reservations import ReservationsMixin
 
 
 class SQLStore(ReservationsMixin, FleetsMixin, MeteredCallsMixin):
-    """The one SQL code path; subclasses supply a DB-API connection and a dialect.
+    """The one SQL code path over the :class:`~.connection.SQLConnection` a backend gives it (the
+    connection, its lock and its dialect: placeholders, types, transactions, locks, catalogue).
 
-    SQL is written with ``?`` placeholders and portable statements (``INSERT ... ON CONFLICT DO
-    NOTHING`` works in both SQLite >= 3.24 and PostgreSQL). One connection per store object,
-    serialized by a lock: the store is never the bottleneck next to a sandboxed evaluation.
+    One connection per store object, serialized by its lock: the store is never the bottleneck next
+    to a sandboxed evaluation.
     """
