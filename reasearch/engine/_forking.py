@@ -56,9 +56,12 @@ def zygote_available() -> bool:
     return _zygote is not None and _zygote.available()
 
 
-class ChildForks(ScratchFolders):
+class ChildForks:
     """Forking the supervisor's children (the attributes below are set by ``Supervisor.__init__``)."""
 
+    scratch: ScratchFolders
+    session: Child | None
+    child_uid: int | None
     keep_read_search: bool
     bounding_dropped: bool
     prewarm_dir: str | None
@@ -72,7 +75,7 @@ class ChildForks(ScratchFolders):
 
     def spawn(self) -> Child:
         """Forks a child that waits for its request; returns the worker-side ends of its pipes."""
-        nxt = self.scratch_path(self.counter + 1)  # the folder the child will most likely be handed
+        nxt = self.scratch.next_path(self.session is not None)  # the folder the child will most likely be handed
         ends = self.child_pipes()
         forked = _ns()
         try:
@@ -103,7 +106,7 @@ class ChildForks(ScratchFolders):
     def before_fork(self, nxt: str) -> None:
         """What the worker does before it forks a child or a zygote: builds the empty module of the
         folder ``nxt`` (the one the child will most likely be handed) unless it has it, once per
-        folder name (see scratch_path) rather than in every child, where each page written is a
+        folder name (see ScratchFolders.path) rather than in every child, where each page written is a
         copy-on-write fault (each child gets its own copy of it); flushes its
         stdio, and moves every object it holds out of the collector's reach (a collection in a
         child would otherwise write to, and so copy, nearly every page of the warm runtime)."""
@@ -135,7 +138,7 @@ class ChildForks(ScratchFolders):
         if not self.zygote_wanted:
             return
         mine, its = _zygote.pair(ZYGOTE_TIMEOUT_S)
-        self.before_fork(self.scratch_path(self.counter + 1))
+        self.before_fork(self.scratch.next_path(self.session is not None))
         pid = os.fork()
         if pid == 0:
             self.zygote_main(its)
@@ -156,7 +159,7 @@ class ChildForks(ScratchFolders):
             os.closerange(3, sock)  # the engine's pipes, the worker's ends of its children's pipes, pidfds
             os.closerange(sock + 1, 1 << 16)
             devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-            scratch = self.scratch_path(self.counter + 1)
+            scratch = self.scratch.next_path(self.session is not None)
             set_scratch_env(scratch)
             base = address_space()
             uid = self.child_uid

@@ -15,8 +15,9 @@ exited threads included), and kills and reaps them after the reply, off the call
 A worker whose clean-up failed, or whose scratch filesystem is short of space afterwards, retires:
 it answers its next request with a ``retired`` frame and exits, and the engine starts a fresh one.
 
-The supervisor is cut by concern into base classes, each a module: :mod:`reasearch.engine._scratch`
-(scratch folders), :mod:`reasearch.engine._forking` (children, zygote, compiled code) and
+The supervisor holds its scratch folders (:class:`~reasearch.engine._scratch.ScratchFolders`, an object
+of its own in :mod:`reasearch.engine._scratch`) and is cut by concern into base classes, each a module:
+:mod:`reasearch.engine._forking` (children, zygote, compiled code) and
 :mod:`reasearch.engine._proc_tree` (the process tree and its CPU time); this module holds the request
 loop and the handlers. The jailed worker imports all of them: none imports ``typing`` nor ``dataclasses``.
 """
@@ -39,6 +40,7 @@ from reasearch.engine._forking import SESSION_PIPE_BYTES, ZYGOTE_TIMEOUT_S, zygo
 from reasearch.engine._privilege import drop_bounding_set
 from reasearch.engine._proc_tree import ProcessTree
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
+from reasearch.engine._scratch import ScratchFolders
 
 TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
 if TYPE_CHECKING:
@@ -83,21 +85,17 @@ class Supervisor(ProcessTree):
     def __init__(self, rfd: int, wfd: int, scratch_root: str, child_uid: int | None, keep_read_search: bool,
                  report_child: bool, min_free_bytes: int = 0, zygote: bool = True) -> None:
         self.rfd, self.wfd = rfd, wfd
-        self.min_free_bytes = min_free_bytes
         self.retire_reason: str | None = None  # set when this worker must be replaced before the next request
         self.report_child = report_child
         self.replied = False
         self.in_jail = os.getpid() == 1  # pid 1 of its own PID namespace: a jail
-        self.scratch_root = scratch_root
-        self.scratch_one = os.path.join(scratch_root, "eval")  # see scratch_path
+        self.scratch = ScratchFolders(scratch_root, child_uid, min_free_bytes)
         self.shm = self.in_jail and os.path.isdir("/dev/shm")  # the jail's own: emptied after each candidate
         self.child_uid = child_uid
         self.keep_read_search = keep_read_search
         self.harnesses: set[str] = set()
         self.code_cache: dict[tuple[str, str], bytes] = {}  # (file name, exact source) -> its marshalled code
         self.last_harness: str | None = None  # the next child rehearses it (``_child._rehearse``)
-        self.counter = 0
-        self.prepared: str | None = None  # the next request's scratch folder, made ahead
         self.ready_module: Any = None  # an empty ``candidate`` module for that folder (see spawn)
         self.session: Child | None = None
         self.idle: Child | None = None
@@ -110,7 +108,7 @@ class Supervisor(ProcessTree):
         self.stamping = False
         self.last_frame = 0.0  # when this worker last wrote a frame to the engine (see _spin)
         self.warm_after_s = 0.0  # how long the next child waits for its request before warming up
-        self.prewarm_dir: str | None = self.make_prewarm()
+        self.prewarm_dir: str | None = self.scratch.make_prewarm()
         # Once here rather than in every child (both are inherited at fork): the capability
         # bounding set a child needs, and default SIGINT/SIGTERM dispositions.
         self.bounding_dropped = False
@@ -267,7 +265,7 @@ class Supervisor(ProcessTree):
         out.open = err.open = False
         os.close(ch.pidfd)
         post["p_closed"] = _ns()
-        self.remove_scratch(ch.scratch)
+        self.retire(self.scratch.remove(ch.scratch))
         post["p_scratch"] = _ns()
         if self.shm:
             try:
@@ -275,12 +273,17 @@ class Supervisor(ProcessTree):
             except OSError:
                 names = []
             for name in names:
-                self.remove_scratch(f"/dev/shm/{name}")
+                self.retire(self.scratch.remove(f"/dev/shm/{name}"))
         post["p_shm"] = _ns()
-        self.check_space()
+        self.retire(self.scratch.short_of_space())
         if self.retire_reason is None and not select.select([self.rfd], [], [], 0)[0]:
-            self.prepare_scratch()  # only while no request waits: else make_scratch() does it
+            self.scratch.prepare(self.session is not None)  # only while no request waits: else make() does it
         post["p_done"] = _ns()
+
+    def retire(self, reason: str | None) -> None:
+        """Marks this worker for replacement before its next request (the first reason given stands)."""
+        if reason is not None and self.retire_reason is None:
+            self.retire_reason = reason
 
     def report(self, ch: Child, frame: bytes | None, *, killed: str | None, too_large: bool, cpu: float,
                exit_code: int | None, sig: int | None, early: bool = False) -> None:
@@ -333,7 +336,7 @@ class Supervisor(ProcessTree):
         self.stamps["w_warm"] = _ns()
         self.last_harness = head.get("harness") or None
         try:
-            scratch = self.make_scratch(value.get("files") or {}, head["source"])
+            scratch = self.scratch.make(value.get("files") or {}, head["source"], self.session is not None)
             self.stamps["w_scratch"] = _ns()
         except OSError as exc:  # a full or broken scratch filesystem: this worker is of no more use
             self.retire_reason = f"cannot make a scratch folder: {exc}"
