@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import reasearch.runs.store.core as store_core
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.result import Status
 from reasearch.runs.ledger import LedgerEntry, Unit
@@ -90,10 +91,10 @@ def test_failed_transaction_leaves_nothing(store: Store, monkeypatch: pytest.Mon
     store.create_run(_run())
     assert isinstance(store, (SQLiteStore, PostgresStore))
 
-    def crash(entry: LedgerEntry) -> bool:
+    def crash(db: object, entry: LedgerEntry) -> bool:
         raise RuntimeError("crash inside the transaction")
 
-    monkeypatch.setattr(store, "_insert_debit", crash)
+    monkeypatch.setattr(store_core, "insert_debit", crash)  # the debit the evaluation's transaction writes
     with pytest.raises(RuntimeError):
         store.record_evaluation(EvaluationRecord("r1", 0, "c1", 7, _result(1.0), 1.0), _cand("c1"),
                                 debit=LedgerEntry("r1", 0, Unit.EVALUATIONS, 1.0, "evaluate", 1.0), cache_key="k")

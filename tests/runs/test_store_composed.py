@@ -59,3 +59,41 @@ def test_a_failed_transaction_on_the_connection_leaves_nothing() -> None:
         raise RuntimeError("crash inside the transaction")
     assert db.one("SELECT value FROM meta WHERE key = ?", ("planted",)) is None
     db.close()
+
+
+def test_the_store_holds_its_parts_instead_of_inheriting_them() -> None:
+    from reasearch.runs.store.fleets import Fleets
+    from reasearch.runs.store.metered import MeteredCalls
+    from reasearch.runs.store.reservations import Reservations
+    from reasearch.runs.store.sql import SQLStore
+
+    for part in (Reservations, Fleets, MeteredCalls):
+        assert part.__mro__ == (part, object) and part not in SQLStore.__mro__
+    store = SQLiteStore.__mro__  # the backends are the store and its dialect's connection, nothing more
+    assert [c.__name__ for c in store] == ["SQLiteStore", "SQLStore", "SQLCore", "Store", "ABC", "object"]
+
+
+def test_each_part_works_on_a_bare_connection() -> None:
+    from reasearch.runs.ledger import LedgerEntry, Unit
+    from reasearch.runs.store.fleets import Fleets
+    from reasearch.runs.store.metered import MeteredCalls
+    from reasearch.runs.store.reservations import Reservations
+    from reasearch.runs.store.sql import SQLStore
+    from reasearch.runs.testing import make_run_record
+
+    store = SQLStore(MemoryConnection("memory://"))
+    store.create_run(make_run_record("r1"))
+    db = store.db
+    fleets, reservations = Fleets(db), Reservations(db)
+    assert fleets.create_fleet("f1", {"k": 1}) and fleets.get_fleet("f1") == {"k": 1}
+    assert fleets.add_fleet_member("f1", 0, "r1") == "r1" and store.fleet_members("f1") == {0: "r1"}
+    caps = {Unit.EVALUATIONS: 1.0}
+    assert reservations.reserve("r1", "t1", {Unit.EVALUATIONS: 1.0}, caps, driver_id="d") is None
+    refusal = reservations.reserve("r1", "t2", {Unit.EVALUATIONS: 1.0}, caps, driver_id="e")
+    assert refusal is not None and refusal[0] is Unit.EVALUATIONS and refusal.held_by_others == 1.0  # the first hold
+    metered = MeteredCalls(db, reservations)
+    debit = LedgerEntry("r1", 0, Unit.EVALUATIONS, 1.0, "call", 1.0)
+    reply, new = metered.record_student_call("r1", 0, "key", "m", {"status": "OK", "text": "hi"}, [debit], "t1")
+    assert new and reply["text"] == "hi" and store.usage("r1") == {Unit.EVALUATIONS: 1.0}
+    assert reservations.reserved("r1") == {}  # the call's hold was released with its debit
+    store.close()

@@ -3,7 +3,7 @@ evaluation cache, events), written through the store's :class:`~.connection.SQLC
 the connection, its lock and its dialect; the schema is opened by :func:`~.migrations.open_schema`).
 
 The budget reservations and driver liveness (:mod:`.reservations`), fleets (:mod:`.fleets`) and
-metered student calls (:mod:`.metered`) are mixins over this core, joined in :class:`~.sql.SQLStore`.
+metered student calls (:mod:`.metered`) are parts :class:`~.sql.SQLStore` holds beside this core.
 Every write is one transaction (docs/architecture.md, invariant 5).
 """
 
@@ -31,6 +31,7 @@ from reasearch.runs.store.records import (
     check_id,
     dumps,
 )
+from reasearch.runs.store.rows import AlreadyRecorded, insert_debit, touch
 from reasearch.runs.store.schema import _RUN_COLS
 
 
@@ -43,10 +44,6 @@ def _task_spec(run_id: str, text: str | None) -> TaskSpec | None:
     except (ValueError, TypeError) as exc:
         raise StoreError(f"run {run_id}: its stored task spec cannot be read ({exc}); the store was written by "
                          "another reasearch version or edited by hand") from None
-
-
-class _AlreadyRecorded(Exception):
-    """Aborts a transaction whose step was recorded by someone else first."""
 
 
 class SQLCore(Store):
@@ -121,10 +118,6 @@ class SQLCore(Store):
             if cur.rowcount == 0:
                 raise StoreError(f"no run {run_id!r} in {self.display_url}")
 
-    def _touch(self, run_id: str) -> None:
-        """Records activity: ``updated_at`` tells a live run from one whose driver died."""
-        self.db.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
-
     # -- candidates
     def _insert_candidate(self, c: CandidateRecord) -> bool:
         cur = self.db.execute(
@@ -173,13 +166,13 @@ class SQLCore(Store):
                     ),
                 )
                 if cur.rowcount != 1:
-                    raise _AlreadyRecorded  # roll back: the step's first record stands, no second debit
-                self._touch(evaluation.run_id)
+                    raise AlreadyRecorded  # roll back: the step's first record stands, no second debit
+                touch(self.db, evaluation.run_id)
                 if release is not None:
                     self.db.execute("DELETE FROM reservations WHERE token = ?", (release,))
                 self._insert_candidate(candidate)
                 for entry in debits:
-                    self._insert_debit(entry)
+                    insert_debit(self.db, entry)
                 if cache_key is not None:
                     prov = result.provenance
                     self.db.execute(
@@ -187,7 +180,7 @@ class SQLCore(Store):
                         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                         (cache_key, prov.task_id if prov else "", candidate.id, evaluation.seed,
                          dumps(result.with_(cached=False).to_dict()), evaluation.created_at))
-        except _AlreadyRecorded:
+        except AlreadyRecorded:
             if release is not None:
                 self.release(release)
             existing = self.get_evaluation(evaluation.run_id, evaluation.step)
@@ -211,14 +204,9 @@ class SQLCore(Store):
         return [self._evaluation(r) for r in rows]
 
     # -- ledger
-    def _insert_debit(self, e: LedgerEntry) -> bool:
-        cur = self.db.execute("INSERT INTO ledger (run_id, step, unit, note, amount, ts) VALUES (?, ?, ?, ?, ?, ?) "
-                         "ON CONFLICT DO NOTHING", (e.run_id, e.step, e.unit.value, e.note, float(e.amount), e.ts))
-        return cur.rowcount == 1
-
     def debit(self, entry: LedgerEntry) -> bool:
         with self.db.transaction():
-            return self._insert_debit(entry)
+            return insert_debit(self.db, entry)
 
     def ledger(self, run_id: str) -> list[LedgerEntry]:
         rows = self.db.all("SELECT run_id, step, unit, amount, note, ts FROM ledger WHERE run_id = ? ORDER BY seq",
@@ -249,7 +237,7 @@ class SQLCore(Store):
             cur = self.db.execute("INSERT INTO events (run_id, step, kind, payload, ts) VALUES (?, ?, ?, ?, ?) "
                              "ON CONFLICT DO NOTHING", (run_id, int(step), str(kind), text, time.time()))
             if cur.rowcount == 1:
-                self._touch(run_id)
+                touch(self.db, run_id)
             return cur.rowcount == 1
 
     def events(self, run_id: str, *, kind: str | None = None) -> list[Event]:

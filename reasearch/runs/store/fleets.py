@@ -9,12 +9,16 @@ from typing import Any
 
 from reasearch.errors import StoreError
 from reasearch.runs.ledger import Unit
-from reasearch.runs.store.core import SQLCore
+from reasearch.runs.store.connection import SQLConnection
 from reasearch.runs.store.records import MAX_FLEET_ID_LEN, check_id, dumps
 
 
-class FleetsMixin(SQLCore):
-    """``create_fleet``/``get_fleet``/``list_fleets``/``add_fleet_member``/``fleet_members``/``fleet_usage``."""
+class Fleets:
+    """``create_fleet``/``get_fleet``/``list_fleets``/``add_fleet_member``/``fleet_members``/``fleet_usage``
+    over the store's connection."""
+
+    def __init__(self, db: SQLConnection) -> None:
+        self.db = db
 
     def create_fleet(self, fleet_id: str, spec: Mapping[str, Any]) -> bool:
         check_id(fleet_id, "fleet id", max_len=MAX_FLEET_ID_LEN)  # members' run ids (and folders) start with it
@@ -26,7 +30,7 @@ class FleetsMixin(SQLCore):
     def get_fleet(self, fleet_id: str) -> dict[str, Any]:
         row = self.db.one("SELECT spec FROM fleets WHERE id = ?", (fleet_id,))
         if row is None:
-            raise StoreError(f"no fleet {fleet_id!r} in {self.display_url}; `reasearch fleet list` lists the fleets")
+            raise StoreError(f"no fleet {fleet_id!r} in {self.db.display_url}; `reasearch fleet list` lists the fleets")
         return dict(json.loads(row[0]))
 
     def list_fleets(self) -> list[tuple[str, float]]:

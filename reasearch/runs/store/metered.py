@@ -11,12 +11,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reasearch.runs.ledger import LedgerEntry, Unit
-from reasearch.runs.store.core import SQLCore, _AlreadyRecorded
+from reasearch.runs.store.connection import SQLConnection
 from reasearch.runs.store.records import dumps
+from reasearch.runs.store.reservations import Reservations
+from reasearch.runs.store.rows import AlreadyRecorded, insert_debit, touch
 
 
-class MeteredCallsMixin(SQLCore):
-    """The student-call methods of :class:`~reasearch.runs.store.base.Store` over :class:`SQLCore`."""
+class MeteredCalls:
+    """The student-call methods of :class:`~reasearch.runs.store.base.Store` over the store's connection;
+    a call recorded first by another writer drops its own hold through ``reservations``."""
+
+    def __init__(self, db: SQLConnection, reservations: Reservations) -> None:
+        self.db = db
+        self.reservations = reservations
 
     def student_call_get(self, key: str) -> dict[str, Any] | None:
         row = self.db.one("SELECT reply FROM student_calls WHERE key = ? AND status = 'OK'", (key,))
@@ -42,13 +49,13 @@ class MeteredCallsMixin(SQLCore):
                                  "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                                  (key, run_id, int(step), model, status, text, time.time()))
                 if cur.rowcount != 1:
-                    raise _AlreadyRecorded  # stored first by another writer: no second debit
+                    raise AlreadyRecorded  # stored first by another writer: no second debit
                 for entry in debits:
-                    self._insert_debit(entry)
-                self._touch(run_id)
-        except _AlreadyRecorded:  # rolled back, the reservation too: drop it on its own
+                    insert_debit(self.db, entry)
+                touch(self.db, run_id)
+        except AlreadyRecorded:  # rolled back, the reservation too: drop it on its own
             if release is not None:
-                self.release(release)
+                self.reservations.release(release)
             existing = self.student_call_get(key)
             assert existing is not None
             return existing, False
@@ -58,9 +65,9 @@ class MeteredCallsMixin(SQLCore):
         with self.db.transaction():
             if release is not None:
                 self.db.execute("DELETE FROM reservations WHERE token = ?", (release,))
-            written = [self._insert_debit(entry) for entry in debits]
+            written = [insert_debit(self.db, entry) for entry in debits]
             for run_id in {entry.run_id for entry in debits}:
-                self._touch(run_id)
+                touch(self.db, run_id)
         return any(written)
 
     def student_call_paid(self, run_id: str, notes: Sequence[str]) -> bool:

@@ -1,4 +1,4 @@
-"""Budget reservations and driver liveness of the SQL stores (a mixin, as Optuna keeps its heartbeat).
+"""Budget reservations and driver liveness of the SQL stores (a part the store holds, as Optuna keeps its heartbeat).
 
 A reservation holds budget for work in flight so that every driver of a run (agents, sweeps, fleet
 workers, on any machine) checks its caps against the ledger plus what the others hold; a driver's
@@ -19,8 +19,9 @@ import time
 from collections.abc import Mapping, Sequence
 
 from reasearch.runs.ledger import Budget, LedgerEntry, Unit
-from reasearch.runs.store.core import SQLCore
+from reasearch.runs.store.connection import SQLConnection
 from reasearch.runs.store.records import DriverRecord, Refusal
+from reasearch.runs.store.rows import insert_debit, touch
 
 IN_FLIGHT_NOTE = "charged at reservation: the driver died while the {what} was in flight [{token}]"
 
@@ -38,8 +39,12 @@ def _first_refusal(budget: Budget, used: Mapping[str, float], amounts: Mapping[U
     return None
 
 
-class ReservationsMixin(SQLCore):
-    """``reserve``/``release``/``reserved`` and ``heartbeat``/``drivers``/``takeover`` over :class:`SQLCore`."""
+class Reservations:
+    """``reserve``/``settle``/``release``/``reserved`` and ``heartbeat``/``drivers``/``reclaim``/``takeover``
+    over the store's connection (each write one transaction)."""
+
+    def __init__(self, db: SQLConnection) -> None:
+        self.db = db
 
     def reserve(self, run_id: str, token: str, amounts: Mapping[Unit, float], caps: Mapping[Unit, float], *,
                 driver_id: str = "", ttl_s: float = 60.0,
@@ -96,9 +101,9 @@ class ReservationsMixin(SQLCore):
         with self.db.transaction():
             if token is not None:
                 self.db.execute("DELETE FROM reservations WHERE token = ?", (token,))
-            written = [self._insert_debit(entry) for entry in debits]
+            written = [insert_debit(self.db, entry) for entry in debits]
             for run_id in {entry.run_id for entry in debits}:
-                self._touch(run_id)
+                touch(self.db, run_id)
         return any(written)
 
     def release(self, token: str) -> None:
@@ -148,9 +153,9 @@ class ReservationsMixin(SQLCore):
             if not float(amount) > 0:
                 continue
             note = IN_FLIGHT_NOTE.format(what=what or "work", token=str(token)[:12])
-            self._insert_debit(LedgerEntry(run_id, step, Unit(unit), float(amount), note, now))
+            insert_debit(self.db, LedgerEntry(run_id, step, Unit(unit), float(amount), note, now))
         if rows:
-            self._touch(run_id)
+            touch(self.db, run_id)
 
     def reclaim(self, run_id: str, driver_ids: Sequence[str]) -> int:
         ids = list(driver_ids)
