@@ -13,9 +13,10 @@ step after a resume changes nothing.
 
 The package is cut by concern: :mod:`.records` (records, plain JSON), :mod:`.base` (the interface),
 :mod:`.schema` (tables), :mod:`.connection` (the connection, its lock and its dialect: the one object
-the store and :mod:`.migrations` share), :mod:`.core` (the SQL code path), :mod:`.rows` (row writes its parts share),
-and the parts the SQL store holds: :mod:`.reservations` (budget held in flight, driver liveness),
-:mod:`.fleets`, :mod:`.metered` (student calls); :mod:`.sql` (the SQL store with its parts), :mod:`.sqlite`, :mod:`.postgres` and :mod:`.opening` (``open_store``).
+the store and :mod:`.migrations` share), :mod:`.core` (the SQL code path), :mod:`.rows` (row writes
+its parts share), and the parts the SQL store holds: :mod:`.reservations` (budget held in flight,
+driver liveness), :mod:`.fleets`, :mod:`.metered` (student calls); :mod:`.sql` (the SQL store with its
+parts), :mod:`.sqlite`, :mod:`.postgres` and :mod:`.opening` (``open_store``).
 """
 
 from __future__ import annotations
