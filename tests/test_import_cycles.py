@@ -16,10 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "reasearch"
 
 # Circles allowed for now, each with the branch that removes it (issue 31 removed the last three run-time ones).
-KNOWN: dict[frozenset[str], str] = {
-    # migrations types its store as SQLCore and calls SQLCore's private _exec and _column_exists
-    frozenset({"reasearch.runs.store.core", "reasearch.runs.store.migrations"}): "issue 42 item 3 (composes SQLCore)",
-}
+KNOWN: dict[frozenset[str], str] = {}  # none left (issue 42 item 3 broke store.core <-> store.migrations)
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:

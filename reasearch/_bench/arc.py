@@ -64,7 +64,7 @@ def dsl_candidate(size: int = 36_000, tag: str = "") -> str:
 
 def _in_process_set(tasks: list, source: str) -> float:
     """Wall seconds to compile and run ``source`` in this process for every task (no sandbox)."""
-    from reasearch.evaluators.arc_agi_2._harness import run_attempts
+    from reasearch.evaluators.arc_agi_2 import run_attempts
 
     payloads = [(t, t.payload(None)) for t in tasks]
     t0 = time.perf_counter()

@@ -33,9 +33,10 @@ def _jitted_per_call_us(rng: np.random.Generator, n: int, repeat: int) -> float:
     distinct point sets (the loop's compile happens before the timing)."""
     import numba
 
-    from reasearch.native import _geometry_numba
+    from reasearch.native import geometry_numba_kernels
 
-    kernel = _geometry_numba.min_triangle_area_nb
+    kernels = geometry_numba_kernels()
+    kernel = kernels.min_triangle_area_nb
 
     @numba.njit(nogil=True)
     def over_batch(sets: np.ndarray) -> float:  # pragma: no cover - compiled
@@ -45,7 +46,7 @@ def _jitted_per_call_us(rng: np.random.Generator, n: int, repeat: int) -> float:
         return total
 
     sets = np.ascontiguousarray(rng.uniform(size=(_BATCH, n, 2)))
-    expected = sum(_geometry_numba.min_triangle_area_nb(s) for s in sets)
+    expected = sum(kernels.min_triangle_area_nb(s) for s in sets)
     if not np.isclose(over_batch(sets), expected, rtol=1e-12, atol=0.0):
         raise RuntimeError("the jitted min-area loop disagrees with the kernel called from Python")
     return median(time_calls(lambda: over_batch(sets), repeat=repeat * 3)) / _BATCH * 1e6

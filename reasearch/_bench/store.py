@@ -91,8 +91,8 @@ def _store_rows(quick: bool) -> list[BenchRow]:
         wal_rate = _throughput(wal, n, repeat)
         wal.close()
         ref = SQLiteStore(Path(tmp) / "rollback" / "store.sqlite")
-        ref._conn.execute("PRAGMA journal_mode=DELETE")
-        ref._conn.execute("PRAGMA synchronous=FULL")
+        ref.db.execute("PRAGMA journal_mode=DELETE")
+        ref.db.execute("PRAGMA synchronous=FULL")
         ref_rate = _throughput(ref, n, repeat)
         ref.close()
     rows.append(BenchRow(

@@ -122,7 +122,7 @@ def _load_candidate(scratch: str, entry: list[str], source: str | None = None, m
     is compiled from it directly: the same module (name, ``__file__``, spec, tracebacks that show
     its lines) without the loader's stat, bytecode-cache and read calls. ``module``: an unused
     :func:`fresh_module` of that same file, made before the request came. ``code``: that source
-    already compiled by the worker (marshalled; see ``Supervisor.compiled``), loaded instead.
+    already compiled by the worker (marshalled; see ``ChildForks.compiled``), loaded instead.
     """
     path = f"{scratch}/candidate.py"  # scratch: an absolute path without a trailing slash
     sys.path.insert(0, scratch)

@@ -1,6 +1,7 @@
 """The worker's children: forked ahead of their request, by the zygote where it is available.
 
-Part of the :class:`~reasearch.engine._supervisor.Supervisor` (a base class of it): the pipes of a
+An object the :class:`~reasearch.engine._supervisor.Supervisor` holds (``supervisor.forks``), with its own
+state (the child forked ahead, the zygote, the compiled code, what the next child rehearses): the pipes of a
 child, the fork itself (from the zygote, a quiet copy of the worker built by ``_zygote.c``, or from the
 worker when there is none), what the worker does once before each fork, the candidate's code compiled
 once per worker, and a session's wider pipes. The child's own side is :mod:`reasearch.engine._child`.
@@ -38,8 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SESSION_PIPE_BYTES", "ZYGOTE_TIMEOUT_S", "ChildForks", "zygote_available"]
 
-SESSION_PIPE_BYTES = 1 << 19  # a session's request and result pipes (see Supervisor.widen_pipes)
-# Candidates compiled once per worker (see Supervisor.compiled): at least this long (shorter ones
+SESSION_PIPE_BYTES = 1 << 19  # a session's request and result pipes (see ChildForks.widen_pipes)
+# Candidates compiled once per worker (see ChildForks.compiled): at least this long (shorter ones
 # compile in a few tens of us in the child), at most this long (the worker's compile is bounded only by
 # the request's wall limit, not by the child's CPU limit: a longer text compiles in the child, under
 # it), at most this many, newest kept.
@@ -56,23 +57,72 @@ def zygote_available() -> bool:
     return _zygote is not None and _zygote.available()
 
 
-class ChildForks(ScratchFolders):
-    """Forking the supervisor's children (the attributes below are set by ``Supervisor.__init__``)."""
+class ChildForks:
+    """The worker's children, forked ahead of their request, and the zygote that forks them.
 
-    keep_read_search: bool
-    bounding_dropped: bool
-    prewarm_dir: str | None
-    last_harness: str | None
-    ready_module: Any
-    warm_after_s: float
-    code_cache: dict[tuple[str, str], bytes]
-    zygote_wanted: bool
-    zpid: int | None
-    zsock: int | None
+    Whether a session holds the worker's one scratch folder is the supervisor's to know: the methods
+    that fork take it as ``held`` (the folder a child will most likely be handed, see
+    :meth:`ScratchFolders.path`). The supervisor sets :attr:`last_harness` and :attr:`warm_after_s`
+    before the fork they are for.
 
-    def spawn(self) -> Child:
+    Args:
+        scratch: the worker's scratch folders.
+        child_uid: the uid each child drops to (None: the worker's own).
+        keep_read_search: whether that child keeps CAP_DAC_READ_SEARCH (process mode as root).
+        bounding_dropped: whether the worker already dropped the capability bounding set.
+        prewarm_dir: the dummy candidate's folder the children warm up on (None: none).
+        zygote_wanted: fork from a zygote (where ``_zygote`` is available).
+    """
+
+    __slots__ = ("scratch", "child_uid", "keep_read_search", "bounding_dropped", "prewarm_dir", "zygote_wanted",
+                 "idle", "zpid", "zsock", "ready_module", "code_cache", "last_harness", "warm_after_s")
+
+    def __init__(self, scratch: ScratchFolders, child_uid: int | None, keep_read_search: bool, bounding_dropped: bool,
+                 prewarm_dir: str | None, zygote_wanted: bool) -> None:
+        self.scratch = scratch
+        self.child_uid = child_uid
+        self.keep_read_search = keep_read_search
+        self.bounding_dropped = bounding_dropped
+        self.prewarm_dir = prewarm_dir
+        self.zygote_wanted = zygote_wanted
+        self.idle: Child | None = None  # the child forked ahead of the next request
+        # The zygote that forks the children (see _zygote.c): its pid and the worker's end of its socket.
+        self.zpid: int | None = None
+        self.zsock: int | None = None
+        self.ready_module: Any = None  # an empty ``candidate`` module for the next folder (see spawn)
+        self.code_cache: dict[tuple[str, str], bytes] = {}  # (file name, exact source) -> its marshalled code
+        self.last_harness: str | None = None  # the next child rehearses it (``_child._rehearse``)
+        self.warm_after_s = 0.0  # how long the next child waits for its request before warming up
+
+    def take_idle(self, held: bool) -> Child:
+        """The child forked ahead (it is no longer idle), or one forked now when there is none."""
+        ch, self.idle = self.idle, None
+        return ch if ch is not None else self.spawn(held)
+
+    def refill(self, held: bool) -> None:
+        """Forks the next child ahead of the next request, unless one is there or a session holds the worker."""
+        if self.idle is None and not held:
+            self.idle = self.spawn(held)
+
+    def lost(self, pid: int) -> bool:
+        """Books the death of a process of ours that is no candidate's: the zygote (killed from outside:
+        in process mode a candidate of the same uid can) or the child forked ahead (a later request
+        forks another). True when ``pid`` was one of them."""
+        if pid == self.zpid:
+            self.zpid = None
+            self.close_zygote_socket()
+            return True
+        if self.idle is not None and pid == self.idle.pid:
+            dead, self.idle = self.idle, None
+            for fd in (dead.calls_w, dead.result_r, dead.out_r, dead.err_r, dead.pidfd):
+                if fd is not None:
+                    os.close(fd)
+            return True
+        return False
+
+    def spawn(self, held: bool) -> Child:
         """Forks a child that waits for its request; returns the worker-side ends of its pipes."""
-        nxt = self.scratch_path(self.counter + 1)  # the folder the child will most likely be handed
+        nxt = self.scratch.next_path(held)  # the folder the child will most likely be handed
         ends = self.child_pipes()
         forked = _ns()
         try:
@@ -103,7 +153,7 @@ class ChildForks(ScratchFolders):
     def before_fork(self, nxt: str) -> None:
         """What the worker does before it forks a child or a zygote: builds the empty module of the
         folder ``nxt`` (the one the child will most likely be handed) unless it has it, once per
-        folder name (see scratch_path) rather than in every child, where each page written is a
+        folder name (see ScratchFolders.path) rather than in every child, where each page written is a
         copy-on-write fault (each child gets its own copy of it); flushes its
         stdio, and moves every object it holds out of the collector's reach (a collection in a
         child would otherwise write to, and so copy, nearly every page of the warm runtime)."""
@@ -129,20 +179,20 @@ class ChildForks(ScratchFolders):
             os.close(fd)
 
     # -- the zygote (see _zygote.c)
-    def start_zygote(self) -> None:
+    def start_zygote(self, held: bool) -> None:
         """Forks a fresh zygote from the worker as it is now (at start, and after each harness import)."""
         self.stop_zygote()
         if not self.zygote_wanted:
             return
         mine, its = _zygote.pair(ZYGOTE_TIMEOUT_S)
-        self.before_fork(self.scratch_path(self.counter + 1))
+        self.before_fork(self.scratch.next_path(held))
         pid = os.fork()
         if pid == 0:
-            self.zygote_main(its)
+            self.zygote_main(its, held)
         os.close(its)
         self.zpid, self.zsock = pid, mine
 
-    def zygote_main(self, sock: int) -> None:
+    def zygote_main(self, sock: int, held: bool) -> None:
         """The zygote: holds nothing but its socket, stdio and /dev/null, and forks children in C
         until the worker closes the socket. Each child comes back here from ``serve``, wired up
         (see ``_zygote.c``), and becomes a :func:`child_main`; nobody returns into the worker's code.
@@ -156,7 +206,7 @@ class ChildForks(ScratchFolders):
             os.closerange(3, sock)  # the engine's pipes, the worker's ends of its children's pipes, pidfds
             os.closerange(sock + 1, 1 << 16)
             devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-            scratch = self.scratch_path(self.counter + 1)
+            scratch = self.scratch.next_path(held)
             set_scratch_env(scratch)
             base = address_space()
             uid = self.child_uid

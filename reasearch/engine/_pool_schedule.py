@@ -1,6 +1,7 @@
 """Which worker of a :class:`~reasearch.engine.sandbox.SandboxPool` serves a request.
 
-A base class of the pool: the warm image a request needs (:meth:`PoolScheduling.profile_of`, from
+An object the pool holds (:class:`WorkerScheduler`, with its own state: the idle list, the image
+switches, the slots started ahead): the warm image a request needs (:meth:`WorkerScheduler.profile_of`, from
 :func:`~reasearch.engine._fit.fit_profile`), taking a free worker with that image or replacing an idle
 one by a worker with it (never more than ``config.n_workers`` workers), slots of a lazy pool started
 ahead, and a steady stream of one image spread over every worker in the background.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from reasearch.engine._fit import fit_profile
 from reasearch.engine._handle import WorkerHandle
@@ -21,23 +22,54 @@ from reasearch.engine.config import SandboxConfig
 from reasearch.engine.protocol import RunRequest
 from reasearch.errors import ConfigError, SandboxError
 
-__all__ = ["PoolScheduling"]
+__all__ = ["WorkerScheduler"]
 
 
-class PoolScheduling:
-    """The pool's choice of worker (the attributes below are set by ``SandboxPool.__init__``)."""
+class WorkerScheduler:
+    """The pool's choice of worker, over the pool's workers; it owns the idle list and its condition.
 
-    config: SandboxConfig
-    _closed: bool
-    _switches: int
-    _last_switch: float
-    _background: set[threading.Thread]
-    _starting: dict[WorkerHandle, tuple[str, ...]]
-    _cond: threading.Condition
-    _idle: list[WorkerHandle]
-    _importable: set[str]
-    _workers: list[WorkerHandle]
-    _launcher: Any  # what isolation.make_launcher returns
+    Its public face: :meth:`profile_of`, :meth:`admit` (workers ready to serve), :meth:`acquire` and
+    :meth:`release` (one request's worker), :meth:`prestart`, :attr:`switches` and :meth:`close`.
+
+    Args:
+        config: the pool's configuration (``n_workers``, ``preload``, ``fit_images``, ``switch_interval_s``).
+        workers: every worker slot of the pool (the scheduler never makes more).
+        importable: the top-level modules the jail's runtime holds (what a request's ``preload`` may name).
+        keepalive: called after each worker is handed out (the launcher's: keeps its runtime in use).
+    """
+
+    def __init__(self, config: SandboxConfig, workers: Sequence[WorkerHandle], importable: set[str],
+                 keepalive: Callable[[], None]) -> None:
+        self.config = config
+        self._workers = list(workers)
+        self._importable = set(importable)
+        self._keepalive = keepalive
+        self._closed = False
+        self._switches = 0
+        self._last_switch = float("-inf")
+        self._background: set[threading.Thread] = set()  # workers being replaced for another image
+        self._starting: dict[WorkerHandle, tuple[str, ...]] = {}  # cold slots started ahead (prestart)
+        self._cond = threading.Condition(threading.Lock())
+        self._idle: list[WorkerHandle] = []  # least recently released first
+
+    @property
+    def switches(self) -> int:
+        """How many times an idle worker was replaced by one with another warm image."""
+        return self._switches
+
+    def admit(self, workers: Sequence[WorkerHandle]) -> None:
+        """Puts ``workers`` (started, or cold slots of a lazy pool) on the idle list, in that order."""
+        with self._cond:
+            self._idle.extend(w for w in workers if w not in self._idle)
+            self._cond.notify_all()
+
+    def close(self) -> list[threading.Thread]:
+        """Refuses every later :meth:`acquire`, wakes the waiting ones (they raise) and returns the
+        background threads still starting a worker (the pool joins them before killing the workers)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            return list(self._background)
 
     def profile_of(self, request: RunRequest) -> tuple[str, ...]:
         """The warm image (sorted module names) that serves ``request``.
@@ -62,7 +94,7 @@ class PoolScheduling:
         return profile
 
     # -- scheduling
-    def _acquire(self, profile: tuple[str, ...] | None = None) -> WorkerHandle:
+    def acquire(self, profile: tuple[str, ...] | None = None) -> WorkerHandle:
         """A free worker whose warm image serves ``profile`` (None: any free worker).
 
         In order: an idle worker with exactly that image; else, while the last image switch is
@@ -129,9 +161,9 @@ class PoolScheduling:
             elif not pick.alive():
                 pick.restart()
         except BaseException:
-            self._release(pick)  # a worker that failed to start is restarted by its next user
+            self.release(pick)  # a worker that failed to start is restarted by its next user
             raise
-        self._launcher.keepalive()
+        self._keepalive()
         return pick
 
     def prestart(self, request: RunRequest) -> bool:
@@ -175,10 +207,10 @@ class PoolScheduling:
             with self._cond:
                 self._starting.pop(w, None)
                 self._background.discard(threading.current_thread())
-            self._release(w)
+            self.release(w)
 
     def _spread_target(self, profile: tuple[str, ...]) -> WorkerHandle | None:
-        """An idle worker to give ``profile`` in the background (see :meth:`_acquire`), taken off
+        """An idle worker to give ``profile`` in the background (see :meth:`acquire`), taken off
         the idle list; None when none qualifies. Call with ``self._cond`` held."""
         now = time.monotonic()
         interval = self.config.switch_interval_s
@@ -193,11 +225,12 @@ class PoolScheduling:
 
     def _switch_in_background(self, w: WorkerHandle, profile: tuple[str, ...]) -> None:
         self._switch_quietly(w, profile)  # failed to start: its next user restarts it (on the pool's own image)
-        self._release(w)
+        self.release(w)
         with self._cond:
             self._background.discard(threading.current_thread())
 
-    def _release(self, w: WorkerHandle) -> None:
+    def release(self, w: WorkerHandle) -> None:
+        """Returns ``w`` to the idle list (last in line) and wakes one waiter."""
         w.last_used = time.monotonic()
         with self._cond:
             if w not in self._idle:

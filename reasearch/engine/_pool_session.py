@@ -16,7 +16,7 @@ import dataclasses
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from reasearch.engine._handle import WorkerHandle
@@ -39,8 +39,6 @@ class _Pool(Protocol):
     def _exchange(self, w: WorkerHandle, op: str, obj: Any, wall_s: float,
                   stamps: dict[str, int] | None = None) -> tuple[dict[str, Any], list[memoryview], float]: ...
 
-    def _release(self, w: WorkerHandle) -> None: ...
-
 
 class _Failed(Exception):
     """A request ended without a normal reply (worker stuck or died); carries the outcome to return."""
@@ -62,8 +60,10 @@ class PoolSession:
     :meth:`call`'s ``wall_s`` is measured by the engine around request and response.
     """
 
-    def __init__(self, pool: _Pool, worker: WorkerHandle, request: RunRequest) -> None:
+    def __init__(self, pool: _Pool, worker: WorkerHandle, request: RunRequest,
+                 release: Callable[[WorkerHandle], None]) -> None:
         self._pool = pool
+        self._release = release  # gives the worker back to the pool's scheduler
         self._worker = worker
         self._request = request
         self._t0 = time.monotonic()
@@ -76,7 +76,7 @@ class PoolSession:
 
     def _end(self, outcome: RunOutcome) -> RunOutcome:
         self._final = outcome
-        self._pool._release(self._worker)
+        self._release(self._worker)
         return outcome
 
     def _open(self) -> RunOutcome | None:

@@ -1,6 +1,6 @@
 """The candidate's process tree: killed whole, reaped, and its CPU time read by the worker.
 
-Part of the :class:`~reasearch.engine._supervisor.Supervisor` (a base class of it). The worker is a
+An object the :class:`~reasearch.engine._supervisor.Supervisor` holds (``supervisor.tree``). The worker is a
 child subreaper, so whatever a candidate forks comes back to it: the tree is frozen and killed until
 none is left, every exit is reaped with ``wait4`` and its CPU time booked to the child, and a live
 tree's CPU time is read from the kernel's accounting (:func:`reasearch.engine._procs.cpu_s`).
@@ -29,11 +29,20 @@ if TYPE_CHECKING:
 __all__ = ["ProcessTree"]
 
 
-class ProcessTree(ChildForks):
-    """The supervisor's hold on its children's trees (the attributes below are set by ``Supervisor.__init__``)."""
+class ProcessTree:
+    """The worker's hold on its candidates' trees; the child forked ahead and the zygote (``forks``)
+    are left out of every tree, and their deaths are booked by ``forks``.
 
-    in_jail: bool
-    idle: Child | None
+    Args:
+        in_jail: whether the worker is pid 1 of its own PID namespace (the shortcuts of :meth:`alone`).
+        forks: the worker's :class:`ChildForks`.
+    """
+
+    __slots__ = ("in_jail", "forks")
+
+    def __init__(self, in_jail: bool, forks: ChildForks) -> None:
+        self.in_jail = in_jail
+        self.forks = forks
 
     def kill_tree(self, ch: Child | None) -> None:
         """Kills the child's process group, then every remaining descendant, until none is left.
@@ -46,7 +55,7 @@ class ProcessTree(ChildForks):
                 os.killpg(ch.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        idle = self.idle.pid if self.idle else None  # the next request's child is not part of this tree
+        idle = self.forks.idle.pid if self.forks.idle else None  # the next request's child is not part of this tree
         if ch is not None and ch.alone and idle == ch.pid + 1 and _procs.last_pid() == idle:
             collect_exit(ch)
             return
@@ -67,7 +76,8 @@ class ProcessTree(ChildForks):
     def candidate_tree(self) -> list[int]:
         """Every process below the worker but the engine's own: the child forked ahead of the next
         request and the zygote (each left out with all below it)."""
-        return _procs.children_walk(os.getpid(), skip=(self.idle.pid if self.idle else None, self.zpid))
+        forks = self.forks
+        return _procs.children_walk(os.getpid(), skip=(forks.idle.pid if forks.idle else None, forks.zpid))
 
     def wait_one(self, ch: Child | None) -> None:
         """Blocks until one child of the worker exits (and reaps it, accounting its CPU time)."""
@@ -81,15 +91,7 @@ class ProcessTree(ChildForks):
     def account(self, ch: Child | None, pid: int, status: int, ru: Any) -> None:
         """Books a reaped process: the child's status and CPU time, or a pre-forked child (or the
         zygote) that died."""
-        if pid == self.zpid:  # killed from outside (process mode: a candidate of the same uid can)
-            self.zpid = None
-            self.close_zygote_socket()
-            return
-        if self.idle is not None and pid == self.idle.pid:
-            dead, self.idle = self.idle, None  # refill() forks another
-            for fd in (dead.calls_w, dead.result_r, dead.out_r, dead.err_r, dead.pidfd):
-                if fd is not None:
-                    os.close(fd)
+        if self.forks.lost(pid):
             return
         if ch is not None:
             ch.rusage_cpu += ru.ru_utime + ru.ru_stime

@@ -63,7 +63,7 @@ class Child:
         forked_ns: monotonic ns just before its fork (bench breakdown).
         fork_ret_ns: monotonic ns when the fork returned in the worker (bench breakdown).
         alone: in a jail, no process or thread had been created since its fork when its result
-            came (the PID namespace's last pid was still its own; see ``Supervisor.live_cpu``).
+            came (the PID namespace's last pid was still its own; see ``ProcessTree.live_cpu``).
     """
 
     # A plain class with slots rather than a dataclass: the worker imports no ``dataclasses`` (and so

@@ -1,9 +1,10 @@
 """The worker's scratch folders: one per evaluation, made ahead, removed once its process tree is dead.
 
-Part of the :class:`~reasearch.engine._supervisor.Supervisor` (a base class of it): the folder each
-candidate runs in (``candidate.py`` and the request's files, handed to the child's uid), the dummy
-candidate the children warm up on, and the clean-up after a candidate, whose failure (or a scratch
-filesystem short of space) retires the worker.
+An object the :class:`~reasearch.engine._supervisor.Supervisor` holds (``supervisor.scratch``), with its
+own state (the request counter, the folder made ahead): the folder each candidate runs in
+(``candidate.py`` and the request's files, handed to the child's uid), the dummy candidate the children
+warm up on, and the clean-up after a candidate, whose failure (or a scratch filesystem short of space)
+is the reason it returns for the supervisor to retire the worker.
 
 Trust: runs in the worker, inside the jail, as engine code. What it removes was written by a hostile
 candidate: names are never followed (``O_NOFOLLOW``, ``dir_fd``), and anything but the common case goes
@@ -19,28 +20,35 @@ from reasearch.engine import _wire
 from reasearch.engine._child import PREWARM_SOURCE
 from reasearch.engine._cleanup import free_bytes, remove_tree
 
-TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
-if TYPE_CHECKING:
-    from reasearch.engine._pump import Child
-
 __all__ = ["ScratchFolders"]
 
 
 class ScratchFolders:
-    """The supervisor's scratch folders (the attributes below are set by ``Supervisor.__init__``)."""
+    """The worker's scratch folders under ``root``.
 
-    scratch_root: str
-    scratch_one: str
-    child_uid: int | None
-    counter: int
-    prepared: str | None
-    session: Child | None
-    retire_reason: str | None
-    min_free_bytes: int
+    Whether a session holds the worker's one folder is the supervisor's to know: the methods that name
+    a request's folder take it as ``held`` (see :meth:`path`). A failed removal or a filesystem short of
+    space is returned as the reason to retire the worker, for the supervisor to act on.
+
+    Args:
+        root: the folder under which each evaluation gets its own folder.
+        child_uid: the uid each child drops to, which owns its folder and files (None: the worker's own).
+        min_free_bytes: below this much free space after clean-up, the worker should retire.
+    """
+
+    __slots__ = ("root", "one", "child_uid", "min_free_bytes", "counter", "prepared")
+
+    def __init__(self, root: str, child_uid: int | None, min_free_bytes: int = 0) -> None:
+        self.root = root
+        self.one = os.path.join(root, "eval")  # see path
+        self.child_uid = child_uid
+        self.min_free_bytes = min_free_bytes
+        self.counter = 0  # requests given a folder so far
+        self.prepared: str | None = None  # the next request's folder, made ahead
 
     def make_prewarm(self) -> str | None:
         """A world-readable dummy candidate the children warm up on (see ``_child._prewarm``)."""
-        path = os.path.join(self.scratch_root, "prewarm")
+        path = os.path.join(self.root, "prewarm")
         try:
             os.makedirs(path, mode=0o755, exist_ok=True)
             os.chmod(path, 0o755)
@@ -51,11 +59,11 @@ class ScratchFolders:
             return None
         return path
 
-    def prepare_scratch(self) -> None:
-        """Makes the next request's (empty) scratch folder ahead, after a child's clean-up: off the
-        caller's path. Only the worker and the pre-forked child (which runs no candidate code before
-        its request) live meanwhile, so the folder is still empty when the request comes."""
-        path = self.scratch_path(self.counter + 1)
+    def prepare(self, held: bool) -> None:
+        """Makes the next request's (empty) folder ahead, after a child's clean-up: off the caller's
+        path. Only the worker and the pre-forked child (which runs no candidate code before its
+        request) live meanwhile, so the folder is still empty when the request comes."""
+        path = self.path(self.counter + 1, held)
         self.prepared = None
         if not remove_tree(path):
             return
@@ -67,23 +75,33 @@ class ScratchFolders:
             return
         self.prepared = path
 
-    def scratch_path(self, n: int) -> str:
-        """The scratch folder of request ``n``: one name for every evaluation of this worker, the
-        folder itself made afresh each time (removed with all it holds once the evaluation's whole
-        process tree is dead, then made empty again). A constant name lets the worker build what a
-        child needs for it once (the empty ``candidate`` module, see :meth:`spawn`) instead of each
+    def path(self, n: int, held: bool) -> str:
+        """The folder of request ``n``: one name for every evaluation of this worker, the folder
+        itself made afresh each time (removed with all it holds once the evaluation's whole process
+        tree is dead, then made empty again). A constant name lets the worker build what a child
+        needs for it once (the empty ``candidate`` module, see ``ChildForks.spawn``) instead of each
         child building it after its fork. A request that comes while a session holds that folder
-        (the engine reserves the worker for a session, so none should) gets a name of its own."""
-        if self.session is None:
-            return self.scratch_one
-        return f"{self.scratch_one}-{n}"
+        (``held``; the engine reserves the worker for a session, so none should) gets a name of its own."""
+        if not held:
+            return self.one
+        return f"{self.one}-{n}"
 
-    def make_scratch(self, files: dict[str, bytes], source: str) -> str:
+    def next_path(self, held: bool) -> str:
+        """The folder the next request will most likely be handed (see :meth:`path`)."""
+        return self.path(self.counter + 1, held)
+
+    def make(self, files: dict[str, bytes], source: str, held: bool) -> str:
+        """The next request's folder holding ``candidate.py`` and ``files``, owned by the child's uid.
+
+        Raises:
+            ValueError: a file name that is not one plain name (nothing is made).
+            OSError: the folder cannot be cleared or made.
+        """
         for name in files:  # before anything is made: a refused request leaves nothing behind
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise ValueError(f"bad scratch file name {name!r}: plain names only")
         self.counter += 1
-        path = self.scratch_path(self.counter)
+        path = self.path(self.counter, held)
         ready, self.prepared = self.prepared == path, None
         if not ready:
             if not remove_tree(path):
@@ -108,8 +126,9 @@ class ScratchFolders:
         finally:
             os.close(fd)
 
-    def remove_scratch(self, path: str) -> None:
-        """Removes a folder a dead candidate wrote; a failure retires this worker (see ``loop``).
+    def remove(self, path: str) -> str | None:
+        """Removes a folder a dead candidate wrote; returns why the worker must retire when that failed
+        (else None).
 
         The common case first: the candidate left only ``candidate.py``, so unlinking that name
         (a link or a file; never followed, nor is ``path`` itself) empties the folder and ``rmdir``
@@ -123,15 +142,15 @@ class ScratchFolders:
             finally:
                 os.close(fd)
             os.rmdir(path)
-            return
+            return None
         except OSError:
             pass
-        if not remove_tree(path) and self.retire_reason is None:
-            self.retire_reason = f"could not remove {path} after a candidate"
+        return None if remove_tree(path) else f"could not remove {path} after a candidate"
 
-    def check_space(self) -> None:
-        """Retires this worker when its scratch filesystem is short of space after clean-up."""
-        free = free_bytes(self.scratch_root)
-        if free is not None and free < self.min_free_bytes and self.retire_reason is None:
-            self.retire_reason = (f"only {free >> 20} MiB free on the scratch filesystem after clean-up "
-                                  f"(at least {self.min_free_bytes >> 20} MiB wanted)")
+    def short_of_space(self) -> str | None:
+        """Why the worker must retire when its scratch filesystem is short of space after clean-up, else None."""
+        free = free_bytes(self.root)
+        if free is not None and free < self.min_free_bytes:
+            return (f"only {free >> 20} MiB free on the scratch filesystem after clean-up "
+                    f"(at least {self.min_free_bytes >> 20} MiB wanted)")
+        return None

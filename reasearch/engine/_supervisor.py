@@ -15,10 +15,12 @@ exited threads included), and kills and reaps them after the reply, off the call
 A worker whose clean-up failed, or whose scratch filesystem is short of space afterwards, retires:
 it answers its next request with a ``retired`` frame and exits, and the engine starts a fresh one.
 
-The supervisor is cut by concern into base classes, each a module: :mod:`reasearch.engine._scratch`
-(scratch folders), :mod:`reasearch.engine._forking` (children, zygote, compiled code) and
-:mod:`reasearch.engine._proc_tree` (the process tree and its CPU time); this module holds the request
-loop and the handlers. The jailed worker imports all of them: none imports ``typing`` nor ``dataclasses``.
+The supervisor holds its parts, each an object of its own with its own state, in a module of its own:
+``scratch`` (:class:`~reasearch.engine._scratch.ScratchFolders`: scratch folders), ``forks``
+(:class:`~reasearch.engine._forking.ChildForks`: the child forked ahead, the zygote, compiled code) and
+``tree`` (:class:`~reasearch.engine._proc_tree.ProcessTree`: the process tree and its CPU time); this
+module holds the request loop and the handlers. The jailed worker imports all of them: none imports
+``typing`` nor ``dataclasses``.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ import traceback
 
 from reasearch.engine import _procs, _spin, _wire
 from reasearch.engine._child import QUICKEN_ROUNDS, REQUEST_CAP, quicken_request_path, rehearse_harness
-from reasearch.engine._forking import SESSION_PIPE_BYTES, ZYGOTE_TIMEOUT_S, zygote_available
+from reasearch.engine._forking import SESSION_PIPE_BYTES, ZYGOTE_TIMEOUT_S, ChildForks, zygote_available
 from reasearch.engine._privilege import drop_bounding_set
 from reasearch.engine._proc_tree import ProcessTree
 from reasearch.engine._pump import CHILD_KINDS, Capped, Child, collect_exit, drain, frame_kind, pump, take_frame
+from reasearch.engine._scratch import ScratchFolders
 
 TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
 if TYPE_CHECKING:
@@ -67,7 +70,7 @@ class _Retire(Exception):
     """This worker must be replaced before it serves the request at hand (see ``retire_reason``)."""
 
 
-class Supervisor(ProcessTree):
+class Supervisor:
     """The worker's request loop.
 
     Args:
@@ -83,24 +86,14 @@ class Supervisor(ProcessTree):
     def __init__(self, rfd: int, wfd: int, scratch_root: str, child_uid: int | None, keep_read_search: bool,
                  report_child: bool, min_free_bytes: int = 0, zygote: bool = True) -> None:
         self.rfd, self.wfd = rfd, wfd
-        self.min_free_bytes = min_free_bytes
         self.retire_reason: str | None = None  # set when this worker must be replaced before the next request
         self.report_child = report_child
         self.replied = False
         self.in_jail = os.getpid() == 1  # pid 1 of its own PID namespace: a jail
-        self.scratch_root = scratch_root
-        self.scratch_one = os.path.join(scratch_root, "eval")  # see scratch_path
+        self.scratch = ScratchFolders(scratch_root, child_uid, min_free_bytes)
         self.shm = self.in_jail and os.path.isdir("/dev/shm")  # the jail's own: emptied after each candidate
-        self.child_uid = child_uid
-        self.keep_read_search = keep_read_search
         self.harnesses: set[str] = set()
-        self.code_cache: dict[tuple[str, str], bytes] = {}  # (file name, exact source) -> its marshalled code
-        self.last_harness: str | None = None  # the next child rehearses it (``_child._rehearse``)
-        self.counter = 0
-        self.prepared: str | None = None  # the next request's scratch folder, made ahead
-        self.ready_module: Any = None  # an empty ``candidate`` module for that folder (see spawn)
         self.session: Child | None = None
-        self.idle: Child | None = None
         # Monotonic ns stamps of the request at hand (always taken: a dict store each) and of the
         # work done after the previous reply (teardown, next fork, clean-up). Sent only to a request
         # that asks for them ("stamps": bench only), so that the benchmark can break the cost down.
@@ -109,21 +102,19 @@ class Supervisor(ProcessTree):
         self.post_prev: dict[str, int] = {}
         self.stamping = False
         self.last_frame = 0.0  # when this worker last wrote a frame to the engine (see _spin)
-        self.warm_after_s = 0.0  # how long the next child waits for its request before warming up
-        self.prewarm_dir: str | None = self.make_prewarm()
+        prewarm_dir = self.scratch.make_prewarm()
         # Once here rather than in every child (both are inherited at fork): the capability
         # bounding set a child needs, and default SIGINT/SIGTERM dispositions.
-        self.bounding_dropped = False
+        bounding_dropped = False
         if child_uid is not None:
             drop_bounding_set(keep_read_search)
-            self.bounding_dropped = True
+            bounding_dropped = True
         self.reset_signals()
-        quicken_request_path(self.prewarm_dir)  # before the first fork: every child inherits it
-        # The zygote that forks the children (see _zygote.c): its pid and the worker's end of its socket.
-        self.zygote_wanted = zygote and zygote_available()
-        self.zpid: int | None = None
-        self.zsock: int | None = None
-        self.start_zygote()
+        quicken_request_path(prewarm_dir)  # before the first fork: every child inherits it
+        self.forks = ChildForks(self.scratch, child_uid, keep_read_search, bounding_dropped, prewarm_dir,
+                                zygote and zygote_available())
+        self.tree = ProcessTree(self.in_jail, self.forks)
+        self.forks.start_zygote(held=False)
 
     # -- plumbing
     @staticmethod
@@ -156,14 +147,12 @@ class Supervisor(ProcessTree):
         rehearse_harness(mod, QUICKEN_ROUNDS)  # quickened before any child runs it
         self.reset_signals()  # in case the harness or what it imported installed handlers
         self.harnesses.add(mod_name)
-        self.start_zygote()  # a copy of the worker with the harness in it
+        self.forks.start_zygote(self.session is not None)  # a copy of the worker with the harness in it
         self.send({"kind": "warmed", "warm_s": time.monotonic() - t0})
 
     def start(self, head: dict[str, Any], value: dict[str, Any], scratch: str, session: bool) -> Child:
         """Hands the request to the pre-forked child (forking one now if there is none)."""
-        ch, self.idle = self.idle, None
-        if ch is None:
-            ch = self.spawn()
+        ch = self.forks.take_idle(self.session is not None)
         limits = head["limits"]
         ch.out = Capped(ch.out_r, int(limits["output_bytes"]))
         ch.err = Capped(ch.err_r, int(limits["output_bytes"]))
@@ -171,7 +160,7 @@ class Supervisor(ProcessTree):
         ch.scratch = scratch
         if self.report_child:  # one uid, no jail: the engine kills this session if the worker dies
             self.send({"kind": "started", "pid": ch.pid})
-        code = self.compiled(head["source"], scratch)
+        code = self.forks.compiled(head["source"], scratch)
         req = {"scratch": scratch, "entry": head["entry"], "harness": head.get("harness"), "limits": limits,
                "session": session, "stamps": bool(head.get("stamps")), "source": None if code else head["source"]}
         # CPU the child spent before its request (set-up, warm-up) is not the candidate's. Until it
@@ -179,7 +168,7 @@ class Supervisor(ProcessTree):
         # only the calling thread): that thread's accounting is the whole process's.
         ch.cpu_base = _procs.thread_cpu_s(ch.pid)
         if session:
-            self.widen_pipes(ch)
+            self.forks.widen_pipes(ch)
             ch.cpu_mark_ns = _procs.process_cpu_ns(ch.pid)  # the start of its CPU account per call (handle_call)
         ch.t0 = time.monotonic()
         assert ch.calls_w is not None
@@ -195,19 +184,18 @@ class Supervisor(ProcessTree):
 
     def discard_idle(self) -> None:
         """Drops the pre-forked child (it lacks a module the worker just imported, or we are exiting)."""
-        ch, self.idle = self.idle, None
+        ch, self.forks.idle = self.forks.idle, None
         if ch is None:
             return
         for fd in (ch.calls_w, ch.result_r, ch.out_r, ch.err_r):
             if fd is not None:
                 os.close(fd)
-        self.kill_tree(None)
+        self.tree.kill_tree(None)
         os.close(ch.pidfd)
 
     def refill(self) -> None:
         """Forks the next child ahead of the next request (after the reply went out)."""
-        if self.idle is None and self.session is None:
-            self.idle = self.spawn()
+        self.forks.refill(self.session is not None)
 
     def finish(self, ch: Child, killed: str | None, frame: bytes | None, too_large: bool) -> None:
         """Kills and reaps the child's tree and sends the final report of this child."""
@@ -230,8 +218,8 @@ class Supervisor(ProcessTree):
         accounting (/proc) of the child and its live descendants, plus what was reaped.
         """
         drain(ch)  # the child flushed its output before writing the result
-        ch.alone = self.alone(ch.pid)
-        cpu = ch.rusage_cpu + self.live_cpu(ch.pid, ch.alone, ch.pidfd)
+        ch.alone = self.tree.alone(ch.pid)
+        cpu = ch.rusage_cpu + self.tree.live_cpu(ch.pid, ch.alone, ch.pidfd)
         self.stamps["w_cpu_read"] = _ns()
         self.stamps["child_cpu_base_ns"] = int(ch.cpu_base * 1e9)
         self.stamps["child_cpu_reply_ns"] = int(cpu * 1e9)
@@ -255,7 +243,7 @@ class Supervisor(ProcessTree):
         """Kills and reaps the child's whole tree, closes its pipes, removes its scratch dir."""
         post = self.post
         post["p_cleanup"] = _ns()
-        self.kill_tree(ch)
+        self.tree.kill_tree(ch)
         collect_exit(ch)
         post["p_reaped"] = _ns()
         post["p_child_cpu_ns"] = int(ch.rusage_cpu * 1e9)  # its whole life, exit included (wait4)
@@ -267,7 +255,7 @@ class Supervisor(ProcessTree):
         out.open = err.open = False
         os.close(ch.pidfd)
         post["p_closed"] = _ns()
-        self.remove_scratch(ch.scratch)
+        self.retire(self.scratch.remove(ch.scratch))
         post["p_scratch"] = _ns()
         if self.shm:
             try:
@@ -275,12 +263,17 @@ class Supervisor(ProcessTree):
             except OSError:
                 names = []
             for name in names:
-                self.remove_scratch(f"/dev/shm/{name}")
+                self.retire(self.scratch.remove(f"/dev/shm/{name}"))
         post["p_shm"] = _ns()
-        self.check_space()
+        self.retire(self.scratch.short_of_space())
         if self.retire_reason is None and not select.select([self.rfd], [], [], 0)[0]:
-            self.prepare_scratch()  # only while no request waits: else make_scratch() does it
+            self.scratch.prepare(self.session is not None)  # only while no request waits: else make() does it
         post["p_done"] = _ns()
+
+    def retire(self, reason: str | None) -> None:
+        """Marks this worker for replacement before its next request (the first reason given stands)."""
+        if reason is not None and self.retire_reason is None:
+            self.retire_reason = reason
 
     def report(self, ch: Child, frame: bytes | None, *, killed: str | None, too_large: bool, cpu: float,
                exit_code: int | None, sig: int | None, early: bool = False) -> None:
@@ -323,7 +316,7 @@ class Supervisor(ProcessTree):
         # A one-shot run after a pause polls for its child's result before sleeping (see _spin).
         now = time.monotonic()
         spin_until = 0.0 if session else _spin.until(now, self.last_frame, _spin.WORKER_S)
-        self.warm_after_s = warm_delay(now, self.last_frame)
+        self.forks.warm_after_s = warm_delay(now, self.last_frame)
         try:
             self.warm_harness(head.get("harness"))
         except BaseException:
@@ -331,9 +324,9 @@ class Supervisor(ProcessTree):
                        + traceback.format_exc()})
             return
         self.stamps["w_warm"] = _ns()
-        self.last_harness = head.get("harness") or None
+        self.forks.last_harness = head.get("harness") or None
         try:
-            scratch = self.make_scratch(value.get("files") or {}, head["source"])
+            scratch = self.scratch.make(value.get("files") or {}, head["source"], self.session is not None)
             self.stamps["w_scratch"] = _ns()
         except OSError as exc:  # a full or broken scratch filesystem: this worker is of no more use
             self.retire_reason = f"cannot make a scratch folder: {exc}"
@@ -433,9 +426,9 @@ class Supervisor(ProcessTree):
             if self.stamping:  # minor page faults so far: this worker's own, and its reaped children's
                 self.stamps["w_minflt"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 self.stamps["w_cminflt"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-                if self.zpid is not None:  # and the zygote's (CPU and faults), which forks the children
-                    for key, count in (("z_cpu_ns", _procs.process_cpu_ns(self.zpid)),
-                                       ("z_minflt", _procs.minor_faults(self.zpid))):
+                if self.forks.zpid is not None:  # and the zygote's (CPU and faults), which forks the children
+                    for key, count in (("z_cpu_ns", _procs.process_cpu_ns(self.forks.zpid)),
+                                       ("z_minflt", _procs.minor_faults(self.forks.zpid))):
                         if count is not None:
                             self.stamps[key] = count
             self.replied = False
@@ -451,7 +444,7 @@ class Supervisor(ProcessTree):
                 error = traceback.format_exc()
                 ch, self.session = self.session, None
                 self.discard_idle()
-                self.kill_tree(ch)
+                self.tree.kill_tree(ch)
                 if self.replied:  # the engine has its answer already: an extra frame would desync it
                     print(f"sandbox worker: error after the reply:\n{error}", file=sys.stderr, flush=True)
                 else:
@@ -474,7 +467,8 @@ class Supervisor(ProcessTree):
         elif op == "close":
             self.handle_close()
         elif op == "ping":
-            self.send({"kind": "pong", "idle_child": self.idle.pid if self.idle else None, "zygote": self.zpid})
+            idle = self.forks.idle
+            self.send({"kind": "pong", "idle_child": idle.pid if idle else None, "zygote": self.forks.zpid})
         elif op == "floor":
             self.send({"kind": "floor", "fork_exit_ns": self.fork_floor(int(head.get("n") or 1))})
         else:

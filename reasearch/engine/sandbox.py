@@ -20,8 +20,9 @@ produces the result frame, whose size the worker caps while reading and whose co
 decodes without pickle. Wall time is the engine's own clock around request and reply (a harness's
 first import and ``warmup()`` in a worker is evaluator time and is not counted).
 
-The pool is cut by concern: :mod:`reasearch.engine._pool_schedule` chooses the worker (a base class of
-:class:`SandboxPool`), :mod:`reasearch.engine._fit` reads which image a request needs, and
+The pool is cut by concern: :mod:`reasearch.engine._pool_schedule` chooses the worker (a
+:class:`~reasearch.engine._pool_schedule.WorkerScheduler` the pool holds), :mod:`reasearch.engine._fit`
+reads which image a request needs, and
 :mod:`reasearch.engine._pool_session` holds :class:`PoolSession`; this module starts, exchanges with and
 closes the workers. Every public name stays importable from here.
 """
@@ -42,7 +43,7 @@ from typing import Any
 from reasearch.engine import _wire
 from reasearch.engine._fit import fit_profile
 from reasearch.engine._handle import WorkerDied, WorkerHandle, WorkerRetired, WorkerStuck
-from reasearch.engine._pool_schedule import PoolScheduling
+from reasearch.engine._pool_schedule import WorkerScheduler
 from reasearch.engine._pool_session import PoolSession, _Failed
 from reasearch.engine._procs import set_child_subreaper
 from reasearch.engine._runtime import RUNTIME_PACKAGES
@@ -105,7 +106,7 @@ def _collect_stamps(stamps: dict[str, int], head: dict[str, Any], blobs: list[me
                            if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)})
 
 
-class SandboxPool(PoolScheduling):
+class SandboxPool:
     """A pool of warm sandbox workers (thread-safe; implements ``SandboxRunner``).
 
     Args:
@@ -138,26 +139,21 @@ class SandboxPool(PoolScheduling):
             raise
         self._closed = False
         self._restarts = 0
-        self._switches = 0
-        self._last_switch = float("-inf")
-        self._background: set[threading.Thread] = set()  # workers being replaced for another image
-        self._starting: dict[WorkerHandle, tuple[str, ...]] = {}  # cold slots started ahead (prestart)
         self._lock = threading.Lock()
-        self._cond = threading.Condition(threading.Lock())
-        self._idle: list[WorkerHandle] = []  # least recently released first
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        # Modules a profile may name: what the jail's runtime holds (see _runtime.build_runtime).
-        self._importable = ({"reasearch"} | set(RUNTIME_PACKAGES) | set(self.config.runtime_packages)
-                            | {m.partition(".")[0] for m in self.config.preload})
         # Workers are started (and restarted, and replaced for another image) by this one thread,
         # which lives as long as the pool: each worker dies with the thread that started it.
         self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawn")
         self._workers = [WorkerHandle(i, self._launcher, self.config, self._tmp, self._count_restart,
                                       spawn=self._spawn)
                          for i in range(self.config.n_workers)]
+        # Modules a profile may name: what the jail's runtime holds (see _runtime.build_runtime).
+        importable = ({"reasearch"} | set(RUNTIME_PACKAGES) | set(self.config.runtime_packages)
+                      | {m.partition(".")[0] for m in self.config.preload})
+        self._schedule = WorkerScheduler(self.config, self._workers, importable, self._launcher.keepalive)
         if self.config.lazy_start:
             for w in self._workers:
-                w.cold = True  # started by _acquire, on first need, with the image that need asks for
+                w.cold = True  # started by the scheduler's acquire, on first need, with the image that need asks for
         try:
             for w in self._workers:
                 if not w.cold:
@@ -168,7 +164,7 @@ class SandboxPool(PoolScheduling):
         except BaseException:
             self.close()
             raise
-        self._idle.extend(self._workers)
+        self._schedule.admit(self._workers)
 
     def _spawn(self, popen: Any) -> Any:
         return self._spawner.submit(popen).result()
@@ -198,7 +194,7 @@ class SandboxPool(PoolScheduling):
     @property
     def profile_switches(self) -> int:
         """How many times an idle worker was replaced by one with another warm image (profile)."""
-        return self._switches
+        return self._schedule.switches
 
     def profiles(self) -> list[tuple[str, ...]]:
         """The warm image of each worker, by slot."""
@@ -214,7 +210,7 @@ class SandboxPool(PoolScheduling):
         of its zygote (None without one), as seen inside the worker's PID namespace. Used by tests
         that look for stray processes."""
         states = []
-        taken = [self._acquire() for _ in self._workers]
+        taken = [self._schedule.acquire() for _ in self._workers]
         try:
             for w in taken:
                 w.send({"op": "ping"})
@@ -228,7 +224,7 @@ class SandboxPool(PoolScheduling):
                                "idle_child": head.get("idle_child"), "zygote": head.get("zygote")})
         finally:
             for w in taken:
-                self._release(w)
+                self._schedule.release(w)
         return sorted(states, key=lambda d: d["worker"])
 
     def worker_info(self) -> list[dict[str, Any]]:
@@ -296,11 +292,30 @@ class SandboxPool(PoolScheduling):
             raise  # the worker reported an engine error and is still in step with us
         except BaseException:
             # Interrupted mid-request (KeyboardInterrupt, a bug): the worker's next reply would answer
-            # the wrong request, so it is killed; the next _acquire() starts a fresh one.
+            # the wrong request, so it is killed; the next acquire starts a fresh one.
             w.kill()
             raise
 
     # -- the SandboxRunner API
+    def profile_of(self, request: RunRequest) -> tuple[str, ...]:
+        """The warm image (sorted module names) that serves ``request`` (see
+        :meth:`~reasearch.engine._pool_schedule.WorkerScheduler.profile_of`).
+
+        Raises:
+            ConfigError: the request names a module outside the pool's runtime.
+        """
+        return self._schedule.profile_of(request)
+
+    def prestart(self, request: RunRequest) -> bool:
+        """Starts, in the background, a never-started slot of a lazy pool with the image that will serve
+        ``request``; False when no slot is cold or one with that image is up or on its way (see
+        :meth:`~reasearch.engine._pool_schedule.WorkerScheduler.prestart`).
+
+        Raises:
+            ConfigError: as :meth:`profile_of`.
+        """
+        return self._schedule.prestart(request)
+
     def run(self, request: RunRequest) -> RunOutcome:
         """Runs one request in a free worker (blocks; thread-safe).
 
@@ -331,7 +346,7 @@ class SandboxPool(PoolScheduling):
 
     def _run(self, request: RunRequest, stamps: dict[str, int] | None) -> RunOutcome:
         _check_request(request)
-        w = self._acquire(self.profile_of(request))
+        w = self._schedule.acquire(self.profile_of(request))
         try:
             try:
                 head, blobs, t0 = self._exchange(w, "run", request, request.limits.wall_s, stamps)
@@ -345,18 +360,18 @@ class SandboxPool(PoolScheduling):
                 _collect_stamps(stamps, head, blobs)
             return out
         finally:
-            self._release(w)
+            self._schedule.release(w)
 
     def fork_floor(self, n: int = 200, profile: tuple[str, ...] | None = None) -> list[int]:
         """ns per bare fork + ``_exit(0)`` + reap of a worker's warm image, measured inside its jail
         (benchmarks only: the floor under any evaluation served by that image)."""
-        w = self._acquire(self.profile_of(RunRequest(source="", preload=profile)))
+        w = self._schedule.acquire(self.profile_of(RunRequest(source="", preload=profile)))
         try:
             w.send({"op": "floor", "n": int(n)})
             head, _, _ = w.reply(time.monotonic() + 60.0 + self.config.grace_s)
             return [int(x) for x in head.get("fork_exit_ns") or []]
         finally:
-            self._release(w)
+            self._schedule.release(w)
 
     def submit(self, request: RunRequest) -> concurrent.futures.Future[RunOutcome]:
         """Runs a request on the pool's own threads; returns a future of its :class:`RunOutcome`."""
@@ -375,8 +390,8 @@ class SandboxPool(PoolScheduling):
         returns the failure; every :meth:`PoolSession.call` then answers ``CRASH``.
         """
         _check_request(request)
-        w = self._acquire(self.profile_of(request))
-        sess = PoolSession(self, w, request)
+        w = self._schedule.acquire(self.profile_of(request))
+        sess = PoolSession(self, w, request, self._schedule.release)
         sess._open()
         return sess
 
@@ -387,9 +402,7 @@ class SandboxPool(PoolScheduling):
                 return
             self._closed = True
             ex, self._executor = self._executor, None
-        with self._cond:
-            self._cond.notify_all()  # waiters see the pool closed
-            background = list(self._background)
+        background = self._schedule.close()  # waiters see the pool closed
         for t in background:  # a worker being started in the background is killed below, once up
             t.join(self.config.start_timeout_s)
         if ex is not None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import itertools
 import json
-import math
 import os
 import statistics
 import time
@@ -612,9 +611,3 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
                 update(data)
     finally:
         conn.close()
-
-
-def format_score(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    return f"{x:.6g}"

@@ -308,7 +308,7 @@ def test_a_fallback_run_resumes_without_calling_any_model_again(make_agent: Any,
     agent, run = _fallback_agent(make_agent, [say("no code")], [say(f"```python\n{BEST}```")], _ok_exec)
     agent.optimize()
     used = run.used()
-    run.store._exec("DELETE FROM events WHERE run_id = ? AND kind = ?", (run.id, "final"))
+    run.store.db.execute("DELETE FROM events WHERE run_id = ? AND kind = ?", (run.id, "final"))
     twin = Agent(run, tmp_path / "run", config=agent.config, exec_fn=_ok_exec,
                  models={"agent": ScriptedModel([]), "editor": ScriptedModel([]), "summarizer": ScriptedModel([]),
                          "editor:fallback": ScriptedModel([])})
@@ -438,7 +438,7 @@ def test_a_cheap_model_that_errors_falls_back_and_a_resume_never_calls_it_again(
     fb = next(e.payload for e in run.events() if e.kind == "fallback.edit_reply")
     assert fb["from"] == "cheap-down" and "no usable reply: cannot reach" in fb["reason"]
     assert Down.calls == 1
-    run.store._exec("DELETE FROM events WHERE run_id = ? AND kind = ?", (run.id, "final"))
+    run.store.db.execute("DELETE FROM events WHERE run_id = ? AND kind = ?", (run.id, "final"))
     used = run.used()
     twin = Agent(run, tmp_path / "run", config=agent.config, exec_fn=_ok_exec,
                  models={"agent": ScriptedModel([]), "editor": Down(), "summarizer": ScriptedModel([]),

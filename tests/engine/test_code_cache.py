@@ -8,13 +8,12 @@ its functions or their code reaches the next, and a different text never gets an
 from __future__ import annotations
 
 import marshal
-import types
 
 import pytest
 
 from reasearch.engine import SandboxConfig, SandboxPool
-from reasearch.engine._forking import _CODE_ENTRIES, _CODE_MAX_TEXT
-from reasearch.engine._supervisor import Supervisor
+from reasearch.engine._forking import _CODE_ENTRIES, _CODE_MAX_TEXT, ChildForks
+from reasearch.engine._scratch import ScratchFolders
 from reasearch.engine.protocol import RunRequest
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import MODES, needs_mode
@@ -28,32 +27,33 @@ def _big(body: str) -> str:
     return text
 
 
-def _cache() -> types.SimpleNamespace:
-    return types.SimpleNamespace(code_cache={})
+def _cache() -> ChildForks:
+    """The worker's children part on its own: making it forks nothing (the zygote starts on request)."""
+    return ChildForks(ScratchFolders("/nonexistent", None), None, False, False, None, False)
 
 
 def test_compiled_is_keyed_by_the_exact_text_and_file_name() -> None:
     w = _cache()
     a = _big("def run():\n    return 'A'\n")
     b = _big("def run():\n    return 'B'\n")
-    code_a = Supervisor.compiled(w, a, "/s/eval")  # type: ignore[arg-type]
-    assert code_a is not None and Supervisor.compiled(w, a, "/s/eval") is code_a  # reused, not recompiled
-    code_b = Supervisor.compiled(w, b, "/s/eval")  # type: ignore[arg-type]
+    code_a = w.compiled(a, "/s/eval")
+    assert code_a is not None and w.compiled(a, "/s/eval") is code_a  # reused, not recompiled
+    code_b = w.compiled(b, "/s/eval")
     assert code_b != code_a
     ns: dict[str, object] = {}
     exec(marshal.loads(code_b), ns)
     assert ns["run"]() == "B"  # type: ignore[operator]
-    other = Supervisor.compiled(w, a, "/t/eval")  # type: ignore[arg-type]
+    other = w.compiled(a, "/t/eval")
     assert other is not None and marshal.loads(other).co_filename == "/t/eval/candidate.py"
 
 
 def test_compiled_leaves_to_the_child_what_it_should_report_or_what_is_not_worth_it() -> None:
     w = _cache()
-    assert Supervisor.compiled(w, "def run():\n    return 1\n", "/s") is None  # short: the child compiles it
+    assert w.compiled("def run():\n    return 1\n", "/s") is None  # short: the child compiles it
     huge = "x = 1\n" * (_CODE_MAX_TEXT // 6 + 1) + "def run():\n    return x\n"
-    assert Supervisor.compiled(w, huge, "/s") is None  # long: compiled in the child, under its CPU limit
-    assert Supervisor.compiled(w, _big("def run(:\n"), "/s") is None  # a syntax error is the child's to report
-    assert Supervisor.compiled(w, _big("x = 1\nok = x is 1\n"), "/s") is None  # and so is a warning
+    assert w.compiled(huge, "/s") is None  # long: compiled in the child, under its CPU limit
+    assert w.compiled(_big("def run(:\n"), "/s") is None  # a syntax error is the child's to report
+    assert w.compiled(_big("x = 1\nok = x is 1\n"), "/s") is None  # and so is a warning
     assert w.code_cache == {}
 
 
@@ -61,8 +61,8 @@ def test_the_cache_keeps_only_the_most_recent_sources() -> None:
     w = _cache()
     texts = [_big(f"def run():\n    return {i}\n") for i in range(_CODE_ENTRIES + 3)]
     for t in texts:
-        Supervisor.compiled(w, t, "/s")  # type: ignore[arg-type]
-    Supervisor.compiled(w, texts[3], "/s")  # type: ignore[arg-type]  # used again: now the newest
+        w.compiled(t, "/s")
+    w.compiled(texts[3], "/s")  # used again: now the newest
     kept = [src for _, src in w.code_cache]
     assert len(kept) == _CODE_ENTRIES and kept[-1] == texts[3] and texts[0] not in kept
 

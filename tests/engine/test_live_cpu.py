@@ -1,4 +1,4 @@
-"""``Supervisor.live_cpu``: the reply's CPU figure when the child exits during the tree walk.
+"""``ProcessTree.live_cpu``: the reply's CPU figure when the child exits during the tree walk.
 
 A process that exits hands its children to the worker (a subreaper); a walk that straddles that
 hand-over finds them under neither parent. The worker walks again, until two walks agree, when
@@ -15,14 +15,14 @@ from collections.abc import Iterator
 import pytest
 
 from reasearch.engine import _procs
-from reasearch.engine._supervisor import Supervisor
+from reasearch.engine._forking import ChildForks
+from reasearch.engine._proc_tree import ProcessTree
+from reasearch.engine._scratch import ScratchFolders
 
 
-def _bare_supervisor() -> Supervisor:
-    sup = Supervisor.__new__(Supervisor)  # no worker start-up: only what live_cpu reads
-    sup.idle = None
-    sup.zpid = None
-    return sup
+def _bare_supervisor() -> ProcessTree:
+    """The worker's process-tree part on its own: no child forked ahead, no zygote, nothing started."""
+    return ProcessTree(False, ChildForks(ScratchFolders("/nonexistent", None), None, False, False, None, False))
 
 
 @pytest.fixture()

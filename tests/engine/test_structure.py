@@ -64,3 +64,16 @@ def test_public_names_stay_importable() -> None:
         assert getattr(engine, name) is not None
     assert sandbox.SandboxConfig is config.SandboxConfig  # old import paths keep working
     assert sandbox.SandboxMode is config.SandboxMode
+
+
+def test_the_supervisor_holds_its_parts_instead_of_inheriting_them() -> None:
+    """Issue 42 item 3c: the worker is a Supervisor holding three objects, not one class over four files."""
+    from reasearch.engine._forking import ChildForks
+    from reasearch.engine._proc_tree import ProcessTree
+    from reasearch.engine._scratch import ScratchFolders
+    from reasearch.engine._supervisor import Supervisor
+
+    for cls in (Supervisor, ChildForks, ProcessTree, ScratchFolders):
+        assert cls.__mro__ == (cls, object), cls
+    for part in ("_forking", "_proc_tree", "_scratch"):  # no part declares attributes another class sets
+        assert "set by ``Supervisor.__init__``" not in (ROOT / "reasearch" / "engine" / f"{part}.py").read_text()

@@ -10,7 +10,7 @@ from reasearch.runs.cache import cache_key
 from reasearch.runs.executor import LocalExecutor
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import Run
-from reasearch.runs.store import Store
+from reasearch.runs.store import SQLStore, Store
 
 GOOD = toy_candidate([1.0, 2.0, 3.0, 4.0])  # score -(4 + 1 + 0 + 1) = -6
 
@@ -94,7 +94,8 @@ def test_nondeterministic_task_is_never_cached(store: Store, executor: LocalExec
     results = [run.evaluate(GOOD, step=i) for i in range(3)]
     assert [r.cached for r in results] == [False] * 3
     assert run.used()[Unit.EVALUATIONS] == 3.0
-    assert store._one("SELECT COUNT(*) FROM eval_cache")[0] == 0  # type: ignore[attr-defined,index]
+    assert isinstance(store, SQLStore)
+    assert store.db.one("SELECT COUNT(*) FROM eval_cache") == (0,)
 
 
 def test_crash_is_not_cached_but_invalid_is(store: Store, executor: LocalExecutor) -> None:

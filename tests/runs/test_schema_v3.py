@@ -22,7 +22,7 @@ from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.executor import LocalExecutor
 from reasearch.runs.ledger import Unit
 from reasearch.runs.run import Run
-from reasearch.runs.store import SCHEMA_VERSION, PostgresStore, SQLiteStore, open_store
+from reasearch.runs.store import SCHEMA_VERSION, PostgresConnection, SQLiteConnection, open_store
 from tests.pg_helpers import BACKENDS, store_location
 
 V2_DDL = (Path(__file__).parent / "data" / "store_schema_v2.sql").read_text()
@@ -56,7 +56,7 @@ class _Raw:
 
 def _write_v2_store(backend: str, url: str) -> None:
     raw = _Raw(backend, url)
-    types = (PostgresStore if raw.pg else SQLiteStore)._types
+    types = (PostgresConnection if raw.pg else SQLiteConnection).types
     try:
         for stmt in V2_DDL.format(**types).split(";"):
             if stmt.strip():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import reasearch.runs.store.core as store_core
 from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.result import Status
 from reasearch.runs.ledger import LedgerEntry, Unit
@@ -90,10 +91,10 @@ def test_failed_transaction_leaves_nothing(store: Store, monkeypatch: pytest.Mon
     store.create_run(_run())
     assert isinstance(store, (SQLiteStore, PostgresStore))
 
-    def crash(entry: LedgerEntry) -> bool:
+    def crash(db: object, entry: LedgerEntry) -> bool:
         raise RuntimeError("crash inside the transaction")
 
-    monkeypatch.setattr(store, "_insert_debit", crash)
+    monkeypatch.setattr(store_core, "insert_debit", crash)  # the debit the evaluation's transaction writes
     with pytest.raises(RuntimeError):
         store.record_evaluation(EvaluationRecord("r1", 0, "c1", 7, _result(1.0), 1.0), _cand("c1"),
                                 debit=LedgerEntry("r1", 0, Unit.EVALUATIONS, 1.0, "evaluate", 1.0), cache_key="k")
@@ -118,8 +119,8 @@ def test_schema_version_newer_is_a_clear_error(store_url: str) -> None:
     s = open_store(store_url)
     assert isinstance(s, (SQLiteStore, PostgresStore)) and s.schema_version() == SCHEMA_VERSION
     s.create_run(_run())
-    with s._tx():
-        s._exec("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION + 1), "schema_version"))
+    with s.db.transaction():
+        s.db.execute("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION + 1), "schema_version"))
     s.close()
     with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
         open_store(store_url)
@@ -228,10 +229,10 @@ def test_open_store_resolves_urls(tmp_path: Path) -> None:
 def test_sqlite_store_is_wal_and_plain_json(tmp_path: Path) -> None:
     s = open_store(tmp_path)
     assert isinstance(s, SQLiteStore)
-    assert s._one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[index]
+    assert s.db.one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[index]
     s.create_run(_run())
     s.record_evaluation(EvaluationRecord("r1", 0, "c", 0, _result(3.0), 1.0), _cand("c"))
-    raw = s._one("SELECT result FROM evaluations")[0]  # type: ignore[index]
+    raw = s.db.one("SELECT result FROM evaluations")[0]  # type: ignore[index]
     assert json.loads(raw)["score"] == 3.0 and json.loads(raw)["provenance"]["sandbox_mode"] == "nsjail"
     s.close()
 
@@ -334,7 +335,7 @@ def test_many_processes_open_a_fresh_store_at_once(store_url: str) -> None:
     assert [p.returncode for p in procs] == [0] * 4, [e.decode()[-500:] for _, e in outs]
     assert [o.decode().strip() for o, _ in outs] == [str(SCHEMA_VERSION)] * 4
     with open_store(store_url) as s:
-        assert s._one("SELECT COUNT(*) FROM meta")[0] == 1  # type: ignore[attr-defined,index]
+        assert s.db.one("SELECT COUNT(*) FROM meta")[0] == 1  # type: ignore[attr-defined,index]
 
 
 def test_urls_in_messages_never_show_a_password(tmp_path: Path) -> None:

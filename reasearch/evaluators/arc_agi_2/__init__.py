@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         compare,
         validate_grid,
     )
+    from reasearch.evaluators.arc_agi_2._harness import run_attempts
     from reasearch.evaluators.arc_agi_2._render import (
         ARC_PALETTE,
         render_grids_png,
@@ -67,6 +68,7 @@ __all__ = [
     "render_grids_png",
     "render_pair_png",
     "resolve_source",
+    "run_attempts",
     "task_ids",
     "validate_grid",
 ]
@@ -84,6 +86,7 @@ _LAZY = {
     "load_problem": "reasearch.evaluators.arc_agi_2._data",
     "resolve_source": "reasearch.evaluators.arc_agi_2._data",
     "task_ids": "reasearch.evaluators.arc_agi_2._data",
+    "run_attempts": "reasearch.evaluators.arc_agi_2._harness",
     "AttemptScore": "reasearch.evaluators.arc_agi_2._grid",
     "AttemptStatus": "reasearch.evaluators.arc_agi_2._grid",
     "Grid": "reasearch.evaluators.arc_agi_2._grid",

@@ -12,14 +12,17 @@ leaves either all of them or none. Writes keyed by ``(run, step, ...)`` are idem
 step after a resume changes nothing.
 
 The package is cut by concern: :mod:`.records` (records, plain JSON), :mod:`.base` (the interface),
-:mod:`.schema` (tables), :mod:`.core` (the SQL code path), :mod:`.reservations` (budget held in
-flight, driver liveness), :mod:`.fleets`, :mod:`.metered` (student calls), :mod:`.sql` (the joined
-SQL store), :mod:`.sqlite`, :mod:`.postgres` and :mod:`.opening` (``open_store``).
+:mod:`.schema` (tables), :mod:`.connection` (the connection, its lock and its dialect: the one object
+the store and :mod:`.migrations` share), :mod:`.core` (the SQL code path), :mod:`.rows` (row writes
+its parts share), and the parts the SQL store holds: :mod:`.reservations` (budget held in flight,
+driver liveness), :mod:`.fleets`, :mod:`.metered` (student calls); :mod:`.sql` (the SQL store with its
+parts), :mod:`.sqlite`, :mod:`.postgres` and :mod:`.opening` (``open_store``).
 """
 
 from __future__ import annotations
 
 from reasearch.runs.store.base import Store
+from reasearch.runs.store.connection import MemoryConnection, PostgresConnection, SQLConnection, SQLiteConnection
 from reasearch.runs.store.core import SQLCore  # noqa: F401 (importable as before)
 from reasearch.runs.store.opening import open_existing_store, open_store
 from reasearch.runs.store.postgres import PostgresStore
@@ -59,6 +62,10 @@ __all__ = [
     "Reservation",
     "Store",
     "SQLStore",
+    "SQLConnection",
+    "SQLiteConnection",
+    "MemoryConnection",
+    "PostgresConnection",
     "SQLiteStore",
     "PostgresStore",
     "MemoryStore",

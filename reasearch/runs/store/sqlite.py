@@ -3,12 +3,9 @@ in-memory store built on it (tests, throw-away runs)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from reasearch.errors import StoreError
+from reasearch.runs.store.connection import MemoryConnection, SQLiteConnection
 from reasearch.runs.store.paths import checked_store_path
 from reasearch.runs.store.records import MEMORY_URL
 from reasearch.runs.store.sql import SQLStore
@@ -18,46 +15,10 @@ class SQLiteStore(SQLStore):
     """The embedded default: one SQLite file (WAL mode), safe for one writer process at a time and
     any number of readers (``reasearch runs`` while a run writes)."""
 
-    _types = {"bigint": "INTEGER", "float": "REAL", "serial": "INTEGER PRIMARY KEY AUTOINCREMENT"}
-
     def __init__(self, path: str | Path) -> None:
         # No symlinked store or run directory, no folder another user can write (see .paths).
         self.path = checked_store_path(path)
-        super().__init__(f"sqlite:///{self.path.resolve()}")
-
-    def _connect(self) -> Any:
-        import sqlite3
-
-        try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
-            conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS
-            # crash or power loss can drop the last commits, never corrupt the file.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from None
-        return conn
-
-    @contextlib.contextmanager
-    def _begin(self) -> Iterator[None]:
-        # IMMEDIATE takes the write lock up front, so two writers never deadlock upgrading a read lock.
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        else:
-            self._conn.execute("COMMIT")
-
-    def _column_exists(self, table: str, column: str) -> bool:
-        row = self._conn.execute("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)).fetchone()
-        return row is not None
-
-    def _table_exists(self, name: str) -> bool:
-        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                  (name,)).fetchone() is not None
+        super().__init__(SQLiteConnection(self.path))
 
 
 class MemoryStore(SQLiteStore):
@@ -69,11 +30,4 @@ class MemoryStore(SQLiteStore):
 
     def __init__(self) -> None:
         self.path = Path(":memory:")
-        SQLStore.__init__(self, MEMORY_URL)
-
-    def _connect(self) -> Any:
-        import sqlite3
-
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA foreign_keys=ON")
-        return conn
+        SQLStore.__init__(self, MemoryConnection(MEMORY_URL))  # no file, so none of SQLiteStore's path checks
