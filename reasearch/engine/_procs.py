@@ -149,6 +149,14 @@ def run_delay_s(pid: int) -> float:
         return 0.0
 
 
+def runnable(pid: int) -> bool:
+    """Whether the main thread of ``pid`` is running or waiting in a run queue (state ``R``)."""
+    try:
+        return _stat_fields(pid)[0] == b"R"
+    except (OSError, IndexError):
+        return False
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds of a live process: all its threads, exited ones included, plus the children it
     waited for. 0.0 if it is gone.

@@ -372,15 +372,27 @@ class Supervisor(ProcessTree):
         passes: nothing is added to an evaluation that ends within it."""
         wall = float(limits["wall_s"])
         outer = ch.t0 + max(wall, float(limits.get("outer_wall_s") or wall))
+        looked_at, cpu_then = ch.t0, int(ch.cpu_base * 1e9)
         while True:
             deadline = min(outer, ch.t0 + wall + ch.waited)
             state = pump(ch, deadline, want_frame=want_frame, spin_until=spin_until)
             if state != "deadline" or deadline >= outer:
                 return state
+            now = time.monotonic()
             waited = _procs.run_delay_s(ch.pid)
-            if waited <= ch.waited + 1e-3:  # it ran or slept all along: its wall limit is reached
-                return state
-            ch.waited = waited
+            cpu = _procs.process_cpu_ns(ch.pid)
+            if waited > ch.waited + 1e-3:
+                ch.waited = waited
+            else:
+                # The kernel books a wait in a run queue when it ends: a child queued right now shows
+                # none. Runnable and hardly ran since the last look: the time it did not run was waiting.
+                if cpu is None or not _procs.runnable(ch.pid):
+                    return state
+                ran_s, span_s = (cpu - cpu_then) / 1e9, now - looked_at
+                if ran_s >= span_s / 2:
+                    return state  # it ran: its wall limit is reached
+                ch.waited += span_s - ran_s
+            looked_at, cpu_then = now, cpu if cpu is not None else cpu_then
 
     def handle_call(self, head: dict[str, Any], value: Any) -> None:
         ch = self.session

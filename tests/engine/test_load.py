@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 
 import pytest
 
@@ -95,3 +96,25 @@ def test_a_child_that_always_waits_stops_at_the_outer_bound(monkeypatch: pytest.
     assert _supervisor.Supervisor.pump_limited(ch, limits, want_frame=True) == "deadline"
     assert deadlines[0] == pytest.approx(lim.wall_s)
     assert max(deadlines) == pytest.approx(lim.outer_wall_s())
+
+
+@pytest.mark.parametrize(("ran_share", "expect"), [(0.0, "frame"), (1.0, "deadline")])
+def test_a_wait_not_yet_booked_counts_only_when_it_did_not_run(monkeypatch: pytest.MonkeyPatch, ran_share: float,
+                                                               expect: str) -> None:
+    # The kernel books a run-queue wait when it ends: a child queued right now shows no new run_delay.
+    # Runnable and idle since its hand-over, it is waiting (its frame comes later); runnable and busy
+    # all along, its wall limit is reached.
+    ch = Child(pid=os.getpid(), pidfd=-1, result_r=None, calls_w=None, out_r=-1, err_r=-1)
+    ch.t0 = time.monotonic() - 1.0
+    calls: list[float] = []
+
+    def fake_pump(child: Child, deadline: float, want_frame: bool, spin_until: float = 0.0) -> str:
+        calls.append(deadline)
+        return "deadline" if len(calls) == 1 else "frame"
+
+    monkeypatch.setattr(_supervisor, "pump", fake_pump)
+    monkeypatch.setattr(_supervisor._procs, "run_delay_s", lambda pid: 0.0)
+    monkeypatch.setattr(_supervisor._procs, "runnable", lambda pid: True)
+    monkeypatch.setattr(_supervisor._procs, "process_cpu_ns", lambda pid: int(ran_share * 1e9))
+    limits = {"wall_s": 0.5, "outer_wall_s": 4.0}
+    assert _supervisor.Supervisor.pump_limited(ch, limits, want_frame=True) == expect
