@@ -3,16 +3,18 @@ it stays a hard bound (outer_wall_s) that neither sleeping nor self-made content
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import textwrap
 import time
 
 import pytest
 
-from reasearch.engine import SandboxPool, _supervisor
+from reasearch.engine import SandboxPool, _pool_schedule, _supervisor
 from reasearch.engine._pump import Child
 from reasearch.engine.protocol import Limits, RunRequest, Status
 from reasearch.engine.testing import CpuBurner
+from reasearch.engine.waits import WaitNotice, add_wait_reporter
 from tests.engine.conftest import stray_processes
 
 # Candidate and burners share one CPU: whatever else runs, the candidate gets at most a quarter of it.
@@ -118,3 +120,26 @@ def test_a_wait_not_yet_booked_counts_only_when_it_did_not_run(monkeypatch: pyte
     monkeypatch.setattr(_supervisor._procs, "process_cpu_ns", lambda pid: int(ran_share * 1e9))
     limits = {"wall_s": 0.5, "outer_wall_s": 4.0}
     assert _supervisor.Supervisor.pump_limited(ch, limits, want_frame=True) == expect
+
+
+def test_a_request_beyond_the_free_workers_waits_and_says_so(pool: SandboxPool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # Back-pressure: with every worker busy the next request waits for one (no clock of its runs
+    # meanwhile), is reported as a wait, and then runs normally.
+    monkeypatch.setattr(_pool_schedule, "BUSY_NOTICE_AFTER_S", 0.2)
+    notices: list[WaitNotice] = []
+    remove = add_wait_reporter(notices.append)
+    sleeper = RunRequest(source="import time\n\ndef run():\n    time.sleep(1.5)\n    return 2\n",
+                         limits=Limits(wall_s=10.0))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(pool.workers) as ex:
+            busy = [ex.submit(pool.run, sleeper) for _ in range(pool.workers)]
+            deadline = time.monotonic() + 30.0
+            while pool._idle and time.monotonic() < deadline:  # every worker taken
+                time.sleep(0.01)
+            out = pool.run(RunRequest(source="def run():\n    return 1\n", limits=Limits(wall_s=0.5)))
+            assert [f.result().value for f in busy] == [2] * pool.workers
+    finally:
+        remove()
+    assert out.status is Status.OK and out.value == 1, out.error
+    assert any("a free sandbox worker" in n.what for n in notices), notices
