@@ -143,3 +143,17 @@ def test_a_request_beyond_the_free_workers_waits_and_says_so(pool: SandboxPool,
         remove()
     assert out.status is Status.OK and out.value == 1, out.error
     assert any("a free sandbox worker" in n.what for n in notices), notices
+
+
+def test_the_burner_is_always_cleaned_up() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        with CpuBurner(2) as burner:
+            pids = [p.pid for p in burner.procs]
+            assert len(pids) == 2 and all(p.poll() is None for p in burner.procs)
+            raise KeyboardInterrupt  # Ctrl-C in the middle of a measurement
+    for pid in pids:  # killed and reaped: the pid no longer names a process of ours
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if os.path.exists(f"/proc/{pid}"):  # the pid reused by another process, never a burner
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                assert b"os.getppid() == parent" not in fh.read()
