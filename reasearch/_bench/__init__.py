@@ -43,6 +43,7 @@ __all__ = [
 SECTIONS: tuple[str, ...] = (
     "reasearch._bench.coldstart",  # first: fresh processes, before this one has warmed anything
     "reasearch._bench.sandbox",
+    "reasearch._bench.load",  # the warm pool beside a CPU burner at 0x, 1x, 2x the cores
     "reasearch._bench.geometry",
     "reasearch._bench.txn",
     "reasearch._bench.eplb",

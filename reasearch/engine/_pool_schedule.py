@@ -20,9 +20,14 @@ from reasearch.engine._fit import fit_profile
 from reasearch.engine._handle import WorkerHandle
 from reasearch.engine.config import SandboxConfig
 from reasearch.engine.protocol import RunRequest
+from reasearch.engine.waits import WaitTicker
 from reasearch.errors import ConfigError, SandboxError
 
-__all__ = ["WorkerScheduler"]
+__all__ = ["BUSY_NOTICE_AFTER_S", "WorkerScheduler"]
+
+# A request that waits this long for a free worker is reported (reasearch.engine.waits), then every
+# NOTICE_EVERY_S while it waits: back-pressure a person can see, never a timeout.
+BUSY_NOTICE_AFTER_S = 5.0
 
 
 class WorkerScheduler:
@@ -104,7 +109,7 @@ class WorkerScheduler:
         its old one together, when the last switch is that recent: a workload that keeps changing
         images grows a worker that serves them all, instead of replacing workers on every request). The pool never holds
         more than ``config.n_workers`` workers, whatever mix of images it serves. With no worker
-        idle, it waits.
+        idle, it waits (no time limit runs meanwhile), reported as a wait after :data:`BUSY_NOTICE_AFTER_S`.
 
         Spreading: when the worker taken is the only one with its image, and another worker has sat
         idle with another image for ``switch_interval_s`` (and no switch happened meanwhile), that
@@ -114,6 +119,7 @@ class WorkerScheduler:
         """
         if self._closed:
             raise SandboxError("this SandboxPool is closed; create a new one (or use default_pool())")
+        ticker: WaitTicker | None = None
         with self._cond:
             while True:
                 if self._closed:
@@ -145,6 +151,10 @@ class WorkerScheduler:
                     self._idle.remove(pick)
                     spread = None if switch or cold is not None or profile is None else self._spread_target(profile)
                     break
+                if ticker is None:
+                    ticker = WaitTicker(f"a free sandbox worker (all {len(self._workers)} busy)",
+                                        after_s=BUSY_NOTICE_AFTER_S)
+                ticker.tick()
                 self._cond.wait(0.5)
         if spread is not None:
             assert profile is not None

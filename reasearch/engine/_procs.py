@@ -140,6 +140,23 @@ def thread_cpu_s(pid: int) -> float:
         return 0.0
 
 
+def run_delay_s(pid: int) -> float:
+    """Seconds the main thread of ``pid`` has waited in a run queue, runnable but not running
+    (``/proc/<pid>/schedstat``, second field). 0.0 if it is gone or cannot be read."""
+    try:
+        return int(read_proc(f"/proc/{pid}/schedstat").split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def runnable(pid: int) -> bool:
+    """Whether the main thread of ``pid`` is running or waiting in a run queue (state ``R``)."""
+    try:
+        return _stat_fields(pid)[0] == b"R"
+    except (OSError, IndexError):
+        return False
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds of a live process: all its threads, exited ones included, plus the children it
     waited for. 0.0 if it is gone.

@@ -54,6 +54,9 @@ class Child:
         rusage_cpu: CPU seconds of it and every descendant reaped so far (``wait4`` rusage).
         cpu_base: CPU seconds it spent before its request (set-up, warm-up: not the candidate's).
         t0: monotonic time its request was handed over.
+        waited: seconds its main thread had waited in a run queue when last read (see
+            ``Supervisor.pump_limited``; read only once its wall limit has passed, so it includes waits
+            before its request: engine code, never the candidate's).
         cpu_mark_ns: its process CPU clock (:func:`reasearch.engine._procs.process_cpu_ns`) when a
             session's request was handed over, then at each call's answer (None: unreadable).
         own_cpu_ns: that clock when it exited, before it was reaped (its whole life, without its
@@ -70,7 +73,7 @@ class Child:
     # no ``inspect``, ``ast``, ``dis``, ``tokenize``): ~1.4 MB less anonymous memory in the image that
     # every child's fork copies the page tables of, and every exit tears down.
     __slots__ = ("pid", "pidfd", "result_r", "calls_w", "out_r", "err_r", "out", "err", "rbuf", "status",
-                 "rusage_cpu", "cpu_base", "t0", "cpu_mark_ns", "own_cpu_ns", "result_cap", "scratch",
+                 "rusage_cpu", "cpu_base", "t0", "waited", "cpu_mark_ns", "own_cpu_ns", "result_cap", "scratch",
                  "forked_ns", "fork_ret_ns", "alone")
 
     def __init__(self, *, pid: int, pidfd: int, result_r: int | None, calls_w: int | None, out_r: int,
@@ -88,6 +91,7 @@ class Child:
         self.rusage_cpu = 0.0
         self.cpu_base = 0.0
         self.t0 = 0.0
+        self.waited = 0.0
         self.cpu_mark_ns: int | None = None
         self.own_cpu_ns: int | None = None
         self.result_cap = 0

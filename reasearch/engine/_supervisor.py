@@ -284,6 +284,7 @@ class Supervisor:
             "signal": sig,
             "cpu_s": max(0.0, cpu - ch.cpu_base),
             "wall_s": time.monotonic() - ch.t0,
+            "run_delay_s": ch.waited,
             "killed": killed,
             "too_large": too_large,
             "early": early,
@@ -332,8 +333,8 @@ class Supervisor:
             self.retire_reason = f"cannot make a scratch folder: {exc}"
             raise _Retire() from None
         ch = self.start(head, value, scratch, session)
-        deadline = ch.t0 + float(head["limits"]["wall_s"])
-        state = pump(ch, deadline, want_frame=True, spin_until=spin_until)
+        limits = head["limits"]
+        state = self.pump_limited(ch, limits, want_frame=True, spin_until=spin_until)
         self.stamps["w_frame"] = _ns()
         if state == "frame":
             frame = take_frame(ch)
@@ -345,7 +346,7 @@ class Supervisor:
                 if ch.status is None and kind == "ok":
                     self.finish_early(ch, frame)
                     return
-                state = pump(ch, deadline, want_frame=False)
+                state = self.pump_limited(ch, limits, want_frame=False)
                 self.finish(ch, "wall" if state == "deadline" else None, frame, False)
                 return
             if kind == "ok":
@@ -355,6 +356,36 @@ class Supervisor:
             self.finish(ch, None, frame, False)
             return
         self.finish(ch, "wall" if state == "deadline" else None, None, state == "too_large")
+
+    @staticmethod
+    def pump_limited(ch: Child, limits: dict[str, Any], want_frame: bool, spin_until: float = 0.0) -> str:
+        """:func:`pump` against the request's wall limit, not counting the time the child's main thread
+        waited in a run queue for a CPU (``Limits``: a busy machine must not turn into TIMEOUTs), and
+        never past the outer bound ``outer_wall_s``. The wait is read only when the plain deadline
+        passes: nothing is added to an evaluation that ends within it."""
+        wall = float(limits["wall_s"])
+        outer = ch.t0 + max(wall, float(limits.get("outer_wall_s") or wall))
+        looked_at, cpu_then = ch.t0, int(ch.cpu_base * 1e9)
+        while True:
+            deadline = min(outer, ch.t0 + wall + ch.waited)
+            state = pump(ch, deadline, want_frame=want_frame, spin_until=spin_until)
+            if state != "deadline" or deadline >= outer:
+                return state
+            now = time.monotonic()
+            waited = _procs.run_delay_s(ch.pid)
+            cpu = _procs.process_cpu_ns(ch.pid)
+            if waited > ch.waited + 1e-3:
+                ch.waited = waited
+            else:
+                # The kernel books a wait in a run queue when it ends: a child queued right now shows
+                # none. Runnable and hardly ran since the last look: the time it did not run was waiting.
+                if cpu is None or not _procs.runnable(ch.pid):
+                    return state
+                ran_s, span_s = (cpu - cpu_then) / 1e9, now - looked_at
+                if ran_s >= span_s / 2:
+                    return state  # it ran: its wall limit is reached
+                ch.waited += span_s - ran_s
+            looked_at, cpu_then = now, cpu if cpu is not None else cpu_then
 
     def handle_call(self, head: dict[str, Any], value: Any) -> None:
         ch = self.session

@@ -4,7 +4,7 @@ The engine decides every status here, from the worker's report (exit code, signa
 whether the worker killed the child at its wall limit, whether the result was too large) and the
 child's own frame, which it decodes without pickle:
 
-* killed at the wall limit -> ``TIMEOUT``;
+* killed at the wall limit (run-queue waits not counted, up to ``Limits.outer_wall_s()``) -> ``TIMEOUT``;
 * CPU time past the limit (or death by ``SIGXCPU``, or ``SIGKILL`` at the hard CPU limit) -> ``TIMEOUT``;
 * an oversized result -> ``CRASH``;
 * a ``MemoryError`` reported by the child -> ``OOM``;
@@ -70,7 +70,10 @@ def classify(head: dict[str, Any], blobs: list[memoryview], limits: Limits, wall
     cpu_limit = limits.effective_cpu_s()
     cpu_hard = max(1, math.ceil(cpu_limit))
     if head.get("killed") == "wall":
-        return RunOutcome(Status.TIMEOUT, None, error=f"killed at the wall-time limit of {limits.wall_s:g} s",
+        waited = float(head.get("run_delay_s") or 0.0)
+        extra = (f" (and {waited:.2f} s it waited for a CPU, not counted; never past {limits.outer_wall_s():g} s)"
+                 if waited > 0 else "")
+        return RunOutcome(Status.TIMEOUT, None, error=f"killed at the wall-time limit of {limits.wall_s:g} s{extra}",
                           **common)
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= cpu_hard - 0.05) or cpu_s > cpu_limit + 0.5:
         return RunOutcome(Status.TIMEOUT, None,

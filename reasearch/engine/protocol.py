@@ -27,7 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Status", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner", "SandboxSession"]
+__all__ = ["OUTER_WALL_FACTOR", "Status", "Limits", "RunRequest", "RunOutcome", "CallOutcome", "SandboxRunner",
+           "SandboxSession"]
+
+
+# How far past ``Limits.wall_s`` a candidate that waited for a CPU may run: with a burner at 2x the
+# cores beside 2 workers on 2 cores a busy candidate gets about a third of a core (3x), so 8x leaves
+# room; a candidate that sleeps or blocks is not waiting for a CPU and is stopped at ``wall_s``.
+OUTER_WALL_FACTOR = 8.0
 
 
 class Status(str, enum.Enum):
@@ -46,7 +53,12 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-evaluation limits, enforced by the sandbox (rlimits in the child, a wall clock in the parent)."""
+    """Per-evaluation limits, enforced by the sandbox (rlimits in the child, a wall clock in the parent).
+
+    ``wall_s`` counts the time the candidate runs or sleeps, not the time its process waits in the run
+    queue for a CPU (a busy machine: other jobs, other workers): the parent extends the deadline by that
+    wait (``/proc/<pid>/schedstat``), up to :meth:`outer_wall_s`, a hard bound whatever it waited.
+    """
 
     wall_s: float = 10.0
     cpu_s: float | None = None  # default: wall_s + 1
@@ -59,6 +71,10 @@ class Limits:
 
     def effective_cpu_s(self) -> float:
         return self.cpu_s if self.cpu_s is not None else self.wall_s + 1.0
+
+    def outer_wall_s(self) -> float:
+        """The hard wall bound: :data:`OUTER_WALL_FACTOR` x ``wall_s``, run-queue waits included."""
+        return self.wall_s * OUTER_WALL_FACTOR
 
 
 @dataclass(frozen=True, slots=True)

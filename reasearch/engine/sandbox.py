@@ -61,6 +61,7 @@ __all__ = ["DEFAULT_PRELOAD", "PoolSession", "SandboxConfig", "SandboxMode", "Sa
 def _limits_dict(limits: Limits) -> dict[str, Any]:
     return {
         "wall_s": float(limits.wall_s),
+        "outer_wall_s": float(limits.outer_wall_s()),
         "cpu_s": float(limits.effective_cpu_s()),
         "memory_mb": int(limits.memory_mb),
         "nproc": int(limits.nproc),
@@ -349,7 +350,7 @@ class SandboxPool:
         w = self._schedule.acquire(self.profile_of(request))
         try:
             try:
-                head, blobs, t0 = self._exchange(w, "run", request, request.limits.wall_s, stamps)
+                head, blobs, t0 = self._exchange(w, "run", request, request.limits.outer_wall_s(), stamps)
             except _Failed as exc:
                 return exc.outcome
             if stamps is not None:

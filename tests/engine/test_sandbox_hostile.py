@@ -39,7 +39,11 @@ def test_infinite_loop_is_killed_near_its_limit(pool: SandboxPool) -> None:
     out = pool.run(RunRequest(source="def run():\n    while True:\n        pass\n", limits=FAST))
     assert out.status is Status.TIMEOUT
     assert out.value is None
-    assert 1.0 <= out.wall_s <= 1.5  # the bound: killed within 0.5 s of the limit
+    # The bound: killed within 0.5 s of running past the limit. A busy loop's running time is
+    # its CPU time; its wall time adds what it waited for a CPU on a busy machine (not counted, up to
+    # the outer bound: see tests/engine/test_load.py).
+    assert out.cpu_s <= 1.5
+    assert 1.0 <= out.wall_s <= FAST.outer_wall_s() + 0.5
     assert "wall-time limit" in out.error
     assert_still_serving(pool, before)
 
