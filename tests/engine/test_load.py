@@ -135,7 +135,7 @@ def test_a_request_beyond_the_free_workers_waits_and_says_so(pool: SandboxPool,
         with concurrent.futures.ThreadPoolExecutor(pool.workers) as ex:
             busy = [ex.submit(pool.run, sleeper) for _ in range(pool.workers)]
             deadline = time.monotonic() + 30.0
-            while pool._idle and time.monotonic() < deadline:  # every worker taken
+            while pool._schedule._idle and time.monotonic() < deadline:  # every worker taken
                 time.sleep(0.01)
             out = pool.run(RunRequest(source="def run():\n    return 1\n", limits=Limits(wall_s=0.5)))
             assert [f.result().value for f in busy] == [2] * pool.workers
