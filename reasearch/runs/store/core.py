@@ -66,6 +66,7 @@ class SQLCore(Store):
         self.url = url
         self._lock = threading.RLock()
         self._sql_cache: dict[str, str] = {}
+        self._in_tx = False  # inside _tx: a failure there is translated by the outermost level only
         self._conn = self._connect()
         try:
             self._init_schema()
@@ -101,17 +102,61 @@ class SQLCore(Store):
         return self._conn.execute(self._sql(sql), tuple(params))
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return list(self._exec(sql, params).fetchall())
+        with self._lock, self._translated():
+            try:
+                return list(self._exec(sql, params).fetchall())
+            except Exception as exc:
+                # A read outside a transaction is safe to repeat on a fresh connection.
+                if self._in_tx or not self._reconnected(exc):
+                    raise
+                return list(self._exec(sql, params).fetchall())
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        with self._lock:
-            return self._exec(sql, params).fetchone()
+        with self._lock, self._translated():
+            try:
+                return self._exec(sql, params).fetchone()
+            except Exception as exc:
+                if self._in_tx or not self._reconnected(exc):
+                    raise
+                return self._exec(sql, params).fetchone()
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[None]:
-        with self._lock, self._begin():
+        with self._lock, self._translated(), contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self._begin())
+            except Exception as exc:
+                # Lost before the transaction began (nothing written): one fresh connection, once. A
+                # failure after BEGIN is never retried here: its commit may have happened.
+                if self._in_tx or not self._reconnected(exc):
+                    raise
+                stack.enter_context(self._begin())
+            outer, self._in_tx = self._in_tx, True
+            try:
+                yield
+            finally:
+                self._in_tx = outer
+
+    # -- failures of the database itself, as StoreError with what to do
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
             yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            error = None if self._in_tx else self._store_error(exc)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _store_error(self, exc: BaseException) -> StoreError | None:
+        """The dialect's :class:`StoreError` for a failure of the database (disk full, connection lost), or None."""
+        return None
+
+    def _reconnected(self, exc: BaseException) -> bool:
+        """True when ``exc`` is a dropped connection and a fresh one replaced it (the dialect says)."""
+        return False
 
     # -- schema
     def _lock_schema(self) -> None:

@@ -30,6 +30,27 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {_redact(self.url)}: {exc}".strip()) from None
 
+    def _store_error(self, exc: BaseException) -> StoreError | None:
+        import psycopg
+
+        if not isinstance(exc, psycopg.OperationalError):
+            return None
+        text = " ".join(str(exc).split())
+        return StoreError(f"lost the connection to {_redact(self.url)} ({text}): the run is interrupted; "
+                          "`reasearch resume RUN` continues it once the server is back")
+
+    def _reconnected(self, exc: BaseException) -> bool:
+        import psycopg
+
+        # psycopg marks a connection whose server went away as closed (its libpq status BAD); only then
+        # is a fresh connection the fix (a query error or a lock timeout leaves the connection open).
+        if not isinstance(exc, psycopg.OperationalError) or not self._conn.closed:
+            return False
+        with contextlib.suppress(psycopg.Error):
+            self._conn.close()
+        self._conn = self._connect()
+        return True
+
     def _begin(self) -> contextlib.AbstractContextManager[Any]:
         return self._conn.transaction()
 

@@ -42,14 +42,33 @@ class SQLiteStore(SQLStore):
     @contextlib.contextmanager
     def _begin(self) -> Iterator[None]:
         # IMMEDIATE takes the write lock up front, so two writers never deadlock upgrading a read lock.
+        import sqlite3
+
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            # After a failed write (disk I/O error) SQLite may have rolled back already: keep the first error.
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
             raise
         else:
             self._conn.execute("COMMIT")
+
+    def _store_error(self, exc: BaseException) -> StoreError | None:
+        import sqlite3
+
+        if not isinstance(exc, sqlite3.OperationalError):
+            return None
+        text = str(exc)
+        if any(s in text for s in ("disk I/O error", "database or disk is full")):
+            return StoreError(f"the disk holding {self.path} is full or failing (sqlite: {text}): free space, then "
+                              "`reasearch resume RUN` continues the run (the store keeps every step written so far)")
+        if "locked" in text or "busy" in text:
+            return StoreError(f"the SQLite store {self.path} stayed locked by another process ({text}): stop the other "
+                              "writer (one driver per run), then `reasearch resume RUN` continues the run")
+        return StoreError(f"the SQLite store {self.path} failed ({text}): the run is interrupted; "
+                          "`reasearch resume RUN` continues it once the store is usable")
 
     def _column_exists(self, table: str, column: str) -> bool:
         row = self._conn.execute("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)).fetchone()
