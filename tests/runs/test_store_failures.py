@@ -67,6 +67,8 @@ def test_a_locked_sqlite_store_is_a_store_error_naming_the_other_writer(tmp_path
         other.execute("ROLLBACK")
         other.close()
     assert store.log_event("r1", 0, "note", {})  # the lock gone, the store works again
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):  # a bug keeps its own traceback
+        store._one("SELECT * FROM no_such_table")
     store.close()
 
 
@@ -146,6 +148,18 @@ def test_postgres_never_retries_a_write_whose_transaction_had_begun(pg: Any) -> 
     assert message.startswith("lost the connection to postgresql://chaos:***@127.0.0.1:1/db")
     assert "secret" not in message and "`reasearch resume RUN` continues it" in message
     assert log.count("INSERT") == 2 and len(conns) == 1  # no second connection, no replayed write
+
+
+def test_postgres_errors_of_a_live_connection_are_not_a_lost_connection(pg: Any) -> None:
+    store, conns, _ = pg
+
+    def timed_out(sql: str, params: Any = ()) -> Any:
+        raise _Lost("canceling statement due to lock timeout")  # the server answered: the connection lives
+
+    conns[0].execute = timed_out
+    with pytest.raises(_Lost, match="lock timeout"):
+        store._one("SELECT 1")
+    assert len(conns) == 1
 
 
 def test_postgres_gives_up_after_one_reconnect(pg: Any) -> None:

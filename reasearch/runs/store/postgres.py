@@ -33,8 +33,8 @@ class PostgresStore(SQLStore):
     def _store_error(self, exc: BaseException) -> StoreError | None:
         import psycopg
 
-        if not isinstance(exc, psycopg.OperationalError):
-            return None
+        if not isinstance(exc, psycopg.OperationalError) or not self._conn.closed:
+            return None  # the server answered (a lock or statement timeout): not a lost connection
         text = " ".join(str(exc).split())
         return StoreError(f"lost the connection to {_redact(self.url)} ({text}): the run is interrupted; "
                           "`reasearch resume RUN` continues it once the server is back")

@@ -67,8 +67,7 @@ class SQLiteStore(SQLStore):
         if "locked" in text or "busy" in text:
             return StoreError(f"the SQLite store {self.path} stayed locked by another process ({text}): stop the other "
                               "writer (one driver per run), then `reasearch resume RUN` continues the run")
-        return StoreError(f"the SQLite store {self.path} failed ({text}): the run is interrupted; "
-                          "`reasearch resume RUN` continues it once the store is usable")
+        return None  # anything else (a bad statement, a missing table) is a bug: raised with its traceback
 
     def _column_exists(self, table: str, column: str) -> bool:
         row = self._conn.execute("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)).fetchone()
