@@ -247,6 +247,30 @@ def test_a_live_driver_judged_dead_after_a_clock_jump_is_named(broken: SoakRecor
     assert list(found) == ["live_drivers_kept"] and run_id in found["live_drivers_kept"][0]
 
 
+def test_a_driver_dead_of_a_raw_database_error_is_named(broken: SoakRecord, tmp_path: Path) -> None:
+    run_id = _a_run(broken)
+    root = tmp_path / "root"  # the drivers' logs copied: the soak's own are shared by the other tests
+    root.mkdir()
+    for log_path in Path(broken.root).glob("*.log"):
+        shutil.copy(log_path, root / log_path.name)
+    broken.root = str(root)
+    assert "deaths_explained" not in _reported(broken)
+    # What a driver printed before the store raised StoreError for a full disk (issue 40, item 1a).
+    raw = ('Traceback (most recent call last):\n  File "core.py", line 120, in _tx\n'
+           "sqlite3.OperationalError: disk I/O error\n")
+    chained = raw + ("\nThe above exception was the direct cause of the following exception:\n\n" + raw.replace(
+        "sqlite3.OperationalError: disk I/O error", "reasearch.errors.StoreError: the disk holding x is full"))
+    with open(Path(broken.root) / f"{run_id}.log", "a") as log:
+        log.write(chained)  # a raw error that is only the cause of the project's own: explained
+    assert "deaths_explained" not in _reported(broken)
+    with open(Path(broken.root) / f"{run_id}.log", "a") as log:
+        log.write(raw)
+    found = _reported(broken)
+    assert list(found) == ["deaths_explained"]
+    raw_line = f"run {run_id}: a driver died of a raw sqlite3.OperationalError: disk I/O error"
+    assert found["deaths_explained"] == [raw_line]
+
+
 def test_every_check_has_a_break_test() -> None:
     names = {n for n in globals() if n.startswith("test_")}
-    assert len(CHECKS) == 7 and len([n for n in names if n.endswith("_is_named")]) >= len(CHECKS)
+    assert len(CHECKS) == 8 and len([n for n in names if n.endswith("_is_named")]) >= len(CHECKS)

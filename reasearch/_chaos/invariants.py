@@ -16,6 +16,9 @@
 - ``caps_held``: no run spent more of any unit than its cap.
 - ``live_drivers_kept``: a driver whose process was alive was never judged dead when the clock the
   liveness code reads jumped forward.
+- ``deaths_explained``: a driver that died of an exception died of one of the project's own errors (a
+  full disk, a lost database, a worker that would not start: a ``StoreError`` or ``SandboxError`` whose
+  one line says what to do), never of a raw ``sqlite3``/``psycopg`` error or a bug.
 
 Each check is a function of a :class:`SoakRecord` (the store and what the harness and endpoint saw),
 so a test can break one invariant on purpose and see the check name it. Trust boundary: reads the
@@ -25,6 +28,7 @@ soak's own store, ``/proc`` and the endpoint's counts; runs nothing.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -239,6 +243,29 @@ def live_drivers_kept(rec: SoakRecord, store: Store) -> list[str]:
     return list(rec.clock_misjudged)
 
 
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): ?(.*)$")
+_CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
+
+
+def deaths_explained(rec: SoakRecord, store: Store) -> list[str]:
+    """A driver that died of an exception died of the project's own (``reasearch.errors``), whose message
+    says what to do; never of a raw ``sqlite3``/``psycopg`` error or a bug's ``KeyError``."""
+    out = []
+    for run_id in sorted(rec.caps):
+        try:
+            lines = (Path(rec.root) / f"{run_id}.log").read_text(errors="replace").splitlines()
+        except OSError:
+            continue  # no session ever wrote there
+        for i, line in enumerate(lines):
+            m = _RAISED.match(line)
+            if m is None or m.group(1).startswith("reasearch.errors."):
+                continue
+            after = next((x for x in lines[i + 1:] if x.strip()), "")
+            if not after.startswith(_CHAINED):  # the exception the driver died of, not a cause of it
+                out.append(f"run {run_id}: a driver died of a raw {m.group(1)}: {m.group(2)[:200]}")
+    return out
+
+
 CHECKS: dict[str, Callable[[SoakRecord, Store], list[str]]] = {
     "runs_finished": runs_finished,
     "model_calls_once": model_calls_once,
@@ -247,6 +274,7 @@ CHECKS: dict[str, Callable[[SoakRecord, Store], list[str]]] = {
     "waits_bounded": waits_bounded,
     "caps_held": caps_held,
     "live_drivers_kept": live_drivers_kept,
+    "deaths_explained": deaths_explained,
 }
 
 

@@ -16,7 +16,7 @@ from rich.table import Table
 from reasearch._cli._params import key_values
 from reasearch._cli._track import add_track_arg, check_track, tracking
 from reasearch.engine.waits import set_owner
-from reasearch.errors import ConfigError, ModelError
+from reasearch.errors import ConfigError, ModelError, StoreError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
 EXIT_CTRL_C = 130  # as the shell reports a process ended by SIGINT
@@ -179,6 +179,11 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _store_hint(exc: StoreError, resume: str) -> str:
+    """The store's one line with its resume placeholder filled in: the command that continues this run."""
+    return _one_line(str(exc)).replace("reasearch resume RUN", resume)
+
+
 def _run_agent(agent: Any, console: Console, quiet: bool, title: str, run_dir: str) -> int:
     from reasearch.agent.console import RunConsole, summary_lines
     from reasearch.errors import ModelError
@@ -198,6 +203,9 @@ def _run_agent(agent: Any, console: Console, quiet: bool, title: str, run_dir: s
     except KeyboardInterrupt:  # one line (the command's own), not a second from the top level
         print(f"reasearch: interrupted by the user; the run is saved: `{resume}` continues it", file=sys.stderr)
         return EXIT_CTRL_C
+    except StoreError as exc:  # the disk full, the database gone: exit 2 as every store error, the run named
+        print(f"reasearch: {_store_hint(exc, resume)}", file=sys.stderr)
+        return EXIT_USAGE
     for line in summary_lines(agent, result, run_dir, agent.final_files):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     return EXIT_OK if result.final_candidate else EXIT_FAILED
@@ -362,6 +370,9 @@ def _resume_method(console: Console, run: Any, store: Any, executor: Any) -> int
         print(f"reasearch: interrupted: {_one_line(str(exc))[:600]}; the run is saved: `reasearch resume {run.id}` "
               "continues it", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except StoreError as exc:
+        print(f"reasearch: {_store_hint(exc, f'reasearch resume {run.id}')}", file=sys.stderr)
+        return EXIT_USAGE
     score = "none" if result.final_score is None else f"{result.final_score:.12g}"
     console.print(f"run {result.run_id} finished ({result.method}): best {score}; {result.reason}",
                   highlight=False, soft_wrap=True, markup=False)

@@ -26,6 +26,9 @@ __all__ = ["REPLY_CAP", "WorkerDied", "WorkerHandle", "WorkerRetired", "WorkerSt
 REPLY_CAP = 1 << 34
 
 
+START_TRIES = 3  # starts of one worker slot before a death at start-up is an error (see wait_ready)
+
+
 class WorkerDied(Exception):
     """The worker's pipe closed (it died) while a request was in flight."""
 
@@ -93,13 +96,29 @@ class WorkerHandle:
         self.proc = self.spawn(popen)
 
     def wait_ready(self, timeout: float) -> None:
-        try:
-            with waiting(f"sandbox worker {self.index} to start"):
-                head, _ = self.recv(time.monotonic() + timeout)
-        except (WorkerDied, WorkerStuck) as exc:
-            self.kill()
-            raise SandboxError(f"sandbox worker {self.index} failed to start ({type(exc).__name__}).\n"
-                               f"Worker log ({self.log_path}):\n{self.log_tail()}") from None
+        """Waits for the started worker's 'ready'. A worker that dies while it starts (a kill -9 from
+        outside, the OOM killer) is replaced and waited for again, :data:`START_TRIES` starts in all;
+        a worker that is stuck, or says something else than 'ready', is not (that would not change)."""
+        died: list[str] = []
+        while True:
+            try:
+                with waiting(f"sandbox worker {self.index} to start"):
+                    head, _ = self.recv(time.monotonic() + timeout)
+                break
+            except WorkerDied:
+                died.append(self._exit_status())
+                self.kill()
+                if len(died) < START_TRIES:
+                    self.on_restart()
+                    self.start()
+                    continue
+                raise SandboxError(f"sandbox worker {self.index} died while starting, {len(died)} times in a row "
+                                   f"({', '.join(died)}); gave up.\n"
+                                   f"Worker log ({self.log_path}):\n{self.log_tail()}") from None
+            except WorkerStuck:
+                self.kill()
+                raise SandboxError(f"sandbox worker {self.index} failed to start (no 'ready' within {timeout:g} s)."
+                                   f"\nWorker log ({self.log_path}):\n{self.log_tail()}") from None
         if head.get("kind") != "ready":
             self.kill()
             raise SandboxError(f"sandbox worker {self.index} sent {head!r} instead of 'ready'")
@@ -108,6 +127,16 @@ class WorkerHandle:
             details = "\n".join(f"{k}:\n{v}" for k, v in head["errors"].items())
             raise SandboxError(f"sandbox worker could not preload modules (check SandboxConfig.preload):\n{details}")
         self.info = head
+
+    def _exit_status(self) -> str:
+        """How the dead worker ended, in words (its exit status, or the signal that killed it)."""
+        try:
+            code = self.proc.wait(timeout=1.0) if self.proc is not None else None
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            return "exit status unknown"
+        return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
     def log_tail(self, n: int = 4000) -> str:
         try:

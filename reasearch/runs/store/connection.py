@@ -35,6 +35,7 @@ class SQLConnection(ABC):
         self.url = url
         self._lock = threading.RLock()
         self._sql_cache: dict[str, str] = {}
+        self._in_tx = False  # inside transaction(): a failure there is translated by the outermost level only
         self._conn = self._connect()
 
     @property
@@ -53,20 +54,44 @@ class SQLConnection(ABC):
         return self._conn.execute(out, tuple(params))
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Every row of one query, under the lock."""
-        with self._lock:
-            return list(self.execute(sql, params).fetchall())
+        """Every row of one query, under the lock (a read outside a transaction is repeated once on a fresh
+        connection when the old one was lost)."""
+        with self._lock, self._translated():
+            try:
+                return list(self.execute(sql, params).fetchall())
+            except Exception as exc:
+                if self._in_tx or not self._reconnected(exc):
+                    raise
+                return list(self.execute(sql, params).fetchall())
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """The first row of one query (or None), under the lock."""
-        with self._lock:
-            return self.execute(sql, params).fetchone()
+        """The first row of one query (or None), under the lock (repeated once as :meth:`all` is)."""
+        with self._lock, self._translated():
+            try:
+                return self.execute(sql, params).fetchone()
+            except Exception as exc:
+                if self._in_tx or not self._reconnected(exc):
+                    raise
+                return self.execute(sql, params).fetchone()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """One write transaction under the lock: commits on success, rolls back on any exception."""
-        with self._lock, self._begin():
-            yield
+        """One write transaction under the lock: commits on success, rolls back on any exception. A connection
+        lost before the transaction began (nothing written) is replaced once; a failure after BEGIN is never
+        retried here (its commit may have happened). A failure of the database itself (disk full, connection
+        lost) is a :class:`StoreError` saying what to do."""
+        with self._lock, self._translated(), contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self._begin())
+            except Exception as exc:
+                if self._in_tx or not self._reconnected(exc):
+                    raise
+                stack.enter_context(self._begin())
+            outer, self._in_tx = self._in_tx, True
+            try:
+                yield
+            finally:
+                self._in_tx = outer
 
     @abstractmethod
     def table_exists(self, name: str) -> bool:
@@ -92,6 +117,27 @@ class SQLConnection(ABC):
         """Closes the connection (after any call in flight)."""
         with self._lock:
             self._conn.close()
+
+    # -- failures of the database itself, as StoreError with what to do
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            error = None if self._in_tx else self._store_error(exc)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _store_error(self, exc: BaseException) -> StoreError | None:
+        """The dialect's :class:`StoreError` for a failure of the database (disk full, connection lost), or None."""
+        return None
+
+    def _reconnected(self, exc: BaseException) -> bool:
+        """True when ``exc`` is a dropped connection and a fresh one replaced it (the dialect says)."""
+        return False
 
     # -- the dialect's own
     @abstractmethod
@@ -129,14 +175,32 @@ class SQLiteConnection(SQLConnection):
     @contextlib.contextmanager
     def _begin(self) -> Iterator[None]:
         # IMMEDIATE takes the write lock up front, so two writers never deadlock upgrading a read lock.
+        import sqlite3
+
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            # After a failed write (disk I/O error) SQLite may have rolled back already: keep the first error.
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
             raise
         else:
             self._conn.execute("COMMIT")
+
+    def _store_error(self, exc: BaseException) -> StoreError | None:
+        import sqlite3
+
+        if not isinstance(exc, sqlite3.OperationalError):
+            return None
+        text = str(exc)
+        if any(s in text for s in ("disk I/O error", "database or disk is full")):
+            return StoreError(f"the disk holding {self.path} is full or failing (sqlite: {text}): free space, then "
+                              "`reasearch resume RUN` continues the run (the store keeps every step written so far)")
+        if "locked" in text or "busy" in text:
+            return StoreError(f"the SQLite store {self.path} stayed locked by another process ({text}): stop the other "
+                              "writer (one driver per run), then `reasearch resume RUN` continues the run")
+        return None  # anything else (a bad statement, a missing table) is a bug: raised with its traceback
 
     # BEGIN IMMEDIATE already holds the one write lock of the file: schema, run and fleet checks take turns.
     def lock_schema(self) -> None:
@@ -189,6 +253,27 @@ class PostgresConnection(SQLConnection):
 
     def _begin(self) -> contextlib.AbstractContextManager[Any]:
         return self._conn.transaction()
+
+    def _store_error(self, exc: BaseException) -> StoreError | None:
+        import psycopg
+
+        if not isinstance(exc, psycopg.OperationalError) or not self._conn.closed:
+            return None  # the server answered (a lock or statement timeout): not a lost connection
+        text = " ".join(str(exc).split())
+        return StoreError(f"lost the connection to {_redact(self.url)} ({text}): the run is interrupted; "
+                          "`reasearch resume RUN` continues it once the server is back")
+
+    def _reconnected(self, exc: BaseException) -> bool:
+        import psycopg
+
+        # psycopg marks a connection whose server went away as closed (its libpq status BAD); only then
+        # is a fresh connection the fix (a query error or a lock timeout leaves the connection open).
+        if not isinstance(exc, psycopg.OperationalError) or not self._conn.closed:
+            return False
+        with contextlib.suppress(psycopg.Error):
+            self._conn.close()
+        self._conn = self._connect()
+        return True
 
     def lock_schema(self) -> None:
         # Two processes opening a fresh database at once would race on CREATE TABLE IF NOT EXISTS.
