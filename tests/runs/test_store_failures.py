@@ -20,6 +20,8 @@ import pytest
 
 from reasearch.errors import StoreError
 from reasearch.runs.store import PostgresStore, SQLiteStore
+from reasearch.runs.store import core as store_core
+from reasearch.runs.store.connection import PostgresConnection
 from reasearch.runs.testing import make_run_record
 
 # A child process: a store whose file size limit is cut (the soak's disk_full, `prlimit RLIMIT_FSIZE`),
@@ -55,7 +57,7 @@ def test_a_full_disk_is_a_store_error_that_says_free_space_then_resume(tmp_path:
 def test_a_locked_sqlite_store_is_a_store_error_naming_the_other_writer(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "run-dir")
     store.create_run(make_run_record("r1"))
-    store._conn.execute("PRAGMA busy_timeout = 50")
+    store.db.execute("PRAGMA busy_timeout = 50")
     import sqlite3
 
     other = sqlite3.connect(store.path, isolation_level=None)
@@ -68,7 +70,7 @@ def test_a_locked_sqlite_store_is_a_store_error_naming_the_other_writer(tmp_path
         other.close()
     assert store.log_event("r1", 0, "note", {})  # the lock gone, the store works again
     with pytest.raises(sqlite3.OperationalError, match="no such table"):  # a bug keeps its own traceback
-        store._one("SELECT * FROM no_such_table")
+        store.db.one("SELECT * FROM no_such_table")
     store.close()
 
 
@@ -117,33 +119,33 @@ def pg(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[PostgresStore, list[An
     conns: list[Any] = []
     log: list[str] = []
 
-    def connect(self: PostgresStore) -> _FakeConn:
+    def connect(self: PostgresConnection) -> _FakeConn:
         conns.append(_FakeConn(log))
         return conns[-1]
 
-    monkeypatch.setattr(PostgresStore, "_connect", connect)
-    monkeypatch.setattr(PostgresStore, "_init_schema", lambda self: None)
+    monkeypatch.setattr(PostgresConnection, "_connect", connect)
+    monkeypatch.setattr(store_core, "open_schema", lambda db: None)
     yield PostgresStore("postgresql://chaos:secret@127.0.0.1:1/db"), conns, log
 
 
 def test_postgres_reconnects_once_when_the_connection_dropped_between_transactions(pg: Any) -> None:
     store, conns, log = pg
     conns[0].lose()  # the server restarted while the store was idle
-    with store._tx():
-        store._exec("INSERT INTO events VALUES (?)", (1,))
+    with store.db.transaction():
+        store.db.execute("INSERT INTO events VALUES (?)", (1,))
     assert len(conns) == 2 and log == ["BEGIN", "BEGIN", "INSERT", "COMMIT"]  # nothing written twice
     conns[1].lose()
-    assert store._one("SELECT 1") == (1,)  # a read outside a transaction: retried on a fresh connection
+    assert store.db.one("SELECT 1") == (1,)  # a read outside a transaction: retried on a fresh connection
     assert len(conns) == 3
 
 
 def test_postgres_never_retries_a_write_whose_transaction_had_begun(pg: Any) -> None:
     store, conns, log = pg
     with pytest.raises(StoreError) as info:
-        with store._tx():
-            store._exec("INSERT INTO events VALUES (?)", (1,))
+        with store.db.transaction():
+            store.db.execute("INSERT INTO events VALUES (?)", (1,))
             conns[0].lose()  # lost mid-transaction: its commit may or may not have happened
-            store._exec("INSERT INTO events VALUES (?)", (2,))
+            store.db.execute("INSERT INTO events VALUES (?)", (2,))
     message = str(info.value)
     assert message.startswith("lost the connection to postgresql://chaos:***@127.0.0.1:1/db")
     assert "secret" not in message and "`reasearch resume RUN` continues it" in message
@@ -158,21 +160,21 @@ def test_postgres_errors_of_a_live_connection_are_not_a_lost_connection(pg: Any)
 
     conns[0].execute = timed_out
     with pytest.raises(_Lost, match="lock timeout"):
-        store._one("SELECT 1")
+        store.db.one("SELECT 1")
     assert len(conns) == 1
 
 
 def test_postgres_gives_up_after_one_reconnect(pg: Any) -> None:
     store, conns, _ = pg
-    real = PostgresStore._connect
+    real = PostgresConnection._connect
 
-    def lost_again(self: PostgresStore) -> Any:
+    def lost_again(self: PostgresConnection) -> Any:
         conn = real(self)
         conn.lose()
         return conn
 
     conns[0].lose()
-    PostgresStore._connect = lost_again  # type: ignore[method-assign]  # the server is still down
+    PostgresConnection._connect = lost_again  # type: ignore[method-assign]  # the server is still down
     with pytest.raises(StoreError, match="lost the connection"):
-        store._one("SELECT 1")
+        store.db.one("SELECT 1")
     assert len(conns) == 2
