@@ -189,11 +189,25 @@ def soak_processes(root: str) -> dict[int, str]:
     return out
 
 
+def still_running(pid: int, start: str) -> bool:
+    """True when the process seen as ``pid`` (started at ``start``) still runs. A zombie does not: it has exited
+    and only waits for its parent to collect it (a subreaper, such as a test process that started a sandbox
+    pool, adopts a killed driver's orphans, which then stay zombies until it reaps them)."""
+    if not start or process_start(pid) != start:
+        return False
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
 def nothing_left_behind(rec: SoakRecord, store: Store) -> list[str]:
     listed = soak_processes(rec.root)
     out = [f"process left: pid {pid}: {cmd}" for pid, cmd in listed.items()]
     for pid, start in rec.seen_processes.items():
-        if pid not in listed and start and process_start(pid) == start:
+        if pid not in listed and still_running(pid, start):
             out.append(f"process left: pid {pid} (under a driver)")
     try:
         with open("/proc/mounts") as f:

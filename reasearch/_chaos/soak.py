@@ -20,6 +20,7 @@ Trust boundary: the harness's own drivers and endpoint; candidates run only in t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -420,10 +421,13 @@ class _Soak:
 def _settle(root: str, seen: dict[int, str], *, timeout_s: float) -> None:
     """Waits (up to ``timeout_s``) for the processes of killed drivers to exit, as a kill's aftermath: those
     carrying the soak's marker and those seen under a driver when it was killed (pid and start time)."""
-    from reasearch._chaos.invariants import soak_processes
+    from reasearch._chaos.invariants import soak_processes, still_running
 
     def left() -> bool:
-        return bool(soak_processes(root)) or any(start and process_start(pid) == start for pid, start in seen.items())
+        for pid in seen:  # orphans this process adopted (a subreaper) and that exited: collected, not left
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+        return bool(soak_processes(root)) or any(still_running(pid, start) for pid, start in seen.items())
 
     deadline = time.monotonic() + timeout_s
     while left() and time.monotonic() < deadline:
