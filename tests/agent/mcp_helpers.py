@@ -8,7 +8,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,25 @@ def call_through_server(provider: Any, calls: list[tuple[str, dict[str, Any]]]) 
         async with Client(build_server(provider)) as c:
             for name, args in calls:
                 out.append(await c.call_tool(name, args))
+
+    anyio.run(go)
+    return out
+
+
+def drive(server: Any, calls: list[tuple[str, dict[str, Any]]], uris: Sequence[str] = ()) -> list[Any]:
+    """The tool list, then each call's result (and each resource's text), through the SDK's in-process client."""
+    import anyio
+    from mcp import Client
+
+    out: list[Any] = []
+
+    async def go() -> None:
+        async with Client(server) as c:
+            out.append(await c.list_tools())
+            for name, args in calls:
+                out.append(await c.call_tool(name, args))
+            for uri in uris:
+                out.append((await c.read_resource(uri)).contents[0].text)
 
     anyio.run(go)
     return out

@@ -8,9 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp import Client
 
 from reasearch.agent.mcp import EvaluatorsService, EvaluatorTools, McpDriver, build_server, open_mcp_run, start_mcp_run
 from reasearch.agent.tools import ToolError, tool, tools_of
@@ -18,7 +16,7 @@ from reasearch.evaluators import make
 from reasearch.evaluators.result import EvalResult
 from reasearch.runs import Unit, open_store
 from reasearch.runs.testing import make_result
-from tests.agent.mcp_helpers import fresh_dir, text
+from tests.agent.mcp_helpers import drive, fresh_dir, text
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -26,22 +24,6 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.fixture()
 def run_dir() -> Iterator[Path]:
     yield from fresh_dir()
-
-
-def _drive(server: Any, calls: list[tuple[str, dict[str, Any]]], uris: list[str] = ()) -> list[Any]:
-    """Each call's result (and each resource's text) through the SDK's in-process client."""
-    out: list[Any] = []
-
-    async def go() -> None:
-        async with Client(server) as c:
-            out.append(await c.list_tools())
-            for name, args in calls:
-                out.append(await c.call_tool(name, args))
-            for uri in uris:
-                out.append((await c.read_resource(uri)).contents[0].text)
-
-    anyio.run(go)
-    return out
 
 
 class _Experiments:
@@ -70,7 +52,7 @@ def test_a_new_toolset_of_the_agent_is_served_with_its_own_schema_and_validation
     exp = _Experiments()
     driver.agent.tools.update(tools_of(exp))
     driver = McpDriver(driver.agent, max_calls=100)  # rebuilt over the agent's (grown) toolsets
-    listed, ok, too_many, wrong_type, unknown = _drive(build_server(driver), [
+    listed, ok, too_many, wrong_type, unknown = drive(build_server(driver), [
         ("run_experiment", {"steps": 3, "note": "baseline"}), ("run_experiment", {"steps": 500}),
         ("run_experiment", {"steps": "three"}), ("edit_code", {"instruction": "x"})])
     schemas = {t.name: t.input_schema for t in listed.tools}
@@ -104,13 +86,13 @@ def test_hidden_answers_stay_hidden_over_mcp(run_dir: Path) -> None:
     assert hidden
     assert not any(h in task.describe() for h in hidden)  # the statement itself must not hold them
     driver = start_mcp_run(task_id, store=open_store(run_dir), run_dir=run_dir, budget={"evaluations": 2})
-    answers = _drive(build_server(driver), [
+    answers = drive(build_server(driver), [
         ("read_file", {"path": "TASK.md"}), ("list_files", {}), ("get_current_code", {}), ("evaluate", {}),
         ("get_status", {}), ("evaluate", {"code": "def transform_grid_attempt_1(g):\n    return g\n"}),
         ("finish", {"reason": "done"})],
         ["reasearch://task", "reasearch://status", "reasearch://best", "reasearch://lessons"])
     service = EvaluatorsService(EvaluatorTools(max_evaluations=1))
-    answers += _drive(build_server(service), [("describe_task", {"task_id": task_id}),
+    answers += drive(build_server(service), [("describe_task", {"task_id": task_id}),
                                               ("evaluate", {"task_id": task_id, "code": task.seed_program()})])
     seen = [a if isinstance(a, str) else text(a) + json.dumps(a.structured_content or {}) for a in answers[1:]
             if not hasattr(a, "tools")]

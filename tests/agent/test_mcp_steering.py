@@ -4,10 +4,6 @@ each intervention is journaled with the client's name, and bad input is an error
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import anyio
-from mcp import Client
 
 from reasearch.agent.mcp import build_server
 from reasearch.agent.mcp.steering import SteeringService
@@ -16,22 +12,9 @@ from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.steering import history
 from reasearch.runs.store import EvaluationRecord, RunState
 from reasearch.runs.testing import make_candidate, make_result, make_run_record
-from tests.agent.mcp_helpers import text
+from tests.agent.mcp_helpers import drive, text
 
 RID = "20260103-000000-cccc"
-
-
-def _drive(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    out: list[Any] = []
-
-    async def go() -> None:
-        async with Client(server) as c:
-            out.append(await c.list_tools())
-            for name, args in calls:
-                out.append(await c.call_tool(name, args))
-
-    anyio.run(go)
-    return out
 
 
 def test_a_supervising_client_steers_lists_and_forks(tmp_path: Path) -> None:
@@ -40,7 +23,7 @@ def test_a_supervising_client_steers_lists_and_forks(tmp_path: Path) -> None:
         store.record_evaluation(EvaluationRecord(RID, 0, "ab12cd34", 7, make_result(score=1.5), 1.0),
                                 make_candidate("ab12cd34", run_id=RID))
         store.debit(LedgerEntry(RID, 0, Unit.EVALUATIONS, 3.0, "evaluate", 1.0))
-        listed, runs, hint, ban, cap_low, unknown_verb, pin, shown, forked, missing = _drive(
+        listed, runs, hint, ban, cap_low, unknown_verb, pin, shown, forked, missing = drive(
             build_server(SteeringService(store), name="reasearch-steering"), [
                 ("list_runs", {}),
                 ("steer", {"run": RID[:10], "verb": "hint", "text": "try a hexagonal start\x1b[2J"}),

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from reasearch.agent.mcp._service import ToolsetService
 from reasearch.agent.snapshot import fmt_score
-from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tool, tools_of
+from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError, ReasearchError
 from reasearch.evaluators import list_tasks, make
 from reasearch.evaluators.base import Task
@@ -121,45 +121,11 @@ class EvaluatorTools:
         return ToolOutput(text, data)
 
 
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    step: int
-    name: str
-    text: str
-    is_error: bool
-    data: Mapping[str, Any] | None = None
-
-
-class EvaluatorsService:
+class EvaluatorsService(ToolsetService[EvaluatorTools]):
     """The stateless server's provider: the evaluator tools, no resources."""
 
     def __init__(self, tools: EvaluatorTools | None = None) -> None:
-        self.toolset = tools or EvaluatorTools()
-        self.tools: dict[str, Tool] = tools_of(self.toolset)
-        self._count = 0
-        self._lock = threading.Lock()
-
-    def call(self, name: str, arguments: Mapping[str, Any] | None, *, client: str = "") -> _Answer:
-        with self._lock:
-            self._count += 1
-            n = self._count
-        t = self.tools.get(name)
-        if t is None:
-            return _Answer(n, name, f"no tool named {name!r}; available: {', '.join(sorted(self.tools))}", True)
-        try:
-            out = t(dict(arguments or {}))
-        except ToolError as exc:
-            return _Answer(n, name, str(exc), True)
-        except Exception as exc:  # an evaluator failure answers with an error; the server goes on
-            return _Answer(n, name, f"{name} failed: {type(exc).__name__}: {exc}", True)
-        out = out if isinstance(out, ToolOutput) else ToolOutput(str(out))
-        return _Answer(n, name, out.text, False, dict(out.data) if out.data else None)
-
-    def resources(self) -> list[Any]:
-        return []
-
-    def read_resource(self, uri: str) -> str:
-        raise ToolError(f"no resource {uri!r}")
+        super().__init__(tools or EvaluatorTools())
 
     def instructions(self) -> str:
         cap = "" if self.toolset.max_evaluations is None else f" (at most {self.toolset.max_evaluations} evaluations)"

@@ -10,13 +10,11 @@ the run's next step exactly as one from the CLI or the dashboard.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from reasearch.agent.mcp._service import ToolsetService
 from reasearch.agent.snapshot import fmt_score
-from reasearch.agent.tools.schema import Tool, ToolError, ToolOutput, tool, tools_of
+from reasearch.agent.tools.schema import ToolError, ToolOutput, tool
 from reasearch.errors import ConfigError, StoreError
 from reasearch.runs import steering
 from reasearch.runs.store import Store
@@ -146,46 +144,17 @@ class SteeringTools:
                           + f"; drive it with: reasearch resume {new}", {"run": new, "twin": twin_id})
 
 
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    step: int
-    name: str
-    text: str
-    is_error: bool
-    data: Mapping[str, Any] | None = None
+class SteeringService(ToolsetService[SteeringTools]):
+    """The supervising server's provider: the steering tools over one store, no resources; one call at a time,
+    so ``who`` is the caller's while its call runs."""
 
-
-class SteeringService:
-    """The supervising server's provider: the steering tools over one store, no resources."""
+    serial = True
 
     def __init__(self, store: Store) -> None:
-        self.toolset = SteeringTools(store)
-        self.tools: Mapping[str, Tool] = tools_of(self.toolset)
-        self._count = 0
-        self._lock = threading.Lock()
+        super().__init__(SteeringTools(store))
 
-    def call(self, name: str, arguments: Mapping[str, Any] | None, *, client: str = "") -> _Answer:
-        with self._lock:  # one call at a time: ``who`` is the caller's while its call runs
-            self._count += 1
-            n = self._count
-            t = self.tools.get(name)
-            if t is None:
-                return _Answer(n, name, f"no tool named {name!r}; available: {', '.join(sorted(self.tools))}", True)
-            self.toolset.who = f"mcp:{client}" if client else "mcp"
-            try:
-                out = t(dict(arguments or {}))
-            except ToolError as exc:
-                return _Answer(n, name, str(exc), True)
-            except Exception as exc:  # a store failure answers with an error; the server goes on
-                return _Answer(n, name, f"{name} failed: {type(exc).__name__}: {exc}", True)
-        out = out if isinstance(out, ToolOutput) else ToolOutput(str(out))
-        return _Answer(n, name, out.text, False, dict(out.data) if out.data else None)
-
-    def resources(self) -> list[Any]:
-        return []
-
-    def read_resource(self, uri: str) -> str:
-        raise ToolError(f"no resource {uri!r}")
+    def bind(self, client: str) -> None:
+        self.toolset.who = f"mcp:{client}" if client else "mcp"
 
     def instructions(self) -> str:
         return ("Steer the runs of a reasearch store: list_runs, steer (hint, pin, ban, lift, pause, resume, cap, "
