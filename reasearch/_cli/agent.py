@@ -8,7 +8,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -17,6 +17,9 @@ from reasearch._cli._params import key_values
 from reasearch._cli._track import add_track_arg, check_track, tracking
 from reasearch.engine.waits import set_owner
 from reasearch.errors import ConfigError, ModelError, StoreError
+
+if TYPE_CHECKING:
+    from reasearch.runs import Budget
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
 EXIT_CTRL_C = 130  # as the shell reports a process ended by SIGINT
@@ -239,7 +242,7 @@ def optimize(args: argparse.Namespace) -> int:
     from reasearch.agent.launch import check_budget
     from reasearch.evaluators import make
     from reasearch.evaluators.kinds import PromptKind, RepositoryKind, task_kind
-    from reasearch.runs import Budget
+    from reasearch.runs import Budget, Unit
 
     check_track(args)  # a missing tracker package: one line, exit 2, no run made
     params = key_values(args.param)
@@ -271,15 +274,16 @@ def optimize(args: argparse.Namespace) -> int:
         budget["dollars"] = args.max_dollars
     if args.max_tokens is not None:
         budget["tokens"] = args.max_tokens
-    check_budget(Budget.from_dict(budget))  # --budget 0: refused before a model is built or called
+    caps = Budget.from_dict(budget)  # parsed once, here: the run gets this Budget and stores its plain form
+    check_budget(caps)  # --budget 0: refused before a model is built or called (checked once: not again later)
     specs, fallbacks = _specs(args)
     config = AgentConfig(models=specs, fallbacks=fallbacks, max_turns=args.max_turns, max_wall_s=args.max_wall,
                          max_turns_without_tools=args.max_turns_without_tools,
                          compact_threshold_tokens=args.compact_at, sandbox_mode=args.sandbox)
     models = {role: build_model(spec) for role, spec in specs.items()}  # no key: one line, exit 2, no run made
     models.update({f"{role}:fallback": build_model(spec) for role, spec in fallbacks.items()})
-    if "dollars" in budget:  # a configuration error first: it needs no endpoint to be found
-        from reasearch.agent.loop import require_prices
+    if caps.cap(Unit.DOLLARS) is not None:  # a configuration error first: it needs no endpoint to be found
+        from reasearch.agent.model_calls import require_prices
 
         require_prices(config)
     _check_models(config)  # a missing client library or a silent endpoint: one line, exit 2, no run made
@@ -290,18 +294,20 @@ def optimize(args: argparse.Namespace) -> int:
     store = open_store(args.store) if args.store else None
     executor = _executor(args.executor)
     try:
-        return _optimize(args, console, budget, config, params, models, lessons, store, executor)
+        return _optimize(args, console, caps, config, params, models, lessons, store, executor)
     finally:
         if executor is not None:  # a Ray executor this command started (and Ray with it) ends with it
             executor.close()
 
 
-def _optimize(args: argparse.Namespace, console: Console, budget: dict[str, float], config: Any,
+def _optimize(args: argparse.Namespace, console: Console, budget: Budget, config: Any,
               params: dict[str, Any], models: dict[str, Any], lessons: str | None, store: Any, executor: Any) -> int:
-    from reasearch.agent import start_run
+    from reasearch.agent.launch import start_checked_run
 
-    agent = start_run(args.task_id, budget=budget, config=config, run_dir=args.run_dir, task_params=params,
-                      seed=args.seed, models=models, lessons=lessons, store=store, executor=executor)
+    # optimize() checked the budget and the prices, each once, where it reports them
+    agent = start_checked_run(args.task_id, budget=budget, config=config, run_dir=args.run_dir,
+                              task_params=params, seed=args.seed, models=models, lessons=lessons, store=store,
+                              executor=executor)
     console.print(f"run {agent.run.id} on {args.task_id} (workspace {agent.workspace.root})", highlight=False,
                   soft_wrap=True)
     set_owner(f"run {agent.run.id}")  # a slot this process leases names the run to whoever waits for it

@@ -26,6 +26,7 @@ __all__ = [
     "open_existing_store",
     "recorded_endpoints",
     "resume_run",
+    "start_checked_run",
     "start_run",
 ]
 
@@ -77,10 +78,24 @@ def start_run(task_id: str, *, budget: Budget | Mapping[str, float], config: Age
         ConfigError: a cap allows nothing, or a dollar cap without prices (nothing is stored then).
     """
     config = config or AgentConfig()
-    budget = budget if isinstance(budget, Budget) else Budget.from_dict(budget)
+    budget = budget if isinstance(budget, Budget) else Budget.from_dict(budget)  # parsed once, here
     check_budget(budget)
     if budget.cap(Unit.DOLLARS) is not None:
         require_prices(config)  # before anything is stored: a dollar cap without prices could never bind
+    return start_checked_run(task_id, budget=budget, config=config, run_dir=run_dir, store=store,
+                             task_params=task_params, seed=seed, models=models, lessons=lessons, executor=executor,
+                             exec_fn=exec_fn, on_progress=on_progress, run_id=run_id, fleet=fleet)
+
+
+def start_checked_run(task_id: str, *, budget: Budget, config: AgentConfig, run_dir: str | Path = DEFAULT_RUN_DIR,
+                      store: Store | None = None, task_params: Mapping[str, Any] | None = None, seed: int = 0,
+                      models: Mapping[str, Model] | None = None, lessons: str | None = None, executor: Any = None,
+                      exec_fn: ExecFn | None = None, on_progress: Callable[[AgentProgress], None] | None = None,
+                      run_id: str | None = None, fleet: FleetLink | Mapping[str, Any] | None = None) -> Agent:
+    """:func:`start_run` for a caller that has checked ``budget`` and ``config`` itself, once (``reasearch
+    optimize`` does, each check where it reports it: :func:`check_budget` before any model is built,
+    :func:`~reasearch.agent.model_calls.require_prices` before an endpoint is probed). Nothing is checked
+    again here; the budget goes to :meth:`Run.create` as it is and is stored in its plain form."""
     store = store or open_store(run_dir)
     run_config: dict[str, Any] = {"driver": "agent", "agent": config.to_dict()}
     if fleet is not None:
@@ -153,6 +168,11 @@ def open_agent(run_id: str, *, run_dir: str | Path = DEFAULT_RUN_DIR, store: Sto
     if model_specs:
         config = replace(config, models={**dict(config.models), **dict(model_specs)},
                          fallbacks=dict(fallbacks if fallbacks is not None else config.fallbacks))
+    fleet_caps = dict(link.caps) if (link := FleetLink.from_config(run.config)) else {}
+    # A fleet-wide dollar cap binds the members whose models have a price (a local model's has none); the
+    # run's own dollar cap needs prices (start_run checked them for the models it started with).
+    if run.remaining().get(Unit.DOLLARS) is not None and "dollars" not in fleet_caps:
+        require_prices(config)
     agent = Agent(run, Path(run_dir) / run.id, config=config, models=models, exec_fn=exec_fn, on_progress=on_progress)
     now = agent.calls.endpoints()
     before = recorded_endpoints(run)

@@ -61,9 +61,7 @@ from reasearch.models.messages import (
     tool_result_block,
 )
 from reasearch.runs.events import EventKind, base_kind
-from reasearch.runs.fleet_link import FleetLink
 from reasearch.runs.journal import Journal
-from reasearch.runs.ledger import Unit
 from reasearch.runs.model_budget import spent_hard_cap
 from reasearch.runs.run import Run
 from reasearch.runs.steering import Steering
@@ -128,11 +126,6 @@ class Agent:
         self.transcripts = self.root / "transcripts"
         self.journal = Journal(run)
         self.steering = Steering(run, self.journal)  # a person's interventions, applied at each turn's step
-        fleet_caps = dict(link.caps) if (link := FleetLink.from_config(run.config)) else {}
-        # A fleet-wide dollar cap binds the members whose models have a price (a local model's has none);
-        # the run's own dollar cap needs prices (start_run checks it before anything is stored).
-        if run.remaining().get(Unit.DOLLARS) is not None and "dollars" not in fleet_caps:
-            require_prices(self.config)
         self.models = role_models(self.config, dict(models or {}), self.journal)
         self.lessons_preload = lessons
         self.on_progress = on_progress

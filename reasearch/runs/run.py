@@ -102,7 +102,8 @@ class Run:
     against the budget, so concurrent callers cannot overspend a cap.
     """
 
-    def __init__(self, store: Store, record: RunRecord, *, executor: Executor | None = None) -> None:
+    def __init__(self, store: Store, record: RunRecord, *, executor: Executor | None = None,
+                 budget: Budget | None = None) -> None:
         self.store = store
         self._record = record
         self.id: str = record.id
@@ -110,7 +111,7 @@ class Run:
         self.task_params: dict[str, Any] = dict(record.task_params)
         self.seed: int = record.seed
         self.config: dict[str, Any] = dict(record.config)
-        self.budget = Budget.from_dict(record.budget)
+        self.budget = budget if budget is not None else Budget.from_dict(record.budget)  # create passes its own
         self._executor = executor
         self._owns_executor = False
         self._task: Task | None = None
@@ -167,7 +168,7 @@ class Run:
             task = resolve_task(task_id, params)
             if task.spec.id != task_id:  # a task folder's path: stored by its id, folder and content hash
                 task_id, params, entry = task.spec.id, dict(task.get_params()), task_entry_of(task)
-        if not isinstance(budget, Budget):
+        if not isinstance(budget, Budget):  # the one conversion of a mapping; a Budget was parsed by its caller
             budget = Budget.from_dict(budget)
         now = time.time()
         record = RunRecord(
@@ -175,7 +176,7 @@ class Run:
             config=dict(config or {}), budget=budget.to_dict(), state=RunState.RUNNING, created_at=now, updated_at=now,
             task_spec=task.spec)
         store.create_run(record)
-        run = cls(store, store.get_run(record.id), executor=executor)
+        run = cls(store, store.get_run(record.id), executor=executor, budget=budget)
         run._task = task
         run._start_driving()
         return run

@@ -479,7 +479,7 @@ def initial_budget(run: Any) -> Budget:
     for e in run.events():
         if base_kind(str(e.kind)) == APPLIED_KIND and int(e.step) >= 0 and "budget_before" in e.payload:
             return Budget.from_dict(e.payload["budget_before"])
-    return Budget.from_dict(run.budget.to_dict())
+    return run.budget  # frozen: shared, never copied
 
 
 def _batch_kind(batch: int) -> str:
