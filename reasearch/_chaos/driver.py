@@ -33,6 +33,8 @@ def drive(spec: dict[str, Any]) -> int:
                                   retry=RetryPolicy(max_attempts=spec["attempts"], base_delay_s=0.05,
                                                     max_delay_s=0.2, notify=lambda line: None))
     pool = SandboxPool(SandboxConfig(mode=spec["mode"], workers=1, lazy_start=True))
+    if spec["method"] in ("compare", "fleet"):
+        return _drive_fleet(spec)
     store = open_store(spec["store"])
     try:
         with LocalExecutor(1, pool=pool) as executor:
@@ -71,6 +73,54 @@ def _drive_agent(spec: dict[str, Any], store: Any, model_spec: ModelSpec, model:
     agent.optimize()
     agent.run.close()
     return 0 if store.get_run(spec["run_id"]).state is RunState.FINISHED else 1
+
+
+def _drive_fleet(spec: dict[str, Any]) -> int:
+    """A ``compare`` (two methods x one seed) or a fleet (two agent members): the first session starts it, a
+    later one continues it (``compare --id``, ``fleet resume``). Its members share one model name (the
+    fleet id) on the soak's endpoint; their evaluations run on this process's pool of the spec's mode."""
+    import reasearch.engine.sandbox as sandbox
+    from reasearch.fleets import FleetSpec, resume_fleet, run_fleet
+    from reasearch.fleets.compare import compare_spec, run_compare
+
+    fleet_id, store_url = spec["run_id"], spec["store"]
+    told: set[tuple[str, str]] = set()
+
+    def tell(results: list[Any]) -> None:  # a member's failure, as the fleet recorded it (its log's last word)
+        for r in results:
+            if r.state == RunState.FAILED.value and (r.run_id, r.reason) not in told:
+                told.add((r.run_id, r.reason))
+                print(f"chaos: member {r.run_id} failed: {r.reason}", file=sys.stderr, flush=True)
+
+    sandbox.close_default_pool()  # the members' default pool, in the soak's mode (2 members at once)
+    sandbox._default = SandboxPool(SandboxConfig(mode=spec["mode"], workers=2, lazy_start=True))  # noqa: SLF001
+    evaluations = float(spec["budget"]["evaluations"])
+    run_dir = str(Path(store_url).parent / "fleets")
+    try:
+        with open_store(store_url) as store:
+            try:
+                store.get_fleet(fleet_id)
+                started = True
+            except StoreError:  # the first session, or one killed before it recorded the fleet
+                started = False
+        if spec["method"] == "compare":
+            fleet = compare_spec([spec["task"]], ["best-of-n", "evolve"], seeds=[0], budget=evaluations,
+                                 model=f"openai/{fleet_id}", base_url=spec["url"], parallelism=2,
+                                 method_configs={"evolve": {"num_islands": 2}})
+            report = run_compare(fleet, store=store_url, run_dir=run_dir, fleet_id=fleet_id,
+                                 on_update=tell)  # `compare --id`
+        elif started:
+            report = resume_fleet(fleet_id, store=store_url, run_dir=run_dir, on_update=tell)  # `fleet resume`
+        else:
+            fleet = FleetSpec(tasks=(spec["task"],), seeds=(0, 1), models=(f"openai/{fleet_id}",),
+                              budget={"evaluations": evaluations}, parallelism=2, base_url=spec["url"],
+                              agent={"max_turns": int(4 * evaluations + 10), "use_compaction": False,
+                                     "sandbox_mode": spec["mode"]})
+            report = run_fleet(fleet, store=store_url, run_dir=run_dir, fleet_id=fleet_id, on_update=tell)
+    finally:
+        sandbox.close_default_pool()
+    tell(list(report.members))
+    return 0 if all(r.state == RunState.FINISHED.value for r in report.members) else 1
 
 
 if __name__ == "__main__":

@@ -44,9 +44,12 @@ from reasearch.errors import ConfigError
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.liveness import effective_state, process_start
 
-__all__ = ["FAULTS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "make_schedule", "soak"]
+__all__ = ["DRIVERS", "FAULTS", "GROUPS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "make_schedule",
+           "soak"]
 
-METHODS = ("best-of-n", "evolve", "reflect", "agent")
+METHODS = ("best-of-n", "evolve", "reflect", "agent")  # one run per driver (the default draw)
+GROUPS = ("compare", "fleet")  # one driver of two runs, a fleet's members sharing one model name
+DRIVERS = (*METHODS, *GROUPS)  # and a `compare` (best-of-n and evolve, one seed) or a fleet (2 agent members)
 TASK = "heilbronn/n11-v1"
 FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "store_restart", "disk_full", "clock_jump")
 _HARNESS_ONLY = ("kill_worker", "sqlite_lock", "store_restart", "disk_full", "clock_jump")  # after a reply is sent
@@ -73,7 +76,18 @@ class RunPlan:
     faults: tuple[Fault, ...]
 
     def caps(self) -> dict[str, float]:
+        if self.method in GROUPS:  # per member: a fleet's caps are its task's unit only
+            return {"evaluations": float(self.member_evaluations)}
         return {"evaluations": float(self.evaluations), "model_calls": float(4 * self.evaluations + 20)}
+
+    @property
+    def member_evaluations(self) -> int:
+        """A compare's or fleet's per-member cap: its two members share the run's evaluations."""
+        return max(3, self.evaluations // 2)
+
+    def members(self) -> tuple[str, ...]:
+        """The run ids this plan's driver makes: its own, or its fleet's two members' (``FLEET-m000``...)."""
+        return (f"{self.run_id}-m000", f"{self.run_id}-m001") if self.method in GROUPS else (self.run_id,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +110,8 @@ def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults:
                   kinds: Sequence[str] = FAULTS, methods: Sequence[str] = METHODS) -> Schedule:
     """``runs`` runs of ``evaluations`` each; per run ``kills`` driver kills and ``faults`` other faults (of
     ``kinds``), each at a distinct request number of that run, all drawn from ``random.Random(seed)``."""
-    if not methods or set(methods) - set(METHODS):
-        raise ConfigError(f"unknown or no drivers {sorted(set(methods) - set(METHODS))}; known: {list(METHODS)}")
+    if not methods or set(methods) - set(DRIVERS):
+        raise ConfigError(f"unknown or no drivers {sorted(set(methods) - set(DRIVERS))}; known: {list(DRIVERS)}")
     unknown = sorted(set(kinds) - set(FAULTS))
     if unknown:
         raise ConfigError(f"unknown chaos faults {unknown}; known: {list(FAULTS)}")
@@ -316,8 +330,9 @@ class _Soak:
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
-        self.record = SoakRecord(root=root, store_url=self.store_url, caps={r.run_id: r.caps() for r in schedule.runs},
-                                 accounts={})
+        self.record = SoakRecord(root=root, store_url=self.store_url, accounts={},
+                                 caps={m: r.caps() for r in schedule.runs for m in r.members()},
+                                 groups={r.run_id: list(r.members()) for r in schedule.runs if r.method in GROUPS})
         self.drivers = {r.run_id: _RunDriver(self, r) for r in schedule.runs}
         faults = {(r.run_id, f.request): f for r in schedule.runs for f in r.faults}
 
@@ -397,7 +412,7 @@ class _Soak:
                     if kind in ENDPOINT_FAULTS:
                         self.counts[kind] += n
         _settle(self.root, self.record.seen_processes, timeout_s=10.0)
-        report = SoakReport(self.schedule.seed, runs=len(self.schedule.runs), faults=Counter(
+        report = SoakReport(self.schedule.seed, runs=len(self.record.caps), faults=Counter(
             {k: v for k, v in self.counts.items() if k != "resumes"}), resumes=self.counts["resumes"])
         store = open_store(self.store_url)
         try:
@@ -489,7 +504,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--mode", default="process", choices=("process", "nsjail"))
     p.add_argument("--kinds", default="", help="the fault kinds to draw from, comma-separated (default: every "
                    "kind that applies): " + ",".join(FAULTS))
-    p.add_argument("--methods", default=",".join(METHODS), help="the drivers to draw from (comma-separated)")
+    p.add_argument("--methods", default=",".join(METHODS), help="the drivers to draw from (comma-separated; also "
+                   "compare and fleet): " + ",".join(DRIVERS))
     p.add_argument("--store", default=None, help="store URL (default: SQLite under the root); postgresql://...")
     p.add_argument("--restart-store", default="", help="a shell command that restarts the PostgreSQL server")
     p.add_argument("--root", default=None, help="scratch root (default: a new temporary folder, kept)")
