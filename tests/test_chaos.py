@@ -366,3 +366,22 @@ def test_a_fleet_member_dead_of_a_raw_error_is_named(broken_fleet: SoakRecord) -
     found = _reported(broken_fleet)
     assert found == {"deaths_explained": [f"run {member}: a fleet member died of a raw OperationalError: "
                                           "database is locked (at c.py:1 in f)"]}
+
+
+def test_a_driver_dead_of_a_bug_inside_an_exception_group_is_named(broken_fleet: SoakRecord) -> None:
+    """anyio (the MCP client's) raises an exception group: its sub-exceptions are indented behind `| `. A bug
+    there is a death like any other (an MCP session driver died of one, unseen, before the margin was read)."""
+    fleet_id = next(iter(broken_fleet.groups))
+    group = ("  + Exception Group Traceback (most recent call last):\n"
+             '  |   File "driver.py", line 170, in _drive_mcp\n'
+             "  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)\n"
+             "  +-+---------------- 1 ----------------\n"
+             "    | Traceback (most recent call last):\n"
+             '    |   File "_request_clock.py", line 41, in resume\n'
+             "    | TypeError: unsupported operand type(s) for +: 'float' and 'datetime.timedelta'\n"
+             "    +------------------------------------\n")
+    with open(Path(broken_fleet.root) / f"{fleet_id}.log", "a") as log:
+        log.write(group)
+    found = _reported(broken_fleet)
+    assert found == {"deaths_explained": [f"run {fleet_id}: a driver died of a raw TypeError: unsupported operand "
+                                          "type(s) for +: 'float' and 'datetime.timedelta'"]}

@@ -12,6 +12,8 @@ Trust boundary: candidates run only in the sandbox; model replies are parsed by 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,8 @@ def drive(spec: dict[str, Any]) -> int:
     pool = SandboxPool(SandboxConfig(mode=spec["mode"], workers=1, lazy_start=True))
     if spec["method"] in ("compare", "fleet"):
         return _drive_fleet(spec)
+    if spec["method"] == "mcp":
+        return _drive_mcp(spec, model)
     store = open_store(spec["store"])
     try:
         with LocalExecutor(1, pool=pool) as executor:
@@ -121,6 +125,61 @@ def _drive_fleet(spec: dict[str, Any]) -> int:
         sandbox.close_default_pool()
     tell(list(report.members))
     return 0 if all(r.state == RunState.FINISHED.value for r in report.members) else 1
+
+
+_RUN_IN_INSTRUCTIONS = re.compile(r"optimizer of run (\S+) on the task")
+
+
+def _drive_mcp(spec: dict[str, Any], model: Any) -> int:
+    """An MCP session: this process is the client (its proposals from the soak's endpoint, under the plan's
+    name) of a ``reasearch mcp`` server it spawns; the harness kills that server with ``kill -9`` mid-call,
+    and the next session reconnects with ``--run`` (the run's id is kept in ``ROOT/PLAN.run``)."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.shared.exceptions import MCPError
+
+    from reasearch.models.messages import ModelRequest, text_block
+
+    id_file = Path(spec["root"]) / f"{spec['run_id']}.run"
+    run_id = id_file.read_text().strip() if id_file.exists() else ""
+    first = [spec["task"], "--budget", str(int(spec["budget"]["evaluations"]))]
+    args = ["mcp", *(["--run", run_id] if run_id else first), "--store", spec["store"], "--run-dir",
+            str(Path(spec["store"]).parent / "mcp"), "--sandbox", spec["mode"], "--quiet"]
+    params = StdioServerParameters(command=sys.executable, args=["-m", "reasearch.cli", *args], env=dict(os.environ))
+
+    def propose(best: str) -> str:
+        reply = model.complete(ModelRequest("", [{"role": "user", "content": [text_block(f"```python\n{best}\n```")]}]))
+        text = "".join(b.get("text", "") for b in reply.content if isinstance(b, dict))
+        return text.split("```python\n", 1)[-1].rsplit("\n```", 1)[0] if "```python" in text else best
+
+    async def session() -> bool:
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+            init = await s.initialize()
+            found = _RUN_IN_INSTRUCTIONS.search(init.instructions or "")
+            if found is None:
+                raise RuntimeError(f"the MCP server named no run: {init.instructions!r}")
+            id_file.write_text(found.group(1))
+            for _ in range(4 * int(spec["budget"]["evaluations"]) + 10):
+                status = "".join(getattr(c, "text", "") for c in (await s.call_tool("get_status", {})).content)
+                if "evaluations: 0 left" in status:
+                    done = await s.call_tool("finish", {"reason": "budget spent"})
+                    return not done.is_error
+                best = "".join(getattr(c, "text", "") for c in (await s.read_resource("reasearch://best")).contents)
+                # nothing scored yet: the workspace's seed first (evaluate with no code), then mutations of the best
+                call = {} if best.startswith("# no candidate") else {"code": await anyio.to_thread.run_sync(propose,
+                                                                                                             best)}
+                await s.call_tool("evaluate", call, read_timeout_seconds=120.0)  # type: ignore[arg-type]
+        return False
+
+    try:
+        return 0 if anyio.run(session) else 1
+    except* (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError,
+             OSError) as lost:  # the server was killed: what the harness did; the next session reconnects
+        first = lost.exceptions[0]
+        print(f"chaos: the MCP server is gone ({type(first).__name__}: {first}); reconnect with --run",
+              file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":

@@ -266,6 +266,8 @@ def live_drivers_kept(rec: SoakRecord, store: Store) -> list[str]:
 
 
 _RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): ?(.*)$")
+_GROUP_MARGIN = re.compile(r"^\s*(?:\+-+.*|[|+] ?)")  # an exception group's traceback: its sub-exceptions' margin
+_WRAPPERS = ("ExceptionGroup", "BaseExceptionGroup")  # a group is judged by the exceptions it holds
 _MEMBER_FAILED = re.compile(r"^chaos: member (\S+) failed: crashed: ([A-Za-z_]\w*)(?:: (.*))?$")
 _CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
 
@@ -276,7 +278,8 @@ def deaths_explained(rec: SoakRecord, store: Store) -> list[str]:
     out = []
     for run_id in sorted(set(rec.caps) - {m for members in rec.groups.values() for m in members} | set(rec.groups)):
         try:
-            lines = (Path(rec.root) / f"{run_id}.log").read_text(errors="replace").splitlines()
+            lines = [_GROUP_MARGIN.sub("", x) for x in
+                     (Path(rec.root) / f"{run_id}.log").read_text(errors="replace").splitlines()]
         except OSError:
             continue  # no session ever wrote there
         for line in lines:  # a fleet member's failure, as its fleet recorded it: `crashed: Type: message (at ...)`
@@ -286,7 +289,7 @@ def deaths_explained(rec: SoakRecord, store: Store) -> list[str]:
                            f"{(member.group(3) or '')[:200]}")
         for i, line in enumerate(lines):
             m = _RAISED.match(line)
-            if m is None or m.group(1).startswith("reasearch.errors."):
+            if m is None or m.group(1).startswith("reasearch.errors.") or m.group(1) in _WRAPPERS:
                 continue
             after = next((x for x in lines[i + 1:] if x.strip()), "")
             if not after.startswith(_CHAINED):  # the exception the driver died of, not a cause of it

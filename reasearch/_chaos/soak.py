@@ -49,7 +49,8 @@ __all__ = ["DRIVERS", "FAULTS", "GROUPS", "METHODS", "Fault", "RunPlan", "Schedu
 
 METHODS = ("best-of-n", "evolve", "reflect", "agent")  # one run per driver (the default draw)
 GROUPS = ("compare", "fleet")  # one driver of two runs, a fleet's members sharing one model name
-DRIVERS = (*METHODS, *GROUPS)  # and a `compare` (best-of-n and evolve, one seed) or a fleet (2 agent members)
+DRIVERS = (*METHODS, *GROUPS, "mcp")  # and a `compare` (best-of-n and evolve, one seed), a fleet (2 agent
+# members), an MCP session (its client proposes from the endpoint; `reasearch mcp`, the server, is what is killed)
 TASK = "heilbronn/n11-v1"
 FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "store_restart", "disk_full", "clock_jump")
 _HARNESS_ONLY = ("kill_worker", "sqlite_lock", "store_restart", "disk_full", "clock_jump")  # after a reply is sent
@@ -191,7 +192,7 @@ class _RunDriver:
         soak, plan = self.soak, self.plan
         spec = {"store": soak.store_url, "run_id": plan.run_id, "method": plan.method, "task": TASK,
                 "url": soak.endpoint.url, "attempts": soak.attempts, "client_timeout_s": soak.client_timeout_s,
-                "mode": soak.mode, "budget": plan.caps(), "seed": 0,
+                "mode": soak.mode, "budget": plan.caps(), "seed": 0, "root": soak.root,
                 "config": {"num_islands": 2} if plan.method == "evolve" else None}
         for session in range(soak.max_sessions):
             if session:
@@ -238,14 +239,22 @@ class _RunDriver:
             time.sleep(0.01)
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
-        for pid in _descendants(proc.pid):  # what a kill -9 orphans: checked to be gone at the end
+        under = _descendants(proc.pid)
+        for pid in under:  # what a kill -9 orphans: checked to be gone at the end
             self.soak.seen(pid)
         t0 = time.monotonic()
+        servers = [pid for pid in under if _is_mcp_server(pid)] if self.plan.method == "mcp" else []
+        for pid in servers or [proc.pid]:  # an MCP session: its server dies, and its client sees it and ends
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
+            proc.wait(timeout=5.0 if servers else None)
+        except subprocess.TimeoutExpired:  # a client that did not notice its server's death: ended here
+            self.soak.count("mcp_client_killed")
             os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+            proc.wait()
         self.soak.waited(f"{self.plan.run_id} kill -9 of its driver", time.monotonic() - t0, timeout_s=10.0)
 
     def _strike(self, f: Fault, proc: subprocess.Popen[bytes]) -> None:
@@ -290,6 +299,15 @@ class _RunDriver:
                 pass
             finally:
                 store.close()
+
+
+def _is_mcp_server(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"reasearch.cli" in argv and b"mcp" in argv
 
 
 def _descendants(pid: int) -> list[int]:
@@ -412,6 +430,14 @@ class _Soak:
                     if kind in ENDPOINT_FAULTS:
                         self.counts[kind] += n
         _settle(self.root, self.record.seen_processes, timeout_s=10.0)
+        for plan in self.schedule.runs:  # an MCP session's run is named by its server: found in ROOT/PLAN.run
+            named = Path(self.root) / f"{plan.run_id}.run"
+            if plan.method == "mcp" and named.is_file():
+                run_id = named.read_text().strip()
+                self.record.caps[run_id] = self.record.caps.pop(plan.run_id)
+                self.record.groups[plan.run_id] = [run_id]
+                # the client's proposals are its own (an MCP run's model is its client): in no ledger of the project
+                self.record.accounts.pop(plan.run_id, None)
         report = SoakReport(self.schedule.seed, runs=len(self.record.caps), faults=Counter(
             {k: v for k, v in self.counts.items() if k != "resumes"}), resumes=self.counts["resumes"])
         store = open_store(self.store_url)
