@@ -273,7 +273,7 @@ def test_a_driver_dead_of_a_raw_database_error_is_named(broken: SoakRecord, tmp_
 
 def test_every_check_has_a_break_test() -> None:
     names = {n for n in globals() if n.startswith("test_")}
-    assert len(CHECKS) == 8 and len([n for n in names if n.endswith("_is_named")]) >= len(CHECKS)
+    assert len(CHECKS) == 9 and len([n for n in names if n.endswith("_is_named")]) >= len(CHECKS)
 
 
 # --- a compare (a fleet of two method runs sharing one model name) under the soak ---------------------------
@@ -385,3 +385,68 @@ def test_a_driver_dead_of_a_bug_inside_an_exception_group_is_named(broken_fleet:
     found = _reported(broken_fleet)
     assert found == {"deaths_explained": [f"run {fleet_id}: a driver died of a raw TypeError: unsupported operand "
                                           "type(s) for +: 'float' and 'datetime.timedelta'"]}
+
+
+# --- a prompt task: its student the soak's fake student server ------------------------------------------------
+# Seed 5: best-of-n on gsm8k/v1 (synthetic), its driver killed 0.1 s after its first proposal (mid-validation: the
+# student calls in flight are charged at their reservation), then while the endpoint holds a proposal.
+PROMPT_SEED = 5
+
+
+@pytest.fixture(scope="module")
+def prompt_soaked(tmp_path_factory: pytest.TempPathFactory) -> SoakReport:
+    root = tmp_path_factory.mktemp("chaos-prompt")
+    return soak(PROMPT_SEED, runs=1, evaluations=10, kills=2, faults=2, methods=["prompt"], parallel=1,
+                mode="process", root=str(root), echo=None)
+
+
+def test_a_prompt_run_killed_mid_validation_has_every_student_call_in_its_ledger_once(
+        prompt_soaked: SoakReport) -> None:
+    rec = prompt_soaked.record
+    assert rec is not None and [str(v) for v in prompt_soaked.violations] == [], prompt_soaked.summary()
+    (run_id,) = rec.caps
+    assert prompt_soaked.finished == 1 and rec.deaths[run_id] >= 1 and rec.student[run_id] > 0
+    with open_store(rec.store_url) as store:
+        ledger = [e for e in store.ledger(run_id) if e.unit is Unit.STUDENT_CALLS]
+    debited = sum(e.amount for e in ledger if not e.note.startswith("charged at reservation"))
+    assert debited <= rec.student[run_id] <= sum(e.amount for e in ledger)
+    assert any(e.note.startswith("test:") for e in ledger)  # the sealed test pass, paid once at the end
+
+
+def test_a_student_call_in_no_ledger_is_named(prompt_soaked: SoakReport, tmp_path: Path) -> None:
+    rec = copy.deepcopy(prompt_soaked.record)
+    assert rec is not None
+    shutil.copytree(rec.store_url, tmp_path / "store")
+    rec.store_url = str(tmp_path / "store")
+    (run_id,) = rec.caps
+    with open_store(rec.store_url) as store:
+        paid = sum(e.amount for e in store.ledger(run_id) if e.unit is Unit.STUDENT_CALLS)
+    rec.student[run_id] = int(paid) + 1  # the student answered one call more than the ledger holds
+    assert _reported(rec) == {"student_calls_once": [
+        f"run {run_id}: {int(paid) + 1} student calls answered, {paid - _in_flight(rec, run_id):g} debited and "
+        f"{_in_flight(rec, run_id):g} charged at reservation: some are in no ledger"]}
+
+
+def test_a_student_call_debited_twice_is_named(prompt_soaked: SoakReport, tmp_path: Path) -> None:
+    rec = copy.deepcopy(prompt_soaked.record)
+    assert rec is not None
+    shutil.copytree(rec.store_url, tmp_path / "store")
+    rec.store_url = str(tmp_path / "store")
+    (run_id,) = rec.caps
+    answered = rec.student[run_id]
+    with open_store(rec.store_url) as store:
+        debited = sum(e.amount for e in store.ledger(run_id) if e.unit is Unit.STUDENT_CALLS
+                      and not e.note.startswith("charged at reservation"))
+        extra = answered - int(debited) + 1  # debited beyond what the student answered (paid twice)
+        for i in range(extra):
+            store.debit(LedgerEntry(run_id, 10_000 + i, Unit.STUDENT_CALLS, 1.0, note=f"student:again{i}"))
+    rec.caps[run_id]["student_calls"] += extra
+    found = _reported(rec)
+    assert found == {"student_calls_once": [
+        f"run {run_id}: {debited + extra:g} student calls debited for {answered} the student answered"]}
+
+
+def _in_flight(rec: SoakRecord, run_id: str) -> float:
+    with open_store(rec.store_url) as store:
+        return sum(e.amount for e in store.ledger(run_id) if e.unit is Unit.STUDENT_CALLS
+                   and e.note.startswith("charged at reservation"))

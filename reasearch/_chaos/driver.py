@@ -47,7 +47,9 @@ def drive(spec: dict[str, Any]) -> int:
             try:
                 store.get_run(spec["run_id"])
             except StoreError:
-                runner = start_method(spec["method"], spec["task"], budget=spec["budget"], store=store,
+                method = "best-of-n" if spec["method"] == "prompt" else spec["method"]  # prompt: on gsm8k/v1
+                runner = start_method(method, spec["task"], budget=spec["budget"], store=store,
+                                      task_params=spec.get("task_params"),
                                       model_spec=model_spec, model=model, config=spec.get("config"),
                                       executor=executor, run_id=spec["run_id"], seed=spec["seed"])
             else:

@@ -84,6 +84,7 @@ class SoakRecord:
     deaths: dict[str, int] = field(default_factory=dict)  # run id -> driver sessions that ended unfinished
     in_flight_per_death: int = 1  # the most model calls (and evaluations) one run has in flight at once
     groups: dict[str, list[str]] = field(default_factory=dict)  # a fleet's id -> its members' run ids
+    student: dict[str, int] = field(default_factory=dict)  # run id -> student requests the fake student answered
 
     def account_of(self, run_id: str) -> str:
         """The endpoint account (model name) a run calls under: its fleet's id, or its own."""
@@ -173,6 +174,8 @@ def evaluations_once(rec: SoakRecord, store: Store) -> list[str]:
         for key, n in Counter((e.step, e.unit.value, e.note) for e in ledger).items():
             if n > 1:
                 out.append(f"run {run_id}: ledger row (step, unit, note) = {key} {n} times")
+        if "evaluations" not in rec.caps[run_id]:  # a prompt run pays per student call: student_calls_once
+            continue
         ran = [ev for ev in store.evaluations(run_id)
                if not ev.result.cached and ev.result.status.value != "REFUSED"]
         debited = _ledger_sum(store, run_id, Unit.EVALUATIONS, in_flight=False)
@@ -186,6 +189,24 @@ def evaluations_once(rec: SoakRecord, store: Store) -> list[str]:
         for ev in ran:
             if by_step.get(ev.step, 0) != 1:
                 out.append(f"run {run_id} step {ev.step}: evaluation debited {by_step.get(ev.step, 0)} times")
+    return out
+
+
+def student_calls_once(rec: SoakRecord, store: Store) -> list[str]:
+    """Every student call the fake student answered for a prompt run is in its ledger: debited once, or (answered
+    while its driver died) inside a charge at the evaluation's reservation; none debited beyond those answered."""
+    out = []
+    for run_id, answered in rec.student.items():
+        if run_id not in rec.caps:
+            out.append(f"run {run_id}: {answered} student calls answered for a run the soak did not start")
+            continue
+        debited = _ledger_sum(store, run_id, Unit.STUDENT_CALLS, in_flight=False)
+        charged = _ledger_sum(store, run_id, Unit.STUDENT_CALLS, in_flight=True)
+        if debited > answered + EPS:
+            out.append(f"run {run_id}: {debited:g} student calls debited for {answered} the student answered")
+        if answered > debited + charged + EPS:
+            out.append(f"run {run_id}: {answered} student calls answered, {debited:g} debited and {charged:g} "
+                       "charged at reservation: some are in no ledger")
     return out
 
 
@@ -301,6 +322,7 @@ CHECKS: dict[str, Callable[[SoakRecord, Store], list[str]]] = {
     "runs_finished": runs_finished,
     "model_calls_once": model_calls_once,
     "evaluations_once": evaluations_once,
+    "student_calls_once": student_calls_once,
     "nothing_left_behind": nothing_left_behind,
     "waits_bounded": waits_bounded,
     "caps_held": caps_held,

@@ -20,6 +20,7 @@ Trust boundary: the harness's own drivers and endpoint; candidates run only in t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -49,8 +50,10 @@ __all__ = ["DRIVERS", "FAULTS", "GROUPS", "METHODS", "Fault", "RunPlan", "Schedu
 
 METHODS = ("best-of-n", "evolve", "reflect", "agent")  # one run per driver (the default draw)
 GROUPS = ("compare", "fleet")  # one driver of two runs, a fleet's members sharing one model name
-DRIVERS = (*METHODS, *GROUPS, "mcp")  # and a `compare` (best-of-n and evolve, one seed), a fleet (2 agent
-# members), an MCP session (its client proposes from the endpoint; `reasearch mcp`, the server, is what is killed)
+DRIVERS = (*METHODS, *GROUPS, "mcp", "prompt")  # and a `compare` (best-of-n and evolve, one seed), a fleet (2 agent
+# members), an MCP session (its client proposes from the endpoint; `reasearch mcp`, the server, is what is killed),
+# a prompt task (best-of-n on gsm8k/v1, synthetic data, its student the soak's fake student server)
+PROMPT_TASK, PROMPT_TEST = "gsm8k/v1", 10  # the sealed test pass: PROMPT_TEST student calls beyond the cap
 TASK = "heilbronn/n11-v1"
 FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "store_restart", "disk_full", "clock_jump")
 _HARNESS_ONLY = ("kill_worker", "sqlite_lock", "store_restart", "disk_full", "clock_jump")  # after a reply is sent
@@ -77,6 +80,8 @@ class RunPlan:
     faults: tuple[Fault, ...]
 
     def caps(self) -> dict[str, float]:
+        if self.method == "prompt":  # student calls: one per validation question an evaluation asks
+            return {"student_calls": float(10 * self.evaluations)}
         if self.method in GROUPS:  # per member: a fleet's caps are its task's unit only
             return {"evaluations": float(self.member_evaluations)}
         return {"evaluations": float(self.evaluations), "model_calls": float(4 * self.evaluations + 20)}
@@ -194,6 +199,8 @@ class _RunDriver:
                 "url": soak.endpoint.url, "attempts": soak.attempts, "client_timeout_s": soak.client_timeout_s,
                 "mode": soak.mode, "budget": plan.caps(), "seed": 0, "root": soak.root,
                 "config": {"num_islands": 2} if plan.method == "evolve" else None}
+        if plan.method == "prompt":
+            spec.update(task=PROMPT_TASK, task_params=soak.student_params(plan.run_id))
         for session in range(soak.max_sessions):
             if session:
                 soak.count("resumes")
@@ -301,6 +308,37 @@ class _RunDriver:
                 store.close()
 
 
+def _record_caps(plan: RunPlan) -> dict[str, float]:
+    caps = plan.caps()
+    if plan.method == "prompt":  # the sealed test pass is the trusted side's, beyond the optimizer's cap
+        caps["student_calls"] += PROMPT_TEST
+    return caps
+
+
+def _student_class() -> Any:
+    from reasearch.evaluators.prompt.testing import FakeStudentServer
+
+    class Student(FakeStudentServer):
+        """The fake student, counting the requests it answered per student model name (a run's id)."""
+
+        def __init__(self, answers: dict[str, str]) -> None:
+            super().__init__(answers)
+            self.answered: Counter[str] = Counter()
+
+        def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            status, doc = super()._answer(path, body)
+            if status == 200:
+                with self._lock:
+                    self.answered[str(body.get("model", ""))] += 1
+            return status, doc
+
+    return Student
+
+
+def _Student(answers: dict[str, str]) -> Any:  # noqa: N802 (a class made on first use: the prompt package is heavy)
+    return _student_class()(answers)
+
+
 def _is_mcp_server(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -349,7 +387,7 @@ class _Soak:
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
         self.record = SoakRecord(root=root, store_url=self.store_url, accounts={},
-                                 caps={m: r.caps() for r in schedule.runs for m in r.members()},
+                                 caps={m: _record_caps(r) for r in schedule.runs for m in r.members()},
                                  groups={r.run_id: list(r.members()) for r in schedule.runs if r.method in GROUPS})
         self.drivers = {r.run_id: _RunDriver(self, r) for r in schedule.runs}
         faults = {(r.run_id, f.request): f for r in schedule.runs for f in r.faults}
@@ -369,8 +407,21 @@ class _Soak:
 
         from reasearch.evaluators import make
 
+        self.student: Any = None  # the fake student (a prompt run in the schedule)
+        self.gsm8k = Path(root) / "gsm8k"
+        if any(r.method == "prompt" for r in schedule.runs):
+            from reasearch.evaluators.prompt.testing import gsm8k_answer_key, write_synthetic_gsm8k
+
+            write_synthetic_gsm8k(self.gsm8k, n_train=40, n_test=20)
+            self.student = _Student(gsm8k_answer_key(self.gsm8k))
         self.endpoint = ChaosEndpoint(fault_at, client_timeout_s=client_timeout_s, on_answer=on_answer,
                                       seed_program=make(TASK).seed_program())
+
+    def student_params(self, run_id: str) -> dict[str, Any]:
+        """A prompt run's task parameters: synthetic GSM8K, its student (named by the run) the soak's fake."""
+        assert self.student is not None
+        return {"student": f"openai/{run_id}", "base_url": self.student.url, "n_train": 20, "n_validation": 10,
+                "n_test": PROMPT_TEST, "data_dir": str(self.gsm8k)}
 
     def count(self, what: str) -> None:
         with self._lock:
@@ -421,9 +472,13 @@ class _Soak:
 
     def run(self) -> SoakReport:
         t0 = time.monotonic()
-        with self.endpoint, ThreadPoolExecutor(self.parallel) as threads:
+        with self.endpoint, contextlib.ExitStack() as stack, ThreadPoolExecutor(self.parallel) as threads:
+            if self.student is not None:
+                stack.enter_context(self.student)
             for fut in [threads.submit(d.run) for d in self.drivers.values()]:
                 fut.result()
+            if self.student is not None:
+                self.record.student = dict(self.student.answered)
             self.record.accounts = dict(self.endpoint.accounts)
             for acct in self.record.accounts.values():
                 for kind, n in acct.faults.items():
