@@ -171,15 +171,15 @@ def _drive_mcp(spec: dict[str, Any], model: Any) -> int:
                 # nothing scored yet: the workspace's seed first (evaluate with no code), then mutations of the best
                 call = {} if best.startswith("# no candidate") else {"code": await anyio.to_thread.run_sync(propose,
                                                                                                              best)}
-                await s.call_tool("evaluate", call, read_timeout_seconds=120.0)  # type: ignore[arg-type]
+                await s.call_tool("evaluate", call, read_timeout_seconds=120.0)
         return False
 
     try:
         return 0 if anyio.run(session) else 1
     except* (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError,
              OSError) as lost:  # the server was killed: what the harness did; the next session reconnects
-        first = lost.exceptions[0]
-        print(f"chaos: the MCP server is gone ({type(first).__name__}: {first}); reconnect with --run",
+        why = lost.exceptions[0]
+        print(f"chaos: the MCP server is gone ({type(why).__name__}: {why}); reconnect with --run",
               file=sys.stderr, flush=True)
     return 1
 
