@@ -81,6 +81,11 @@ def test_bad_soak_options_are_config_errors() -> None:
         make_schedule(1, runs=1, evaluations=5, kills=0, faults=1, kinds=("disk_fill",))
     with pytest.raises(ConfigError, match="runs >= 1"):
         make_schedule(1, runs=0, evaluations=5, kills=0, faults=0)
+    with pytest.raises(ConfigError, match=r"unknown or no drivers \['training'\]; known: .*'compare', 'fleet', 'mcp', "
+                                          r"'prompt'\]"):
+        make_schedule(1, runs=1, evaluations=5, kills=0, faults=0, methods=("compare", "training"))
+    assert {r.method for r in make_schedule(1, runs=8, evaluations=5, kills=0, faults=0,
+                                            methods=("compare", "mcp")).runs} == {"compare", "mcp"}
     with pytest.raises(ConfigError, match="mode process or nsjail"):
         soak(1, mode="docker", echo=None)
     with pytest.raises(ConfigError, match="needs a PostgreSQL store URL"):
