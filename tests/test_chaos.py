@@ -82,6 +82,11 @@ def test_bad_soak_options_are_config_errors() -> None:
         make_schedule(1, runs=1, evaluations=5, kills=0, faults=1, kinds=("disk_fill",))
     with pytest.raises(ConfigError, match="runs >= 1"):
         make_schedule(1, runs=0, evaluations=5, kills=0, faults=0)
+    with pytest.raises(ConfigError, match=r"unknown or no drivers \['training'\]; known: .*'compare', 'fleet', 'mcp', "
+                                          r"'prompt'\]"):
+        make_schedule(1, runs=1, evaluations=5, kills=0, faults=0, methods=("compare", "training"))
+    assert {r.method for r in make_schedule(1, runs=8, evaluations=5, kills=0, faults=0,
+                                            methods=("compare", "mcp")).runs} == {"compare", "mcp"}
     with pytest.raises(ConfigError, match="mode process or nsjail"):
         soak(1, mode="docker", echo=None)
     with pytest.raises(ConfigError, match="needs a PostgreSQL store URL"):
@@ -300,4 +305,180 @@ def test_a_driver_dead_of_a_raw_database_error_is_named(broken: SoakRecord, tmp_
 
 def test_every_check_has_a_break_test() -> None:
     names = {n for n in globals() if n.startswith("test_")}
-    assert len(CHECKS) == 8 and len([n for n in names if n.endswith("_is_named")]) >= len(CHECKS)
+    assert len(CHECKS) == 9 and len([n for n in names if n.endswith("_is_named")]) >= len(CHECKS)
+
+
+# --- a compare (a fleet of two method runs sharing one model name) under the soak ---------------------------
+# Seed 4: a compare of best-of-n and evolve (one seed, 3 evaluations each), a reply cut off, its driver killed
+# while the endpoint holds a member's call, then the disk filled under it (when the resumed fleet gets there).
+FLEET_SEED = 4
+
+
+@pytest.fixture(scope="module")
+def fleet_soaked(tmp_path_factory: pytest.TempPathFactory) -> SoakReport:
+    root = tmp_path_factory.mktemp("chaos-fleet")
+    return soak(FLEET_SEED, runs=1, evaluations=6, kills=1, faults=2, methods=["compare"], parallel=1,
+                mode="process", root=str(root), echo=None)
+
+
+def test_a_compare_killed_and_resumed_holds_every_invariant(fleet_soaked: SoakReport) -> None:
+    """A `compare` killed with a member's call in flight, resumed as `compare --id`: both members finish, and
+    the replies the endpoint answered under the fleet's one model name are in the members' ledgers once."""
+    rec = fleet_soaked.record
+    assert rec is not None and [str(v) for v in fleet_soaked.violations] == [], fleet_soaked.summary()
+    fleet_id = f"chaos-s{FLEET_SEED}-r0000"
+    assert rec.groups == {fleet_id: [f"{fleet_id}-m000", f"{fleet_id}-m001"]} and set(rec.caps) == set(rec.groups[
+        fleet_id])
+    assert fleet_soaked.finished == fleet_soaked.runs == 2 and fleet_soaked.faults["kill_driver"] >= 1
+    assert rec.deaths[fleet_id] >= 1 and fleet_soaked.resumes >= 1
+    assert list(rec.accounts) == [fleet_id]  # one account: the members call under the fleet's model name
+    with open_store(rec.store_url) as store:
+        assert sorted(store.fleet_members(fleet_id).values()) == rec.groups[fleet_id]
+        calls = sum(store.usage(r).get(Unit.MODEL_CALLS, 0.0) for r in rec.groups[fleet_id])
+        assert all(store.usage(r).get(Unit.MODEL_CALLS, 0.0) > 0 for r in rec.groups[fleet_id])
+    assert len(rec.accounts[fleet_id].answered) <= calls <= rec.accounts[fleet_id].received
+
+
+@pytest.fixture
+def broken_fleet(fleet_soaked: SoakReport, tmp_path: Path) -> SoakRecord:
+    if fleet_soaked.record is None or fleet_soaked.violations:
+        pytest.fail("\n".join([f"the soak itself failed: {fleet_soaked.summary()}",
+                               *map(str, fleet_soaked.violations)]))
+    rec = copy.deepcopy(fleet_soaked.record)
+    shutil.copytree(rec.store_url, tmp_path / "store")
+    rec.store_url = str(tmp_path / "store")
+    root = tmp_path / "root"  # the driver's log copied, to be broken
+    root.mkdir()
+    for log_path in Path(rec.root).glob("*.log"):
+        shutil.copy(log_path, root / log_path.name)
+    rec.root = str(root)
+    assert check_all(rec) == []
+    return rec
+
+
+def test_a_fleet_reply_in_no_members_ledger_is_named(broken_fleet: SoakRecord) -> None:
+    """Counted per fleet: replies answered under the fleet's model name that neither member journaled, beyond
+    the calls its members charged at their reservation when the driver died."""
+    fleet_id = next(iter(broken_fleet.groups))
+    with open_store(broken_fleet.store_url) as store:
+        charged = sum(e.amount for r in broken_fleet.groups[fleet_id] for e in store.ledger(r)
+                      if e.unit is Unit.MODEL_CALLS and e.note.startswith("charged at reservation"))
+    lost = [f"chaos-reply-9999999{i}" for i in range(int(charged) + 1)]  # one more than the charges cover
+    broken_fleet.accounts[fleet_id].answered += lost
+    broken_fleet.accounts[fleet_id].received += len(lost)
+    found = _reported(broken_fleet)
+    assert list(found) == ["model_calls_once"] and len(found["model_calls_once"]) == 1
+    assert found["model_calls_once"][0].startswith(f"fleet {fleet_id} (2 runs): ") and lost[-1] in found[
+        "model_calls_once"][0] and "neither journaled nor charged" in found["model_calls_once"][0]
+
+
+def test_a_fleet_paid_for_more_calls_than_its_endpoint_received_is_named(broken_fleet: SoakRecord) -> None:
+    """The members' ledgers summed: more model calls paid than the fleet's model name was asked for."""
+    fleet_id = next(iter(broken_fleet.groups))
+    acct = broken_fleet.accounts[fleet_id]
+    with open_store(broken_fleet.store_url) as store:
+        paid = sum(store.usage(r).get(Unit.MODEL_CALLS, 0.0) for r in broken_fleet.groups[fleet_id])
+    assert paid <= acct.received  # held before it was broken
+    acct.received = int(paid) - 1
+    found = _reported(broken_fleet)
+    assert list(found) == ["model_calls_once"]
+    assert f"fleet {fleet_id} (2 runs): {paid:g} model calls paid for {int(paid) - 1} requests received" in found[
+        "model_calls_once"]
+
+
+def test_a_fleet_member_dead_of_a_raw_error_is_named(broken_fleet: SoakRecord) -> None:
+    """A fleet records a member's exception as its reason; the driver logs it, and a raw one is named."""
+    fleet_id = next(iter(broken_fleet.groups))
+    member = broken_fleet.groups[fleet_id][1]
+    with open(Path(broken_fleet.root) / f"{fleet_id}.log", "a") as log:
+        log.write(f"chaos: member {member} failed: crashed: StoreError: the disk holding x is full (at c.py:1 in f)\n")
+    assert check_all(broken_fleet) == []  # the project's own error: explained
+    with open(Path(broken_fleet.root) / f"{fleet_id}.log", "a") as log:
+        log.write(f"chaos: member {member} failed: crashed: OperationalError: database is locked (at c.py:1 in f)\n")
+    found = _reported(broken_fleet)
+    assert found == {"deaths_explained": [f"run {member}: a fleet member died of a raw OperationalError: "
+                                          "database is locked (at c.py:1 in f)"]}
+
+
+def test_a_driver_dead_of_a_bug_inside_an_exception_group_is_named(broken_fleet: SoakRecord) -> None:
+    """anyio (the MCP client's) raises an exception group: its sub-exceptions are indented behind `| `. A bug
+    there is a death like any other (an MCP session driver died of one, unseen, before the margin was read)."""
+    fleet_id = next(iter(broken_fleet.groups))
+    group = ("  + Exception Group Traceback (most recent call last):\n"
+             '  |   File "driver.py", line 170, in _drive_mcp\n'
+             "  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)\n"
+             "  +-+---------------- 1 ----------------\n"
+             "    | Traceback (most recent call last):\n"
+             '    |   File "_request_clock.py", line 41, in resume\n'
+             "    | TypeError: unsupported operand type(s) for +: 'float' and 'datetime.timedelta'\n"
+             "    +------------------------------------\n")
+    with open(Path(broken_fleet.root) / f"{fleet_id}.log", "a") as log:
+        log.write(group)
+    found = _reported(broken_fleet)
+    assert found == {"deaths_explained": [f"run {fleet_id}: a driver died of a raw TypeError: unsupported operand "
+                                          "type(s) for +: 'float' and 'datetime.timedelta'"]}
+
+
+# --- a prompt task: its student the soak's fake student server ------------------------------------------------
+# Seed 5: best-of-n on gsm8k/v1 (synthetic), its driver killed 0.1 s after its first proposal (mid-validation: the
+# student calls in flight are charged at their reservation), then while the endpoint holds a proposal.
+PROMPT_SEED = 5
+
+
+@pytest.fixture(scope="module")
+def prompt_soaked(tmp_path_factory: pytest.TempPathFactory) -> SoakReport:
+    root = tmp_path_factory.mktemp("chaos-prompt")
+    return soak(PROMPT_SEED, runs=1, evaluations=10, kills=2, faults=2, methods=["prompt"], parallel=1,
+                mode="process", root=str(root), echo=None)
+
+
+def test_a_prompt_run_killed_mid_validation_has_every_student_call_in_its_ledger_once(
+        prompt_soaked: SoakReport) -> None:
+    rec = prompt_soaked.record
+    assert rec is not None and [str(v) for v in prompt_soaked.violations] == [], prompt_soaked.summary()
+    (run_id,) = rec.caps
+    assert prompt_soaked.finished == 1 and rec.deaths[run_id] >= 1 and rec.student[run_id] > 0
+    with open_store(rec.store_url) as store:
+        ledger = [e for e in store.ledger(run_id) if e.unit is Unit.STUDENT_CALLS]
+    debited = sum(e.amount for e in ledger if not e.note.startswith("charged at reservation"))
+    assert debited <= rec.student[run_id] <= sum(e.amount for e in ledger)
+    assert any(e.note.startswith("test:") for e in ledger)  # the sealed test pass, paid once at the end
+
+
+def test_a_student_call_in_no_ledger_is_named(prompt_soaked: SoakReport, tmp_path: Path) -> None:
+    rec = copy.deepcopy(prompt_soaked.record)
+    assert rec is not None
+    shutil.copytree(rec.store_url, tmp_path / "store")
+    rec.store_url = str(tmp_path / "store")
+    (run_id,) = rec.caps
+    with open_store(rec.store_url) as store:
+        paid = sum(e.amount for e in store.ledger(run_id) if e.unit is Unit.STUDENT_CALLS)
+    rec.student[run_id] = int(paid) + 1  # the student answered one call more than the ledger holds
+    assert _reported(rec) == {"student_calls_once": [
+        f"run {run_id}: {int(paid) + 1} student calls answered, {paid - _in_flight(rec, run_id):g} debited and "
+        f"{_in_flight(rec, run_id):g} charged at reservation: some are in no ledger"]}
+
+
+def test_a_student_call_debited_twice_is_named(prompt_soaked: SoakReport, tmp_path: Path) -> None:
+    rec = copy.deepcopy(prompt_soaked.record)
+    assert rec is not None
+    shutil.copytree(rec.store_url, tmp_path / "store")
+    rec.store_url = str(tmp_path / "store")
+    (run_id,) = rec.caps
+    answered = rec.student[run_id]
+    with open_store(rec.store_url) as store:
+        debited = sum(e.amount for e in store.ledger(run_id) if e.unit is Unit.STUDENT_CALLS
+                      and not e.note.startswith("charged at reservation"))
+        extra = answered - int(debited) + 1  # debited beyond what the student answered (paid twice)
+        for i in range(extra):
+            store.debit(LedgerEntry(run_id, 10_000 + i, Unit.STUDENT_CALLS, 1.0, note=f"student:again{i}"))
+    rec.caps[run_id]["student_calls"] += extra
+    found = _reported(rec)
+    assert found == {"student_calls_once": [
+        f"run {run_id}: {debited + extra:g} student calls debited for {answered} the student answered"]}
+
+
+def _in_flight(rec: SoakRecord, run_id: str) -> float:
+    with open_store(rec.store_url) as store:
+        return sum(e.amount for e in store.ledger(run_id) if e.unit is Unit.STUDENT_CALLS
+                   and e.note.startswith("charged at reservation"))

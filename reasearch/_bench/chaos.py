@@ -17,10 +17,12 @@ import tempfile
 from reasearch._bench import BenchRow
 from reasearch.errors import ConfigError
 
-__all__ = ["LONG", "SHORT", "run"]
+__all__ = ["LONG", "LONG_DRIVERS", "SHORT", "run"]
 
 SHORT = {"runs": 3, "evaluations": 7, "kills": 2, "faults": 3}
 LONG = {"runs": 105, "evaluations": 100, "kills": 2, "faults": 6}
+# The long soak also drives a `compare`, a fleet, an MCP session and a prompt task (issue 40 item 1).
+LONG_DRIVERS = ("best-of-n", "evolve", "reflect", "agent", "compare", "fleet", "mcp", "prompt")
 
 
 def _seed() -> int:
@@ -37,13 +39,16 @@ def _stderr(line: str) -> None:  # the schedule first, then one line per run as 
 
 def run(quick: bool) -> list[BenchRow]:
     from reasearch._chaos import soak
+    from reasearch._chaos.soak import METHODS
 
     seed, preset = _seed(), SHORT if quick else LONG
     with tempfile.TemporaryDirectory(prefix="reasearch-bench-chaos-") as tmp:
         report = soak(seed, runs=preset["runs"], evaluations=preset["evaluations"], kills=preset["kills"],
-                      faults=preset["faults"], parallel=2, mode="process", root=tmp, echo=_stderr)
+                      faults=preset["faults"], parallel=2, mode="process", root=tmp, echo=_stderr,
+                      methods=METHODS if quick else LONG_DRIVERS)
     what = (f"seed {seed}, {preset['runs']} runs x {preset['evaluations']}-evaluation caps, {preset['kills']} "
-            f"driver kills and {preset['faults']} other faults drawn per run, 2 at once, process sandbox")
+            f"driver kills and {preset['faults']} other faults drawn per run, 2 at once, process sandbox"
+            + ("" if quick else f", drivers {','.join(LONG_DRIVERS)}"))
     kills = report.faults.get("kill_driver", 0) + report.faults.get("kill_worker", 0)
     long_goal = not quick
     rows = [

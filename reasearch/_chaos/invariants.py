@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reasearch import errors
 from reasearch._chaos.endpoint import Account, nonce_of
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
@@ -81,7 +82,17 @@ class SoakRecord:
     seen_processes: dict[int, str] = field(default_factory=dict)  # pid -> process_start, under a driver once
     clock_misjudged: list[str] = field(default_factory=list)
     deaths: dict[str, int] = field(default_factory=dict)  # run id -> driver sessions that ended unfinished
-    in_flight_per_death: int = 1  # the most model calls (and evaluations) a driver has in flight at once
+    in_flight_per_death: int = 1  # the most model calls (and evaluations) one run has in flight at once
+    groups: dict[str, list[str]] = field(default_factory=dict)  # a fleet's id -> its members' run ids
+    student: dict[str, int] = field(default_factory=dict)  # run id -> student requests the fake student answered
+
+    def account_of(self, run_id: str) -> str:
+        """The endpoint account (model name) a run calls under: its fleet's id, or its own."""
+        return next((g for g, members in self.groups.items() if run_id in members), run_id)
+
+    def deaths_of(self, run_id: str) -> int:
+        """Driver deaths of a run (a fleet member dies with its fleet's driver)."""
+        return self.deaths.get(self.account_of(run_id), 0)
 
 
 def _ledger_sum(store: Store, run_id: str, unit: Unit, *, in_flight: bool | None = None) -> float:
@@ -106,17 +117,23 @@ def runs_finished(rec: SoakRecord, store: Store) -> list[str]:
 
 
 def model_calls_once(rec: SoakRecord, store: Store) -> list[str]:
+    """Per run: its journaled replies were answered for its account, and debited once each. Per account (a
+    run, or a fleet whose members share one model name): every reply answered is journaled in one of its
+    runs or charged at a reservation, tokens are all in the ledgers, and no more was paid than received."""
     out = []
     journaled_in: dict[str, list[str]] = {}
-    answered_by = {n: run_id for run_id, acct in rec.accounts.items() for n in acct.answered}
+    answered_by = {n: account for account, acct in rec.accounts.items() for n in acct.answered}
+    paid: dict[str, list[float]] = {}  # account -> [debited, charged at reservation, tokens]
+    journaled: dict[str, set[str]] = {}  # account -> nonces journaled by its runs
     for run_id in rec.caps:
+        account = rec.account_of(run_id)
         replies = [e for e in store.events(run_id) if base_kind(e.kind) in _REPLY_KINDS and "reply" in e.payload]
         nonces = []
         for e in replies:
             reply = e.payload.get("reply") or {}
             text = "".join(b.get("text", "") for b in reply.get("content", []) if isinstance(b, Mapping))
             nonce = nonce_of(text)
-            if nonce is None or answered_by.get(nonce) != run_id:
+            if nonce is None or answered_by.get(nonce) != account:
                 out.append(f"run {run_id} step {e.step}: a journaled reply the endpoint never answered it ({nonce})")
             if nonce is not None:
                 nonces.append(nonce)
@@ -125,19 +142,25 @@ def model_calls_once(rec: SoakRecord, store: Store) -> list[str]:
         charged = _ledger_sum(store, run_id, Unit.MODEL_CALLS, in_flight=True)
         if abs(debited - len(replies)) > EPS:
             out.append(f"run {run_id}: {debited:g} model calls debited for {len(replies)} journaled replies")
-        acct = rec.accounts.get(run_id, Account())
-        lost = sorted(set(acct.answered) - set(nonces))
-        if len(lost) > charged + EPS:
-            out.append(f"run {run_id}: {len(lost)} replies answered but neither journaled nor charged "
-                       f"(charged at reservation: {charged:g}): {lost[:5]}")
-        tokens = _ledger_sum(store, run_id, Unit.TOKENS)
-        if tokens + EPS < acct.tokens:
-            out.append(f"run {run_id}: ledger tokens {tokens:g} < tokens the endpoint answered {acct.tokens:g}")
-        if charged > rec.deaths.get(run_id, 0) * rec.in_flight_per_death + EPS:
+        sums = paid.setdefault(account, [0.0, 0.0, 0.0])
+        sums[0] += debited
+        sums[1] += charged
+        sums[2] += _ledger_sum(store, run_id, Unit.TOKENS)
+        journaled.setdefault(account, set()).update(nonces)
+        if charged > rec.deaths_of(run_id) * rec.in_flight_per_death + EPS:
             out.append(f"run {run_id}: {charged:g} model calls charged at reservation for "
-                       f"{rec.deaths.get(run_id, 0)} driver deaths")
+                       f"{rec.deaths_of(run_id)} driver deaths")
+    for account, (debited, charged, tokens) in paid.items():
+        acct = rec.accounts.get(account, Account())
+        who = f"fleet {account} ({len(rec.groups[account])} runs)" if account in rec.groups else f"run {account}"
+        lost = sorted(set(acct.answered) - journaled[account])
+        if len(lost) > charged + EPS:
+            out.append(f"{who}: {len(lost)} replies answered but neither journaled nor charged "
+                       f"(charged at reservation: {charged:g}): {lost[:5]}")
+        if tokens + EPS < acct.tokens:
+            out.append(f"{who}: ledger tokens {tokens:g} < tokens the endpoint answered {acct.tokens:g}")
         if debited + charged > acct.received + EPS:
-            out.append(f"run {run_id}: {debited + charged:g} model calls paid for {acct.received} requests received")
+            out.append(f"{who}: {debited + charged:g} model calls paid for {acct.received} requests received")
     for nonce, where in journaled_in.items():
         if len(where) > 1:
             out.append(f"reply {nonce} journaled {len(where)} times: {where}")
@@ -151,19 +174,39 @@ def evaluations_once(rec: SoakRecord, store: Store) -> list[str]:
         for key, n in Counter((e.step, e.unit.value, e.note) for e in ledger).items():
             if n > 1:
                 out.append(f"run {run_id}: ledger row (step, unit, note) = {key} {n} times")
+        if "evaluations" not in rec.caps[run_id]:  # a prompt run pays per student call: student_calls_once
+            continue
         ran = [ev for ev in store.evaluations(run_id)
                if not ev.result.cached and ev.result.status.value != "REFUSED"]
         debited = _ledger_sum(store, run_id, Unit.EVALUATIONS, in_flight=False)
         if abs(debited - len(ran)) > EPS:
             out.append(f"run {run_id}: {debited:g} evaluations debited for {len(ran)} that ran")
         charged = _ledger_sum(store, run_id, Unit.EVALUATIONS, in_flight=True)
-        if charged > rec.deaths.get(run_id, 0) * rec.in_flight_per_death + EPS:
+        if charged > rec.deaths_of(run_id) * rec.in_flight_per_death + EPS:
             out.append(f"run {run_id}: {charged:g} evaluations charged at reservation for "
-                       f"{rec.deaths.get(run_id, 0)} driver deaths")
+                       f"{rec.deaths_of(run_id)} driver deaths")
         by_step = Counter(e.step for e in ledger if e.unit is Unit.EVALUATIONS and not e.note.startswith(IN_FLIGHT))
         for ev in ran:
             if by_step.get(ev.step, 0) != 1:
                 out.append(f"run {run_id} step {ev.step}: evaluation debited {by_step.get(ev.step, 0)} times")
+    return out
+
+
+def student_calls_once(rec: SoakRecord, store: Store) -> list[str]:
+    """Every student call the fake student answered for a prompt run is in its ledger: debited once, or (answered
+    while its driver died) inside a charge at the evaluation's reservation; none debited beyond those answered."""
+    out = []
+    for run_id, answered in rec.student.items():
+        if run_id not in rec.caps:
+            out.append(f"run {run_id}: {answered} student calls answered for a run the soak did not start")
+            continue
+        debited = _ledger_sum(store, run_id, Unit.STUDENT_CALLS, in_flight=False)
+        charged = _ledger_sum(store, run_id, Unit.STUDENT_CALLS, in_flight=True)
+        if debited > answered + EPS:
+            out.append(f"run {run_id}: {debited:g} student calls debited for {answered} the student answered")
+        if answered > debited + charged + EPS:
+            out.append(f"run {run_id}: {answered} student calls answered, {debited:g} debited and {charged:g} "
+                       "charged at reservation: some are in no ledger")
     return out
 
 
@@ -258,6 +301,9 @@ def live_drivers_kept(rec: SoakRecord, store: Store) -> list[str]:
 
 
 _RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): ?(.*)$")
+_GROUP_MARGIN = re.compile(r"^\s*(?:\+-+.*|[|+] ?)")  # an exception group's traceback: its sub-exceptions' margin
+_WRAPPERS = ("ExceptionGroup", "BaseExceptionGroup")  # a group is judged by the exceptions it holds
+_MEMBER_FAILED = re.compile(r"^chaos: member (\S+) failed: crashed: ([A-Za-z_]\w*)(?:: (.*))?$")
 _CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
 
 
@@ -265,14 +311,20 @@ def deaths_explained(rec: SoakRecord, store: Store) -> list[str]:
     """A driver that died of an exception died of the project's own (``reasearch.errors``), whose message
     says what to do; never of a raw ``sqlite3``/``psycopg`` error or a bug's ``KeyError``."""
     out = []
-    for run_id in sorted(rec.caps):
+    for run_id in sorted(set(rec.caps) - {m for members in rec.groups.values() for m in members} | set(rec.groups)):
         try:
-            lines = (Path(rec.root) / f"{run_id}.log").read_text(errors="replace").splitlines()
+            lines = [_GROUP_MARGIN.sub("", x) for x in
+                     (Path(rec.root) / f"{run_id}.log").read_text(errors="replace").splitlines()]
         except OSError:
             continue  # no session ever wrote there
+        for line in lines:  # a fleet member's failure, as its fleet recorded it: `crashed: Type: message (at ...)`
+            member = _MEMBER_FAILED.match(line)
+            if member is not None and not isinstance(getattr(errors, member.group(2), None), type):
+                out.append(f"run {member.group(1)}: a fleet member died of a raw {member.group(2)}: "
+                           f"{(member.group(3) or '')[:200]}")
         for i, line in enumerate(lines):
             m = _RAISED.match(line)
-            if m is None or m.group(1).startswith("reasearch.errors."):
+            if m is None or m.group(1).startswith("reasearch.errors.") or m.group(1) in _WRAPPERS:
                 continue
             after = next((x for x in lines[i + 1:] if x.strip()), "")
             if not after.startswith(_CHAINED):  # the exception the driver died of, not a cause of it
@@ -284,6 +336,7 @@ CHECKS: dict[str, Callable[[SoakRecord, Store], list[str]]] = {
     "runs_finished": runs_finished,
     "model_calls_once": model_calls_once,
     "evaluations_once": evaluations_once,
+    "student_calls_once": student_calls_once,
     "nothing_left_behind": nothing_left_behind,
     "waits_bounded": waits_bounded,
     "caps_held": caps_held,

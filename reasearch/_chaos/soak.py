@@ -45,9 +45,15 @@ from reasearch.errors import ConfigError
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.liveness import effective_state, process_start
 
-__all__ = ["FAULTS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "make_schedule", "soak"]
+__all__ = ["DRIVERS", "FAULTS", "GROUPS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "make_schedule",
+           "soak"]
 
-METHODS = ("best-of-n", "evolve", "reflect", "agent")
+METHODS = ("best-of-n", "evolve", "reflect", "agent")  # one run per driver (the default draw)
+GROUPS = ("compare", "fleet")  # one driver of two runs, a fleet's members sharing one model name
+DRIVERS = (*METHODS, *GROUPS, "mcp", "prompt")  # and a `compare` (best-of-n and evolve, one seed), a fleet (2 agent
+# members), an MCP session (its client proposes from the endpoint; `reasearch mcp`, the server, is what is killed),
+# a prompt task (best-of-n on gsm8k/v1, synthetic data, its student the soak's fake student server)
+PROMPT_TASK, PROMPT_TEST = "gsm8k/v1", 10  # the sealed test pass: PROMPT_TEST student calls beyond the cap
 TASK = "heilbronn/n11-v1"
 FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "store_restart", "disk_full", "clock_jump")
 _HARNESS_ONLY = ("kill_worker", "sqlite_lock", "store_restart", "disk_full", "clock_jump")  # after a reply is sent
@@ -74,7 +80,20 @@ class RunPlan:
     faults: tuple[Fault, ...]
 
     def caps(self) -> dict[str, float]:
+        if self.method == "prompt":  # student calls: one per validation question an evaluation asks
+            return {"student_calls": float(10 * self.evaluations)}
+        if self.method in GROUPS:  # per member: a fleet's caps are its task's unit only
+            return {"evaluations": float(self.member_evaluations)}
         return {"evaluations": float(self.evaluations), "model_calls": float(4 * self.evaluations + 20)}
+
+    @property
+    def member_evaluations(self) -> int:
+        """A compare's or fleet's per-member cap: its two members share the run's evaluations."""
+        return max(3, self.evaluations // 2)
+
+    def members(self) -> tuple[str, ...]:
+        """The run ids this plan's driver makes: its own, or its fleet's two members' (``FLEET-m000``...)."""
+        return (f"{self.run_id}-m000", f"{self.run_id}-m001") if self.method in GROUPS else (self.run_id,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +116,8 @@ def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults:
                   kinds: Sequence[str] = FAULTS, methods: Sequence[str] = METHODS) -> Schedule:
     """``runs`` runs of ``evaluations`` each; per run ``kills`` driver kills and ``faults`` other faults (of
     ``kinds``), each at a distinct request number of that run, all drawn from ``random.Random(seed)``."""
-    if not methods or set(methods) - set(METHODS):
-        raise ConfigError(f"unknown or no drivers {sorted(set(methods) - set(METHODS))}; known: {list(METHODS)}")
+    if not methods or set(methods) - set(DRIVERS):
+        raise ConfigError(f"unknown or no drivers {sorted(set(methods) - set(DRIVERS))}; known: {list(DRIVERS)}")
     unknown = sorted(set(kinds) - set(FAULTS))
     if unknown:
         raise ConfigError(f"unknown chaos faults {unknown}; known: {list(FAULTS)}")
@@ -178,8 +197,10 @@ class _RunDriver:
         soak, plan = self.soak, self.plan
         spec = {"store": soak.store_url, "run_id": plan.run_id, "method": plan.method, "task": TASK,
                 "url": soak.endpoint.url, "attempts": soak.attempts, "client_timeout_s": soak.client_timeout_s,
-                "mode": soak.mode, "budget": plan.caps(), "seed": 0,
+                "mode": soak.mode, "budget": plan.caps(), "seed": 0, "root": soak.root,
                 "config": {"num_islands": 2} if plan.method == "evolve" else None}
+        if plan.method == "prompt":
+            spec.update(task=PROMPT_TASK, task_params=soak.student_params(plan.run_id))
         for session in range(soak.max_sessions):
             if session:
                 soak.count("resumes")
@@ -225,14 +246,22 @@ class _RunDriver:
             time.sleep(0.01)
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
-        for pid in _descendants(proc.pid):  # what a kill -9 orphans: checked to be gone at the end
+        under = _descendants(proc.pid)
+        for pid in under:  # what a kill -9 orphans: checked to be gone at the end
             self.soak.seen(pid)
         t0 = time.monotonic()
+        servers = [pid for pid in under if _is_mcp_server(pid)] if self.plan.method == "mcp" else []
+        for pid in servers or [proc.pid]:  # an MCP session: its server dies, and its client sees it and ends
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
+            proc.wait(timeout=5.0 if servers else None)
+        except subprocess.TimeoutExpired:  # a client that did not notice its server's death: ended here
+            self.soak.count("mcp_client_killed")
             os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+            proc.wait()
         self.soak.waited(f"{self.plan.run_id} kill -9 of its driver", time.monotonic() - t0, timeout_s=10.0)
 
     def _strike(self, f: Fault, proc: subprocess.Popen[bytes]) -> None:
@@ -279,6 +308,46 @@ class _RunDriver:
                 store.close()
 
 
+def _record_caps(plan: RunPlan) -> dict[str, float]:
+    caps = plan.caps()
+    if plan.method == "prompt":  # the sealed test pass is the trusted side's, beyond the optimizer's cap
+        caps["student_calls"] += PROMPT_TEST
+    return caps
+
+
+def _student_class() -> Any:
+    from reasearch.evaluators.prompt.testing import FakeStudentServer
+
+    class Student(FakeStudentServer):
+        """The fake student, counting the requests it answered per student model name (a run's id)."""
+
+        def __init__(self, answers: dict[str, str]) -> None:
+            super().__init__(answers)
+            self.answered: Counter[str] = Counter()
+
+        def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            status, doc = super()._answer(path, body)
+            if status == 200:
+                with self._lock:
+                    self.answered[str(body.get("model", ""))] += 1
+            return status, doc
+
+    return Student
+
+
+def _Student(answers: dict[str, str]) -> Any:  # noqa: N802 (a class made on first use: the prompt package is heavy)
+    return _student_class()(answers)
+
+
+def _is_mcp_server(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"reasearch.cli" in argv and b"mcp" in argv
+
+
 def _descendants(pid: int) -> list[int]:
     """Pids of the processes under ``pid`` (from ``/proc``), parents before children."""
     children: dict[int, list[int]] = {}
@@ -317,8 +386,9 @@ class _Soak:
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
-        self.record = SoakRecord(root=root, store_url=self.store_url, caps={r.run_id: r.caps() for r in schedule.runs},
-                                 accounts={})
+        self.record = SoakRecord(root=root, store_url=self.store_url, accounts={},
+                                 caps={m: _record_caps(r) for r in schedule.runs for m in r.members()},
+                                 groups={r.run_id: list(r.members()) for r in schedule.runs if r.method in GROUPS})
         self.drivers = {r.run_id: _RunDriver(self, r) for r in schedule.runs}
         faults = {(r.run_id, f.request): f for r in schedule.runs for f in r.faults}
 
@@ -337,8 +407,21 @@ class _Soak:
 
         from reasearch.evaluators import make
 
+        self.student: Any = None  # the fake student (a prompt run in the schedule)
+        self.gsm8k = Path(root) / "gsm8k"
+        if any(r.method == "prompt" for r in schedule.runs):
+            from reasearch.evaluators.prompt.testing import gsm8k_answer_key, write_synthetic_gsm8k
+
+            write_synthetic_gsm8k(self.gsm8k, n_train=40, n_test=20)
+            self.student = _Student(gsm8k_answer_key(self.gsm8k))
         self.endpoint = ChaosEndpoint(fault_at, client_timeout_s=client_timeout_s, on_answer=on_answer,
                                       seed_program=make(TASK).seed_program())
+
+    def student_params(self, run_id: str) -> dict[str, Any]:
+        """A prompt run's task parameters: synthetic GSM8K, its student (named by the run) the soak's fake."""
+        assert self.student is not None
+        return {"student": f"openai/{run_id}", "base_url": self.student.url, "n_train": 20, "n_validation": 10,
+                "n_test": PROMPT_TEST, "data_dir": str(self.gsm8k)}
 
     def count(self, what: str) -> None:
         with self._lock:
@@ -389,16 +472,28 @@ class _Soak:
 
     def run(self) -> SoakReport:
         t0 = time.monotonic()
-        with self.endpoint, ThreadPoolExecutor(self.parallel) as threads:
+        with self.endpoint, contextlib.ExitStack() as stack, ThreadPoolExecutor(self.parallel) as threads:
+            if self.student is not None:
+                stack.enter_context(self.student)
             for fut in [threads.submit(d.run) for d in self.drivers.values()]:
                 fut.result()
+            if self.student is not None:
+                self.record.student = dict(self.student.answered)
             self.record.accounts = dict(self.endpoint.accounts)
             for acct in self.record.accounts.values():
                 for kind, n in acct.faults.items():
                     if kind in ENDPOINT_FAULTS:
                         self.counts[kind] += n
         _settle(self.root, self.record.seen_processes, timeout_s=10.0)
-        report = SoakReport(self.schedule.seed, runs=len(self.schedule.runs), faults=Counter(
+        for plan in self.schedule.runs:  # an MCP session's run is named by its server: found in ROOT/PLAN.run
+            named = Path(self.root) / f"{plan.run_id}.run"
+            if plan.method == "mcp" and named.is_file():
+                run_id = named.read_text().strip()
+                self.record.caps[run_id] = self.record.caps.pop(plan.run_id)
+                self.record.groups[plan.run_id] = [run_id]
+                # the client's proposals are its own (an MCP run's model is its client): in no ledger of the project
+                self.record.accounts.pop(plan.run_id, None)
+        report = SoakReport(self.schedule.seed, runs=len(self.record.caps), faults=Counter(
             {k: v for k, v in self.counts.items() if k != "resumes"}), resumes=self.counts["resumes"])
         store = open_store(self.store_url)
         try:
@@ -493,7 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--mode", default="process", choices=("process", "nsjail"))
     p.add_argument("--kinds", default="", help="the fault kinds to draw from, comma-separated (default: every "
                    "kind that applies): " + ",".join(FAULTS))
-    p.add_argument("--methods", default=",".join(METHODS), help="the drivers to draw from (comma-separated)")
+    p.add_argument("--methods", default=",".join(METHODS), help="the drivers to draw from (comma-separated; also "
+                   "compare and fleet): " + ",".join(DRIVERS))
     p.add_argument("--store", default=None, help="store URL (default: SQLite under the root); postgresql://...")
     p.add_argument("--restart-store", default="", help="a shell command that restarts the PostgreSQL server")
     p.add_argument("--root", default=None, help="scratch root (default: a new temporary folder, kept)")
