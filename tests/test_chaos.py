@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -368,8 +369,12 @@ def test_a_fleet_reply_in_no_members_ledger_is_named(broken_fleet: SoakRecord) -
     broken_fleet.accounts[fleet_id].received += len(lost)
     found = _reported(broken_fleet)
     assert list(found) == ["model_calls_once"] and len(found["model_calls_once"]) == 1
-    assert found["model_calls_once"][0].startswith(f"fleet {fleet_id} (2 runs): ") and lost[-1] in found[
-        "model_calls_once"][0] and "neither journaled nor charged" in found["model_calls_once"][0]
+    message = found["model_calls_once"][0]
+    # the message lists the first few unaccounted replies in order: the soak's own in-flight ones (covered by
+    # its charges until these were added) may come first, so any of the planted ones shows the cause
+    assert message.startswith(f"fleet {fleet_id} (2 runs): ") and "neither journaled nor charged" in message
+    shown = re.search(r"(\d+) replies answered", message)
+    assert shown is not None and int(shown.group(1)) >= len(lost), message
 
 
 def test_a_fleet_paid_for_more_calls_than_its_endpoint_received_is_named(broken_fleet: SoakRecord) -> None:
