@@ -218,7 +218,7 @@ def test_two_node_cluster_loses_a_node_mid_fleet_and_loses_nothing(run_dir: Path
         reap_orphans(known)  # the dead node's workers and jails included: nothing may outlive the fleet
     assert killed.is_set(), "the second node was never killed while members ran"
     seed_score = make(TASK).spec.seed_score
-    assert [r.state for r in report.members] == ["finished"] * 4
+    assert [r.state for r in report.members] == ["finished"] * 4, [(r.state, r.reason) for r in report.members]
     assert all(r.best_score == pytest.approx(seed_score) for r in report.members)
     with open_store(pg_url) as store:
         retried = 0
