@@ -66,16 +66,9 @@ def _title(task: dict[str, Any]) -> str:
     return "NOT RANKED: " + why
 
 
-def under_cap_text(row: dict[str, Any]) -> str:
-    """``full`` when every run spent its cap, else each short run: seed, spend of cap, and the stop rule that fired."""
-    short = row.get("under_cap") or []
-    if not short:
-        return "full"
-    return "UNDER CAP " + "; ".join(f"seed {u['seed']}: {u['spent']:g}/{u['cap']:g} ({u['stop_reason'] or 'no reason'})"
-                                    for u in short)
-
-
 def final_table(task: dict[str, Any], reference: str, note: str | None = None) -> Table:
+    from reasearch.reports.compare_methods import under_cap_text
+
     t = Table(title=f"{task['task_id']} ({task['direction']}; budget {task['unit']}; {_title(task)})")
     cols = ("method", "rank", "runs", "best @ equal spend", "mean best", "std", "min", "max",
             f"gain vs {reference} [95% CI]", f"W/T/L vs {reference}", "Cliff's delta", "spent", "stopped",

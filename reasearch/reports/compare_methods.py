@@ -27,7 +27,7 @@ from reasearch.reports._figures import _layout
 from reasearch.reports._page import _document
 from reasearch.reports._sections import fmt_score
 
-__all__ = ["compare_methods_html", "curve_series", "figure_text", "write_compare_methods"]
+__all__ = ["compare_methods_html", "curve_series", "figure_text", "under_cap_text", "write_compare_methods"]
 
 _COLORS = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5")
 _GRID = 60
@@ -101,7 +101,8 @@ def _figures(task: Mapping[str, Any], runs: list[Mapping[str, Any]], methods: Se
     return figs
 
 
-def _stopped(row: Mapping[str, Any]) -> str:
+def under_cap_text(row: Mapping[str, Any]) -> str:
+    """``full`` when every run spent its cap, else each short run: seed, spend of cap, and the stop rule that fired."""
     short = row.get("under_cap") or []
     if not short:
         return "full"
@@ -203,7 +204,8 @@ def _task_section(task: Mapping[str, Any], runs: list[Mapping[str, Any]], refere
             f"<td>{esc(fmt_score(r['mean']))}</td><td>{esc(fmt_score(r['std']))}</td>"
             f"<td>{esc(fmt_score(r['min']))}</td><td>{esc(fmt_score(r['max']))}</td><td>{esc(_ci(r))}</td>"
             f"{_wtl_cells(r.get('vs_reference'))}"
-            f"<td>{r['spent']:g}</td><td class='stopped'>{esc(_stopped(r))}</td><td>{r['dollars']:.4g}</td>{fails}</tr>"
+            f"<td>{r['spent']:g}</td><td class='stopped'>{esc(under_cap_text(r))}</td>"
+            f"<td>{r['dollars']:.4g}</td>{fails}</tr>"
         )
     pub = task.get("published")
     if pub:

@@ -349,8 +349,8 @@ def _curve_run(method: str, seed: int, scores_at: list[tuple[float, float | None
 def test_ranks_are_computed_at_equal_spend_and_short_runs_are_marked() -> None:
     """Issue 39 item 1: a method that stopped after 2 of 6 evaluations is ranked against the others' best after
     2, not against their best after 6; the short run is marked with its stop rule; the curve goes k = 1..2."""
-    from reasearch._cli.compare import under_cap_text
     from reasearch.fleets.compare import best_after, spend_matched, task_numbers
+    from reasearch.reports.compare_methods import under_cap_text
 
     runs = [  # 'late' wins at full spend (5.0) but is worse than 'early' after 2 evaluations
         _curve_run("late", 0, [(1, 1.0), (2, 1.5), (6, 5.0)]), _curve_run("late", 1, [(1, 1.0), (2, 1.2), (6, 4.0)]),
