@@ -6,29 +6,17 @@ from __future__ import annotations
 import math
 import pickle
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import reasearch
-from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine import SandboxPool
 from reasearch.errors import ConfigError, TaskFolderError
 from reasearch.evaluators.checker import check_task
 from reasearch.evaluators.folder import FolderTask, write_example_folder
 from reasearch.evaluators.result import Status
-from tests.engine.conftest import MODES, needs_mode
-
-
-@pytest.fixture(scope="module", params=MODES)
-def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
-    needs_mode(request.param)
-    p = SandboxPool(SandboxConfig(mode=request.param, workers=1, preload=()))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 @pytest.fixture

@@ -7,32 +7,20 @@ from __future__ import annotations
 
 import pickle
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import reasearch
-from reasearch.engine import SandboxConfig, SandboxPool
+from reasearch.engine import SandboxPool
 from reasearch.errors import ConfigError, TaskFolderError
 from reasearch.evaluators.checker import check_task
 from reasearch.evaluators.peer_folder import TRUST, PeerFolderTask, keep_outside_blocks, peer_folder_kind
 from reasearch.evaluators.result import Status
-from tests.engine.conftest import MODES, needs_mode
 
 HERE = Path(__file__).parent / "peer_folders"
 KINDS = {"openevolve": ("openevolve_spread", "initial_program.py"), "shinka": ("shinka_spread", "initial.py")}
 HONEST = 0.08646744858474564 / 0.25  # the seed's smallest gap, scored by both example evaluators
-
-
-@pytest.fixture(scope="module", params=MODES)
-def pool(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
-    needs_mode(request.param)
-    p = SandboxPool(SandboxConfig(mode=request.param, workers=1, preload=()))
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def _folder(tmp_path: Path, kind: str) -> Path:
