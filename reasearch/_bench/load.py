@@ -11,7 +11,8 @@ from another terminal; :class:`reasearch.engine.testing.CpuBurner`), one caller 
   but ``OK`` (TIMEOUT when waiting for a CPU counts as running).
 
 Goal: no failures at any load (the engine extends an evaluation's wall limit by the time it waited in
-a run queue, up to ``Limits.outer_wall_s()``; a request beyond the free workers waits for one).
+a run queue, less what the candidate's own other threads and processes ran meanwhile, up to
+``Limits.outer_wall_s()``; a request beyond the free workers waits for one).
 Trust boundary: the project's own code; the candidates are the two fixed ones above, run in the sandbox.
 """
 

@@ -78,6 +78,7 @@ class WorkerHandle:
         self.buf = bytearray()
         self.info: dict[str, Any] = {}
         self.child_pid: int | None = None
+        self.waited_s = 0.0  # the wait for a CPU the worker last counted for the current request (its "waited")
         self.log_path = log_dir / f"worker-{index}.log"
         self.generation = 0
         self.cold = False  # a slot of a lazily started pool that has not started yet (see SandboxConfig.lazy_start)
@@ -257,16 +258,19 @@ class WorkerHandle:
                 raise WorkerDied()
             self.buf += chunk
 
-    def reply(self, deadline: float, wall_s: float | None = None,
-              t_start: float | None = None) -> tuple[dict[str, Any], list[memoryview], float]:
+    def reply(self, deadline: float, wall_s: float | None = None, t_start: float | None = None,
+              outer_s: float | None = None) -> tuple[dict[str, Any], list[memoryview], float]:
         """Next reply that is not a notice; returns it with the time the candidate's clock started.
 
         Notices: ``started`` records the child's pid (for clean-up should the worker die);
         ``warming``/``warmed`` bracket the first import (and ``warmup()``) of a harness module in
         the worker, which may compile numba kernels: that time is the evaluator's, so the deadline
-        is suspended meanwhile and the request's wall clock starts again at ``warmed``.
+        is suspended meanwhile and the request's wall clock starts again at ``warmed``; ``waited``
+        says how long the candidate has waited for a CPU so far (the worker moved its own deadline by
+        that much): the deadline moves by as much, never past ``outer_s`` (plus the grace).
         """
         t_start = time.monotonic() if t_start is None else t_start  # the clock starts before the send
+        self.waited_s = 0.0
         while True:
             head, blobs = self.recv(deadline)
             kind = head.get("kind")
@@ -280,6 +284,12 @@ class WorkerHandle:
                 t_start += max(0.0, float(head.get("warm_s") or 0.0))
                 if wall_s is not None:
                     deadline = time.monotonic() + wall_s + self.config.grace_s
+                continue
+            if kind == "waited":
+                self.waited_s = max(0.0, float(head.get("waited_s") or 0.0))
+                if wall_s is not None:
+                    limit = wall_s + self.waited_s if outer_s is None else min(outer_s, wall_s + self.waited_s)
+                    deadline = max(deadline, t_start + limit + self.config.grace_s)
                 continue
             if kind == "retired":
                 raise WorkerRetired(str(head.get("reason")))

@@ -83,7 +83,7 @@ class PoolSession:
         """Starts the child; returns a final outcome if it failed to load (the session is then closed)."""
         lim = self._request.limits
         try:
-            head, blobs, self._t0 = self._pool._exchange(self._worker, "session", self._request, lim.outer_wall_s())
+            head, blobs, self._t0 = self._pool._exchange(self._worker, "session", self._request, lim.wall_s)
         except _Failed as exc:
             return self._end(exc.outcome)
         if head.get("kind") == "session_ready":

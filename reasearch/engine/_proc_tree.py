@@ -114,6 +114,20 @@ class ProcessTree:
         """In a jail: no process or thread was created since ``pid`` (the namespace's last pid is its own)."""
         return self.in_jail and _procs.last_pid() == pid
 
+    def others_cpu(self, ch: Child) -> float:
+        """CPU seconds the child's tree spent outside its main thread since the child was forked: its
+        other threads (exited ones included), the children it waited for, every other live process
+        below the worker but the engine's own, and what the worker reaped so far. What its main
+        thread waited for a CPU while these ran, the candidate made itself (see
+        ``Supervisor.pump_limited``). No walk in a jail while nothing was created since the child
+        (:meth:`alone`): then it is 0.0."""
+        if self.alone(ch.pid):
+            return 0.0
+        own_ns, main = _procs.process_cpu_ns(ch.pid), _procs.main_thread_cpu_s(ch.pid)
+        threads = (own_ns / 1e9 - main) if own_ns is not None and main is not None else 0.0
+        below = sum(_procs.cpu_s(p) for p in self.candidate_tree() if p != ch.pid)
+        return max(0.0, threads) + _procs.waited_children_cpu_s(ch.pid) + below + ch.rusage_cpu
+
     def live_cpu(self, pid: int, alone: bool, pidfd: int | None = None) -> float:
         """CPU seconds of a live process (all threads, exited ones included, and the children it
         waited for) and of every other live descendant of the worker, from /proc (the candidate

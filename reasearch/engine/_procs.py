@@ -9,8 +9,9 @@ import signal
 import time
 
 __all__ = [
-    "children_walk", "cpu_s", "descendants_of", "kill_orphans", "process_cpu_ns", "process_table", "read_proc",
-    "reap_jail_orphans", "reap_pids", "set_child_subreaper", "stop_and_wait", "task_cpu_s", "thread_cpu_s",
+    "children_walk", "cpu_s", "descendants_of", "kill_orphans", "main_thread_cpu_s", "process_cpu_ns", "process_table",
+    "read_proc", "reap_jail_orphans", "reap_pids", "set_child_subreaper", "stop_and_wait", "task_cpu_s",
+    "thread_cpu_s", "waited_children_cpu_s",
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -136,6 +137,25 @@ def thread_cpu_s(pid: int) -> float:
         return ns / 1e9
     try:
         return int(read_proc(f"/proc/{pid}/schedstat").split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def main_thread_cpu_s(pid: int) -> float | None:
+    """CPU seconds of the main thread of ``pid`` alone (``/proc/<pid>/schedstat``, first field,
+    nanoseconds); None if it is gone or cannot be read."""
+    try:
+        return int(read_proc(f"/proc/{pid}/schedstat").split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def waited_children_cpu_s(pid: int) -> float:
+    """CPU seconds of the children ``pid`` waited for (``cutime + cstime``, clock ticks); 0.0 if it is
+    gone or cannot be read."""
+    try:
+        fields = _stat_fields(pid)
+        return (int(fields[13]) + int(fields[14])) / _TICK
     except (OSError, ValueError, IndexError):
         return 0.0
 

@@ -54,7 +54,8 @@ class Child:
         rusage_cpu: CPU seconds of it and every descendant reaped so far (``wait4`` rusage).
         cpu_base: CPU seconds it spent before its request (set-up, warm-up: not the candidate's).
         t0: monotonic time its request was handed over.
-        waited: seconds its main thread had waited in a run queue when last read (see
+        waited: seconds its wall deadline was moved by: what its main thread waited in a run queue,
+            less what its own other threads and processes ran meanwhile (see
             ``Supervisor.pump_limited``; read only once its wall limit has passed, so it includes waits
             before its request: engine code, never the candidate's).
         cpu_mark_ns: its process CPU clock (:func:`reasearch.engine._procs.process_cpu_ns`) when a

@@ -45,12 +45,13 @@ from reasearch.engine._scratch import ScratchFolders
 
 TYPE_CHECKING = False  # as typing's, without importing typing into the worker's image (see _pump.Child)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 __all__ = ["BUSY_WARM_DELAY_S", "SESSION_PIPE_BYTES", "ZYGOTE_TIMEOUT_S", "Supervisor", "warm_delay",
            "zygote_available"]
 
-_NOTICES = frozenset({"started", "warming", "warmed"})  # frames that precede a request's one reply
+_NOTICES = frozenset({"started", "warming", "warmed", "waited"})  # frames that precede a request's one reply
 # Back to back, the next child waits this long for its request before it warms up: longer than
 # the gaps between one worker's requests then (a few ms on 2 workers), far shorter than a pause.
 BUSY_WARM_DELAY_S = 2 * _spin.IDLE_S
@@ -334,7 +335,8 @@ class Supervisor:
             raise _Retire() from None
         ch = self.start(head, value, scratch, session)
         limits = head["limits"]
-        state = self.pump_limited(ch, limits, want_frame=True, spin_until=spin_until)
+        others, notify = (lambda: self.tree.others_cpu(ch)), (lambda w: self.send({"kind": "waited", "waited_s": w}))
+        state = self.pump_limited(ch, limits, want_frame=True, spin_until=spin_until, others_cpu=others, notify=notify)
         self.stamps["w_frame"] = _ns()
         if state == "frame":
             frame = take_frame(ch)
@@ -346,7 +348,7 @@ class Supervisor:
                 if ch.status is None and kind == "ok":
                     self.finish_early(ch, frame)
                     return
-                state = self.pump_limited(ch, limits, want_frame=False)
+                state = self.pump_limited(ch, limits, want_frame=False, others_cpu=others, notify=notify)
                 self.finish(ch, "wall" if state == "deadline" else None, frame, False)
                 return
             if kind == "ok":
@@ -358,34 +360,52 @@ class Supervisor:
         self.finish(ch, "wall" if state == "deadline" else None, None, state == "too_large")
 
     @staticmethod
-    def pump_limited(ch: Child, limits: dict[str, Any], want_frame: bool, spin_until: float = 0.0) -> str:
+    def pump_limited(ch: Child, limits: dict[str, Any], want_frame: bool, spin_until: float = 0.0,
+                     others_cpu: Callable[[], float] | None = None,
+                     notify: Callable[[float], None] | None = None) -> str:
         """:func:`pump` against the request's wall limit, not counting the time the child's main thread
         waited in a run queue for a CPU (``Limits``: a busy machine must not turn into TIMEOUTs), and
         never past the outer bound ``outer_wall_s``. The wait is read only when the plain deadline
-        passes: nothing is added to an evaluation that ends within it."""
+        passes: nothing is added to an evaluation that ends within it.
+
+        A wait counts only as far as the candidate's own other threads and processes did not run
+        meanwhile (``others_cpu``: their CPU seconds since the fork, see ``ProcessTree.others_cpu``):
+        a main thread starved by its own children or threads (a fork bomb, busy threads) waited
+        because of the candidate, and that buys it no time. ``notify`` gets the wait counted so far
+        each time it grows (the engine moves its own deadline for the worker's reply by as much)."""
         wall = float(limits["wall_s"])
         outer = ch.t0 + max(wall, float(limits.get("outer_wall_s") or wall))
-        looked_at, cpu_then = ch.t0, int(ch.cpu_base * 1e9)
+        # The main thread's CPU, its wait in a run queue (booked or estimated) and the CPU of the rest
+        # of its tree, at the last look. Waits before the request are engine code, never the candidate's.
+        looked_at, cpu_then, claimed, others_then = ch.t0, ch.cpu_base, 0.0, 0.0
         while True:
             deadline = min(outer, ch.t0 + wall + ch.waited)
             state = pump(ch, deadline, want_frame=want_frame, spin_until=spin_until)
             if state != "deadline" or deadline >= outer:
                 return state
             now = time.monotonic()
-            waited = _procs.run_delay_s(ch.pid)
-            cpu = _procs.process_cpu_ns(ch.pid)
-            if waited > ch.waited + 1e-3:
-                ch.waited = waited
+            booked = _procs.run_delay_s(ch.pid)
+            cpu = _procs.main_thread_cpu_s(ch.pid)
+            if booked > claimed + 1e-3:
+                wait_s = booked - claimed
             else:
                 # The kernel books a wait in a run queue when it ends: a child queued right now shows
                 # none. Runnable and hardly ran since the last look: the time it did not run was waiting.
                 if cpu is None or not _procs.runnable(ch.pid):
                     return state
-                ran_s, span_s = (cpu - cpu_then) / 1e9, now - looked_at
+                ran_s, span_s = cpu - cpu_then, now - looked_at
                 if ran_s >= span_s / 2:
                     return state  # it ran: its wall limit is reached
-                ch.waited += span_s - ran_s
-            looked_at, cpu_then = now, cpu if cpu is not None else cpu_then
+                wait_s = span_s - ran_s
+            others = others_cpu() if others_cpu is not None else 0.0
+            counted = wait_s - (others - others_then)  # what its own threads and processes ran meanwhile
+            if counted <= 1e-3:
+                return state  # it waited for itself: its wall limit is reached
+            ch.waited += counted
+            if notify is not None:
+                notify(ch.waited)
+            claimed += wait_s
+            looked_at, cpu_then, others_then = now, cpu if cpu is not None else cpu_then, others
 
     def handle_call(self, head: dict[str, Any], value: Any) -> None:
         ch = self.session

@@ -257,7 +257,8 @@ class SandboxPool:
                 else:
                     w.send({"op": op})
                 try:
-                    return w.reply(t0 + wall_s + self.config.grace_s, wall_s, t0)
+                    outer = obj.limits.outer_wall_s() if op in ("run", "session") else None
+                    return w.reply(t0 + wall_s + self.config.grace_s, wall_s, t0, outer)
                 except WorkerRetired as exc:
                     # Only an idle worker retires (never one holding a session): the request never
                     # started, so it goes once to the fresh worker (its clock restarts there).
@@ -270,12 +271,13 @@ class SandboxPool:
             raise ConfigError(f"request payload is not plain data (JSON types and NumPy arrays): {exc}") from None
         except WorkerStuck:
             waited = time.monotonic() - t0
+            waits = f" (+ {w.waited_s:.2f} s its candidate waited for a CPU)" if w.waited_s > 0 else ""
             tail = w.log_tail(1000)
             w.kill()
             w.restart()
             raise _Failed(RunOutcome(Status.TIMEOUT, None, waited, 0.0,
                                      error=f"the sandbox worker did not answer within {wall_s:g} s + "
-                                     f"{self.config.grace_s:g} s grace; its jail was killed and respawned. "
+                                     f"{self.config.grace_s:g} s grace{waits}; its jail was killed and respawned. "
                                      f"Worker log tail:\n{tail}", sandbox_mode=self.mode)) from None
         except WorkerDied:
             waited = time.monotonic() - t0
@@ -350,7 +352,7 @@ class SandboxPool:
         w = self._schedule.acquire(self.profile_of(request))
         try:
             try:
-                head, blobs, t0 = self._exchange(w, "run", request, request.limits.outer_wall_s(), stamps)
+                head, blobs, t0 = self._exchange(w, "run", request, request.limits.wall_s, stamps)
             except _Failed as exc:
                 return exc.outcome
             if stamps is not None:
