@@ -14,7 +14,7 @@ _BURN_THEN_WAIT = textwrap.dedent("""
     import sys, threading, time
     def burn():
         t = time.thread_time()
-        while time.thread_time() - t < 0.6:
+        while time.thread_time() - t < 0.2:
             pass
     threads = [threading.Thread(target=burn) for _ in range(2)]
     for t in threads:
@@ -35,8 +35,8 @@ def test_cpu_of_exited_threads_counts_in_a_live_process() -> None:
             time.sleep(0.01)
         live_threads_only = task_cpu_s(proc.pid)  # the two burners are gone: their time is not here
         total = cpu_s(proc.pid)
-        assert total >= 1.1, (total, live_threads_only)
-        assert total > live_threads_only + 1.0
+        assert total >= 0.38, (total, live_threads_only)  # 2 x 0.2 s (a nanosecond clock: no slack needed)
+        assert total > live_threads_only + 0.35
     finally:
         proc.kill()
         proc.wait()
