@@ -394,21 +394,37 @@ def test_jail_memory_is_bounded_as_a_whole() -> None:
         if not pool._launcher.memory_cgroup:
             pytest.skip("no cgroup v1 memory controller usable here (needs root): rlimits only")
         assert "768 MB per jail (cgroup)" in pool.isolation
+        # Every child holds its memory until all have written theirs or died (no fixed sleep to line
+        # them up: the parent releases them once each one reported or was killed).
         hog = src("""
-            import os, time
+            import os, select, time
             def run(n, mb):
+                ready_r, ready_w = os.pipe()
+                go_r, go_w = os.pipe()
                 pids = []
                 for _ in range(n):
                     pid = os.fork()
                     if pid == 0:
+                        os.close(go_w)  # else the parent's close would never reach EOF here
                         data = b"\\1" * (mb << 20)  # written, so resident
-                        time.sleep(3)
+                        os.write(ready_w, b"x")
+                        os.read(go_r, 1)  # until the parent lets go
                         os._exit(0 if data else 1)
                     pids.append(pid)
+                os.close(ready_w)
+                ready, status = 0, {}
+                deadline = time.monotonic() + 20
+                while ready + len(status) < n and time.monotonic() < deadline:
+                    if select.select([ready_r], [], [], 0.05)[0]:
+                        ready += len(os.read(ready_r, 64))
+                    for pid in pids:
+                        if pid not in status and os.waitpid(pid, os.WNOHANG)[0]:
+                            status[pid] = "killed"
+                os.close(go_w)
                 ok = 0
                 for pid in pids:
-                    _, status = os.waitpid(pid, 0)
-                    ok += os.waitstatus_to_exitcode(status) == 0
+                    if pid not in status:
+                        ok += os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
                 return ok
             """)
         out = pool.run(RunRequest(source=hog, payload={"n": 4, "mb": 300},
