@@ -137,6 +137,17 @@ def experiment_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     """A folder under /var/tmp (the sandbox can reach it) holding the experiments' scratch folders,
     with one fake GPU, leases of this test's own and one CPU thread per slot; removed afterwards,
     also when a test chmods folders below it away."""
+    yield from _experiment_root(monkeypatch, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_experiment_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``experiment_root`` for a module's shared setup (one trained seed that several tests only read)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield from _experiment_root(monkeypatch, tmp_path_factory.mktemp("module-experiments"))
+
+
+def _experiment_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     import shutil
     import tempfile
 

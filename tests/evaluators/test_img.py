@@ -24,7 +24,7 @@ from reasearch.evaluators.img._data import read_images
 from reasearch.evaluators.img.task import ImageFolderTask
 from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.repo import encode_repo
-from reasearch.evaluators.result import Status
+from reasearch.evaluators.result import EvalResult, Status
 from tests.engine.conftest import needs_mode
 
 
@@ -67,26 +67,37 @@ def build_model(config, weights):
 """
 
 
-def test_the_seed_trains_and_scores_on_the_held_out_glyphs(task: ImageFolderTask, tmp_path: Path) -> None:
-    res = task.evaluate(task.seed_program(), seed=0, options=ExperimentOptions(str(tmp_path / "exp")))
+@pytest.fixture(scope="module")
+def seed_run(module_experiment_root: Path) -> tuple[ImageFolderTask, EvalResult, Path]:
+    """The seed, evaluated once for the tests that only read its result: the task, the result and its experiment
+    folder."""
+    task = reasearch.make("img/folder-v2", time_budget_s=30.0, grace_s=10.0, eval_time_limit_s=60.0)
+    assert isinstance(task, ImageFolderTask)
+    exp = module_experiment_root / "seed-exp"
+    return task, task.evaluate(task.seed_program(), seed=0, options=ExperimentOptions(str(exp))), exp
+
+
+def test_the_seed_trains_and_scores_on_the_held_out_glyphs(seed_run: tuple[ImageFolderTask, EvalResult, Path]) -> None:
+    task, res, exp = seed_run
     assert res.status is Status.OK, res.feedback
     s = task.split()
     assert (s.n_train, s.n_val, len(s.test_labels), s.shape) == (3600, 400, 1000, (16, 16, 1))
     assert 0.6 < res.score < 0.95 and res.metrics["test_accuracy"] == res.score  # a linear model leaves room
     assert res.metrics["last_step"] == 59 and res.metrics["loss_curve"][0][1] > res.metrics["last_train_loss"]
-    assert (tmp_path / "exp" / "scoring" / "infer.log").is_file() and res.provenance is not None
+    assert (exp / "scoring" / "infer.log").is_file() and res.provenance is not None
     assert res.metrics["heldout_public"] is False and res.metrics["sealed"] is True
     assert res.provenance.versions["scoring_secret"] == fingerprint()
     assert sorted(p.name for p in s.public_dir.iterdir()) == ["classes.json", "train.npz", "val.npz"]
     assert np.bincount(s.test_labels).tolist() == [100] * 10  # balanced: every class held out
 
 
-def test_carrying_the_public_digits_earns_nothing_on_the_default(task: ImageFolderTask) -> None:
+def test_carrying_the_public_digits_earns_nothing_on_the_default(
+        seed_run: tuple[ImageFolderTask, EvalResult, Path]) -> None:
     """The issue's attack: the repository brings scikit-learn's digits (all 1,797, labels included, base64 of a
     gzip'ed .npz) and model.py answers from that memory whenever an image is in it, else from the seed's
     honestly trained model. On ``-v1`` (digits by default) it scored 1.0 against the seed's ~0.91. The
     default's held-out images are drawn from the secret: the memory never answers, the score is the seed's."""
-    seed = task.evaluate(task.seed_program(), seed=0)
+    task, seed, _ = seed_run  # the seed's own result, from the same task and secret
     carried = task.evaluate(encode_repo(_attack().memorizer_files(task.seed_files())), seed=0)
     assert seed.status is Status.OK and carried.status is Status.OK, carried.feedback
     assert carried.score <= seed.score, (carried.score, seed.score)

@@ -16,6 +16,7 @@ from reasearch.evaluators.nanogpt.task import NanoGPTTask, bits_per_byte
 from reasearch.evaluators.repo import decode_repo, encode_repo
 from reasearch.evaluators.result import Status
 from tests.engine.conftest import needs_mode
+from tests.evaluators.conftest import weights_made_on_the_host
 
 
 @pytest.fixture(scope="module")
@@ -98,35 +99,21 @@ def build_model(config):
     return Mix()
 '''
 
-SAVE_ONLY = '''
-import json, os, torch
-from model import build_model
-out = os.environ["REASEARCH_OUT_DIR"]
-json.dump({"block_size": 32}, open(os.path.join(out, "config.json"), "w"))
-torch.save(build_model({}).state_dict(), os.path.join(out, "model.pt"))
-'''
-
-
 @pytest.mark.parametrize("model, reason", [(PEEKING_MODEL, "causality check failed"),
                                            (BATCH_MIXING_MODEL, "causality check failed")])
 def test_a_model_that_sees_later_bytes_is_invalid(task: NanoGPTTask, model: str, reason: str) -> None:
-    res = task.evaluate(encode_repo({"train.py": SAVE_ONLY, "model.py": model}), seed=0)
+    res = task.evaluate(encode_repo(weights_made_on_the_host(model, {"block_size": 32})), seed=0)
     assert res.status is Status.INVALID, res.feedback
     assert reason in res.feedback and res.score is None
 
 
 def test_a_pickled_payload_is_never_unpickled(task: NanoGPTTask) -> None:
-    evil = '''
-import json, os, pickle
-class Boom:
-    def __reduce__(self):
-        return (print, ("PAYLOAD-RAN-" + "ON-LOAD",))
-out = os.environ["REASEARCH_OUT_DIR"]
-json.dump({"block_size": 64}, open(os.path.join(out, "config.json"), "w"))
-import torch
-torch.save({"tok.weight": Boom()}, os.path.join(out, "model.pt"))
-'''
-    res = task.evaluate(_with(task, **{"train.py": evil}), seed=0)
+    class Boom:  # torch.save pickles what this returns: a call of print, run by whoever unpickles the file
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (print, ("PAYLOAD-RAN-" + "ON-LOAD",))
+
+    files = weights_made_on_the_host(task.seed_files()["model.py"], {"block_size": 64}, state={"tok.weight": Boom()})
+    res = task.evaluate(encode_repo(files), seed=0)
     assert res.status is not Status.OK and res.score is None
     assert "PAYLOAD-RAN-ON-LOAD" not in res.feedback
     assert "weights_only" in res.feedback.lower() or "unsupported" in res.feedback.lower(), res.feedback[-2000:]

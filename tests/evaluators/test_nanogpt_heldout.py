@@ -6,6 +6,7 @@ before it trains, in both sandbox modes."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import reasearch
-from reasearch.errors import UnknownTaskError
+from reasearch.errors import ConfigError, UnknownTaskError
 from reasearch.evaluators.heldout_content import find_heldout_content
 from reasearch.evaluators.kinds import ExperimentOptions
 from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, load_corpus, packaged_corpus_bytes
@@ -153,3 +154,44 @@ def test_a_repository_carrying_the_public_heldout_split_is_invalid(mode: str, tm
     fingerprint = default.heldout_fingerprint()
     assert fingerprint is not None and len(fingerprint.hashes) > 10_000
     assert find_heldout_content(write_repo(files, tmp_path / "repo"), fingerprint) is None
+
+
+def test_a_cached_generated_split_is_read_without_sampling_it_again(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """The default corpus's cache is named by a keyed hash of the secret and the generator, computed before
+    sampling: a process that finds the split cached reads it (sampling costs seconds of pure Python in every
+    process otherwise); another secret names another split; a damaged cache is refused, never served."""
+    from reasearch.evaluators._secret import secret
+    from reasearch.evaluators.nanogpt import _data, _generate
+
+    calls: list[bytes] = []
+
+    def sampler(source: bytes, key: bytes | None = None) -> tuple[bytes, bytes]:
+        k = secret() if key is None else key  # a stand-in for the chain: cheap, and different per secret
+        calls.append(k)
+        return (k * TRAIN_BYTES)[:TRAIN_BYTES], (k[::-1] * VAL_BYTES)[:VAL_BYTES]
+
+    monkeypatch.setenv("REASEARCH_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("REASEARCH_SECRET", "a" * 64)
+    monkeypatch.setattr(_generate, "generated_split", sampler)
+    load_corpus.cache_clear()
+    try:
+        first = load_corpus(DEFAULT_CORPUS)
+        train, held_out = sampler(b"")
+        calls.clear()
+        assert (first.train_dir / "train.bin").read_bytes() == train and first.val().tobytes() == held_out
+        assert first.train_dir.parent.name == _generate.split_name(_data._PACKAGED_SHA256)
+        assert first.sha256 == hashlib.sha256(train + held_out).hexdigest()
+        load_corpus.cache_clear()  # as a new process would
+        assert load_corpus(DEFAULT_CORPUS) == first and calls == []  # read, not sampled
+        monkeypatch.setenv("REASEARCH_SECRET", "b" * 64)
+        load_corpus.cache_clear()
+        other = load_corpus(DEFAULT_CORPUS)
+        assert len(calls) == 1 and other.train_dir != first.train_dir and other.sha256 != first.sha256
+        with open(other.val_path, "r+b") as fh:
+            fh.truncate(VAL_BYTES - 1)
+        load_corpus.cache_clear()
+        with pytest.raises(ConfigError, match="damaged"):
+            load_corpus(DEFAULT_CORPUS)
+    finally:
+        load_corpus.cache_clear()

@@ -4,6 +4,7 @@ its package list, and a result says what its scoring jail held (process mode can
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask
 from tests.engine.conftest import MODES, needs_mode
+from tests.evaluators.conftest import weights_made_on_the_host
 
 pytest.importorskip("ale_py", reason="ale-py (the 'atari' extra) is not installed")
 
@@ -165,9 +167,10 @@ def test_an_img_model_cannot_load_a_library_its_repository_carries(experiment_ro
 @pytest.mark.parametrize("mode", MODES)
 def test_a_nanogpt_model_cannot_import_what_scoring_does_not_need(experiment_root: Path, mode: str) -> None:
     task = _make("nanogpt/v2", mode, time_budget_s=30.0, grace_s=30.0, eval_tokens=1024, eval_time_limit_s=120.0)
-    files = task.seed_files()
-    files["train.py"] = files["train.py"].replace("max_steps = None", "max_steps = 1")
-    assert "def build_model(config" in files["model.py"]
+    seed = task.seed_files()["model.py"]
+    config = {"block_size": 64, "n_layer": 2, "n_head": 2, "n_embd": 64, "dropout": 0.0}  # the seed's
+    assert "def build_model(config" in seed and f"config = {json.dumps(config)}" in task.seed_files()["train.py"]
+    files = weights_made_on_the_host(seed, config)  # the seed model's weights: scoring gets as far as build_model
     files["model.py"] += (
         "\n\n_build = build_model\n\n\ndef build_model(*args, **kwargs):\n    import scipy  # training has it\n"
         "    return _build(*args, **kwargs)\n")

@@ -27,6 +27,7 @@ from reasearch.evaluators.nanogpt.task import (
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.result import EvalResult, Status
 from tests.engine.conftest import needs_mode
+from tests.evaluators.conftest import weights_made_on_the_host
 
 
 @pytest.fixture(autouse=True)
@@ -296,14 +297,6 @@ for path in ({str(PACKAGED_CORPUS)!r}, {str(val)!r}):
 
 # ----------------------------------------------------------------------------- 2. scoring output stays on the host
 
-SAVE_ONLY = '''
-import json, os, torch
-from model import build_model
-out = os.environ["REASEARCH_OUT_DIR"]
-json.dump({"block_size": 32}, open(os.path.join(out, "config.json"), "w"))
-torch.save(build_model({}).state_dict(), os.path.join(out, "model.pt"))
-'''
-
 LEAKING_MODEL = '''
 import torch, torch.nn as nn
 class Leak(nn.Module):
@@ -347,7 +340,7 @@ def test_scoring_output_never_reaches_the_agent(action: str, words: str, mode: s
     needs_mode(mode)
     task = _nanogpt(sandbox_mode=mode)
     model = LEAKING_MODEL.replace("{action}", action)
-    res = task.evaluate(encode_repo({"train.py": SAVE_ONLY, "model.py": model}), seed=0,
+    res = task.evaluate(encode_repo(weights_made_on_the_host(model, {"block_size": 32})), seed=0,
                         options=ExperimentOptions(str(tmp_path / "exp")))
     assert res.status is Status.CRASH and res.score is None
     line = model.splitlines().index(f"        {action}") + 1
@@ -369,8 +362,8 @@ def test_a_forged_failure_report_tells_nothing_but_checked_fields(tmp_path: Path
         "import json, os; json.dump({'step': held_out.hex(), 'type': 'E' + held_out.hex(), 'subclass': "
         "held_out.hex(), 'where': ['model.py/' + held_out.hex(), 10 ** 9]}, open('error.json', 'w')); os._exit(3)"
     )
-    res = task.evaluate(encode_repo({"train.py": SAVE_ONLY, "model.py": LEAKING_MODEL.replace("{action}", action)}),
-                        seed=0)
+    model = LEAKING_MODEL.replace("{action}", action)
+    res = task.evaluate(encode_repo(weights_made_on_the_host(model, {"block_size": 32})), seed=0)
     assert res.status is Status.CRASH
     assert "an exception raised outside your repository's files" in res.feedback and "unknown step" in res.feedback
     inputs, _ = task.windows(task._corpus().val(), 32)
@@ -440,7 +433,7 @@ def test_a_peeking_model_with_inflated_logits_is_invalid_end_to_end() -> None:
     """Attacker: the same peeking model, trained and scored for real: +1e5 on every logit, +3 on the next byte's.
     The trusted side must call it INVALID, with no score."""
     task = _nanogpt(sandbox_mode="auto")
-    res = task.evaluate(encode_repo({"train.py": SAVE_ONLY, "model.py": PEEK_INFLATED}), seed=0)
+    res = task.evaluate(encode_repo(weights_made_on_the_host(PEEK_INFLATED, {"block_size": 32})), seed=0)
     assert res.status is Status.INVALID and res.score is None and "causality check failed" in res.feedback
 
 

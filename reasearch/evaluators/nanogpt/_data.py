@@ -18,9 +18,11 @@ user's own data) is not public: sealed unless it lies in a folder every jail bin
 
 The split is cached in this user's private folder (``/var/tmp/reasearch.u<euid>/data``, or
 ``REASEARCH_DATA_CACHE``; a symlink or another user's folder there is refused, never followed or
-chmod'ed: :func:`reasearch.engine.files.private_folder`) as ``<sha16>/train/train.bin`` (world-readable:
-bound read-only into the training jail) and ``<sha16>/private/val.bin`` (mode 0700: never bound into a
-training jail, unreadable by the jail uid).
+chmod'ed: :func:`reasearch.engine.files.private_folder`) as ``<name>/train/train.bin`` (world-readable:
+bound read-only into the training jail) and ``<name>/private/val.bin`` (mode 0700: never bound into a
+training jail, unreadable by the jail uid). ``<name>`` is the first 16 hex digits of the corpus's SHA-256, or
+for ``generated`` a keyed hash of the secret and the generator (:func:`._generate.split_name`), known before
+sampling: a process that finds the split cached reads it and never samples it again.
 """
 
 from __future__ import annotations
@@ -133,44 +135,70 @@ def _cache_root() -> Path:
     return private_folder("data", override=os.environ.get("REASEARCH_DATA_CACHE") or None, mode=0o711)
 
 
+def _write_split(base: Path, train: bytes, held_out: bytes) -> None:
+    """``base/train/train.bin`` (world-readable) and ``base/private/val.bin`` (0600 in a 0700 folder), each
+    written whole and renamed into place."""
+    for folder, mode, name, blob in ((base / "train", 0o755, "train.bin", train),
+                                     (base / "private", 0o700, "val.bin", held_out)):
+        private_folder("", override=str(folder), mode=mode)
+        fd, tmp = tempfile.mkstemp(dir=folder)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+        os.chmod(tmp, 0o644 if mode == 0o755 else 0o600)
+        os.replace(tmp, folder / name)
+
+
+def _is_cached(base: Path) -> bool:
+    return (base / "train" / "train.bin").is_file() and (base / "private" / "val.bin").is_file()
+
+
+def _generated(cache: Path) -> tuple[str, int, Path, int]:
+    """The default corpus's split, cached under a name computed from the secret without drawing it
+    (:func:`._generate.split_name`): only a miss samples (seconds of pure Python). Returns its hash, size,
+    folder and split point."""
+    from reasearch.evaluators.nanogpt._generate import TRAIN_BYTES, VAL_BYTES, generated_split, split_name
+
+    base = private_folder("", override=str(cache / split_name(_PACKAGED_SHA256)), mode=0o755)
+    if not _is_cached(base):
+        _write_split(base, *generated_split(packaged_corpus_bytes()))
+    h = hashlib.sha256()
+    sizes = []
+    for path in (base / "train" / "train.bin", base / "private" / "val.bin"):
+        blob = path.read_bytes()
+        h.update(blob)
+        sizes.append(len(blob))
+    if sizes != [TRAIN_BYTES, VAL_BYTES]:
+        raise ConfigError(f"the cached split under {base} is damaged; remove that folder")
+    return h.hexdigest(), TRAIN_BYTES + VAL_BYTES, base, TRAIN_BYTES
+
+
 @functools.lru_cache(maxsize=8)
 def load_corpus(corpus: str) -> Corpus:
     """Prepares (once per machine) the split of ``corpus``: ``"generated"`` (its own train and held-out samples),
     or the 90/10 split of ``"shakespeare"``, ``"stdlib"`` or a file path."""
-    split: int | None = None
-    if corpus == DEFAULT_CORPUS:
-        from reasearch.evaluators.nanogpt._generate import generated_split
-
-        train, held_out = generated_split(packaged_corpus_bytes())
-        data, split = train + held_out, len(train)
-    elif corpus == SHAKESPEARE:
-        data = packaged_corpus_bytes()
-    elif corpus == "stdlib":
-        data = stdlib_corpus_bytes()
-    else:
-        path = Path(corpus)
-        if not path.is_file():
-            raise ConfigError(f"corpus {corpus!r} is neither {DEFAULT_CORPUS!r}, {SHAKESPEARE!r}, 'stdlib' nor a "
-                              "readable file")
-        data = path.read_bytes()
-    if len(data) < 10_000:
-        raise ConfigError(f"corpus {corpus!r} has {len(data)} bytes; at least 10,000 are needed")
-    sha = hashlib.sha256(data).hexdigest()
     cache = _cache_root()  # ours and private (checked): nobody else can plant anything below it
-    base = private_folder("", override=str(cache / sha[:16]), mode=0o755)
+    if corpus == DEFAULT_CORPUS:
+        sha, n_bytes, base, split = _generated(cache)
+    else:
+        if corpus == SHAKESPEARE:
+            data = packaged_corpus_bytes()
+        elif corpus == "stdlib":
+            data = stdlib_corpus_bytes()
+        else:
+            path = Path(corpus)
+            if not path.is_file():
+                raise ConfigError(f"corpus {corpus!r} is neither {DEFAULT_CORPUS!r}, {SHAKESPEARE!r}, 'stdlib' nor a "
+                                  "readable file")
+            data = path.read_bytes()
+        if len(data) < 10_000:
+            raise ConfigError(f"corpus {corpus!r} has {len(data)} bytes; at least 10,000 are needed")
+        sha, n_bytes, split = hashlib.sha256(data).hexdigest(), len(data), int(len(data) * 0.9)
+        base = private_folder("", override=str(cache / sha[:16]), mode=0o755)
+        if not _is_cached(base):
+            _write_split(base, data[:split], data[split:])
     train_dir, private = base / "train", base / "private"
-    split = int(len(data) * 0.9) if split is None else split
-    if not ((train_dir / "train.bin").is_file() and (private / "val.bin").is_file()):
-        for folder, mode, name, blob in ((train_dir, 0o755, "train.bin", data[:split]),
-                                         (private, 0o700, "val.bin", data[split:])):
-            private_folder("", override=str(folder), mode=mode)
-            fd, tmp = tempfile.mkstemp(dir=folder)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-            os.chmod(tmp, 0o644 if mode == 0o755 else 0o600)
-            os.replace(tmp, folder / name)
     if (train_dir / "train.bin").stat().st_size != split:
         raise ConfigError(f"the cached split under {base} is damaged; remove that folder")
     sealed, note = corpus_is_sealed(corpus)
     public = corpus_is_public(corpus)
-    return Corpus(corpus, sha, len(data), train_dir, private / "val.bin", sealed and not public, note, public)
+    return Corpus(corpus, sha, n_bytes, train_dir, private / "val.bin", sealed and not public, note, public)

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from reasearch.evaluators._secret import derive_seed
 
 __all__ = ["GENERATOR_VERSION", "ORDER", "TRAIN_BYTES", "VAL_BYTES", "MarkovTable", "fit_table", "generated_split",
-           "perturbed_rows", "sample_chain"]
+           "perturbed_rows", "sample_chain", "split_name"]
 
 GENERATOR_VERSION = 1
 ORDER = 4
@@ -134,3 +136,17 @@ def generated_split(source: bytes, key: bytes | None = None) -> tuple[bytes, byt
     train = sample_chain(table, q, TRAIN_BYTES, derive_seed(_PURPOSE, {**params, "part": "train"}, key), first)
     val = sample_chain(table, q, VAL_BYTES, derive_seed(_PURPOSE, {**params, "part": "val"}, key), first)
     return train, val
+
+
+def split_name(source_sha256: str, key: bytes | None = None) -> str:
+    """A name for the splits :func:`generated_split` draws under ``key`` from the source of hash ``source_sha256``,
+    computed without drawing them (the data cache's key: a cache hit costs no sampling).
+
+    It is a keyed hash (its own HMAC purpose: it tells nothing of the secret or the seeds) of the generator's
+    parameters, the source's hash and this module's own text, so another secret, source or generator names
+    another split.
+    """
+    params = {"version": GENERATOR_VERSION, "order": ORDER, "train_bytes": TRAIN_BYTES, "val_bytes": VAL_BYTES,
+              "source": source_sha256, "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+              "part": "cache name"}
+    return f"generated-{derive_seed(_PURPOSE, params, key):016x}"
