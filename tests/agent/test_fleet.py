@@ -25,7 +25,7 @@ from reasearch.cli import main
 from reasearch.errors import ConfigError
 from reasearch.evaluators import make
 from reasearch.evaluators.result import Status
-from reasearch.fleets.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet
+from reasearch.fleets.fleet import FleetSpec, fleet_report, resume_fleet, run_fleet, run_member
 from reasearch.models.testing import call, say
 from reasearch.runs import RunState, Unit, open_store
 from tests.pg_helpers import IN_CI, PG_URL, pg_schema
@@ -239,6 +239,68 @@ def test_two_node_cluster_loses_a_node_mid_fleet_and_loses_nothing(run_dir: Path
             assert store.get_run(r.run_id).state is RunState.FINISHED
             retried += len(store.drivers(r.run_id)) > 1
         assert retried >= 1  # at least one member was resumed on the surviving node
+
+
+_DRIVE_MEMBER = """import json, sys
+from reasearch.fleets.fleet import run_member
+run_member(*json.loads(sys.argv[1]))
+"""
+
+
+def test_a_retried_member_waits_for_the_driver_of_its_dead_node_then_takes_over(run_dir: Path) -> None:
+    """A Ray retry of a member can start while the worker of the node that died still exists (a node whose raylet
+    is killed leaves its workers running until they notice), and once that worker exited it can linger as a
+    zombie: the retry must neither cut in beside it (two drivers) nor end the member ``failed`` (the takeover
+    refuses a run a live process holds), but wait for it to exit and then resume the run. Here that worker is a
+    process driving the member, frozen after its first evaluation (SIGSTOP) and killed 2 s into the retry."""
+    import signal
+    import subprocess
+    import sys
+
+    from reasearch.engine import descendants_of
+
+    script = _script(run_dir / "script.json", sleep=3.0)
+    spec = _spec(script, seeds=(0,))
+    member = spec.members()[0]
+    args = ["ho", spec.to_dict(), member.to_dict(), str(run_dir), str(run_dir)]
+    run_id = member.run_id("ho")
+    with open_store(run_dir) as store:
+        store.create_fleet("ho", spec.to_dict())
+    first = subprocess.Popen([sys.executable, "-c", _DRIVE_MEMBER, json.dumps(args)], start_new_session=True)
+    tree = {first.pid}
+    try:
+        with open_store(run_dir) as store:
+            deadline = time.monotonic() + 120
+            while not (store.fleet_members("ho") and store.evaluations(run_id)) and time.monotonic() < deadline:
+                assert first.poll() is None, "the first driver ended before it was frozen"
+                time.sleep(0.05)
+            assert store.evaluations(run_id), "the first driver never evaluated"
+        os.killpg(first.pid, signal.SIGSTOP)  # its node is gone; the process is not, yet
+        tree |= set(descendants_of(first.pid))
+        # a retry that may not wait fails the member rather than drive it beside the live process
+        refused = run_member(*args, handover_s=0.5)
+        assert refused["state"] == "failed" and f"driven by a live process (pid {first.pid}" in refused["reason"]
+        with open_store(run_dir) as store:
+            assert len(store.drivers(run_id)) == 1  # it never drove the run
+        # it exits 2 s into the retry and is not reaped (a zombie until `first.wait()` below): so a dead Ray node's
+        # worker stays below a child subreaper, the test process once a test before used a sandbox pool
+        threading.Timer(2.0, os.killpg, (first.pid, signal.SIGKILL)).start()
+        retried = run_member(*args, handover_s=60.0)
+    finally:
+        try:
+            os.killpg(first.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        first.wait()
+        reap_orphans(set(children()) - tree)  # what the killed driver started came back here: all must end
+    assert retried["state"] == "finished", retried["reason"]
+    assert retried["best_score"] == pytest.approx(make(TASK).spec.seed_score)
+    with open_store(run_dir) as store:
+        evals = store.evaluations(run_id)
+        assert [e.step for e in evals] == sorted({e.step for e in evals}) and len(evals) == 2  # each step once
+        drivers = store.drivers(run_id)
+        assert len(drivers) == 2 and all(d.stopped or d.pid == first.pid for d in drivers)
+        assert store.get_run(run_id).state is RunState.FINISHED
 
 
 def test_fleet_cli_run_show_resume_list(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
