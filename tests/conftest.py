@@ -1,6 +1,6 @@
 """Shared fixtures. ``shared_data`` is the project's data folder beside the checkout (../shared/data);
-``local_ray`` is a driver on the one Ray node the whole session shares (tests that need fake GPUs or
-several nodes start their own cluster).
+``local_ray`` is a driver on the one Ray cluster the whole session shares (a head that takes no work and a
+node with CPUs: two raylets; a test that loses a node, or needs fake GPUs, adds a node of its own to it).
 
 A session-level check closes the process-wide sandbox pool and then fails the run if the test
 process still has any child process (live or zombie): kills are real, nothing outlives the suite.
@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,10 +170,15 @@ def _experiment_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterato
     shutil.rmtree(d, ignore_errors=True)
 
 
-# Ray: one local node for the whole session (starting one costs ~5-10 s on 2 busy cores, and most Ray
-# tests only need "a local Ray"); each test gets a driver (a Ray job) of its own on it.
+# Ray: one local cluster for the whole session (starting a head costs ~5-10 s on 2 busy cores, a further node
+# ~2 s); each test gets a driver (a Ray job, its own namespace and worker environment) of its own on it.
 RAY_TEST_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 RAY_TEST_CPUS = 2
+# A node whose raylet was killed is declared dead after 3 failed health checks a second apart (Ray: 5, 3 s apart,
+# after 5 s), so its tasks are retried and the cluster counts it gone in seconds; a live raylet fails a check only
+# when it does not answer for Ray's 10 s timeout.
+RAY_TEST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000,
+                          "health_check_failure_threshold": 3}
 
 
 def import_ray_or_skip() -> Any:
@@ -187,11 +193,15 @@ def import_ray_or_skip() -> Any:
 
 
 class RayNode:
-    """The session's local Ray node: its address and the pids of the processes it started here."""
+    """The session's Ray cluster: a head that takes no work and one node with ``RAY_TEST_CPUS`` CPUs (two
+    raylets: a test of two nodes needs no cluster of its own), its address and the pids of the processes it
+    started here."""
 
-    def __init__(self, address: str, pids: set[int]) -> None:
-        self.address = address
+    def __init__(self, cluster: Any, pids: set[int]) -> None:
+        self.cluster = cluster
+        self.address: str = cluster.address
         self.pids = pids
+        self._extra: dict[int, tuple[set[int], set[int]]] = {}  # id(extra node) -> (its own pids, its tree)
 
     def below(self) -> set[int]:
         """Every process below the node's own (its workers and what they started), zombies included."""
@@ -207,6 +217,35 @@ class RayNode:
 
         table = process_table()
         return {p for p in self.below() if p in table and table[p][0] not in self.pids}
+
+    @contextmanager
+    def extra_node(self, **node_args: Any) -> Iterator[Any]:
+        """A further node of the cluster (``Cluster.add_node(**node_args)``) for one test, which may remove it
+        (:meth:`remove_node`: a node lost mid-run); removed at the end if it was not. Its processes, and what
+        they started, end with it (waited for, else killed with a warning): the next test sees the cluster as
+        it was."""
+        known = {pid for pid, _, _ in _children()}
+        node = self.cluster.add_node(**node_args)
+        own = {pid for pid, _, _ in _children()} - known
+        self._extra[id(node)] = (own, set(own))
+        try:
+            self.cluster.wait_for_nodes()
+            yield node
+        finally:
+            if node in self.cluster.worker_nodes:
+                self.remove_node(node, lost=False)
+            self.cluster.wait_for_nodes(timeout=60)  # the cluster counts it dead: the next test sees its own nodes
+            end_processes(self._extra.pop(id(node))[1], what="a test's extra Ray node")
+
+    def remove_node(self, node: Any, *, lost: bool = True) -> None:
+        """Removes an extra node; ``lost``: as a lost machine goes, its raylet killed at once (no graceful
+        shutdown that ends its workers first: they are left to notice, as on a machine that vanished)."""
+        from reasearch.engine import descendants_of, process_table
+
+        table = process_table()
+        own, tree = self._extra[id(node)]
+        tree |= {d for p in own for d in descendants_of(p, table)}
+        self.cluster.remove_node(node, allow_graceful=not lost)
 
 
 def end_processes(pids: set[int], *, what: str, node: RayNode | None = None, wait_s: float = 10.0) -> None:
@@ -250,17 +289,20 @@ def end_processes(pids: set[int], *, what: str, node: RayNode | None = None, wai
 
 @pytest.fixture(scope="session")
 def ray_node() -> Iterator[RayNode]:
-    """One local Ray node with ``RAY_TEST_CPUS`` CPUs and no GPU, shared by the session (its processes
-    inherit the environment as it was when the first Ray test started it)."""
+    """The session's Ray cluster (:class:`RayNode`: a head without CPUs and one node with ``RAY_TEST_CPUS``
+    CPUs and no GPU), shared by every Ray test; its processes inherit the environment as it was when the
+    first Ray test started it (a test's own variables go to its job: :func:`ray_driver`)."""
     import_ray_or_skip()
     from ray.cluster_utils import Cluster
 
     old = {k: os.environ.get(k) for k in RAY_TEST_ENV}
     os.environ.update(RAY_TEST_ENV)
     known = {pid for pid, _, _ in _children()}
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": RAY_TEST_CPUS, "num_gpus": 0,
-                                                            "include_dashboard": False})
-    node = RayNode(cluster.address, {pid for pid, _, _ in _children()} - known)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0, "include_dashboard": False,
+                                                            "_system_config": RAY_TEST_HEALTH_CHECKS})
+    cluster.add_node(num_cpus=RAY_TEST_CPUS, num_gpus=0)
+    cluster.wait_for_nodes()
+    node = RayNode(cluster, {pid for pid, _, _ in _children()} - known)
     try:
         yield node
     finally:
@@ -271,13 +313,14 @@ def ray_node() -> Iterator[RayNode]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        end_processes(everything, what="the session's Ray node")
+        end_processes(everything, what="the session's Ray cluster")
 
 
-@pytest.fixture()
-def local_ray(ray_node: RayNode) -> Iterator[Any]:
+@contextmanager
+def ray_driver(node: RayNode, env: dict[str, str] | None = None) -> Iterator[Any]:
     """``ray``, initialized as a driver of its own (a new Ray job in a namespace of its own) on the
-    session's Ray node: code under test finds Ray initialized and uses it as it is.
+    session's cluster, its workers given ``env`` (the job's runtime environment: ``${VAR}`` expands the
+    node's value): code under test finds Ray initialized and uses it as it is.
 
     Nothing leaks into the next test: the driver disconnects, which ends the job (Ray stops its tasks
     and workers), and every process the job's workers started (sandbox pools, jails) must then exit
@@ -287,8 +330,9 @@ def local_ray(ray_node: RayNode) -> Iterator[Any]:
 
     ray = import_ray_or_skip()
     assert not ray.is_initialized(), "a test before this one left Ray initialized"
-    before = ray_node.started_by_workers()
-    ray.init(address=ray_node.address, namespace=f"test-{uuid.uuid4().hex[:12]}", log_to_driver=False)
+    before = node.started_by_workers()
+    ray.init(address=node.address, namespace=f"test-{uuid.uuid4().hex[:12]}", log_to_driver=False,
+             runtime_env={"env_vars": dict(env)} if env else None)
     try:
         yield ray
         deadline = time.monotonic() + 10.0
@@ -298,9 +342,16 @@ def local_ray(ray_node: RayNode) -> Iterator[Any]:
             warnings.warn(f"tasks of this test still held {RAY_TEST_CPUS - free:g} of Ray's CPUs when it ended; "
                           "ending its job stops them", stacklevel=1)
     finally:
-        job = ray_node.started_by_workers() - before
+        job = node.started_by_workers() - before
         ray.shutdown()
-        end_processes(job, what="this test's Ray job", node=ray_node)
+        end_processes(job, what="this test's Ray job", node=node)
+
+
+@pytest.fixture()
+def local_ray(ray_node: RayNode) -> Iterator[Any]:
+    """``ray`` as :func:`ray_driver` gives it: a job of this test's own on the session's cluster."""
+    with ray_driver(ray_node) as ray:
+        yield ray
 
 
 EXAMPLE_TASK_PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "task-package"

@@ -42,6 +42,7 @@ from reasearch.evaluators.params import check_finite
 from reasearch.evaluators.registry import is_folder_ref
 from reasearch.evaluators.registry import spec as task_spec
 from reasearch.evaluators.training import heldout_public_of
+from reasearch.fleets._handover import RETRY_HANDOVER_S, wait_for_other_drivers
 from reasearch.methods import method_config, open_method, start_method
 from reasearch.models import ModelSpec, build_model
 from reasearch.runs import Budget, Run, RunState, Store, Unit, open_store
@@ -326,13 +327,16 @@ def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "
 
 
 def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping[str, Any], store_url: str,
-               run_dir: str, folders: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+               run_dir: str, folders: Sequence[Mapping[str, Any]] | None = None, *,
+               handover_s: float = 0.0) -> dict[str, Any]:
     """Runs (or resumes) one member to its end; what a local thread or a Ray task executes.
 
     Plain data in and out, so that it crosses process boundaries. A member already finished is only
     read; one recorded but unfinished (or failed: a resume retries it) is resumed by this process as its
     only driver. A member that raises ends ``failed`` with the exception as its reason (its run keeps
-    what it recorded) and the others go on; one its model interrupted stays ``interrupted``.
+    what it recorded) and the others go on; one its model interrupted stays ``interrupted``. A recorded run
+    another process still holds is waited for up to ``handover_s`` seconds before the takeover (a Ray retry:
+    the worker of a node that died may not be gone yet, see :mod:`reasearch.fleets._handover`).
     """
     spec = FleetSpec.from_dict(spec_data)
     member = FleetMember(**member_data)
@@ -345,20 +349,22 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
     with open_store(store_url) as store:
         run_id = store.add_fleet_member(fleet_id, member.index, member.run_id(fleet_id))
         try:
-            _drive_member(fleet_id, spec, member, store, run_id, run_dir)
+            _drive_member(fleet_id, spec, member, store, run_id, run_dir, handover_s)
         except Exception as exc:  # this member's failure is its own: recorded, the fleet goes on
             return _record_failure(store, member, run_id, node, exc).to_dict()
         return _member_result(store, member, run_id, node).to_dict()
 
 
 def _drive_member(fleet_id: str, spec: FleetSpec, member: FleetMember, store: Store, run_id: str,
-                  run_dir: str) -> None:
+                  run_dir: str, handover_s: float) -> None:
     try:
         rec = store.get_run(run_id)
     except StoreError:
         rec = None
     if rec is not None and rec.state is RunState.FINISHED:
         return
+    if rec is not None:  # resumed as its only driver: a driver that died with its node may still be exiting
+        wait_for_other_drivers(store, run_id, handover_s)
     if not member.method.startswith("agent"):
         _run_method(fleet_id, spec, member, store, run_id, rec is None)
         return
@@ -600,7 +606,7 @@ def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], tod
                 m = waiting.pop(0)
                 options = member_ray_options(m.task_id, dict(spec.task_params.get(m.task_id, {})), cluster_gpus)
                 running[task.options(**options).remote(fleet_id, spec_data, m.to_dict(), store_url, run_dir,
-                                                       folders)] = m
+                                                       folders, handover_s=RETRY_HANDOVER_S)] = m
             done, _ = ray.wait(list(running), num_returns=1)
             for ref in done:
                 m = running.pop(ref)

@@ -38,7 +38,9 @@ RESERVATION_TTL_S = 60.0  # a reservation of a driver that stopped beating expir
 
 def process_start(pid: int) -> str:
     """``"<boot id>:<start time in clock ticks>"`` of a process (``/proc/<pid>/stat``, field 22), or "" where
-    unknown. Two processes that had the same pid (a reused one) have different values."""
+    unknown or the process has exited (a zombie its parent has not reaped yet: a dead Ray node's worker stays
+    one below a child subreaper, and it drives nothing). Two processes that had the same pid (a reused one)
+    have different values."""
     try:
         with open(f"/proc/{int(pid)}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
@@ -47,7 +49,9 @@ def process_start(pid: int) -> str:
     except OSError:
         return ""
     fields = stat[stat.rfind(")") + 2:].split()  # the command name (in parentheses) may hold spaces
-    return f"{boot}:{fields[19]}" if len(fields) > 19 else ""
+    if len(fields) <= 19 or fields[0] in ("Z", "X"):
+        return ""
+    return f"{boot}:{fields[19]}"
 
 
 def driver_gone(driver: DriverRecord) -> bool:

@@ -1,4 +1,4 @@
-"""A fleet of a task folder on the session's one-node Ray cluster gives the local fleet's results (the member's
+"""A fleet of a task folder on the session's Ray cluster gives the local fleet's results (the member's
 task is rebuilt from its stored spec in a Ray worker, whose working directory is not the driver's)."""
 
 from __future__ import annotations
@@ -34,24 +34,17 @@ def test_a_task_folder_fleet_gives_the_same_results_on_ray_as_locally(tmp_path: 
 @pytest.mark.ray
 def test_a_member_on_another_node_gets_the_folder_by_its_content_hash(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch,
-                                                                      example_task_package: Path) -> None:
-    """A two-node cluster (head + a second raylet): the members are placed on the second node, and the folder
-    leaves its path as soon as the driver has packed it, so a member can only run from the content it was sent.
-    The installed example package's task runs in the same fleet (the nodes have the package on their path)."""
-    from ray.cluster_utils import Cluster
-
+                                                                      example_task_package: Path,
+                                                                      ray_node: Any) -> None:
+    """The session's two-node cluster (a head that takes no work, a second raylet): the members run on the
+    second node, and the folder leaves its path as soon as the driver has packed it, so a member can only run from
+    the content it was sent. The installed example package's task runs in the same fleet (the job's workers have
+    the package on their path)."""
     from reasearch.evaluators import folder as folder_module
     from reasearch.evaluators.registry import make
-    from reasearch.fleets import fleet as fleet_module
     from reasearch.runs import open_store
-    from tests.agent.agent_helpers import children, reap_orphans
-    from tests.conftest import RAY_TEST_ENV, import_ray_or_skip
+    from tests.conftest import ray_driver
 
-    ray = import_ray_or_skip()
-    python_path = os.pathsep.join(p for p in (str(example_task_package), os.environ.get("PYTHONPATH", "")) if p)
-    for key, value in {**RAY_TEST_ENV, "REASEARCH_TASK_CACHE": str(tmp_path / "node-cache"),
-                       "PYTHONPATH": python_path}.items():
-        monkeypatch.setenv(key, value)  # the nodes started below inherit them
     folder = write_example_folder(tmp_path / "spread").resolve()
     content_hash = make(str(folder)).spec.params["content_hash"]
     spec = compare_spec([str(folder), PACKAGE_TASK], ["best-of-n"], seeds=[0, 1], budget=3, model="demo")
@@ -65,19 +58,16 @@ def test_a_member_on_another_node_gets_the_folder_by_its_content_hash(tmp_path: 
         return bundle
 
     monkeypatch.setattr(folder_module, "pack_folder", pack_then_remove)
-    monkeypatch.setattr(fleet_module, "member_ray_options", lambda *args: {"resources": {"second_node": 1}})
-    known = set(children())
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    try:
-        cluster.add_node(num_cpus=2, resources={"second_node": 2})
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
+    # the driver reads its members' results through the cache (one machine: the node's), the job's workers get it
+    monkeypatch.setenv("REASEARCH_TASK_CACHE", str(tmp_path / "node-cache"))
+    job_env = {"REASEARCH_TASK_CACHE": str(tmp_path / "node-cache"),
+               "PYTHONPATH": os.pathsep.join((str(example_task_package), "${PYTHONPATH}"))}
+    with ray_driver(ray_node, job_env) as ray:
+        second = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU")}
+        driver_node = ray.get_runtime_context().get_node_id()
         remote = run_fleet(spec, store=str(tmp_path / "ray"), run_dir=str(tmp_path / "ray"), fleet_id="f",
                            executor="ray")
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        reap_orphans(known)
+    assert len(second) == 1 and driver_node not in second  # one node takes work, and it is not the driver's
     assert not folder.exists()
 
     def per_run(report: Any) -> list[tuple[Any, ...]]:

@@ -194,6 +194,36 @@ def test_a_reused_pid_is_not_taken_for_the_dead_driver(tmp_path: Path) -> None:
         run.close()
 
 
+def test_a_driver_that_exited_unreaped_is_gone(tmp_path: Path) -> None:
+    """A driver process that exited but is not reaped yet (a zombie: a dead Ray node's worker below a child
+    subreaper stays one until reaped) holds nothing: it is gone, not alive, and a takeover proceeds."""
+    import socket
+
+    from reasearch.runs.run import driver_alive, driver_gone, process_start
+    from reasearch.runs.store import DriverRecord
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start = process_start(child.pid)
+        record = DriverRecord("r", "d", socket.gethostname(), child.pid, 0.0, time.time(), proc_start=start)
+        assert start and driver_alive(record) and not driver_gone(record)
+        child.kill()
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the killed child never became a zombie"
+            time.sleep(0.01)
+        assert process_start(child.pid) == ""
+        assert not driver_alive(record) and driver_gone(record)  # exited, though its pid is still there
+        with open_store(tmp_path) as store:
+            run = Run.create(store, task=ToyTask(), budget={"evaluations": 3})
+            store.heartbeat(run.id, "dead", host=socket.gethostname(), pid=child.pid, proc_start=start)
+            run.close()
+            Run.open(store, run.id, resume=True, takeover=True).close()  # not refused: nobody holds the run
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_a_store_without_the_driver_start_column_gains_it(tmp_path: Path) -> None:
     """Stores written before drivers recorded their process start get the column (default "") on open."""
     with open_store(tmp_path) as store:

@@ -51,7 +51,8 @@ def test_without_ray_installed_the_error_is_one_line_naming_the_extra(monkeypatc
 @pytest.mark.ray
 def test_a_ray_already_initialized_is_joined_and_left_running(local_ray: Any) -> None:
     conn = connect_ray("auto", num_cpus=1)  # neither an address nor num_cpus applies to a Ray joined as it is
-    assert not conn.owned and conn.cluster_cpus() == 2 and conn.cluster_gpus() == 0 and conn.alive_nodes() == 1
+    assert not conn.owned and conn.cluster_cpus() == 2 and conn.cluster_gpus() == 0
+    assert conn.alive_nodes() == 2 and conn.alive_machines() == 1  # the session's cluster: a head and a node
     conn.close()
     assert local_ray.is_initialized()  # the caller's Ray: never shut down by an executor or fleet it served
 

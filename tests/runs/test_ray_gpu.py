@@ -12,37 +12,32 @@ import pytest
 from reasearch.evaluators.repo import encode_repo
 from reasearch.evaluators.testing import ToyRepoTrainingTask
 from reasearch.runs.executor import EvalRequest, RayExecutor
+from tests.conftest import RayNode, ray_driver
 
 pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
-def ray_gpus(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A local Ray of its own with 4 CPUs and 2 (faked) GPUs, shared by this module's two tests (starting
-    one costs seconds); not the session's node, which has no GPU."""
-    try:
-        import ray
-    except ImportError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI installs the ray extra: `import ray` must work")
-        pytest.skip("the ray extra is not installed (pip install 'reasearch[ray]')")
-    assert not ray.is_initialized(), "a test before this one left Ray initialized"
+def ray_gpus(tmp_path_factory: pytest.TempPathFactory, ray_node: RayNode) -> Any:
+    """A node of 4 CPUs and 2 (faked) GPUs added to the session's cluster (which has none) for this module's two
+    tests, and a driver whose job's workers fake the GPUs; the node goes when the module is done."""
     exp = Path("/var/tmp") / f"reasearch-raygpu-{os.getpid()}-{time.time_ns()}"
     leases = tmp_path_factory.mktemp("ray-gpu") / "leases"
+    env = {"REASEARCH_FAKE_GPUS": "2", "REASEARCH_LEASE_DIR": str(leases), "REASEARCH_EXPERIMENTS_DIR": str(exp),
+           "REASEARCH_CPUS_PER_SLOT": "1"}
     with pytest.MonkeyPatch.context() as mp:
-        for key, value in {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "REASEARCH_FAKE_GPUS": "2",
-                           "REASEARCH_LEASE_DIR": str(leases), "REASEARCH_EXPERIMENTS_DIR": str(exp),
-                           "REASEARCH_CPUS_PER_SLOT": "1"}.items():
-            mp.setenv(key, value)  # a local Ray's workers inherit this environment
+        for key, value in env.items():
+            mp.setenv(key, value)  # this process leases too (a process outside Ray)
         mp.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        executor = RayExecutor(address=None, num_cpus=4, num_gpus=2)
-        try:
-            yield ray, executor
-        finally:
-            executor.close()
-            import shutil
+        with ray_node.extra_node(num_cpus=4, num_gpus=2), ray_driver(ray_node, env) as ray:
+            executor = RayExecutor(address=ray_node.address)
+            try:
+                yield ray, executor
+            finally:
+                executor.close()
+                import shutil
 
-            shutil.rmtree(exp, ignore_errors=True)
+                shutil.rmtree(exp, ignore_errors=True)
 
 
 def _request(sleep_s: float, x: float) -> EvalRequest:

@@ -1,6 +1,6 @@
-"""RayExecutor on a two-node cluster whose head takes no work: a task folder's evaluations run on the second
-node, which gets the folder's content with the spec (the task's shipment, by content hash) and never its path:
-the folder is gone from its path as soon as the driver has packed it."""
+"""RayExecutor on the session's two-node cluster, whose head takes no work: a task folder's evaluations run on
+the second node, which gets the folder's content with the spec (the task's shipment, by content hash) and never
+its path: the folder is gone from its path as soon as the driver has packed it."""
 
 from __future__ import annotations
 
@@ -13,20 +13,15 @@ from reasearch.evaluators import folder as folder_module
 from reasearch.evaluators.folder import write_example_folder
 from reasearch.evaluators.registry import make
 from reasearch.runs.executor import EvalRequest, RayExecutor
-from tests.agent.agent_helpers import children, reap_orphans
-from tests.conftest import RAY_TEST_ENV, import_ray_or_skip
+from tests.conftest import RayNode, ray_driver
 
 EVEN = "def solve(n):\n    return [i / (n - 1) for i in range(n)]\n"
 
 
 @pytest.mark.ray
-def test_ray_executor_ships_a_task_folder_to_a_node_without_it(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from ray.cluster_utils import Cluster
-
-    ray = import_ray_or_skip()
-    for key, value in {**RAY_TEST_ENV, "REASEARCH_TASK_CACHE": str(tmp_path / "node-cache")}.items():
-        monkeypatch.setenv(key, value)  # the nodes started below inherit them
+def test_ray_executor_ships_a_task_folder_to_a_node_without_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                ray_node: RayNode) -> None:
+    """On the session's cluster, whose head takes no work: every evaluation runs on its other node."""
     folder = write_example_folder(tmp_path / "spread").resolve()
     task = make(str(folder))
     packed = folder_module.pack_folder
@@ -37,23 +32,14 @@ def test_ray_executor_ships_a_task_folder_to_a_node_without_it(tmp_path: Path,
         return bundle
 
     monkeypatch.setattr(folder_module, "pack_folder", pack_then_remove)
-    known = set(children())
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    try:
-        cluster.add_node(num_cpus=2)  # the only node with CPUs: every evaluation runs there
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
-        executor = RayExecutor(address=cluster.address)
+    with ray_driver(ray_node, {"REASEARCH_TASK_CACHE": str(tmp_path / "node-cache")}):  # the job's workers' cache
+        executor = RayExecutor(address=ray_node.address)
         try:
             chunked = executor.submit_all([EvalRequest(task.spec, EVEN), EvalRequest(task.spec, task.seed_program())])
             results = [f.result(timeout=300) for f in chunked]
             results.append(executor.submit(EvalRequest(task.spec, EVEN, seed=1)).result(timeout=300))
         finally:
             executor.close()
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        reap_orphans(known)
     assert not folder.exists()
     assert [r.score for r in results] == [pytest.approx(0.25), pytest.approx(0.1), pytest.approx(0.25)], \
         [r.feedback for r in results]
