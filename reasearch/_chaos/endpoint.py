@@ -27,9 +27,10 @@ from reasearch.methods.testing import MutatingModel
 from reasearch.models.messages import ModelReply, StopReason, text_block
 from reasearch.models.testing import LocalHTTPServer, chat_completion_json
 
-__all__ = ["ENDPOINT_FAULTS", "Account", "ChaosEndpoint", "nonce_of"]
+__all__ = ["ENDPOINT_FAULTS", "TRAIN_SLEEP_S", "Account", "ChaosEndpoint", "nonce_of"]
 
 ENDPOINT_FAULTS = ("http_500", "hang", "garbage", "cut", "slow")
+TRAIN_SLEEP_S = 0.3  # how long the toy train.py of a training agent's experiment runs: a kill finds it mid-way
 _NONCE = "chaos-reply-"
 
 
@@ -69,6 +70,7 @@ class ChaosEndpoint(LocalHTTPServer):
                  on_answer: Callable[[str, int], None] | None = None, seed_program: str = "") -> None:
         self.seed_program = seed_program
         self._programs: dict[str, str] = {}  # an agent run's last proposed program (the next one mutates it)
+        self._experiments: dict[str, int] = {}  # a training agent's experiments asked for so far
         self.fault_at, self.client_timeout_s, self.on_answer = fault_at, client_timeout_s, on_answer
         self.accounts: dict[str, Account] = {}
         self.held: dict[str, threading.Event] = {}  # run id -> released when the harness killed its driver
@@ -167,7 +169,16 @@ class ChaosEndpoint(LocalHTTPServer):
             self._serial += 1
             nonce = f"{_NONCE}{self._serial}"
             tools = {str((t.get("function") or {}).get("name")) for t in body.get("tools") or [] if isinstance(t, dict)}
-            if "evaluate" in tools:  # an agent: one evaluate call a turn, of its last program mutated
+            if "run_experiment" in tools:  # an agent on a training task: a new settings.json, then one experiment
+                k = self._experiments[run_id] = self._experiments.get(run_id, 0) + 1
+                settings = json.dumps({"x": round(3.0 - 2.0 / k, 4), "sleep_s": TRAIN_SLEEP_S})
+                reply = ModelReply((text_block(f"experiment {k}"),
+                                    {"type": "tool_use", "id": f"call_{self._serial}a", "name": "write_file",
+                                     "input": {"path": "settings.json", "content": settings}},
+                                    {"type": "tool_use", "id": f"call_{self._serial}b", "name": "run_experiment",
+                                     "input": {"description": f"x {k}", "time_budget_s": 20, "wait_s": 60}}),
+                                   StopReason.TOOL_USE)
+            elif "evaluate" in tools:  # an agent: one evaluate call a turn, of its last program mutated
                 last = self._programs.get(run_id, self.seed_program)
                 shown = [{"role": "user", "content": f"```python\n{last}\n```"}]
                 text = model.complete(SimpleNamespace(messages=shown)).text  # type: ignore[arg-type]
