@@ -178,8 +178,9 @@ class _RunDriver:
                     self._kill(proc)
                     return None
                 if f.kind == "kill_job":
-                    if job > 0 and self._trainer(proc) == job:
-                        self._kill_job(job)
+                    trainer = self._trainer(proc) if job > 0 else None  # under nsjail, first seen: the nsjail
+                    if trainer is not None:
+                        self._kill_job(trainer)
                     elif job > 0:
                         soak.count("kill_job_missed")  # the job ended first
                     continue
