@@ -27,10 +27,28 @@ from reasearch.methods.testing import MutatingModel
 from reasearch.models.messages import ModelReply, StopReason, text_block
 from reasearch.models.testing import LocalHTTPServer, chat_completion_json
 
-__all__ = ["ENDPOINT_FAULTS", "TRAIN_SLEEP_S", "Account", "ChaosEndpoint", "nonce_of"]
+__all__ = ["ENDPOINT_FAULTS", "HOSTILE_TRAIN", "TRAIN_SLEEP_S", "Account", "ChaosEndpoint", "nonce_of"]
 
 ENDPOINT_FAULTS = ("http_500", "hang", "garbage", "cut", "slow")
 TRAIN_SLEEP_S = 0.3  # how long the toy train.py of a training agent's experiment runs: a kill finds it mid-way
+# The training agent's train.py: the toy task's, plus what a hostile one tries first: a double-forked setsid daemon
+# that outlives the job (holding the slot lease it inherited) unless the driver, or the pruner after a dead
+# driver, ends every process of the job's uid (under nsjail, the job's PID namespace ends it).
+HOSTILE_TRAIN = """import json, os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(120)
+        os._exit(0)
+    os._exit(0)
+settings = json.load(open("settings.json"))
+print(json.dumps({"step": 0, "loss": 1.0}), flush=True)
+time.sleep(float(settings.get("sleep_s", 0.0)))
+os.makedirs(os.environ["REASEARCH_OUT_DIR"], exist_ok=True)
+with open(os.path.join(os.environ["REASEARCH_OUT_DIR"], "x.json"), "w") as fh:
+    json.dump({"x": settings["x"]}, fh)
+print(json.dumps({"step": 1, "loss": 0.5}), flush=True)
+"""
 _NONCE = "chaos-reply-"
 
 
@@ -173,6 +191,8 @@ class ChaosEndpoint(LocalHTTPServer):
                 k = self._experiments[run_id] = self._experiments.get(run_id, 0) + 1
                 settings = json.dumps({"x": round(3.0 - 2.0 / k, 4), "sleep_s": TRAIN_SLEEP_S})
                 reply = ModelReply((text_block(f"experiment {k}"),
+                                    {"type": "tool_use", "id": f"call_{self._serial}t", "name": "write_file",
+                                     "input": {"path": "train.py", "content": HOSTILE_TRAIN}},
                                     {"type": "tool_use", "id": f"call_{self._serial}a", "name": "write_file",
                                      "input": {"path": "settings.json", "content": settings}},
                                     {"type": "tool_use", "id": f"call_{self._serial}b", "name": "run_experiment",

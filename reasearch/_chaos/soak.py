@@ -59,7 +59,7 @@ from reasearch._chaos.schedule import (
     Schedule,
     make_schedule,
 )
-from reasearch._chaos.training import TRAINER_WAIT_S, is_trainer, training_env
+from reasearch._chaos.training import TRAINER_WAIT_S, is_trainer, job_of, running, training_env
 from reasearch.errors import ConfigError
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.liveness import effective_state, process_start
@@ -173,12 +173,13 @@ class _RunDriver:
                     soak.count(f"{f.kind}_missed")  # no training job ran in time (a kill_driver strikes anyway)
                 if f.kind == "kill_driver":
                     soak.count("kill_driver")
-                    if job > 0 and self._trainer(proc) is not None:  # resume meets its folder, lock and slot lease
-                        soak.count("kill_driver_mid_experiment")
+                    if job > 0 and (self._trainer(proc) is not None or running(job)):  # resume meets its folder,
+                        soak.count("kill_driver_mid_experiment")  # lock and slot lease
                     self._kill(proc)
                     return None
                 if f.kind == "kill_job":
                     trainer = self._trainer(proc) if job > 0 else None  # under nsjail, first seen: the nsjail
+                    trainer = trainer or (job if job > 0 and running(job) else None)  # mid-exec: no command line
                     if trainer is not None:
                         self._kill_job(trainer)
                     elif job > 0:
@@ -193,10 +194,8 @@ class _RunDriver:
 
     @staticmethod
     def _trainer(proc: subprocess.Popen[bytes]) -> int | None:
-        """The training job running under the driver (the deepest process running ``train.py``: the job itself,
-        under nsjail the jailed interpreter), or None."""
-        trainers = [pid for pid in _descendants(proc.pid) if is_trainer(pid)]
-        return trainers[-1] if trainers else None
+        """The training job running under the driver (:func:`reasearch._chaos.training.job_of`), or None."""
+        return job_of([pid for pid in _descendants(proc.pid) if is_trainer(pid)])
 
     def _kill_job(self, pid: int) -> None:
         """kill -9 of the run's training job while its driver lives: the experiment must end as a failure."""

@@ -20,7 +20,8 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["TRAINER_WAIT_S", "experiment_processes", "held_leases", "is_trainer", "training_env"]
+__all__ = ["TRAINER_WAIT_S", "experiment_processes", "held_leases", "is_trainer", "job_of", "running",
+           "training_env"]
 
 TRAINER_WAIT_S = 10.0  # a fault that needs a running training job waits this long after its moment for one
 
@@ -34,6 +35,40 @@ def training_env(root: str) -> tuple[dict[str, str], str, str]:
     env = {"REASEARCH_EXPERIMENTS_DIR": str(exp / "experiments"), "REASEARCH_LEASE_DIR": str(leases),
            "REASEARCH_FAKE_GPUS": "1", "REASEARCH_CPUS_PER_SLOT": "1", "REASEARCH_KEEP_CHECKPOINTS": ""}
     return env, str(exp / "experiments"), str(leases)
+
+
+def job_of(pids: list[int]) -> int | None:
+    """The training job among ``pids`` (processes running ``train.py`` under a driver): the earliest started that
+    is not an nsjail (under nsjail, the jailed interpreter; a daemon the job forked starts later). An nsjail
+    when it is all there is yet."""
+    jobs = [p for p in pids if not _is_nsjail(p)]
+    return min(jobs, key=_start_ticks) if jobs else (pids[0] if pids else None)
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` runs (not a zombie): a job whose command line reads empty for a moment (its launcher
+    is exec'ing it) is still there."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def _is_nsjail(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0", 1)[0].endswith(b"nsjail")
+    except OSError:
+        return False
+
+
+def _start_ticks(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[-1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 1 << 62
 
 
 def is_trainer(pid: int) -> bool:
