@@ -21,8 +21,8 @@ __all__ = ["LONG", "LONG_DRIVERS", "SHORT", "run"]
 
 SHORT = {"runs": 3, "evaluations": 7, "kills": 2, "faults": 3}
 LONG = {"runs": 105, "evaluations": 100, "kills": 2, "faults": 6}
-# The long soak also drives a `compare`, a fleet, an MCP session and a prompt task (issue 40 item 1).
-LONG_DRIVERS = ("best-of-n", "evolve", "reflect", "agent", "compare", "fleet", "mcp", "prompt")
+# The long soak also drives a `compare`, a fleet, an MCP session, a prompt task and a training task (issue 40 item 1).
+LONG_DRIVERS = ("best-of-n", "evolve", "reflect", "agent", "compare", "fleet", "mcp", "prompt", "training")
 
 
 def _seed() -> int:

@@ -42,7 +42,7 @@ def drive(spec: dict[str, Any]) -> int:
     store = open_store(spec["store"])
     try:
         with LocalExecutor(1, pool=pool) as executor:
-            if spec["method"] == "agent":
+            if spec["method"] in ("agent", "training"):
                 return _drive_agent(spec, store, model_spec, model, executor)
             try:
                 store.get_run(spec["run_id"])
@@ -69,16 +69,35 @@ def _drive_agent(spec: dict[str, Any], store: Any, model_spec: ModelSpec, model:
     try:
         store.get_run(spec["run_id"])
     except StoreError:
-        config = AgentConfig(models={"agent": model_spec}, sandbox_mode=spec["mode"], max_turns=4 * spec["budget"]
-                             ["evaluations"] + 10, use_compaction=False)
-        agent = start_run(spec["task"], budget=spec["budget"], config=config, run_dir=run_dir, store=store,
-                          models={"agent": model}, executor=executor, run_id=spec["run_id"], seed=spec["seed"])
+        cap = spec["budget"].get("evaluations", spec["budget"].get("experiments", 0))
+        config = AgentConfig(models={"agent": model_spec}, sandbox_mode=spec["mode"], max_turns=4 * int(cap) + 10,
+                             use_compaction=False)
+        if spec["method"] == "training":  # a repository task: the agent's experiment tools, a toy train.py
+            agent = _start_training(spec, store, config, run_dir, model, executor)
+        else:
+            agent = start_run(spec["task"], budget=spec["budget"], config=config, run_dir=run_dir, store=store,
+                              models={"agent": model}, executor=executor, run_id=spec["run_id"],
+                              seed=spec["seed"])
     else:
         agent = open_agent(spec["run_id"], run_dir=run_dir, store=store, models={"agent": model},
                            executor=executor, takeover=True)
     agent.optimize()
     agent.run.close()
     return 0 if store.get_run(spec["run_id"]).state is RunState.FINISHED else 1
+
+
+def _start_training(spec: dict[str, Any], store: Any, config: Any, run_dir: Path, model: Any, executor: Any) -> Any:
+    """A run of the toy training task (``train.py`` saves the x of ``settings.json`` after sleeping its
+    ``sleep_s``; no torch) in the spec's sandbox mode, and its agent: each experiment is one training job on a
+    leased (fake) GPU slot, in an experiment folder of ``REASEARCH_EXPERIMENTS_DIR``."""
+    from reasearch.agent import Agent
+    from reasearch.evaluators.testing import ToyRepoTrainingTask
+    from reasearch.runs import Run
+
+    task = ToyRepoTrainingTask(grace_s=2.0, sandbox_mode=spec["mode"])
+    run = Run.create(store, task=task, budget=spec["budget"], seed=spec["seed"], executor=executor,
+                     config={"driver": "agent", "agent": config.to_dict()}, run_id=spec["run_id"])
+    return Agent(run, run_dir / run.id, config=config, models={"agent": model})
 
 
 def _drive_fleet(spec: dict[str, Any]) -> int:

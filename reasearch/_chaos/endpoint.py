@@ -27,9 +27,28 @@ from reasearch.methods.testing import MutatingModel
 from reasearch.models.messages import ModelReply, StopReason, text_block
 from reasearch.models.testing import LocalHTTPServer, chat_completion_json
 
-__all__ = ["ENDPOINT_FAULTS", "Account", "ChaosEndpoint", "nonce_of"]
+__all__ = ["ENDPOINT_FAULTS", "HOSTILE_TRAIN", "TRAIN_SLEEP_S", "Account", "ChaosEndpoint", "nonce_of"]
 
 ENDPOINT_FAULTS = ("http_500", "hang", "garbage", "cut", "slow")
+TRAIN_SLEEP_S = 0.3  # how long the toy train.py of a training agent's experiment runs: a kill finds it mid-way
+# The training agent's train.py: the toy task's, plus what a hostile one tries first: a double-forked setsid daemon
+# that outlives the job (holding the slot lease it inherited) unless the driver, or the pruner after a dead
+# driver, ends every process of the job's uid (under nsjail, the job's PID namespace ends it).
+HOSTILE_TRAIN = """import json, os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(120)
+        os._exit(0)
+    os._exit(0)
+settings = json.load(open("settings.json"))
+print(json.dumps({"step": 0, "loss": 1.0}), flush=True)
+time.sleep(float(settings.get("sleep_s", 0.0)))
+os.makedirs(os.environ["REASEARCH_OUT_DIR"], exist_ok=True)
+with open(os.path.join(os.environ["REASEARCH_OUT_DIR"], "x.json"), "w") as fh:
+    json.dump({"x": settings["x"]}, fh)
+print(json.dumps({"step": 1, "loss": 0.5}), flush=True)
+"""
 _NONCE = "chaos-reply-"
 
 
@@ -69,6 +88,7 @@ class ChaosEndpoint(LocalHTTPServer):
                  on_answer: Callable[[str, int], None] | None = None, seed_program: str = "") -> None:
         self.seed_program = seed_program
         self._programs: dict[str, str] = {}  # an agent run's last proposed program (the next one mutates it)
+        self._experiments: dict[str, int] = {}  # a training agent's experiments asked for so far
         self.fault_at, self.client_timeout_s, self.on_answer = fault_at, client_timeout_s, on_answer
         self.accounts: dict[str, Account] = {}
         self.held: dict[str, threading.Event] = {}  # run id -> released when the harness killed its driver
@@ -167,7 +187,18 @@ class ChaosEndpoint(LocalHTTPServer):
             self._serial += 1
             nonce = f"{_NONCE}{self._serial}"
             tools = {str((t.get("function") or {}).get("name")) for t in body.get("tools") or [] if isinstance(t, dict)}
-            if "evaluate" in tools:  # an agent: one evaluate call a turn, of its last program mutated
+            if "run_experiment" in tools:  # an agent on a training task: a new settings.json, then one experiment
+                k = self._experiments[run_id] = self._experiments.get(run_id, 0) + 1
+                settings = json.dumps({"x": round(3.0 - 2.0 / k, 4), "sleep_s": TRAIN_SLEEP_S})
+                reply = ModelReply((text_block(f"experiment {k}"),
+                                    {"type": "tool_use", "id": f"call_{self._serial}t", "name": "write_file",
+                                     "input": {"path": "train.py", "content": HOSTILE_TRAIN}},
+                                    {"type": "tool_use", "id": f"call_{self._serial}a", "name": "write_file",
+                                     "input": {"path": "settings.json", "content": settings}},
+                                    {"type": "tool_use", "id": f"call_{self._serial}b", "name": "run_experiment",
+                                     "input": {"description": f"x {k}", "time_budget_s": 20, "wait_s": 60}}),
+                                   StopReason.TOOL_USE)
+            elif "evaluate" in tools:  # an agent: one evaluate call a turn, of its last program mutated
                 last = self._programs.get(run_id, self.seed_program)
                 shown = [{"role": "user", "content": f"```python\n{last}\n```"}]
                 text = model.complete(SimpleNamespace(messages=shown)).text  # type: ignore[arg-type]

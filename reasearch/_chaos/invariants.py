@@ -9,8 +9,11 @@
 - ``evaluations_once``: every evaluation a sandbox ran for a run is debited once in its ledger (plus
   those charged at their reservation when the driver died with one in flight: at most one per death);
   no ledger row twice.
-- ``nothing_left_behind``: no process the soak started (a driver, a sandbox worker, a jail) outlives it,
-  no mount under its scratch root is left, and the SQLite store's write lock can be taken.
+- ``experiments_once``: a training run's experiments are each recorded once (a result, or interrupted when the
+  driver died first), charged one experiment at most, a failure (a killed training job) never scores or is chosen.
+- ``nothing_left_behind``: no process the soak started (a driver, a sandbox worker, a jail, a training job)
+  outlives it, no mount under its scratch root or experiments root is left, no experiment scratch folder, no
+  slot lease held, and the SQLite store's write lock can be taken.
 - ``waits_bounded``: no wait lasted past its stated timeout (a driver session that hung, a kill that
   did not take).
 - ``caps_held``: no run spent more of any unit than its cap.
@@ -37,6 +40,7 @@ from pathlib import Path
 
 from reasearch import errors
 from reasearch._chaos.endpoint import Account, nonce_of
+from reasearch._chaos.training import experiment_processes, held_leases
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
 from reasearch.runs.liveness import process_start
@@ -85,6 +89,9 @@ class SoakRecord:
     in_flight_per_death: int = 1  # the most model calls (and evaluations) one run has in flight at once
     groups: dict[str, list[str]] = field(default_factory=dict)  # a fleet's id -> its members' run ids
     student: dict[str, int] = field(default_factory=dict)  # run id -> student requests the fake student answered
+    experiments: str = ""  # the training runs' experiments root ("": no training run)
+    leases: str = ""  # their slot lease folder
+    job_kills: dict[str, int] = field(default_factory=dict)  # run id -> training jobs killed while its driver lived
 
     def account_of(self, run_id: str) -> str:
         """The endpoint account (model name) a run calls under: its fleet's id, or its own."""
@@ -210,6 +217,60 @@ def student_calls_once(rec: SoakRecord, store: Store) -> list[str]:
     return out
 
 
+def experiments_once(rec: SoakRecord, store: Store) -> list[str]:
+    """A training run's experiments: each one started is recorded once (its result, or ``experiment_interrupted``
+    when its driver died first: never both, never an interrupted one with a stored result); each is charged one
+    experiment at most (by its result, or at its reservation when its driver died); a failure has no score and
+    is never the run's final choice; every training job the harness killed ended a failed or interrupted one."""
+    out = []
+    for run_id, caps in rec.caps.items():
+        if "experiments" not in caps:
+            continue
+        events = store.events(run_id)
+        started = sorted({e.step for e in events if e.kind == EventKind.EXPERIMENT_START})
+        ends: dict[int, list[str]] = {}
+        for e in events:
+            if e.kind in (EventKind.EXPERIMENT, EventKind.EXPERIMENT_INTERRUPTED):
+                ends.setdefault(e.step, []).append(str(e.kind))
+        evals = {ev.step: ev for ev in store.evaluations(run_id)}
+        for step in started:
+            if len(ends.get(step, [])) != 1:
+                out.append(f"run {run_id} step {step}: experiment recorded {len(ends.get(step, []))} times "
+                           f"{ends.get(step, [])}")
+            elif ends[step] == [str(EventKind.EXPERIMENT_INTERRUPTED)] and step in evals:
+                out.append(f"run {run_id} step {step}: recorded interrupted, but its result "
+                           f"{evals[step].result.status.value} is stored")
+        charged: dict[int, float] = {}
+        for entry in store.ledger(run_id):
+            if entry.unit is Unit.EXPERIMENTS:
+                charged[entry.step] = charged.get(entry.step, 0.0) + entry.amount
+        for step, amount in sorted(charged.items()):
+            if amount > 1 + EPS:
+                out.append(f"run {run_id} step {step}: {amount:g} experiments charged for one experiment")
+        for step, ev in evals.items():
+            debited = sum(x.amount for x in store.ledger(run_id) if x.unit is Unit.EXPERIMENTS and x.step == step
+                          and not x.note.startswith(IN_FLIGHT))
+            if not ev.result.cached and abs(debited - 1.0) > EPS:
+                out.append(f"run {run_id} step {step}: its experiment debited {debited:g} times")
+            if ev.result.status.value != "OK" and ev.result.score is not None:
+                out.append(f"run {run_id} step {step}: a {ev.result.status.value} experiment scored {ev.result.score}")
+        in_flight = _ledger_sum(store, run_id, Unit.EXPERIMENTS, in_flight=True)
+        if in_flight > rec.deaths_of(run_id) * rec.in_flight_per_death + EPS:
+            out.append(f"run {run_id}: {in_flight:g} experiments charged at reservation for "
+                       f"{rec.deaths_of(run_id)} driver deaths")
+        failed = sum(1 for ev in evals.values() if ev.result.status.value not in ("OK", "REFUSED"))
+        interrupted = sum(1 for kinds in ends.values() if str(EventKind.EXPERIMENT_INTERRUPTED) in kinds)
+        if rec.job_kills.get(run_id, 0) > failed + interrupted:
+            out.append(f"run {run_id}: {rec.job_kills[run_id]} training jobs killed, but only {failed} experiments "
+                       f"failed and {interrupted} were interrupted")
+        final = store.get_run(run_id).final_candidate
+        chosen = [ev for ev in evals.values() if ev.candidate_id == final]
+        if final and not any(ev.result.status.value == "OK" for ev in chosen):
+            out.append(f"run {run_id}: its final candidate {final[:12]} comes from no OK experiment "
+                       f"({[ev.result.status.value for ev in chosen]})")
+    return out
+
+
 def soak_processes(root: str) -> dict[int, str]:
     """Processes whose environment names the soak's root (every process a soak starts carries it): pid ->
     command line."""
@@ -260,7 +321,27 @@ def nothing_left_behind(rec: SoakRecord, store: Store) -> list[str]:
     lock = _store_write_lock_held(rec.store_url)
     if lock:
         out.append(lock)
-    return out
+    return out + _training_left(rec, listed)
+
+
+def _training_left(rec: SoakRecord, listed: Mapping[int, str]) -> list[str]:
+    """What a training run may leave: a training job (any process working under the experiments root), an
+    experiment's scratch folder (its tmpfs mount too), a slot lease still held."""
+    if not rec.experiments:
+        return []
+    out = [f"process left: training job pid {pid}: {cmd}" for pid, cmd in experiment_processes(rec.experiments).items()
+           if pid not in listed]
+    try:
+        names = sorted(os.listdir(rec.experiments))
+    except OSError:
+        names = []
+    out += [f"experiment scratch left: {Path(rec.experiments) / n}" for n in names if n.startswith(("exp-", ".new-"))]
+    try:
+        with open("/proc/mounts") as f:
+            out += [f"mount left: {line.strip()}" for line in f if rec.experiments in line and rec.root not in line]
+    except OSError:
+        pass
+    return out + [f"slot lease left: {held}" for held in held_leases(rec.leases)]
 
 
 def _store_write_lock_held(store_url: str) -> str:
@@ -337,6 +418,7 @@ CHECKS: dict[str, Callable[[SoakRecord, Store], list[str]]] = {
     "model_calls_once": model_calls_once,
     "evaluations_once": evaluations_once,
     "student_calls_once": student_calls_once,
+    "experiments_once": experiments_once,
     "nothing_left_behind": nothing_left_behind,
     "waits_bounded": waits_bounded,
     "caps_held": caps_held,

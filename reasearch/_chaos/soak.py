@@ -1,17 +1,20 @@
 """The soak: many method runs at once against the chaos endpoint, faults at seeded points, resumes, checks.
 
-:func:`make_schedule` draws every fault and its moment from ``random.Random(seed)``: per run its method,
-its budget, and the request numbers (of that run's calls to the endpoint) at which each fault strikes.
-The same seed gives the same schedule (:meth:`Schedule.describe` prints it); what a fault hits at its
-moment (a model call, an evaluation, a journal write) depends on the machine's timing, which is the point.
+:func:`make_schedule` (:mod:`reasearch._chaos.schedule`) draws every fault and its moment from
+``random.Random(seed)``: per run its method, its budget, and the request numbers (of that run's calls to the
+endpoint) at which each fault strikes. The same seed gives the same schedule (:meth:`Schedule.describe` prints
+it); what a fault hits at its moment (a model call, an evaluation, a journal write) depends on the machine's
+timing, which is the point.
 
 Faults: ``kill_driver`` (kill -9 of the driver while the endpoint holds its request, or a few
 milliseconds after a reply was sent: mid-evaluation, mid-write), ``kill_worker`` (kill -9 of a sandbox
 worker under the driver), the endpoint's ``http_500``, ``hang``, ``garbage``, ``cut`` and ``slow``,
 ``sqlite_lock`` (another process holds the store's write lock for a while), ``store_restart`` (a
 PostgreSQL store's server restarted, when a restart command is given), ``disk_full`` (the driver's file
-size limit drops: its next store write fails) and ``clock_jump`` (the
-liveness code asked with its clock an hour ahead while the driver lives). After every death the harness
+size limit drops: its next store write fails), ``clock_jump`` (the liveness code asked with its clock an
+hour ahead while the driver lives) and, for a training run (:mod:`reasearch._chaos.training`), ``kill_job``
+(kill -9 of its training job a moment after it started, the driver alive); a training run's ``kill_driver``
+strikes a moment into an experiment's training. After every death the harness
 starts the driver again (``takeover``), until the run finishes. At the end every invariant of
 :mod:`reasearch._chaos.invariants` is checked.
 
@@ -23,8 +26,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import resource
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -41,6 +44,22 @@ from typing import Any
 
 from reasearch._chaos.endpoint import ENDPOINT_FAULTS, ChaosEndpoint
 from reasearch._chaos.invariants import SoakRecord, Violation, Wait, check_all
+from reasearch._chaos.schedule import (
+    DRIVERS,
+    FAULTS,
+    GROUPS,
+    HARNESS_ONLY,
+    METHODS,
+    PROMPT_TASK,
+    PROMPT_TEST,
+    TASK,
+    TRAINING_ONLY,
+    Fault,
+    RunPlan,
+    Schedule,
+    make_schedule,
+)
+from reasearch._chaos.training import TRAINER_WAIT_S, is_trainer, job_of, running, training_env
 from reasearch.errors import ConfigError
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.liveness import effective_state, process_start
@@ -48,112 +67,7 @@ from reasearch.runs.liveness import effective_state, process_start
 __all__ = ["DRIVERS", "FAULTS", "GROUPS", "METHODS", "Fault", "RunPlan", "Schedule", "SoakReport", "make_schedule",
            "soak"]
 
-METHODS = ("best-of-n", "evolve", "reflect", "agent")  # one run per driver (the default draw)
-GROUPS = ("compare", "fleet")  # one driver of two runs, a fleet's members sharing one model name
-DRIVERS = (*METHODS, *GROUPS, "mcp", "prompt")  # and a `compare` (best-of-n and evolve, one seed), a fleet (2 agent
-# members), an MCP session (its client proposes from the endpoint; `reasearch mcp`, the server, is what is killed),
-# a prompt task (best-of-n on gsm8k/v1, synthetic data, its student the soak's fake student server)
-PROMPT_TASK, PROMPT_TEST = "gsm8k/v1", 10  # the sealed test pass: PROMPT_TEST student calls beyond the cap
-TASK = "heilbronn/n11-v1"
-FAULTS = ("kill_driver", "kill_worker", *ENDPOINT_FAULTS, "sqlite_lock", "store_restart", "disk_full", "clock_jump")
-_HARNESS_ONLY = ("kill_worker", "sqlite_lock", "store_restart", "disk_full", "clock_jump")  # after a reply is sent
 DISK_FULL_BYTES = 64 << 10  # a driver's file size limit under disk_full: any write past it fails (EFBIG)
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """One fault: its kind, the run's request number it strikes at, and a delay or length in seconds."""
-
-    kind: str
-    request: int
-    seconds: float = 0.0
-    hold: bool = False  # kill_driver: while the endpoint holds the request (else ``seconds`` after its reply)
-
-
-@dataclass(frozen=True, slots=True)
-class RunPlan:
-    """One run of a soak and the faults scheduled for it."""
-
-    run_id: str
-    method: str
-    evaluations: int
-    faults: tuple[Fault, ...]
-
-    def caps(self) -> dict[str, float]:
-        if self.method == "prompt":  # student calls: one per validation question an evaluation asks
-            return {"student_calls": float(10 * self.evaluations)}
-        if self.method in GROUPS:  # per member: a fleet's caps are its task's unit only
-            return {"evaluations": float(self.member_evaluations)}
-        return {"evaluations": float(self.evaluations), "model_calls": float(4 * self.evaluations + 20)}
-
-    @property
-    def member_evaluations(self) -> int:
-        """A compare's or fleet's per-member cap: its two members share the run's evaluations."""
-        return max(3, self.evaluations // 2)
-
-    def members(self) -> tuple[str, ...]:
-        """The run ids this plan's driver makes: its own, or its fleet's two members' (``FLEET-m000``...)."""
-        return (f"{self.run_id}-m000", f"{self.run_id}-m001") if self.method in GROUPS else (self.run_id,)
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    """A soak's runs and faults, drawn from ``seed``."""
-
-    seed: int
-    runs: tuple[RunPlan, ...]
-
-    def describe(self) -> str:
-        lines = [f"chaos schedule, seed {self.seed}: {len(self.runs)} runs"]
-        for r in self.runs:
-            faults = ", ".join(f"{f.kind}{'(hold)' if f.hold else ''}@{f.request}"
-                               + (f"+{f.seconds:.2f}s" if f.seconds else "") for f in r.faults)
-            lines.append(f"  {r.run_id} {r.method} {r.evaluations} evaluations: {faults or 'no faults'}")
-        return "\n".join(lines)
-
-
-def make_schedule(seed: int, *, runs: int, evaluations: int, kills: int, faults: int,
-                  kinds: Sequence[str] = FAULTS, methods: Sequence[str] = METHODS) -> Schedule:
-    """``runs`` runs of ``evaluations`` each; per run ``kills`` driver kills and ``faults`` other faults (of
-    ``kinds``), each at a distinct request number of that run, all drawn from ``random.Random(seed)``."""
-    if not methods or set(methods) - set(DRIVERS):
-        raise ConfigError(f"unknown or no drivers {sorted(set(methods) - set(DRIVERS))}; known: {list(DRIVERS)}")
-    unknown = sorted(set(kinds) - set(FAULTS))
-    if unknown:
-        raise ConfigError(f"unknown chaos faults {unknown}; known: {list(FAULTS)}")
-    for name, value, least in (("runs", runs, 1), ("evaluations", evaluations, 3), ("kills", kills, 0),
-                               ("faults", faults, 0)):
-        if value < least:
-            raise ConfigError(f"a soak needs {name} >= {least}, not {value}")
-    rng = random.Random(seed)
-    plans = []
-    others = [k for k in kinds if k != "kill_driver"]
-    if faults and not others:
-        raise ConfigError("faults > 0 needs a fault kind other than kill_driver")
-    deck: list[str] = []
-    for i in range(runs):
-        method = rng.choice(list(methods))
-        # A run asks about one model call per evaluation: its requests are numbered 1..~evaluations.
-        span = max(evaluations - 1, 2)
-        picks = rng.sample(range(2, span + 2), min(kills + faults, span))
-        chosen: list[Fault] = []
-        for j, n in enumerate(sorted(picks)):
-            if j < kills:
-                hold = rng.random() < 0.5
-                chosen.append(Fault("kill_driver", n, 0.0 if hold else round(rng.uniform(0.0, 0.4), 3), hold))
-            else:  # from a shuffled deck of the kinds: every kind is drawn once before any is drawn again
-                if not deck:
-                    deck = rng.sample(others, len(others))
-                kind = deck.pop()
-                seconds = round(rng.uniform(0.2, 1.5), 3) if kind == "sqlite_lock" else 0.0
-                if kind == "kill_worker":
-                    seconds = round(rng.uniform(0.0, 0.2), 3)
-                chosen.append(Fault(kind, n, seconds))
-        rng.shuffle(chosen)  # kills at random points of the run, not only its first requests
-        numbers = sorted(f.request for f in chosen)
-        faults_at = tuple(Fault(f.kind, n, f.seconds, f.hold) for f, n in zip(chosen, numbers, strict=True))
-        plans.append(RunPlan(f"chaos-s{seed}-r{i:04d}", method, evaluations, faults_at))
-    return Schedule(seed, tuple(plans))
 
 
 @dataclass
@@ -183,15 +97,21 @@ class _RunDriver:
 
     def __init__(self, soak: _Soak, plan: RunPlan) -> None:
         self.soak, self.plan = soak, plan
-        self.pending: list[tuple[float, Fault]] = []  # (monotonic time due, fault) struck by the poll loop
+        # (monotonic time due, fault, the training job's pid it waits on: 0 none yet, -1 none needed), struck by
+        # the poll loop; a fault on a training job strikes ``seconds`` after the job was first seen
+        self.pending: list[tuple[float, Fault, int]] = []
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def answered(self, n: int) -> None:  # the endpoint's thread: schedule what strikes after reply n
         for f in self.plan.faults:
-            if f.request == n and not f.hold and f.kind in ("kill_driver", *_HARNESS_ONLY):
+            if f.request == n and not f.hold and f.kind in ("kill_driver", *HARNESS_ONLY):
                 with self.lock:
-                    self.pending.append((time.monotonic() + (0.0 if f.kind == "sqlite_lock" else f.seconds), f))
+                    if self._needs_trainer(f):
+                        self.pending.append((time.monotonic(), f, 0))
+                    else:
+                        self.pending.append((time.monotonic() + (0.0 if f.kind == "sqlite_lock" else f.seconds), f,
+                                             -1))
 
     def run(self) -> None:
         soak, plan = self.soak, self.plan
@@ -201,6 +121,8 @@ class _RunDriver:
                 "config": {"num_islands": 2} if plan.method == "evolve" else None}
         if plan.method == "prompt":
             spec.update(task=PROMPT_TASK, task_params=soak.student_params(plan.run_id))
+        if plan.method == "training":
+            spec.update(task="toy/repo-training-v1")
         for session in range(soak.max_sessions):
             if session:
                 soak.count("resumes")
@@ -235,15 +157,56 @@ class _RunDriver:
                 return None
             now = time.monotonic()
             with self.lock:
-                due = [f for t, f in self.pending if t <= now]
-                self.pending = [(t, f) for t, f in self.pending if t > now]
-            for f in due:
+                due = [(t, f, job) for t, f, job in self.pending if t <= now]
+                self.pending = [(t, f, job) for t, f, job in self.pending if t > now]
+            for t, f, job in due:
+                if job == 0:  # waits for the run's training job: then strikes f.seconds later
+                    seen = self._trainer(proc)
+                    if seen is None and now - t < TRAINER_WAIT_S and proc.poll() is None:
+                        with self.lock:
+                            self.pending.append((t, f, 0))
+                        continue
+                    if seen is not None:
+                        with self.lock:
+                            self.pending.append((now + f.seconds, f, seen))
+                        continue
+                    soak.count(f"{f.kind}_missed")  # no training job ran in time (a kill_driver strikes anyway)
                 if f.kind == "kill_driver":
                     soak.count("kill_driver")
+                    if job > 0 and (self._trainer(proc) is not None or running(job)):  # resume meets its folder,
+                        soak.count("kill_driver_mid_experiment")  # lock and slot lease
                     self._kill(proc)
                     return None
+                if f.kind == "kill_job":
+                    trainer = self._trainer(proc) if job > 0 else None  # under nsjail, first seen: the nsjail
+                    trainer = trainer or (job if job > 0 and running(job) else None)  # mid-exec: no command line
+                    if trainer is not None:
+                        self._kill_job(trainer)
+                    elif job > 0:
+                        soak.count("kill_job_missed")  # the job ended first
+                    continue
                 self._strike(f, proc)
             time.sleep(0.01)
+
+    def _needs_trainer(self, f: Fault) -> bool:
+        """A fault that strikes mid-experiment: ``kill_job``, and a training run's (non-hold) ``kill_driver``."""
+        return f.kind == "kill_job" or (f.kind == "kill_driver" and self.plan.method == "training")
+
+    @staticmethod
+    def _trainer(proc: subprocess.Popen[bytes]) -> int | None:
+        """The training job running under the driver (:func:`reasearch._chaos.training.job_of`), or None."""
+        return job_of([pid for pid in _descendants(proc.pid) if is_trainer(pid)])
+
+    def _kill_job(self, pid: int) -> None:
+        """kill -9 of the run's training job while its driver lives: the experiment must end as a failure."""
+        self.soak.seen(pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        self.soak.count("kill_job")
+        with self.soak._lock:  # noqa: SLF001 (the harness's own record)
+            self.soak.record.job_kills[self.plan.run_id] = self.soak.record.job_kills.get(self.plan.run_id, 0) + 1
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
         under = _descendants(proc.pid)
@@ -389,6 +352,9 @@ class _Soak:
         self.record = SoakRecord(root=root, store_url=self.store_url, accounts={},
                                  caps={m: _record_caps(r) for r in schedule.runs for m in r.members()},
                                  groups={r.run_id: list(r.members()) for r in schedule.runs if r.method in GROUPS})
+        if any(r.method == "training" for r in schedule.runs):
+            extra, self.record.experiments, self.record.leases = training_env(root)
+            self.env.update(extra)
         self.drivers = {r.run_id: _RunDriver(self, r) for r in schedule.runs}
         faults = {(r.run_id, f.request): f for r in schedule.runs for f in r.faults}
 
@@ -510,6 +476,8 @@ class _Soak:
         report.wall_s = time.monotonic() - t0
         report.record = self.record
         report.violations = check_all(self.record)
+        if self.record.experiments and not report.violations:  # clean: the experiments root goes (else kept to see)
+            shutil.rmtree(Path(self.record.experiments).parent, ignore_errors=True)
         return report
 
 
@@ -555,7 +523,8 @@ def soak(seed: int, *, runs: int = 4, evaluations: int = 12, kills: int = 2, fau
         raise ConfigError("a store restart command needs a PostgreSQL store URL (--store postgresql://...)")
     if kinds is None:  # the kinds that apply to this store
         kinds = [k for k in FAULTS if not (k == "sqlite_lock" and postgres) and not (k == "store_restart"
-                                                                                       and not restart_store)]
+                                                                                       and not restart_store)
+                 and (k not in TRAINING_ONLY or "training" in methods)]
     if (postgres and "sqlite_lock" in kinds) or ("store_restart" in kinds and not restart_store):
         raise ConfigError("sqlite_lock needs the SQLite store; store_restart needs a PostgreSQL store and "
                           "a restart command")
@@ -589,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kinds", default="", help="the fault kinds to draw from, comma-separated (default: every "
                    "kind that applies): " + ",".join(FAULTS))
     p.add_argument("--methods", default=",".join(METHODS), help="the drivers to draw from (comma-separated; also "
-                   "compare and fleet): " + ",".join(DRIVERS))
+                   "compare, fleet, mcp, prompt, training): " + ",".join(DRIVERS))
     p.add_argument("--store", default=None, help="store URL (default: SQLite under the root); postgresql://...")
     p.add_argument("--restart-store", default="", help="a shell command that restarts the PostgreSQL server")
     p.add_argument("--root", default=None, help="scratch root (default: a new temporary folder, kept)")

@@ -30,8 +30,8 @@ from reasearch.engine.gpu import SlotLease
 from reasearch.engine.isolation import make_launcher
 from reasearch.errors import SandboxError, SandboxUnavailableError
 
-__all__ = ["PROCESS_SCORING_GAPS", "command", "end_job", "gpu_jail_args", "make_reachable", "open_log", "over_quota",
-           "signal_job"]
+__all__ = ["PROCESS_SCORING_GAPS", "command", "end_job", "end_orphaned_job", "gpu_jail_args", "make_reachable",
+           "open_log", "over_quota", "signal_job"]
 
 # What a scoring jail cannot hold in process mode (no mount namespace, no seccomp): results say it.
 PROCESS_SCORING_GAPS = ("sandbox=process: the runtime's site-packages hold only the scoring packages, but the host's "
@@ -217,6 +217,22 @@ def signal_job(pid: int, mode: str, sig: int) -> None:
             os.kill(p, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def end_orphaned_job(uid: int) -> bool:
+    """Kills every process of a process-mode job's uid whose driver is gone: a driver killed with ``-9`` kills
+    its job (``PR_SET_PDEATHSIG``) but not the job's double-forked daemons, which run on as that uid and hold the
+    slot lease they inherited. Nothing is done (False) for a uid outside the jobs' range, or while a process
+    whose pid maps to the uid's block still runs (a reused pid may be a live driver that owns the block now)."""
+    if not _JOB_UID_BASE <= uid < _JOB_UID_BASE + 1_000_000 * 64:
+        return False
+    block = (uid - _JOB_UID_BASE) // 64
+    table = _procs.process_table()
+    if any(p % 1_000_000 == block and not _JOB_UID_BASE <= u < _JOB_UID_BASE + 64_000_000
+           for p, (_, _, u, _) in table.items()):
+        return False
+    _procs.kill_orphans(child_pgid=None, uid=uid)
+    return True
 
 
 def end_job(pid: int, uid: int | None) -> None:

@@ -54,7 +54,13 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.engine import _procs, _wire
-from reasearch.engine._job_launch import _QUOTA_CHECK_S, PROCESS_SCORING_GAPS, gpu_jail_args, make_reachable
+from reasearch.engine._job_launch import (
+    _QUOTA_CHECK_S,
+    PROCESS_SCORING_GAPS,
+    end_orphaned_job,
+    gpu_jail_args,
+    make_reachable,
+)
 from reasearch.engine._job_launch import command as _command
 from reasearch.engine._job_launch import end_job as _end_job
 from reasearch.engine._job_launch import open_log as _open_log
@@ -64,8 +70,8 @@ from reasearch.engine.gpu import SlotLease
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, SandboxError
 
-__all__ = ["PROCESS_SCORING_GAPS", "JobOutcome", "JobSession", "SessionError", "gpu_jail_args", "make_reachable",
-           "run_job", "start_session"]
+__all__ = ["PROCESS_SCORING_GAPS", "JobOutcome", "JobSession", "SessionError", "end_orphaned_job", "gpu_jail_args",
+           "make_reachable", "run_job", "start_session"]
 
 _MAX_METRIC_LINES = 5000
 _LINE_END = re.compile(rb"\r\n|\r|\n")

@@ -59,7 +59,7 @@ from reasearch.engine import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount
 from reasearch.engine.gpu import SlotLease, lease_slot
 from reasearch.engine.protocol import SandboxRunner
-from reasearch.engine.training import PROCESS_SCORING_GAPS, JobOutcome, run_job
+from reasearch.engine.training import PROCESS_SCORING_GAPS, JobOutcome, end_orphaned_job, run_job
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.heldout_content import HeldoutFingerprint, find_heldout_content
@@ -186,12 +186,23 @@ def prune_experiments(root: Path) -> list[str]:
                 if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     continue  # a live experiment
                 raise
+            _end_leftover_job(path)
             unmount(path)  # its tmpfs (a dead driver left it mounted); the folder beneath goes next
             if remove_tree(path):
                 removed.append(name)
         finally:
             os.close(fd)
     return removed
+
+
+def _end_leftover_job(path: str) -> None:
+    """Kills what a dead driver's process-mode job left running (daemons of its own uid, holding the slot lease
+    they inherited): the uid is the owner of the folder's checkpoint folder, which only the driver could give."""
+    try:
+        uid = os.lstat(os.path.join(path, "out")).st_uid
+    except OSError:
+        return
+    end_orphaned_job(uid)
 
 
 def _new_experiment_folder() -> tuple[Path, int]:

@@ -31,7 +31,7 @@ import tomllib
 import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -351,7 +351,12 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
         try:
             _drive_member(fleet_id, spec, member, store, run_id, run_dir, handover_s)
         except Exception as exc:  # this member's failure is its own: recorded, the fleet goes on
-            return _record_failure(store, member, run_id, node, exc).to_dict()
+            try:
+                return _record_failure(store, member, run_id, node, exc).to_dict()
+            except StoreError as lost:  # a full disk (say) keeps the failure out of the store: resumable, said so
+                return replace(_member_result(store, member, run_id, node), reason=(
+                    f"{failure_reason(exc)}; the failure could not be recorded ({printable_line(str(lost))[:300]}): "
+                    f"the run is interrupted, `reasearch fleet resume {fleet_id}` continues it")).to_dict()
         return _member_result(store, member, run_id, node).to_dict()
 
 
@@ -581,6 +586,8 @@ def _crash_data(member: FleetMember, fleet_id: str, exc: BaseException) -> dict[
 
 def _final_result(store: Store, member: FleetMember, fleet_id: str, seen: MemberResult) -> MemberResult:
     now = _member_result(store, member, member.run_id(fleet_id), seen.node)
+    if now.state == seen.state == RunState.INTERRUPTED.value and "could not be recorded" in seen.reason:
+        return seen  # why it is interrupted is known only here (the store could not be told)
     return seen if now.state == "pending" and seen.state == RunState.FAILED.value else now
 
 

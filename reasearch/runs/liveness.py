@@ -55,11 +55,14 @@ def process_start(pid: int) -> str:
 
 
 def driver_gone(driver: DriverRecord) -> bool:
-    """True when ``driver`` ran on this host and its process is gone (or its pid now names another process).
+    """True when ``driver`` ran on this host and its process is gone (or its pid now names another process),
+    or it is a driver of this process that stopped (its last heartbeat may not have reached the store).
 
     Drivers of other hosts, and records without a start time where the pid is in use, are not known to
     be gone: their reservations expire instead, a TTL (:data:`RESERVATION_TTL_S`) after their last beat.
     """
+    if driver.driver_id in _STOPPED_HERE:
+        return True
     if driver.stopped or driver.host != socket.gethostname() or driver.pid <= 0:
         return driver.stopped
     if not os.path.isdir("/proc/self"):
@@ -84,8 +87,9 @@ def _local_process(driver: DriverRecord) -> bool | None:
 def driver_alive(driver: DriverRecord, *, now: float | None = None) -> bool:
     """True while ``driver`` holds its run: on this host, while its process exists (the same process: the
     recorded start time is compared), however old its last heartbeat; on another host, while it beat
-    within :data:`STALE_S` seconds. A driver that stopped is never alive."""
-    if driver.stopped:
+    within :data:`STALE_S` seconds. A driver that stopped is never alive, even when the store never heard it
+    stop (a full disk: this process, a fleet's, lives on and would otherwise hold the run for good)."""
+    if driver.stopped or driver.driver_id in _STOPPED_HERE:
         return False
     local = _local_process(driver)
     if local is not None:
@@ -145,6 +149,7 @@ def active_seconds(store: Store, record: RunRecord, *, now: float | None = None)
 
 
 _OWN_START = process_start(os.getpid())
+_STOPPED_HERE: set[str] = set()  # driver ids of this process's heartbeats that stopped (each a few dozen bytes)
 
 
 class Heartbeat:
@@ -174,6 +179,7 @@ class Heartbeat:
         if self._stop.is_set():
             return
         self._stop.set()
+        _STOPPED_HERE.add(self.driver_id)  # known here even when the store cannot be told (a full disk)
         try:
             self._beat(stopped=True)
         except Exception:  # store already closed: staleness tells the same story a little later

@@ -14,9 +14,10 @@ machine are waited for by the lease itself). :meth:`ExperimentRunner.settle` wai
 
 Before an experiment starts, an ``experiment_start`` event is written at its step. If the driver dies
 meanwhile (``kill -9``), its training processes die with it (the engine's launcher), nothing is
-recorded or charged, and the resumed agent records each such experiment as ``experiment_interrupted``
-(never run again, never charged) -- unless its result had been stored before the driver died, in which
-case that result is what the experiment is.
+recorded, and the resumed agent records each such experiment as ``experiment_interrupted`` (never run
+again; a takeover resume charges its reservation, one experiment, once, as for any evaluation in flight) --
+unless its result had been stored before the driver died, in which case that result is what the experiment
+is. Recording it interrupted also prunes the dead experiment's scratch folder and tmpfs mount.
 
 Trust boundary: the experiment folders are written by the candidate's training code; they are read and
 written only through the guarded root (no symlink in any component, regular files only, capped reads).
@@ -185,7 +186,20 @@ class ExperimentRunner:
         else:
             run.log_event(step, EventKind.EXPERIMENT_INTERRUPTED,
                           {**start_fields(start), "reason": "the driver stopped during the experiment"})
+            _prune_dead_scratch()
         return next(e for e in self.experiments() if e["step"] == step)
+
+
+def _prune_dead_scratch() -> None:
+    """Removes the scratch folders (and tmpfs mounts) of experiments whose driver died: a resume that runs no
+    further experiment (its budget spent by the interrupted one's charge) would otherwise leave them for good."""
+    from reasearch.errors import ReasearchError
+    from reasearch.evaluators.training import experiments_root, prune_experiments
+
+    try:
+        prune_experiments(experiments_root())
+    except (OSError, ReasearchError):  # housekeeping only: the next experiment of any process prunes again
+        pass
 
 
 def start_fields(start: Mapping[str, Any]) -> dict[str, Any]:
