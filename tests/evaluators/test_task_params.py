@@ -1,0 +1,134 @@
+"""Families whose parameters are one frozen declaration (issue 42 item 5): a bad value is one ConfigError naming
+the parameter, the value and what it takes, whether it comes through the constructor, ``make()``, the
+declaration itself or the command line (exit 2); ``--params`` lists the declaration."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reasearch import cli
+from reasearch.errors import ConfigError
+from reasearch.evaluators import make
+from reasearch.evaluators.params import Parametrized, TaskParams
+from reasearch.evaluators.txn_scheduling.task import TxnSchedulingParams, TxnSchedulingTask
+
+# family -> (task class, a registered id, its declaration, {parameter: a value out of its range})
+FAMILIES: dict[str, tuple[type[Parametrized[Any]], str, type[TaskParams], dict[str, Any]]] = {
+    "txn_scheduling": (TxnSchedulingTask, "txn_scheduling/v1", TxnSchedulingParams,
+                       {"time_limit_s": 0, "num_seqs": 0, "memory_mb": 255, "score": "fastest"}),
+}
+
+# What --params listed before the move (`reasearch tasks ID --params --json` at 2d54822): (name, default, range).
+# A range may only have become stricter where the task refused the value anyway (its hand checks, now declared).
+BEFORE: dict[str, list[tuple[str, Any, str]]] = {
+    "txn_scheduling": [("time_limit_s", 60.0, "> 0"), ("num_seqs", 10, ""), ("memory_mb", 1024, "> 0"),
+                       ("score", "makespan", "")],
+}
+NOW_RANGES: dict[str, dict[str, str]] = {  # what the declaration adds to BEFORE's ranges (the old hand checks)
+    "txn_scheduling": {"time_limit_s": "> 0 and <= 86400", "num_seqs": ">= 1", "memory_mb": ">= 256",
+                       "score": "one of 'makespan', 'adrs'"},
+}
+
+KINDS = {  # a bad value of each kind, for a parameter every family has
+    "nan": ("time_limit_s", math.nan, "finite"),
+    "inf": ("time_limit_s", math.inf, "finite"),
+    "-inf": ("time_limit_s", -math.inf, "finite"),
+    "huge int": ("memory_mb", 2**64, "finite"),
+    "bool where int": ("memory_mb", True, "takes an integer"),
+    "text where number": ("time_limit_s", "fast", "takes a number"),
+    "float where int": ("memory_mb", 512.5, "takes an integer"),
+    "null": ("memory_mb", None, "takes an integer"),
+}
+
+
+def _builds(family: str, given: dict[str, Any]) -> list[Any]:
+    """The three doors a value comes in by: the task's constructor, make() of a registered id, the declaration."""
+    cls, task_id, declaration, _ = FAMILIES[family]
+    return [lambda: cls(**given), lambda: make(task_id, **given), lambda: declaration(**given)]
+
+
+def _one_line(exc: pytest.ExceptionInfo[ConfigError], name: str) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and len(text) < 300 and name in text, text
+    return text
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_bad_value_of_any_kind_is_one_config_error(family: str, kind: str) -> None:
+    name, value, words = KINDS[kind]
+    for build in _builds(family, {name: value}):
+        with pytest.raises(ConfigError) as exc:
+            build()
+        assert words in _one_line(exc, name)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_value_out_of_range_names_the_parameter_the_value_and_the_range(family: str) -> None:
+    for name, value in FAMILIES[family][3].items():
+        rng = NOW_RANGES[family][name]
+        for build in _builds(family, {name: value}):
+            with pytest.raises(ConfigError) as exc:
+                build()
+            text = _one_line(exc, name)
+            assert rng in text and repr(value) in text, text
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_unknown_and_repeated_names_and_extra_positions_are_config_errors(family: str) -> None:
+    cls, task_id, _, _ = FAMILIES[family]
+    for build in (lambda: cls(no_such_param=1), lambda: make(task_id, no_such_param=1)):
+        with pytest.raises(ConfigError, match="no parameter 'no_such_param'") as exc:
+            build()
+        _one_line(exc, "time_limit_s")  # the message lists the parameters there are
+    with pytest.raises(ConfigError, match="positional"):
+        cls(1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_task_keeps_checked_values_in_their_declared_type(family: str) -> None:
+    cls, task_id, declaration, _ = FAMILIES[family]
+    task = cls(time_limit_s=7)
+    assert task.params.time_limit_s == 7.0 and isinstance(task.params.time_limit_s, float)
+    assert task.spec.params["time_limit_s"] == 7.0 and isinstance(task.spec.params["time_limit_s"], float)
+    assert list(task.spec.params) == [f.name for f in dataclasses.fields(declaration)]
+    assert task.get_params() == dict(task.spec.params)
+    again = pickle.loads(pickle.dumps(task))
+    assert again.params == task.params and again.spec == task.spec
+    assert make(task.spec).spec == task.spec  # rebuilt from the spec alone
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        task.params.time_limit_s = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_params_listing_has_the_names_defaults_and_ranges_of_before(family: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    _, task_id, _, _ = FAMILIES[family]
+    assert cli.main(["tasks", task_id, "--params", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["default"]) for r in rows] == [(n, d) for n, d, _ in BEFORE[family]]
+    now = {r["name"]: r["range"] for r in rows}
+    assert now == {n: NOW_RANGES[family].get(n, rng) for n, _, rng in BEFORE[family]}
+    assert all(r["meaning"] for r in rows)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize(("text", "words"), [("time_limit_s=NaN", "finite"), ("memory_mb=true", "takes an integer"),
+                                             ("memory_mb=1e400", "finite"), (f"memory_mb={2**70}", "finite"),
+                                             ("no_such_param=1", "no parameter"), ("time_limit_s=fast", "takes")])
+def test_the_cli_refuses_a_bad_value_with_exit_2(family: str, text: str, words: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _, task_id, _, out_of_range = FAMILIES[family]
+    for arg in (text, *(f"{k}={json.dumps(v)}" for k, v in out_of_range.items())):
+        code = cli.main(["seed", task_id, "-o", str(tmp_path / "seed.py"), "-p", arg])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert arg.split("=")[0] in err and (words in err or arg is not text), err
+        assert not (tmp_path / "seed.py").exists()
