@@ -16,6 +16,8 @@ import pytest
 from reasearch import cli
 from reasearch.errors import ConfigError
 from reasearch.evaluators import make
+from reasearch.evaluators.circle_packing.task import CirclePackingParams, CirclePackingTask
+from reasearch.evaluators.heilbronn.task import HeilbronnParams, HeilbronnTask
 from reasearch.evaluators.params import Parametrized, TaskParams
 from reasearch.evaluators.txn_scheduling.task import TxnSchedulingParams, TxnSchedulingTask
 
@@ -23,6 +25,9 @@ from reasearch.evaluators.txn_scheduling.task import TxnSchedulingParams, TxnSch
 FAMILIES: dict[str, tuple[type[Parametrized[Any]], str, type[TaskParams], dict[str, Any]]] = {
     "txn_scheduling": (TxnSchedulingTask, "txn_scheduling/v1", TxnSchedulingParams,
                        {"time_limit_s": 0, "num_seqs": 0, "memory_mb": 255, "score": "fastest"}),
+    "circle_packing": (CirclePackingTask, "circle_packing/n26-v1", CirclePackingParams,
+                       {"n": 1, "time_limit_s": -1.5, "memory_mb": 0}),
+    "heilbronn": (HeilbronnTask, "heilbronn/n12-v1", HeilbronnParams, {"n": 2, "time_limit_s": 0.0, "memory_mb": -3}),
 }
 
 # What --params listed before the move (`reasearch tasks ID --params --json` at 2d54822): (name, default, range).
@@ -30,10 +35,14 @@ FAMILIES: dict[str, tuple[type[Parametrized[Any]], str, type[TaskParams], dict[s
 BEFORE: dict[str, list[tuple[str, Any, str]]] = {
     "txn_scheduling": [("time_limit_s", 60.0, "> 0"), ("num_seqs", 10, ""), ("memory_mb", 1024, "> 0"),
                        ("score", "makespan", "")],
+    "circle_packing": [("n", 26, ">= 2"), ("time_limit_s", 60.0, "> 0"), ("memory_mb", 2048, "> 0")],
+    "heilbronn": [("n", 12, ">= 3"), ("time_limit_s", 60.0, "> 0"), ("memory_mb", 2048, "> 0")],
 }
 NOW_RANGES: dict[str, dict[str, str]] = {  # what the declaration adds to BEFORE's ranges (the old hand checks)
     "txn_scheduling": {"time_limit_s": "> 0 and <= 86400", "num_seqs": ">= 1", "memory_mb": ">= 256",
                        "score": "one of 'makespan', 'adrs'"},
+    "circle_packing": {"n": ">= 2", "time_limit_s": "> 0", "memory_mb": "> 0"},
+    "heilbronn": {"n": ">= 3", "time_limit_s": "> 0", "memory_mb": "> 0"},
 }
 
 KINDS = {  # a bad value of each kind, for a parameter every family has
@@ -132,3 +141,12 @@ def test_the_cli_refuses_a_bad_value_with_exit_2(family: str, text: str, words: 
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
         assert arg.split("=")[0] in err and (words in err or arg is not text), err
         assert not (tmp_path / "seed.py").exists()
+
+
+@pytest.mark.parametrize(("cls", "n"), [(CirclePackingTask, 26), (HeilbronnTask, 12)])
+def test_the_size_goes_by_position_or_by_name_once(cls: type[CirclePackingTask], n: int) -> None:
+    assert cls(n + 1).spec.params == cls(n=n + 1).spec.params and cls(n + 1).n == n + 1
+    assert cls().n == n
+    with pytest.raises(ConfigError, match="parameter n given twice"):
+        cls(n, n=n + 1)
+
