@@ -17,6 +17,7 @@ from reasearch import cli
 from reasearch.errors import ConfigError
 from reasearch.evaluators import make
 from reasearch.evaluators.circle_packing.task import CirclePackingParams, CirclePackingTask
+from reasearch.evaluators.eplb.task import EplbParams, EplbTask
 from reasearch.evaluators.heilbronn.task import HeilbronnParams, HeilbronnTask
 from reasearch.evaluators.params import Parametrized, TaskParams
 from reasearch.evaluators.txn_scheduling.task import TxnSchedulingParams, TxnSchedulingTask
@@ -28,6 +29,8 @@ FAMILIES: dict[str, tuple[type[Parametrized[Any]], str, type[TaskParams], dict[s
     "circle_packing": (CirclePackingTask, "circle_packing/n26-v1", CirclePackingParams,
                        {"n": 1, "time_limit_s": -1.5, "memory_mb": 0}),
     "heilbronn": (HeilbronnTask, "heilbronn/n12-v1", HeilbronnParams, {"n": 2, "time_limit_s": 0.0, "memory_mb": -3}),
+    "eplb": (EplbTask, "eplb/v1", EplbParams, {"num_windows": 1, "window_size": 0, "weight_type": "jax",
+                                               "score": "fastest", "time_limit_s": 0, "memory_mb": 0}),
 }
 
 # What --params listed before the move (`reasearch tasks ID --params --json` at 2d54822): (name, default, range).
@@ -37,12 +40,17 @@ BEFORE: dict[str, list[tuple[str, Any, str]]] = {
                        ("score", "makespan", "")],
     "circle_packing": [("n", 26, ">= 2"), ("time_limit_s", 60.0, "> 0"), ("memory_mb", 2048, "> 0")],
     "heilbronn": [("n", 12, ">= 3"), ("time_limit_s", 60.0, "> 0"), ("memory_mb", 2048, "> 0")],
+    "eplb": [("trace_path", None, ""), ("num_windows", None, ""), ("trace_seed", 0, ""), ("window_size", 100, ""),
+             ("weight_type", "auto", ""), ("time_limit_s", 60.0, "> 0"), ("memory_mb", 4096, "> 0"),
+             ("score", "combined", "")],
 }
 NOW_RANGES: dict[str, dict[str, str]] = {  # what the declaration adds to BEFORE's ranges (the old hand checks)
     "txn_scheduling": {"time_limit_s": "> 0 and <= 86400", "num_seqs": ">= 1", "memory_mb": ">= 256",
                        "score": "one of 'makespan', 'adrs'"},
     "circle_packing": {"n": ">= 2", "time_limit_s": "> 0", "memory_mb": "> 0"},
     "heilbronn": {"n": ">= 3", "time_limit_s": "> 0", "memory_mb": "> 0"},
+    "eplb": {"num_windows": ">= 2", "window_size": ">= 1", "weight_type": "one of 'auto', 'numpy', 'torch'",
+             "score": "one of 'combined', 'adrs', 'bal_gpu', 'bal_expert'", "time_limit_s": "> 0", "memory_mb": "> 0"},
 }
 
 KINDS = {  # a bad value of each kind, for a parameter every family has
