@@ -33,8 +33,8 @@ NON_DEFAULT: dict[str, dict[str, Any]] = {
     "img": {"time_budget_s": 30, "val_frac": 0.2},
     "nanogpt": {"time_budget_s": 120},
     "tabular": {"time_budget_s": 30, "max_submissions": 3},
-    "prompt": {"n_train": 20, "temperature": 0.5},
-    "gsm8k": {"n_train": 20},
+    "prompt": {"n_train": 20, "temperature": 1, "timeout_s": 30},
+    "gsm8k": {"n_train": 20, "timeout_s": 30, "answer": "last-number"},
 }
 ARC_SAMPLE = 6  # of the 1,122 ARC ids, the first few in sorted order (same class, same code path)
 
