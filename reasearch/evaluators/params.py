@@ -235,9 +235,13 @@ def checked_value(p: TaskParam, value: Any, where: str, hint: str = "") -> Any:
     return value
 
 
-def meta(meaning: str, value_range: Range | None = None) -> dict[str, Any]:
-    """A declared parameter's field metadata: ``field(default=26, metadata=meta("number of circles", Range(ge=2)))``."""
-    return {"help": meaning, "range": value_range}
+def meta(meaning: str, value_range: Range | None = None, *, recorded_at_default: bool = True) -> dict[str, Any]:
+    """A declared parameter's field metadata: ``field(default=26, metadata=meta("number of circles", Range(ge=2)))``.
+
+    ``recorded_at_default=False``: ``spec.params`` leaves the parameter out while it has its default (one added to
+    a family after its ids were recorded: the ids it had keep their spec, and every cache key its own).
+    """
+    return {"help": meaning, "range": value_range, "recorded_at_default": recorded_at_default}
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,10 +253,15 @@ class TaskParams:
     """
 
     family: ClassVar[str] = "task"  # named in error messages (a registered id names itself through make())
+    #: True: a number is kept as given (an integer for a number stays an integer), as the family's spec.params
+    #: recorded it before its declaration existed; False: converted to the declared type.
+    keep_given_numbers: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         for p in _declared(type(self)):
-            object.__setattr__(self, p.name, checked_value(p, getattr(self, p.name), self.family))
+            given = getattr(self, p.name)
+            kept = checked_value(p, given, self.family)
+            object.__setattr__(self, p.name, given if self.keep_given_numbers else kept)
 
 
 def declared_params(declaration: type[TaskParams]) -> list[TaskParam]:
@@ -283,7 +292,8 @@ def _read_declaration(declaration: type[TaskParams]) -> tuple[TaskParam, ...]:
 
 def spec_params(params: TaskParams) -> dict[str, Any]:
     """The values of a declaration as a task's ``spec.params`` records them (field order)."""
-    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)
+            if f.metadata.get("recorded_at_default", True) or getattr(params, f.name) != f.default}
 
 
 P = TypeVar("P", bound=TaskParams)
