@@ -109,7 +109,7 @@ def test_tasks_params_lists_names_types_defaults_ranges_and_meaning(capsys: pyte
 
 
 def test_every_registered_task_declares_each_parameter_with_a_meaning_and_a_valid_default() -> None:
-    """The declaration is the class itself: a parameter added without a line in Args: fails here."""
+    """A parameter declared without a meaning (a TaskParams field's metadata, or a line in Args:) fails here."""
     import inspect
 
     from reasearch.evaluators.params import describe_params

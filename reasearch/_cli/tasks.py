@@ -158,7 +158,8 @@ def _one_line(text: str) -> str:
 
 
 def _params(task_id: str, as_json: bool) -> int:
-    """The parameters of one task, read from its class (signature, docstring, PARAM_RANGES)."""
+    """The parameters of one task, read from its declaration (``evaluators/params.py``: a TaskParams dataclass, or
+    a class's signature, docstring and PARAM_RANGES)."""
     from reasearch.evaluators.params import describe_params
 
     if not task_id:

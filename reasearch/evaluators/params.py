@@ -210,7 +210,7 @@ def check_params(cls: type, task_id: str, given: dict[str, Any]) -> None:
         checked_value(p, value, task_id, hint)
 
 
-def checked_value(p: TaskParam, value: Any, where: str, hint: str = "") -> Any:
+def checked_value(p: TaskParam, value: object, where: str, hint: str = "") -> object:
     """``value`` as parameter ``p`` keeps it (an integer given for a number becomes a float, a NumPy integer an
     int); a one-line ConfigError naming the parameter, the value and what it takes when it is out of type or
     range, or not finite."""
@@ -235,7 +235,7 @@ def checked_value(p: TaskParam, value: Any, where: str, hint: str = "") -> Any:
     return value
 
 
-def meta(meaning: str, value_range: Range | None = None, *, recorded_at_default: bool = True) -> dict[str, Any]:
+def meta(meaning: str, value_range: Range | None = None, *, recorded_at_default: bool = True) -> dict[str, object]:
     """A declared parameter's field metadata: ``field(default=26, metadata=meta("number of circles", Range(ge=2)))``.
 
     ``recorded_at_default=False``: ``spec.params`` leaves the parameter out while it has its default (one added to
@@ -284,13 +284,13 @@ def _read_declaration(declaration: type[TaskParams]) -> tuple[TaskParam, ...]:
     for f in dataclasses.fields(declaration):
         kinds = _types(hints.get(f.name, object))
         numeric = bool({int, float} & set(kinds))
-        default: Any = f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty
+        default: object = f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty
         rng = f.metadata.get("range") or (_POSITIVE if numeric and f.name.endswith(("_s", "_mb")) else None)
         out.append(TaskParam(f.name, kinds, default, rng, str(f.metadata.get("help", ""))))
     return tuple(out)
 
 
-def spec_params(params: TaskParams) -> dict[str, Any]:
+def spec_params(params: TaskParams) -> dict[str, object]:
     """The values of a declaration as a task's ``spec.params`` records them (field order)."""
     return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)
             if f.metadata.get("recorded_at_default", True) or getattr(params, f.name) != f.default}
@@ -308,9 +308,10 @@ class Parametrized(Generic[P]):
     """
 
     params_type: ClassVar[type[TaskParams]]
+    __signature__: ClassVar[inspect.Signature]  # what help() and inspect.signature() show: the declared parameters
     params: P
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         for base in cls.__dict__.get("__orig_bases__", ()):
             for arg in typing.get_args(base):
@@ -318,12 +319,12 @@ class Parametrized(Generic[P]):
                     cls.params_type = arg
         declaration = cls.__dict__.get("params_type")
         if declaration is not None:  # help(), inspect.signature(): the declared parameters
-            cls.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+            cls.__signature__ = inspect.Signature([
                 inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY if f.kw_only else
                                   inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
                                   annotation=f.type) for f in dataclasses.fields(declaration)])
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         declaration = type(self).params_type
         family = declaration.family
         fields = dataclasses.fields(declaration)
@@ -331,7 +332,7 @@ class Parametrized(Generic[P]):
         if len(args) > len(positional):
             raise ConfigError(f"{family} takes {len(positional)} positional parameter(s) "
                               f"({', '.join(positional) or 'none'}), not {len(args)}; pass parameters by name")
-        given: dict[str, Any] = dict(zip(positional, args, strict=False))
+        given: dict[str, object] = dict(zip(positional, args, strict=False))
         names = [f.name for f in fields]
         for name, value in kwargs.items():
             if name not in names:
@@ -341,6 +342,6 @@ class Parametrized(Generic[P]):
             given[name] = value
         self.params = typing.cast(P, declaration(**given))
 
-    def get_params(self) -> dict[str, Any]:
+    def get_params(self) -> dict[str, object]:
         """The declared parameters' values (what rebuilds this task)."""
         return spec_params(self.params)
