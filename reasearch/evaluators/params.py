@@ -8,10 +8,10 @@ checked, frozen values), ``spec.params`` (:func:`spec_params`), ``reasearch task
 ``make()`` runs before a task is built: a wrong value is a one-line :class:`~reasearch.errors.ConfigError`
 naming the parameter, the value and what it takes.
 
-A class that declares no dataclass (a task package's class or factory, a family not moved yet) is read from
-its ``__init__`` signature (its type hints), the ``Args:`` section of its docstring (a base class's counts
-too) and ``PARAM_RANGES`` (a :class:`Range` per name). Either way, time and memory limits (``*_s`` and
-``*_mb``) are > 0 unless declared otherwise.
+A class that declares no dataclass (a task package's class or factory; ARC, whose ``spec.params`` record the
+split its data resolve, not the one given) is read from its ``__init__`` signature (its type hints) and the
+``Args:`` section of its docstring (a base class's counts too): names, types, defaults and meanings, no
+ranges. Either way, time and memory limits (``*_s`` and ``*_mb``) are > 0 unless declared otherwise.
 
 Trust boundary: parameters come from the command line or a spec file (the user), never from a candidate.
 """
@@ -44,12 +44,13 @@ class Range:
     gt: float | None = None  # value > gt
     le: float | None = None  # value <= le
     choices: tuple[Any, ...] = ()
+    lt: float | None = None  # value < lt
 
     def ok(self, value: Any) -> bool:
         if self.choices:
             return value in self.choices
         return ((self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
-                and (self.le is None or value <= self.le))
+                and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
 
     def text(self) -> str:
         if self.choices:
@@ -58,6 +59,7 @@ class Range:
             f">= {_num(self.ge)}" if self.ge is not None else "",
             f"> {_num(self.gt)}" if self.gt is not None else "",
             f"<= {_num(self.le)}" if self.le is not None else "",
+            f"< {_num(self.lt)}" if self.lt is not None else "",
         ]
         return " and ".join(p for p in parts if p)
 
@@ -156,15 +158,14 @@ def describe_params(cls: type) -> list[TaskParam]:
         hints = typing.get_type_hints(init)
     except (NameError, TypeError):
         hints = {}
-    ranges = dict(getattr(cls, "PARAM_RANGES", {}) or {})
-    meanings = {**_arg_lines(cls), **dict(getattr(cls, "PARAM_HELP", {}) or {})}
+    meanings = _arg_lines(cls)
     out = []
     for name, p in sig.parameters.items():
         if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         kinds = _types(hints.get(name, object))
         numeric = bool({int, float} & set(kinds))
-        rng = ranges.get(name, _POSITIVE if numeric and name.endswith(("_s", "_mb")) else None)
+        rng = _POSITIVE if numeric and name.endswith(("_s", "_mb")) else None
         out.append(TaskParam(name, kinds, p.default, rng, meanings.get(name, "")))
     return out
 
@@ -319,10 +320,11 @@ class Parametrized(Generic[P]):
                     cls.params_type = arg
         declaration = cls.__dict__.get("params_type")
         if declaration is not None:  # help(), inspect.signature(): the declared parameters
+            fields = sorted(dataclasses.fields(declaration), key=lambda f: bool(f.kw_only))  # as __init__ takes them
             cls.__signature__ = inspect.Signature([
                 inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY if f.kw_only else
                                   inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
-                                  annotation=f.type) for f in dataclasses.fields(declaration)])
+                                  annotation=f.type) for f in fields])
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         declaration = type(self).params_type

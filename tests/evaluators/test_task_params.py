@@ -16,11 +16,16 @@ import pytest
 from reasearch import cli
 from reasearch.errors import ConfigError
 from reasearch.evaluators import make
+from reasearch.evaluators.atari.task import AtariParams, AtariTask
 from reasearch.evaluators.circle_packing.task import CirclePackingParams, CirclePackingTask
 from reasearch.evaluators.eplb.task import EplbParams, EplbTask
 from reasearch.evaluators.heilbronn.task import HeilbronnParams, HeilbronnTask
+from reasearch.evaluators.img.task import ImageFolderParams, ImageFolderTask
+from reasearch.evaluators.nanogpt.task import NanoGPTParams, NanoGPTTask
 from reasearch.evaluators.params import Parametrized, TaskParams
 from reasearch.evaluators.prompt.task import Gsm8kParams, Gsm8kTask, JsonlParams, JsonlPromptTask
+from reasearch.evaluators.rl.task import RLParams, RLTask
+from reasearch.evaluators.tabular.task import TabularParams, TabularTask
 from reasearch.evaluators.txn_scheduling.task import TxnSchedulingParams, TxnSchedulingTask
 
 # family -> (task class, a registered id, its declaration, {parameter: a value out of its range})
@@ -36,11 +41,22 @@ FAMILIES: dict[str, tuple[type[Parametrized[Any]], str, type[TaskParams], dict[s
                                                    "timeout_s": 0, "retries": -1, "price_in": -1, "n_test": 0}),
     "prompt/jsonl": (JsonlPromptTask, "prompt/jsonl-v1", JsonlParams, {"metric": "bleu", "n_train": 0,
                                                                        "split_seed": -1, "backoff_s": -0.1}),
+    "nanogpt/v2": (NanoGPTTask, "nanogpt/v2", NanoGPTParams, {"eval_tokens": 255, "grace_s": -1, "slot": "tpu",
+                                                              "sandbox_mode": "docker", "time_budget_s": 0}),
+    "img/folder-v2": (ImageFolderTask, "img/folder-v2", ImageFolderParams, {"image_size": 513, "test_frac": 0.9,
+                                                                            "val_frac": 0.001}),
+    "tabular/csv-v2": (TabularTask, "tabular/csv-v2", TabularParams, {"metric": "r2", "val_frac": 0.6,
+                                                                      "max_submissions": 1001}),
+    "rl": (RLTask, "rl/Hopper-v5-v2", RLParams, {"episodes": 0, "max_episode_steps": 100_001}),
+    "atari": (AtariTask, "atari/pong-v1", AtariParams, {"episodes": 101, "max_frames": 99, "sticky": 1.0,
+                                                        "frameskip": 9}),
 }
 # family -> (a parameter that takes a number, one that takes an integer)
 NUMBER_AND_INTEGER = {"txn_scheduling": ("time_limit_s", "memory_mb"), "circle_packing": ("time_limit_s", "memory_mb"),
                       "heilbronn": ("time_limit_s", "memory_mb"), "eplb": ("time_limit_s", "memory_mb"),
-                      "gsm8k": ("timeout_s", "max_tokens"), "prompt/jsonl": ("timeout_s", "max_tokens")}
+                      "gsm8k": ("timeout_s", "max_tokens"), "prompt/jsonl": ("timeout_s", "max_tokens"),
+                      **dict.fromkeys(("nanogpt/v2", "img/folder-v2", "tabular/csv-v2", "rl", "atari"),
+                                      ("time_budget_s", "memory_mb"))}
 
 # What --params listed before the move (`reasearch tasks ID --params --json` at 2d54822): (name, default, range).
 # A range may only have become stricter where the task refused the value anyway (its hand checks, now declared).
@@ -65,6 +81,28 @@ BEFORE: dict[str, list[tuple[str, Any, str]]] = {
                      ("price_in", None, ">= 0"), ("price_out", None, ">= 0"), ("n_train", 100, ">= 1"),
                      ("n_validation", 100, ">= 1"), ("n_test", None, ">= 1"), ("split_seed", 0, ">= 0"),
                      ("answer", None, ""), ("context_field", None, "")],
+    "nanogpt/v2": [("corpus", "generated", ""), ("time_budget_s", 300.0, "> 0"), ("max_time_budget_s", 1800.0, "> 0"),
+                   ("grace_s", 30.0, ">= 0"), ("eval_tokens", 65536, ">= 256 and <= 4194304"),
+                   ("eval_time_limit_s", 300.0, "> 0"), ("slot", "auto", "one of 'auto', 'gpu', 'cpu'"),
+                   ("memory_mb", 8192, "> 0"), ("sandbox_mode", "auto", "one of 'auto', 'nsjail', 'process'")],
+    "img/folder-v2": [("data", "glyphs", ""), ("image_size", 0, ""), ("test_frac", 0.2, ""), ("val_frac", 0.1, ""),
+                      ("split_seed", 0, ""), ("time_budget_s", 60.0, "> 0"), ("max_time_budget_s", 1800.0, "> 0"),
+                      ("grace_s", 10.0, ">= 0"), ("eval_time_limit_s", 120.0, "> 0"),
+                      ("slot", "auto", "one of 'auto', 'gpu', 'cpu'"), ("memory_mb", 8192, "> 0"),
+                      ("sandbox_mode", "auto", "one of 'auto', 'nsjail', 'process'")],
+    "tabular/csv-v2": [("data", "default", ""), ("target", "", ""), ("time", "", ""), ("metric", "rmse", ""),
+                       ("val_frac", 0.2, ""), ("test_frac", 0.2, ""), ("time_budget_s", 60.0, "> 0"),
+                       ("max_time_budget_s", 1800.0, "> 0"), ("grace_s", 10.0, ">= 0"),
+                       ("slot", "auto", "one of 'auto', 'gpu', 'cpu'"), ("memory_mb", 8192, "> 0"),
+                       ("sandbox_mode", "auto", "one of 'auto', 'nsjail', 'process'"), ("max_submissions", 5, "")],
+    "rl": [("time_budget_s", 600.0, "> 0"), ("max_time_budget_s", 1800.0, "> 0"), ("grace_s", 30.0, ">= 0"),
+           ("episodes", 10, ""), ("max_episode_steps", None, ""), ("eval_time_limit_s", 600.0, "> 0"),
+           ("slot", "auto", "one of 'auto', 'gpu', 'cpu'"), ("memory_mb", 8192, "> 0"),
+           ("sandbox_mode", "auto", "one of 'auto', 'nsjail', 'process'")],
+    "atari": [("time_budget_s", 600.0, "> 0"), ("max_time_budget_s", 1800.0, "> 0"), ("grace_s", 30.0, ">= 0"),
+              ("episodes", 10, ""), ("max_frames", 108000, ""), ("sticky", 0.25, ""), ("frameskip", 4, ""),
+              ("eval_time_limit_s", 900.0, "> 0"), ("slot", "auto", "one of 'auto', 'gpu', 'cpu'"),
+              ("memory_mb", 8192, "> 0"), ("sandbox_mode", "auto", "one of 'auto', 'nsjail', 'process'")],
 }
 NOW_RANGES: dict[str, dict[str, str]] = {  # what the declaration adds to BEFORE's ranges (the old hand checks)
     "txn_scheduling": {"time_limit_s": "> 0 and <= 86400", "num_seqs": ">= 1", "memory_mb": ">= 256",
@@ -77,6 +115,15 @@ NOW_RANGES: dict[str, dict[str, str]] = {  # what the declaration adds to BEFORE
               "price_in": ">= 0", "n_test": ">= 1"},
     "prompt/jsonl": {"metric": "one of 'exact', 'normalized_exact', 'numeric', 'token_f1'", "n_train": ">= 1",
                      "split_seed": ">= 0", "backoff_s": ">= 0"},
+    "nanogpt/v2": {"eval_tokens": ">= 256 and <= 4194304", "grace_s": ">= 0", "slot": "one of 'auto', 'gpu', 'cpu'",
+                   "sandbox_mode": "one of 'auto', 'nsjail', 'process'", "time_budget_s": "> 0"},
+    "img/folder-v2": {"image_size": ">= 0 and <= 512", "test_frac": ">= 0.01 and <= 0.5",
+                      "val_frac": ">= 0.01 and <= 0.5"},
+    "tabular/csv-v2": {"metric": "one of 'pearson', 'rmse', 'mae', 'accuracy'", "val_frac": ">= 0.01 and <= 0.5",
+                       "test_frac": ">= 0.01 and <= 0.5", "max_submissions": ">= 0 and <= 1000"},
+    "rl": {"episodes": ">= 1 and <= 1000", "max_episode_steps": ">= 1 and <= 100000"},
+    "atari": {"episodes": ">= 1 and <= 100", "max_frames": ">= 100 and <= 1000000", "sticky": ">= 0 and < 1",
+              "frameskip": ">= 1 and <= 8"},
 }
 
 KINDS = {  # a bad value of each kind, for the family's number (0) or integer (1) parameter
@@ -190,3 +237,35 @@ def test_the_size_goes_by_position_or_by_name_once(cls: type[CirclePackingTask],
     with pytest.raises(ConfigError, match="parameter n given twice"):
         cls(n, n=n + 1)
 
+
+
+@pytest.mark.parametrize(("task_id", "given", "words"), [
+    ("nanogpt/v2", {"time_budget_s": 2000}, "above max_time_budget_s"),
+    ("rl/Hopper-v5-v2", {"time_budget_s": 100, "max_time_budget_s": 50}, "above max_time_budget_s"),
+    ("tabular/csv-v2", {"data": "/tmp/some.csv"}, "needs -p target=COLUMN"),
+    ("gsm8k/v1", {"answer": "bogus"}, "answer must be one of"),
+])
+def test_rules_across_parameters_are_one_line_config_errors(task_id: str, given: dict[str, Any], words: str,
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigError, match=words):
+        make(task_id, **given)
+    argv = ["seed", task_id, "-o", str(tmp_path / "out")]
+    for k, v in given.items():
+        argv += ["-p", f"{k}={v}"]
+    err = (cli.main(argv), capsys.readouterr().err)
+    assert err[0] == 2 and words in err[1] and err[1].count("\n") == 1, err
+
+
+def test_every_built_in_family_but_arc_declares_its_parameters_once() -> None:
+    """ARC is left: its spec.params record the split its data resolve (split=None -> "evaluation"), not the one
+    given, so a declaration would change its identity."""
+    from reasearch.evaluators.registry import _load_builtins, family_entries, list_tasks
+
+    _load_builtins()
+    families = {task_id.split("/", 1)[0] for task_id in list_tasks(include_families=True, expand=False)}
+    undeclared = sorted({entry.id for family in families for entry in family_entries(family)
+                         if not issubclass(entry.load(), Parametrized)})
+    assert undeclared and all(i.startswith("arc_agi_2/") for i in undeclared), undeclared
+    declared = {entry.load().params_type.family for family in families - {"arc_agi_2"}
+                for entry in family_entries(family)}
+    assert declared == set(FAMILIES), declared  # and every one of them is tested above
