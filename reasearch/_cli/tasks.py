@@ -158,7 +158,8 @@ def _one_line(text: str) -> str:
 
 
 def _params(task_id: str, as_json: bool) -> int:
-    """The parameters of one task, read from its class (signature, docstring, PARAM_RANGES)."""
+    """The parameters of one task, read from its declaration (``evaluators/params.py``: a TaskParams dataclass, or
+    a class's signature and docstring)."""
     from reasearch.evaluators.params import describe_params
 
     if not task_id:
@@ -195,7 +196,11 @@ def _params(task_id: str, as_json: bool) -> int:
     console.print(Text(title, style="bold"))
     for name, kind, default, rng, meaning in rows:
         facts = ", ".join(x for x in (kind, f"default {default}" if default != "required" else "required", rng) if x)
-        console.print(Text.assemble((name, "bold"), f"  {facts}"), soft_wrap=True)
+        first, *more = textwrap.wrap(f"{name}  {facts}", width=max(20, console.width), subsequent_indent="    ",
+                                     break_long_words=False, break_on_hyphens=False)  # a long list of choices
+        console.print(Text.assemble((name, "bold"), first[len(name):]), soft_wrap=True)
+        for line in more:
+            console.print(Text(line), soft_wrap=True)
         if meaning:
             console.print(Text(textwrap.fill(meaning, width=max(20, console.width - 4), initial_indent="    ",
                                              subsequent_indent="    ", break_long_words=False,
@@ -316,8 +321,8 @@ def _repository_source(task: TrainingTask, path: str) -> str:
         from reasearch.evaluators.repo import encode_repo, read_repo_dir
 
         source = encode_repo(read_repo_dir(path))
-        print(f"reasearch: running one experiment of {task.spec.id} on {path} (budget {task.time_budget_s} s) ...",
-              file=sys.stderr)
+        budget = task.params.time_budget_s
+        print(f"reasearch: running one experiment of {task.spec.id} on {path} (budget {budget} s) ...", file=sys.stderr)
         return source
     source = read_source(path, task)
     if not _is_manifest(source):

@@ -1,29 +1,37 @@
 """A task's parameters, read from the task's own declaration so that help and checks cannot drift.
 
-Names, types and defaults come from the task class's ``__init__`` signature (its type hints), the
-one line of meaning from the ``Args:`` section of its docstring (a base class's docstring counts too),
-and ranges from the class's ``PARAM_RANGES`` (a :class:`Range` per name; time and memory limits,
-``*_s`` and ``*_mb``, are > 0 unless declared otherwise). ``reasearch tasks ID --params`` prints
-these rows and ``make()`` checks what a user passes against them before a task is built: a wrong
-value is a one-line :class:`~reasearch.errors.ConfigError` naming the parameter, its type and range.
+A family declares its parameters once, as a frozen dataclass deriving from :class:`TaskParams` (names, types
+and defaults are its fields; ``metadata=meta("meaning", Range(...))`` gives each its one line of meaning and
+its range), and its task class derives from :class:`Parametrized` with that dataclass as its type argument.
+From that one declaration come the task's constructor (its keyword arguments, checked), ``task.params`` (the
+checked, frozen values), ``spec.params`` (:func:`spec_params`), ``reasearch tasks ID --params`` and the checks
+``make()`` runs before a task is built: a wrong value is a one-line :class:`~reasearch.errors.ConfigError`
+naming the parameter, the value and what it takes.
+
+A class that declares no dataclass (a task package's class or factory; ARC, whose ``spec.params`` record the
+split its data resolve, not the one given) is read from its ``__init__`` signature (its type hints) and the
+``Args:`` section of its docstring (a base class's counts too): names, types, defaults and meanings, no
+ranges. Either way, time and memory limits (``*_s`` and ``*_mb``) are > 0 unless declared otherwise.
 
 Trust boundary: parameters come from the command line or a spec file (the user), never from a candidate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
+import numbers
 import re
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 from reasearch.errors import ConfigError
 
-__all__ = ["Range", "TaskParam", "check_finite", "check_params", "describe_params",
-           "unbounded_number"]
+__all__ = ["Parametrized", "Range", "TaskParam", "TaskParams", "check_finite", "check_params", "declared_params",
+           "describe_params", "meta", "spec_params", "unbounded_number"]
 
 MAX_PARAM_INT = 2**63 - 1  # the largest integer a parameter may take (a 64-bit store column, a C long)
 
@@ -36,12 +44,13 @@ class Range:
     gt: float | None = None  # value > gt
     le: float | None = None  # value <= le
     choices: tuple[Any, ...] = ()
+    lt: float | None = None  # value < lt
 
     def ok(self, value: Any) -> bool:
         if self.choices:
             return value in self.choices
         return ((self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
-                and (self.le is None or value <= self.le))
+                and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
 
     def text(self) -> str:
         if self.choices:
@@ -50,6 +59,7 @@ class Range:
             f">= {_num(self.ge)}" if self.ge is not None else "",
             f"> {_num(self.gt)}" if self.gt is not None else "",
             f"<= {_num(self.le)}" if self.le is not None else "",
+            f"< {_num(self.lt)}" if self.lt is not None else "",
         ]
         return " and ".join(p for p in parts if p)
 
@@ -85,9 +95,9 @@ class TaskParam:
         if value is None:
             return type(None) in self.types
         for t in self.types:
-            if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if t is float and isinstance(value, numbers.Real) and not isinstance(value, bool):
                 return True
-            if t is int and isinstance(value, int) and not isinstance(value, bool):
+            if t is int and isinstance(value, numbers.Integral) and not isinstance(value, bool):
                 return True
             if t in (str, bool) and isinstance(value, t):
                 return True
@@ -135,7 +145,10 @@ def _arg_lines(cls: type) -> dict[str, str]:
 
 
 def describe_params(cls: type) -> list[TaskParam]:
-    """The parameters of task class ``cls``, in signature order."""
+    """The parameters of task class ``cls``, in signature order (its declaration's, when it has one)."""
+    declaration = getattr(cls, "params_type", None)
+    if isinstance(declaration, type) and issubclass(declaration, TaskParams):
+        return declared_params(declaration)
     if not isinstance(cls, type):  # an installed task package's factory function: its own signature
         init: Any = cls
     else:
@@ -145,15 +158,14 @@ def describe_params(cls: type) -> list[TaskParam]:
         hints = typing.get_type_hints(init)
     except (NameError, TypeError):
         hints = {}
-    ranges = dict(getattr(cls, "PARAM_RANGES", {}) or {})
-    meanings = {**_arg_lines(cls), **dict(getattr(cls, "PARAM_HELP", {}) or {})}
+    meanings = _arg_lines(cls)
     out = []
     for name, p in sig.parameters.items():
         if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         kinds = _types(hints.get(name, object))
         numeric = bool({int, float} & set(kinds))
-        rng = ranges.get(name, _POSITIVE if numeric and name.endswith(("_s", "_mb")) else None)
+        rng = _POSITIVE if numeric and name.endswith(("_s", "_mb")) else None
         out.append(TaskParam(name, kinds, p.default, rng, meanings.get(name, "")))
     return out
 
@@ -196,12 +208,142 @@ def check_params(cls: type, task_id: str, given: dict[str, Any]) -> None:
         if p is None:
             raise ConfigError(f"{task_id} has no parameter {name!r}; its parameters: {', '.join(params) or 'none'} "
                               f"({hint})")
-        check_finite({name: value}, f"parameter {name} of {task_id}")
-        ok = p.accepts(value)
-        if ok and value is not None and p.range is not None and not isinstance(value, bool):
-            try:
-                ok = p.range.ok(value)
-            except TypeError:
-                ok = False
-        if not ok:
-            raise ConfigError(f"parameter {name} of {task_id} takes {p.describe()}, not {value!r} ({hint})")
+        checked_value(p, value, task_id, hint)
+
+
+def checked_value(p: TaskParam, value: object, where: str, hint: str = "") -> object:
+    """``value`` as parameter ``p`` keeps it (an integer given for a number becomes a float, a NumPy integer an
+    int); a one-line ConfigError naming the parameter, the value and what it takes when it is out of type or
+    range, or not finite."""
+    check_finite({p.name: value}, f"parameter {p.name} of {where}")
+    ok = p.accepts(value)
+    if ok and value is not None and p.range is not None and not isinstance(value, bool):
+        try:
+            ok = bool(p.range.ok(value))
+        except TypeError:
+            ok = False
+    if not ok:
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise ConfigError(f"parameter {p.name} of {where} takes {p.describe()}, not {shown}"
+                          + (f" ({hint})" if hint else ""))
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if int in p.types and isinstance(value, numbers.Integral):
+        return int(value)
+    if float in p.types and isinstance(value, numbers.Real):
+        return float(value)
+    return value
+
+
+def meta(meaning: str, value_range: Range | None = None, *, recorded_at_default: bool = True) -> dict[str, object]:
+    """A declared parameter's field metadata: ``field(default=26, metadata=meta("number of circles", Range(ge=2)))``.
+
+    ``recorded_at_default=False``: ``spec.params`` leaves the parameter out while it has its default (one added to
+    a family after its ids were recorded: the ids it had keep their spec, and every cache key its own).
+    """
+    return {"help": meaning, "range": value_range, "recorded_at_default": recorded_at_default}
+
+
+@dataclass(frozen=True, slots=True)
+class TaskParams:
+    """Base of a task family's parameter declaration: a frozen dataclass whose fields are the parameters.
+
+    Constructing one checks every value (type, range, finiteness) and keeps it in its declared type, so a
+    declaration that exists holds good values: ``CirclePackingParams(n=1)`` is a one-line ConfigError.
+    """
+
+    family: ClassVar[str] = "task"  # named in error messages (a registered id names itself through make())
+    #: True: a number is kept as given (an integer for a number stays an integer), as the family's spec.params
+    #: recorded it before its declaration existed; False: converted to the declared type.
+    keep_given_numbers: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        for p in _declared(type(self)):
+            given = getattr(self, p.name)
+            kept = checked_value(p, given, self.family)
+            object.__setattr__(self, p.name, given if self.keep_given_numbers else kept)
+
+
+def declared_params(declaration: type[TaskParams]) -> list[TaskParam]:
+    """The parameters a :class:`TaskParams` dataclass declares, in field order."""
+    return list(_declared(declaration))
+
+
+_DECLARED: dict[type, tuple[TaskParam, ...]] = {}  # a declaration -> its parameters (read once)
+
+
+def _declared(declaration: type[TaskParams]) -> tuple[TaskParam, ...]:
+    if declaration not in _DECLARED:
+        _DECLARED[declaration] = _read_declaration(declaration)
+    return _DECLARED[declaration]
+
+
+def _read_declaration(declaration: type[TaskParams]) -> tuple[TaskParam, ...]:
+    hints = typing.get_type_hints(declaration)
+    out = []
+    for f in dataclasses.fields(declaration):
+        kinds = _types(hints.get(f.name, object))
+        numeric = bool({int, float} & set(kinds))
+        default: object = f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty
+        rng = f.metadata.get("range") or (_POSITIVE if numeric and f.name.endswith(("_s", "_mb")) else None)
+        out.append(TaskParam(f.name, kinds, default, rng, str(f.metadata.get("help", ""))))
+    return tuple(out)
+
+
+def spec_params(params: TaskParams) -> dict[str, object]:
+    """The values of a declaration as a task's ``spec.params`` records them (field order)."""
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)
+            if f.metadata.get("recorded_at_default", True) or getattr(params, f.name) != f.default}
+
+
+P = TypeVar("P", bound=TaskParams)
+
+
+class Parametrized(Generic[P]):
+    """A task class whose parameters are a :class:`TaskParams` dataclass (its type argument).
+
+    ``class CirclePackingTask(Parametrized[CirclePackingParams], Task)``: the constructor takes the declared
+    fields (those without ``kw_only`` also by position), checks them and keeps them as ``self.params``; an
+    unknown or repeated name is a one-line ConfigError like a bad value.
+    """
+
+    params_type: ClassVar[type[TaskParams]]
+    __signature__: ClassVar[inspect.Signature]  # what help() and inspect.signature() show: the declared parameters
+    params: P
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            for arg in typing.get_args(base):
+                if isinstance(arg, type) and issubclass(arg, TaskParams):
+                    cls.params_type = arg
+        declaration = cls.__dict__.get("params_type")
+        if declaration is not None:  # help(), inspect.signature(): the declared parameters
+            fields = sorted(dataclasses.fields(declaration), key=lambda f: bool(f.kw_only))  # as __init__ takes them
+            cls.__signature__ = inspect.Signature([
+                inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY if f.kw_only else
+                                  inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
+                                  annotation=f.type) for f in fields])
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        declaration = type(self).params_type
+        family = declaration.family
+        fields = dataclasses.fields(declaration)
+        positional = [f.name for f in fields if not f.kw_only]
+        if len(args) > len(positional):
+            raise ConfigError(f"{family} takes {len(positional)} positional parameter(s) "
+                              f"({', '.join(positional) or 'none'}), not {len(args)}; pass parameters by name")
+        given: dict[str, object] = dict(zip(positional, args, strict=False))
+        names = [f.name for f in fields]
+        for name, value in kwargs.items():
+            if name not in names:
+                raise ConfigError(f"{family} has no parameter {name!r}; its parameters: {', '.join(names)}")
+            if name in given:
+                raise ConfigError(f"{family}: parameter {name} given twice (by position and by name)")
+            given[name] = value
+        self.params = typing.cast(P, declaration(**given))
+
+    def get_params(self) -> dict[str, object]:
+        """The declared parameters' values (what rebuilds this task)."""
+        return spec_params(self.params)

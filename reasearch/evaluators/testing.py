@@ -8,15 +8,17 @@ exact, and it imports nothing heavy, so a test can evaluate many candidates in l
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from reasearch.engine.files import UntrustedFileError, read_untrusted
 from reasearch.evaluators._toy_harness import toy_harness
 from reasearch.evaluators.base import Task
+from reasearch.evaluators.params import Range, meta
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import TrainingTask, experiments_root
+from reasearch.evaluators.training import TrainingParams, TrainingTask, experiments_root
 
 __all__ = ["ToyRepoTrainingTask", "ToyTask", "ToyTrainingTask", "toy_harness", "toy_candidate", "install_on_path",
            "install_task_package"]
@@ -148,26 +150,35 @@ print(json.dumps({"step": 1, "loss": 0.5}), flush=True)
 '''
 
 
-class ToyRepoTrainingTask(TrainingTask):
+@dataclass(frozen=True, slots=True)
+class ToyRepoTrainingParams(TrainingParams):
+    """The parameters of ``toy/repo-training-v1`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "toy/repo-training-v1"
+
+    target: float = field(default=3.0, metadata=meta(
+        'the x that scores 0 (the best).'))
+    time_budget_s: float = field(default=10.0, kw_only=True, metadata=meta(
+        'training seconds of one experiment unless it asks for another budget.'))
+    max_time_budget_s: float = field(default=60.0, kw_only=True, metadata=meta(
+        'the most one experiment may ask for.'))
+    grace_s: float = field(default=2.0, kw_only=True, metadata=meta(
+        "at most this long to save after the budget's SIGTERM.", Range(ge=0)))
+    memory_mb: int = field(default=1024, kw_only=True, metadata=meta(
+        'address-space limit of CPU jobs.'))
+
+
+class ToyRepoTrainingTask(TrainingTask[ToyRepoTrainingParams]):
     """A repository task without torch, for tests of experiments, slots and the agent's tools.
 
     ``train.py`` reads ``settings.json`` (``{"x": ..., "sleep_s": ...}``) and saves ``x``; the score is
     ``-(x - target)**2`` (maximize). Its data folder is an empty world-readable folder.
     """
 
-    def __init__(self, target: float = 3.0, time_budget_s: float = 10.0, max_time_budget_s: float = 60.0,
-                 grace_s: float = 2.0, slot: str = "auto", memory_mb: int = 1024, sandbox_mode: str = "auto") -> None:
-        self.target = target
-        self.time_budget_s = time_budget_s
-        self.max_time_budget_s = max_time_budget_s
-        self.grace_s = grace_s
-        self.slot = slot
-        self.memory_mb = memory_mb
-        self.sandbox_mode = sandbox_mode
-
     def _make_spec(self) -> TaskSpec:
+        p = self.params
         return TaskSpec(id="toy/repo-training-v1", version=1, direction="maximize",
-                        time_limit_s=float(self.max_time_budget_s) + float(self.grace_s), memory_mb=int(self.memory_mb),
+                        time_limit_s=float(p.max_time_budget_s) + float(p.grace_s), memory_mb=int(p.memory_mb),
                         entry_point="train.py", deterministic=False, params=self.get_params())
 
     def describe(self) -> str:
@@ -189,7 +200,7 @@ class ToyRepoTrainingTask(TrainingTask):
             or not math.isfinite(data["x"])
         ):
             return self.invalid("expected {'x': a finite number}")
-        return self.result(-(float(data["x"]) - float(self.target)) ** 2, metrics={"x": float(data["x"])})
+        return self.result(-(float(data["x"]) - float(self.params.target)) ** 2, metrics={"x": float(data["x"])})
 
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: Any) -> EvalResult:
         import json

@@ -52,8 +52,9 @@ import threading
 import time
 from abc import abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from reasearch.engine import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount
@@ -64,7 +65,7 @@ from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.heldout_content import HeldoutFingerprint, find_heldout_content
 from reasearch.evaluators.kind_options import ExperimentOptions
-from reasearch.evaluators.params import Range
+from reasearch.evaluators.params import Parametrized, Range, TaskParams, meta
 from reasearch.evaluators.repo import RepoCandidate, decode_repo, encode_repo, write_repo
 from reasearch.evaluators.result import EvalResult, Status
 
@@ -254,25 +255,42 @@ def _write_status(folder: Path | None, **fields: Any) -> None:
     os.replace(tmp, folder / "status.json")
 
 
-class TrainingTask(Task):
+@dataclass(frozen=True, slots=True)
+class TrainingParams(TaskParams):
+    """What every training task takes (each family's declaration adds its own and may change a default)."""
+
+    keep_given_numbers: ClassVar[bool] = True  # spec.params has always recorded numbers as given (an int stays one)
+
+    time_budget_s: float = field(default=300.0, kw_only=True, metadata=meta(
+        "training seconds of one experiment unless it asks for another budget."))
+    max_time_budget_s: float = field(default=1800.0, kw_only=True, metadata=meta(
+        "the most one experiment may ask for."))
+    grace_s: float = field(default=30.0, kw_only=True, metadata=meta(
+        "at most this long to save after the budget's SIGTERM (save_grace_s: min(grace_s, max(10 s, 5% of the "
+        "budget))); then the run is killed and scored TIMEOUT.", Range(ge=0)))
+    slot: str = field(default="auto", kw_only=True, metadata=meta(
+        "auto (a GPU when there is one), gpu or cpu.", Range(choices=("auto", "gpu", "cpu"))))
+    memory_mb: int = field(default=8192, kw_only=True, metadata=meta(
+        "address-space limit of CPU jobs (GPU jobs get none: CUDA maps far more than it uses)."))
+    sandbox_mode: str = field(default="auto", kw_only=True, metadata=meta(
+        "auto, nsjail or process.", Range(choices=("auto", "nsjail", "process"))))
+
+    def __post_init__(self) -> None:
+        TaskParams.__post_init__(self)  # zero-argument super() does not work in a slots dataclass (Python < 3.14)
+        if not float(self.time_budget_s) <= float(self.max_time_budget_s):
+            raise ConfigError(f"parameter time_budget_s of {self.family} is {self.time_budget_s!r}, above "
+                              f"max_time_budget_s {self.max_time_budget_s!r}; raise max_time_budget_s or lower it")
+
+
+TP = TypeVar("TP", bound=TrainingParams)
+
+
+class TrainingTask(Parametrized[TP], Task):
     """Base of training tasks (``nanogpt/v2``): repository candidates, experiments, trusted metrics.
 
     Subclasses implement :meth:`seed_files`, :meth:`train_data_dir` (a folder holding only what
-    training may read) and :meth:`trusted_evaluation`.
-
-    Common constructor parameters (subclasses store them): ``time_budget_s`` (default budget of one
-    experiment), ``max_time_budget_s`` (the most an experiment may ask for), ``grace_s`` (the most
-    a run gets to save after its budget's SIGTERM: :func:`save_grace_s`), ``slot`` (``auto``/``gpu``/``cpu``),
-    ``sandbox_mode``.
-
-    Args:
-        time_budget_s: training seconds of one experiment unless it asks for another budget.
-        max_time_budget_s: the most one experiment may ask for.
-        grace_s: at most this long to save after the budget's SIGTERM (:func:`save_grace_s`: min(grace_s,
-            max(10 s, 5% of the budget))); then the run is killed and scored ``TIMEOUT``.
-        slot: ``auto`` (a GPU when there is one), ``gpu`` or ``cpu``.
-        memory_mb: address-space limit of CPU jobs (GPU jobs get none).
-        sandbox_mode: ``auto``, ``nsjail`` or ``process``.
+    training may read) and :meth:`trusted_evaluation`, and name their :class:`TrainingParams` declaration as
+    the type argument.
     """
 
     candidate_kind: ClassVar[CandidateKind] = "repository"
@@ -280,15 +298,6 @@ class TrainingTask(Task):
     # The only packages the scoring jail's runtime holds (the training jail's are not: no emulator or simulator
     # a policy could plan on); () where no candidate code runs at scoring (tabular).
     scoring_packages: ClassVar[tuple[str, ...]] = ()
-    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {  # reasearch tasks ID --params shows them
-        "grace_s": Range(ge=0), "slot": Range(choices=("auto", "gpu", "cpu")),
-        "sandbox_mode": Range(choices=("auto", "nsjail", "process"))}
-    time_budget_s: float
-    max_time_budget_s: float
-    grace_s: float
-    slot: str
-    sandbox_mode: str
-    memory_mb: int
 
     # ------------------------------------------------------------ what subclasses provide
     @abstractmethod
@@ -334,8 +343,8 @@ class TrainingTask(Task):
 
     def experiment_budget(self, candidate: RepoCandidate) -> float:
         """The budget one experiment runs under: what it asked for, capped at ``max_time_budget_s``."""
-        asked = candidate.time_budget_s if candidate.time_budget_s is not None else float(self.time_budget_s)
-        return min(asked, float(self.max_time_budget_s))
+        asked = candidate.time_budget_s if candidate.time_budget_s is not None else float(self.params.time_budget_s)
+        return min(asked, float(self.params.max_time_budget_s))
 
     def budget_estimate(self) -> dict[str, float]:
         """Checked against the caps before an experiment starts."""
@@ -399,10 +408,10 @@ class TrainingTask(Task):
         data_dir = self.train_data_dir()
         log_path = (own or exp_dir) / "train.log"
         _write_status(own, state="waiting for a slot")
-        lease = lease_slot(self.slot)
+        lease = lease_slot(self.params.slot)
         started_at = time.time()
         _write_status(own, state="training", slot=lease.describe(), started_at=started_at, time_budget_s=budget)
-        grace = save_grace_s(budget, float(self.grace_s))
+        grace = save_grace_s(budget, float(self.params.grace_s))
         try:
             job = run_job(["python3", self.entry_file], cwd=repo_dir, lease=lease, time_budget_s=budget,
                           grace_s=grace, log_path=log_path, disk_quota_mb=experiment_cap_mb(),
@@ -410,7 +419,7 @@ class TrainingTask(Task):
                           binds_ro=[repo_dir, data_dir], binds_rw=[ckpt_dir],
                           env={"REASEARCH_DATA_DIR": str(data_dir), "REASEARCH_OUT_DIR": str(ckpt_dir),
                                **self.job_env()},
-                          memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode,
+                          memory_mb=None if lease.gpu else int(self.params.memory_mb), mode=self.params.sandbox_mode,
                           stop_file=None if own is None else own / "STOP")
             train = _train_metrics(job, budget, exp_dir, lease, log_path if own is not None else None, started_at)
             if job.stopped:
@@ -453,10 +462,11 @@ class TrainingTask(Task):
                             provenance=self.provenance(source, seed=seed, sandbox_mode=mode))
 
     def describe_budget(self) -> str:
-        grace = save_grace_s(float(self.time_budget_s), float(self.grace_s))
-        return (f"Each experiment trains for time_budget_s seconds (default {float(self.time_budget_s):g}, at most "
-                f"{float(self.max_time_budget_s):g}). At the budget train.py gets SIGTERM and has min(grace "
-                f"{float(self.grace_s):g} s, max(10 s, 5% of the budget)) to save and exit ({grace:g} s at the "
+        p = self.params
+        grace = save_grace_s(float(p.time_budget_s), float(p.grace_s))
+        return (f"Each experiment trains for time_budget_s seconds (default {float(p.time_budget_s):g}, at most "
+                f"{float(p.max_time_budget_s):g}). At the budget train.py gets SIGTERM and has min(grace "
+                f"{float(p.grace_s):g} s, max(10 s, 5% of the budget)) to save and exit ({grace:g} s at the "
                 f"default budget); a run still going then is killed and scored TIMEOUT, as is one the signal "
                 f"killed. Its writable folders hold at most {experiment_cap_mb()} MB.")
 

@@ -92,8 +92,8 @@ class PromptSplits:
         t = self.task
         return {"task": t.spec.id, "student": t.student_spec().name, "metric": t.metric_name(),
                 "train": len(t.examples("train")), "validation": len(t.examples("validation")),
-                "test": "sealed", "temperature": t.temperature, "max_tokens": t.max_tokens,
-                "concurrency": t.concurrency, "max_prompt_chars": 20_000}
+                "test": "sealed", "temperature": t.params.temperature, "max_tokens": t.params.max_tokens,
+                "concurrency": t.params.concurrency, "max_prompt_chars": 20_000}
 
     def train(self) -> tuple[Example, ...]:
         return self.task.examples("train")
@@ -111,7 +111,7 @@ class PromptSplits:
         """The ``index``-th minibatch of a fixed shuffle of train (epochs repeat the order)."""
         train = list(self.train())
         order = list(range(len(train)))
-        random.Random(f"minibatch:{self.task.split_seed}").shuffle(order)
+        random.Random(f"minibatch:{self.task.params.split_seed}").shuffle(order)
         size = max(1, min(int(size), len(train)))
         start = (int(index) * size) % len(train)
         picked = [order[(start + k) % len(train)] for k in range(size)]

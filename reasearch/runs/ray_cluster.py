@@ -51,7 +51,9 @@ def gpu_options(task: object, cluster_gpus: float | Callable[[], float]) -> dict
     task that may use a GPU (``slot`` ``auto`` or ``gpu``) on a cluster with GPUs; ``{}`` otherwise.
     ``cluster_gpus`` may be a callable (a query of the cluster): it is called only for such a task, so
     the many evaluations of a CPU task never ask the cluster."""
-    if getattr(task, "slot", None) not in _GPU_SLOTS:
+    from reasearch.evaluators.training import TrainingTask  # here: a CPU task's caller never loads training code
+
+    if not isinstance(task, TrainingTask) or task.params.slot not in _GPU_SLOTS:
         return {}
     gpus = cluster_gpus() if callable(cluster_gpus) else cluster_gpus
     return {"num_gpus": 1} if gpus else {}

@@ -181,7 +181,7 @@ def test_the_manifest_is_canonical_and_round_trips(task: NanoGPTTask) -> None:
     assert json.loads(text)["format"] == "reasearch-repo/1"
     assert decode_repo(encode_repo(again.files, time_budget_s=7)).time_budget_s == 7.0
     assert math.isclose(task.experiment_budget(decode_repo(encode_repo(again.files, time_budget_s=1e9))),
-                        task.max_time_budget_s)
+                        task.params.max_time_budget_s)
 
 
 def test_the_causality_probe_differs_only_from_the_cut_even_at_byte_255() -> None:

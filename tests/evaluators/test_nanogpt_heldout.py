@@ -128,7 +128,7 @@ def test_public_corpora_say_heldout_public_and_never_sealed(tmp_path: Path) -> N
         assert res.status is Status.OK and res.score == pytest.approx(8.0)
         assert res.metrics["heldout_public"] is public and res.metrics["sealed"] is sealed, corpus
         assert ("NOT SEALED" in res.feedback) is (not sealed)
-    assert _task().spec.id == "nanogpt/v2" and _task().corpus == "generated"
+    assert _task().spec.id == "nanogpt/v2" and _task().params.corpus == "generated"
     with pytest.raises(UnknownTaskError, match="Did you mean 'nanogpt/v2'"):  # v1's default scored public text
         reasearch.make("nanogpt/v1")
 

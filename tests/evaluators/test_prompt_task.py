@@ -102,7 +102,7 @@ def test_missing_data_and_student_are_clear_errors(tmp_path: Path) -> None:
         task.student_spec()
     with pytest.raises(ConfigError, match="needs a data file"):
         reasearch.make("prompt/jsonl-v1").examples("train")
-    with pytest.raises(ConfigError, match="metric must be one of"):
+    with pytest.raises(ConfigError, match="parameter metric of prompt/jsonl-v1 takes one of .exact."):
         _ = reasearch.make("prompt/jsonl-v1", metric="bleu").spec
 
 

@@ -79,7 +79,7 @@ def test_scores_come_only_from_measured_returns(task: RLTask) -> None:
     for garbage in (None, {"returns": [1.0]}, {"returns": [1.0, float("nan"), 2.0]}, {"returns": "high"}):
         assert task.score_solution(garbage).status is Status.INVALID
     assert task.score_solution({"returns": [1.0, 2.0, 3.0]}).score == 2.0
-    with pytest.raises(ValueError, match="env must be one of"):
+    with pytest.raises(ValueError, match="parameter env of rl takes one of"):
         _ = RLTask(env="CartPole-v1").spec
 
 

@@ -293,7 +293,7 @@ def test_describe_names_the_files_and_the_submit_rule(task: TabularTask) -> None
         assert words in text
     assert task.spec.direction == "minimize"
     assert reasearch.make("tabular/csv-v2", metric="pearson").spec.direction == "maximize"
-    with pytest.raises(ValueError, match="metric must be one of"):
+    with pytest.raises(ValueError, match="parameter metric of tabular/csv-v2 takes one of"):
         _ = reasearch.make("tabular/csv-v2", metric="r2").spec
     assert os.environ["REASEARCH_EXPERIMENTS_DIR"] in str(task.train_data_dir())
 

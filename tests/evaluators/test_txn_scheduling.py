@@ -247,7 +247,7 @@ def test_params_are_validated():
 
 def test_registered():
     task = reasearch.make("txn_scheduling/v1", num_seqs=4)
-    assert isinstance(task, TxnSchedulingTask) and task.num_seqs == 4
+    assert isinstance(task, TxnSchedulingTask) and task.params.num_seqs == 4
     assert "txn_scheduling/v1" in reasearch.list_tasks()
     assert "get_best_schedule" in task.describe() and "peek" in task.describe()
 

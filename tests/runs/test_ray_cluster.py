@@ -7,12 +7,12 @@ itself, the Ray tests of each (tests/runs/test_executor.py, tests/agent/test_fle
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from reasearch.errors import ConfigError
+from reasearch.evaluators.testing import ToyRepoTrainingTask, ToyTask
 from reasearch.runs.ray_cluster import RayConnection, connect_ray, gpu_options, import_ray
 
 
@@ -24,7 +24,7 @@ from reasearch.runs.ray_cluster import RayConnection, connect_ray, gpu_options, 
 ])
 def test_only_a_training_task_that_may_use_a_gpu_takes_one_on_a_cluster_with_gpus(
         slot: str | None, gpus: float, expected: dict[str, Any]) -> None:
-    task = SimpleNamespace() if slot is None else SimpleNamespace(slot=slot)
+    task = ToyTask() if slot is None else ToyRepoTrainingTask(slot=slot)
     assert gpu_options(task, gpus) == expected
 
 
@@ -83,7 +83,7 @@ def test_the_cluster_is_asked_for_gpus_only_for_a_task_that_may_take_one() -> No
         asked.append(1)
         return 2.0
 
-    assert gpu_options(SimpleNamespace(slot=None), gpus) == {} and asked == []  # a CPU task: never asked
-    assert gpu_options(SimpleNamespace(slot="cpu"), gpus) == {} and asked == []
-    assert gpu_options(SimpleNamespace(slot="gpu"), gpus) == {"num_gpus": 1} and asked == [1]
-    assert gpu_options(SimpleNamespace(slot="auto"), lambda: 0.0) == {}  # no GPU in the cluster
+    assert gpu_options(ToyTask(), gpus) == {} and asked == []  # a CPU task: never asked
+    assert gpu_options(ToyRepoTrainingTask(slot="cpu"), gpus) == {} and asked == []
+    assert gpu_options(ToyRepoTrainingTask(slot="gpu"), gpus) == {"num_gpus": 1} and asked == [1]
+    assert gpu_options(ToyRepoTrainingTask(slot="auto"), lambda: 0.0) == {}  # no GPU in the cluster

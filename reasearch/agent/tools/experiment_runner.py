@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from reasearch.agent.snapshot import EvalRecord
 from reasearch.evaluators.kinds import ExperimentOptions
+from reasearch.evaluators.training import TrainingTask
 from reasearch.hostfs.guarded_path import Root, UnsafePathError
 from reasearch.runs.events import EventKind
 
@@ -125,7 +126,8 @@ class ExperimentRunner:
         """Blocks while every slot (of this machine, or the Ray cluster's GPUs) runs one of this driver's
         experiments; returns the seconds waited."""
         t0 = time.monotonic()
-        kind = getattr(self.ctx.task, "slot", "auto")
+        task = self.ctx.task
+        kind = task.params.slot if isinstance(task, TrainingTask) else "auto"
         slots = _slot_count(kind)
         if kind != "cpu":  # experiments that run on a Ray cluster take its GPUs, not this machine's
             slots = max(slots, int(getattr(getattr(self.ctx.run, "executor", None), "gpu_slots", 0) or 0))

@@ -163,7 +163,7 @@ class ExperimentTools(AgentDomain):
         try:
             from reasearch.engine.gpu import slot_status
 
-            slots = slot_status(self.task.slot)
+            slots = slot_status(self.task.params.slot)
             me = os.getpid()
             lines.append(f"Slots ({sum(1 for s in slots if not s['free'])}/{len(slots)} in use): " + "; ".join(
                 f"{s['slot']} " + ("free" if s["free"] else "busy (this run)" if s["holder_pid"] == me
@@ -216,8 +216,8 @@ class ExperimentTools(AgentDomain):
         if not description.strip():
             raise ToolError("describe the experiment (what it changes and why)")
         task = self.task
-        budget = float(time_budget_s) if time_budget_s is not None else float(task.time_budget_s)
-        cap = float(task.max_time_budget_s)
+        budget = float(time_budget_s) if time_budget_s is not None else float(task.params.time_budget_s)
+        cap = float(task.params.max_time_budget_s)
         if not (math.isfinite(budget) and 0 < budget <= cap):
             raise ToolError(f"time_budget_s must be > 0 and at most {cap:g} s, not {time_budget_s}")
         wait = float(wait_s)

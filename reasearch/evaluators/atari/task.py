@@ -15,20 +15,23 @@ or raises is withheld.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.evaluators._secret import derive_seed, secret
 from reasearch.evaluators.outputs import OutputError, read_output
+from reasearch.evaluators.params import Range, meta
 from reasearch.evaluators.result import EvalResult
-from reasearch.evaluators.rl.task import RLTask
+from reasearch.evaluators.rl.task import EpisodeParams, EpisodeTask
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, experiments_root
 
-__all__ = ["GAMES", "AtariTask", "ale_id", "scoring_seeds"]
+__all__ = ["GAMES", "AtariParams", "AtariTask", "ale_id", "scoring_seeds"]
 
 GAMES = ("qbert", "pong", "breakout", "space_invaders", "ms_pacman", "seaquest", "beam_rider", "enduro")
 _MAX_CONFIG_BYTES = 64 * 1024
@@ -53,58 +56,51 @@ def scoring_seeds(game: str, episodes: int, key: bytes | None = None) -> list[in
             for i in range(int(episodes))]
 
 
-class AtariTask(RLTask):
+@dataclass(frozen=True, slots=True)
+class AtariParams(EpisodeParams):
+    """The parameters of ``atari`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "atari"
+
+    game: str = field(default='qbert', metadata=meta(
+        'one of GAMES (default qbert).', Range(choices=tuple(GAMES))))
+    episodes: int = field(default=10, kw_only=True, metadata=meta(
+        'scored episodes (seeds from the secret), stepped together.', Range(ge=1, le=100)))
+    max_frames: int = field(default=108000, kw_only=True, metadata=meta(
+        'the frame cap of a scored episode (108,000 = 30 emulated minutes, the usual protocol).',
+        Range(ge=100, le=1000000)))
+    sticky: float = field(default=0.25, kw_only=True, metadata=meta(
+        'probability that the console repeats the previous action (0.25, Machado et al. 2018).', Range(ge=0, lt=1)))
+    frameskip: int = field(default=4, kw_only=True, metadata=meta(
+        'emulator frames per agent step.', Range(ge=1, le=8)))
+    eval_time_limit_s: float = field(default=900.0, kw_only=True, metadata=meta(
+        'wall limit of the scoring session.'))
+
+
+class AtariTask(EpisodeTask[AtariParams]):
     """Atari from pixels (ale-py) under a training time budget: maximize the mean undiscounted return.
 
-    Args:
-        game: one of :data:`GAMES` (default ``qbert``).
-        time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
-        episodes: scored episodes (seeds from the secret), stepped together.
-        max_frames: the frame cap of a scored episode (108,000 = 30 emulated minutes, the usual protocol).
-        sticky: probability that the console repeats the previous action (0.25, Machado et al. 2018).
-        frameskip: emulator frames per agent step.
-        eval_time_limit_s: wall limit of the scoring session.
+    Parameters: :class:`AtariParams`.
     """
 
     server_steps = _SERVER_STEPS
     # The policy server's runtime: NumPy and torch; never ale-py (its emulator and ROMs are the training jail's).
     scoring_packages = TORCH_SCORING_PACKAGES
 
-    def __init__(self, game: str = "qbert", time_budget_s: float = 600.0, max_time_budget_s: float = 1800.0,
-                 grace_s: float = 30.0, episodes: int = 10, max_frames: int = 108_000, sticky: float = 0.25,
-                 frameskip: int = 4, eval_time_limit_s: float = 900.0, slot: str = "auto", memory_mb: int = 8192,
-                 sandbox_mode: str = "auto") -> None:
-        self.game = game
-        self.env = ale_id(game)
-        self.time_budget_s = time_budget_s
-        self.max_time_budget_s = max_time_budget_s
-        self.grace_s = grace_s
-        self.episodes = episodes
-        self.max_frames = max_frames
-        self.sticky = sticky
-        self.frameskip = frameskip
-        self.eval_time_limit_s = eval_time_limit_s
-        self.slot = slot
-        self.memory_mb = memory_mb
-        self.sandbox_mode = sandbox_mode
+    @property
+    def env(self) -> str:
+        return ale_id(self.params.game)
 
     def _make_spec(self) -> TaskSpec:
-        if self.game not in GAMES:
-            raise ValueError(f"game must be one of {', '.join(GAMES)}, not {self.game!r}")
-        if not 1 <= int(self.episodes) <= 100:
-            raise ValueError(f"episodes must be in [1, 100], not {self.episodes}")
-        if not 100 <= int(self.max_frames) <= 1_000_000:
-            raise ValueError(f"max_frames must be in [100, 1000000], not {self.max_frames}")
-        if not 0.0 <= float(self.sticky) < 1.0 or not 1 <= int(self.frameskip) <= 8:
-            raise ValueError("sticky must be in [0, 1) and frameskip in [1, 8]")
+        p = self.params
         return TaskSpec(
-            id=f"atari/{self.game}-v1", version=1, direction="maximize",
-            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + float(self.eval_time_limit_s),
-            memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params())
+            id=f"atari/{p.game}-v1", version=1, direction="maximize",
+            time_limit_s=float(p.max_time_budget_s) + float(p.grace_s) + float(p.eval_time_limit_s),
+            memory_mb=int(p.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params())
 
     def job_env(self) -> dict[str, str]:
-        return {"REASEARCH_ENV": self.env, "REASEARCH_STICKY": f"{float(self.sticky):g}",
-                "REASEARCH_FRAMESKIP": str(int(self.frameskip))}
+        return {"REASEARCH_ENV": self.env, "REASEARCH_STICKY": f"{float(self.params.sticky):g}",
+                "REASEARCH_FRAMESKIP": str(int(self.params.frameskip))}
 
     def train_data_dir(self) -> Path:
         path = experiments_root() / "rl-data"  # nothing to read: the emulator is the data
@@ -116,14 +112,16 @@ class AtariTask(RLTask):
         return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("policy.py", "train.py")}
 
     def describe(self) -> str:
-        return f"""# atari/{self.game}-v1: train a {self.env} policy from pixels within a time budget (maximize mean \
+        p = self.params
+        p = self.params
+        return f"""# atari/{p.game}-v1: train a {self.env} policy from pixels within a time budget (maximize mean \
 return)
 
 The candidate is the repository in your workspace (train.py, policy.py, any files you add), under git.
 An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; ale-py with its
 ROMs, Gymnasium, NumPy and torch importable) with these environment variables:
 
-- REASEARCH_ENV: {self.env}; REASEARCH_STICKY: {float(self.sticky):g}; REASEARCH_FRAMESKIP: {int(self.frameskip)}
+- REASEARCH_ENV: {self.env}; REASEARCH_STICKY: {float(p.sticky):g}; REASEARCH_FRAMESKIP: {int(p.frameskip)}
   (how scoring plays: make the training environment the same way, obs_type="grayscale").
 - REASEARCH_TIME_BUDGET_S / REASEARCH_DEADLINE: training seconds allowed. {self.describe_budget()}
 - REASEARCH_OUT_DIR: the only writable folder. train.py must save there config.json (a JSON object) and
@@ -131,9 +129,9 @@ ROMs, Gymnasium, NumPy and torch importable) with these environment variables:
   torch.load(weights_only=True)).
 
 Metric (trusted, fixed): the evaluator imports policy.py and calls `build_policy(config, weights)`. It plays
-{int(self.episodes)} episodes itself (seeds derived from a secret you cannot read; sticky actions \
-{float(self.sticky):g};
-frame skip {int(self.frameskip)}; at most {int(self.max_frames)} frames each) and calls `policy.act(frames)` with the \
+{int(p.episodes)} episodes itself (seeds derived from a secret you cannot read; sticky actions \
+{float(p.sticky):g};
+frame skip {int(p.frameskip)}; at most {int(p.max_frames)} frames each) and calls `policy.act(frames)` with the \
 grey
 frames of the running episodes, uint8 [B, 210, 160]; act returns one integer action in [0, n_actions) per
 frame. The policy gets pixels only: no emulator, RAM or game state. Score = mean undiscounted return over
@@ -145,6 +143,7 @@ and torch only (not ale-py or Gymnasium), and no native code from the repository
 
     # ------------------------------------------------------------ trusted side
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
+        p = self.params
         import ale_py
         import gymnasium as gym
 
@@ -158,9 +157,9 @@ and torch only (not ale-py or Gymnasium), and no native code from the repository
         if not any(p.is_file() and not p.is_symlink() for p in (ckpt_dir / "weights.npz", ckpt_dir / "model.pt")):
             return self.invalid("train.py saved no weights.npz or model.pt in REASEARCH_OUT_DIR")
         gym.register_envs(ale_py)
-        envs = [gym.make(self.env, obs_type="grayscale", frameskip=int(self.frameskip),
-                         repeat_action_probability=float(self.sticky), max_num_frames_per_episode=int(self.max_frames))
-                for _ in range(int(self.episodes))]
+        envs = [gym.make(self.env, obs_type="grayscale", frameskip=int(p.frameskip),
+                         repeat_action_probability=float(p.sticky), max_num_frames_per_episode=int(p.max_frames))
+                for _ in range(int(p.episodes))]
         n_actions = int(envs[0].action_space.n)  # type: ignore[attr-defined]  # Discrete
 
         def check(actions: np.ndarray, n: int) -> list[int] | str:
@@ -170,6 +169,6 @@ and torch only (not ale-py or Gymnasium), and no native code from the repository
                 return f"policy.act must return one integer action in [0, {n_actions}) per frame ({n} frames were sent)"
             return [int(a) for a in actions]
 
-        return self._score_episodes(envs, scoring_seeds(self.game, int(self.episodes)), exp_dir=exp_dir,
+        return self._score_episodes(envs, scoring_seeds(p.game, int(p.episodes)), exp_dir=exp_dir,
                                     repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease, dtype=np.uint8, check=check,
-                                    game=self.game)
+                                    game=p.game)

@@ -5,19 +5,20 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from reasearch.evaluators._geometry_task import GeometryTask
+from reasearch.evaluators._geometry_task import GeometryParams, GeometryTask
 from reasearch.evaluators.circle_packing._records import BEST_KNOWN, BEST_KNOWN_SOURCE, SEED_SCORES
-from reasearch.evaluators.params import Range
+from reasearch.evaluators.params import Range, meta, spec_params
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import ViolationKind, packing_violation
 
-__all__ = ["BEST_KNOWN", "SEED_SCORES", "SIZES", "CirclePackingTask"]
+__all__ = ["BEST_KNOWN", "SEED_SCORES", "SIZES", "CirclePackingParams", "CirclePackingTask"]
 
 SIZES = range(23, 33)
 
@@ -45,7 +46,16 @@ def _parse(data: Any, n: int) -> tuple[np.ndarray, np.ndarray] | str:
     return arrays[0], arrays[1]
 
 
-class CirclePackingTask(GeometryTask):
+@dataclass(frozen=True, slots=True)
+class CirclePackingParams(GeometryParams):
+    """The parameters of ``circle_packing/n{n}-v1`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "circle_packing"
+
+    n: int = field(default=26, metadata=meta("number of circles (23..32 are registered).", Range(ge=2)))
+
+
+class CirclePackingTask(GeometryTask[CirclePackingParams]):
     """Pack ``n`` disjoint circles into the unit square, maximizing the sum of their radii.
 
     Validity has no tolerance: every radius finite and ``>= 0``, ``r_i <= x_i``, ``r_i <= y_i``,
@@ -57,33 +67,22 @@ class CirclePackingTask(GeometryTask):
     the best known sum. Feedback names the worst violation and gives ``lp_sum``, the optimal sum of
     radii for the candidate's own centers (an LP solved with HiGHS).
 
-    Args:
-        n: number of circles (23..32 are registered).
-        time_limit_s: wall-time limit of one evaluation.
-        memory_mb: address-space limit of one evaluation.
+    Parameters: :class:`CirclePackingParams` (``n``, ``time_limit_s``, ``memory_mb``).
     """
-
-    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {"n": Range(ge=2)}  # reasearch tasks ID --params shows them
 
     seed_package = __package__
 
     harness = "reasearch.evaluators.circle_packing.harness:run_candidate"
 
-    def __init__(self, n: int = 26, *, time_limit_s: float = 60.0, memory_mb: int = 2048) -> None:
-        self.n = n
-        self.time_limit_s = time_limit_s
-        self.memory_mb = memory_mb
-
     def _make_spec(self) -> TaskSpec:
-        n = int(self.n)
-        if n < 2:
-            raise ValueError(f"n must be at least 2, got {n}")
+        p = self.params
+        n = p.n
         return TaskSpec(
             id=f"circle_packing/n{n}-v1",
             version=1,
             direction="maximize",
-            time_limit_s=float(self.time_limit_s),
-            memory_mb=int(self.memory_mb),
+            time_limit_s=p.time_limit_s,
+            memory_mb=p.memory_mb,
             best_known=BEST_KNOWN.get(n),
             best_known_source=BEST_KNOWN_SOURCE if n in BEST_KNOWN else "",
             entry_point="run",
@@ -91,11 +90,11 @@ class CirclePackingTask(GeometryTask):
             deterministic=True,
             seed_score=SEED_SCORES.get(n),
             seed_score_rtol=1e-12,
-            params={"n": n, "time_limit_s": float(self.time_limit_s), "memory_mb": int(self.memory_mb)},
+            params=spec_params(p),
         )
 
     def describe(self) -> str:
-        n = int(self.n)
+        n = self.n
         best = BEST_KNOWN.get(n)
         best_line = f"Best known sum for n={n}: {best:.12f} (Packomania).\n" if best else ""
         return (
@@ -115,13 +114,13 @@ class CirclePackingTask(GeometryTask):
             "centers. The same LP is available to your program: "
             "`from reasearch.native.lp import optimal_radii` (or from reasearch.evaluators.circle_packing); "
             "`optimal_radii(centers)` returns radii that pass the strict check (~1 ms).\n"
-            f"Limits: {self.time_limit_s:g} s wall time, {self.memory_mb} MB memory; NumPy, SciPy and "
-            "numba are available, no network."
+            f"Limits: {self.params.time_limit_s:g} s wall time, {self.params.memory_mb} MB memory; NumPy, SciPy "
+            "and numba are available, no network."
         )
 
     def payload(self, seed: int | None) -> dict[str, Any]:
         """The evaluation seed and the number of circles (passed to an entry point that asks for them)."""
-        return {"seed": 0 if seed is None else int(seed), "n": int(self.n)}
+        return {"seed": 0 if seed is None else int(seed), "n": self.n}
 
     def render_png(self, result: EvalResult | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
         """Draws the solution of an OK result (or raw answer data) to a PNG (see :func:`render_packing`)."""
@@ -130,7 +129,7 @@ class CirclePackingTask(GeometryTask):
         return render_packing(result, path)
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
-        n = int(self.n)
+        n = self.n
         parsed = _parse(data, n)
         if isinstance(parsed, str):
             return self.invalid(parsed)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from reasearch.evaluators.eplb.session import (
     timing_metrics,
 )
 from reasearch.evaluators.eplb.workload import SyntheticWorkload, load_workload_windows
+from reasearch.evaluators.params import Parametrized, Range, TaskParams, meta, spec_params
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.eplb import validate_layout
@@ -55,6 +56,7 @@ __all__ = [
     "NUM_REPLICAS",
     "SPEED_NUMERATOR_S",
     "SCORE_VARIANTS",
+    "EplbParams",
     "EplbTask",
     "adrs_leaderboard_score",
     "candidate_uses_torch",
@@ -145,7 +147,35 @@ def _gpu_loads(phy2log: np.ndarray, logcnt: np.ndarray, load: np.ndarray, layer:
     return {"layer": int(layer), "before": [float(x) for x in before], "after": [float(x) for x in after]}
 
 
-class EplbTask(Task):
+@dataclass(frozen=True, slots=True)
+class EplbParams(TaskParams):
+    """The parameters of ``eplb/v1`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "eplb"
+
+    trace_path: str | None = field(default=None, kw_only=True, metadata=meta(
+        'a published load trace ({"load_history": [{"logical_expert_load": [[E] x L]}]}); None uses the synthetic '
+        "trace. Parsed once per process."))
+    num_windows: int | None = field(default=None, kw_only=True, metadata=meta(
+        "windows used (the first ones); None: 11 synthetic windows, or all of a file's.", Range(ge=2)))
+    trace_seed: int = field(default=0, kw_only=True, metadata=meta(
+        "public seed of the synthetic trace when evaluate gets no seed (a seed passed to evaluate selects the "
+        "synthetic trace instead; ignored for a trace file). The generator's own seed is derived from it with the "
+        "evaluator's secret (reasearch.evaluators._secret), so knowing it and the generator does not reveal the "
+        "scored windows; results record the secret's fingerprint as trace_secret."))
+    window_size: int = field(default=100, kw_only=True, metadata=meta(
+        "history entries summed per window.", Range(ge=1)))
+    weight_type: str = field(default="auto", kw_only=True, metadata=meta(
+        '"auto" (default: a torch tensor iff the candidate imports torch), "numpy" or "torch".',
+        Range(choices=_WEIGHT_TYPES)))
+    time_limit_s: float = field(default=60.0, kw_only=True, metadata=meta(
+        "wall-time limit of a whole evaluation (all calls together)."))
+    memory_mb: int = field(default=4096, kw_only=True, metadata=meta("address-space limit of the candidate process."))
+    score: str = field(default="combined", kw_only=True, metadata=meta(
+        'the score variant (a key of SCORE_VARIANTS; default "combined").', Range(choices=tuple(SCORE_VARIANTS))))
+
+
+class EplbTask(Parametrized[EplbParams], Task):
     """Expert-parallel load balancing (EPLB) for a DeepSeek-V3-shaped MoE model.
 
     The candidate's ``rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus)``
@@ -177,91 +207,40 @@ logcnt [L, E])``.
     would be both safe and meaningful), so ``check_task`` checks that the seed runs ``OK``, and the
     tests pin its time-independent balance figures against the published algorithm instead.
 
-    Args:
-        trace_path: a published load trace (``{"load_history": [{"logical_expert_load": [[E] x L]}]}``);
-            None uses the synthetic trace. Parsed once per process.
-        num_windows: windows used (the first ones); None: 11 synthetic windows, or all of a file's.
-        trace_seed: public seed of the synthetic trace when ``evaluate`` gets no seed (a seed passed to
-            ``evaluate`` selects the synthetic trace instead; ignored for a trace file). The generator's
-            own seed is derived from it with the evaluator's secret (:mod:`reasearch.evaluators._secret`),
-            so knowing it and the generator does not reveal the scored windows; results record the
-            secret's fingerprint as ``trace_secret``.
-        window_size: history entries summed per window.
-        weight_type: ``"auto"`` (default: a torch tensor iff the candidate imports torch), ``"numpy"``
-            or ``"torch"``.
-        time_limit_s: wall-time limit of a whole evaluation (all calls together).
-        memory_mb: address-space limit of the candidate process.
-        score: the score variant (a key of :data:`SCORE_VARIANTS`; default ``"combined"``).
+    Parameters: :class:`EplbParams`.
     """
 
     harness = "reasearch.evaluators.eplb.harness:rebalance"
 
-    def __init__(
-        self,
-        *,
-        trace_path: str | None = None,
-        num_windows: int | None = None,
-        trace_seed: int = 0,
-        window_size: int = 100,
-        weight_type: str = "auto",
-        time_limit_s: float = 60.0,
-        memory_mb: int = 4096,
-        score: str = "combined",
-    ) -> None:
-        self.trace_path = trace_path
-        self.num_windows = num_windows
-        self.trace_seed = trace_seed
-        self.window_size = window_size
-        self.weight_type = weight_type
-        self.time_limit_s = time_limit_s
-        self.memory_mb = memory_mb
-        self.score = score
-
     # ------------------------------------------------------------------------------------ spec
 
     def _make_spec(self) -> TaskSpec:
-        if self.weight_type not in _WEIGHT_TYPES:
-            raise ConfigError(f"weight_type must be one of {_WEIGHT_TYPES}, got {self.weight_type!r}")
-        if self.score not in SCORE_VARIANTS:
-            raise ConfigError(f"score must be one of {sorted(SCORE_VARIANTS)}, got {self.score!r}")
-        if self.num_windows is not None and (not isinstance(self.num_windows, int) or self.num_windows < 2):
-            raise ConfigError(f"num_windows must be an integer >= 2 (or None), got {self.num_windows!r}")
-        if not isinstance(self.window_size, int) or self.window_size <= 0:
-            raise ConfigError(f"window_size must be a positive integer, got {self.window_size!r}")
+        p = self.params
         return TaskSpec(
             id="eplb/v1",
             version=1,
             direction="maximize",
-            time_limit_s=float(self.time_limit_s),
-            memory_mb=int(self.memory_mb),
+            time_limit_s=p.time_limit_s,
+            memory_mb=p.memory_mb,
             best_known=None,
             entry_point="rebalance_experts",
             deterministic=False,
             seed_score=None,
-            params={
-                "trace_path": None if self.trace_path is None else str(self.trace_path),
-                "num_windows": self.num_windows,
-                "trace_seed": int(self.trace_seed),
-                "window_size": int(self.window_size),
-                "weight_type": self.weight_type,
-                "time_limit_s": float(self.time_limit_s),
-                "memory_mb": int(self.memory_mb),
-                "score": self.score,
-            },
+            params=spec_params(p),
         )
 
     def describe(self) -> str:
-        source = (f"the load trace {self.trace_path}" if self.trace_path else
+        source = (f"the load trace {self.params.trace_path}" if self.params.trace_path else
                   "a synthetic DeepSeek-V3-shaped trace (58 MoE layers x 256 experts, heavy-tailed expert "
                   "popularity with slow drift and per-batch noise)")
         kind = {"torch": "a torch.int64 tensor", "numpy": "a NumPy int64 array"}.get(
-            self.weight_type, "a torch.int64 tensor if your program imports torch, else a NumPy int64 array")
+            self.params.weight_type, "a torch.int64 tensor if your program imports torch, else a NumPy int64 array")
         return (
             "Expert-parallel load balancing (EPLB) for a mixture-of-experts model.\n"
             "Define `rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus)` returning "
             "`(phy2log, log2phy, logcnt)`:\n"
             f"- `weight`: [L, E] tokens routed to each logical expert in each layer ({kind}), summed over "
-            f"a window of {self.window_size} batches;\n"
+            f"a window of {self.params.window_size} batches;\n"
             f"- called with num_replicas={NUM_REPLICAS} physical slots per layer, num_groups={NUM_GROUPS}, "
             f"num_nodes={NUM_NODES}, num_gpus={NUM_GPUS} (GPU g holds slots "
             f"{NUM_REPLICAS // NUM_GPUS}*g .. {NUM_REPLICAS // NUM_GPUS}*g+{NUM_REPLICAS // NUM_GPUS - 1});\n"
@@ -287,8 +266,8 @@ logcnt [L, E])``.
             "The seed program is DeepSeek's published hierarchical algorithm; its compiled steps are "
             "importable: `from reasearch.native.eplb import balanced_packing, replicate_experts, "
             "rebalance_experts`.\n"
-            f"Limits: {self.time_limit_s:g} s wall time for all calls together, {self.memory_mb} MB memory; "
-            "NumPy, SciPy and numba are available, no network."
+            f"Limits: {self.params.time_limit_s:g} s wall time for all calls together, {self.params.memory_mb} MB "
+            "memory; NumPy, SciPy and numba are available, no network."
         )
 
     def seed_program(self) -> str:
@@ -307,45 +286,45 @@ logcnt [L, E])``.
         Raises:
             ConfigError: the workload cannot hold the configuration, or has fewer than two windows.
         """
-        if self.trace_path:
-            windows = load_workload_windows(self.trace_path, int(self.window_size))
-            if self.num_windows is not None:
-                windows = windows[: int(self.num_windows)]
-            info: dict[str, Any] = {"trace": str(self.trace_path), "trace_seed": None, "trace_secret": None}
+        if self.params.trace_path:
+            windows = load_workload_windows(self.params.trace_path, int(self.params.window_size))
+            if self.params.num_windows is not None:
+                windows = windows[: int(self.params.num_windows)]
+            info: dict[str, Any] = {"trace": str(self.params.trace_path), "trace_seed": None, "trace_secret": None}
         else:
             # The generator is public and its code could be pasted into a candidate, so the public seed only
             # names the trace: the generator's seed is derived from it with the evaluator's secret.
-            trace_seed = int(self.trace_seed if seed is None else seed)
-            public = SyntheticWorkload(seed=0, window_size=int(self.window_size)).to_dict()
+            trace_seed = int(self.params.trace_seed if seed is None else seed)
+            public = SyntheticWorkload(seed=0, window_size=int(self.params.window_size)).to_dict()
             public.pop("seed")
             key = secret()
             # (the derivation's label is part of the seed: it keeps its old wording so scores do not move)
             derived = derive_seed("eplb/v1 synthetic trace", {**public, "seed": trace_seed}, key)
-            workload = SyntheticWorkload(seed=derived, window_size=int(self.window_size))
-            windows = workload.windows(int(self.num_windows or DEFAULT_SYNTHETIC_WINDOWS))
+            workload = SyntheticWorkload(seed=derived, window_size=int(self.params.window_size))
+            windows = workload.windows(int(self.params.num_windows or DEFAULT_SYNTHETIC_WINDOWS))
             info = {"trace": "synthetic", "trace_seed": trace_seed, "trace_params": public,
                     "trace_secret": fingerprint(key)}
         if windows.shape[0] < 2:
-            raise ConfigError(f"the workload has {windows.shape[0]} window(s) of {self.window_size} entries; "
+            raise ConfigError(f"the workload has {windows.shape[0]} window(s) of {self.params.window_size} entries; "
                               "at least 2 are needed (one to place on, one to score on)")
         validate_layout(int(windows.shape[2]), NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS)
         info.update(num_layers=int(windows.shape[1]), num_experts=int(windows.shape[2]),
-                    num_windows=int(windows.shape[0]), window_size=int(self.window_size))
+                    num_windows=int(windows.shape[0]), window_size=int(self.params.window_size))
         return windows, info
 
     def _score_text(self) -> str:
-        if self.score == "combined":
+        if self.params.score == "combined":
             return f"(mean bal_expert + {SPEED_NUMERATOR_S} / mean t_alg) / 2"
-        return f"score variant {self.score!r}: {SCORE_VARIANTS[self.score]}"
+        return f"score variant {self.params.score!r}: {SCORE_VARIANTS[self.params.score]}"
 
     def resolved_weight_type(self, candidate_source: str) -> str:
         """``"torch"`` or ``"numpy"``: what ``weight`` is for this candidate (``"auto"`` reads its imports)."""
-        if self.weight_type == "auto":
+        if self.params.weight_type == "auto":
             return "torch" if candidate_uses_torch(candidate_source) else "numpy"
-        return self.weight_type
+        return self.params.weight_type
 
     def _call_payload(self, weight: np.ndarray, weight_type: str | None = None) -> dict[str, Any]:
-        wt = weight_type or ("numpy" if self.weight_type == "auto" else self.weight_type)
+        wt = weight_type or ("numpy" if self.params.weight_type == "auto" else self.params.weight_type)
         return {
             "weight": compact(weight),
             "num_replicas": NUM_REPLICAS,
@@ -383,10 +362,10 @@ logcnt [L, E])``.
         runner = executor if executor is not None else default_runner()
         weight_type = self.resolved_weight_type(candidate_source)
         info = {**info, "weight_type": weight_type}
-        deadline = time.perf_counter() + float(self.time_limit_s)
+        deadline = time.perf_counter() + float(self.params.time_limit_s)
         ran = run_candidate(runner, self.build_request(candidate_source, seed=seed), windows,
                             lambda w: self._call_payload(w, weight_type), num_replicas=NUM_REPLICAS, seed=seed,
-                            weight_type=weight_type, deadline=deadline, time_limit_s=float(self.time_limit_s))
+                            weight_type=weight_type, deadline=deadline, time_limit_s=float(self.params.time_limit_s))
         final, problem = ran.final, ran.problem
         prov = self.provenance(candidate_source, seed=seed, sandbox_mode=final.sandbox_mode)
         if info.get("trace_secret"):  # which secret scored it (its fingerprint): reproducible where it is kept
@@ -472,7 +451,7 @@ logcnt [L, E])``.
             "bal_expert_per_window": [s.bal_expert for s in tally.scores],
             "bal_gpu_per_window": [s.bal_gpu for s in tally.scores],
             "t_alg_per_window_s": list(tally.times),
-            "score_variant": self.score,
+            "score_variant": self.params.score,
             "adrs_score": variants["adrs"],
             **info,
         }
@@ -488,8 +467,9 @@ logcnt [L, E])``.
                               f"{call * 1e3:.3f} ms).")
         else:
             transport_text = ""
-        variant_text = "" if self.score == "combined" else (
-            f"\nScore variant {self.score!r} = {variants[self.score]:.6g} ({SCORE_VARIANTS[self.score]}).")
+        score = self.params.score
+        variant_text = "" if score == "combined" else (
+            f"\nScore variant {score!r} = {variants[score]:.6g} ({SCORE_VARIANTS[score]}).")
         feedback = (
             f"{len(tally.scores)} rebalances, each scored on the next window. "
             f"combined = (bal_expert {bal_expert:.4f} + {SPEED_NUMERATOR_S} / t_alg {t_alg * 1e3:.3f} ms) / 2 "
@@ -500,4 +480,4 @@ logcnt [L, E])``.
             f"{ws.bal_expert:.4f}; its worst layer is {ws.worst_layer} (bal_gpu {ws.worst_layer_bal_gpu:.4f})."
             + variant_text
         )
-        return self.result(variants[self.score], metrics=metrics, feedback=feedback, solution=solution)
+        return self.result(variants[self.params.score], metrics=metrics, feedback=feedback, solution=solution)

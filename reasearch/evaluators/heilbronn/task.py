@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from reasearch.evaluators._geometry_task import GeometryTask
+from reasearch.evaluators._geometry_task import GeometryParams, GeometryTask
 from reasearch.evaluators.heilbronn._records import BEST_KNOWN, BEST_KNOWN_SOURCES, SEED_SCORES
-from reasearch.evaluators.params import Range
+from reasearch.evaluators.params import Range, meta, spec_params
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.native.geometry import min_triangle_area, smallest_triangles
 
-__all__ = ["BEST_KNOWN", "SEED_SCORES", "SIZES", "HeilbronnTask"]
+__all__ = ["BEST_KNOWN", "SEED_SCORES", "SIZES", "HeilbronnParams", "HeilbronnTask"]
 
 SIZES = range(11, 16)
 
@@ -39,7 +40,16 @@ def _parse(data: Any, n: int) -> np.ndarray | str:
     return np.ascontiguousarray(raw, dtype=np.float64)
 
 
-class HeilbronnTask(GeometryTask):
+@dataclass(frozen=True, slots=True)
+class HeilbronnParams(GeometryParams):
+    """The parameters of ``heilbronn/n{n}-v1`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "heilbronn"
+
+    n: int = field(default=12, metadata=meta("number of points (11..15 are registered).", Range(ge=3)))
+
+
+class HeilbronnTask(GeometryTask[HeilbronnParams]):
     """Place ``n`` points in the unit square so that the smallest triangle they form is as large as possible.
 
     Valid iff every coordinate is finite and inside [0, 1] with no tolerance. The score is the minimum
@@ -47,33 +57,22 @@ class HeilbronnTask(GeometryTask):
     the compiled kernel; ``normalized_score`` divides it by the best known area. Feedback lists the
     smallest triangles with their point indices.
 
-    Args:
-        n: number of points (11..15 are registered).
-        time_limit_s: wall-time limit of one evaluation.
-        memory_mb: address-space limit of one evaluation.
+    Parameters: :class:`HeilbronnParams` (``n``, ``time_limit_s``, ``memory_mb``).
     """
-
-    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {"n": Range(ge=3)}  # reasearch tasks ID --params shows them
 
     seed_package = __package__
 
     harness = "reasearch.evaluators.heilbronn.harness:run_candidate"
 
-    def __init__(self, n: int = 12, *, time_limit_s: float = 60.0, memory_mb: int = 2048) -> None:
-        self.n = n
-        self.time_limit_s = time_limit_s
-        self.memory_mb = memory_mb
-
     def _make_spec(self) -> TaskSpec:
-        n = int(self.n)
-        if n < 3:
-            raise ValueError(f"n must be at least 3, got {n}")
+        p = self.params
+        n = p.n
         return TaskSpec(
             id=f"heilbronn/n{n}-v1",
             version=1,
             direction="maximize",
-            time_limit_s=float(self.time_limit_s),
-            memory_mb=int(self.memory_mb),
+            time_limit_s=p.time_limit_s,
+            memory_mb=p.memory_mb,
             best_known=BEST_KNOWN.get(n),
             best_known_source=BEST_KNOWN_SOURCES.get(n, ""),
             entry_point="run",
@@ -81,11 +80,11 @@ class HeilbronnTask(GeometryTask):
             deterministic=True,
             seed_score=SEED_SCORES.get(n),
             seed_score_rtol=1e-12,
-            params={"n": n, "time_limit_s": float(self.time_limit_s), "memory_mb": int(self.memory_mb)},
+            params=spec_params(p),
         )
 
     def describe(self) -> str:
-        n = int(self.n)
+        n = self.n
         best = BEST_KNOWN.get(n)
         best_line = f"Best known minimum area for n={n}: {best:.13f} ({BEST_KNOWN_SOURCES[n]}).\n" if best else ""
         return (
@@ -101,13 +100,13 @@ class HeilbronnTask(GeometryTask):
             + "Feedback: the smallest triangles, with their point indices and areas.\n"
             "Fast kernels for your own search: `from reasearch.native.geometry import min_triangle_area, "
             "min_triangle` (`min_triangle(points)` returns (area, i, j, k); ~1 us at n=15).\n"
-            f"Limits: {self.time_limit_s:g} s wall time, {self.memory_mb} MB memory; NumPy, SciPy and "
-            "numba are available, no network."
+            f"Limits: {self.params.time_limit_s:g} s wall time, {self.params.memory_mb} MB memory; NumPy, SciPy "
+            "and numba are available, no network."
         )
 
     def payload(self, seed: int | None) -> dict[str, Any]:
         """The evaluation seed and the number of points (passed to an entry point that asks for them)."""
-        return {"seed": 0 if seed is None else int(seed), "n": int(self.n)}
+        return {"seed": 0 if seed is None else int(seed), "n": self.n}
 
     def render_png(self, result: EvalResult | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
         """Draws the solution of an OK result (or raw answer data) to a PNG (see :func:`render_points`)."""
@@ -116,7 +115,7 @@ class HeilbronnTask(GeometryTask):
         return render_points(result, path)
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
-        n = int(self.n)
+        n = self.n
         parsed = _parse(data, n)
         if isinstance(parsed, str):
             return self.invalid(parsed)

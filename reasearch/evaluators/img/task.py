@@ -23,9 +23,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -36,12 +37,19 @@ from reasearch.evaluators._secret import fingerprint
 from reasearch.evaluators.img._carried import find_carried_images
 from reasearch.evaluators.img._data import PUBLIC_DATA, ImageSplit, load_image_split
 from reasearch.evaluators.outputs import OutputError, read_output, read_output_npy
+from reasearch.evaluators.params import Range, meta
 from reasearch.evaluators.repo import RepoCandidate
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask, heldout_flags, scoring_jail_note
+from reasearch.evaluators.training import (
+    TORCH_SCORING_PACKAGES,
+    TrainingParams,
+    TrainingTask,
+    heldout_flags,
+    scoring_jail_note,
+)
 
-__all__ = ["ImageFolderTask"]
+__all__ = ["ImageFolderParams", "ImageFolderTask"]
 
 _MAX_CONFIG_BYTES = 64 * 1024
 _BATCH = 256
@@ -54,72 +62,67 @@ _INFER_STEPS = {
 }
 
 
-class ImageFolderTask(TrainingTask):
+@dataclass(frozen=True, slots=True)
+class ImageFolderParams(TrainingParams):
+    """The parameters of ``img/folder-v2`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "img/folder-v2"
+
+    data: str = field(default='glyphs', metadata=meta(
+        "glyphs (default: 5,000 16x16 digit glyphs of a public generator; the held-out ones drawn from the evaluator "
+        "secret), digits (bundled: scikit-learn's 8x8 digits, 1,797 images, 10 classes; public, so never sealed), a "
+        "folder with one subfolder of images per class, or an .npz with images and labels."))
+    image_size: int = field(default=0, kw_only=True, metadata=meta(
+        'resize folder images to this square size (0: keep; they must all be one size).', Range(ge=0, le=512)))
+    test_frac: float = field(default=0.2, kw_only=True, metadata=meta(
+        'held-out share of each class (scored; never in a training jail); of the glyphs, the share drawn from the '
+        'secret.', Range(ge=0.01, le=0.5)))
+    val_frac: float = field(default=0.1, kw_only=True, metadata=meta(
+        'share of the rest given to training as a labelled validation set.', Range(ge=0.01, le=0.5)))
+    split_seed: int = field(default=0, kw_only=True, metadata=meta(
+        "the split's seed."))
+    time_budget_s: float = field(default=60.0, kw_only=True, metadata=meta(
+        'training seconds of one experiment unless it asks for another budget.'))
+    grace_s: float = field(default=10.0, kw_only=True, metadata=meta(
+        "at most this long to save after the budget's SIGTERM (save_grace_s: min(grace_s, max(10 s, 5% of the "
+        "budget))); then the run is killed and scored TIMEOUT.", Range(ge=0)))
+    eval_time_limit_s: float = field(default=120.0, kw_only=True, metadata=meta(
+        'wall limit of the scoring jail.'))
+
+
+class ImageFolderTask(TrainingTask[ImageFolderParams]):
     """Image classification under a training time budget: maximize accuracy on a held-out split.
 
-    Args:
-        data: ``glyphs`` (default: 5,000 16x16 digit glyphs of a public generator; the held-out ones drawn
-            from the evaluator secret), ``digits`` (bundled: scikit-learn's 8x8 digits, 1,797 images, 10
-            classes; public, so never sealed), a folder with one subfolder of images per class, or an
-            ``.npz`` with ``images`` and ``labels``.
-        image_size: resize folder images to this square size (0: keep; they must all be one size).
-        test_frac: held-out share of each class (scored; never in a training jail); of the glyphs, the share
-            drawn from the secret.
-        val_frac: share of the rest given to training as a labelled validation set.
-        split_seed: the split's seed.
-        time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
-        eval_time_limit_s: wall limit of the scoring jail.
+    Parameters: :class:`ImageFolderParams`.
     """
 
     # The scoring jail's runtime (``_infer.py`` and the candidate's model.py): NumPy, torch, safetensors.
     scoring_packages = TORCH_SCORING_PACKAGES
 
-    def __init__(self, data: str = "glyphs", image_size: int = 0, test_frac: float = 0.2, val_frac: float = 0.1,
-                 split_seed: int = 0, time_budget_s: float = 60.0, max_time_budget_s: float = 1800.0,
-                 grace_s: float = 10.0, eval_time_limit_s: float = 120.0, slot: str = "auto", memory_mb: int = 8192,
-                 sandbox_mode: str = "auto") -> None:
-        self.data = data
-        self.image_size = image_size
-        self.test_frac = test_frac
-        self.val_frac = val_frac
-        self.split_seed = split_seed
-        self.time_budget_s = time_budget_s
-        self.max_time_budget_s = max_time_budget_s
-        self.grace_s = grace_s
-        self.eval_time_limit_s = eval_time_limit_s
-        self.slot = slot
-        self.memory_mb = memory_mb
-        self.sandbox_mode = sandbox_mode
-
     def _make_spec(self) -> TaskSpec:
-        for name in ("test_frac", "val_frac"):
-            if not 0.01 <= float(getattr(self, name)) <= 0.5:
-                raise ValueError(f"{name} must be in [0.01, 0.5], not {getattr(self, name)}")
-        if not 0 <= int(self.image_size) <= 512:
-            raise ValueError(f"image_size must be in [0, 512], not {self.image_size}")
-        if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
-            raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
+        p = self.params
         return TaskSpec(
             id="img/folder-v2", version=2, direction="maximize",
-            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + float(self.eval_time_limit_s),
-            memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params(),
+            time_limit_s=float(p.max_time_budget_s) + float(p.grace_s) + float(p.eval_time_limit_s),
+            memory_mb=int(p.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params(),
             best_known_source="paper (IMG-100, CIFAR-100-like, 30 min on a GPU): 82.38% -> 84.03% by the agent")
 
     def split(self) -> ImageSplit:
-        return load_image_split(str(self.data), int(self.image_size), float(self.test_frac), float(self.val_frac),
-                                int(self.split_seed))
+        p = self.params
+        return load_image_split(str(p.data), int(p.image_size), float(p.test_frac), float(p.val_frac),
+                                int(p.split_seed))
 
     def train_data_dir(self) -> Path:
         return self.split().public_dir
 
     def heldout_public(self) -> bool:
         """True for ``digits`` (public: a repository can carry it); the glyphs and a user's data are not."""
-        return str(self.data) in PUBLIC_DATA
+        return str(self.params.data) in PUBLIC_DATA
 
     def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
         """The base provenance, plus the fingerprint of the secret the glyphs' held-out images came from."""
         prov = super().provenance(candidate_source, seed=seed, sandbox_mode=sandbox_mode)
-        if self.data != "glyphs":
+        if self.params.data != "glyphs":
             return prov
         return dataclasses.replace(prov, versions={**prov.versions, "scoring_secret": fingerprint()})
 
@@ -139,7 +142,7 @@ class ImageFolderTask(TrainingTask):
                            "held-out images are drawn from a secret seed and exist nowhere else",
                 "digits": "scikit-learn's handwritten digits (8x8 grey images, 10 classes). This data set is PUBLIC: "
                           "its held-out split is not sealed (a repository that carries it is refused)"}.get(
-            str(self.data), f"{self.data} ({len(s.classes)} classes)")
+            str(self.params.data), f"{self.params.data} ({len(s.classes)} classes)")
         return f"""# img/folder-v2: train an image classifier within a time budget (maximize held-out accuracy)
 
 Data: {what}; images are uint8 arrays of shape {list(s.shape)} (H, W, C). Training sees {s.n_train} labelled
@@ -216,15 +219,15 @@ and torch only, and no native code from the repository or the outputs loads. Pri
         script.write_text(Path(__file__).with_name("_infer.py").read_text())
         os.chmod(script, 0o444)
         job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
-                      time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=logs / "infer.log",
+                      time_budget_s=float(self.params.eval_time_limit_s), grace_s=0.0, log_path=logs / "infer.log",
                       binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
-                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode,
+                      memory_mb=None if lease.gpu else int(self.params.memory_mb), mode=self.params.sandbox_mode,
                       packages=self.scoring_packages, noexec=True)
         (folder / "inputs.npy").unlink(missing_ok=True)
         # Nothing of the job's output (log tail, exit code, messages) goes into the feedback: candidate code
         # ran on the held-out images and could have put them there.
         if job.status in (Status.TIMEOUT, Status.OOM):
-            words = {Status.TIMEOUT: f"ran past its {float(self.eval_time_limit_s):g} s limit",
+            words = {Status.TIMEOUT: f"ran past its {float(self.params.eval_time_limit_s):g} s limit",
                      Status.OOM: "ran out of memory"}[job.status]
             return EvalResult.failure(job.status, f"the scoring run of model.py {words}. {WITHHELD}")
         if not job.ok:

@@ -28,7 +28,7 @@ import json
 import math
 import os
 import secrets
-from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,12 +42,17 @@ from reasearch.errors import ConfigError
 from reasearch.evaluators._scoring_report import REPORT_NAME, WITHHELD, describe_failure
 from reasearch.evaluators.heldout_content import HeldoutFingerprint
 from reasearch.evaluators.nanogpt._data import DEFAULT_CORPUS, Corpus, corpus_is_public, load_corpus
-from reasearch.evaluators.params import Range
+from reasearch.evaluators.params import Range, meta
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask, scoring_jail_note
+from reasearch.evaluators.training import (
+    TORCH_SCORING_PACKAGES,
+    TrainingParams,
+    TrainingTask,
+    scoring_jail_note,
+)
 
-__all__ = ["CAUSALITY_FLOOR", "CAUSALITY_TOL", "NanoGPTTask", "bits_per_byte", "causality_gap"]
+__all__ = ["CAUSALITY_FLOOR", "CAUSALITY_TOL", "NanoGPTParams", "NanoGPTTask", "bits_per_byte", "causality_gap"]
 
 _MAX_CONFIG_BYTES = 64 * 1024
 _MAX_BLOCK = 4096
@@ -105,61 +110,48 @@ def causality_gap(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(_clipped_log_softmax(a) - _clipped_log_softmax(b))))
 
 
-class NanoGPTTask(TrainingTask):
+@dataclass(frozen=True, slots=True)
+class NanoGPTParams(TrainingParams):
+    """The parameters of ``nanogpt/v2`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "nanogpt/v2"
+
+    corpus: str = field(default='generated', metadata=meta(
+        '"generated" (default: a public generator\'s text sampled under the evaluator secret; sealed), "shakespeare" '
+        '(tiny Shakespeare: public held-out data, NOT sealed), "stdlib" (the Python standard library\'s sources: '
+        'public, and a jail can read them: NOT sealed) or a text file path (the user\'s own data: sealed unless a '
+        'jail can read it).'))
+    time_budget_s: float = field(default=300.0, kw_only=True, metadata=meta(
+        'training seconds of one experiment unless it asks for another budget (paper: 300 on a GPU; tests: a few '
+        'seconds on CPU).'))
+    eval_tokens: int = field(default=65536, kw_only=True, metadata=meta(
+        "how many held-out bytes are predicted (the metric's fixed token count).", Range(ge=256, le=4194304)))
+    eval_time_limit_s: float = field(default=300.0, kw_only=True, metadata=meta(
+        'wall limit of each trusted inference run.'))
+
+
+class NanoGPTTask(TrainingTask[NanoGPTParams]):
     """Byte-level GPT language modelling under a training time budget (minimize validation bpb).
 
-    Args:
-        corpus: ``"generated"`` (default: a public generator's text sampled under the evaluator secret;
-            sealed), ``"shakespeare"`` (tiny Shakespeare: public held-out data, NOT sealed), ``"stdlib"`` (the
-            Python standard library's sources: public, and a jail can read them: NOT sealed) or a text file
-            path (the user's own data: sealed unless a jail can read it).
-        time_budget_s: training seconds of one experiment unless it asks for another budget
-            (paper: 300 on a GPU; tests: a few seconds on CPU).
-        max_time_budget_s: the most one experiment may ask for.
-        grace_s: the training process is killed at budget + grace.
-        eval_tokens: how many held-out bytes are predicted (the metric's fixed token count).
-        eval_time_limit_s: wall limit of each trusted inference run.
-        slot: ``auto`` (a GPU when there is one), ``gpu`` or ``cpu``.
-        memory_mb: address-space limit of CPU jobs (GPU jobs get none: CUDA maps far more than it uses).
-        sandbox_mode: ``auto``, ``nsjail`` or ``process``.
+    Parameters: :class:`NanoGPTParams`.
     """
 
     # The scoring jail's runtime (``_infer.py`` and the candidate's model.py): NumPy, torch, safetensors.
     scoring_packages: ClassVar[tuple[str, ...]] = TORCH_SCORING_PACKAGES
-    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {
-        **TrainingTask.PARAM_RANGES,
-        "eval_tokens": Range(ge=256, le=4194304),
-    }
-
-    def __init__(self, corpus: str = DEFAULT_CORPUS, time_budget_s: float = 300.0, max_time_budget_s: float = 1800.0,
-                 grace_s: float = 30.0, eval_tokens: int = 65536, eval_time_limit_s: float = 300.0,
-                 slot: str = "auto", memory_mb: int = 8192, sandbox_mode: str = "auto") -> None:
-        self.corpus = corpus
-        self.time_budget_s = time_budget_s
-        self.max_time_budget_s = max_time_budget_s
-        self.grace_s = grace_s
-        self.eval_tokens = eval_tokens
-        self.eval_time_limit_s = eval_time_limit_s
-        self.slot = slot
-        self.memory_mb = memory_mb
-        self.sandbox_mode = sandbox_mode
 
     def _make_spec(self) -> TaskSpec:
-        if not 256 <= int(self.eval_tokens) <= 1 << 22:
-            raise ValueError(f"eval_tokens must be in [256, 4194304], not {self.eval_tokens}")
-        if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
-            raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
+        p = self.params
         return TaskSpec(
             id="nanogpt/v2", version=2, direction="minimize",
-            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + 2 * float(self.eval_time_limit_s),
-            memory_mb=int(self.memory_mb), best_known=None,
+            time_limit_s=float(p.max_time_budget_s) + float(p.grace_s) + 2 * float(p.eval_time_limit_s),
+            memory_mb=int(p.memory_mb), best_known=None,
             best_known_source="none recorded for the generated corpus; on corpus=shakespeare (public), TASKS.md: "
                               "nanoGPT's CPU config reaches ~2.72 bpb in ~3 min",
             entry_point="train.py", deterministic=False, seed_score=None, params=self.get_params())
 
     # ------------------------------------------------------------ data and seed
     def _corpus(self) -> Corpus:
-        return load_corpus(str(self.corpus))
+        return load_corpus(str(self.params.corpus))
 
     def train_data_dir(self) -> Path:
         return self._corpus().train_dir
@@ -172,9 +164,9 @@ class NanoGPTTask(TrainingTask):
         corpus = {DEFAULT_CORPUS: "text sampled from an order-4 byte Markov chain fitted on tiny Shakespeare, "
                                   "its rows redrawn under this machine's evaluator secret",
                   "shakespeare": "tiny Shakespeare", "stdlib": "the Python standard library's .py sources"}.get(
-            str(self.corpus), f"the file {self.corpus}")
+            str(self.params.corpus), f"the file {self.params.corpus}")
         split = ("its own training sample; the held-out text is a separate sample of the same chain"
-                 if str(self.corpus) == DEFAULT_CORPUS else "90%")
+                 if str(self.params.corpus) == DEFAULT_CORPUS else "90%")
         return f"""# nanogpt/v2: train a byte-level GPT within a time budget (minimize validation bits per byte)
 
 The candidate is the repository in your workspace (train.py, model.py, any files you add), under git.
@@ -194,7 +186,7 @@ copy of the repository as the working directory, and these environment variables
 Metric (trusted, fixed; train.py cannot change it): the evaluator imports model.py, calls
 `build_model(config)`, loads the weights, and runs `model(idx)` on held-out windows of block_size bytes:
 idx is an int64 tensor [B, T]; the model must return logits [B, T, 256] (or a tuple whose first item is
-that) predicting byte t+1 from bytes <= t. Score = mean cross-entropy / ln 2 over {int(self.eval_tokens)}
+that) predicting byte t+1 from bytes <= t. Score = mean cross-entropy / ln 2 over {int(self.params.eval_tokens)}
 held-out bytes (bits per byte, lower is better; 8.0 = uniform guessing). A causality check perturbs
 later bytes and requires earlier predictions (log-probabilities) to stay the same within {CAUSALITY_TOL:g}
 nats: a model that looks ahead is INVALID. During scoring your code sees held-out bytes, so what it prints
@@ -225,7 +217,7 @@ what train.py prints about its own score is informational only.
 
     def windows(self, val: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
         """The held-out inputs [N, T] and targets [N, T]: evenly spaced windows covering eval_tokens targets."""
-        n = math.ceil(int(self.eval_tokens) / block)
+        n = math.ceil(int(self.params.eval_tokens) / block)
         last = len(val) - block - 1
         if last < 0 or n > last + 1:
             raise ValueError(f"the validation split ({len(val)} bytes) is too small for {n} windows of {block}")
@@ -267,7 +259,7 @@ what train.py prints about its own score is informational only.
             return self.invalid(f"logits have shape {logits.shape}, expected {(*targets.shape, 256)}")
         if not np.isfinite(logits).all():
             return self.invalid("the model produced non-finite logits (NaN or inf)")
-        k = int(self.eval_tokens)
+        k = int(self.params.eval_tokens)
         bpb = bits_per_byte(logits.reshape(-1, 256)[:k], targets.reshape(-1)[:k])
         corpus = self._corpus()
         feedback = f"val_bpb {bpb:.4f} over {k} held-out bytes (context {block})"
@@ -297,7 +289,7 @@ what train.py prints about its own score is informational only.
     def heldout_public(self) -> bool:
         """True for the named public corpora (``shakespeare``, ``stdlib``); the generated default and a user's
         file are not public. Every result, failed ones included, says so."""
-        return corpus_is_public(str(self.corpus))
+        return corpus_is_public(str(self.params.corpus))
 
     def heldout_fingerprint(self) -> HeldoutFingerprint | None:
         """The held-out split's shingles, less those of the training split (a repository must not carry it)."""
@@ -366,14 +358,14 @@ what train.py prints about its own score is informational only.
         script.write_text(Path(infer).read_text())
         os.chmod(script, 0o444)
         job = run_job(["python3", str(script), str(folder / "request.json")], cwd=folder, lease=lease,
-                      time_budget_s=float(self.eval_time_limit_s), grace_s=0.0, log_path=log_path,
+                      time_budget_s=float(self.params.eval_time_limit_s), grace_s=0.0, log_path=log_path,
                       binds_ro=[repo_dir, ckpt_dir], binds_rw=[folder],
-                      memory_mb=None if lease.gpu else int(self.memory_mb), mode=self.sandbox_mode,
+                      memory_mb=None if lease.gpu else int(self.params.memory_mb), mode=self.params.sandbox_mode,
                       packages=self.scoring_packages, noexec=True)
         # Nothing of the job's output (its log tail, exit code or messages) goes into the feedback: candidate
         # code ran on held-out windows and could have put them there.
         if job.status in (Status.TIMEOUT, Status.OOM):
-            words = {Status.TIMEOUT: f"ran past its {float(self.eval_time_limit_s):g} s limit",
+            words = {Status.TIMEOUT: f"ran past its {float(self.params.eval_time_limit_s):g} s limit",
                      Status.OOM: "ran out of memory"}[job.status]
             return EvalResult.failure(job.status, f"the scoring run of the checkpoint {words}. {WITHHELD}")
         if not job.ok:

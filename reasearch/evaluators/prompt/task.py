@@ -17,15 +17,15 @@ import os
 import time
 from abc import abstractmethod
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
 
 from reasearch.engine.protocol import SandboxRunner, Status
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.kind_options import PromptOptions
-from reasearch.evaluators.params import Range
+from reasearch.evaluators.params import Parametrized, Range, TaskParams, meta
 from reasearch.evaluators.prompt._data import (
     Example,
     Splits,
@@ -79,68 +79,56 @@ class Judgment:
     status: Status
 
 
-class PromptTask(Task):
+@dataclass(frozen=True, slots=True)
+class StudentParams(TaskParams):
+    """What every prompt task takes: its student and the splits it draws (each family adds its data's own)."""
+
+    keep_given_numbers: ClassVar[bool] = True  # spec.params has always recorded numbers as given (an int stays one)
+
+    student: str | None = field(default=None, kw_only=True, metadata=meta(
+        "the student model, openai/NAME, anthropic/NAME or a bare (Anthropic) name."))
+    base_url: str | None = field(default=None, kw_only=True, metadata=meta(
+        "the student's endpoint (an OpenAI-compatible .../v1 URL for openai/)."))
+    api_key_env: str | None = field(default=None, kw_only=True, metadata=meta(
+        "the environment variable holding the student's API key."))
+    concurrency: int = field(default=8, kw_only=True, metadata=meta("student calls in flight at once.", Range(ge=1)))
+    temperature: float = field(default=0.0, kw_only=True, metadata=meta(
+        "the student's sampling temperature.", Range(ge=0)))
+    max_tokens: int = field(default=1024, kw_only=True, metadata=meta(
+        "output tokens of one student reply.", Range(ge=1)))
+    timeout_s: float = field(default=60.0, kw_only=True, metadata=meta("seconds one student call may take."))
+    retries: int = field(default=4, kw_only=True, metadata=meta(
+        "retries of a failed student call (overload, rate limit, refused connection).", Range(ge=0)))
+    backoff_s: float = field(default=1.0, kw_only=True, metadata=meta(
+        "first backoff between retries (doubles each time).", Range(ge=0)))
+    price_in: float | None = field(default=None, kw_only=True, metadata=meta(
+        "USD per million input tokens of the student (models without a list price).", Range(ge=0)))
+    price_out: float | None = field(default=None, kw_only=True, metadata=meta(
+        "USD per million output tokens of the student.", Range(ge=0)))
+    n_train: int = field(default=100, kw_only=True, metadata=meta(
+        "examples of the train split (shown to the agent).", Range(ge=1)))
+    n_validation: int = field(default=100, kw_only=True, metadata=meta(
+        "examples of the validation split (what an evaluation scores).", Range(ge=1)))
+    n_test: int | None = field(default=None, kw_only=True, metadata=meta(
+        "examples of the sealed test split (None: all of them).", Range(ge=1)))
+    split_seed: int = field(default=0, kw_only=True, metadata=meta(
+        "seed of the shuffle that draws the splits.", Range(ge=0)))
+
+
+SP = TypeVar("SP", bound=StudentParams)
+
+
+class PromptTask(Parametrized[SP], Task):
     """Base of prompt tasks (subclasses load the data and define answer extraction and metric).
 
-    Student parameters (shared by every prompt task): ``student`` (``openai/NAME``, ``anthropic/NAME``
-    or a bare name), ``base_url``, ``api_key_env``, ``concurrency``, ``temperature``, ``max_tokens``,
-    ``timeout_s``, ``retries``, ``backoff_s``, ``price_in``/``price_out`` (USD per million tokens).
-
-    Args:
-        student: the student model, ``openai/NAME``, ``anthropic/NAME`` or a bare (Anthropic) name.
-        base_url: the student's endpoint (an OpenAI-compatible ``.../v1`` URL for ``openai/``).
-        api_key_env: the environment variable holding the student's API key.
-        concurrency: student calls in flight at once.
-        temperature: the student's sampling temperature.
-        max_tokens: output tokens of one student reply.
-        timeout_s: seconds one student call may take.
-        retries: retries of a failed student call (overload, rate limit, refused connection).
-        backoff_s: first backoff between retries (doubles each time).
-        price_in: USD per million input tokens of the student (models without a list price).
-        price_out: USD per million output tokens of the student.
-        n_train: examples of the train split (shown to the agent).
-        n_validation: examples of the validation split (what an evaluation scores).
-        n_test: examples of the sealed test split (None: all of them).
-        split_seed: seed of the shuffle that draws the splits.
-        data_dir: the folder holding the data files (default: the shared data folder).
+    Student parameters (shared by every prompt task): :class:`StudentParams`; each family's declaration adds
+    its data's (:class:`Gsm8kParams`, :class:`JsonlParams`).
     """
-
-    PARAM_RANGES: ClassVar[Mapping[str, Range]] = {  # reasearch tasks ID --params shows them
-        "concurrency": Range(ge=1), "temperature": Range(ge=0), "max_tokens": Range(ge=1), "retries": Range(ge=0),
-        "backoff_s": Range(ge=0), "price_in": Range(ge=0), "price_out": Range(ge=0), "n_train": Range(ge=1),
-        "n_validation": Range(ge=1), "n_test": Range(ge=1), "split_seed": Range(ge=0)}
 
     harness = None
     candidate_kind: ClassVar[CandidateKind] = "prompt"
     candidate_file: ClassVar[str] = "prompt.txt"
     SEED_PROMPT: ClassVar[str] = "You are a helpful assistant. Answer the question."
-
-    # -- parameters every prompt task takes (set by subclasses' __init__ through _student_params)
-    student: str | None
-    base_url: str | None
-    api_key_env: str | None
-    concurrency: int
-    temperature: float
-    max_tokens: int
-    timeout_s: float
-    retries: int
-    backoff_s: float
-    price_in: float | None
-    price_out: float | None
-    n_train: int
-    n_validation: int
-    n_test: int | None
-    split_seed: int
-
-    def _student_params(self, *, student: str | None, base_url: str | None, api_key_env: str | None,
-                        concurrency: int, temperature: float, max_tokens: int, timeout_s: float, retries: int,
-                        backoff_s: float, price_in: float | None, price_out: float | None, n_train: int,
-                        n_validation: int, n_test: int | None, split_seed: int) -> None:
-        self.student, self.base_url, self.api_key_env = student, base_url, api_key_env
-        self.concurrency, self.temperature, self.max_tokens = concurrency, temperature, max_tokens
-        self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
-        self.price_in, self.price_out = price_in, price_out
-        self.n_train, self.n_validation, self.n_test, self.split_seed = n_train, n_validation, n_test, split_seed
 
     # ------------------------------------------------------------ subclass hooks
     @abstractmethod
@@ -157,19 +145,21 @@ class PromptTask(Task):
 
     # ------------------------------------------------------------ spec and text
     def _spec(self, task_id: str) -> TaskSpec:
-        return TaskSpec(id=task_id, version=1, direction="maximize", time_limit_s=float(self.timeout_s), memory_mb=0,
-                        best_known=None, entry_point="system_prompt", deterministic=float(self.temperature) == 0.0,
+        p = self.params
+        return TaskSpec(id=task_id, version=1, direction="maximize", time_limit_s=float(p.timeout_s), memory_mb=0,
+                        best_known=None, entry_point="system_prompt", deterministic=float(p.temperature) == 0.0,
                         seed_score=None, params=self.get_params())
 
     def student_spec(self) -> StudentSpec:
         """The student of this task; ConfigError when none is configured."""
-        if not self.student:
+        p = self.params
+        if not p.student:
             raise ConfigError(f"{self.spec.id} needs a student model: pass student='openai/NAME' (with base_url) or "
                               "'anthropic/NAME' (reasearch: --student MODEL [--base-url URL])")
-        return StudentSpec.parse(self.student, base_url=self.base_url, api_key_env=self.api_key_env,
-                                 timeout_s=float(self.timeout_s), retries=int(self.retries),
-                                 backoff_s=float(self.backoff_s), concurrency=int(self.concurrency),
-                                 price_in=self.price_in, price_out=self.price_out)
+        return StudentSpec.parse(p.student, base_url=p.base_url, api_key_env=p.api_key_env,
+                                 timeout_s=float(p.timeout_s), retries=int(p.retries),
+                                 backoff_s=float(p.backoff_s), concurrency=int(p.concurrency),
+                                 price_in=p.price_in, price_out=p.price_out)
 
     def student_client(self) -> StudentClient:
         """The student's client (built once per task instance; not pickled)."""
@@ -194,14 +184,15 @@ class PromptTask(Task):
         return self.SEED_PROMPT
 
     def _describe_common(self, what: str) -> str:
-        n_test = "all" if self.n_test is None else str(self.n_test)
+        p = self.params
+        n_test = "all" if p.n_test is None else str(p.n_test)
         return (
             f"{what}\n\n"
             "The candidate is the student's system_prompt: plain text sent as the system message with every "
-            f"input (at most {MAX_PROMPT_CHARS} characters). The student ({self.student or 'not configured'}) "
+            f"input (at most {MAX_PROMPT_CHARS} characters). The student ({p.student or 'not configured'}) "
             f"answers each input; the score is its accuracy ({self.metric_name()}), to maximize.\n"
-            f"Splits (fixed seed {self.split_seed}): train ({self.n_train} examples; you see inputs, reference "
-            f"answers, student outputs and correctness), validation ({self.n_validation}; aggregate accuracy "
+            f"Splits (fixed seed {p.split_seed}): train ({p.n_train} examples; you see inputs, reference "
+            f"answers, student outputs and correctness), validation ({p.n_validation}; aggregate accuracy "
             f"and counts by failure kind only), test ({n_test}; sealed: scored by the harness on your final "
             "prompt). The budget unit is one student call; a repeat of the same call is free.")
 
@@ -230,7 +221,7 @@ class PromptTask(Task):
 
     def requests(self, prompt: str, examples: Sequence[Example]) -> list[StudentRequest]:
         model = self.student_spec().name
-        return [StudentRequest(model, prompt, ex.input, float(self.temperature), int(self.max_tokens), 0)
+        return [StudentRequest(model, prompt, ex.input, float(self.params.temperature), int(self.params.max_tokens), 0)
                 for ex in examples]
 
     # ------------------------------------------------------------ scoring
@@ -324,7 +315,7 @@ class PromptTask(Task):
     # ------------------------------------------------------------ budget hooks (Run.evaluate)
     def budget_estimate(self) -> dict[str, float]:
         """One validation pass costs at most one student call per validation example."""
-        return {"student_calls": float(self.n_validation)}
+        return {"student_calls": float(self.params.n_validation)}
 
     def evaluation_costs(self, result: EvalResult) -> dict[str, float]:
         metrics = dict(result.metrics)
@@ -334,12 +325,28 @@ class PromptTask(Task):
         return costs
 
 
-_STUDENT_DEFAULTS: dict[str, Any] = dict(
-    student=None, base_url=None, api_key_env=None, concurrency=8, temperature=0.0, max_tokens=1024, timeout_s=60.0,
-    retries=4, backoff_s=1.0, price_in=None, price_out=None)
+@dataclass(frozen=True, slots=True)
+class Gsm8kParams(StudentParams):
+    """The parameters of ``gsm8k/v1`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "gsm8k"
+
+    n_train: int = field(default=500, kw_only=True, metadata=meta(
+        "examples of the train split (shown to the agent).", Range(ge=1)))
+    n_validation: int = field(default=500, kw_only=True, metadata=meta(
+        "examples of the validation split (what an evaluation scores).", Range(ge=1)))
+    data_dir: str | None = field(default=None, kw_only=True, metadata=meta(
+        "the folder holding the data files (default: the shared data folder)."))
+    answer: str | None = field(default=None, kw_only=True, metadata=meta(
+        "an answer rule replacing the default (see metrics.apply_answer_rule): after-####, last-number, json:FIELD, "
+        "exact, normalized-exact, token-f1.", recorded_at_default=False))
+
+    def __post_init__(self) -> None:
+        TaskParams.__post_init__(self)  # zero-argument super() does not work in a slots dataclass (Python < 3.14)
+        _check_rule(self.answer)
 
 
-class Gsm8kTask(PromptTask):
+class Gsm8kTask(PromptTask[Gsm8kParams]):
     """``gsm8k/v1``: grade-school math word problems (Cobbe et al. 2021), the paper's protocol.
 
     Train and validation: ``n_train`` and ``n_validation`` problems (500 each) drawn, after a shuffle
@@ -350,74 +357,36 @@ class Gsm8kTask(PromptTask):
     whose replies end in chatter after the object, so that the last number is not the answer); the text
     rules read what follows the reply's last ``Answer:``.
 
-    Args:
-        answer: an answer rule replacing the default (see :func:`.metrics.apply_answer_rule`): ``after-####``,
-            ``last-number``, ``json:FIELD``, ``exact``, ``normalized-exact``, ``token-f1``.
+    Parameters: :class:`Gsm8kParams`.
     """
 
     SEED_PROMPT = "You are a helpful assistant. Solve the math word problem."
 
-    def __init__(
-        self,
-        *,
-        student: str | None = None,
-        base_url: str | None = None,
-        api_key_env: str | None = None,
-        concurrency: int = 8,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        timeout_s: float = 60.0,
-        retries: int = 4,
-        backoff_s: float = 1.0,
-        price_in: float | None = None,
-        price_out: float | None = None,
-        n_train: int = 500,
-        n_validation: int = 500,
-        n_test: int | None = None,
-        split_seed: int = 0,
-        data_dir: str | None = None,
-        answer: str | None = None,
-    ) -> None:
-        self._student_params(student=student, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                             temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s, retries=retries,
-                             backoff_s=backoff_s, price_in=price_in, price_out=price_out, n_train=n_train,
-                             n_validation=n_validation, n_test=n_test, split_seed=split_seed)
-        self.data_dir = data_dir
-        self.answer = answer
-
-    def get_params(self) -> dict[str, Any]:
-        params = super().get_params()
-        if params.get("answer") is None:  # the default rule: the spec (and every cache key) stays as before
-            params.pop("answer", None)
-        return params
-
     def _make_spec(self) -> TaskSpec:
-        _check_rule(self.answer)
         return self._spec("gsm8k/v1")
 
     def metric_name(self) -> str:
-        return "exact match of the final number" if self.answer is None else f"answer={self.answer}"
+        return "exact match of the final number" if self.params.answer is None else f"answer={self.params.answer}"
 
     def describe(self) -> str:
         rule = ("The final number of the student's reply is the first number after its last '####', or else the "
                 "last number it writes: the prompt should make the student reason and then end with '#### <number>'."
-                if self.answer is None else
-                _rule_text(str(self.answer), "Answer:", "") + " Answers inside fenced code blocks count only when "
-                "the reply has none outside them; when there are several, the last one counts.")
+                if self.params.answer is None else
+                _rule_text(str(self.params.answer), "Answer:", "") + " Answers inside fenced code blocks count only "
+                "when the reply has none outside them; when there are several, the last one counts.")
         return self._describe_common(
             "GSM8K: grade-school math word problems. Each input is one problem; the reference answer is a "
             f"number. {rule}")
 
     def _load(self) -> Splits:
-        folder = gsm8k_dir(self.data_dir)
+        folder = gsm8k_dir(self.params.data_dir)
         pool = [(q, gsm8k_reference(a), a) for q, a in read_jsonl(folder / "train.jsonl", "question", "answer")]
         test = [(q, gsm8k_reference(a), a) for q, a in read_jsonl(folder / "test.jsonl", "question", "answer")]
-        return make_splits(pool, test, n_train=int(self.n_train), n_validation=int(self.n_validation),
-                           n_test=None if self.n_test is None else int(self.n_test), seed=int(self.split_seed))
+        return _splits(pool, test, self.params)
 
     def judge_one(self, reply_text: str, example: Example) -> tuple[str, float, str]:
-        if self.answer is not None:
-            return _judge_by_rule(str(self.answer), reply_text, example.answer, "Answer:")
+        if self.params.answer is not None:
+            return _judge_by_rule(str(self.params.answer), reply_text, example.answer, "Answer:")
         pred = extract_final_number(reply_text, "####")
         if pred is None:
             return "no_answer", 0.0, ""
@@ -426,100 +395,87 @@ class Gsm8kTask(PromptTask):
         return ("correct" if ok else "wrong_answer"), (1.0 if ok else 0.0), plain_number(pred)
 
 
-class JsonlPromptTask(PromptTask):
+@dataclass(frozen=True, slots=True)
+class JsonlParams(StudentParams):
+    """The parameters of ``prompt/jsonl-v1`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "prompt/jsonl"
+
+    path: str | None = field(default=None, kw_only=True, metadata=meta("the JSONL file (one object per line)."))
+    input_field: str = field(default="input", kw_only=True, metadata=meta(
+        "the field holding the input text (default input)."))
+    answer_field: str = field(default="answer", kw_only=True, metadata=meta(
+        "the field holding the reference answer (default answer)."))
+    metric: str = field(default="normalized_exact", kw_only=True, metadata=meta(
+        "exact, normalized_exact, numeric or token_f1 (the score is the mean metric value; an example is correct "
+        "when it is 1).", Range(choices=tuple(METRICS))))
+    answer_prefix: str = field(default="Answer:", kw_only=True, metadata=meta(
+        "the prediction is what follows the reply's last answer_prefix on its line, else the reply's last non-empty "
+        "line."))
+    test_path: str | None = field(default=None, kw_only=True, metadata=meta(
+        "a separate test file; default: the examples left after train and validation."))
+    answer: str | None = field(default=None, kw_only=True, metadata=meta(
+        "an answer rule that replaces metric (see metrics.apply_answer_rule): after-####, last-number, json:FIELD, "
+        "exact, normalized-exact, token-f1."))
+    context_field: str | None = field(default=None, kw_only=True, metadata=meta(
+        "a field with supporting text shown before the question (a string, a list of strings, HotpotQA's "
+        '[[title, [sentences]], ...] or {"title": [...], "sentences": [...]}).'))
+
+    def __post_init__(self) -> None:
+        TaskParams.__post_init__(self)  # zero-argument super() does not work in a slots dataclass (Python < 3.14)
+        _check_rule(self.answer)
+
+
+class JsonlPromptTask(PromptTask[JsonlParams]):
     """``prompt/jsonl-v1``: a user's JSONL data with an input field, an answer field and a named metric.
 
-    Args:
-        path: the JSONL file (one object per line).
-        input_field: the field holding the input text (default ``input``).
-        answer_field: the field holding the reference answer (default ``answer``).
-        metric: ``exact``, ``normalized_exact``, ``numeric`` or ``token_f1`` (the score is the mean
-            metric value; an example is correct when it is 1).
-        answer_prefix: the prediction is what follows the reply's last ``answer_prefix`` on its line,
-            else the reply's last non-empty line.
-        test_path: a separate test file; default: the examples left after train and validation.
-        answer: an answer rule that replaces ``metric`` (see :func:`.metrics.apply_answer_rule`):
-            ``after-####``, ``last-number``, ``json:FIELD``, ``exact``, ``normalized-exact``, ``token-f1``.
-        context_field: a field with supporting text shown before the question (a string, a list of
-            strings, HotpotQA's ``[[title, [sentences]], ...]`` or ``{"title": [...], "sentences": [...]}``).
+    Parameters: :class:`JsonlParams`.
     """
 
     SEED_PROMPT = "You are a helpful assistant. Answer the question. End with a line 'Answer: <answer>'."
 
-    def __init__(
-        self,
-        *,
-        path: str | None = None,
-        input_field: str = "input",
-        answer_field: str = "answer",
-        metric: str = "normalized_exact",
-        answer_prefix: str = "Answer:",
-        test_path: str | None = None,
-        student: str | None = None,
-        base_url: str | None = None,
-        api_key_env: str | None = None,
-        concurrency: int = 8,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        timeout_s: float = 60.0,
-        retries: int = 4,
-        backoff_s: float = 1.0,
-        price_in: float | None = None,
-        price_out: float | None = None,
-        n_train: int = 100,
-        n_validation: int = 100,
-        n_test: int | None = None,
-        split_seed: int = 0,
-        answer: str | None = None,
-        context_field: str | None = None,
-    ) -> None:
-        self._student_params(student=student, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                             temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s, retries=retries,
-                             backoff_s=backoff_s, price_in=price_in, price_out=price_out, n_train=n_train,
-                             n_validation=n_validation, n_test=n_test, split_seed=split_seed)
-        self.path, self.input_field, self.answer_field = path, input_field, answer_field
-        self.metric, self.answer_prefix, self.test_path = metric, answer_prefix, test_path
-        self.answer, self.context_field = answer, context_field
-
     def _make_spec(self) -> TaskSpec:
-        if self.metric not in METRICS:
-            raise ConfigError(f"metric must be one of {sorted(METRICS)}, not {self.metric!r}")
-        _check_rule(self.answer)
         return self._spec("prompt/jsonl-v1")
 
     def metric_name(self) -> str:
-        return str(self.metric) if self.answer is None else f"answer={self.answer}"
+        return str(self.params.metric) if self.params.answer is None else f"answer={self.params.answer}"
 
     def describe(self) -> str:
-        name = os.path.basename(str(self.path or '(no path given)'))
-        context = (f" Each input starts with supporting context (the {self.context_field!r} field: paragraphs, "
-                   "some of them distractors), then the question." if self.context_field else "")
-        rule = _rule_text(None if self.answer is None else str(self.answer), str(self.answer_prefix), str(self.metric))
+        p = self.params
+        name = os.path.basename(str(p.path or '(no path given)'))
+        context = (f" Each input starts with supporting context (the {p.context_field!r} field: paragraphs, "
+                   "some of them distractors), then the question." if p.context_field else "")
+        rule = _rule_text(None if p.answer is None else str(p.answer), str(p.answer_prefix), str(p.metric))
         return self._describe_common(
             f"Answer the inputs of {name}.{context} {rule} Answers inside fenced code blocks count only when the "
             "reply has none outside them; when there are several, the last one counts.")
 
     def _load(self) -> Splits:
-        if not self.path:
+        p = self.params
+        if not p.path:
             raise ConfigError("prompt/jsonl-v1 needs a data file: -p path=FILE.jsonl (and input_field, answer_field)")
-        ctx = self.context_field
-        pool = [(i, a, a) for i, a in read_jsonl(self.path, self.input_field, self.answer_field, context_field=ctx)]
+        ctx = p.context_field
+        pool = [(i, a, a) for i, a in read_jsonl(p.path, p.input_field, p.answer_field, context_field=ctx)]
         test = None
-        if self.test_path:
-            test = [(i, a, a) for i, a in read_jsonl(self.test_path, self.input_field, self.answer_field,
-                                                      context_field=ctx)]
-        return make_splits(pool, test, n_train=int(self.n_train), n_validation=int(self.n_validation),
-                           n_test=None if self.n_test is None else int(self.n_test), seed=int(self.split_seed))
+        if p.test_path:
+            test = [(i, a, a) for i, a in read_jsonl(p.test_path, p.input_field, p.answer_field, context_field=ctx)]
+        return _splits(pool, test, self.params)
 
     def judge_one(self, reply_text: str, example: Example) -> tuple[str, float, str]:
-        if self.answer is not None:
-            return _judge_by_rule(str(self.answer), reply_text, example.answer, str(self.answer_prefix))
-        pred = extract_prediction(reply_text, self.answer_prefix)
+        if self.params.answer is not None:
+            return _judge_by_rule(str(self.params.answer), reply_text, example.answer, str(self.params.answer_prefix))
+        pred = extract_prediction(reply_text, self.params.answer_prefix)
         if not pred:
             return "no_answer", 0.0, ""
-        value = float(METRICS[str(self.metric)](pred, example.answer))
+        value = float(METRICS[str(self.params.metric)](pred, example.answer))
         kind = "correct" if value >= 1.0 else ("partial" if value > 0 else "wrong_answer")
         return kind, value, pred
+
+
+def _splits(pool: list[tuple[str, str, str]], test: list[tuple[str, str, str]] | None, p: StudentParams) -> Splits:
+    """The three splits of ``pool`` (and a separate ``test``) drawn as the parameters say."""
+    return make_splits(pool, test, n_train=int(p.n_train), n_validation=int(p.n_validation),
+                       n_test=None if p.n_test is None else int(p.n_test), seed=int(p.split_seed))
 
 
 # ------------------------------------------------------------ answer rules (-p answer=), shared by both tasks

@@ -24,10 +24,12 @@ import dataclasses
 import hashlib
 import json
 import math
+from abc import abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -35,12 +37,13 @@ from reasearch.engine.files import UntrustedFileError, read_untrusted
 from reasearch.engine.gpu import SlotLease
 from reasearch.evaluators._secret import derive_seed, fingerprint, secret
 from reasearch.evaluators.base import _hash_modules
+from reasearch.evaluators.params import Range, meta
 from reasearch.evaluators.result import EvalResult, Provenance
 from reasearch.evaluators.rl.episodes import ActionCheck, play_episodes
 from reasearch.evaluators.spec import TaskSpec
-from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingTask, experiments_root
+from reasearch.evaluators.training import TORCH_SCORING_PACKAGES, TrainingParams, TrainingTask, experiments_root
 
-__all__ = ["ENVS", "RLTask", "scoring_seeds"]
+__all__ = ["ENVS", "EpisodeParams", "EpisodeTask", "RLParams", "RLTask", "scoring_seeds"]
 
 ENVS = ("HalfCheetah-v5", "InvertedPendulum-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Swimmer-v5",
         "Reacher-v5", "InvertedDoublePendulum-v5")
@@ -61,97 +64,49 @@ def scoring_seeds(env: str, episodes: int, key: bytes | None = None) -> list[int
     return [derive_seed("rl held-out episode", {"env": env, "episode": i}, key) for i in range(int(episodes))]
 
 
-class RLTask(TrainingTask):
-    """MuJoCo locomotion (Gymnasium) under a training time budget: maximize the mean undiscounted return.
+@dataclass(frozen=True, slots=True)
+class EpisodeParams(TrainingParams):
+    """What the tasks scored on held-out episodes take (``rl``, ``atari``), beyond every training task's."""
 
-    Args:
-        env: a Gymnasium MuJoCo id (see :data:`ENVS`).
-        time_budget_s: training seconds of one experiment (paper: 5-30 min; tests: seconds).
-        max_time_budget_s: the most one experiment may ask for.
-        grace_s: the training process is killed at budget + grace.
-        episodes: scoring episodes (held-out seeds), stepped together.
-        max_episode_steps: episode length cap when scoring (None: the environment's own, 1000 for most).
-        eval_time_limit_s: wall limit of the scoring session.
-        slot: ``auto``, ``gpu`` or ``cpu``.
-        memory_mb: address-space limit of CPU jobs.
-        sandbox_mode: ``auto``, ``nsjail`` or ``process``.
-    """
+    time_budget_s: float = field(default=600.0, kw_only=True, metadata=meta(
+        "training seconds of one experiment (paper: 5-30 min; tests: seconds)."))
+    episodes: int = field(default=10, kw_only=True, metadata=meta(
+        "scoring episodes (held-out seeds), stepped together.", Range(ge=1, le=1000)))
+    eval_time_limit_s: float = field(default=600.0, kw_only=True, metadata=meta(
+        "wall limit of the scoring session."))
+
+
+@dataclass(frozen=True, slots=True)
+class RLParams(EpisodeParams):
+    """The parameters of ``rl`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "rl"
+
+    env: str = field(default='HalfCheetah-v5', metadata=meta(
+        'a Gymnasium MuJoCo id (see ENVS).', Range(choices=tuple(ENVS))))
+    max_episode_steps: int | None = field(default=None, kw_only=True, metadata=meta(
+        "episode length cap when scoring (None: the environment's own, 1000 for most).", Range(ge=1, le=100000)))
+
+
+EP = TypeVar("EP", bound=EpisodeParams)
+
+
+class EpisodeTask(TrainingTask[EP]):
+    """A training task scored by the trusted side on held-out episodes played against the policy server."""
 
     server_steps: ClassVar[Mapping[str, str]] = _SERVER_STEPS  # the policy server's steps, as the feedback names them
     # The policy server's runtime: NumPy and torch, never Gymnasium or MuJoCo (a policy could simulate on them).
     scoring_packages: ClassVar[tuple[str, ...]] = TORCH_SCORING_PACKAGES
 
-    def __init__(self, env: str = "HalfCheetah-v5", time_budget_s: float = 600.0, max_time_budget_s: float = 1800.0,
-                 grace_s: float = 30.0, episodes: int = 10, max_episode_steps: int | None = None,
-                 eval_time_limit_s: float = 600.0, slot: str = "auto", memory_mb: int = 8192,
-                 sandbox_mode: str = "auto") -> None:
-        self.env = env
-        self.time_budget_s = time_budget_s
-        self.max_time_budget_s = max_time_budget_s
-        self.grace_s = grace_s
-        self.episodes = episodes
-        self.max_episode_steps = max_episode_steps
-        self.eval_time_limit_s = eval_time_limit_s
-        self.slot = slot
-        self.memory_mb = memory_mb
-        self.sandbox_mode = sandbox_mode
-
-    def _make_spec(self) -> TaskSpec:
-        if self.env not in ENVS:
-            raise ValueError(f"env must be one of {', '.join(ENVS)}, not {self.env!r}")
-        if not 1 <= int(self.episodes) <= 1000:
-            raise ValueError(f"episodes must be in [1, 1000], not {self.episodes}")
-        if self.max_episode_steps is not None and not 1 <= int(self.max_episode_steps) <= 100_000:
-            raise ValueError(f"max_episode_steps must be in [1, 100000], not {self.max_episode_steps}")
-        return TaskSpec(
-            id=f"rl/{self.env}-v2", version=2, direction="maximize",
-            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + float(self.eval_time_limit_s),
-            memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params())
-
-    def job_env(self) -> dict[str, str]:
-        return {"REASEARCH_ENV": str(self.env)}
+    @property
+    @abstractmethod
+    def env(self) -> str:
+        """The Gymnasium id of the environment the episodes are played in."""
 
     def heldout_public(self) -> bool:
         """False: the held-out data are episodes of the public simulator whose seeds only the evaluator secret
         gives (the simulator is the training data; the scored episodes exist nowhere else)."""
         return False
-
-    def train_data_dir(self) -> Path:
-        path = experiments_root() / "rl-data"  # nothing to read: the environment is the data
-        path.mkdir(mode=0o755, exist_ok=True)
-        return path
-
-    def seed_files(self) -> dict[str, str]:
-        seed = resources.files("reasearch.evaluators.rl") / "seed"
-        return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("policy.py", "train.py")}
-
-    def describe(self) -> str:
-        steps = (
-            "the environment's own limit" if self.max_episode_steps is None else f"{int(self.max_episode_steps)} steps"
-        )
-        return f"""# rl/{self.env}-v2: train a {self.env} policy within a time budget (maximize mean return)
-
-The candidate is the repository in your workspace (train.py, policy.py, any files you add), under git.
-An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; Gymnasium
-{self.env} with MuJoCo, NumPy and torch importable) with these environment variables:
-
-- REASEARCH_ENV: the environment id ({self.env}).
-- REASEARCH_TIME_BUDGET_S / REASEARCH_DEADLINE: training seconds allowed. {self.describe_budget()}
-- REASEARCH_OUT_DIR: the only writable folder. train.py must save there config.json (a JSON object) and
-  weights.npz (numpy arrays; loaded with allow_pickle=False) or model.pt (a state_dict; loaded with
-  torch.load(weights_only=True)).
-
-Metric (trusted, fixed): the evaluator imports policy.py and calls `build_policy(config, weights)`
-(weights: a dict of arrays, or the state_dict). It then steps {int(self.episodes)} held-out episodes itself
-(seeds derived from a secret you cannot read; {steps} each) and calls `policy.act(obs)` with a float64 batch [B, \
-obs_dim] of the
-running episodes; it must return actions [B, act_dim] (finite; clipped to the action space by the
-evaluator). Score = mean undiscounted return over the episodes (higher is better), deterministic policy.
-Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training curve. What policy.py prints
-or raises during scoring is withheld (it sees held-out episodes): a failure is reported as its step,
-exception class and file:line only. At scoring policy.py can import NumPy and torch only (not Gymnasium or
-MuJoCo), and no native code from the repository or the outputs loads.
-"""
 
     def provenance(self, candidate_source: str, *, seed: int | None, sandbox_mode: str) -> Provenance:
         """The base provenance, plus the fingerprint of the secret the scoring seeds came from."""
@@ -169,14 +124,84 @@ MuJoCo), and no native code from the repository or the outputs loads.
         if not isinstance(data, dict) or not isinstance(data.get("returns"), list):
             return self.invalid("expected {'returns': [one return per episode]}")
         returns = data["returns"]
-        if len(returns) != int(self.episodes) or not all(
+        if len(returns) != int(self.params.episodes) or not all(
                 isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) for r in returns):
-            return self.invalid(f"expected {int(self.episodes)} finite returns")
+            return self.invalid(f"expected {int(self.params.episodes)} finite returns")
         mean = float(np.mean(returns))
         return self.result(mean, metrics={"mean_return": mean, "std_return": float(np.std(returns)),
                                           "returns": [round(float(r), 3) for r in returns], "env": self.env},
                            feedback=f"mean return {mean:.2f} over {len(returns)} held-out episodes "
                                     f"(std {float(np.std(returns)):.2f})")
+
+    def _score_episodes(self, envs: list[Any], seeds: list[int], *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path,
+                        lease: SlotLease, dtype: type[np.generic], check: ActionCheck, **extra: Any) -> EvalResult:
+        """Plays the held-out episodes against the policy server (:func:`play_episodes`) and scores the returns;
+        ``extra`` joins the play's metrics."""
+        played = play_episodes(envs, seeds, exp_dir=exp_dir, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease,
+                               dtype=dtype, check=check, invalid=self.invalid, steps=self.server_steps,
+                               time_limit_s=float(self.params.eval_time_limit_s), memory_mb=int(self.params.memory_mb),
+                               sandbox_mode=self.params.sandbox_mode, packages=self.scoring_packages)
+        if isinstance(played, EvalResult):
+            return played
+        res = self.score_solution({"returns": played.returns})
+        return res.with_(metrics={**dict(res.metrics), **played.metrics(**extra)})
+
+
+class RLTask(EpisodeTask[RLParams]):
+    """MuJoCo locomotion (Gymnasium) under a training time budget: maximize the mean undiscounted return.
+
+    Parameters: :class:`RLParams`.
+    """
+
+    @property
+    def env(self) -> str:
+        return self.params.env
+
+    def _make_spec(self) -> TaskSpec:
+        p = self.params
+        return TaskSpec(
+            id=f"rl/{self.env}-v2", version=2, direction="maximize",
+            time_limit_s=float(p.max_time_budget_s) + float(p.grace_s) + float(p.eval_time_limit_s),
+            memory_mb=int(p.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params())
+
+    def job_env(self) -> dict[str, str]:
+        return {"REASEARCH_ENV": str(self.env)}
+
+    def train_data_dir(self) -> Path:
+        path = experiments_root() / "rl-data"  # nothing to read: the environment is the data
+        path.mkdir(mode=0o755, exist_ok=True)
+        return path
+
+    def seed_files(self) -> dict[str, str]:
+        seed = resources.files("reasearch.evaluators.rl") / "seed"
+        return {name: (seed / f"{name}.txt").read_text(encoding="utf-8") for name in ("policy.py", "train.py")}
+
+    def describe(self) -> str:
+        cap = self.params.max_episode_steps
+        steps = "the environment's own limit" if cap is None else f"{int(cap)} steps"
+        return f"""# rl/{self.env}-v2: train a {self.env} policy within a time budget (maximize mean return)
+
+The candidate is the repository in your workspace (train.py, policy.py, any files you add), under git.
+An experiment (`run_experiment`) runs `python3 train.py` in a fresh sandbox (no network; Gymnasium
+{self.env} with MuJoCo, NumPy and torch importable) with these environment variables:
+
+- REASEARCH_ENV: the environment id ({self.env}).
+- REASEARCH_TIME_BUDGET_S / REASEARCH_DEADLINE: training seconds allowed. {self.describe_budget()}
+- REASEARCH_OUT_DIR: the only writable folder. train.py must save there config.json (a JSON object) and
+  weights.npz (numpy arrays; loaded with allow_pickle=False) or model.pt (a state_dict; loaded with
+  torch.load(weights_only=True)).
+
+Metric (trusted, fixed): the evaluator imports policy.py and calls `build_policy(config, weights)`
+(weights: a dict of arrays, or the state_dict). It then steps {int(self.params.episodes)} held-out episodes itself
+(seeds derived from a secret you cannot read; {steps} each) and calls `policy.act(obs)` with a float64 batch [B, \
+obs_dim] of the
+running episodes; it must return actions [B, act_dim] (finite; clipped to the action space by the
+evaluator). Score = mean undiscounted return over the episodes (higher is better), deterministic policy.
+Print JSON lines such as {{"step": 3, "return": 120.5}} to show the training curve. What policy.py prints
+or raises during scoring is withheld (it sees held-out episodes): a failure is reported as its step,
+exception class and file:line only. At scoring policy.py can import NumPy and torch only (not Gymnasium or
+MuJoCo), and no native code from the repository or the outputs loads.
+"""
 
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
         import gymnasium as gym
@@ -193,9 +218,9 @@ MuJoCo), and no native code from the repository or the outputs loads.
             return self.invalid(f"config.json is not valid JSON: {exc}")
         if not any(p.is_file() and not p.is_symlink() for p in (ckpt_dir / "weights.npz", ckpt_dir / "model.pt")):
             return self.invalid("train.py saved no weights.npz or model.pt in REASEARCH_OUT_DIR")
-        kwargs: dict[str, Any] = {} if self.max_episode_steps is None else {
-            "max_episode_steps": int(self.max_episode_steps)}
-        envs = [gym.make(self.env, **kwargs) for _ in range(int(self.episodes))]
+        kwargs: dict[str, Any] = {} if self.params.max_episode_steps is None else {
+            "max_episode_steps": int(self.params.max_episode_steps)}
+        envs = [gym.make(self.env, **kwargs) for _ in range(int(self.params.episodes))]
         space = envs[0].action_space
         if not isinstance(space, gym.spaces.Box):  # ENVS are continuous-control environments, all of them
             raise TypeError(f"{self.env}: expected a Box action space, got {type(space).__name__}")
@@ -210,18 +235,5 @@ MuJoCo), and no native code from the repository or the outputs loads.
                 return "policy.act returned non-finite actions (NaN or inf)"
             return np.clip(actions.astype(np.float64), low, high)
 
-        return self._score_episodes(envs, scoring_seeds(self.env, int(self.episodes)), exp_dir=exp_dir,
+        return self._score_episodes(envs, scoring_seeds(self.env, int(self.params.episodes)), exp_dir=exp_dir,
                                     repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease, dtype=np.float64, check=check)
-
-    def _score_episodes(self, envs: list[Any], seeds: list[int], *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path,
-                        lease: SlotLease, dtype: type[np.generic], check: ActionCheck, **extra: Any) -> EvalResult:
-        """Plays the held-out episodes against the policy server (:func:`play_episodes`) and scores the returns;
-        ``extra`` joins the play's metrics."""
-        played = play_episodes(envs, seeds, exp_dir=exp_dir, repo_dir=repo_dir, ckpt_dir=ckpt_dir, lease=lease,
-                               dtype=dtype, check=check, invalid=self.invalid, steps=self.server_steps,
-                               time_limit_s=float(self.eval_time_limit_s), memory_mb=int(self.memory_mb),
-                               sandbox_mode=self.sandbox_mode, packages=self.scoring_packages)
-        if isinstance(played, EvalResult):
-            return played
-        res = self.score_solution({"returns": played.returns})
-        return res.with_(metrics={**dict(res.metrics), **played.metrics(**extra)})

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.protocol import SandboxRunner
+from reasearch.errors import ConfigError
 from reasearch.evaluators._secret import derive_seed, fingerprint
 from reasearch.evaluators.kind_options import ExperimentOptions
 from reasearch.evaluators.outputs import OutputError, read_output
+from reasearch.evaluators.params import Range, meta
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.tabular import BEST_KNOWN_SOURCE
@@ -35,9 +38,9 @@ from reasearch.evaluators.tabular.metrics import (
     PredictionError,
     parse_predictions,
 )
-from reasearch.evaluators.training import TrainingTask, heldout_flags
+from reasearch.evaluators.training import TrainingParams, TrainingTask, heldout_flags
 
-__all__ = ["SUBMISSION_FILE", "TabularTask"]
+__all__ = ["SUBMISSION_FILE", "TabularParams", "TabularTask"]
 
 SUBMISSION_FILE = "submission.csv"
 VAL_FILE = "val_predictions.csv"
@@ -45,76 +48,76 @@ _BYTES_PER_ROW = 128  # a prediction file may hold this much per row (plus a hea
 _own = threading.local()  # the caller's experiment folder of the evaluation running in this thread
 
 
-class TabularTask(TrainingTask):
+@dataclass(frozen=True, slots=True)
+class TabularParams(TrainingParams):
+    """The parameters of ``tabular/csv-v2`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "tabular/csv-v2"
+
+    data: str = field(default='default', metadata=meta(
+        "default (a generated daily series, the same on every machine but for the held-out rows' noise, which the "
+        "evaluator secret draws; target sales) or a CSV path."))
+    target: str = field(default='', kw_only=True, metadata=meta(
+        'the column to predict (default sales for the default data; required otherwise).'))
+    time: str = field(default='', kw_only=True, metadata=meta(
+        'the time column (default: the first column named time, date, timestamp, datetime or ds).'))
+    metric: str = field(default='rmse', kw_only=True, metadata=meta(
+        'rmse (default), mae, pearson or accuracy (class labels as numbers).', Range(choices=tuple(METRICS))))
+    val_frac: float = field(default=0.2, kw_only=True, metadata=meta(
+        'share of the train period (its end) held out as the validation period.', Range(ge=0.01, le=0.5)))
+    test_frac: float = field(default=0.2, kw_only=True, metadata=meta(
+        'share of all rows (the end) held out as the private test period.', Range(ge=0.01, le=0.5)))
+    time_budget_s: float = field(default=60.0, kw_only=True, metadata=meta(
+        'training seconds of one experiment unless it asks for another budget.'))
+    grace_s: float = field(default=10.0, kw_only=True, metadata=meta(
+        "at most this long to save after the budget's SIGTERM (save_grace_s: min(grace_s, max(10 s, 5% of the "
+        "budget))); then the run is killed and scored TIMEOUT.", Range(ge=0)))
+    max_submissions: int = field(default=5, kw_only=True, metadata=meta(
+        "how many private-test scores (submit) one run may ask for (a run's submissions cap, when lower, wins).",
+        Range(ge=0, le=1000)))
+
+    def __post_init__(self) -> None:
+        TrainingParams.__post_init__(self)  # zero-argument super() does not work in a slots dataclass (Python < 3.14)
+        if self.data != "default" and not self.target:
+            raise ConfigError("tabular/csv-v2: a data file needs -p target=COLUMN (the column to predict)")
+
+
+class TabularTask(TrainingTask[TabularParams]):
     """Forecast a target column from a time-ordered table; scored on a validation period, submitted on a
     private test period.
 
-    Args:
-        data: ``default`` (a generated daily series, the same on every machine but for the held-out rows'
-            noise, which the evaluator secret draws; target ``sales``) or a CSV path.
-        target: the column to predict (default ``sales`` for the default data; required otherwise).
-        time: the time column (default: the first column named time, date, timestamp, datetime or ds).
-        metric: ``rmse`` (default), ``mae``, ``pearson`` or ``accuracy`` (class labels as numbers).
-        val_frac: share of the train period (its end) held out as the validation period.
-        test_frac: share of all rows (the end) held out as the private test period.
-        time_budget_s, max_time_budget_s, grace_s, slot, memory_mb, sandbox_mode: as every training task.
-        max_submissions: how many private-test scores (``submit``) one run may ask for (a run's
-            ``submissions`` cap, when lower, wins).
+    Parameters: :class:`TabularParams`.
     """
 
     scoring_packages = ()  # no scoring jail: nothing of the candidate runs at scoring (its CSV files are parsed)
 
-    def __init__(self, data: str = "default", target: str = "", time: str = "", metric: str = "rmse",
-                 val_frac: float = 0.2, test_frac: float = 0.2, time_budget_s: float = 60.0,
-                 max_time_budget_s: float = 1800.0, grace_s: float = 10.0, slot: str = "auto",
-                 memory_mb: int = 8192, sandbox_mode: str = "auto", max_submissions: int = 5) -> None:
-        self.data = data
-        self.target = target
-        self.time = time
-        self.metric = metric
-        self.val_frac = val_frac
-        self.test_frac = test_frac
-        self.time_budget_s = time_budget_s
-        self.max_time_budget_s = max_time_budget_s
-        self.grace_s = grace_s
-        self.slot = slot
-        self.memory_mb = memory_mb
-        self.sandbox_mode = sandbox_mode
-        self.max_submissions = max_submissions
+    @property
+    def max_submissions(self) -> int:
+        """How many private-test scores one run may ask for (the agent's ``submit`` tool reads it)."""
+        return int(self.params.max_submissions)
 
     def _make_spec(self) -> TaskSpec:
-        if self.metric not in METRICS:
-            raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {self.metric!r}")
-        if self.data != "default" and not self.target:
-            raise ValueError("a data file needs -p target=COLUMN (the column to predict)")
-        for name in ("val_frac", "test_frac"):
-            if not 0.01 <= float(getattr(self, name)) <= 0.5:
-                raise ValueError(f"{name} must be in [0.01, 0.5], not {getattr(self, name)}")
-        if not 0 < float(self.time_budget_s) <= float(self.max_time_budget_s):
-            raise ValueError("time_budget_s must be > 0 and <= max_time_budget_s")
-        if not 0 <= int(self.max_submissions) <= 1000:
-            raise ValueError(f"max_submissions must be in [0, 1000], not {self.max_submissions}")
         return TaskSpec(
-            id="tabular/csv-v2", version=2, direction=DIRECTIONS[self.metric],
-            time_limit_s=float(self.max_time_budget_s) + float(self.grace_s) + 60.0,
-            memory_mb=int(self.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params(),
+            id="tabular/csv-v2", version=2, direction=DIRECTIONS[self.params.metric],
+            time_limit_s=float(self.params.max_time_budget_s) + float(self.params.grace_s) + 60.0,
+            memory_mb=int(self.params.memory_mb), entry_point="train.py", deterministic=False, params=self.get_params(),
             best_known_source=BEST_KNOWN_SOURCE)
 
     # ------------------------------------------------------------ data and seed
     def _target(self) -> str:
-        return self.target or "sales"
+        return self.params.target or "sales"
 
     def split(self) -> Split:
         """The prepared split (public files written once; labels in memory only)."""
-        seed = derive_seed("tabular/csv-v2 held-out noise", {"version": 2}) if self.data == "default" else 0
-        return load_split(str(self.data), self._target(), str(self.time), float(self.val_frac),
-                          float(self.test_frac), seed)
+        seed = derive_seed("tabular/csv-v2 held-out noise", {"version": 2}) if self.params.data == "default" else 0
+        return load_split(str(self.params.data), self._target(), str(self.params.time), float(self.params.val_frac),
+                          float(self.params.test_frac), seed)
 
     def train_data_dir(self) -> Path:
         return self.split().public_dir
 
     def job_env(self) -> dict[str, str]:
-        return {"REASEARCH_METRIC": str(self.metric)}
+        return {"REASEARCH_METRIC": str(self.params.metric)}
 
     def heldout_public(self) -> bool:
         """False: the default series is generated from the evaluator secret, and a user's CSV is the user's."""
@@ -125,13 +128,14 @@ class TabularTask(TrainingTask):
         return {"train.py": (seed / "train.py.txt").read_text(encoding="utf-8")}
 
     def describe(self) -> str:
+        p = self.params
         s = self.split()
         what = ("a generated daily series (target `sales`; trend with regime changes, weekly and yearly "
                 "seasonality, promotions, price, temperature, autocorrelated noise; the held-out periods' noise "
-                "is drawn from this evaluator's secret)" if self.data == "default"
-                else f"the file {self.data}")
-        better = "higher" if DIRECTIONS[self.metric] == "maximize" else "lower"
-        return f"""# tabular/csv-v2: forecast `{s.target_col}` on a time-ordered table ({self.metric}, {better} is \
+                "is drawn from this evaluator's secret)" if p.data == "default"
+                else f"the file {p.data}")
+        better = "higher" if DIRECTIONS[p.metric] == "maximize" else "lower"
+        return f"""# tabular/csv-v2: forecast `{s.target_col}` on a time-ordered table ({p.metric}, {better} is \
 better)
 
 Data: {what}. Rows are sorted by `{s.time_col}` and cut in time order: train ({s.n_train} rows), a
@@ -148,19 +152,19 @@ importable) with these environment variables:
 - REASEARCH_OUT_DIR: the only writable folder. train.py must write there val_predictions.csv (every
   val.csv row) and submission.csv (every test.csv row), each with the header `row_id,prediction`, one
   row per id, finite numbers.
-- REASEARCH_METRIC: {self.metric}. REASEARCH_TIME_BUDGET_S: training seconds. {self.describe_budget()}
+- REASEARCH_METRIC: {self.params.metric}. REASEARCH_TIME_BUDGET_S: training seconds. {self.describe_budget()}
 
-Metric (trusted, fixed): {self.metric} of val_predictions.csv on the validation period's targets is the
+Metric (trusted, fixed): {self.params.metric} of val_predictions.csv on the validation period's targets is the
 experiment's score. A malformed file (missing or extra ids, NaN, wrong header) is INVALID.
 submission.csv is validated with every experiment; its score on the private test period is only
-available through `submit(step)` ({int(self.max_submissions)} submissions per run, as a competition
+available through `submit(step)` ({int(self.params.max_submissions)} submissions per run, as a competition
 limits them): submit an experiment whose validation score you trust.
 Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
 """
 
     # ------------------------------------------------------------ trusted side
     def _score(self, pred: np.ndarray, truth: np.ndarray) -> float:
-        return METRICS[str(self.metric)](pred, truth)
+        return METRICS[str(self.params.metric)](pred, truth)
 
     def score_solution(self, data: Any, *, seed: int | None = None) -> EvalResult:
         """Scores validation predictions given as ``{"predictions": [one number per validation row]}``."""
@@ -174,9 +178,9 @@ Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
         if pred.shape != (len(s.val_ids),) or not np.isfinite(pred).all():
             return self.invalid(f"expected {len(s.val_ids)} finite predictions, got shape {pred.shape}")
         value = self._score(pred, s.val_labels)
-        return self.result(value, metrics={f"val_{self.metric}": value, "val_rows": len(s.val_ids),
+        return self.result(value, metrics={f"val_{self.params.metric}": value, "val_rows": len(s.val_ids),
                                            "data": s.name, "split_key": s.key, **heldout_flags(False, {})},
-                           feedback=f"val_{self.metric} {value:.5g} over the {len(s.val_ids)} validation rows")
+                           feedback=f"val_{self.params.metric} {value:.5g} over the {len(s.val_ids)} validation rows")
 
     def trusted_evaluation(self, *, exp_dir: Path, repo_dir: Path, ckpt_dir: Path, lease: SlotLease) -> EvalResult:
         s = self.split()
@@ -207,17 +211,18 @@ Print JSON lines such as {{"step": 10, "loss": 0.4}} to show the training curve.
 
     def score_submission(self, data: bytes) -> EvalResult:
         """Scores a submission file's bytes on the private test period (trusted side; costs a submission)."""
+        p = self.params
         s = self.split()
         try:
             pred = parse_predictions(data, s.test_ids, SUBMISSION_FILE)
         except PredictionError as exc:
             return self.invalid(str(exc))
         value = self._score(pred, s.test_labels)
-        return self.result(value, metrics={f"test_{self.metric}": value, "test_rows": len(s.test_ids),
+        return self.result(value, metrics={f"test_{p.metric}": value, "test_rows": len(s.test_ids),
                                            "submission_sha256": hashlib.sha256(data).hexdigest(),
-                                           "secret_fingerprint": fingerprint() if self.data == "default" else None,
+                                           "secret_fingerprint": fingerprint() if p.data == "default" else None,
                                            **heldout_flags(False, {})},
-                           feedback=f"private test {self.metric} {value:.5g} over {len(s.test_ids)} rows")
+                           feedback=f"private test {p.metric} {value:.5g} over {len(s.test_ids)} rows")
 
 
 def _cap(rows: int) -> int:

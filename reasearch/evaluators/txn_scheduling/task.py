@@ -8,18 +8,20 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
 from reasearch.engine.protocol import RunRequest
-from reasearch.errors import ConfigError
 from reasearch.evaluators.base import Task
+from reasearch.evaluators.params import Parametrized, Range, TaskParams, meta, spec_params
 from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.txn_scheduling.workload import Workload, load_workloads, workload_texts
 
-__all__ = ["TxnSchedulingTask", "BEST_KNOWN_TOTAL", "SCORE_VARIANTS", "SEED_SCORE", "adrs_score"]
+__all__ = ["TxnSchedulingTask", "TxnSchedulingParams", "BEST_KNOWN_TOTAL", "SCORE_VARIANTS", "SEED_SCORE",
+           "adrs_score"]
 
 TASK_ID = "txn_scheduling/v1"
 BEST_KNOWN_TOTAL = 225.0
@@ -57,53 +59,50 @@ def _compat_files() -> tuple[tuple[str, bytes], ...]:
     return (("txn_simulator.py", simulator.encode()), ("workloads.py", ("\n".join(lines) + "\n").encode()))
 
 
-class TxnSchedulingTask(Task):
+@dataclass(frozen=True, slots=True)
+class TxnSchedulingParams(TaskParams):
+    """The parameters of ``txn_scheduling/v1`` (constructor, ``--params`` and ``spec.params`` come from here)."""
+
+    family: ClassVar[str] = "txn_scheduling"
+
+    time_limit_s: float = field(default=60.0, kw_only=True, metadata=meta(
+        "wall-time limit of one evaluation (all three workloads together).", Range(gt=0, le=86_400)))
+    num_seqs: int = field(default=10, kw_only=True, metadata=meta(
+        "the second argument passed to get_best_schedule (the published evaluator passes 10).", Range(ge=1)))
+    memory_mb: int = field(default=1024, kw_only=True, metadata=meta(
+        "address-space limit of one evaluation (NumPy needs 256 MB).", Range(ge=256)))
+    score: str = field(default="makespan", kw_only=True, metadata=meta(
+        'the score variant, a key of SCORE_VARIANTS (default "makespan", ours).', Range(choices=tuple(SCORE_VARIANTS))))
+
+
+class TxnSchedulingTask(Parametrized[TxnSchedulingParams], Task):
     """Transaction scheduling on the three published workloads (minimize the total makespan).
 
-    Args:
-        time_limit_s: wall-time limit of one evaluation (all three workloads together).
-        num_seqs: the second argument passed to ``get_best_schedule`` (the published evaluator passes 10).
-        memory_mb: address-space limit of one evaluation.
-        score: the score variant, a key of :data:`SCORE_VARIANTS` (default ``"makespan"``, ours).
+    Parameters: :class:`TxnSchedulingParams` (``time_limit_s``, ``num_seqs``, ``memory_mb``, ``score``).
     """
 
     harness: ClassVar[str] = "reasearch.evaluators.txn_scheduling.harness:run_schedules"
 
-    def __init__(self, *, time_limit_s: float = 60.0, num_seqs: int = 10, memory_mb: int = 1024,
-                 score: str = "makespan") -> None:
-        self.time_limit_s = time_limit_s
-        self.num_seqs = num_seqs
-        self.memory_mb = memory_mb
-        self.score = score
-
     def _make_spec(self) -> TaskSpec:
-        if not (isinstance(self.time_limit_s, (int, float)) and 0 < self.time_limit_s <= 86_400):
-            raise ConfigError(f"time_limit_s must be a number of seconds in (0, 86400], not {self.time_limit_s!r}")
-        if not (isinstance(self.num_seqs, int) and not isinstance(self.num_seqs, bool) and self.num_seqs >= 1):
-            raise ConfigError(f"num_seqs must be a positive int, not {self.num_seqs!r}")
-        if not (isinstance(self.memory_mb, int) and self.memory_mb >= 256):
-            raise ConfigError(f"memory_mb must be an int >= 256 (NumPy needs that much), not {self.memory_mb!r}")
-        if self.score not in SCORE_VARIANTS:
-            raise ConfigError(f"score must be one of {sorted(SCORE_VARIANTS)}, not {self.score!r}")
-        adrs = self.score == "adrs"
+        p = self.params
+        adrs = p.score == "adrs"
         return TaskSpec(
             id=TASK_ID,
             version=1,
             direction="maximize" if adrs else "minimize",
-            time_limit_s=float(self.time_limit_s),
-            memory_mb=self.memory_mb,
+            time_limit_s=p.time_limit_s,
+            memory_mb=p.memory_mb,
             best_known=self._variant(BEST_KNOWN_TOTAL) if adrs else BEST_KNOWN_TOTAL,
             best_known_source="best published evolved program (ADRS txn_scheduling: 225-241)",
             entry_point="get_best_schedule",
             seed_score=self._variant(SEED_SCORE) if adrs else SEED_SCORE,
             seed_score_rtol=1e-12 if adrs else 0.0,
-            params={"time_limit_s": float(self.time_limit_s), "num_seqs": self.num_seqs, "memory_mb": self.memory_mb,
-                    "score": self.score},
+            params=spec_params(p),
         )
 
     def _variant(self, total: float) -> float:
         """The selected score of a total makespan (the total itself, or the ADRS 0-100 score)."""
-        if self.score != "adrs":
+        if self.params.score != "adrs":
             return float(total)
         seq, lb = self._references()
         return adrs_score(total, sum(seq), sum(lb))
@@ -133,7 +132,7 @@ Transaction scheduling ({TASK_ID}): order the transactions of three workloads ({
 sum of their makespans is as small as possible (minimize).
 
 Write `get_best_schedule(workload, num_seqs)` (or `get_best_schedule(workload)`; a `seed` parameter gets the
-evaluation seed), called once per workload (num_seqs = {self.num_seqs}); return
+evaluation seed), called once per workload (num_seqs = {self.params.num_seqs}); return
 a schedule (a list with every transaction index 0..num_txns-1 exactly once) or `(makespan, schedule)`.
 `random` and `numpy.random` are seeded before the first call. Self-reported makespans are ignored: the
 evaluator recomputes each one, and a short, duplicated or out-of-range schedule is INVALID.
@@ -158,12 +157,12 @@ WORKLOAD_1, WORKLOAD_2, WORKLOAD_3` also work, as in published programs):
   state.copy(), state.makespan, state.sequence, len(state)
 peek/extend equal get_opt_seq_cost of the extended prefix exactly, without recomputing the prefix.
 
-Limits: {self.time_limit_s:g} s wall time for all three workloads, {self.memory_mb} MB memory, no network.
+Limits: {self.params.time_limit_s:g} s wall time for all three workloads, {self.params.memory_mb} MB memory, no network.
 Score: {self._score_line()}; feedback gives each workload's makespan.
 """
 
     def _score_line(self) -> str:
-        if self.score == "adrs":
+        if self.params.score == "adrs":
             return "score variant 'adrs', " + SCORE_VARIANTS["adrs"]
         return "total makespan (lower is better)"
 
@@ -173,7 +172,7 @@ Score: {self._score_line()}; feedback gives each workload's makespan.
     def payload(self, seed: int | None) -> dict[str, Any]:
         return {
             "seed": 0 if seed is None else int(seed),
-            "num_seqs": self.num_seqs,
+            "num_seqs": self.params.num_seqs,
             "workloads": [{"name": name, "txns": texts} for name, texts in workload_texts().items()],
         }
 
@@ -230,8 +229,9 @@ Score: {self._score_line()}; feedback gives each workload's makespan.
             metrics["reported_mismatches"] = len(wrong)
             if wrong:
                 lines.append("self-reported makespans differ (ignored): " + "; ".join(wrong))
-        if self.score != "makespan":
-            lines.append(f"score variant {self.score!r}: {self._variant(total):.6g} ({SCORE_VARIANTS[self.score]})")
+        score = self.params.score
+        if score != "makespan":
+            lines.append(f"score variant {score!r}: {self._variant(total):.6g} ({SCORE_VARIANTS[score]})")
         return self.result(self._variant(total), metrics=metrics, feedback="\n".join(lines),
                            solution={"schedules": [list(s) for s in schedules]})
 
