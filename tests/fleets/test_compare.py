@@ -272,11 +272,19 @@ def test_reference_rows_are_checked_data_for_registered_tasks(tmp_path: Any) -> 
     # combined score, and every one of them on that scale (a makespan tagged adrs would be out of it)
     leaderboard = [f"{m} (ADRS leaderboard)"
                    for m in ("Human SOTA", "AutoEvolve", "GEPA", "OpenEvolve", "ShinkaEvolve")]
+    levi = {"txn_scheduling/v1": [("LEVI (ADRS blog, Table 1)", 71.1)] + [
+        (f"{m}, Qwen3-30B-A3B, 750 evaluations (ADRS blog)", v) for m, v in (("LEVI", 64.9), ("OpenEvolve", 59.9),
+                                                                             ("GEPA", 54.4))],
+        "eplb/v1": [("LEVI (ADRS blog, Table 1)", 74.6)]}
     for task_id, other in (("txn_scheduling/v1", "makespan"), ("eplb/v1", "combined")):
         adrs = [r for r in references_for(task_id, {"score": "adrs"}) if r["metric"] == "score"]
-        assert [r["method"] for r in adrs] == leaderboard
-        assert all(0 <= r["score"] <= 100 and "ucbskyadrs.github.io/leaderboard" in r["source"] for r in adrs)
-        assert not {r["method"] for r in references_for(task_id, {"score": other})} & set(leaderboard)
+        board = [r for r in adrs if "(ADRS leaderboard)" in r["method"]]
+        assert [r["method"] for r in board] == leaderboard
+        assert all("ucbskyadrs.github.io/leaderboard" in r["source"] for r in board)
+        assert [(r["method"], r["score"]) for r in adrs if r not in board] == levi[task_id]
+        assert all(0 <= r["score"] <= 100 and "ucbskyadrs.github.io" in r["source"] and r["params"] == {"score": "adrs"}
+                   for r in adrs)
+        assert not {r["method"] for r in references_for(task_id, {"score": other})} & {r["method"] for r in adrs}
     # peers' circle-packing figures were checked with a slack this task does not allow: every such row says so
     peers = [r for r in references_for("circle_packing/n26-v1") if r["method"] != "AlphaEvolve"]
     assert peers and all("1e-6" in r["note"] and "allows none" in r["note"] for r in peers)
