@@ -263,7 +263,8 @@ def test_reference_rows_are_checked_data_for_registered_tasks(tmp_path: Any) -> 
         task = build_task(r["task"])
         assert set(r.get("params", {})) <= set(task.spec.params), r
     assert [r["method"] for r in references_for("circle_packing/n26-v1")] == [
-        "AlphaEvolve", "OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)", "ShinkaEvolve"]
+        "AlphaEvolve", "OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)", "ShinkaEvolve",
+        "Claude Code, Opus 4.6 (AutoEvolver)"]
     assert references_for("heilbronn/n11-v1") == []
     txn = references_for("txn_scheduling/v1", build_task("txn_scheduling/v1").spec.params)
     assert [(r["score"], r["metric"]) for r in txn] == [(225, "score"), (241, "score"),
@@ -340,7 +341,7 @@ def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path
     assert alpha["method"] == "AlphaEvolve" and alpha["score"] == 2.6358627564 and "AlphaEvolve" in alpha["source"]
     assert alpha["budget"] == "budget not stated"
     assert [p["method"] for p in peers] == ["OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)",
-                                            "ShinkaEvolve"]
+                                            "ShinkaEvolve", "Claude Code, Opus 4.6 (AutoEvolver)"]
     assert all(t["table"][1]["vs_reference"]["pairs"] == 2 for t in data["tasks"])  # statistics over both seeds
     html = out_html.read_text()
     cp_html, hb_html = html.split("<section id='task-heilbronn-n11-v1'>")
