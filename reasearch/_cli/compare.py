@@ -90,7 +90,7 @@ def final_table(task: dict[str, Any], reference: str, note: str | None = None) -
                   _fmt(task["published"]["best_known"]), *["-"] * rest)
     refs = task.get("references", [])
     for ref in refs:
-        t.add_row(escape(f"reference: {ref['method']}"), "published", "-", "-", reference_value(ref), *["-"] * rest)
+        t.add_row(escape(reference_method(ref)), "published", "-", "-", reference_value(ref), *["-"] * rest)
     captions = []
     if refs:
         captions.append("Reference rows are published, not measured here: " + "; ".join(map(reference_label, refs)))
@@ -116,11 +116,20 @@ def reference_label(ref: dict[str, Any]) -> str:
 
 
 def reference_value(ref: dict[str, Any]) -> str:
-    """A reference row's score cell (``value (metric)`` when the figure is a metric, not the score)."""
-    from reasearch.reports.compare_methods import figure_text
+    """A reference row's score cell: the figure when it is in the task's score, ``-`` when it is another metric
+    (that figure is in the row's method cell, ``reference_method``, never in a score column)."""
+    from reasearch.reports.compare_methods import reference_cells
 
-    text = figure_text(ref["score"]) + (f" ({ref['as_published']})" if ref.get("as_published") else "")
-    return escape(text if ref.get("metric", "score") == "score" else f"{text}, {ref['metric']}: not the score")
+    return escape(reference_cells(ref)[0])
+
+
+def reference_method(ref: dict[str, Any]) -> str:
+    """A reference row's method cell: ``reference: METHOD``, with ``[METRIC = FIGURE: a metric, not the score]`` when
+    the figure is another metric than the task's score."""
+    from reasearch.reports.compare_methods import reference_cells
+
+    metric = reference_cells(ref)[1]
+    return f"reference: {ref['method']}" + (f" [{metric}]" if metric else "")
 
 
 def task_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:

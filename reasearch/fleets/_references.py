@@ -15,7 +15,7 @@ from typing import Any
 
 from reasearch.errors import ConfigError
 
-__all__ = ["REFERENCES_PATH", "load_references", "references_for"]
+__all__ = ["REFERENCES_PATH", "is_score", "load_references", "references_for"]
 
 REFERENCES_PATH = Path(__file__).with_name("references.json")
 _REQUIRED = ("task", "method", "score", "source", "budget")
@@ -26,7 +26,9 @@ def load_references(path: str | Path | None = None) -> tuple[dict[str, Any], ...
     """The rows of ``path`` (default: the shipped ``references.json``), checked.
 
     Raises:
-        ConfigError: a row without a required key, with an unknown key, or with a score that is not a finite number.
+        ConfigError: a row without a required key, with an unknown key, with a score that is not a finite number,
+            with a metric, as_published or note that is not non-empty text, or with params that are not an object
+            of plain values; the message names the row (its index, and its task and method when it has them).
     """
     return _shipped() if path is None else _load(str(path))
 
@@ -37,7 +39,10 @@ def _shipped() -> tuple[dict[str, Any], ...]:
 
 
 def _load(path: str) -> tuple[dict[str, Any], ...]:
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     rows = doc.get("rows") if isinstance(doc, dict) else None
     if not isinstance(rows, list):
         raise ConfigError(f"{path}: no 'rows' list")
@@ -46,6 +51,8 @@ def _load(path: str) -> tuple[dict[str, Any], ...]:
         where = f"{path}: row {i}"
         if not isinstance(row, dict):
             raise ConfigError(f"{where} is not an object")
+        if isinstance(row.get("task"), str) and isinstance(row.get("method"), str):
+            where += f" ({row['task']}: {row['method']})"
         missing = [k for k in _REQUIRED if k not in row]
         unknown = sorted(set(row) - set(_REQUIRED) - set(_OPTIONAL))
         if missing or unknown:
@@ -55,12 +62,22 @@ def _load(path: str) -> tuple[dict[str, Any], ...]:
         score = row["score"]
         if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
             raise ConfigError(f"{where}: score must be a finite number, not {score!r}")
-        if not all(isinstance(row[k], str) and row[k].strip() for k in ("task", "method", "source", "budget")):
-            raise ConfigError(f"{where}: task, method, source and budget must be non-empty text")
-        if not isinstance(row.get("params", {}), dict):
-            raise ConfigError(f"{where}: params must be an object")
+        texts = ("task", "method", "source", "budget", "metric", "as_published", "note")
+        bad = [k for k in texts if k in row and not (isinstance(row[k], str) and row[k].strip())]
+        if bad:
+            raise ConfigError(f"{where}: {', '.join(bad)} must be non-empty text")
+        params = row.get("params", {})
+        plain = (str, int, float, bool, type(None))
+        if not isinstance(params, dict) or not all(isinstance(v, plain) for v in params.values()):
+            raise ConfigError(f"{where}: params must be an object of plain values (text, numbers, true/false)")
         out.append({"metric": "score", **row, "score": float(score)})
     return tuple(out)
+
+
+def is_score(ref: Mapping[str, Any]) -> bool:
+    """Whether a reference row's figure is in the task's own score (else it is another metric: shown, never ranked,
+    never in a score column)."""
+    return ref.get("metric", "score") == "score"
 
 
 def references_for(task_id: str, params: Mapping[str, Any] | None = None,

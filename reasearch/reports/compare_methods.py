@@ -27,7 +27,8 @@ from reasearch.reports._figures import _layout
 from reasearch.reports._page import _document
 from reasearch.reports._sections import fmt_score
 
-__all__ = ["compare_methods_html", "curve_series", "figure_text", "under_cap_text", "write_compare_methods"]
+__all__ = ["compare_methods_html", "curve_series", "figure_text", "reference_cells", "under_cap_text",
+           "write_compare_methods"]
 
 _COLORS = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5")
 _GRID = 60
@@ -147,15 +148,26 @@ def figure_text(value: float) -> str:
     return short if float(short) == value else repr(float(value))
 
 
+def reference_cells(ref: Mapping[str, Any]) -> tuple[str, str]:
+    """A reference row's ``(score cell, metric text)``. A figure in the task's own score goes in the score column; a
+    figure of another metric (``t_alg_s``, ``bal_gpu``, ...) never does: its score cell is ``-`` and the figure is
+    the metric text, ``METRIC = FIGURE (as published): a metric, not the score``, so it is never read or ranked as a
+    score."""
+    from reasearch.fleets._references import is_score
+
+    value = figure_text(ref["score"]) + (f" ({ref['as_published']})" if ref.get("as_published") else "")
+    return (value, "") if is_score(ref) else ("-", f"{ref['metric']} = {value}: a metric, not the score")
+
+
 def _reference_row(ref: Mapping[str, Any]) -> str:
     """A published reference row: method, source and budget, marked as not measured here."""
-    value = figure_text(ref["score"]) + (f" ({ref['as_published']})" if ref.get("as_published") else "")
-    if ref.get("metric", "score") != "score":
-        value += f", {ref['metric']}: not the score"
+    value, metric = reference_cells(ref)
     note = f"; {ref['note']}" if ref.get("note") else ""
-    return (f"<tr class='reference' data-method='{esc(ref['method'])}'><td colspan='3'>reference: "
-            f"{esc(ref['method'])}</td><td></td><td>{esc(value)}</td><td colspan='14' class='muted'>published, "
-            f"not measured here; source: {esc(ref['source'])}; budget: {esc(ref['budget'])}{esc(note)}</td></tr>")
+    tag = f" data-metric='{esc(ref['metric'])}'" if metric else ""
+    return (f"<tr class='reference' data-method='{esc(ref['method'])}'{tag}><td colspan='3'>reference: "
+            f"{esc(ref['method'])}</td><td></td><td>{esc(value)}</td><td colspan='14' class='muted'>"
+            f"{esc(metric + '; ' if metric else '')}published, not measured here; source: {esc(ref['source'])}; "
+            f"budget: {esc(ref['budget'])}{esc(note)}</td></tr>")
 
 
 def _pairwise_table(task: Mapping[str, Any]) -> str:

@@ -263,18 +263,29 @@ def test_reference_rows_are_checked_data_for_registered_tasks(tmp_path: Any) -> 
         task = build_task(r["task"])
         assert set(r.get("params", {})) <= set(task.spec.params), r
     assert [r["method"] for r in references_for("circle_packing/n26-v1")] == [
-        "AlphaEvolve", "OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)", "ShinkaEvolve"]
+        "AlphaEvolve", "OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)", "ShinkaEvolve",
+        "Claude Code, Opus 4.6 (AutoEvolver)"]
     assert references_for("heilbronn/n11-v1") == []
-    assert len(references_for("txn_scheduling/v1", build_task("txn_scheduling/v1").spec.params)) == 2
+    txn = references_for("txn_scheduling/v1", build_task("txn_scheduling/v1").spec.params)
+    assert [(r["score"], r["metric"]) for r in txn] == [(225, "score"), (241, "score"),
+                                                        (0.34, "makespan_reduction_vs_smf")]
     # ADRS's leaderboard scores are on its 0-100 scale: shown for score=adrs only, never beside makespans or the
     # combined score, and every one of them on that scale (a makespan tagged adrs would be out of it)
     leaderboard = [f"{m} (ADRS leaderboard)"
                    for m in ("Human SOTA", "AutoEvolve", "GEPA", "OpenEvolve", "ShinkaEvolve")]
+    levi = {"txn_scheduling/v1": [("LEVI (ADRS blog, Table 1)", 71.1)] + [
+        (f"{m}, Qwen3-30B-A3B, 750 evaluations (ADRS blog)", v) for m, v in (("LEVI", 64.9), ("OpenEvolve", 59.9),
+                                                                             ("GEPA", 54.4))],
+        "eplb/v1": [("LEVI (ADRS blog, Table 1)", 74.6)]}
     for task_id, other in (("txn_scheduling/v1", "makespan"), ("eplb/v1", "combined")):
         adrs = [r for r in references_for(task_id, {"score": "adrs"}) if r["metric"] == "score"]
-        assert [r["method"] for r in adrs] == leaderboard
-        assert all(0 <= r["score"] <= 100 and "ucbskyadrs.github.io/leaderboard" in r["source"] for r in adrs)
-        assert not {r["method"] for r in references_for(task_id, {"score": other})} & set(leaderboard)
+        board = [r for r in adrs if "(ADRS leaderboard)" in r["method"]]
+        assert [r["method"] for r in board] == leaderboard
+        assert all("ucbskyadrs.github.io/leaderboard" in r["source"] for r in board)
+        assert [(r["method"], r["score"]) for r in adrs if r not in board] == levi[task_id]
+        assert all(0 <= r["score"] <= 100 and "ucbskyadrs.github.io" in r["source"] and r["params"] == {"score": "adrs"}
+                   for r in adrs)
+        assert not {r["method"] for r in references_for(task_id, {"score": other})} & {r["method"] for r in adrs}
     # peers' circle-packing figures were checked with a slack this task does not allow: every such row says so
     peers = [r for r in references_for("circle_packing/n26-v1") if r["method"] != "AlphaEvolve"]
     assert peers and all("1e-6" in r["note"] and "allows none" in r["note"] for r in peers)
@@ -283,11 +294,21 @@ def test_reference_rows_are_checked_data_for_registered_tasks(tmp_path: Any) -> 
                      ({"task": "t", "method": "m", "score": 1.0, "source": "s", "budget": "b", "x": 1}, "unknown x"),
                      ({"task": "t", "method": "m", "score": "1", "source": "s", "budget": "b"}, "finite number"),
                      ({"task": "t", "method": "m", "score": 1.0, "source": " ", "budget": "b"}, "non-empty"),
-                     ({"task": "t", "method": "m", "score": float("nan"), "source": "s", "budget": "b"}, "finite"))):
+                     ({"task": "t", "method": "m", "score": float("nan"), "source": "s", "budget": "b"}, "finite"),
+                     ({"task": "t", "method": "m", "score": 1.0, "source": "s", "budget": "b", "metric": ""},
+                      "metric must be non-empty text"),
+                     ({"task": "t", "method": "m", "score": 1.0, "source": "s", "budget": "b", "note": 3},
+                      "note must be non-empty text"),
+                     ({"task": "t", "method": "m", "score": 1.0, "source": "s", "budget": "b",
+                       "params": {"score": ["adrs"]}}, "params must be an object of plain values"))):
         bad = tmp_path / f"refs{i}.json"
         bad.write_text(json.dumps({"rows": [row]}))
-        with pytest.raises(ConfigError, match=f"row 0: .*{msg}"):
+        with pytest.raises(ConfigError, match=rf"row 0 \(t: m\): .*{msg}"):
             load_references(bad)
+    bad = tmp_path / "broken.json"  # a hand edit that breaks the JSON is a clear error, not a traceback
+    bad.write_text('{"rows": [{"task": "t",}]}')
+    with pytest.raises(ConfigError, match=r"broken.json: not valid JSON \(.* at line 1, column \d+\)"):
+        load_references(bad)
 
 
 def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path: Any,
@@ -320,7 +341,7 @@ def test_reference_rows_appear_marked_in_the_printed_table_and_the_page(tmp_path
     assert alpha["method"] == "AlphaEvolve" and alpha["score"] == 2.6358627564 and "AlphaEvolve" in alpha["source"]
     assert alpha["budget"] == "budget not stated"
     assert [p["method"] for p in peers] == ["OpenEvolve (circle-packing example)", "OpenEvolve (issue #156 run)",
-                                            "ShinkaEvolve"]
+                                            "ShinkaEvolve", "Claude Code, Opus 4.6 (AutoEvolver)"]
     assert all(t["table"][1]["vs_reference"]["pairs"] == 2 for t in data["tasks"])  # statistics over both seeds
     html = out_html.read_text()
     cp_html, hb_html = html.split("<section id='task-heilbronn-n11-v1'>")
@@ -423,4 +444,58 @@ def test_a_published_figure_is_shown_with_every_digit_and_no_more() -> None:
                         (123456789012345.0, "123456789012345.0"), (-0.0037, "-0.0037")):
         assert figure_text(value) == text and float(figure_text(value)) == value
     assert reference_value({"score": 2.63598325, "as_published": "2.63598325 sum"}) == "2.63598325 (2.63598325 sum)"
-    assert reference_value({"score": 0.0196, "metric": "t_alg_s"}) == "0.0196, t_alg_s: not the score"
+    assert reference_value({"score": 0.0196, "metric": "t_alg_s"}) == "-"  # a metric is never in a score column
+
+
+def test_a_reference_row_of_another_metric_is_never_ranked_nor_shown_as_a_score() -> None:
+    """EPLB's published rebalance times and GPU balance (metric t_alg_s, bal_gpu) are shown beside the measured rows,
+    but never in a score column and never with a rank: a t_alg of 0.54 s or a balance of 0.66 would otherwise
+    outrank every measured combined score here (0.1-0.3). The rows in the task's own score (the paper's 0.21 / 0.23)
+    keep their figure in the score column, also unranked."""
+    from rich.console import Console
+
+    from reasearch._cli.compare import final_table
+    from reasearch.evaluators.svg import esc
+    from reasearch.fleets._references import references_for
+    from reasearch.fleets.compare import task_numbers
+    from reasearch.reports.compare_methods import _task_section
+
+    scores = {"agent": (0.2, 0.3), "evolve": (0.1, 0.1)}
+    runs = [_curve_run(m, s, [(1, v), (2, v + 0.01)], cap=2) for m, vs in scores.items() for s, v in enumerate(vs)]
+    numbers = task_numbers(runs, ["agent", "evolve"], "agent")
+    refs = references_for("eplb/v1", {"score": "combined"})
+    metric_rows = [r for r in refs if r["metric"] != "score"]
+    assert {r["metric"] for r in metric_rows} == {"t_alg_s", "bal_gpu"} and len(refs) - len(metric_rows) == 2
+    assert max(r["score"] for r in metric_rows) > max(r["best_score"] for r in runs)  # would rank first if ranked
+    task = {"task_id": "eplb/v1", "direction": "maximize", "unit": "evaluations", "published": None,
+            "pairwise": [], "references": refs, **numbers}
+    assert numbers["ranked"] and [(r["method"], r["rank"]) for r in numbers["table"]] == [("agent", 1), ("evolve", 2)]
+    console = Console(width=400, record=True)
+    console.print(final_table(task, "agent"))
+    text = console.export_text()
+    head = [c.strip() for c in next(line for line in text.splitlines() if "┃ method" in line).split("┃")]
+    lines = [line.split("│") for line in text.splitlines() if line.startswith("│")]
+    at = {name: head.index(name) for name in ("method", "rank", "best @ equal spend", "mean best")}
+    cells = {row[at["method"]].strip(): row for row in lines}
+    assert [cells[m][at["rank"]].strip() for m in ("agent", "evolve")] == ["1", "2"]
+    for ref in refs:
+        (name,) = [k for k in cells if k.startswith(f"reference: {ref['method']}") and
+                   (ref["metric"] in k if ref["metric"] != "score" else "not the score" not in k)]
+        row = cells[name]
+        assert row[at["rank"]].strip() == "published" and row[at["best @ equal spend"]].strip() == "-"
+        if ref["metric"] == "score":
+            assert row[at["mean best"]].strip() == str(ref["score"])
+        else:  # the figure is in the method cell, labelled; the score columns hold none
+            assert row[at["mean best"]].strip() == "-" and "a metric, not the score" in name
+            assert f"{ref['metric']} = {ref['score']:g} ({ref['as_published']})" in name
+    html = _task_section(task, [], "agent")
+    for ref in refs:
+        tag = f"<tr class='reference' data-method='{esc(ref['method'])}'"
+        tag += f" data-metric='{ref['metric']}'>" if ref["metric"] != "score" else ">"
+        cells_html = html.split(tag)[1].split("</tr>")[0].split("<td")
+        score_cell = cells_html[3].split(">", 1)[1].removesuffix("</td>")
+        if ref["metric"] == "score":
+            assert score_cell == str(ref["score"]) and "a metric" not in cells_html[4]
+        else:
+            assert score_cell == "-" and f"{ref['metric']} = " in cells_html[4] and "not the score" in cells_html[4]
+    assert html.count("data-metric=") == len(metric_rows)
