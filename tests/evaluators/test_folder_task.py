@@ -75,8 +75,10 @@ HOSTILE = {
 
 
 # The candidates that run until the wall limit get the smallest one that still proves the point (the verdict is
-# asserted, never the time); the others end by themselves and keep 2 s.
-_RUNS_TO_THE_LIMIT = {"sleeps": "0.5", "fork_bomb": "0.5"}
+# asserted, never the time); the others end by themselves and keep 2 s. The fork bomb's own children keep its
+# main thread waiting for a CPU, and that wait is not counted (docs/engine.md, "Under load"): it runs to the
+# outer bound, 8 x its limit (4 s at 0.5 s), so it gets the smallest limit of all.
+_RUNS_TO_THE_LIMIT = {"sleeps": "0.5", "fork_bomb": "0.25"}
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
@@ -85,7 +87,7 @@ def test_a_hostile_candidate_gets_no_score(folder: Path, pool: SandboxPool, name
     task = reasearch.make(str(folder))
     res = task.evaluate(HOSTILE[name], executor=pool)
     assert res.status is not Status.OK and res.score is None, (res.status, res.feedback)
-    if name == "sleeps":
+    if name in _RUNS_TO_THE_LIMIT:  # the sleeper and the fork bomb are both stopped by the wall limit
         assert res.status is Status.TIMEOUT, (res.status, res.feedback)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from reasearch.cli import main as cli_main
 from reasearch.evaluators.result import Status
 from reasearch.evaluators.testing import ToyTask, toy_candidate
 from reasearch.runs.ledger import Unit
@@ -88,9 +89,10 @@ time.sleep(120)
 """
 
 
-def test_a_run_whose_driver_died_is_shown_interrupted_and_resumes(tmp_path: Path) -> None:
+def test_a_run_whose_driver_died_is_shown_interrupted_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     url = str(tmp_path / "runs")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"}  # no wrapped lines
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", _SLEEPER, url], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -111,13 +113,15 @@ def test_a_run_whose_driver_died_is_shown_interrupted_and_resumes(tmp_path: Path
     # The CLI says so, with the command to resume (seen STALE_S later: the heartbeat is backdated).
     with sqlite3.connect(Path(url) / "store.sqlite") as conn:
         conn.execute("UPDATE drivers SET heartbeat_at = heartbeat_at - ?", (STALE_S + 1,))
-    res = subprocess.run([sys.executable, "-m", "reasearch.cli", "runs", "--run-dir", url], env=env,
-                         capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    assert "interrupted" in res.stdout and f"python -m reasearch.runs.sweep --run {run_id}" in res.stdout
-    res = subprocess.run([sys.executable, "-m", "reasearch.cli", "show", run_id, "--run-dir", url], env=env,
-                         capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0 and "state interrupted" in res.stdout and "resume with" in res.stdout
+    # (the commands run in this process, which never drove the run: what they read is the store's)
+    monkeypatch.setenv("COLUMNS", "400")  # no wrapped lines
+    capsys.readouterr()
+    assert cli_main(["runs", "--run-dir", url]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "interrupted" in out and f"python -m reasearch.runs.sweep --run {run_id}" in out
+    assert cli_main(["show", run_id, "--run-dir", url]) == 0
+    out = capsys.readouterr().out
+    assert "state interrupted" in out and "resume with" in out
     # Resuming makes it running again, driven by this process; finishing stops the driver.
     with open_store(url) as store:
         run = Run.open(store, run_id, resume=True)
