@@ -32,7 +32,6 @@ from reasearch.errors import ConfigError, StoreError
 from reasearch.evaluators.kinds import RepositoryKind, task_kind
 from reasearch.evaluators.registry import build_task
 from reasearch.evaluators.training import heldout_public_of
-from reasearch.fleets._references import references_for
 from reasearch.fleets.fleet import (
     FleetReport,
     FleetSpec,
@@ -42,6 +41,7 @@ from reasearch.fleets.fleet import (
     fleet_report_in,
     run_fleet,
 )
+from reasearch.fleets.references import references_for
 from reasearch.methods.peers import KINDS
 from reasearch.runs import Run, Store, Unit, open_store
 from reasearch.runs.run import effective_state

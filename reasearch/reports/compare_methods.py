@@ -153,7 +153,7 @@ def reference_cells(ref: Mapping[str, Any]) -> tuple[str, str]:
     figure of another metric (``t_alg_s``, ``bal_gpu``, ...) never does: its score cell is ``-`` and the figure is
     the metric text, ``METRIC = FIGURE (as published): a metric, not the score``, so it is never read or ranked as a
     score."""
-    from reasearch.fleets._references import is_score
+    from reasearch.fleets.references import is_score
 
     value = figure_text(ref["score"]) + (f" ({ref['as_published']})" if ref.get("as_published") else "")
     return (value, "") if is_score(ref) else ("-", f"{ref['metric']} = {value}: a metric, not the score")

@@ -255,7 +255,7 @@ def test_reference_rows_are_checked_data_for_registered_tasks(tmp_path: Any) -> 
     import json
 
     from reasearch.evaluators.registry import build_task
-    from reasearch.fleets._references import load_references, references_for
+    from reasearch.fleets.references import load_references, references_for
 
     rows = load_references()
     assert rows and all(r["source"] and r["budget"] for r in rows)
@@ -456,8 +456,8 @@ def test_a_reference_row_of_another_metric_is_never_ranked_nor_shown_as_a_score(
 
     from reasearch._cli.compare import final_table
     from reasearch.evaluators.svg import esc
-    from reasearch.fleets._references import references_for
     from reasearch.fleets.compare import task_numbers
+    from reasearch.fleets.references import references_for
     from reasearch.reports.compare_methods import _task_section
 
     scores = {"agent": (0.2, 0.3), "evolve": (0.1, 0.1)}
