@@ -37,7 +37,7 @@ from typing import Any
 
 from reasearch.agent.config import AgentConfig
 from reasearch.agent.launch import open_agent, start_run
-from reasearch.errors import ConfigError, StoreError
+from reasearch.errors import ConfigError, RunNotFoundError, StoreError
 from reasearch.evaluators.params import check_finite
 from reasearch.evaluators.registry import is_folder_ref
 from reasearch.evaluators.registry import spec as task_spec
@@ -311,7 +311,7 @@ def new_fleet_id() -> str:
 def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "") -> MemberResult:
     try:
         rec = store.get_run(run_id)
-    except StoreError:
+    except RunNotFoundError:  # reserved, not created yet (a store that failed raises on)
         return MemberResult(member, run_id, "pending", None, None, 0, {}, node=node)
     run = Run(store, rec)
     st = run.status()
@@ -354,9 +354,14 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
             try:
                 return _record_failure(store, member, run_id, node, exc).to_dict()
             except StoreError as lost:  # a full disk (say) keeps the failure out of the store: resumable, said so
-                return replace(_member_result(store, member, run_id, node), reason=(
-                    f"{failure_reason(exc)}; the failure could not be recorded ({printable_line(str(lost))[:300]}): "
-                    f"the run is interrupted, `reasearch fleet resume {fleet_id}` continues it")).to_dict()
+                reason = (f"{failure_reason(exc)}; the failure could not be recorded "
+                          f"({printable_line(str(lost))[:300]}): the run is interrupted, "
+                          f"`reasearch fleet resume {fleet_id}` continues it")
+                try:
+                    return replace(_member_result(store, member, run_id, node), reason=reason).to_dict()
+                except StoreError:  # the store cannot even be read: what this process saw, nothing more
+                    return MemberResult(member, run_id, RunState.INTERRUPTED.value, None, None, 0, {}, reason,
+                                        node).to_dict()
         return _member_result(store, member, run_id, node).to_dict()
 
 
@@ -364,7 +369,7 @@ def _drive_member(fleet_id: str, spec: FleetSpec, member: FleetMember, store: St
                   run_dir: str, handover_s: float) -> None:
     try:
         rec = store.get_run(run_id)
-    except StoreError:
+    except RunNotFoundError:  # only "no such run" starts one: a store that failed raises on (never a second create)
         rec = None
     if rec is not None and rec.state is RunState.FINISHED:
         return
@@ -418,7 +423,7 @@ def _record_failure(store: Store, member: FleetMember, run_id: str, node: str, e
     reason = failure_reason(exc)
     try:
         rec = store.get_run(run_id)
-    except StoreError:
+    except RunNotFoundError:
         return MemberResult(member, run_id, RunState.FAILED.value, None, None, 0, {}, reason, node)
     if rec.state is RunState.RUNNING:
         store.set_run_state(run_id, RunState.FAILED, reason=reason)
@@ -588,7 +593,8 @@ def _final_result(store: Store, member: FleetMember, fleet_id: str, seen: Member
     now = _member_result(store, member, member.run_id(fleet_id), seen.node)
     if now.state == seen.state == RunState.INTERRUPTED.value and "could not be recorded" in seen.reason:
         return seen  # why it is interrupted is known only here (the store could not be told)
-    return seen if now.state == "pending" and seen.state == RunState.FAILED.value else now
+    ended = (RunState.FAILED.value, RunState.INTERRUPTED.value)  # before its run existed, or its store failed
+    return seen if now.state == "pending" and seen.state in ended else now
 
 
 def _drive_ray(fleet_id: str, spec: FleetSpec, spec_data: Mapping[str, Any], todo: list[FleetMember], store_url: str,

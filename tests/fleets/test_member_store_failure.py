@@ -36,7 +36,8 @@ def test_a_member_whose_failure_a_full_disk_kept_from_the_store_is_interrupted_a
     monkeypatch.setattr(SQLStore, "heartbeat", failing(heartbeat))
     drove: list[str] = []
 
-    def dies_of_a_full_disk(fleet_id: str, spec: Any, member: Any, store: Any, run_id: str, run_dir: str) -> None:
+    def dies_of_a_full_disk(fleet_id: str, spec: Any, member: Any, store: Any, run_id: str, run_dir: str,
+                            handover_s: float = 0.0) -> None:
         run = Run.create(store, task=ToyTask(), budget={"evaluations": 3}, run_id=run_id, config={"driver": "method"})
         assert run.driver_id  # this thread drives it (its heartbeat beats)
         full.set()
@@ -55,7 +56,8 @@ def test_a_member_whose_failure_a_full_disk_kept_from_the_store_is_interrupted_a
     full.clear()  # the disk freed; this process (the fleet's) still lives
     assert [m.state for m in fleet_report("f-full", store=tmp_path).members] == [RunState.INTERRUPTED.value]
 
-    def resumes(fleet_id: str, spec: Any, member: Any, store: Any, run_id: str, run_dir: str) -> None:
+    def resumes(fleet_id: str, spec: Any, member: Any, store: Any, run_id: str, run_dir: str,
+                            handover_s: float = 0.0) -> None:
         run = Run.open(store, run_id)
         run.resume(takeover=True)  # refused while a live process is known to drive it
         store.set_run_state(run_id, RunState.FINISHED)
