@@ -11,6 +11,8 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailableError",
     "StoreError",
+    "RunNotFoundError",
+    "FleetNotFoundError",
     "BudgetExceededError",
     "ModelError",
     "TaskFolderError",
@@ -55,6 +57,17 @@ class SandboxUnavailableError(SandboxError):
 
 class StoreError(ReasearchError):
     """The run store cannot be opened or written (bad URL, unknown schema version, ...)."""
+
+
+class RunNotFoundError(StoreError):
+    """The store holds no run with this id (nor a unique prefix of it): the one "not stored (yet)" answer.
+
+    A store that failed (a full disk, a lost connection, a locked file) raises a plain :class:`StoreError`
+    instead: code that reads "no run" as "create it" catches only this subclass."""
+
+
+class FleetNotFoundError(StoreError):
+    """The store holds no fleet with this id; a store that failed raises a plain :class:`StoreError`."""
 
 
 class BudgetExceededError(ReasearchError):

@@ -595,8 +595,8 @@ def test_a_failed_experiment_chosen_as_the_final_candidate_is_named(broken_train
         chosen = store.get_evaluation(run_id, killed).candidate_id
         store.set_run_state(run_id, RunState.FINISHED, final_candidate=chosen)
     found = _reported(broken_training)
-    assert list(found) == ["experiments_once"] and "comes from no OK experiment (['OOM'])" in found[
-        "experiments_once"][0]
+    assert list(found) == ["experiments_once"]  # the killed job: CRASH (OOM only if the host's OOM killer acted)
+    assert re.search(r"comes from no OK experiment \(\['(CRASH|OOM)'\]\)", found["experiments_once"][0]), found
 
 
 def test_an_experiment_scratch_folder_left_is_named(broken_training: SoakRecord) -> None:

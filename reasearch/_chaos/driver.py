@@ -20,7 +20,7 @@ from typing import Any
 
 from reasearch.engine.config import SandboxConfig
 from reasearch.engine.sandbox import SandboxPool
-from reasearch.errors import StoreError
+from reasearch.errors import FleetNotFoundError, RunNotFoundError
 from reasearch.methods import open_method, start_method
 from reasearch.models import ModelSpec, OpenAICompatibleModel, RetryPolicy
 from reasearch.runs import LocalExecutor, RunState, open_store
@@ -46,7 +46,7 @@ def drive(spec: dict[str, Any]) -> int:
                 return _drive_agent(spec, store, model_spec, model, executor)
             try:
                 store.get_run(spec["run_id"])
-            except StoreError:
+            except RunNotFoundError:  # the first session; a store that failed raises on
                 method = "best-of-n" if spec["method"] == "prompt" else spec["method"]  # prompt: on gsm8k/v1
                 runner = start_method(method, spec["task"], budget=spec["budget"], store=store,
                                       task_params=spec.get("task_params"),
@@ -68,7 +68,7 @@ def _drive_agent(spec: dict[str, Any], store: Any, model_spec: ModelSpec, model:
     run_dir = Path(spec["store"]).parent / "agents"
     try:
         store.get_run(spec["run_id"])
-    except StoreError:
+    except RunNotFoundError:  # the first session; a store that failed raises on
         cap = spec["budget"].get("evaluations", spec["budget"].get("experiments", 0))
         config = AgentConfig(models={"agent": model_spec}, sandbox_mode=spec["mode"], max_turns=4 * int(cap) + 10,
                              use_compaction=False)
@@ -126,7 +126,7 @@ def _drive_fleet(spec: dict[str, Any]) -> int:
             try:
                 store.get_fleet(fleet_id)
                 started = True
-            except StoreError:  # the first session, or one killed before it recorded the fleet
+            except FleetNotFoundError:  # the first session, or one killed before it recorded the fleet
                 started = False
         if spec["method"] == "compare":
             fleet = compare_spec([spec["task"]], ["best-of-n", "evolve"], seeds=[0], budget=evaluations,

@@ -48,19 +48,19 @@ def fleet_runs(fleet_id: str) -> Callable[[Any], list[tuple[str, str, str]]]:
     """A fleet's members that have a run, as ``(run id, fleet id, method)``."""
 
     def runs(store: Any) -> list[tuple[str, str, str]]:
-        from reasearch.errors import StoreError
+        from reasearch.errors import FleetNotFoundError, RunNotFoundError
         from reasearch.fleets.fleet import FleetSpec
 
         try:
             spec = FleetSpec.from_dict(store.get_fleet(fleet_id))
-        except StoreError:  # not stored yet
+        except FleetNotFoundError:  # not stored yet
             return []
         methods = {m.index: m.method for m in spec.members()}
         out = []
         for index, run_id in sorted(store.fleet_members(fleet_id).items()):
             try:
                 store.get_run(run_id)
-            except StoreError:  # a member reserved, its run not created yet
+            except RunNotFoundError:  # a member reserved, its run not created yet
                 continue
             out.append((run_id, fleet_id, methods.get(index, "agent")))
         return out

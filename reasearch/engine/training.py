@@ -66,11 +66,13 @@ from reasearch.engine._job_launch import end_job as _end_job
 from reasearch.engine._job_launch import open_log as _open_log
 from reasearch.engine._job_launch import over_quota as _over_quota
 from reasearch.engine._job_launch import signal_job as _signal_job
+from reasearch.engine._oom import KILLED_UNASKED, OOM_KILLED, oom_kills
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, SandboxError
 
-__all__ = ["PROCESS_SCORING_GAPS", "JobOutcome", "JobSession", "SessionError", "end_orphaned_job", "gpu_jail_args",
+__all__ = ["KILLED_UNASKED", "OOM_KILLED", "PROCESS_SCORING_GAPS", "JobOutcome",
+           "JobSession", "SessionError", "end_orphaned_job", "gpu_jail_args",
            "make_reachable", "run_job", "start_session"]
 
 _MAX_METRIC_LINES = 5000
@@ -82,7 +84,9 @@ class JobOutcome:
 
     Attributes:
         status: ``OK`` (exit 0 by budget + grace), ``TIMEOUT`` (killed at budget + grace, or died of the
-            budget's SIGTERM), ``OOM``, ``CRASH`` (also: over its disk quota, see ``over_quota``).
+            budget's SIGTERM), ``OOM`` (its last output says ``MemoryError``/out of memory, or a SIGKILL we did
+            not send while the host's ``oom_kill`` count rose), ``CRASH`` (also: over its disk quota, see
+            ``over_quota``; a SIGKILL we did not send with no sign of the OOM killer: killed from outside).
         exit_code: exit code, or None when killed by a signal.
         signal: the killing signal, if any.
         wall_s: wall seconds from launch to exit, on the engine's clock.
@@ -214,6 +218,7 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
 
     _procs.set_child_subreaper()
     log = _open_log(log_path)
+    oom_before = oom_kills()  # a SIGKILL we did not send is OOM only if the kernel's OOM killer acted meanwhile
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -336,24 +341,30 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
         note(f"\n[reasearch: stopped on request after {wall:.1f} s]\n")
     elif over is not None:
         note(f"\n[reasearch: killed after {wall:.1f} s: {over}]\n")
-    if dropped:
-        note(f"\n[reasearch: {dropped} bytes of output dropped past the {log_cap} byte log cap]\n")
-    log.close()
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     if mode == "nsjail" and code is not None and code > 128 and not killed:
         sig, code = code - 128, None
-    text = tail.decode("utf-8", errors="replace")
+    said = tail.decode("utf-8", errors="replace")[-600:]  # the job's own last words, before any note of ours
     if stopped or over is not None:
         st = Status.CRASH
     elif killed or sig == signal.SIGXCPU or (term_s is not None and sig == signal.SIGTERM):
         st = Status.TIMEOUT  # still running at the hard limit, or killed by the budget's own signal
-    elif "MemoryError" in text[-600:] or "out of memory" in text[-600:].lower() or sig == signal.SIGKILL:
+    elif "MemoryError" in said or "out of memory" in said.lower():
         st = Status.OOM
+    elif sig == signal.SIGKILL:  # nobody on our side sent it: the OOM killer only if it is known to have acted
+        oom_after = oom_kills()
+        oomed = oom_before is not None and oom_after is not None and oom_after > oom_before
+        st = Status.OOM if oomed else Status.CRASH
+        note(f"\n[reasearch: {OOM_KILLED if oomed else KILLED_UNASKED}]\n")
     elif code == 0:
         st = Status.OK
     else:
         st = Status.CRASH
+    if dropped:
+        note(f"\n[reasearch: {dropped} bytes of output dropped past the {log_cap} byte log cap]\n")
+    log.close()
+    text = tail.decode("utf-8", errors="replace")
     return JobOutcome(st, code, sig, wall, ru.ru_utime + ru.ru_stime, wall if lease.gpu else 0.0, lease.describe(),
                       mode, str(log_path), text, tuple(metrics), first_metric, hard_s, stopped,
                       float(budget_s), None if term_s is None else round(term_s, 4), over, uid)

@@ -60,7 +60,14 @@ from reasearch.engine import remove_tree
 from reasearch.engine.files import mount_bounded, private_folder, unmount
 from reasearch.engine.gpu import SlotLease, lease_slot
 from reasearch.engine.protocol import SandboxRunner
-from reasearch.engine.training import PROCESS_SCORING_GAPS, JobOutcome, end_orphaned_job, run_job
+from reasearch.engine.training import (
+    KILLED_UNASKED,
+    OOM_KILLED,
+    PROCESS_SCORING_GAPS,
+    JobOutcome,
+    end_orphaned_job,
+    run_job,
+)
 from reasearch.errors import ConfigError
 from reasearch.evaluators.base import CandidateKind, Task
 from reasearch.evaluators.heldout_content import HeldoutFingerprint, find_heldout_content
@@ -437,7 +444,9 @@ class TrainingTask(Parametrized[TP], Task):
                                            f"then {grace:g} s to save and exit): it must stop within "
                                            "REASEARCH_TIME_BUDGET_S and save its checkpoint (no score)"}.get(
                     job.status, f"train.py ended {job.status.value} (exit code {job.exit_code}, signal {job.signal})"
-                    + (f": {job.over_quota}" if job.over_quota else ""))
+                    + (f": {job.over_quota}" if job.over_quota else "")
+                    + (f": {OOM_KILLED if job.status is Status.OOM else KILLED_UNASKED}"
+                       if job.signal == signal.SIGKILL and not job.over_quota and not job.stopped else ""))
                 res = EvalResult.failure(job.status, f"{verdict}\nlog tail:\n{job.log_tail[-_LOG_TAIL:]}",
                                          wall_s=job.wall_s, cpu_s=job.cpu_s, metrics=train)
                 _write_status(own, state="done", status=job.status.value, slot=lease.describe(), started_at=started_at)

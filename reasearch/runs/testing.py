@@ -37,7 +37,7 @@ except ModuleNotFoundError:  # a plain install: the run doubles work; StoreTestC
     pytest = None  # type: ignore[assignment]
 
 from reasearch.engine.protocol import SandboxRunner
-from reasearch.errors import StoreError
+from reasearch.errors import FleetNotFoundError, RunNotFoundError, StoreError
 from reasearch.evaluators.base import Task
 from reasearch.evaluators.result import EvalResult, Provenance, Status
 from reasearch.evaluators.testing import ToyTask
@@ -359,6 +359,21 @@ class StoreTestCase:
     def test_unknown_run_is_a_clear_error(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no run"):
             store.get_run("missing")
+
+    def test_a_missing_run_or_fleet_is_its_own_error_not_a_store_failure(self, store: Store) -> None:
+        """"No such run" is :class:`RunNotFoundError` (callers create the run on it); an ambiguous prefix is not."""
+        for missing in (lambda: store.get_run("missing"),
+                        lambda: store.set_run_state("missing", RunState.FAILED, reason="x"),
+                        lambda: store.set_run_budget("missing", {"evaluations": 1.0})):
+            with pytest.raises(RunNotFoundError, match="no run 'missing'"):
+                missing()
+        with pytest.raises(FleetNotFoundError, match="no fleet 'missing'"):
+            store.get_fleet("missing")
+        store.create_run(_run("20260101-000000-aaaa"))
+        store.create_run(_run("20260101-000000-bbbb"))
+        with pytest.raises(StoreError, match="ambiguous") as ambiguous:
+            store.get_run("20260101")
+        assert not isinstance(ambiguous.value, RunNotFoundError)
 
 
 class InstanceExecutor(Executor):

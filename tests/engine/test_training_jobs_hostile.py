@@ -359,3 +359,70 @@ def test_writes_past_the_disk_quota_are_bounded(job_dirs: tuple[Path, Path], mod
     assert falloc == ["EFBIG"], job.log_tail
     assert job.status is Status.CRASH and job.over_quota and "over the 8 MB quota" in job.over_quota
     assert job.wall_s < 60, "the quota check never killed it"
+
+
+
+_WAITS_TO_BE_KILLED = """
+    import os, time
+    open(os.path.join(os.environ["OUT"], "started"), "w").close()
+    time.sleep(60)
+"""
+
+
+def _kill_minus_9(out: Path, marker: str) -> None:
+    """An operator's ``kill -9`` of the training process (not nsjail's), once it has started."""
+    while not (out / "started").exists():
+        time.sleep(0.05)
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in argv and b"nsjail" not in argv[0]:  # the jailed python, not nsjail itself
+            os.kill(int(proc.name), signal.SIGKILL)
+            return
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("oom_killer_acted", [False, True])
+def test_a_sigkill_the_engine_did_not_send_is_oom_only_when_the_oom_killer_acted(
+        job_dirs: tuple[Path, Path], mode: str, oom_killer_acted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """train.py is killed with SIGKILL from outside (an operator's ``kill -9``, a chaos kill): without a sign of
+    the kernel's OOM killer (the host's ``oom_kill`` count did not move) it is a crash that says so, never a claim
+    of "out of memory" as a fact; with the count risen it is OOM."""
+    needs_mode(mode)
+    import threading
+
+    import reasearch.engine.training as training
+
+    counts = iter([66, 67 if oom_killer_acted else 66])  # the host's count before the job, then after it
+    monkeypatch.setattr(training, "oom_kills", lambda: next(counts))
+    repo, out = job_dirs
+    (repo / "train.py").write_text(textwrap.dedent(_WAITS_TO_BE_KILLED))
+    marker = f"kill-me-{os.getpid()}-{mode}-{oom_killer_acted}"
+    killer = threading.Thread(target=_kill_minus_9, args=(out, marker), daemon=True)
+    killer.start()
+    with lease_slot("gpu", wait_s=10) as lease:
+        job = run_job(["python3", "train.py", marker], cwd=repo, lease=lease, time_budget_s=60.0, grace_s=1.0,
+                      log_path=repo.parent / "train.log", binds_ro=[repo], binds_rw=[out], env={"OUT": str(out)},
+                      memory_mb=2048, mode=mode)
+    killer.join(timeout=5)
+    assert job.signal == signal.SIGKILL and job.exit_code is None and job.term_s is None, job
+    if oom_killer_acted:
+        assert job.status is Status.OOM and training.OOM_KILLED in job.log_tail
+    else:
+        assert job.status is Status.CRASH, job.status
+        assert training.KILLED_UNASKED in job.log_tail
+        assert "out-of-memory killer" not in job.log_tail
+
+
+def test_the_oom_kill_count_is_read_from_vmstat(tmp_path: Path) -> None:
+    from reasearch.engine._oom import oom_kills
+
+    vmstat = tmp_path / "vmstat"
+    vmstat.write_text("nr_free_pages 12\noom_kill 7\npgfault 3\n")
+    assert oom_kills(vmstat) == 7
+    vmstat.write_text("nr_free_pages 12\n")  # an old kernel without the counter: unknown, never "no OOM"
+    assert oom_kills(vmstat) is None
+    assert oom_kills(tmp_path / "missing") is None

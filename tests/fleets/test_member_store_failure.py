@@ -37,7 +37,7 @@ def test_a_member_whose_failure_a_full_disk_kept_from_the_store_is_interrupted_a
     drove: list[str] = []
 
     def dies_of_a_full_disk(fleet_id: str, spec: Any, member: Any, store: Any, run_id: str, run_dir: str,
-                           handover_s: float = 0.0) -> None:
+                            handover_s: float = 0.0) -> None:
         run = Run.create(store, task=ToyTask(), budget={"evaluations": 3}, run_id=run_id, config={"driver": "method"})
         assert run.driver_id  # this thread drives it (its heartbeat beats)
         full.set()
@@ -57,7 +57,7 @@ def test_a_member_whose_failure_a_full_disk_kept_from_the_store_is_interrupted_a
     assert [m.state for m in fleet_report("f-full", store=tmp_path).members] == [RunState.INTERRUPTED.value]
 
     def resumes(fleet_id: str, spec: Any, member: Any, store: Any, run_id: str, run_dir: str,
-                handover_s: float = 0.0) -> None:
+                            handover_s: float = 0.0) -> None:
         run = Run.open(store, run_id)
         run.resume(takeover=True)  # refused while a live process is known to drive it
         store.set_run_state(run_id, RunState.FINISHED)

@@ -4,6 +4,7 @@ Debian chromium driven by Playwright, and a folder for screenshots (printed; als
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -54,9 +55,14 @@ def runs(report_dir: Path, executor: LocalExecutor) -> Iterator[tuple[Store, Rep
         store.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Debian chromium (``.ci/run`` installs it when missing)."""
+    """Headless Debian chromium (``.ci/run`` installs it when missing), one per test module.
+
+    Not one per session: between calls Playwright's sync API leaves its event loop marked as running in this
+    thread (on purpose: its dispatcher resumes that loop), so while a browser is open ``asyncio.run``/``anyio.run``
+    refuse to start. Closed at the end of the module, the loop is unmarked and the async tests that run later in
+    the session (MCP, the adapters) work (``test_browser_loop_*.py``)."""
     if not os.path.exists(CHROMIUM):
         message = f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it)"
         if os.environ.get("CI", "").lower() == "true" or os.environ.get("REASEARCH_REQUIRE_BROWSER") == "1":
@@ -72,6 +78,7 @@ def browser() -> Iterator[Any]:
             helpers = _browser_processes()
             b.close()
     _reap_adopted(helpers)
+    assert asyncio._get_running_loop() is None, "Playwright left its event loop marked as running"
 
 
 def _browser_processes() -> set[int]:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reasearch.errors import StoreError
+from reasearch.errors import RunNotFoundError, StoreError
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.ledger import LedgerEntry, Unit
@@ -98,7 +98,7 @@ class SQLCore(Store):
             return self._run(rows[0])
         if rows:
             raise StoreError(f"run id prefix {run_id!r} is ambiguous ({len(rows)} runs); give more characters")
-        raise StoreError(f"no run {run_id!r} in {self.display_url}; `reasearch runs` lists the runs there")
+        raise RunNotFoundError(f"no run {run_id!r} in {self.display_url}; `reasearch runs` lists the runs there")
 
     def list_runs(self) -> list[RunRecord]:
         return [self._run(r) for r in self.db.all(f"SELECT {_RUN_COLS} FROM runs ORDER BY created_at, id")]
@@ -116,14 +116,14 @@ class SQLCore(Store):
                 "UPDATE runs SET state = ?, final_candidate = ?, reason = ?, updated_at = ? WHERE id = ?",
                 (RunState(state).value, final_candidate, reason, time.time(), run_id))
             if cur.rowcount == 0:
-                raise StoreError(f"no run {run_id!r} in {self.display_url}")
+                raise RunNotFoundError(f"no run {run_id!r} in {self.display_url}")
 
     def set_run_budget(self, run_id: str, budget: Mapping[str, float]) -> None:
         with self.db.transaction():
             cur = self.db.execute("UPDATE runs SET budget = ?, updated_at = ? WHERE id = ?",
                                   (dumps(dict(budget)), time.time(), run_id))
             if cur.rowcount == 0:
-                raise StoreError(f"no run {run_id!r} in {self.display_url}")
+                raise RunNotFoundError(f"no run {run_id!r} in {self.display_url}")
 
     # -- candidates
     def _insert_candidate(self, c: CandidateRecord) -> bool:

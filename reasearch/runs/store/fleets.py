@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from reasearch.errors import StoreError
+from reasearch.errors import FleetNotFoundError
 from reasearch.runs.ledger import Unit
 from reasearch.runs.store.connection import SQLConnection
 from reasearch.runs.store.records import MAX_FLEET_ID_LEN, check_id, dumps
@@ -30,7 +30,8 @@ class Fleets:
     def get_fleet(self, fleet_id: str) -> dict[str, Any]:
         row = self.db.one("SELECT spec FROM fleets WHERE id = ?", (fleet_id,))
         if row is None:
-            raise StoreError(f"no fleet {fleet_id!r} in {self.db.display_url}; `reasearch fleet list` lists the fleets")
+            raise FleetNotFoundError(f"no fleet {fleet_id!r} in {self.db.display_url}; "
+                                     "`reasearch fleet list` lists the fleets")
         return dict(json.loads(row[0]))
 
     def list_fleets(self) -> list[tuple[str, float]]:
