@@ -45,7 +45,7 @@ def drive(spec: dict[str, Any]) -> int:
             if spec["method"] in ("agent", "training"):
                 return _drive_agent(spec, store, model_spec, model, executor)
             try:
-                store.get_run(spec["run_id"])
+                store.get_run(spec["run_id"], exact=True)
             except RunNotFoundError:  # the first session; a store that failed raises on
                 method = "best-of-n" if spec["method"] == "prompt" else spec["method"]  # prompt: on gsm8k/v1
                 runner = start_method(method, spec["task"], budget=spec["budget"], store=store,
@@ -56,7 +56,7 @@ def drive(spec: dict[str, Any]) -> int:
                 runner = open_method(spec["run_id"], store=store, model=model, executor=executor, takeover=True)
             runner.optimize()
             runner.run.close()
-            return 0 if store.get_run(spec["run_id"]).state is RunState.FINISHED else 1
+            return 0 if store.get_run(spec["run_id"], exact=True).state is RunState.FINISHED else 1
     finally:
         pool.close()
         store.close()
@@ -67,7 +67,7 @@ def _drive_agent(spec: dict[str, Any], store: Any, model_spec: ModelSpec, model:
 
     run_dir = Path(spec["store"]).parent / "agents"
     try:
-        store.get_run(spec["run_id"])
+        store.get_run(spec["run_id"], exact=True)
     except RunNotFoundError:  # the first session; a store that failed raises on
         cap = spec["budget"].get("evaluations", spec["budget"].get("experiments", 0))
         config = AgentConfig(models={"agent": model_spec}, sandbox_mode=spec["mode"], max_turns=4 * int(cap) + 10,
@@ -83,7 +83,7 @@ def _drive_agent(spec: dict[str, Any], store: Any, model_spec: ModelSpec, model:
                            executor=executor, takeover=True)
     agent.optimize()
     agent.run.close()
-    return 0 if store.get_run(spec["run_id"]).state is RunState.FINISHED else 1
+    return 0 if store.get_run(spec["run_id"], exact=True).state is RunState.FINISHED else 1
 
 
 def _start_training(spec: dict[str, Any], store: Any, config: Any, run_dir: Path, model: Any, executor: Any) -> Any:

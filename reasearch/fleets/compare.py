@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from reasearch.errors import ConfigError, StoreError
+from reasearch.errors import ConfigError, RunNotFoundError
 from reasearch.evaluators.kinds import RepositoryKind, task_kind
 from reasearch.evaluators.registry import build_task
 from reasearch.evaluators.training import heldout_public_of
@@ -108,7 +108,7 @@ def run_compare(spec: FleetSpec, *, store: str, run_dir: str = "runs", fleet_id:
 
 # ---------------------------------------------------------------- the numbers
 def _run_data(store: Store, member: Any, run_id: str) -> dict[str, Any]:
-    rec = store.get_run(run_id)
+    rec = store.get_run(run_id, exact=True)
     run = Run(store, rec)
     spec = run.task.spec
     unit = run.eval_unit
@@ -384,7 +384,7 @@ def _comparison(store: Store, report: FleetReport, fleet_id: str, reference: str
 
 def _has_run(store: Store, run_id: str) -> bool:
     try:
-        store.get_run(run_id)
-    except StoreError:
+        store.get_run(run_id, exact=True)
+    except RunNotFoundError:  # a store that failed raises on: a member is never dropped from a report silently
         return False
     return True

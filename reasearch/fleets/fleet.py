@@ -58,7 +58,7 @@ _REASON_CHARS = 300  # of a failed member's exception message, kept in its run's
 
 def _member_result(store: Store, member: FleetMember, run_id: str, node: str = "") -> MemberResult:
     try:
-        rec = store.get_run(run_id)
+        rec = store.get_run(run_id, exact=True)
     except RunNotFoundError:  # reserved, not created yet (a store that failed raises on)
         return MemberResult(member, run_id, "pending", None, None, 0, {}, node=node)
     run = Run(store, rec)
@@ -116,7 +116,7 @@ def run_member(fleet_id: str, spec_data: Mapping[str, Any], member_data: Mapping
 def _drive_member(fleet_id: str, spec: FleetSpec, member: FleetMember, store: Store, run_id: str,
                   run_dir: str, handover_s: float) -> None:
     try:
-        rec = store.get_run(run_id)
+        rec = store.get_run(run_id, exact=True)
     except RunNotFoundError:  # only "no such run" starts one: a store that failed raises on (never a second create)
         rec = None
     if rec is not None and rec.state is RunState.FINISHED:
@@ -170,7 +170,7 @@ def _record_failure(store: Store, member: FleetMember, run_id: str, node: str, e
     ``interrupted``, a resumable model error); a member that failed before its run existed is reported only."""
     reason = failure_reason(exc)
     try:
-        rec = store.get_run(run_id)
+        rec = store.get_run(run_id, exact=True)
     except RunNotFoundError:
         return MemberResult(member, run_id, RunState.FAILED.value, None, None, 0, {}, reason, node)
     if rec.state is RunState.RUNNING:

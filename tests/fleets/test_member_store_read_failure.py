@@ -22,7 +22,7 @@ LOCKED = "the SQLite store STORE stayed locked by another process (database is l
 class _LockedReads:
     """A store whose every ``get_run`` fails as a locked or lost store does (a plain StoreError)."""
 
-    def get_run(self, run_id: str) -> Any:
+    def get_run(self, run_id: str, **kw: Any) -> Any:
         raise StoreError(LOCKED)
 
     def __getattr__(self, name: str) -> Any:
@@ -47,10 +47,11 @@ def test_a_member_whose_run_the_store_cannot_read_ends_with_the_stores_reason(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     get_run = SQLStore.get_run
 
-    def locked_for_members(self: Any, run_id: str) -> Any:  # in the member's thread only: the fleet reads fine
+    def locked_for_members(self: Any, run_id: str, **kw: Any) -> Any:
+        # in the member's thread only: the fleet reads fine
         if run_id.startswith("f-locked-m") and threading.current_thread().name.startswith("fleet"):
             raise StoreError(LOCKED)
-        return get_run(self, run_id)
+        return get_run(self, run_id, **kw)
 
     monkeypatch.setattr(SQLStore, "get_run", locked_for_members)
     spec = FleetSpec(tasks=("heilbronn/n11-v1",), seeds=(0,), models=("scripted/none.json",), budget={"evaluations": 3},
@@ -62,3 +63,19 @@ def test_a_member_whose_run_the_store_cannot_read_ends_with_the_stores_reason(
     monkeypatch.setattr(SQLStore, "get_run", get_run)
     with open_store(tmp_path) as store:
         assert [r.id for r in store.list_runs()] == []  # no run was created behind the failed read
+
+
+def test_a_member_run_is_looked_up_by_its_exact_id_never_by_prefix(tmp_path: Path) -> None:
+    """Member ``f-m100`` of a fleet of over 1,000 members must not find ``f-m1000`` by prefix (the store's
+    prefix lookup is for people typing ids): it is not stored yet, so the member starts its own run."""
+    from reasearch.evaluators.testing import ToyTask
+    from reasearch.runs import Run
+
+    with open_store(tmp_path) as store:
+        Run.create(store, task=ToyTask(), budget={"evaluations": 1}, run_id="f-m1000", config={"driver": "method"})
+        assert store.get_run("f-m100").id == "f-m1000"  # what a person gets from a unique prefix
+        with pytest.raises(RunNotFoundError):
+            store.get_run("f-m100", exact=True)
+        member = FleetMember(100, "heilbronn/n11-v1", 0, "scripted/none.json", method="best-of-n")
+        assert fleet_module._member_result(store, member, "f-m100").state == "pending"
+        assert fleet_module._member_result(store, member, "f-m1000").run_id == "f-m1000"

@@ -41,8 +41,10 @@ class Store(ABC):
         """Inserts a new run (its id must be new)."""
 
     @abstractmethod
-    def get_run(self, run_id: str) -> RunRecord:
-        """The run with this id, or with this unique id prefix; StoreError when there is none."""
+    def get_run(self, run_id: str, *, exact: bool = False) -> RunRecord:
+        """The run with this id, or (unless ``exact``) with this unique id prefix; :class:`RunNotFoundError`
+        when there is none. Code that names a run it made itself (a fleet member's ``F-m100``) asks ``exact``:
+        a prefix would find ``F-m1000``."""
 
     @abstractmethod
     def list_runs(self) -> list[RunRecord]:

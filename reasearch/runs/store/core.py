@@ -87,10 +87,12 @@ class SQLCore(Store):
             final_candidate=row[8], reason=row[9], created_at=float(row[10]), updated_at=float(row[11]),
             task_spec=_task_spec(row[0], row[12]))
 
-    def get_run(self, run_id: str) -> RunRecord:
+    def get_run(self, run_id: str, *, exact: bool = False) -> RunRecord:
         row = self.db.one(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,))
         if row is not None:
             return self._run(row)
+        if exact:
+            raise RunNotFoundError(f"no run {run_id!r} in {self.display_url}")
         # A unique prefix is enough (as with git commits); LIKE wildcards in the id are escaped.
         like = re.sub(r"([\\%_])", r"\\\1", run_id) + "%"
         rows = self.db.all(f"SELECT {_RUN_COLS} FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at", (like,))
