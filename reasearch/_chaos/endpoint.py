@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler
 from types import SimpleNamespace
 from typing import Any
 
+from reasearch.evaluators.testing import TOY_TRAIN
 from reasearch.methods.testing import MutatingModel
 from reasearch.models.messages import ModelReply, StopReason, text_block
 from reasearch.models.testing import LocalHTTPServer, chat_completion_json
@@ -34,21 +35,15 @@ TRAIN_SLEEP_S = 0.3  # how long the toy train.py of a training agent's experimen
 # The training agent's train.py: the toy task's, plus what a hostile one tries first: a double-forked setsid daemon
 # that outlives the job (holding the slot lease it inherited) unless the driver, or the pruner after a dead
 # driver, ends every process of the job's uid (under nsjail, the job's PID namespace ends it).
-HOSTILE_TRAIN = """import json, os, time
-if os.fork() == 0:
+_DAEMON = """if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         time.sleep(120)
         os._exit(0)
     os._exit(0)
-settings = json.load(open("settings.json"))
-print(json.dumps({"step": 0, "loss": 1.0}), flush=True)
-time.sleep(float(settings.get("sleep_s", 0.0)))
-os.makedirs(os.environ["REASEARCH_OUT_DIR"], exist_ok=True)
-with open(os.path.join(os.environ["REASEARCH_OUT_DIR"], "x.json"), "w") as fh:
-    json.dump({"x": settings["x"]}, fh)
-print(json.dumps({"step": 1, "loss": 0.5}), flush=True)
 """
+HOSTILE_TRAIN = TOY_TRAIN.replace("settings = json.load", _DAEMON + "settings = json.load", 1)
+assert _DAEMON in HOSTILE_TRAIN  # the toy script still reads its settings where the daemon goes in first
 _NONCE = "chaos-reply-"
 
 

@@ -20,8 +20,8 @@ from reasearch.evaluators.result import EvalResult
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.evaluators.training import TrainingParams, TrainingTask, experiments_root
 
-__all__ = ["ToyRepoTrainingTask", "ToyTask", "ToyTrainingTask", "toy_harness", "toy_candidate", "install_on_path",
-           "install_task_package"]
+__all__ = ["TOY_TRAIN", "ToyRepoTrainingTask", "ToyTask", "ToyTrainingTask", "toy_harness", "toy_candidate",
+           "install_on_path", "install_task_package"]
 
 
 def install_on_path(site: Path, name: str, version: str, entry_points: dict[str, dict[str, str]],
@@ -137,7 +137,7 @@ class ToyTrainingTask(ToyTask):
         return {"experiments": 1.0, "gpu_seconds": float(result.wall_s)}
 
 
-_TOY_TRAIN = '''"""Toy training: 'trains' x towards the target by reading settings.json, then saves it."""
+TOY_TRAIN = '''"""Toy training: 'trains' x towards the target by reading settings.json, then saves it."""
 import json, os, time
 
 settings = json.load(open("settings.json"))
@@ -185,7 +185,7 @@ class ToyRepoTrainingTask(TrainingTask[ToyRepoTrainingParams]):
         return "Edit settings.json so that train.py saves x close to the target; the score is -(x - target)^2."
 
     def seed_files(self) -> dict[str, str]:
-        return {"train.py": _TOY_TRAIN, "settings.json": '{"x": 0.0, "sleep_s": 0.0}\n'}
+        return {"train.py": TOY_TRAIN, "settings.json": '{"x": 0.0, "sleep_s": 0.0}\n'}
 
     def train_data_dir(self) -> Path:
         path = experiments_root() / "toy-data"
