@@ -178,3 +178,29 @@ def test_postgres_gives_up_after_one_reconnect(pg: Any) -> None:
     with pytest.raises(StoreError, match="lost the connection"):
         store.db.one("SELECT 1")
     assert len(conns) == 2
+
+
+def test_stores_opened_at_once_on_a_new_file_all_open(tmp_path: Path) -> None:
+    """Opening a new SQLite store from several threads at once (``compare --track``: the fleet and the tracker)
+    races to switch the file to WAL, and SQLite tells the loser "database is locked" at once, without waiting:
+    every opener must get its store."""
+    import threading
+
+    errors: list[str] = []
+    for round_ in range(40):
+        path = tmp_path / f"race{round_}.sqlite"
+        gate = threading.Barrier(8)
+
+        def open_it(path: Path = path, gate: threading.Barrier = gate) -> None:
+            gate.wait()
+            try:
+                SQLiteStore(path).close()
+            except StoreError as exc:
+                errors.append(str(exc))
+
+        threads = [threading.Thread(target=open_it) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 
 from reasearch.errors import StoreError
 from reasearch.runs.store.records import _redact
+
+_SQLITE_BUSY_S = 30.0  # how long a SQLite store waits for another writer (and for its file to open)
 
 
 class SQLConnection(ABC):
@@ -161,16 +164,28 @@ class SQLiteConnection(SQLConnection):
     def _connect(self) -> Any:
         import sqlite3
 
-        try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
-            conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS
-            # crash or power loss can drop the last commits, never corrupt the file.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from None
-        return conn
+        # Two processes or threads opening a new file at once race to switch it to WAL, and SQLite answers the
+        # loser "database is locked" at once, without its busy handler: retried here, within the same 30 s.
+        deadline, pause = time.monotonic() + _SQLITE_BUSY_S, 0.01
+        while True:
+            conn = None
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=_SQLITE_BUSY_S)
+                conn.execute("PRAGMA journal_mode=WAL")
+                # NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS
+                # crash or power loss can drop the last commits, never corrupt the file.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+                return conn
+            except sqlite3.DatabaseError as exc:
+                if conn is not None:
+                    conn.close()
+                busy = isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+                if not busy or time.monotonic() >= deadline:
+                    raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
 
     @contextlib.contextmanager
     def _begin(self) -> Iterator[None]:
