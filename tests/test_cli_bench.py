@@ -50,3 +50,24 @@ def test_bench_explains_its_columns_sums_up_the_missed_goals_and_shows_each_figu
     progress = [ln for ln in err.splitlines() if ln.startswith("bench: txn (1/1): ")]
     assert len(progress) == 3 and "slow thing = 9 ms (goal <= 5 ms: NO)" in progress[1]  # one line per figure
     assert main(["bench", "--section", "txn", "--strict"]) == 1
+
+
+def test_a_plain_bench_runs_the_chaos_soak_short_and_in_full_only_when_named(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's first command must end in minutes: the long soak (hours) runs only with --section chaos."""
+    import reasearch._cli.bench as bench_cli
+    from reasearch._bench import BenchRow
+
+    calls: dict[str, bool] = {}
+
+    def fake_section(name: str, *, quick: bool) -> list[BenchRow]:
+        calls[name] = quick
+        return [BenchRow(name, "figure", 1.0, "ms")]
+
+    monkeypatch.setattr(bench_cli, "run_section", fake_section)
+    assert main(["bench"]) == 0
+    assert calls["chaos"] is True and calls["sandbox"] is False  # only the hours-long section is made short
+    calls.clear()
+    assert main(["bench", "--section", "chaos"]) == 0
+    assert calls == {"chaos": False}
+    capsys.readouterr()

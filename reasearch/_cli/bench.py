@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress
 
-from reasearch._bench import LEGEND, BenchRow, on_each_row, run_section, section_names, summary, table
+from reasearch._bench import LEGEND, LONG_WHEN_NAMED, BenchRow, on_each_row, run_section, section_names, summary, table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
                     print(f"{where}: {row.name} = {row.value:.4g} {row.unit}{verdict}", file=sys.stderr, flush=True)
 
             with on_each_row(measured):
-                rows.extend(run_section(name, quick=args.quick))
+                # A section that runs for hours in full (the chaos soak) is short unless named with --section.
+                quick = args.quick or (name in LONG_WHEN_NAMED and not args.section)
+                rows.extend(run_section(name, quick=quick))
             progress.advance(bar)
     console.print(table(rows))
     for r in rows:
