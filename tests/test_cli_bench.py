@@ -71,3 +71,22 @@ def test_a_plain_bench_runs_the_chaos_soak_short_and_in_full_only_when_named(
     assert main(["bench", "--section", "chaos"]) == 0
     assert calls == {"chaos": False}
     capsys.readouterr()
+
+
+def test_a_section_whose_extra_is_missing_is_skipped_in_a_plain_run_and_an_error_when_named(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pip install -e . && reasearch bench` (no extras) must finish: the peers section needs OpenEvolve."""
+    import reasearch._cli.bench as bench_cli
+    from reasearch._bench import BenchRow, MissingExtra
+
+    def fake_section(name: str, *, quick: bool) -> list[BenchRow]:
+        if name == "peers":
+            raise MissingExtra("the peers bench needs OpenEvolve: pip install 'reasearch[openevolve]'")
+        return [BenchRow(name, "figure", 1.0, "ms")]
+
+    monkeypatch.setattr(bench_cli, "run_section", fake_section)
+    assert main(["bench"]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped: the peers bench needs OpenEvolve" in err and "fleet" in out  # the sections after it ran
+    assert main(["bench", "--section", "peers"]) == 2
+    assert "needs OpenEvolve" in capsys.readouterr().err

@@ -35,6 +35,7 @@ __all__ = [
     "p95",
     "per_call_us",
     "LONG_WHEN_NAMED",
+    "MissingExtra",
     "run_section",
     "section_names",
     "table",
@@ -59,6 +60,11 @@ SECTIONS: tuple[str, ...] = (
 # Sections whose full run takes hours (the long chaos soak, ~2.5 h with every driver): a plain `reasearch bench`
 # runs them short (as --quick); `--section NAME` runs them in full.
 LONG_WHEN_NAMED: frozenset[str] = frozenset({"chaos"})
+
+
+class MissingExtra(ConfigError):
+    """A section needs a package of an optional extra that is not installed: a plain ``reasearch bench`` says so
+    and goes on with the other sections; ``--section NAME`` fails with it (exit 2)."""
 
 
 @dataclass(frozen=True, slots=True)

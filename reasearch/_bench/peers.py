@@ -71,9 +71,9 @@ def _load() -> str:
 
 def run(quick: bool) -> list[BenchRow]:
     if importlib.util.find_spec("openevolve") is None:
-        from reasearch.errors import ConfigError
+        from reasearch._bench import MissingExtra
 
-        raise ConfigError("the peers bench needs OpenEvolve: pip install 'reasearch[openevolve]'")
+        raise MissingExtra("the peers bench needs OpenEvolve: pip install 'reasearch[openevolve]'")
     budget = 12 if quick else 32
     rows: list[BenchRow] = []
     with tempfile.TemporaryDirectory(prefix="reasearch-bench-peers-") as tmp:
