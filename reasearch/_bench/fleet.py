@@ -113,8 +113,13 @@ def _fleet_rows(name: str, members: int, seconds: float, reference: float, one_a
 
 
 def run(quick: bool) -> list[BenchRow]:
+    import importlib.util
+
+    from reasearch._bench import MissingExtra
     from reasearch.runs.ray_cluster import import_ray
 
+    if importlib.util.find_spec("ray") is None:
+        raise MissingExtra("the fleet bench needs Ray: pip install 'reasearch[ray]'")
     ray = import_ray("the fleet bench")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if ray.is_initialized():
