@@ -8,10 +8,16 @@ checked, frozen values), ``spec.params`` (:func:`spec_params`), ``reasearch task
 ``make()`` runs before a task is built: a wrong value is a one-line :class:`~reasearch.errors.ConfigError`
 naming the parameter, the value and what it takes.
 
-A class that declares no dataclass (a task package's class or factory; ARC, whose ``spec.params`` record the
-split its data resolve, not the one given) is read from its ``__init__`` signature (its type hints) and the
-``Args:`` section of its docstring (a base class's counts too): names, types, defaults and meanings, no
-ranges. Either way, time and memory limits (``*_s`` and ``*_mb``) are > 0 unless declared otherwise.
+A class that declares no dataclass (a task package's class or factory) is read from its ``__init__`` signature
+(its type hints) and the ``Args:`` section of its docstring (a base class's counts too): names, types, defaults
+and meanings, no ranges. Either way, time and memory limits (``*_s`` and ``*_mb``) are > 0 unless declared
+otherwise.
+
+What ``spec.params`` (a task's identity and cache key) record is the declaration's values, with three declared
+exceptions: ``meta(recorded_at_default=False)`` leaves a parameter out while it has its default, ``meta(
+in_spec=False)`` leaves it out always (how a task runs, not what it computes: ARC's set ``workers``), and
+``spec_params(params, name=value)`` records a value the task resolved instead of the one given (ARC's ``split``:
+None given, the split holding the id recorded). ``get_params()`` returns what was given (what rebuilds the task).
 
 Trust boundary: parameters come from the command line or a spec file (the user), never from a candidate.
 """
@@ -31,7 +37,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from reasearch.errors import ConfigError
 
 __all__ = ["Parametrized", "Range", "TaskParam", "TaskParams", "check_finite", "check_params", "declared_params",
-           "describe_params", "meta", "spec_params", "unbounded_number"]
+           "describe_params", "given_params", "meta", "shown_value", "spec_params", "unbounded_number"]
 
 MAX_PARAM_INT = 2**63 - 1  # the largest integer a parameter may take (a 64-bit store column, a C long)
 
@@ -223,9 +229,7 @@ def checked_value(p: TaskParam, value: object, where: str, hint: str = "") -> ob
         except TypeError:
             ok = False
     if not ok:
-        shown = repr(value)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        raise ConfigError(f"parameter {p.name} of {where} takes {p.describe()}, not {shown}"
+        raise ConfigError(f"parameter {p.name} of {where} takes {p.describe()}, not {shown_value(value)}"
                           + (f" ({hint})" if hint else ""))
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -236,13 +240,23 @@ def checked_value(p: TaskParam, value: object, where: str, hint: str = "") -> ob
     return value
 
 
-def meta(meaning: str, value_range: Range | None = None, *, recorded_at_default: bool = True) -> dict[str, object]:
+def shown_value(value: object) -> str:
+    """``repr(value)`` cut to 60 characters, as a one-line error shows a given value."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def meta(meaning: str, value_range: Range | None = None, *, recorded_at_default: bool = True,
+         in_spec: bool = True) -> dict[str, object]:
     """A declared parameter's field metadata: ``field(default=26, metadata=meta("number of circles", Range(ge=2)))``.
 
     ``recorded_at_default=False``: ``spec.params`` leaves the parameter out while it has its default (one added to
     a family after its ids were recorded: the ids it had keep their spec, and every cache key its own).
+    ``in_spec=False``: ``spec.params`` never record the parameter, whatever its value: it says how the task runs,
+    not what it computes (a thread count, a progress bar), so neither the task's identity nor a cache key depends
+    on it. It is checked and listed like any other, and ``get_params()`` returns it.
     """
-    return {"help": meaning, "range": value_range, "recorded_at_default": recorded_at_default}
+    return {"help": meaning, "range": value_range, "recorded_at_default": recorded_at_default, "in_spec": in_spec}
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,8 +305,40 @@ def _read_declaration(declaration: type[TaskParams]) -> tuple[TaskParam, ...]:
     return tuple(out)
 
 
-def spec_params(params: TaskParams) -> dict[str, object]:
-    """The values of a declaration as a task's ``spec.params`` records them (field order)."""
+def spec_params(params: TaskParams, /, **resolved: object) -> dict[str, object]:
+    """The values of a declaration as a task's ``spec.params`` records them (field order).
+
+    Args:
+        params: the task's declaration (``task.params``).
+        **resolved: values the task resolved from the given ones, recorded instead of them (ARC's ``split``: None
+            means "the split holding this id", and the spec records the split found, so a task rebuilt from its
+            spec names it). Each must be a declared parameter that the spec records, and is checked like a given
+            value (type, range, finiteness).
+
+    Raises:
+        ConfigError: a resolved value out of its parameter's type or range.
+        ValueError: a resolved name that is not a declared parameter in ``spec.params`` (a task's own mistake).
+    """
+    fields = [f for f in dataclasses.fields(params) if f.metadata.get("in_spec", True)]
+    unknown = sorted(set(resolved) - {f.name for f in fields})
+    if unknown:
+        raise ValueError(f"{type(params).__name__}: spec_params() resolves only declared parameters that spec.params "
+                         f"record, not {unknown}")
+    declared = {p.name: p for p in _declared(type(params))}
+    out: dict[str, object] = {}
+    for f in fields:
+        if f.name in resolved:
+            given = resolved[f.name]
+            kept = checked_value(declared[f.name], given, params.family)
+            out[f.name] = given if params.keep_given_numbers else kept
+        elif f.metadata.get("recorded_at_default", True) or getattr(params, f.name) != f.default:
+            out[f.name] = getattr(params, f.name)
+    return out
+
+
+def given_params(params: TaskParams) -> dict[str, object]:
+    """The values of a declaration as given (field order): what rebuilds the task, ``in_spec=False`` ones included,
+    a ``recorded_at_default=False`` one left out at its default, nothing resolved."""
     return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)
             if f.metadata.get("recorded_at_default", True) or getattr(params, f.name) != f.default}
 
@@ -323,8 +369,9 @@ class Parametrized(Generic[P]):
             fields = sorted(dataclasses.fields(declaration), key=lambda f: bool(f.kw_only))  # as __init__ takes them
             cls.__signature__ = inspect.Signature([
                 inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY if f.kw_only else
-                                  inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
-                                  annotation=f.type) for f in fields])
+                                  inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=f.type,
+                                  default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+                for f in fields])
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         declaration = type(self).params_type
@@ -342,8 +389,12 @@ class Parametrized(Generic[P]):
             if name in given:
                 raise ConfigError(f"{family}: parameter {name} given twice (by position and by name)")
             given[name] = value
+        missing = [f.name for f in fields if f.name not in given and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise ConfigError(f"{family}: parameter {missing[0]} is required (its parameters: {', '.join(names)})")
         self.params = typing.cast(P, declaration(**given))
 
     def get_params(self) -> dict[str, object]:
-        """The declared parameters' values (what rebuilds this task)."""
-        return spec_params(self.params)
+        """The declared parameters' values as given (what rebuilds this task; :func:`given_params`)."""
+        return given_params(self.params)

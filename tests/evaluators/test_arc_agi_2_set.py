@@ -95,10 +95,11 @@ def test_the_seed_runs_on_every_task_of_the_eval_split(pool: SandboxPool, shared
 
 
 def test_bad_parameters() -> None:
-    with pytest.raises(ConfigError, match="unknown ARC split"):
-        _ = ArcSetTask("test").spec
-    with pytest.raises(ConfigError, match="workers"):
-        _ = ArcSetTask(workers=0).spec
+    """Refused when the task is made (every kind of bad value: tests/evaluators/test_task_params.py)."""
+    with pytest.raises(ConfigError, match="parameter split of arc_agi_2 takes one of 'evaluation', 'training'"):
+        ArcSetTask("test")
+    with pytest.raises(ConfigError, match="parameter workers of arc_agi_2 takes an integer or null >= 1"):
+        ArcSetTask(workers=0)
     assert ArcSetTask("training").seed_program() == SEED_PROGRAM
 
 

@@ -37,6 +37,20 @@ NON_DEFAULT: dict[str, dict[str, Any]] = {
     "gsm8k": {"n_train": 20, "timeout_s": 30, "answer": "last-number"},
 }
 ARC_SAMPLE = 6  # of the 1,122 ARC ids, the first few in sorted order (same class, same code path)
+# ARC cases the sample misses: the set tasks (workers and progress left out of spec.params, data_dir recorded as
+# given: their spec reads no data), and a task's split given vs None (spec.params record the split the data
+# resolve); pinned from main at 15b309f, before ARC's parameters were declared.
+ARC_EXTRA: list[tuple[str, dict[str, Any]]] = [
+    ("arc_agi_2/eval-v1", {}),
+    ("arc_agi_2/eval-v1", {"workers": 3}),
+    ("arc_agi_2/eval-v1", {"workers": 1, "progress": False}),
+    ("arc_agi_2/eval-v1", {"data_dir": "/nonexistent/arc-agi-2"}),
+    ("arc_agi_2/training-v1", {}),
+    ("arc_agi_2/training-v1", {"workers": 2, "data_dir": "relative/arc"}),
+    ("arc_agi_2/00576224-v1", {"split": "training"}),
+    ("arc_agi_2/0934a4d8-v1", {}),
+    ("arc_agi_2/0934a4d8-v1", {"split": "evaluation"}),
+]
 
 
 def configurations() -> list[tuple[str, dict[str, Any]]]:
@@ -49,7 +63,7 @@ def configurations() -> list[tuple[str, dict[str, Any]]]:
         family = task_id.split("/", 1)[0]
         if family in NON_DEFAULT:
             out.append((task_id, NON_DEFAULT[family]))
-    return out
+    return out + ARC_EXTRA
 
 
 def identity(task_id: str, params: dict[str, Any]) -> dict[str, Any]:

