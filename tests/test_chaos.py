@@ -23,6 +23,7 @@ import pytest
 
 from reasearch._chaos import CHECKS, FAULTS, SoakReport, check_all, make_schedule, soak
 from reasearch._chaos.invariants import SoakRecord
+from reasearch._chaos.schedule import METHODS
 from reasearch._chaos.soak import Fault, _RunDriver, _Soak
 from reasearch.errors import ConfigError
 from reasearch.runs import RunState, Unit, open_store
@@ -65,6 +66,8 @@ def test_the_short_soak_holds_every_invariant(soaked: SoakReport) -> None:
     assert soaked.faults["kill_driver"] >= soaked.runs  # every run was killed at least once, and resumed
     assert soaked.resumes >= soaked.faults["kill_driver"]
     assert soaked.evaluations > 0 and soaked.model_calls >= soaked.evaluations - soaked.runs
+    # the per-driver split (the long soak's bench rows) adds up, and names only the drivers the schedule drew
+    assert sum(soaked.by_driver.values()) == soaked.evaluations and set(soaked.by_driver) <= set(METHODS)
 
 
 def test_the_schedule_is_drawn_from_the_seed() -> None:

@@ -57,7 +57,7 @@ SECTIONS: tuple[str, ...] = (
     "reasearch._bench.chaos",  # a soak: many drivers killed and resumed (short with --quick)
     "reasearch._bench.fleet",  # last: starts and stops Ray (a local instance, then a two-node cluster)
 )
-# Sections whose full run takes hours (the long chaos soak, ~2.5 h with every driver): a plain `reasearch bench`
+# Sections whose full run is long (the long chaos soak, ~40 min with every driver): a plain `reasearch bench`
 # runs them short (as --quick); `--section NAME` runs them in full.
 LONG_WHEN_NAMED: frozenset[str] = frozenset({"chaos"})
 

@@ -82,6 +82,7 @@ class SoakReport:
     faults: Counter[str] = field(default_factory=Counter)
     resumes: int = 0
     wall_s: float = 0.0
+    by_driver: Counter[str] = field(default_factory=Counter)  # evaluations (not cached) per driver
     violations: list[Violation] = field(default_factory=list)
     record: SoakRecord | None = None
 
@@ -451,11 +452,13 @@ class _Soak:
                     if kind in ENDPOINT_FAULTS:
                         self.counts[kind] += n
         _settle(self.root, self.record.seen_processes, timeout_s=10.0)
+        driver_of = {m: plan.method for plan in self.schedule.runs for m in plan.members()}
         for plan in self.schedule.runs:  # an MCP session's run is named by its server: found in ROOT/PLAN.run
             named = Path(self.root) / f"{plan.run_id}.run"
             if plan.method == "mcp" and named.is_file():
                 run_id = named.read_text().strip()
                 self.record.caps[run_id] = self.record.caps.pop(plan.run_id)
+                driver_of[run_id] = plan.method
                 self.record.groups[plan.run_id] = [run_id]
                 # the client's proposals are its own (an MCP run's model is its client): in no ledger of the project
                 self.record.accounts.pop(plan.run_id, None)
@@ -469,7 +472,9 @@ class _Soak:
                 except Exception:  # noqa: S112 (never created: the runs_finished check names it)
                     continue
                 report.finished += rec.state is RunState.FINISHED
-                report.evaluations += sum(1 for ev in store.evaluations(run_id) if not ev.result.cached)
+                n = sum(1 for ev in store.evaluations(run_id) if not ev.result.cached)
+                report.evaluations += n
+                report.by_driver[driver_of.get(run_id, "?")] += n
                 report.model_calls += store.usage(run_id).get(Unit.MODEL_CALLS, 0.0)
         finally:
             store.close()
