@@ -18,6 +18,13 @@ from rich.console import Console
 from reasearch._bench import BenchRow, run_section, table
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Benchmarks run in one process (pyproject's ``-n auto`` gives 0 workers here): a timing taken beside a
+    second worker is not a figure, pytest-benchmark turns itself off under xdist, and ``-s`` shows the tables."""
+    return 0
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--bench-quick", action="store_true",
                      help="sections of `reasearch bench` with its --quick repetitions")

@@ -45,6 +45,43 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(SESSION_DATA_HOME, ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """The suite's workers under pyproject's ``-n auto``: 2 on every machine (``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    sets another count; ``pytest -n 0`` runs in one process). Two, not one per core: the suite is sized and
+    checked on 2 cores, and a test's behaviour must not depend on how many run beside it."""
+    raw = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise pytest.UsageError(f"PYTEST_XDIST_AUTO_NUM_WORKERS must be an integer, not {raw!r}") from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n auto --dist loadgroup``, pyproject's addopts: 2 workers), every test on the
+    session's Ray cluster runs in one worker (group ``ray``): one cluster per run, not one per worker."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if "ray_node" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The report and dashboard tests' screenshot folders (tests/reports/conftest.py ``screenshots``): found under
+    this session's temporary folder, which is the parent of each xdist worker's."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None or getattr(config, "workerinput", None) is not None:
+        return
+    try:
+        base = factory.getbasetemp()
+    except OSError:
+        return
+    found = [*base.glob("screenshots*"), *base.glob("popen-gw*/screenshots*")]
+    for d in sorted(d for d in found if not d.is_symlink()):  # not pytest's "...current" links
+        terminalreporter.write_line(f"report and dashboard screenshots: {d} ({len(list(d.glob('*.png')))} files)")
+
+
 def _shared_data_dir() -> Path:
     env = os.environ.get("REASEARCH_SHARED_DATA")
     return Path(env) if env else REPO.parent / "shared" / "data"

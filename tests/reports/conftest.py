@@ -131,17 +131,8 @@ def _reap_adopted(pids: set[int], timeout_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-_SHOTS: list[Path] = []
-
-
 @pytest.fixture(scope="session")
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where screenshots go (the path is printed in the terminal summary)."""
-    d = tmp_path_factory.mktemp("screenshots")
-    _SHOTS.append(d)
-    return d
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for d in _SHOTS:
-        terminalreporter.write_line(f"report and dashboard screenshots: {d} ({len(list(d.glob('*.png')))} files)")
+    """Where screenshots go (``screenshots*`` under the session's temporary folder, one per xdist worker; the
+    top-level conftest prints each folder in the terminal summary)."""
+    return tmp_path_factory.mktemp("screenshots")
