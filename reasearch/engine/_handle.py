@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.engine import _spin, _wire
+from reasearch.engine._oom import oom_kills
 from reasearch.engine._procs import descendants_of, kill_orphans, reap_jail_orphans, reap_pids, stop_and_wait
 from reasearch.engine.config import SandboxConfig
 from reasearch.engine.waits import waiting
@@ -82,6 +83,16 @@ class WorkerHandle:
         self.log_path = log_dir / f"worker-{index}.log"
         self.generation = 0
         self.cold = False  # a slot of a lazily started pool that has not started yet (see SandboxConfig.lazy_start)
+        self.oom_seen = oom_kills()  # the host's oom_kill count at this worker's last look (see oom_rose)
+
+    def oom_rose(self) -> bool:
+        """Whether the host's ``oom_kill`` count rose since this worker's last look (when it was made, or its
+        last child killed by a SIGKILL nobody on our side sent): read only then, never on an evaluation's path.
+        Host-wide, so an OOM kill elsewhere in that time counts too: the best evidence at hand."""
+        now = oom_kills()
+        rose = self.oom_seen is not None and now is not None and now > self.oom_seen
+        self.oom_seen = now
+        return rose
 
     # -- life cycle
     def start(self) -> None:

@@ -88,7 +88,8 @@ class PoolSession:
             return self._end(exc.outcome)
         if head.get("kind") == "session_ready":
             return None
-        return self._end(classify(head, blobs, lim, time.monotonic() - self._t0, self._pool.mode))
+        return self._end(classify(head, blobs, lim, time.monotonic() - self._t0, self._pool.mode,
+                                  oom_rose=self._worker.oom_rose))
 
     def call(self, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> CallOutcome:
         """Sends one payload; the child answers ``harness(entry_fn, payload)``.
@@ -120,7 +121,8 @@ class PoolSession:
                     return CallOutcome(Status.OK, value, wall, cpu_s=cpu_s, cpu_before_s=cpu_before_s)
                 return CallOutcome(Status.OOM if kind == "oom" else Status.CRASH, None, wall, error=err,
                                    cpu_s=cpu_s, cpu_before_s=cpu_before_s)
-            final = classify(head, blobs, self._request.limits, time.monotonic() - self._t0, self._pool.mode)
+            final = classify(head, blobs, self._request.limits, time.monotonic() - self._t0, self._pool.mode,
+                             oom_rose=self._worker.oom_rose)
             if head.get("killed") == "wall":
                 final = RunOutcome(Status.TIMEOUT, None, final.wall_s, final.cpu_s, final.stdout, final.stderr,
                                    f"call killed at its wall-time limit of {limit:g} s", final.exit_code,

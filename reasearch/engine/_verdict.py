@@ -10,7 +10,8 @@ child's own frame, which it decodes without pickle:
 * a ``MemoryError`` reported by the child -> ``OOM``;
 * an ``ok`` frame and a clean exit (or an early reply, before the child exited) -> ``OK``;
 * a traceback, garbage on the result pipe, a lying array -> ``CRASH`` with the reason;
-* a ``SIGKILL`` nobody on our side sent -> ``OOM`` (the kernel's OOM killer);
+* a ``SIGKILL`` nobody on our side sent -> ``OOM`` when the host's ``oom_kill`` count rose (``oom_rose``: the
+  kernel's OOM killer acted), else ``CRASH`` saying it was killed from outside or out of memory;
 * any other signal or exit code -> ``CRASH``.
 
 Nothing here does I/O or raises on a child's bytes: a malformed frame is a verdict, never an exception.
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 import math
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from reasearch.engine import _wire
+from reasearch.engine._oom import KILLED_UNASKED
 from reasearch.engine.protocol import Limits, RunOutcome, Status
 
 __all__ = ["child_result", "classify", "decode_value_frame"]
@@ -60,8 +63,13 @@ def child_result(head: dict[str, Any], blobs: list[memoryview]) -> tuple[str, An
     return "garbage", None, f"the candidate's result pipe carried an unknown frame kind {kind!r}"
 
 
-def classify(head: dict[str, Any], blobs: list[memoryview], limits: Limits, wall_s: float, mode: str) -> RunOutcome:
-    """Decides the status of a finished child from what the worker observed (see the module doc)."""
+def classify(head: dict[str, Any], blobs: list[memoryview], limits: Limits, wall_s: float, mode: str, *,
+             oom_rose: Callable[[], bool] | None = None) -> RunOutcome:
+    """Decides the status of a finished child from what the worker observed (see the module doc).
+
+    ``oom_rose`` is asked only for a SIGKILL nobody on our side sent: whether the kernel's OOM killer acted
+    (the worker handle's :meth:`~reasearch.engine._handle.WorkerHandle.oom_rose`); None: no such evidence, OOM.
+    """
     exit_code, sig = head.get("exit_code"), head.get("signal")
     cpu_s = float(head.get("cpu_s") or 0.0)
     common: dict[str, Any] = {"wall_s": wall_s, "cpu_s": cpu_s, "stdout": head.get("stdout", ""),
@@ -88,7 +96,9 @@ def classify(head: dict[str, Any], blobs: list[memoryview], limits: Limits, wall
         return RunOutcome(Status.OK, value, **common)
     if kind in ("error", "garbage"):
         return RunOutcome(Status.CRASH, None, error=err, **common)
-    if sig == signal.SIGKILL:  # nobody on our side sent it: the kernel's OOM killer
+    if sig == signal.SIGKILL:  # nobody on our side sent it: the OOM killer only if it is known to have acted
+        if oom_rose is not None and not oom_rose():
+            return RunOutcome(Status.CRASH, None, error=KILLED_UNASKED, **common)
         return RunOutcome(Status.OOM, None, error="killed by SIGKILL (out of memory)", **common)
     if sig is not None:
         return RunOutcome(Status.CRASH, None, error=f"killed by signal {sig} ({signal.Signals(sig).name})"

@@ -34,6 +34,7 @@ from typing import Any
 
 from reasearch.engine import _procs
 from reasearch.engine._jail import nsjail_argv
+from reasearch.engine._oom import KILLED_UNASKED, OOM_KILLED, oom_kills
 from reasearch.engine._policy import JAIL_UID, THREAD_ENV
 from reasearch.engine.isolation import make_launcher
 from reasearch.engine.protocol import Limits, Status
@@ -48,7 +49,8 @@ class ExecOutcome:
 
     Attributes:
         status: ``OK`` (exit code 0), ``CRASH`` (non-zero exit or a signal), ``TIMEOUT`` (wall or CPU
-            limit), ``OOM`` (the command died of ``MemoryError`` or was killed by SIGKILL unasked).
+            limit), ``OOM`` (the command died of ``MemoryError``, or of a SIGKILL we did not send while the host's
+            ``oom_kill`` count rose; another SIGKILL is ``CRASH``, its stderr saying so).
         exit_code: the exit code, or None when killed by a signal.
         stdout: captured standard output (truncated to ``limits.output_bytes``).
         stderr: captured standard error (truncated likewise).
@@ -256,6 +258,7 @@ def _run(cmd: list[str], *, cwd: str | None, env: dict[str, str], stdin: bytes |
          mode: str) -> ExecOutcome:
     """Starts ``cmd``, feeds stdin, caps output, enforces the wall limit, kills the tree, classifies."""
     _procs.set_child_subreaper()
+    oom_before = oom_kills()  # a SIGKILL we did not send is OOM only if the kernel's OOM killer acted meanwhile
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -329,8 +332,13 @@ def _run(cmd: list[str], *, cwd: str | None, env: dict[str, str], stdin: bytes |
     cpu_hard = max(1, math.ceil(limits.effective_cpu_s()))
     if killed or sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= cpu_hard - 0.05):
         st = Status.TIMEOUT
-    elif "MemoryError" in err[-400:] or (sig == signal.SIGKILL):
+    elif "MemoryError" in err[-400:]:
         st = Status.OOM
+    elif sig == signal.SIGKILL:  # nobody on our side sent it: the OOM killer only if it is known to have acted
+        oom_after = oom_kills()
+        oomed = oom_before is not None and oom_after is not None and oom_after > oom_before
+        st = Status.OOM if oomed else Status.CRASH
+        err += f"\n[reasearch: {OOM_KILLED if oomed else KILLED_UNASKED}]\n"
     elif code == 0:
         st = Status.OK
     else:

@@ -357,7 +357,7 @@ class SandboxPool:
                 return exc.outcome
             if stamps is not None:
                 stamps["e_recv"] = time.monotonic_ns()
-            out = classify(head, blobs, request.limits, time.monotonic() - t0, self.mode)
+            out = classify(head, blobs, request.limits, time.monotonic() - t0, self.mode, oom_rose=w.oom_rose)
             if stamps is not None:
                 stamps["e_done"] = time.monotonic_ns()
                 _collect_stamps(stamps, head, blobs)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,6 +101,28 @@ def test_memory_error_is_oom(workdir: Path, mode: str) -> None:
     assert "MemoryError" in out.stderr
 
 
+@pytest.mark.parametrize("oom_killer_acted", [False, True])
+def test_a_sigkill_we_did_not_send_is_oom_only_when_the_oom_killer_acted(
+        workdir: Path, mode: str, oom_killer_acted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command killed by SIGKILL from outside (an operator's ``kill -9`` of the jailed process) is a crash that
+    says so unless the host's ``oom_kill`` count rose meanwhile; never "out of memory" as a fact."""
+    import reasearch.engine.exec as exec_module
+    from reasearch.engine._oom import KILLED_UNASKED, OOM_KILLED
+
+    counts = iter([41, 42 if oom_killer_acted else 41])  # the host's count before the command, then after it
+    monkeypatch.setattr(exec_module, "oom_kills", lambda: next(counts))
+    marker = f"kill-me-{os.getpid()}-{mode}-{oom_killer_acted}"
+    killer = threading.Thread(target=_kill_minus_9_from_the_host, args=(marker,), daemon=True)
+    killer.start()
+    out = run(["python3", "-c", "import time; time.sleep(30)", marker], workdir, mode)
+    killer.join(timeout=5)
+    assert out.signal == 9 and out.exit_code is None, out
+    if oom_killer_acted:
+        assert out.status is Status.OOM and OOM_KILLED in out.stderr
+    else:
+        assert out.status is Status.CRASH and KILLED_UNASKED in out.stderr and "out-of-memory killer" not in out.stderr
+
+
 def test_output_is_truncated(workdir: Path, mode: str) -> None:
     lim = Limits(wall_s=10.0, memory_mb=256, output_bytes=1000)
     out = run(["python3", "-c", "import sys\nfor _ in range(10**6): sys.stdout.write('y' * 1000)"], workdir, mode,
@@ -165,3 +190,18 @@ def _holds_anything(folder: Path) -> bool:
         return any(folder.iterdir())
     except FileNotFoundError:
         return False
+
+
+def _kill_minus_9_from_the_host(marker: str) -> None:
+    """``kill -9`` of the jailed python carrying ``marker`` in its argv (not nsjail), once it runs."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv and b"nsjail" not in argv[0]:
+                os.kill(int(proc.name), signal.SIGKILL)
+                return
+        time.sleep(0.02)
