@@ -66,6 +66,10 @@ class RunNotFoundError(StoreError):
     instead: code that reads "no run" as "create it" catches only this subclass."""
 
 
+class AmbiguousIdError(StoreError):
+    """An id prefix matches more than one stored run: the caller's input, not a store failure."""
+
+
 class FleetNotFoundError(StoreError):
     """The store holds no fleet with this id; a store that failed raises a plain :class:`StoreError`."""
 

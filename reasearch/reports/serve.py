@@ -31,6 +31,7 @@ from reasearch.errors import ConfigError, StoreError
 from reasearch.reports._hosts import host_of, is_loopback
 from reasearch.reports._model import load_run
 from reasearch.reports._page import CSS, plotly_js, report_html, report_payload, script_json
+from reasearch.reports._status import store_error_status
 from reasearch.reports.workbench import (
     QueryError,
     index_html,
@@ -217,7 +218,7 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         try:
             view = await anyio.to_thread.run_sync(_view, run_id)
         except StoreError as exc:
-            return PlainTextResponse(str(exc), status_code=404)
+            return PlainTextResponse(str(exc), status_code=store_error_status(exc))
         rid = quote(view.record.id)
         page = report_html(
             view,
@@ -235,7 +236,7 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         try:
             view = await anyio.to_thread.run_sync(_view, request.path_params["run_id"])
         except StoreError as exc:
-            return PlainTextResponse(str(exc), status_code=404)
+            return PlainTextResponse(str(exc), status_code=store_error_status(exc))
         payload = report_payload(view)
         payload["sections"].update(run_live_sections(view))
         return Response(script_json(payload).encode(), media_type="application/json",
@@ -245,7 +246,7 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         try:
             view = await anyio.to_thread.run_sync(_view, request.path_params["run_id"])
         except StoreError as exc:
-            return PlainTextResponse(str(exc), status_code=404)
+            return PlainTextResponse(str(exc), status_code=store_error_status(exc))
         return HTMLResponse(report_html(view), headers={
             "Content-Disposition": f'attachment; filename="report-{view.record.id}.html"'})
 
@@ -288,7 +289,7 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
             page = await anyio.to_thread.run_sync(
                 lambda: fleet_page_html(store, request.path_params["fleet_id"], plotly_src="../static/plotly.min.js"))
         except StoreError as exc:
-            return PlainTextResponse(str(exc), status_code=404)
+            return PlainTextResponse(str(exc), status_code=store_error_status(exc))
         except ReasearchError as exc:  # a member's task cannot be built here: one line
             return PlainTextResponse(f"cannot compare this fleet here: {exc}", status_code=500)
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
@@ -300,7 +301,7 @@ def create_app(store: Store, *, token: str | None = None, poll_interval_s: float
         try:
             rid = (await anyio.to_thread.run_sync(store.get_run, request.path_params["run_id"])).id
         except StoreError as exc:
-            return PlainTextResponse(str(exc), status_code=404)
+            return PlainTextResponse(str(exc), status_code=store_error_status(exc))
         return _stream(request, rid)
 
     routes = [

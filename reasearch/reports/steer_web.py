@@ -35,6 +35,7 @@ from typing import Any
 from reasearch.errors import ConfigError, StoreError
 from reasearch.reports._hosts import host_of, is_loopback
 from reasearch.reports._sections import fmt_score
+from reasearch.reports._status import store_error_status
 from reasearch.runs import steering
 from reasearch.runs.store import Store
 
@@ -205,7 +206,7 @@ def steer_routes(store: Store, gate: SteerGate) -> list[Any]:
             data = await _read_json(request)
             out = await anyio.to_thread.run_sync(action, data, _who(request, data))
         except StoreError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=404)
+            return JSONResponse({"error": str(exc)}, status_code=store_error_status(exc))
         except ConfigError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse(out, headers={"Cache-Control": "no-store"})
@@ -245,7 +246,7 @@ def steer_routes(store: Store, gate: SteerGate) -> list[Any]:
         try:
             data = await anyio.to_thread.run_sync(_history, store, request.path_params["run_id"])
         except StoreError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=404)
+            return JSONResponse({"error": str(exc)}, status_code=store_error_status(exc))
         return JSONResponse(data, headers={"Cache-Control": "no-store"})
 
     async def steer_js(request: Request) -> Response:

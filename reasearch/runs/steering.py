@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reasearch.engine.waits import WaitTicker
-from reasearch.errors import ConfigError, StoreError
+from reasearch.errors import AmbiguousIdError, ConfigError, FleetNotFoundError, RunNotFoundError, StoreError
 from reasearch.evaluators.result import Status
 from reasearch.runs.events import EventKind, base_kind
 from reasearch.runs.ledger import Budget, Unit
@@ -249,7 +249,7 @@ def submit(store: Store, run_id: str, verb: str, args: Mapping[str, Any] | None 
     who = clean_text(who or "someone", "who", limit=MAX_WHO, one_line=True)  # a name never starts a new line
     try:
         record = store.get_run(run_id)
-    except StoreError as exc:
+    except (RunNotFoundError, AmbiguousIdError) as exc:  # the caller's id; a store that failed raises on
         raise ConfigError(str(exc)) from None
     if record.state in _DONE:
         raise ConfigError(f"run {record.id} is {record.state.value}: a finished run cannot be steered "
@@ -278,7 +278,7 @@ def submit_fleet(store: Store, fleet_id: str, verb: str, args: Mapping[str, Any]
     """
     try:
         store.get_fleet(fleet_id)
-    except StoreError as exc:
+    except FleetNotFoundError as exc:  # the caller's id; a store that failed raises on
         raise ConfigError(str(exc)) from None
     members = store.fleet_members(fleet_id)
     if member is not None:
@@ -516,7 +516,7 @@ def fork(store: Store, run_id: str, candidate_ref: str, budget: Budget | Mapping
     """
     try:
         src = store.get_run(run_id)
-    except StoreError as exc:
+    except (RunNotFoundError, AmbiguousIdError) as exc:  # the caller's id; a store that failed raises on
         raise ConfigError(str(exc)) from None
     cand = _resolve_candidate(store, src.id, candidate_ref)
     budget = budget if isinstance(budget, Budget) else Budget.from_dict(budget)
@@ -622,7 +622,7 @@ def effects(store: Store, run_id: str, window: int = 5) -> list[Effect]:
     if twin:
         try:
             twin_scores = _scores(store, store.get_run(str(twin)).id)
-        except StoreError:  # the twin was deleted
+        except RunNotFoundError:  # the twin was deleted (a store that failed raises on)
             twin = None
     out = []
     for i in history(store, record.id):

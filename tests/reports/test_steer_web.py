@@ -306,3 +306,31 @@ def test_the_panel_sends_every_verb_in_a_browser_and_another_origin_cannot(tmp_p
             assert [x.seq for x in history(store, RID)] == before  # the attacker's stop never landed
         finally:
             page.close()
+
+
+class _FailingReads:
+    """The store, but every read of a run fails as a failed store does (a disk error), not as "no such run"."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def get_run(self, run_id: str, *, exact: bool = False) -> Any:
+        from reasearch.errors import StoreError
+
+        raise StoreError("database disk image is malformed")
+
+
+def test_a_store_that_fails_answers_503_and_a_missing_run_404(store: Store) -> None:
+    """A failed store is a server-side failure (503, its reason in one line), never "not found" (404) nor the
+    caller's fault (400); an id the store does not hold stays 404 where the route reads it."""
+    client = TestClient(create_app(_FailingReads(store), steer=SteerGate(WRITE)), base_url="http://127.0.0.1")  # type: ignore[arg-type]
+    r = client.post(f"/run/{RID}/steer", json={"verb": "hint", "args": {"text": "x"}}, headers=_headers(client))
+    assert r.status_code == 503 and "malformed" in r.json()["error"], r.text
+    r = client.get(f"/run/{RID}/steer.json")
+    assert r.status_code == 503 and "malformed" in r.json()["error"], r.text
+    assert client.get(f"/run/{RID}").status_code == 503
+    assert _client(store).get("/run/nosuchrun/steer.json").status_code == 404
+    assert _client(store).get("/run/nosuchrun").status_code == 404

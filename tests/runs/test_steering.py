@@ -3,9 +3,11 @@ step boundary, records the step, and a reopened driver applies the same ones at 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from reasearch.errors import ConfigError
+from reasearch.errors import ConfigError, StoreError
 from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import LedgerEntry, Unit
 from reasearch.runs.run import Run
@@ -18,6 +20,7 @@ from reasearch.runs.steering import (
     history,
     pending,
     submit,
+    submit_fleet,
 )
 from reasearch.runs.store import EvaluationRecord, RunState, Store
 from reasearch.runs.testing import make_candidate, make_result, make_run_record
@@ -198,3 +201,41 @@ def test_a_pin_of_another_runs_candidate_is_refused(run_store: Store) -> None:
     with pytest.raises(ConfigError, match="has no candidate 'cafe'"):
         submit(run_store, RID, "pin", {"candidate": "cafe"}, who="mallory")
     assert submit(run_store, "20260101-000000-bbbb", "pin", {"candidate": "cafe"}).args == {"candidate": "cafe1234"}
+
+
+class _FailingStore:
+    """A store whose reads of runs and fleets fail as a store fails (a disk error), not as "no such id"."""
+
+    def __init__(self, inner: Store, *, fail_ids: tuple[str, ...] = ()) -> None:
+        self.inner, self.fail_ids = inner, fail_ids
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def get_run(self, run_id: str, *, exact: bool = False) -> object:
+        if not self.fail_ids or run_id in self.fail_ids:
+            raise StoreError("database disk image is malformed")
+        return self.inner.get_run(run_id, exact=exact)
+
+    def get_fleet(self, fleet_id: str) -> object:
+        raise StoreError("database disk image is malformed")
+
+
+def test_a_store_that_fails_is_not_a_missing_run_or_fleet(run_store: Store) -> None:
+    """A failed read is a StoreError that says so, never "no such run" (ConfigError: the caller's id) nor a
+    deleted twin; a missing id and an ambiguous prefix are still the caller's error (ConfigError)."""
+    failing: Any = _FailingStore(run_store)
+    for call in (lambda: submit(failing, RID, "hint", {"text": "x"}), lambda: submit_fleet(failing, "f1", "stop"),
+                 lambda: fork(failing, RID, "ab12", {"evaluations": 2})):
+        with pytest.raises(StoreError, match="malformed") as err:
+            call()
+        assert not isinstance(err.value, ConfigError)
+    with pytest.raises(ConfigError, match="no run"):
+        submit(run_store, "20991231-000000-zzzz", "hint", {"text": "x"})
+    run_store.create_run(make_run_record("20260101-000000-aaab", budget={"evaluations": 1.0}))
+    with pytest.raises(ConfigError, match="ambiguous"):
+        submit(run_store, RID[:15], "hint", {"text": "x"})
+    new = fork(run_store, RID, "ab12", {"evaluations": 3}, twin=True, new_id="20260102-000000-eeee")
+    twin = str(run_store.get_run(new).config["fork"]["twin"])
+    with pytest.raises(StoreError, match="malformed"):  # the twin's read failed: not "the twin was deleted"
+        effects(_FailingStore(run_store, fail_ids=(twin,)), new)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reasearch.errors import RunNotFoundError, StoreError
+from reasearch.errors import AmbiguousIdError, RunNotFoundError, StoreError
 from reasearch.evaluators.result import EvalResult, Status
 from reasearch.evaluators.spec import TaskSpec
 from reasearch.runs.ledger import LedgerEntry, Unit
@@ -99,7 +99,7 @@ class SQLCore(Store):
         if len(rows) == 1:
             return self._run(rows[0])
         if rows:
-            raise StoreError(f"run id prefix {run_id!r} is ambiguous ({len(rows)} runs); give more characters")
+            raise AmbiguousIdError(f"run id prefix {run_id!r} is ambiguous ({len(rows)} runs); give more characters")
         raise RunNotFoundError(f"no run {run_id!r} in {self.display_url}; `reasearch runs` lists the runs there")
 
     def list_runs(self) -> list[RunRecord]:
