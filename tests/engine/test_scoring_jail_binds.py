@@ -75,31 +75,38 @@ def dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPat
     shutil.rmtree(base, ignore_errors=True)
 
 
-def _seen(repo: Path, out: Path, mode: str) -> tuple[dict[str, str], str]:
-    configs = set(runtime_root().glob(".jail-*.cfg"))
+def _seen(repo: Path, out: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str], str]:
+    import reasearch.engine._job_launch as job_launch
+
+    written: list[Path] = []  # this job's own mount configs (other processes' jails may write theirs meanwhile)
+    real = job_launch._write_config
+    monkeypatch.setattr(job_launch, "_write_config", lambda text: written.append(real(text)) or written[-1])
     with lease_slot("gpu", wait_s=5) as lease:
         job = run_job(["python3", str(repo / "attack.py"), str(repo), str(out)], cwd=out, lease=lease,
                       time_budget_s=60, grace_s=1, log_path=repo.parent / "attack.log", binds_ro=[repo],
                       binds_rw=[out], memory_mb=2048, mode=mode, packages=("numpy",), noexec=True)
     assert job.status is Status.OK, job.log_tail
-    assert set(runtime_root().glob(".jail-*.cfg")) <= configs  # the jail's mount config is removed with it
+    assert len(written) == (1 if mode == "nsjail" else 0), written
+    assert all(p.parent == runtime_root() and not p.exists() for p in written)  # removed with the jail
     line = next(x for x in Path(job.log_path).read_text().splitlines() if x.startswith("SEEN "))
     return json.loads(line[5:]), job.sandbox_mode
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_scoring_jail_imports_only_its_packages(dirs: tuple[Path, Path], mode: str) -> None:
+def test_a_scoring_jail_imports_only_its_packages(dirs: tuple[Path, Path], mode: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     needs_mode(mode)
-    seen, ran = _seen(*dirs, mode)
+    seen, ran = _seen(*dirs, mode, monkeypatch)
     assert ran == mode
     assert seen["numpy"] == "imported"  # the list is there...
     assert {seen[m] for m in ("ale_py", "mujoco", "gymnasium", "scipy")} == {"missing"}  # ...and nothing else
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_no_native_code_of_the_candidates_loads_in_a_scoring_jail(dirs: tuple[Path, Path], mode: str) -> None:
+def test_no_native_code_of_the_candidates_loads_in_a_scoring_jail(dirs: tuple[Path, Path], mode: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     needs_mode(mode)
-    seen, _ = _seen(*dirs, mode)
+    seen, _ = _seen(*dirs, mode, monkeypatch)
     places = ("repo", "/tmp", "/dev/shm", "out", "memfd")
     if mode == "nsjail":
         for place in places:
