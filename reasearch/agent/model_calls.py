@@ -141,12 +141,13 @@ class ModelCalls:
                                                          step=step, answer_kind=key)
                 try:
                     reply = _call(model, call_request)
-                    rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
-                                                          "reply": reply.to_dict(),
-                                                          "elapsed_s": self.clock.elapsed()})
-                except BaseException:
-                    self.run.release(token)  # no answer: nothing to pay, the hold goes back at once
+                except Exception:
+                    self.run.release(token)  # the client raised: no answer, nothing to pay; the hold goes back
                     raise
+                # Answered: should this write fail (a full disk), the hold stays and the resume charges it at
+                # its reservation (Store.reclaim/takeover): an answered call is never dropped unpaid.
+                rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
+                                                      "reply": reply.to_dict(), "elapsed_s": self.clock.elapsed()})
             elif self.journal.replaying(step):
                 self.clock.restore(float(rec.get("elapsed_s", 0.0)))
             reply = ModelReply.from_dict(rec["reply"])

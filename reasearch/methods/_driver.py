@@ -188,11 +188,13 @@ class MethodDriver:
                 raise BudgetExceededError(refusal or "the model call could not be reserved")
             try:
                 reply = _call(self.model, request)
-                rec = self.record(step, REPLY_EVENT, {"method": self.method, "note": note, "model": self.model.name,
-                                                      "reply": reply.to_dict()})
-            except BaseException:
-                self.run.release(token)  # no answer: nothing to pay
+            except Exception:
+                self.run.release(token)  # the client raised: no answer, nothing to pay
                 raise
+            # Answered: should this write fail (a full disk), the hold stays and the resume charges it at its
+            # reservation (Store.reclaim/takeover): an answered call is never dropped unpaid.
+            rec = self.record(step, REPLY_EVENT, {"method": self.method, "note": note, "model": self.model.name,
+                                                  "reply": reply.to_dict()})
         reply = ModelReply.from_dict(rec["reply"])
         ledger_note = f"{self.method}:{note}"
         self.run.settle(token, {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(reply.usage.total),

@@ -99,6 +99,7 @@ class StudentLedger:
         if refused is not None:
             unit, used, cap = refused
             return StudentReply(Status.REFUSED, error=refusal_message(unit, used, cap), attempts=0)
+        answered = False
         try:
             if hit is not None:
                 # This run's first use of a call another run paid: no request reaches the student, but
@@ -107,6 +108,7 @@ class StudentLedger:
                 store.debit_student_call(self._debits("shared", key, stored), release=token)
                 return stored
             reply = self.client.complete(request)
+            answered = reply.ok
             debits = self._debits(self.note, key, reply) if reply.ok else []
             recorded, fresh = store.record_student_call(run.id, self.step, key, request.model, reply.to_dict(), debits,
                                                         release=token)
@@ -116,6 +118,10 @@ class StudentLedger:
             shared = StudentReply.from_dict(recorded).with_(cached=False, wall_s=reply.wall_s)
             store.debit_student_call(self._debits("shared", key, shared))
             return shared
+        except BaseException:
+            if answered:  # answered, its record failed (a full disk): the hold stays, charged on resume
+                token = None
+            raise
         finally:
             if token is not None:
                 run.release(token)

@@ -375,6 +375,46 @@ def test_a_reply_journaled_before_the_driver_died_is_charged_once(make_agent: An
     assert run.store.reserved(run.id) == {}
 
 
+def test_an_answered_reply_whose_journal_write_fails_is_charged_at_its_reservation(
+        make_agent: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The endpoint answered the 2nd call, then journaling the reply failed (a full disk) and the driver died of
+    it: the call may be billed, so its hold stays and the takeover charges it at its reservation, once; the
+    resumed run asks again (the reply was never journaled) and pays that call too."""
+    from reasearch.errors import StoreError
+    from reasearch.runs.journal import Journal
+
+    agent, run = make_agent(_script(), editor=_editor(), summarizer=[say("S")])
+    record, seen = Journal.record, {"replies": 0}
+
+    def disk_full_at_the_second_reply(self: Journal, step: int, kind: str, payload: Any) -> Any:
+        if kind.startswith("model_reply"):
+            seen["replies"] += 1
+            if seen["replies"] == 2:
+                raise StoreError("database or disk is full")
+        return record(self, step, kind, payload)
+
+    monkeypatch.setattr(Journal, "record", disk_full_at_the_second_reply)
+    with pytest.raises(StoreError, match="full"):
+        agent.optimize()
+    monkeypatch.setattr(Journal, "record", record)
+    run.close()
+    assert len(agent.models["agent"].requests) == 2  # both calls were answered
+    assert run.store.reserved(run.id).get(Unit.MODEL_CALLS) == 1.0  # the unjournaled answer's hold was left
+    taken = Run.open(run.store, run.id, executor=run.executor, resume=True, takeover=True)  # the old driver is dead
+    ledger = run.store.ledger(run.id)
+    assert sum(e.amount for e in ledger if e.unit is Unit.MODEL_CALLS and e.note.startswith("charged at reservation")
+               ) == 1.0
+    replies_used = sum(1 for e in run.events() if e.kind.startswith("model_reply"))
+    edits_used = sum(1 for e in run.events() if e.kind.startswith("edit_reply"))
+    resumed, _ = make_agent(_script()[replies_used:], editor=_editor()[edits_used:], summarizer=[say("S")],
+                            run=taken)
+    resumed.optimize()
+    replies = [e for e in run.events() if e.kind.split(".")[0] in ("model_reply", "edit_reply", "summary")]
+    paid = sum(e.amount for e in run.store.ledger(run.id) if e.unit is Unit.MODEL_CALLS)
+    assert paid == len(replies) + 1  # every journaled reply once, and the answer the full disk lost once
+    assert run.store.reserved(run.id) == {}
+
+
 def test_resume_restores_active_time_and_turns(make_agent: Any, tmp_path: Path) -> None:
     t = {"now": 0.0}
 

@@ -430,3 +430,49 @@ def test_the_driver_replays_up_to_the_last_step_an_earlier_session_wrote_before_
     assert [e.payload for e in run.events() if e.step == 1] == [{"reply": "first"}]
     run.log_event(5, REPLY_EVENT, {"reply": "after the conclusion"})
     assert MethodDriver(run, DemoModel(), method="best-of-n").replay_until == 5
+
+
+def test_an_answered_call_whose_record_fails_is_charged_at_its_reservation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The endpoint answered, then recording the reply failed (a full disk: EFBIG from the store) and the driver
+    died of it: the call was made and may be billed, so its hold stays and the next driver charges it at its
+    reservation, once. A call the client could not make (it raised) is released and costs nothing."""
+    from reasearch.engine.testing import StaticRunner
+    from reasearch.errors import ModelError, StoreError
+    from reasearch.evaluators.testing import ToyTask
+    from reasearch.methods._driver import MethodDriver
+    from reasearch.models import ScriptedModel, say
+    from reasearch.runs.testing import InstanceExecutor
+
+    store = open_store("memory://")
+    task = ToyTask(dim=2)
+    run = Run.create(store, task=task, budget={"evaluations": 5, "model_calls": 10}, seed=0,
+                     executor=InstanceExecutor(task, StaticRunner()))
+    model = ScriptedModel([say("```python\ndef run():\n    return [3.0, 3.0]\n```")])
+    driver = MethodDriver(run, model, method="test")
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise StoreError("database or disk is full")
+
+    monkeypatch.setattr(driver, "record", full_disk)
+    with pytest.raises(StoreError, match="full"):
+        driver.ask("system", "user", note="propose")
+    assert len(model.requests) == 1  # the endpoint answered
+    assert store.reserved(run.id).get(Unit.MODEL_CALLS) == 1.0  # held, not released
+    store.takeover(run.id, "the-next-driver")  # the resume
+    assert store.usage(run.id).get(Unit.MODEL_CALLS) == 1.0 and store.reserved(run.id) == {}
+    store.takeover(run.id, "a-third-driver")
+    assert store.usage(run.id).get(Unit.MODEL_CALLS) == 1.0  # charged once
+
+    class _Down:
+        spec = None
+        requests: list[object] = []
+
+        def complete(self, request: object) -> None:
+            raise ModelError("connection refused")
+
+    other = Run.create(store, task=task, budget={"evaluations": 5, "model_calls": 10}, seed=1,
+                       executor=InstanceExecutor(task, StaticRunner()))
+    with pytest.raises(ModelError):
+        MethodDriver(other, _Down(), method="test").ask("system", "user", note="propose")  # type: ignore[arg-type]
+    store.takeover(other.id, "the-next-driver")
+    assert store.usage(other.id).get(Unit.MODEL_CALLS, 0.0) == 0.0 and store.reserved(other.id) == {}

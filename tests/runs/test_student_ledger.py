@@ -297,3 +297,24 @@ def test_endpoints_are_normalized() -> None:
     assert normalized_endpoint("openai", "http://h/v1") != normalized_endpoint("openai", "http://h/v2")
     assert "secret" not in normalized_endpoint("openai", "http://user:secret@h/v1")
     assert StudentSpec("openai", "m", base_url="http://H:80/v1/").endpoint == normalized_endpoint("openai", "http://h/v1")
+
+
+def test_an_answered_call_whose_record_fails_is_charged_at_its_reservation(
+    store_at: str, gsm: Path, server: FakeStudentServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The student answered, then storing the call failed (a full disk) and the driver died of it: every call
+    the student answered is paid once, at its reservation, when the next driver takes over."""
+    from reasearch.errors import StoreError
+
+    run = _run(store_at, gsm, server, cap=100, concurrency=1)
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise StoreError("database or disk is full")
+
+    monkeypatch.setattr(run.store, "record_student_call", full_disk)
+    with pytest.raises(StoreError, match="full"):
+        PromptSplits(run).validate(GOOD_PROMPT, step=1)
+    answered = server.paid_hits()
+    assert answered >= 1 and run.store.reserved(run.id).get(Unit.STUDENT_CALLS) == float(answered)
+    run.store.takeover(run.id, "the-next-driver")
+    assert run.store.usage(run.id).get(Unit.STUDENT_CALLS) == float(answered) and run.store.reserved(run.id) == {}
