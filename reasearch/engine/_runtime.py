@@ -205,7 +205,10 @@ def build_runtime(extra: tuple[str, ...] = (), *, packages: tuple[str, ...] | No
     mirror_binds = (str(final), str(code))
     masks = _masks([*system, *mirror_binds], hidden)
     _check_layout(mirror_binds, masks)
-    env = (("LD_LIBRARY_PATH", str(final / "lib")), ("PYTHONHOME", str(final)), ("PYTHONPATH", str(code)),
+    # The mirror's site-packages named outright: a distribution's patched ``site`` (Debian's python3) looks only
+    # in ``dist-packages`` under PYTHONHOME, so the packages would not be found in the jail.
+    site = final / "lib" / ver / "site-packages"
+    env = (("LD_LIBRARY_PATH", str(final / "lib")), ("PYTHONHOME", str(final)), ("PYTHONPATH", f"{code}:{site}"),
            ("PYTHONNOUSERSITE", "1"))
     return Runtime(python=str(final / "bin" / ver), binds=mirror_binds, env=env, kind="mirror", where=str(final),
                    built=built, masks=masks)

@@ -437,3 +437,17 @@ def test_direct_runtime_binds_only_needed_packages(tmp_path: Path) -> None:
         assert seen[str(venv / "pyvenv.cfg")] == "FileNotFoundError"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_mirrors_packages_import_without_the_site_module(tmp_path: Path) -> None:
+    """A distribution's patched ``site`` (Debian's python3: only ``dist-packages`` under PYTHONHOME) would not
+    find the mirror's ``site-packages``: its packages must import with ``site`` switched off (``-S``), from the
+    mirror and nowhere else. (Found running CI with Debian's /usr/bin/python3.11: every nsjail test failed with
+    "No module named 'numpy'".)"""
+    runtime = build_runtime(packages=("numpy",), direct=False)
+    assert runtime.kind == "mirror"
+    env = {"PATH": "/usr/bin:/bin", **dict(runtime.env)}
+    out = subprocess.run([runtime.python, "-S", "-c", "import numpy; print(numpy.__file__)"], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().startswith(runtime.where + "/"), out.stdout
