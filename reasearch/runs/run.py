@@ -301,7 +301,7 @@ class Run:
         return next(iter(self.evaluation_estimate()), Unit.EVALUATIONS)
 
     def reserve(self, costs: Mapping[Unit | str, float], *, wait: bool = False, step: int = -1, what: str = "",
-                answer_kind: str = "") -> tuple[str, Refusal | None]:
+                answer_kind: str = "", capped: bool = True) -> tuple[str, Refusal | None]:
         """Reserves ``costs`` in the store for work about to run (every driver of the run sees it, and
         every member of its fleet, against the fleet-wide caps).
 
@@ -314,6 +314,8 @@ class Run:
                 event kind that, logged at ``step``, holds its answer. Should this driver die with the
                 hold, a resume debits it at ``step`` at the reserved amounts (the work may have been done
                 and paid for), unless that answer event was logged (the replay debits it then).
+            capped: False holds ``costs`` without checking any cap (never refused): work the caps do not
+                govern (the trusted side's sealed test pass) that must still be paid should its driver die.
 
         Returns ``(token, None)`` when reserved: settle it with :meth:`settle` or release it with
         :meth:`release` (or in the store write that records the debits); else ``(token, refusal)``
@@ -321,10 +323,11 @@ class Run:
         """
         token = uuid.uuid4().hex
         amounts = cost_units(costs)
-        if wait:
+        if wait and capped:
             return token, self._reserve_waiting(token, amounts, step=int(step), what=what, answer_kind=answer_kind)
-        refusal = self.store.reserve(self.id, token, amounts, self.budget.units(), driver_id=self.driver_id,
-                                     ttl_s=RESERVATION_TTL_S, fleet=fleet_caps(self.config), step=int(step),
+        refusal = self.store.reserve(self.id, token, amounts, self.budget.units() if capped else {},
+                                     driver_id=self.driver_id, ttl_s=RESERVATION_TTL_S,
+                                     fleet=fleet_caps(self.config) if capped else None, step=int(step),
                                      what=what, answer_kind=answer_kind)
         return token, refusal
 

@@ -94,12 +94,15 @@ class StudentLedger:
             stored = StudentReply.from_dict(hit)
             if store.student_call_paid(run.id, [f"{p}:{key[:40]}" for p in _NOTE_PREFIXES]):
                 return stored.with_(cached=True)  # a repeat within this run: free
-        token, refused = (run.reserve(_ONE_CALL, wait=True, step=self.step, what="student call")
-                          if self.enforce_cap else (None, None))
+        # The trusted test pass is not capped, but it holds each call too: a call in flight when its driver dies
+        # is then charged at its reservation like any other (the student may have answered it).
+        token, refused = run.reserve(_ONE_CALL, wait=self.enforce_cap, step=self.step, what="student call",
+                                     capped=self.enforce_cap)
         if refused is not None:
             unit, used, cap = refused
             return StudentReply(Status.REFUSED, error=refusal_message(unit, used, cap), attempts=0)
         answered = False
+        keep = False  # answered but not recorded: the hold stays, charged at its reservation on resume
         try:
             if hit is not None:
                 # This run's first use of a call another run paid: no request reaches the student, but
@@ -119,11 +122,10 @@ class StudentLedger:
             store.debit_student_call(self._debits("shared", key, shared))
             return shared
         except BaseException:
-            if answered:  # answered, its record failed (a full disk): the hold stays, charged on resume
-                token = None
+            keep = answered  # answered, its record failed (a full disk): the hold stays, charged on resume
             raise
         finally:
-            if token is not None:
+            if not keep:
                 run.release(token)
 
     def _debits(self, prefix: str, key: str, reply: StudentReply) -> list[LedgerEntry]:

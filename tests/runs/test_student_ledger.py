@@ -318,3 +318,34 @@ def test_an_answered_call_whose_record_fails_is_charged_at_its_reservation(
     assert answered >= 1 and run.store.reserved(run.id).get(Unit.STUDENT_CALLS) == float(answered)
     run.store.takeover(run.id, "the-next-driver")
     assert run.store.usage(run.id).get(Unit.STUDENT_CALLS) == float(answered) and run.store.reserved(run.id) == {}
+
+
+def test_the_test_pass_holds_each_call_so_a_death_mid_call_is_paid(
+    tmp_path: Path, gsm: Path, server: FakeStudentServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sealed test pass is not capped, but each of its calls is held while in flight (never refused, even
+    past the cap): a driver killed mid-pass is charged at the reservation for the call the student may have
+    answered, as for any call. (Found by the chaos soak's prompt runs: a kill during the test pass left an
+    answered call in no ledger.)"""
+    run = _run(tmp_path / "runs", gsm, server, cap=40, concurrency=1)
+    PromptSplits(run).validate(GOOD_PROMPT, step=1)  # spends the whole cap: the test pass still runs
+    run.finish(final_candidate=None)
+    client = _student_client_of(run)
+    held: list[float] = []
+    real = client.complete
+
+    def watched(request: object) -> object:
+        held.append(run.store.reserved(run.id).get(Unit.STUDENT_CALLS, 0.0))
+        return real(request)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(client, "complete", watched)
+    _, test = score_test(run, client=client)
+    assert test.status is Status.OK and held and all(h == 1.0 for h in held), held  # one call held at a time
+    assert run.store.reserved(run.id) == {}  # each hold ended with its call's record
+    assert run.used()[Unit.STUDENT_CALLS] == 40 + len(held)  # debited past the cap: the pass is not capped
+
+
+def _student_client_of(run: Run):  # type: ignore[no-untyped-def]
+    from reasearch.runs.students import _student_client
+
+    return _student_client(run)
