@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import struct
 import sys
 import time
@@ -67,6 +68,10 @@ def _expected(d: Path, run_id: str) -> dict[str, Any]:
 
 def _mlflow_run(uri: str, run_id: str) -> tuple[Any, Any]:
     from mlflow.tracking import MlflowClient
+
+    # This reader opens a file store too: MLflow 3 keeps those behind a switch, which the tracker sets in its own
+    # thread when it first writes; the reader may come first (no test before it in this process set it).
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("reasearch")
