@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +85,20 @@ def _innermost_pid(pid: int) -> int:
     except OSError:
         pass
     return pid
+
+
+def kill_minus_9_by_marker(marker: str, timeout_s: float = 20.0) -> bool:
+    """An operator's ``kill -9`` from the host of the jailed process carrying ``marker`` in its argv (not nsjail
+    itself), once it runs; False when none appeared within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv and b"nsjail" not in argv[0]:
+                os.kill(int(proc.name), signal.SIGKILL)
+                return True
+        time.sleep(0.02)
+    return False

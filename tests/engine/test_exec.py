@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from reasearch.engine._procs import _nested_pidns, descendants_of, process_table
 from reasearch.engine.protocol import Limits
 from reasearch.errors import ConfigError
 from reasearch.evaluators.result import Status
-from tests.engine.conftest import needs_mode
+from tests.engine.conftest import kill_minus_9_by_marker, needs_mode
 
 LIM = Limits(wall_s=10.0, memory_mb=1024, nproc=64)
 
@@ -112,7 +110,7 @@ def test_a_sigkill_we_did_not_send_is_oom_only_when_the_oom_killer_acted(
     counts = iter([41, 42 if oom_killer_acted else 41])  # the host's count before the command, then after it
     monkeypatch.setattr(exec_module, "oom_kills", lambda: next(counts))
     marker = f"kill-me-{os.getpid()}-{mode}-{oom_killer_acted}"
-    killer = threading.Thread(target=_kill_minus_9_from_the_host, args=(marker,), daemon=True)
+    killer = threading.Thread(target=kill_minus_9_by_marker, args=(marker,), daemon=True)
     killer.start()
     out = run(["python3", "-c", "import time; time.sleep(30)", marker], workdir, mode)
     killer.join(timeout=5)
@@ -190,18 +188,3 @@ def _holds_anything(folder: Path) -> bool:
         return any(folder.iterdir())
     except FileNotFoundError:
         return False
-
-
-def _kill_minus_9_from_the_host(marker: str) -> None:
-    """``kill -9`` of the jailed python carrying ``marker`` in its argv (not nsjail), once it runs."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        for proc in Path("/proc").iterdir():
-            try:
-                argv = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if marker.encode() in argv and b"nsjail" not in argv[0]:
-                os.kill(int(proc.name), signal.SIGKILL)
-                return
-        time.sleep(0.02)

@@ -22,7 +22,7 @@ from reasearch.engine.files import UntrustedFileError, private_folder, read_npy,
 from reasearch.engine.gpu import lease_slot
 from reasearch.engine.protocol import Status
 from reasearch.engine.training import run_job
-from tests.engine.conftest import MODES, needs_mode
+from tests.engine.conftest import MODES, kill_minus_9_by_marker, needs_mode
 
 # ------------------------------------------------------------------------------ the trusted reader
 
@@ -373,14 +373,7 @@ def _kill_minus_9(out: Path, marker: str) -> None:
     """An operator's ``kill -9`` of the training process (not nsjail's), once it has started."""
     while not (out / "started").exists():
         time.sleep(0.05)
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if marker.encode() in argv and b"nsjail" not in argv[0]:  # the jailed python, not nsjail itself
-            os.kill(int(proc.name), signal.SIGKILL)
-            return
+    kill_minus_9_by_marker(marker)
 
 
 @pytest.mark.timeout(120)
