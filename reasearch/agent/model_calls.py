@@ -33,6 +33,7 @@ from reasearch.runs.journal import Journal
 from reasearch.runs.ledger import Unit
 from reasearch.runs.model_budget import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
+from reasearch.runs.store import reservation_mark
 
 __all__ = ["ActiveClock", "ModelCalls", "require_prices", "role_models"]
 
@@ -147,7 +148,8 @@ class ModelCalls:
                 # Answered: should this write fail (a full disk), the hold stays and the resume charges it at
                 # its reservation (Store.reclaim/takeover): an answered call is never dropped unpaid.
                 rec = self.journal.record(step, key, {"role": role, "model": model.name, "attempt": attempt,
-                                                      "reply": reply.to_dict(), "elapsed_s": self.clock.elapsed()})
+                                                      "reply": reply.to_dict(), "elapsed_s": self.clock.elapsed(),
+                                                      "reservation": reservation_mark(token)})
             elif self.journal.replaying(step):
                 self.clock.restore(float(rec.get("elapsed_s", 0.0)))
             reply = ModelReply.from_dict(rec["reply"])

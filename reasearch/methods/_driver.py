@@ -35,6 +35,7 @@ from reasearch.runs.ledger import Unit
 from reasearch.runs.model_budget import reserve_model_call, spent_hard_cap
 from reasearch.runs.run import Run
 from reasearch.runs.steering import Steering, start_source
+from reasearch.runs.store import reservation_mark
 
 __all__ = ["Candidate", "MethodDriver", "apply_edits", "config_from", "last_block"]
 
@@ -194,7 +195,7 @@ class MethodDriver:
             # Answered: should this write fail (a full disk), the hold stays and the resume charges it at its
             # reservation (Store.reclaim/takeover): an answered call is never dropped unpaid.
             rec = self.record(step, REPLY_EVENT, {"method": self.method, "note": note, "model": self.model.name,
-                                                  "reply": reply.to_dict()})
+                                                  "reply": reply.to_dict(), "reservation": reservation_mark(token)})
         reply = ModelReply.from_dict(rec["reply"])
         ledger_note = f"{self.method}:{note}"
         self.run.settle(token, {Unit.MODEL_CALLS: 1.0, Unit.TOKENS: float(reply.usage.total),

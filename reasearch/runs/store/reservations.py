@@ -26,6 +26,13 @@ from reasearch.runs.store.rows import insert_debit, touch
 IN_FLIGHT_NOTE = "charged at reservation: the driver died while the {what} was in flight [{token}]"
 
 
+def reservation_mark(token: str) -> str:
+    """How a reservation is named where it is recorded: in its charge's note (:data:`IN_FLIGHT_NOTE`) and in
+    the journaled answer of the work it held (a model reply's ``reservation``), so that a charge and an
+    answer of the same call can be matched."""
+    return str(token)[:12]
+
+
 def _first_refusal(budget: Budget, used: Mapping[str, float], amounts: Mapping[Unit, float],
                    fleet_id: str | None = None, others: Mapping[str, float] | None = None) -> Refusal | None:
     """The first cap of ``budget`` that ``amounts`` on top of ``used`` would break, or None; ``others``:
@@ -152,7 +159,7 @@ class Reservations:
                     continue  # the reply was journaled: the replay debits what it actually cost
             if not float(amount) > 0:
                 continue
-            note = IN_FLIGHT_NOTE.format(what=what or "work", token=str(token)[:12])
+            note = IN_FLIGHT_NOTE.format(what=what or "work", token=reservation_mark(token))
             insert_debit(self.db, LedgerEntry(run_id, step, Unit(unit), float(amount), note, now))
         if rows:
             touch(self.db, run_id)
