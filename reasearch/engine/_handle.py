@@ -221,6 +221,8 @@ class WorkerHandle:
     # -- frames
     spin_until = 0.0  # the current wait polls until then (see _spin)
     last_frame = 0.0  # when the last frame from the worker arrived
+    sent_at = 0.0  # when the current one-shot run was sent
+    last_wait_s = 0.0  # how long the previous one-shot run took, send to reply (see _spin.until)
 
     def send(self, header: dict[str, Any], value: Any = None, stamps: dict[str, int] | None = None) -> None:
         """Writes one request frame; ``stamps`` (bench only) gets ``e_sent`` between encoding and writing."""
@@ -228,8 +230,12 @@ class WorkerHandle:
             raise WorkerDied()
         data = _wire.encode_frame(header, value, path="payload")
         now = time.monotonic()  # a one-shot run after a pause polls for its reply first (see _spin)
-        self.spin_until = _spin.until(now, self.last_frame, _spin.ENGINE_S) if header.get("op") == "run" else 0.0
+        run = header.get("op") == "run"
+        self.spin_until = _spin.until(now, self.last_frame, _spin.ENGINE_S, self.last_wait_s) if run else 0.0
+        self.sent_at = now if run else 0.0
         if stamps is not None:
+            stamps["e_polls"] = int(self.spin_until > 0.0)  # whether this wait polls first (see _spin.until)
+            stamps["e_last_wait_ns"] = int(self.last_wait_s * 1e9)  # what that was decided on
             stamps["e_sent"] = time.monotonic_ns()  # before the write: the worker may read it at once
         try:
             _wire.write_all(self.proc.stdin.fileno(), data)
@@ -306,6 +312,8 @@ class WorkerHandle:
                 raise WorkerRetired(str(head.get("reason")))
             if head.get("kind") == "done":
                 self.child_pid = None
+                if self.sent_at:
+                    self.last_wait_s, self.sent_at = time.monotonic() - self.sent_at, 0.0
             if head.get("kind") == "engine_error":
                 raise SandboxError(f"sandbox worker {self.index} failed:\n{head.get('error')}")
             return head, blobs, t_start

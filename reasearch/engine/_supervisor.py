@@ -103,6 +103,7 @@ class Supervisor:
         self.post_prev: dict[str, int] = {}
         self.stamping = False
         self.last_frame = 0.0  # when this worker last wrote a frame to the engine (see _spin)
+        self.last_wait_s = 0.0  # how long the previous one-shot child took to its result (see _spin.until)
         prewarm_dir = self.scratch.make_prewarm()
         # Once here rather than in every child (both are inherited at fork): the capability
         # bounding set a child needs, and default SIGINT/SIGTERM dispositions.
@@ -317,7 +318,8 @@ class Supervisor:
     def handle_run(self, head: dict[str, Any], value: dict[str, Any], session: bool) -> None:
         # A one-shot run after a pause polls for its child's result before sleeping (see _spin).
         now = time.monotonic()
-        spin_until = 0.0 if session else _spin.until(now, self.last_frame, _spin.WORKER_S)
+        spin_until = 0.0 if session else _spin.until(now, self.last_frame, _spin.WORKER_S, self.last_wait_s)
+        self.stamps["w_polls"], self.stamps["w_last_wait_ns"] = int(spin_until > 0.0), int(self.last_wait_s * 1e9)
         self.forks.warm_after_s = warm_delay(now, self.last_frame)
         try:
             self.warm_harness(head.get("harness"))
@@ -338,6 +340,8 @@ class Supervisor:
         others, notify = (lambda: self.tree.others_cpu(ch)), (lambda w: self.send({"kind": "waited", "waited_s": w}))
         state = self.pump_limited(ch, limits, want_frame=True, spin_until=spin_until, others_cpu=others, notify=notify)
         self.stamps["w_frame"] = _ns()
+        if not session:
+            self.last_wait_s = time.monotonic() - ch.t0
         if state == "frame":
             frame = take_frame(ch)
             kind = frame_kind(frame)

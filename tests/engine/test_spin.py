@@ -8,9 +8,11 @@ import select
 import textwrap
 import time
 
-from reasearch.engine import SandboxPool, _spin
+import pytest
+
+from reasearch.engine import SandboxConfig, SandboxPool, _spin
 from reasearch.engine.protocol import Limits, RunRequest, Status
-from tests.engine.conftest import stray_processes
+from tests.engine.conftest import needs_mode, stray_processes
 
 
 def test_only_a_wait_after_a_pause_polls() -> None:
@@ -18,6 +20,36 @@ def test_only_a_wait_after_a_pause_polls() -> None:
     assert _spin.until(now, now - 2 * _spin.IDLE_S, 0.003) == now + 0.003
     assert _spin.until(now, now - _spin.IDLE_S / 2, 0.003) == 0.0  # back to back: sleep at once
     assert _spin.until(now, 0.0, _spin.ENGINE_S) == now + _spin.ENGINE_S  # a fresh channel has paused
+    # the previous answer on the channel came within the window: poll; it took longer: sleep at once
+    assert _spin.until(now, now - 2 * _spin.IDLE_S, 0.003, last_wait_s=0.001) == now + 0.003
+    assert _spin.until(now, now - 2 * _spin.IDLE_S, 0.003, last_wait_s=0.003) == 0.0
+
+
+@pytest.mark.parametrize("mode", ["nsjail", "process"])
+def test_a_wait_after_a_pause_polls_only_when_the_last_answer_came_within_the_window(mode: str) -> None:
+    """Engine and worker alike: a post-pause wait polls exactly when the previous answer on its channel came
+    within the window; after an evaluation of 30 ms (longer than either window on any machine) it sleeps
+    at once, since its polls would burn a busy machine's CPU for nothing. Whether a quick answer came
+    within the window depends on the machine's load, so those steps check the rule, not an outcome."""
+    needs_mode(mode)
+    quick = RunRequest(source="def run():\n    return 1\n")
+    slow = RunRequest(source="import time\ndef run():\n    time.sleep(0.03)\n    return 2\n", limits=Limits(wall_s=5.0))
+    with SandboxPool(SandboxConfig(mode=mode, workers=1)) as pool:
+
+        def polls(req: RunRequest) -> tuple[int, int]:
+            time.sleep(0.03)  # a pause: the channel has been quiet longer than IDLE_S
+            out, stamps = pool.run_stamped(req)
+            assert out.status is Status.OK and out.value == (2 if req is slow else 1), out.error
+            for side, window in (("e", _spin.ENGINE_S), ("w", _spin.WORKER_S)):
+                assert stamps[f"{side}_polls"] == int(stamps[f"{side}_last_wait_ns"] < window * 1e9), (side, stamps)
+            return stamps["e_polls"], stamps["w_polls"]
+
+        for _ in range(3):
+            pool.run(quick)
+        polls(quick)
+        polls(slow)
+        assert polls(quick) == (0, 0)  # the answer before took 30 ms on both channels: sleep at once
+        polls(quick)
 
 
 def test_one_wait_polls_then_blocks_then_times_out() -> None:
