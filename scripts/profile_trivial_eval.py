@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+from reasearch._bench import cpu_ticks
 from reasearch._bench import sandbox as sb
 from reasearch.engine import SandboxConfig, SandboxPool
 from reasearch.engine.protocol import RunRequest
@@ -21,10 +22,10 @@ def main(n: int) -> None:
     try:
         req = RunRequest(source=sb.TRIVIAL)
         sb._fit_workers(pool, req)
-        before = sb._cpu_ticks()
+        before = cpu_ticks()
         t0 = time.perf_counter()
         rows = sb._breakdown_rows(pool, n)
-        load = sb.machine_load(before, sb._cpu_ticks(), n + 10)
+        load = sb.machine_load(before, cpu_ticks(), n + 10)
         busy = "unknown" if load is None else f"{load[1] * 100:.0f}% busy, {load[0]:.2f} ms machine CPU per evaluation"
         print(f"# {n} stamped evaluations in {time.perf_counter() - t0:.1f} s; machine {busy}; "
               f"load average {os.getloadavg()[0]:.1f}")

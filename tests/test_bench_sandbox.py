@@ -88,7 +88,8 @@ def test_the_zygotes_cpu_and_faults_are_paired_per_worker_and_a_new_zygote_is_sk
 def test_machine_load_is_busy_ticks_per_evaluation_and_share_of_all_ticks() -> None:
     import os
 
-    from reasearch._bench.sandbox import _cpu_ticks, machine_load
+    from reasearch._bench import cpu_ticks
+    from reasearch._bench.sandbox import machine_load
 
     hz = os.sysconf("SC_CLK_TCK")
     # 100 evaluations while the machine's CPUs ticked 4 * hz times, 3 * hz of them busy.
@@ -100,5 +101,16 @@ def test_machine_load_is_busy_ticks_per_evaluation_and_share_of_all_ticks() -> N
     assert machine_load((0, 10), (5, 10), 100) is None
     assert machine_load(None, (5, 20), 100) is None
     assert machine_load((0, 10), (5, 20), 0) is None
-    now = _cpu_ticks()  # this suite runs on Linux: /proc/stat is there
+    now = cpu_ticks()  # this suite runs on Linux: /proc/stat is there
     assert now is not None and 0 <= now[0] <= now[1]
+
+
+def test_busy_cpus_is_the_busy_share_of_all_ticks_times_the_cpus() -> None:
+    import os
+
+    from reasearch._bench import busy_cpus
+
+    cpus = os.cpu_count() or 1
+    got = busy_cpus((1000, 5000), (1000 + 300, 5000 + 400))  # 300 of 400 ticks of every CPU busy
+    assert got is not None and math.isclose(got, 0.75 * cpus)
+    assert busy_cpus(None, (1, 2)) is None and busy_cpus((5, 10), (6, 10)) is None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import os
 import resource
 import statistics
 import subprocess
@@ -29,6 +30,8 @@ from reasearch.errors import ConfigError
 __all__ = [
     "SECTIONS",
     "BenchRow",
+    "busy_cpus",
+    "cpu_ticks",
     "FreshProcess",
     "fresh_processes",
     "median",
@@ -187,6 +190,31 @@ def fresh_processes(argv: Sequence[str], *, runs: int, env: dict[str, str] | Non
 
 
 # --- the statistics ---------------------------------------------------------------------------------
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of every CPU of the machine so far (``/proc/stat``); None elsewhere.
+
+    Busy: user, nice, system, irq and softirq time; total adds idle, iowait and the time the
+    hypervisor gave to others (steal)."""
+    try:
+        with open("/proc/stat", "rb") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 8:
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    busy = user + nice + system + irq + softirq
+    return busy, busy + idle + iowait + steal
+
+
+def busy_cpus(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """How many CPUs the whole machine kept busy on average between two :func:`cpu_ticks` readings (every
+    process: what was measured and whatever else ran); None without readings or time between them."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
 
 
 def median(xs: Iterable[float]) -> float:

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reasearch._bench import BenchRow, median, p95, time_calls
+from reasearch._bench import BenchRow, cpu_ticks, median, p95, time_calls
 
 __all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", "cpu_budget", "machine_load", "run"]
 
@@ -177,32 +177,15 @@ def _latency(pool: Any, req: Any, repeat: int) -> tuple[float, float, tuple[floa
 
 def _timed_with_load(fn: Any, repeat: int, warmup: int) -> tuple[list[float], tuple[float, float] | None]:
     """``time_calls(fn)`` and the :func:`machine_load` of all its calls, warm-up ones included."""
-    before = _cpu_ticks()
+    before = cpu_ticks()
     ts = time_calls(fn, repeat=repeat, warmup=warmup)
-    return ts, machine_load(before, _cpu_ticks(), repeat + warmup)
-
-
-def _cpu_ticks() -> tuple[int, int] | None:
-    """(busy, total) clock ticks of every CPU of the machine so far (``/proc/stat``); None elsewhere.
-
-    Busy: user, nice, system, irq and softirq time; total adds idle, iowait and the time the
-    hypervisor gave to others (steal)."""
-    try:
-        with open("/proc/stat", "rb") as fh:
-            fields = [int(x) for x in fh.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    if len(fields) < 8:
-        return None
-    user, nice, system, idle, iowait, irq, softirq, steal = fields
-    busy = user + nice + system + irq + softirq
-    return busy, busy + idle + iowait + steal
+    return ts, machine_load(before, cpu_ticks(), repeat + warmup)
 
 
 def machine_load(before: tuple[int, int] | None, after: tuple[int, int] | None, n: int) -> tuple[float, float] | None:
-    """(CPU ms per evaluation, busy share of all CPUs) between two :func:`_cpu_ticks` readings
-    around ``n`` evaluations: the CPU every process of the machine spent meanwhile, so it counts
-    the engine, the workers, their children and whatever else ran."""
+    """(CPU ms per evaluation, busy share of all CPUs) between two :func:`~reasearch._bench.cpu_ticks`
+    readings around ``n`` evaluations: the CPU every process of the machine spent meanwhile, so it
+    counts the engine, the workers, their children and whatever else ran."""
     if before is None or after is None or n <= 0 or after[1] <= before[1]:
         return None
     hz = os.sysconf("SC_CLK_TCK")
