@@ -116,6 +116,10 @@ class WorkerHandle:
             try:
                 with waiting(f"sandbox worker {self.index} to start"):
                     head, _ = self.recv(time.monotonic() + timeout)
+                if self.proc is not None and self.proc.poll() is not None:
+                    # Its launcher (nsjail) died after it had started the jail: the jail's first process
+                    # lives on without the supervisor that holds its limits and clean-up. No worker.
+                    raise WorkerDied()
                 break
             except WorkerDied:
                 died.append(self._exit_status())
