@@ -44,7 +44,7 @@ from reasearch._chaos.training import experiment_processes, held_leases
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
 from reasearch.runs.liveness import process_start
-from reasearch.runs.store import Store
+from reasearch.runs.store import Store, charged_mark
 
 __all__ = ["CHECKS", "SoakRecord", "Violation", "Wait", "check_all", "soak_processes"]
 
@@ -107,11 +107,6 @@ def _ledger_sum(store: Store, run_id: str, unit: Unit, *, in_flight: bool | None
                and (in_flight is None or e.note.startswith(IN_FLIGHT) == in_flight))
 
 
-def _mark(note: str) -> str:
-    """The reservation a charge at reservation names (``[...]`` at the end of its note)."""
-    return note[note.rfind("[") + 1:-1] if note.endswith("]") and "[" in note else ""
-
-
 def runs_finished(rec: SoakRecord, store: Store) -> list[str]:
     out = []
     for run_id in rec.caps:
@@ -159,11 +154,11 @@ def model_calls_once(rec: SoakRecord, store: Store) -> list[str]:
                 journaled_in.setdefault(nonce, []).append(f"{run_id}@{e.step}")
         debited = _ledger_sum(store, run_id, Unit.MODEL_CALLS, in_flight=False)
         charged = _ledger_sum(store, run_id, Unit.MODEL_CALLS, in_flight=True)
-        replied = {str(e.payload.get("reservation")) for e in replies}
+        replied = {e.payload["reservation"] for e in replies if "reservation" in e.payload}
         for row in store.ledger(run_id):
-            if row.unit is Unit.MODEL_CALLS and row.note.startswith(IN_FLIGHT) and _mark(row.note) in replied:
+            if row.unit is Unit.MODEL_CALLS and (mark := charged_mark(row.note)) is not None and mark in replied:
                 out.append(f"run {run_id} step {row.step}: a model call charged at its reservation "
-                           f"[{_mark(row.note)}] and debited for its journaled reply (paid twice)")
+                           f"[{mark}] and debited for its journaled reply (paid twice)")
         if abs(debited - len(replies)) > EPS:
             out.append(f"run {run_id}: {debited:g} model calls debited for {len(replies)} journaled replies")
         sums = paid.setdefault(account, [0.0, 0.0, 0.0])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reasearch.engine import _spin, _wire
-from reasearch.engine._oom import oom_kills
+from reasearch.engine._oom import oom_kills, rose
 from reasearch.engine._procs import descendants_of, kill_orphans, reap_jail_orphans, reap_pids, stop_and_wait
 from reasearch.engine.config import SandboxConfig
 from reasearch.engine.waits import waiting
@@ -89,10 +89,8 @@ class WorkerHandle:
         """Whether the host's ``oom_kill`` count rose since this worker's last look (when it was made, or its
         last child killed by a SIGKILL nobody on our side sent): read only then, never on an evaluation's path.
         Host-wide, so an OOM kill elsewhere in that time counts too: the best evidence at hand."""
-        now = oom_kills()
-        rose = self.oom_seen is not None and now is not None and now > self.oom_seen
-        self.oom_seen = now
-        return rose
+        before, self.oom_seen = self.oom_seen, oom_kills()
+        return rose(before, self.oom_seen)
 
     # -- life cycle
     def start(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["KILLED_UNASKED", "OOM_KILLED", "oom_kills"]
+__all__ = ["KILLED_UNASKED", "OOM_KILLED", "oom_kills", "rose"]
 
 VMSTAT = Path("/proc/vmstat")
 KILLED_UNASKED = "killed by signal 9 (out of memory, or killed from outside)"
@@ -29,3 +29,8 @@ def oom_kills(vmstat: Path = VMSTAT) -> int | None:
         if name == "oom_kill" and value.strip().isdigit():
             return int(value)
     return None
+
+
+def rose(before: int | None, after: int | None) -> bool:
+    """Whether the OOM-killer count went up between two :func:`oom_kills` readings (False where either is missing)."""
+    return before is not None and after is not None and after > before

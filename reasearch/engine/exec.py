@@ -34,7 +34,7 @@ from typing import Any
 
 from reasearch.engine import _procs
 from reasearch.engine._jail import nsjail_argv
-from reasearch.engine._oom import KILLED_UNASKED, OOM_KILLED, oom_kills
+from reasearch.engine._oom import KILLED_UNASKED, OOM_KILLED, oom_kills, rose
 from reasearch.engine._policy import JAIL_UID, THREAD_ENV
 from reasearch.engine.isolation import make_launcher
 from reasearch.engine.protocol import Limits, Status
@@ -335,8 +335,7 @@ def _run(cmd: list[str], *, cwd: str | None, env: dict[str, str], stdin: bytes |
     elif "MemoryError" in err[-400:]:
         st = Status.OOM
     elif sig == signal.SIGKILL:  # nobody on our side sent it: the OOM killer only if it is known to have acted
-        oom_after = oom_kills()
-        oomed = oom_before is not None and oom_after is not None and oom_after > oom_before
+        oomed = rose(oom_before, oom_kills())
         st = Status.OOM if oomed else Status.CRASH
         err += f"\n[reasearch: {OOM_KILLED if oomed else KILLED_UNASKED}]\n"
     elif code == 0:

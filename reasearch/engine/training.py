@@ -66,7 +66,7 @@ from reasearch.engine._job_launch import end_job as _end_job
 from reasearch.engine._job_launch import open_log as _open_log
 from reasearch.engine._job_launch import over_quota as _over_quota
 from reasearch.engine._job_launch import signal_job as _signal_job
-from reasearch.engine._oom import KILLED_UNASKED, OOM_KILLED, oom_kills
+from reasearch.engine._oom import KILLED_UNASKED, OOM_KILLED, oom_kills, rose
 from reasearch.engine.gpu import SlotLease
 from reasearch.engine.protocol import Status
 from reasearch.errors import ConfigError, SandboxError
@@ -353,8 +353,7 @@ def _supervise(cmd: list[str], *, cwd: str | None, env: dict[str, str], lease: S
     elif "MemoryError" in said or "out of memory" in said.lower():
         st = Status.OOM
     elif sig == signal.SIGKILL:  # nobody on our side sent it: the OOM killer only if it is known to have acted
-        oom_after = oom_kills()
-        oomed = oom_before is not None and oom_after is not None and oom_after > oom_before
+        oomed = rose(oom_before, oom_kills())
         st = Status.OOM if oomed else Status.CRASH
         note(f"\n[reasearch: {OOM_KILLED if oomed else KILLED_UNASKED}]\n")
     elif code == 0:

@@ -46,7 +46,7 @@ from reasearch.runs.store.records import (
 )
 from reasearch.runs.store.records import STORE_FILENAME as STORE_FILENAME  # importable from here as before
 from reasearch.runs.store.records import _redact as _redact  # importable from here as before
-from reasearch.runs.store.reservations import reservation_mark
+from reasearch.runs.store.reservations import charged_mark, reservation_mark
 from reasearch.runs.store.sql import SQLStore
 from reasearch.runs.store.sqlite import MemoryStore, SQLiteStore
 
@@ -79,4 +79,5 @@ __all__ = [
     "dumps",
     "MEMORY_URL",
     "reservation_mark",
+    "charged_mark",
 ]

@@ -33,6 +33,15 @@ def reservation_mark(token: str) -> str:
     return str(token)[:12]
 
 
+def charged_mark(note: str) -> str | None:
+    """The reservation a ledger note of a charge at reservation names (:data:`IN_FLIGHT_NOTE`'s ``[...]``), or
+    None for any other note."""
+    head = IN_FLIGHT_NOTE.split("{", 1)[0]
+    if not (note.startswith(head) and note.endswith("]") and "[" in note):
+        return None
+    return note[note.rfind("[") + 1:-1]
+
+
 def _first_refusal(budget: Budget, used: Mapping[str, float], amounts: Mapping[Unit, float],
                    fleet_id: str | None = None, others: Mapping[str, float] | None = None) -> Refusal | None:
     """The first cap of ``budget`` that ``amounts`` on top of ``used`` would break, or None; ``others``:
