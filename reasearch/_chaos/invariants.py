@@ -48,7 +48,6 @@ from reasearch.runs.store import Store, charged_mark
 
 __all__ = ["CHECKS", "SoakRecord", "Violation", "Wait", "check_all", "soak_processes"]
 
-IN_FLIGHT = "charged at reservation"
 EPS = 1e-9
 _REPLY_KINDS = {str(k) for k in (*REPLY_KINDS, EventKind.METHOD_REPLY)}  # one journaled model call each
 
@@ -104,7 +103,7 @@ class SoakRecord:
 
 def _ledger_sum(store: Store, run_id: str, unit: Unit, *, in_flight: bool | None = None) -> float:
     return sum(e.amount for e in store.ledger(run_id) if e.unit is unit
-               and (in_flight is None or e.note.startswith(IN_FLIGHT) == in_flight))
+               and (in_flight is None or (charged_mark(e.note) is not None) == in_flight))
 
 
 def runs_finished(rec: SoakRecord, store: Store) -> list[str]:
@@ -204,7 +203,7 @@ def evaluations_once(rec: SoakRecord, store: Store) -> list[str]:
         if charged > rec.deaths_of(run_id) * rec.in_flight_per_death + EPS:
             out.append(f"run {run_id}: {charged:g} evaluations charged at reservation for "
                        f"{rec.deaths_of(run_id)} driver deaths")
-        by_step = Counter(e.step for e in ledger if e.unit is Unit.EVALUATIONS and not e.note.startswith(IN_FLIGHT))
+        by_step = Counter(e.step for e in ledger if e.unit is Unit.EVALUATIONS and charged_mark(e.note) is None)
         for ev in ran:
             if by_step.get(ev.step, 0) != 1:
                 out.append(f"run {run_id} step {ev.step}: evaluation debited {by_step.get(ev.step, 0)} times")
@@ -261,7 +260,7 @@ def experiments_once(rec: SoakRecord, store: Store) -> list[str]:
                 out.append(f"run {run_id} step {step}: {amount:g} experiments charged for one experiment")
         for step, ev in evals.items():
             debited = sum(x.amount for x in store.ledger(run_id) if x.unit is Unit.EXPERIMENTS and x.step == step
-                          and not x.note.startswith(IN_FLIGHT))
+                          and charged_mark(x.note) is None)
             if not ev.result.cached and abs(debited - 1.0) > EPS:
                 out.append(f"run {run_id} step {step}: its experiment debited {debited:g} times")
             if ev.result.status.value != "OK" and ev.result.score is not None:
