@@ -36,6 +36,7 @@ __all__ = [
     "fresh_processes",
     "median",
     "p95",
+    "p99",
     "per_call_us",
     "LONG_WHEN_NAMED",
     "MissingExtra",
@@ -224,8 +225,17 @@ def median(xs: Iterable[float]) -> float:
 
 def p95(xs: Sequence[float]) -> float:
     """The 95th percentile of ``xs``: the nearest-rank value at 0.95 of the sorted timings."""
+    return _nearest_rank(xs, 0.95)
+
+
+def p99(xs: Sequence[float]) -> float:
+    """The 99th percentile of ``xs``: the nearest-rank value at 0.99 of the sorted timings."""
+    return _nearest_rank(xs, 0.99)
+
+
+def _nearest_rank(xs: Sequence[float], q: float) -> float:
     s = sorted(xs)
-    return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 # --- the table --------------------------------------------------------------------------------------

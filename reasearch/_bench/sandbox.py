@@ -23,9 +23,10 @@ Figures (one run, same machine, same moment):
 * the zygote against the worker forking its children itself (``SandboxConfig(zygote=False)``):
   the machine's CPU per trivial evaluation of each, in alternating rounds.
 
-Goals (issue 16, 2 cores): trivial evaluation median and p95 <= 2 ms, >= 50x below the fresh
-jailed interpreter with NumPy, >= 400 trivial evaluations/s with 2 workers, circle-packing
-``evaluate()`` <= 5 ms.
+Goals (2 cores): issue 43's, trivial evaluation median <= 0.8 ms, p99 <= 3 ms, >= 1,500 trivial
+evaluations/s with 2 workers, <= 1.3 ms of CPU per evaluation (docs/engine.md says why the median, the
+rate and the CPU are out of reach of one fresh process per evaluation on 2 vCPUs); issue 16's, p95 <= 2
+ms, >= 50x below the fresh jailed interpreter with NumPy, circle-packing ``evaluate()`` <= 5 ms.
 """
 
 from __future__ import annotations
@@ -40,12 +41,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reasearch._bench import BenchRow, cpu_ticks, median, p95, time_calls
+from reasearch._bench import BenchRow, cpu_ticks, median, p95, p99, time_calls
 
-__all__ = ["CRITICAL_PATH", "FULL_IMAGE", "POST_REPLY", "TRIVIAL", "breakdown", "cpu_budget", "machine_load", "run"]
+__all__ = ["CRITICAL_PATH", "FULL_IMAGE", "GOAL_CPU_MS", "GOAL_MEDIAN_MS", "GOAL_P99_MS", "GOAL_RATE", "POST_REPLY",
+           "TRIVIAL", "breakdown", "cpu_budget", "machine_load", "run"]
 
 SECTION = "sandbox"
 TRIVIAL = "def run():\n    return 1\n"
+# Issue 43, item 1 (2 cores): the trivial evaluation's median and p99, the rate of 2 workers, the
+# machine's CPU per evaluation (engine and jail).
+GOAL_MEDIAN_MS, GOAL_P99_MS, GOAL_RATE, GOAL_CPU_MS = 0.8, 3.0, 1500.0, 1.3
 TRIVIAL_NUMPY = "import numpy\n\n" + TRIVIAL  # the same candidate, served by the NumPy image
 FULL_IMAGE = ("numba", "numpy", "reasearch.native", "scipy.optimize")
 
@@ -169,10 +174,10 @@ def fault_budget(stamp_sets: Sequence[Mapping[str, int]]) -> list[tuple[str, flo
     ) if xs]
 
 
-def _latency(pool: Any, req: Any, repeat: int) -> tuple[float, float, tuple[float, float] | None]:
-    """(median ms, p95 ms, :func:`machine_load` meanwhile) of one request at a time."""
+def _latency(pool: Any, req: Any, repeat: int) -> tuple[float, float, float, tuple[float, float] | None]:
+    """(median ms, p95 ms, p99 ms, :func:`machine_load` meanwhile) of one request at a time."""
     ts, load = _timed_with_load(lambda: pool.run(req), repeat, warmup=10)
-    return median(ts) * 1e3, p95(ts) * 1e3, load
+    return median(ts) * 1e3, p95(ts) * 1e3, p99(ts) * 1e3, load
 
 
 def _timed_with_load(fn: Any, repeat: int, warmup: int) -> tuple[list[float], tuple[float, float] | None]:
@@ -249,13 +254,13 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int)
     rows: list[BenchRow] = []
     try:
         _fit_workers(pool, full)
-        full_med, full_p95, _ = _latency(pool, full, repeat)
+        full_med, full_p95, _, _ = _latency(pool, full, repeat)
         full_rate = _throughput(pool, full, repeat)
         _fit_workers(pool, with_numpy)
-        np_med, np_p95, _ = _latency(pool, with_numpy, repeat)
+        np_med, np_p95, _, _ = _latency(pool, with_numpy, repeat)
         np_rate = _throughput(pool, with_numpy, repeat)
         _fit_workers(pool, fitted)
-        med, p95_ms, load = _latency(pool, fitted, latency_repeat)
+        med, p95_ms, p99_ms, load = _latency(pool, fitted, latency_repeat)
         paused_med, paused_p95 = _latency_after_pauses(pool, fitted, max(20, repeat // 2))
         rate = _throughput(pool, fitted, repeat)
     except BaseException:
@@ -265,10 +270,12 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int)
     tag = f"{mode}, image {image}"
     if fresh is not None:
         ratio = fresh / med
+        goal_ms = GOAL_MEDIAN_MS if mode == "nsjail" else 2.0  # issue 43's goal is the jail's; issue 16's for both
         rows.append(BenchRow(SECTION, f"trivial evaluation median ({tag})", med, "ms",
                              reference="fresh nsjail python + import numpy", reference_value=fresh, ratio=ratio,
-                             goal="<= 2 ms and >= 50x", met=med <= 2.0 and ratio >= 50.0,
-                             note=f"{latency_repeat} requests one at a time, 2 workers"))
+                             goal=f"<= {goal_ms:g} ms and >= 50x", met=med <= goal_ms and ratio >= 50.0,
+                             note=f"{latency_repeat} requests one at a time, 2 workers" + (
+                                 " (issue 16 asked <= 2 ms)" if mode == "nsjail" else "")))
     else:
         rows.append(BenchRow(SECTION, f"trivial evaluation median ({tag})", med, "ms",
                              note="no filesystem or network isolation" if mode == "process" else ""))
@@ -277,6 +284,10 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int)
                          note=f"of {latency_repeat} requests" + ("" if load is None else
                          f"; meanwhile the machine's CPUs were {load[1] * 100:.0f}% busy, {load[0]:.2f} ms of CPU per "
                          f"evaluation (every process; {os.cpu_count()} CPUs)")))
+    rows.append(BenchRow(SECTION, f"trivial evaluation p99 ({tag})", p99_ms, "ms",
+                         goal=f"<= {GOAL_P99_MS:g} ms" if mode == "nsjail" else "",
+                         met=(p99_ms <= GOAL_P99_MS) if mode == "nsjail" else None,
+                         note=f"of {latency_repeat} requests"))
     rows.append(
         BenchRow(
             SECTION,
@@ -287,8 +298,9 @@ def _mode_rows(mode: str, repeat: int, fresh: float | None, latency_repeat: int)
         )
     )
     rows.append(BenchRow(SECTION, f"throughput ({tag}, 1 thread per worker)", rate, "evals/s",
-                         goal=">= 400/s" if mode == "nsjail" else "", met=(rate >= 400.0) if mode == "nsjail" else None,
-                         note="2 workers, best of 3 windows"))
+                         goal=f">= {GOAL_RATE:,.0f}/s" if mode == "nsjail" else "",
+                         met=(rate >= GOAL_RATE) if mode == "nsjail" else None,
+                         note="2 workers, best of 3 windows (issue 16 asked >= 400/s)"))
     np_tag = f"{mode}, image {'+'.join(pool.profile_of(with_numpy))}"
     rows.append(BenchRow(SECTION, f"trivial evaluation median ({np_tag}, candidate imports numpy)", np_med, "ms",
                          reference=f"fitted image ({image})", reference_value=med, ratio=med / np_med,
@@ -335,7 +347,8 @@ def _breakdown_rows(pool: Any, repeat: int) -> list[BenchRow]:
         rows.append(BenchRow(SECTION, f"CPU per evaluation: {label}", ms, "ms", note=tag))
     if budget:
         total = sum(ms for _, ms in budget)
-        rows.append(BenchRow(SECTION, "CPU per evaluation: total", total, "ms",
+        rows.append(BenchRow(SECTION, "CPU per evaluation: total", total, "ms", goal=f"<= {GOAL_CPU_MS:g} ms",
+                             met=total <= GOAL_CPU_MS,
                              note=f"{tag}; 2 cores at most {2000.0 / total:.0f} evals/s at this CPU cost"))
     for label, n in fault_budget(stamp_sets):
         rows.append(BenchRow(SECTION, f"page faults per evaluation: {label}", n, "faults",
