@@ -43,6 +43,7 @@ from reasearch._chaos.endpoint import Account, nonce_of
 from reasearch._chaos.training import experiment_processes, held_leases
 from reasearch.runs import RunState, Unit, open_store
 from reasearch.runs.events import REPLY_KINDS, EventKind, base_kind
+from reasearch.runs.ledger import LedgerEntry
 from reasearch.runs.liveness import process_start
 from reasearch.runs.store import Store, charged_mark
 
@@ -101,8 +102,10 @@ class SoakRecord:
         return self.deaths.get(self.account_of(run_id), 0)
 
 
-def _ledger_sum(store: Store, run_id: str, unit: Unit, *, in_flight: bool | None = None) -> float:
-    return sum(e.amount for e in store.ledger(run_id) if e.unit is unit
+def _ledger_sum(ledger: Sequence[LedgerEntry], unit: Unit, *, in_flight: bool | None = None) -> float:
+    """The amounts of ``unit`` in a run's ledger (read once per check): charges at reservation only
+    (``in_flight`` True), everything else (False), or both (None)."""
+    return sum(e.amount for e in ledger if e.unit is unit
                and (in_flight is None or (charged_mark(e.note) is not None) == in_flight))
 
 
@@ -151,10 +154,11 @@ def model_calls_once(rec: SoakRecord, store: Store) -> list[str]:
             if nonce is not None:
                 nonces.append(nonce)
                 journaled_in.setdefault(nonce, []).append(f"{run_id}@{e.step}")
-        debited = _ledger_sum(store, run_id, Unit.MODEL_CALLS, in_flight=False)
-        charged = _ledger_sum(store, run_id, Unit.MODEL_CALLS, in_flight=True)
+        ledger = store.ledger(run_id)
+        debited = _ledger_sum(ledger, Unit.MODEL_CALLS, in_flight=False)
+        charged = _ledger_sum(ledger, Unit.MODEL_CALLS, in_flight=True)
         replied = {e.payload["reservation"] for e in replies if "reservation" in e.payload}
-        for row in store.ledger(run_id):
+        for row in ledger:
             if row.unit is Unit.MODEL_CALLS and (mark := charged_mark(row.note)) is not None and mark in replied:
                 out.append(f"run {run_id} step {row.step}: a model call charged at its reservation "
                            f"[{mark}] and debited for its journaled reply (paid twice)")
@@ -163,7 +167,7 @@ def model_calls_once(rec: SoakRecord, store: Store) -> list[str]:
         sums = paid.setdefault(account, [0.0, 0.0, 0.0])
         sums[0] += debited
         sums[1] += charged
-        sums[2] += _ledger_sum(store, run_id, Unit.TOKENS)
+        sums[2] += _ledger_sum(ledger, Unit.TOKENS)
         journaled.setdefault(account, set()).update(nonces)
         if charged > rec.deaths_of(run_id) * rec.in_flight_per_death + EPS:
             out.append(f"run {run_id}: {charged:g} model calls charged at reservation for "
@@ -196,10 +200,10 @@ def evaluations_once(rec: SoakRecord, store: Store) -> list[str]:
             continue
         ran = [ev for ev in store.evaluations(run_id)
                if not ev.result.cached and ev.result.status.value != "REFUSED"]
-        debited = _ledger_sum(store, run_id, Unit.EVALUATIONS, in_flight=False)
+        debited = _ledger_sum(ledger, Unit.EVALUATIONS, in_flight=False)
         if abs(debited - len(ran)) > EPS:
             out.append(f"run {run_id}: {debited:g} evaluations debited for {len(ran)} that ran")
-        charged = _ledger_sum(store, run_id, Unit.EVALUATIONS, in_flight=True)
+        charged = _ledger_sum(ledger, Unit.EVALUATIONS, in_flight=True)
         if charged > rec.deaths_of(run_id) * rec.in_flight_per_death + EPS:
             out.append(f"run {run_id}: {charged:g} evaluations charged at reservation for "
                        f"{rec.deaths_of(run_id)} driver deaths")
@@ -218,8 +222,9 @@ def student_calls_once(rec: SoakRecord, store: Store) -> list[str]:
         if run_id not in rec.caps:
             out.append(f"run {run_id}: {answered} student calls answered for a run the soak did not start")
             continue
-        debited = _ledger_sum(store, run_id, Unit.STUDENT_CALLS, in_flight=False)
-        charged = _ledger_sum(store, run_id, Unit.STUDENT_CALLS, in_flight=True)
+        ledger = store.ledger(run_id)
+        debited = _ledger_sum(ledger, Unit.STUDENT_CALLS, in_flight=False)
+        charged = _ledger_sum(ledger, Unit.STUDENT_CALLS, in_flight=True)
         if debited > answered + EPS:
             out.append(f"run {run_id}: {debited:g} student calls debited for {answered} the student answered")
         if answered > debited + charged + EPS:
@@ -252,20 +257,21 @@ def experiments_once(rec: SoakRecord, store: Store) -> list[str]:
                 out.append(f"run {run_id} step {step}: recorded interrupted, but its result "
                            f"{evals[step].result.status.value} is stored")
         charged: dict[int, float] = {}
-        for entry in store.ledger(run_id):
+        ledger = store.ledger(run_id)
+        for entry in ledger:
             if entry.unit is Unit.EXPERIMENTS:
                 charged[entry.step] = charged.get(entry.step, 0.0) + entry.amount
         for step, amount in sorted(charged.items()):
             if amount > 1 + EPS:
                 out.append(f"run {run_id} step {step}: {amount:g} experiments charged for one experiment")
         for step, ev in evals.items():
-            debited = sum(x.amount for x in store.ledger(run_id) if x.unit is Unit.EXPERIMENTS and x.step == step
+            debited = sum(x.amount for x in ledger if x.unit is Unit.EXPERIMENTS and x.step == step
                           and charged_mark(x.note) is None)
             if not ev.result.cached and abs(debited - 1.0) > EPS:
                 out.append(f"run {run_id} step {step}: its experiment debited {debited:g} times")
             if ev.result.status.value != "OK" and ev.result.score is not None:
                 out.append(f"run {run_id} step {step}: a {ev.result.status.value} experiment scored {ev.result.score}")
-        in_flight = _ledger_sum(store, run_id, Unit.EXPERIMENTS, in_flight=True)
+        in_flight = _ledger_sum(ledger, Unit.EXPERIMENTS, in_flight=True)
         if in_flight > rec.deaths_of(run_id) * rec.in_flight_per_death + EPS:
             out.append(f"run {run_id}: {in_flight:g} experiments charged at reservation for "
                        f"{rec.deaths_of(run_id)} driver deaths")
