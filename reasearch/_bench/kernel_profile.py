@@ -43,8 +43,6 @@ _KINDS: dict[str, str] = {
     "__schedule": "scheduler",
     "schedule": "scheduler",
     "try_to_wake_up": "scheduler",
-    "pv_native_safe_halt": "idle",
-    "default_idle": "idle",
 }
 _SYSCALL = re.compile(r"__(?:x64|ia32|arm64|do)_sys_(\w+)$")
 _KERNEL_DSO = "[kernel.kallsyms]"
@@ -121,9 +119,10 @@ def table(counts: Counter[tuple[str, str]], frequency_hz: float, evaluations: in
     by_role: Counter[str] = Counter()
     for (who, _), n in counts.items():
         by_role[who] += n
+    largest_first = counts.most_common()
     for who, role_n in by_role.most_common():
         rest = 0
-        for (r, kind), n in counts.most_common():
+        for (r, kind), n in largest_first:
             if r != who:
                 continue
             if n / total < min_share:
