@@ -60,6 +60,7 @@ def _jail_comms(pool: SandboxPool) -> frozenset[str]:
 
 
 def profile(workload: str, n: int, out_dir: Path) -> None:
+    print(f"profiling {workload}: {n} evaluations under perf record ...", file=sys.stderr, flush=True)
     pool = SandboxPool(SandboxConfig(mode="nsjail", workers=2, switch_interval_s=0.0))
     try:
         req = _request(workload)
@@ -106,7 +107,12 @@ def profile(workload: str, n: int, out_dir: Path) -> None:
 if __name__ == "__main__":
     if shutil.which("perf") is None:
         raise SystemExit("perf is not installed (Debian: apt-get install linux-perf)")
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    try:
+        count = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    except ValueError:
+        raise SystemExit(f"N must be a whole number of evaluations, not {sys.argv[1]!r}") from None
+    if count < 2:
+        raise SystemExit(f"N must be at least 2 (two caller threads), not {count}")
     workloads = sys.argv[2:] or ["trivial", "circle_packing"]
     for w in workloads:
         if w not in ("trivial", "circle_packing"):
